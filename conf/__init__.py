@@ -1,0 +1,1 @@
+"""Hydra configs shipped with rubric-engine (installed as rubric_engine.conf)."""

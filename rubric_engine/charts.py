@@ -1,0 +1,129 @@
+"""Leaderboard charts: a radar of ability scores and grouped bars of subset scores.
+
+matplotlib is imported inside the functions (it costs ~1 s and only the leaderboard needs it) and
+drives the Agg canvas directly through `Figure`, never pyplot, so no GUI backend or global figure
+state is involved (safe in sweep workers and headless CI). Callers pass English labels, so the
+default DejaVu font renders every glyph and no CJK font is needed. Missing numbers (None) are
+drawn as gaps, never as zeros.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+__all__ = ["radar_chart", "subsets_chart", "FORMATS"]
+
+FORMATS = ("png", "svg")
+
+
+def _figure(width: float, height: float, polar: bool = False) -> tuple[Any, Any]:
+    """A Figure on the Agg canvas (explicit, no pyplot) and one axes."""
+    # The Agg canvas explicitly, not matplotlib.use(): switching the global backend would change the
+    # backend of a caller's own pyplot session (e.g. a notebook).
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(111, projection="polar" if polar else None)
+    return fig, ax
+
+
+def _save(fig: Any, out_base: Path) -> list[Path]:
+    """PNG and SVG next to each other; metadata without dates so reruns give identical files."""
+    import matplotlib
+
+    out_base.parent.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    with matplotlib.rc_context({"svg.hashsalt": "rubric-engine", "svg.fonttype": "path"}):
+        for ext in FORMATS:
+            path = out_base.with_suffix(f".{ext}")
+            meta = {"Date": None} if ext == "svg" else {"Software": None}
+            fig.savefig(path, format=ext, bbox_inches="tight", metadata=meta)
+            paths.append(path)
+    return paths
+
+
+def _colors(n: int) -> list[Any]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _nan(values: Sequence[float | None]) -> list[float]:
+    return [math.nan if v is None else float(v) for v in values]
+
+
+def radar_chart(axes: Sequence[str], series: Mapping[str, Sequence[float | None]], out_base: Path, *,
+                title: str = "", max_value: float = 100.0) -> list[Path]:
+    """One polygon per model over all abilities; writes out_base.png/.svg and returns the paths."""
+    n = len(axes)
+    if n < 3:  # a radar of fewer than 3 axes is not a polygon; still draw it so the report is complete
+        axes = [*axes, *[""] * (3 - n)]
+        series = {k: [*v, *[None] * (3 - n)] for k, v in series.items()}
+        n = 3
+    angles = [2 * math.pi * i / n for i in range(n)]
+    fig, ax = _figure(10, 8.5, polar=True)
+    ax.set_theta_offset(math.pi / 2)
+    ax.set_theta_direction(-1)
+    for color, (name, values) in zip(_colors(len(series)), series.items()):
+        vals = _nan(values)
+        closed_a, closed_v = [*angles, angles[0]], [*vals, vals[0]]
+        ax.plot(closed_a, closed_v, color=color, linewidth=1.6, label=name, marker="o", markersize=3)
+        if not any(math.isnan(v) for v in vals):
+            ax.fill(closed_a, closed_v, color=color, alpha=0.08)
+    ax.set_xticks(angles)
+    ax.set_xticklabels([textwrap.fill(a, 16) for a in axes], fontsize=9)
+    for label, angle in zip(ax.get_xticklabels(), angles):  # anchor outward so neighbours never collide
+        x = math.sin(angle)
+        label.set_horizontalalignment("left" if x > 0.1 else "right" if x < -0.1 else "center")
+    ax.tick_params(axis="x", pad=6)
+    ax.set_ylim(0, max_value)
+    ax.set_yticks([max_value * f for f in (0.2, 0.4, 0.6, 0.8, 1.0)])
+    ax.tick_params(axis="y", labelsize=7, colors="#666666")
+    ax.set_rlabel_position(180 / n)  # between the first two axes, off the data
+    if title:
+        ax.set_title(title, pad=40, fontsize=12)
+    if series:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.08, 1.0), fontsize=8, frameon=False)
+    return _save(fig, Path(out_base))
+
+
+def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | None]], out_base: Path, *,
+                  title: str = "", ylabel: str = "Score", notes: Mapping[str, str] | None = None) -> list[Path]:
+    """Grouped bars: one group per model, one bar per subset; notes (e.g. decay) above each group."""
+    models = list(series)
+    k = max(1, len(subsets))
+    width = 0.8 / k
+    fig, ax = _figure(max(6.0, 1.1 * len(models) + 2.5), 5.0)
+    xs = list(range(len(models)))
+    top = 0.0
+    for j, (color, subset) in enumerate(zip(_colors(k), subsets)):
+        vals = [series[m][j] if j < len(series[m]) else None for m in models]
+        pos = [x - 0.4 + width * (j + 0.5) for x in xs]
+        bars = ax.bar(pos, [0.0 if v is None else v for v in vals], width=width * 0.95, color=color, label=subset)
+        for bar, v in zip(bars, vals):
+            if v is None:  # a missing subset score is labelled, not drawn as a zero-height "score"
+                bar.set_alpha(0.0)
+                ax.annotate("n/a", (bar.get_x() + bar.get_width() / 2, 0), ha="center", va="bottom", fontsize=7)
+            else:
+                top = max(top, v)
+                ax.annotate(f"{v:.1f}", (bar.get_x() + bar.get_width() / 2, v), ha="center", va="bottom",
+                            fontsize=7, xytext=(0, 2), textcoords="offset points")
+    for x, m in zip(xs, models):
+        if notes and notes.get(m):
+            ax.annotate(notes[m], (x, top * 1.08 + 1), ha="center", va="bottom", fontsize=8, color="#444444")
+    ax.set_xticks(xs)
+    ax.set_xticklabels(models, rotation=20 if len(models) > 3 else 0, ha="right" if len(models) > 3 else "center",
+                       fontsize=9)
+    ax.set_ylim(0, max(top * 1.2 + 4, 10))
+    ax.set_ylabel(ylabel)
+    ax.spines[["top", "right"]].set_visible(False)
+    if title:
+        ax.set_title(title, fontsize=12)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _save(fig, Path(out_base))

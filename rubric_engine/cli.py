@@ -1,0 +1,197 @@
+"""The `rubric-engine` command: a small dispatcher in front of a Hydra app.
+
+Why a dispatcher: `@hydra.main` owns the whole command line, so subcommands (validate, cache,
+leaderboard, new, localize) are routed before Hydra sees argv. Hydra lives only in this module;
+everything it calls is plain Python taking plain values.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from .errors import ConfigError, RubricEngineError
+
+__all__ = ["main", "settings_from_config", "SweepLeaderboard"]
+
+CONFIG_MODULE = "rubric_engine.conf"
+SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize")
+
+
+def _slug(value: Any) -> str:
+    """A directory-safe name for a benchmark given by name or by path."""
+    name = Path(str(value).rstrip("/\\")).name or str(value)
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def _dir_safe(value: Any) -> str:
+    """A sweep job's override string as one directory name (no slashes, bounded length)."""
+    text = re.sub(r"[/\\:]+", "_", str(value)) or "run"
+    return text[:120]
+
+
+for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe)):
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _fn)
+
+
+def _model_spec(node: Any, role: str, timeout: float) -> Any:
+    from .models import ModelSpec
+
+    if node is None:
+        return None
+    data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    allowed = {"name", "model", "api_base", "api_key_env", "params"}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
+            if any("key" in k for k in unknown) else ""
+        raise ConfigError(f"{role}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}{hint}")
+    model = data.get("model")
+    if not model:
+        raise ConfigError(f"{role}.model is not set; e.g. {role}.model=openai/<served-model-name>")
+    name = data.get("name") or str(model).split("/", 1)[-1]
+    return ModelSpec(name=str(name), model=str(model), api_base=data.get("api_base"),
+                     api_key_env=data.get("api_key_env"), params=dict(data.get("params") or {}), timeout=float(timeout))
+
+
+def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
+    """Turn the composed Hydra config into the engine's plain `RunSettings`."""
+    from .runner import RunSettings
+
+    def opt(key: str) -> Any:
+        return OmegaConf.select(cfg, key, default=None)
+
+    ids = opt("ids")
+    if isinstance(ids, str):
+        ids = [s for s in re.split(r"[,\s]+", ids) if s]
+    return RunSettings(
+        benchmark=str(cfg.benchmark), out_dir=out_dir,
+        candidate=_model_spec(opt("candidate"), "candidate", cfg.timeout),
+        judge=_model_spec(opt("judge"), "judge", cfg.timeout),
+        benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
+        subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
+        answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
+        max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
+        progress=str(cfg.progress),
+    )
+
+
+def _fail(exc: BaseException, debug: bool) -> int:
+    if debug:
+        traceback.print_exception(exc)
+    print(f"rubric-engine: error: {exc}", file=sys.stderr)
+    if not debug:
+        print("(add debug=true for the full traceback)", file=sys.stderr)
+    return 2
+
+
+def _run_job(cfg: DictConfig) -> int:
+    """One run inside Hydra; in a sweep a failure is written to the job dir, never raised."""
+    from .runner import run_benchmark
+
+    hc = HydraConfig.get()
+    out_dir = Path(hc.runtime.output_dir)
+    try:
+        if cfg.dry_run:
+            from .commands import print_estimate
+
+            print_estimate(settings_from_config(cfg, out_dir))
+            return 0
+        run_benchmark(settings_from_config(cfg, out_dir))
+        return 0
+    except (RubricEngineError, KeyboardInterrupt) as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
+            return 130
+        if hc.mode == RunMode.MULTIRUN:
+            (out_dir / "error.txt").write_text(f"{exc}\n", encoding="utf-8")
+        return _fail(exc, bool(cfg.debug))
+
+
+_exit_code = 0
+
+
+@hydra.main(config_path="pkg://" + CONFIG_MODULE, config_name="config", version_base="1.3")
+def _hydra_app(cfg: DictConfig) -> None:
+    global _exit_code
+    code = _run_job(cfg)
+    _exit_code = max(_exit_code, code)
+
+
+class SweepLeaderboard(Callback):
+    """At the end of a sweep, build the leaderboard from the job directories that finished."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            from .leaderboard import leaderboard_command
+
+            leaderboard_command([sweep_dir], out_dir=sweep_dir,
+                                n_boot=int(OmegaConf.select(config, "bootstrap.samples", default=1000)),
+                                seed=int(OmegaConf.select(config, "bootstrap.seed", default=0)))
+        except RubricEngineError as exc:
+            print(f"rubric-engine: leaderboard not built: {exc}", file=sys.stderr)
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def _subcommand(name: str, args: list[str]) -> int:
+    debug = any(a in ("debug=true", "debug=True", "--debug") for a in args)
+    args = [a for a in args if a not in ("debug=true", "debug=True", "--debug")]
+    try:
+        if name == "validate":
+            from .commands import validate_command
+
+            cfg = _compose(args)
+            return validate_command(str(cfg.benchmark), list(cfg.benchmark_dirs or []), cfg.data.path, cfg.data.cache_dir)
+        if name == "cache":
+            from .commands import cache_command
+
+            return cache_command(args)
+        if name == "leaderboard":
+            from .leaderboard import leaderboard_main
+
+            return leaderboard_main(args)
+        if name == "new":
+            from .scaffold import new_command
+
+            return new_command(args)
+        from .localize import localize_command
+
+        return localize_command(args)
+    except RubricEngineError as exc:
+        return _fail(exc, debug)
+    except Exception as exc:  # Hydra's own errors (bad override, unknown group option)
+        if type(exc).__module__.startswith(("hydra", "omegaconf")):
+            return _fail(exc, debug)
+        raise
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        sys.exit(_subcommand(argv[0], argv[1:]))
+    sys.argv = [sys.argv[0], *argv]
+    _hydra_app()
+    sys.exit(_exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Subcommands that make no model call: `validate`, `cache info|clear`, and the dry-run estimate.
+
+Why apart from the runner: these must stay cheap (no LiteLLM import unless a price is looked up)
+and they answer questions a user asks before spending money.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .errors import ConfigError
+
+__all__ = ["validate_command", "cache_command", "print_estimate", "estimate_calls"]
+
+
+def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: str | None,
+                     cache_dir: str | None, console: Console | None = None) -> int:
+    """Load and check a spec and its data; print the taxonomy and scenario tables with counts."""
+    from .dataset import load_dataset
+    from .spec import benchmark_search_path, load_spec
+
+    console = console or Console()
+    spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs))
+    ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
+    qs = ds.questions
+    items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
+    rule_items = Counter(c.rule for q in qs for c in q.criteria if c.rule)
+    console.print(f"[bold]{spec.name}[/] {spec.version} ({spec.locale}) from {', '.join(str(f) for f in spec.files)}",
+                  highlight=False, soft_wrap=True)
+    console.print(f"data: {ds.source} sha256 {ds.sha256}", highlight=False, soft_wrap=True)
+    subsets = Counter(q.subset for q in qs)
+    console.print(f"{len(qs)} questions ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))}), "
+                  f"{sum(items.values())} ability items, {sum(rule_items.values())} failure-rule items", highlight=False, soft_wrap=True)
+
+    tax = Table(title="Taxonomy")
+    for col in ("Dimension", "Ability", "Label in data", "Items"):
+        tax.add_column(col, justify="right" if col == "Items" else "left")
+    for dim in spec.taxonomy.dimensions:
+        for i, ab in enumerate(dim.abilities):
+            tax.add_row(spec.label(dim.labels, "en") if i == 0 else "", spec.label(ab.labels, "en"),
+                        ", ".join(ab.data_labels), str(items.get(ab.id, 0)))
+    for rule in spec.failure_rules:
+        tax.add_row("(failure rule)", spec.label(rule.labels, "en"), ", ".join(rule.data_labels), str(rule_items.get(rule.id, 0)))
+    console.print(tax)
+
+    scen = Table(title="Scenarios")
+    for col in ("Scenario", "English", "Questions"):
+        scen.add_column(col, justify="right" if col == "Questions" else "left")
+    for label, n in Counter(q.scenario for q in qs).most_common():
+        labels = spec.report.scenarios.get(label)
+        scen.add_row(label or "(empty)", spec.label(labels, "en") if labels else "", str(n))
+    console.print(scen)
+    for w in ds.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+    console.print("[green]ok[/]: spec and data are valid")
+    return 0
+
+
+def cache_command(args: Sequence[str], console: Console | None = None) -> int:
+    """`rubric-engine cache info|clear [cache.dir=DIR]`: the durable store of completed calls."""
+    from .cache import ResultCache, default_cache_dir
+
+    console = console or Console()
+    action = args[0] if args else "info"
+    directory: str | None = None
+    for a in args[1:]:
+        if a.startswith("cache.dir="):
+            directory = a.split("=", 1)[1]
+        else:
+            raise ConfigError(f"cache: unknown argument {a!r}; usage: rubric-engine cache info|clear [cache.dir=DIR]")
+    if action not in ("info", "clear"):
+        raise ConfigError(f"cache: unknown action {action!r}; use 'info' or 'clear'")
+    path = Path(directory) if directory else default_cache_dir()
+    if action == "info" and not path.exists():
+        console.print(f"cache {path}: empty (not created yet)", highlight=False, soft_wrap=True)
+        return 0
+    cache = ResultCache(path)
+    try:
+        if action == "info":
+            info = cache.info()
+            console.print(f"cache {info['directory']}: {info['entries']} completed calls, "
+                          f"{info['size_bytes'] / 1e6:.1f} MB on disk (nothing is evicted; `cache clear` empties it)",
+                          highlight=False, soft_wrap=True)
+        else:
+            n = cache.clear()
+            console.print(f"cache {path}: removed {n} entries", highlight=False, soft_wrap=True)
+    finally:
+        cache.close()
+    return 0
+
+
+def _tokens(text: str) -> int:
+    """A rough token count: CJK characters ~1 token each, other text ~4 characters a token."""
+    cjk = sum(1 for ch in text if "\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef")
+    return cjk + (len(text) - cjk + 3) // 4
+
+
+def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_per_item: int = 60) -> dict[str, Any]:
+    """Calls, cached calls and estimated tokens per role, without calling any model."""
+    from .cache import ResultCache, cache_key, default_cache_dir
+    from .prompts import candidate_messages, judge_messages
+    from .runner import _declared_judge, _load
+
+    spec, _, questions = _load(settings)
+    judge = settings.judge or _declared_judge(spec)
+    cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
+    cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
+    est: dict[str, Any] = {}
+    try:
+        roles = [("judge", judge)] if settings.answers or settings.from_run else [("candidate", settings.candidate), ("judge", judge)]
+        for role, model in roles:
+            if model is None:
+                raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
+            prompt = completion = cached = 0
+            for q in questions:
+                if role == "candidate":
+                    msgs = candidate_messages(spec, q)
+                    completion += reply_tokens
+                    cached += int(cache is not None and cache.get(cache_key(model, msgs, None)) is not None)
+                else:
+                    msgs = judge_messages(spec, q, "x" * reply_tokens)
+                    completion += judge_reply_tokens_per_item * len(q.criteria)
+                prompt += sum(_tokens(str(m.get("content", ""))) for m in msgs)
+            est[role] = {"model": model.model, "name": model.name, "calls": len(questions), "cached": cached,
+                         "prompt_tokens": prompt, "completion_tokens": completion,
+                         "cost": _price(model.model, prompt, completion)}
+    finally:
+        if cache is not None:
+            cache.close()
+    return est
+
+
+def _price(model: str, prompt: int, completion: int) -> float | None:
+    """Price from LiteLLM's bundled price list (never fetched over the network); None if unknown."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    info = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
+    if not info or info.get("input_cost_per_token") is None:
+        return None
+    return prompt * info["input_cost_per_token"] + completion * (info.get("output_cost_per_token") or 0.0)
+
+
+def print_estimate(settings: Any, console: Console | None = None) -> dict[str, Any]:
+    console = console or Console()
+    est = estimate_calls(settings)
+    t = Table(title="Dry run: estimated calls, tokens and cost (no model was called)")
+    for col in ("Role", "Model", "Calls", "Already cached", "Prompt tokens", "Completion tokens", "Cost"):
+        t.add_column(col, justify="left" if col in ("Role", "Model") else "right")
+    for role, e in est.items():
+        cost = "unknown price" if e["cost"] is None else f"${e['cost']:.2f}"
+        t.add_row(role, e["model"], str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
+                  f"~{e['completion_tokens']:,}", cost)
+    console.print(t)
+    console.print("Token counts are estimates (CJK ~1 token a character, other text ~4 characters a token; "
+                  "candidate replies assumed ~400 tokens, judge verdicts ~60 tokens an item).")
+    return est

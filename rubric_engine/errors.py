@@ -1,0 +1,73 @@
+"""The exception tree. Every error the engine raises on purpose derives from `RubricEngineError`.
+
+    RubricEngineError            root: catch this to catch everything below
+    ├── SpecError                a benchmark spec file is wrong (file, key path, value, fix)
+    ├── DataError                a data file is wrong (file, line, what, fix)
+    ├── ConfigError              a run configuration / override / CLI argument is wrong
+    ├── ModelCallError           a model call failed (model, status, attempts)
+    │   └── FatalModelError      retrying cannot help (401, 404, 400, context too long)
+    └── AnswersError             an answers file for score-only runs is wrong
+
+Messages are one line a user can act on; the attributes carry the same facts for code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "RubricEngineError",
+    "SpecError",
+    "DataError",
+    "ConfigError",
+    "ModelCallError",
+    "FatalModelError",
+    "AnswersError",
+]
+
+
+class RubricEngineError(Exception):
+    """Root of every error the engine raises on purpose."""
+
+
+class SpecError(RubricEngineError):
+    """A benchmark spec is invalid: names the file, the key path, the bad value and the fix."""
+
+    def __init__(self, file: str, key_path: str, message: str, *, value: Any = None, fix: str = "") -> None:
+        self.file, self.key_path, self.value, self.fix = str(file), key_path, value, fix
+        text = f"{self.file}: {key_path or '<root>'}: {message}"
+        if value is not None:
+            text += f" (got {value!r})"
+        if fix:
+            text += f"; {fix}"
+        super().__init__(text)
+
+
+class DataError(RubricEngineError):
+    """A data file is invalid: names the file, the 1-based line (if any) and the fix."""
+
+    def __init__(self, file: str, message: str, *, line: int | None = None, fix: str = "") -> None:
+        self.file, self.line, self.fix = str(file), line, fix
+        where = f"{self.file}:{line}" if line is not None else self.file
+        super().__init__(f"{where}: {message}" + (f"; {fix}" if fix else ""))
+
+
+class ConfigError(RubricEngineError):
+    """A run configuration, override or command-line argument is invalid."""
+
+
+class AnswersError(RubricEngineError):
+    """An answers file given for a score-only run is unreadable or does not match the benchmark."""
+
+
+class ModelCallError(RubricEngineError):
+    """A model call failed after the retries it was allowed."""
+
+    def __init__(self, model: str, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        self.model, self.status, self.attempts = model, status, attempts
+        code = f" [HTTP {status}]" if status is not None else ""
+        super().__init__(f"{model}{code}: {message} (after {attempts} attempt{'s' if attempts != 1 else ''})")
+
+
+class FatalModelError(ModelCallError):
+    """A model call failed in a way retrying cannot fix: bad key, unknown model, bad request."""

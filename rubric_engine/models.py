@@ -1,0 +1,424 @@
+"""Model calls through LiteLLM with our own retries, rate limits and a durable result cache.
+
+Why our own retry loop: LiteLLM's retries silently need `tenacity`, and for `openai/` models the
+OpenAI SDK retries too, so retries compound unpredictably. We call with `num_retries=0,
+max_retries=0` and retry here: 429 / 5xx / timeouts / connection errors / malformed bodies, with
+exponential backoff + full jitter, honouring Retry-After. Errors retrying cannot fix
+(400/401/403/404/422, context too long) raise `FatalModelError` at once with one actionable line.
+
+Why the cache is checked first: `import litellm` costs seconds, so a fully cached re-score never
+imports it. Only accepted, successful results are cached; errors never are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping
+
+from rubric_engine.cache import ResultCache, default_cache_dir
+from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
+
+__all__ = ["ModelSpec", "CallResult", "CallStats", "ModelClient", "cache_key", "ResultCache",
+           "default_cache_dir", "provider_key_env", "CACHE_KEY_VERSION"]
+
+CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
+_NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries", "max_retries"})
+_RETRY_STATUS = frozenset({408, 409, 425, 429})
+_FATAL_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
+                          "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"})
+_KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
+_LOOP_USERS: dict[int, int] = {}  # event-loop id -> ModelClients that made real calls in it (for aclose)
+
+
+def provider_key_env(model: str) -> str:
+    """The env var LiteLLM reads for `model`'s provider when no api_key_env is given."""
+    if "/" in model:
+        provider = model.split("/", 1)[0]
+    else:  # LiteLLM infers the provider from bare names
+        provider = next((p for p in ("claude", "gemini", "mistral", "deepseek") if model.startswith(p)), "openai")
+        provider = {"claude": "anthropic"}.get(provider, provider)
+    return _KEY_ENV_EXCEPTIONS.get(provider, f"{provider.upper()}_API_KEY")
+
+
+def _plain(value: Any) -> Any:
+    """Mappings/sequences (e.g. OmegaConf containers) -> dict/list, so specs hash and serialise."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model as the user declared it. `params` are sampling params passed to LiteLLM."""
+
+    name: str
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    timeout: float = 120.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError(f"model {self.name!r}: 'model' must be a LiteLLM id like 'openai/gpt-4o' (got {self.model!r})")
+        if not self.timeout or self.timeout <= 0:
+            raise ConfigError(f"model {self.name!r}: timeout must be > 0 seconds (got {self.timeout!r})")
+        params = _plain(self.params or {})
+        if "api_key" in params:
+            raise ConfigError(f"model {self.name!r}: params.api_key is not allowed (it would be saved with the run); "
+                              "put the key in an environment variable and name it with api_key_env")
+        object.__setattr__(self, "params", params)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout,
+                     json.dumps(self.params, sort_keys=True, default=str)))
+
+    @property
+    def key_env(self) -> str:
+        """The env var holding this model's key (declared, or the provider's default)."""
+        return self.api_key_env or provider_key_env(self.model)
+
+
+@dataclass
+class CallResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None  # USD; None when LiteLLM has no price for the model
+    cached: bool
+    attempts: int  # HTTP requests made for this result (0 for a cache hit)
+
+
+@dataclass
+class CallStats:
+    """Counters for one client. Tokens and cost count only requests made in this process."""
+
+    calls: int = 0  # complete() invocations
+    cache_hits: int = 0
+    errors: int = 0  # complete() calls that raised ModelCallError / FatalModelError
+    retries: int = 0  # extra HTTP attempts after a retryable failure
+    requests: int = 0  # HTTP requests sent
+    rejected: int = 0  # results the caller's accept() refused (not cached)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0  # sum over calls whose cost is known
+    cost_unknown_calls: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> str:
+    """sha256 over what determines the answer; never the key, timeout, retries or concurrency."""
+    params = {k: v for k, v in spec.params.items() if k not in _NOT_IN_KEY}
+    payload = {"v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
+               "messages": _plain(messages), "params": params, "response_format": _plain(response_format)}
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class _RateLimiter:
+    """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429."""
+
+    def __init__(self, rpm: float | None) -> None:
+        self.interval = 60.0 / rpm if rpm else 0.0
+        self._next = 0.0
+        self._paused_until = 0.0
+
+    async def wait(self) -> None:
+        now = time.monotonic()
+        slot = max(now, self._next, self._paused_until)
+        if self.interval:
+            self._next = slot + self.interval  # reserved before sleeping: no await between read and write
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+    def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+
+
+class _Malformed(Exception):
+    """A 200 answer without usable choices: retryable like a 5xx."""
+
+
+@dataclass
+class _Failure:
+    fatal: bool
+    status: int | None
+    retry_after: float | None
+    detail: str
+    kind: str  # "context", "auth", ... chooses the advice in the message
+
+
+def _litellm() -> Any:
+    """Import LiteLLM on first real call, with the local price map and without its chatter."""
+    if "litellm" not in sys.modules:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm  # noqa: PLC0415 - deliberate lazy import (seconds of start-up)
+
+    litellm.suppress_debug_info = True
+    litellm.set_verbose = False
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return litellm
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from Retry-After-Ms / Retry-After (seconds or HTTP date) on the error's response."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    try:
+        lower = {str(k).lower(): str(v) for k, v in dict(headers or {}).items()}
+        if "retry-after-ms" in lower:
+            return max(0.0, float(lower["retry-after-ms"]) / 1000.0)
+        value = lower.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except Exception:  # noqa: BLE001 - an unreadable header means "no hint", not a crash
+        return None
+
+
+def _clean(text: str, secret: str | None) -> str:
+    """One line, no LiteLLM class-name prefixes, no secret, at most 300 chars."""
+    text = re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"^(litellm\.\w+:\s*)+", "", text)
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _classify(exc: BaseException, secret: str | None) -> _Failure:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    detail = _clean(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), secret)
+    if "ContextWindowExceededError" in names:
+        return _Failure(True, status or 400, None, detail, "context")
+    if isinstance(exc, (_Malformed, TimeoutError)) or names & {"Timeout", "APITimeoutError", "APIConnectionError"}:
+        return _Failure(False, status, None, detail, "transient")
+    if status is not None:
+        if status in _RETRY_STATUS or status >= 500:
+            return _Failure(False, status, _retry_after(exc), detail, "transient")
+        if 400 <= status < 500:
+            return _Failure(True, status, None, detail, {401: "auth", 403: "forbidden", 404: "not_found"}.get(status, "bad_request"))
+    if names & _FATAL_NAMES:
+        return _Failure(True, status, None, detail, "bad_request")
+    if type(exc).__name__ == "OpenAIError" and "api_key" in str(exc):  # SDK refused to start without a key
+        return _Failure(True, None, None, detail, "auth")
+    return _Failure(False, status, _retry_after(exc), detail, "transient")
+
+
+def _parse(response: Any) -> tuple[str, int, int]:
+    """(text, prompt_tokens, completion_tokens); raises _Malformed when there is no usable choice."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        raise _Malformed("malformed response: no choices")
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        raise _Malformed("malformed response: choice without a message")
+    content = getattr(message, "content", None)
+    if content is None:
+        text = ""  # empty completion: the caller decides what that means
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
+    else:
+        raise _Malformed(f"malformed response: content is {type(content).__name__}")
+    usage = getattr(response, "usage", None)
+    return text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+
+
+def _cost(litellm: Any, response: Any) -> float | None:
+    """USD cost, or None when unknown. LiteLLM already priced the response (hidden params); reuse
+    that, since a second completion_cost() raising for unmapped models costs ~2 ms of CPU per call."""
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and "response_cost" in hidden:
+        value = hidden["response_cost"]
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    try:
+        value = litellm.completion_cost(completion_response=response)
+    except Exception:  # noqa: BLE001 - unmapped models raise; unknown cost is None, never 0
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+async def _close_litellm_clients(loop: asyncio.AbstractEventLoop) -> None:
+    """Close and forget LiteLLM's cached HTTP clients bound to `loop` (litellm #13251)."""
+    litellm = sys.modules.get("litellm")
+    cache = getattr(litellm, "in_memory_llm_clients_cache", None) if litellm is not None else None
+    if cache is None:
+        return
+    suffix = f"-{id(loop)}"
+    for key in [k for k in list(getattr(cache, "cache_dict", {})) if str(k).endswith(suffix)]:
+        client = cache.cache_dict.pop(key, None)
+        getattr(cache, "ttl_dict", {}).pop(key, None)
+        close = getattr(client, "aclose", None) or getattr(client, "close", None)
+        try:
+            result = close() if callable(close) else None
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception:  # noqa: BLE001 - best effort at shutdown
+            pass
+
+
+class ModelClient:
+    """Calls one model with caching, a concurrency cap, an rpm cap and retries. See module docstring."""
+
+    def __init__(self, spec: ModelSpec, *, cache: ResultCache | None, concurrency: int = 8, rpm: float | None = None,
+                 max_retries: int = 4, backoff_base: float = 1.0, backoff_max: float = 60.0,
+                 role: str = "candidate") -> None:
+        for bad, what in ((concurrency < 1, f"concurrency must be >= 1 (got {concurrency})"),
+                          (rpm is not None and rpm <= 0, f"rpm must be > 0, or null for no limit (got {rpm})"),
+                          (max_retries < 0, f"max_retries must be >= 0 (got {max_retries})")):
+            if bad:
+                raise ConfigError(f"{role}: {what}")
+        self.spec, self.cache, self.role = spec, cache, role
+        self.concurrency, self.rpm, self.max_retries = concurrency, rpm, max_retries
+        self.backoff_base, self.backoff_max = backoff_base, backoff_max
+        self.stats = CallStats()
+        self._limiter = _RateLimiter(rpm)
+        self._sem: asyncio.Semaphore | None = None
+        self._sem_loop: asyncio.AbstractEventLoop | None = None
+        self._loops: set[int] = set()
+
+    async def __aenter__(self) -> "ModelClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
+                       accept: Callable[[str], None] | None = None) -> CallResult:
+        """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, exception propagates."""
+        self.stats.calls += 1
+        key = cache_key(self.spec, messages, response_format) if self.cache is not None else None
+        if key is not None and self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None and isinstance(hit.get("text"), str):
+                self.stats.cache_hits += 1
+                result = CallResult(hit["text"], int(hit.get("prompt_tokens") or 0),
+                                    int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0)
+                self._accept(accept, result.text)
+                return result
+        result = await self._call(messages, response_format)
+        self._accept(accept, result.text)
+        if key is not None and self.cache is not None:
+            self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
+                                 "completion_tokens": result.completion_tokens, "cost": result.cost,
+                                 "model": self.spec.model})
+        return result
+
+    async def aclose(self) -> None:
+        """Close LiteLLM's HTTP clients for this loop once no other open ModelClient uses them."""
+        loop = asyncio.get_running_loop()
+        self._sem, self._sem_loop = None, None
+        if id(loop) not in self._loops:
+            return
+        self._loops.discard(id(loop))
+        _LOOP_USERS[id(loop)] = _LOOP_USERS.get(id(loop), 1) - 1
+        if _LOOP_USERS[id(loop)] <= 0:
+            del _LOOP_USERS[id(loop)]
+            await _close_litellm_clients(loop)
+
+    # -- internals -------------------------------------------------------------------------
+    def _accept(self, accept: Callable[[str], None] | None, text: str) -> None:
+        try:
+            if accept is not None:
+                accept(text)
+        except BaseException:
+            self.stats.rejected += 1
+            raise
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._sem is None or self._sem_loop is not loop:  # asyncio primitives bind to one loop
+            self._sem, self._sem_loop = asyncio.Semaphore(self.concurrency), loop
+        if id(loop) not in self._loops:
+            self._loops.add(id(loop))
+            _LOOP_USERS[id(loop)] = _LOOP_USERS.get(id(loop), 0) + 1
+        return self._sem
+
+    def _api_key(self) -> str | None:
+        env = self.spec.api_key_env
+        if env:
+            value = os.environ.get(env)
+            if not value:
+                self.stats.errors += 1
+                raise FatalModelError(self.spec.model, f"{self.role} model '{self.spec.name}': environment variable "
+                                      f"${env} is not set; export it with the API key", attempts=0)
+            return value
+        if self.spec.api_base and not os.environ.get(provider_key_env(self.spec.model)):
+            return "no-key"  # local OpenAI-compatible servers ignore the key but the SDK demands one
+        return None  # LiteLLM reads the provider's own env var
+
+    def _backoff(self, attempt: int, failure: _Failure) -> float:
+        if failure.retry_after is not None:
+            return min(failure.retry_after, self.backoff_max)
+        return random.uniform(0.0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
+
+    def _message(self, failure: _Failure) -> str:
+        who = f"{self.role} model '{self.spec.name}'"
+        advice = {
+            "auth": f"set the API key in ${self.spec.key_env}",
+            "forbidden": f"check that the key in ${self.spec.key_env} may use this model",
+            "not_found": f"check the model id '{self.spec.model}'" + (f" and api_base {self.spec.api_base}"
+                                                                     if self.spec.api_base else ""),
+            "context": "the prompt is longer than the model's context window; use a longer-context model",
+            "bad_request": "check the request params this provider accepts",
+            "transient": "check the provider's status, or raise max_retries / lower concurrency or rpm",
+        }[failure.kind]
+        return f"{who}: {failure.detail}; {advice}"
+
+    async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
+        api_key = self._api_key()
+        litellm = _litellm()
+        kwargs: dict[str, Any] = {**self.spec.params, "model": self.spec.model, "messages": messages,
+                                  "timeout": self.spec.timeout, "num_retries": 0, "max_retries": 0}
+        optional = {"api_base": self.spec.api_base, "api_key": api_key, "response_format": response_format}
+        kwargs.update({k: v for k, v in optional.items() if v})
+        attempts = 0
+        while True:
+            attempts += 1
+            async with self._semaphore():
+                await self._limiter.wait()
+                self.stats.requests += 1
+                try:  # outer guard in case a provider path ignores timeout=
+                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout + 30.0)
+                    text, prompt_tokens, completion_tokens = _parse(response)
+                except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
+                    failure, error = _classify(exc, api_key), exc
+                else:
+                    cost = _cost(litellm, response)
+                    self.stats.prompt_tokens += prompt_tokens
+                    self.stats.completion_tokens += completion_tokens
+                    self.stats.cost += cost or 0.0
+                    self.stats.cost_unknown_calls += cost is None
+                    return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts)
+            if failure.fatal or attempts > self.max_retries:
+                self.stats.errors += 1
+                cls = FatalModelError if failure.fatal else ModelCallError
+                err = cls(self.spec.model, self._message(failure), status=failure.status, attempts=attempts)
+                err.detail = failure.detail  # type: ignore[attr-defined]  # the provider's own words, for callers
+                raise err from error
+            delay = self._backoff(attempts, failure)
+            if failure.retry_after is not None:
+                self._limiter.pause(delay)  # the provider asked everyone on this key to wait
+            self.stats.retries += 1
+            await asyncio.sleep(delay)

@@ -1,0 +1,182 @@
+"""Prompt construction: the candidate and judge messages, rendered from the spec's jinja2 templates.
+
+Why templates: the wording of a benchmark's prompts (language, persona, rubric layout) belongs to the
+benchmark, not to the engine; the engine only supplies neutral variables. StrictUndefined makes a typo in
+a template a loud `SpecError` naming the file and the variable instead of a silently empty prompt.
+
+Template variables
+  candidate template: `dialogue`, `question`
+  judge template:     `dialogue`, `question`, `response`, `criteria`, `n_criteria`
+  `dialogue`: list of {role: 'user'|'other' (per spec.data.roles), speaker: the data's role label as is,
+              content}
+  `criteria`: list of {index (1..n), label, weight (int when integral, None when the data has none), text,
+              ability, rule} — ALL items, ability items and failure-rule items alike, in data order.
+
+`chat_turns` mode: every dialogue turn becomes a chat message (user -> "user", other -> "assistant"); the
+candidate template, if set, is rendered (with the same variables) into an extra system message placed
+after `candidate.system`, so a benchmark can add an instruction without touching the turns.
+
+The judge template must itself describe the verdict JSON (see rubric_engine.judge): when a server refuses
+response_format json_schema, the judge falls back to instructed JSON and the prompt is all the model sees.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from .dataset import Criterion, Question
+from .errors import SpecError
+
+if TYPE_CHECKING:  # spec.py imports nothing from here; this keeps the import graph one-way
+    from .spec import BenchmarkSpec
+
+__all__ = [
+    "candidate_messages",
+    "judge_messages",
+    "dialogue_vars",
+    "criteria_vars",
+    "render_template",
+    "clear_template_cache",
+]
+
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+_CACHE: dict[tuple[str, str], jinja2.Template] = {}
+_LOCK = threading.Lock()
+_CHAT_ROLES = {"user": "user", "other": "assistant"}
+
+
+def clear_template_cache() -> None:
+    """Forget compiled templates (tests that rewrite a template file in place need this)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def _template_file(spec: Any, field: str, relpath: str) -> Path:
+    """Where a template field's file lives (resolved against the spec file that declared the field)."""
+    locate = getattr(spec, "template_path", None)
+    if callable(locate):
+        return Path(locate(field))
+    return Path(getattr(spec, "dir", ".")) / relpath
+
+
+def _template(spec: Any, field: str, relpath: str) -> tuple[jinja2.Template, Path]:
+    """Compiled template, cached per resolved file: specs and their templates don't change during a run."""
+    path = _template_file(spec, field, relpath)
+    key = (str(path.parent), path.name)
+    with _LOCK:
+        cached = _CACHE.get(key)
+    if cached is not None:
+        return cached, path
+    source = spec.read_template(field if callable(getattr(spec, "template_path", None)) else relpath)
+    try:
+        template = _ENV.from_string(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise SpecError(f"{path}:{exc.lineno}", field, f"template syntax error: {exc.message}",
+                        fix="fix the jinja2 syntax") from exc
+    with _LOCK:
+        _CACHE[key] = template
+    return template, path
+
+
+def render_template(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]) -> str:
+    """Render the template a spec field names ('judge.template'); an undefined variable becomes a
+    SpecError naming the file and the variable."""
+    relpath = _get_field(spec, field)
+    template, path = _template(spec, field, relpath)
+    try:
+        return template.render(**variables)
+    except jinja2.UndefinedError as exc:
+        known = ", ".join(sorted(variables))
+        raise SpecError(str(path), field, f"template uses an undefined variable: {exc.message}",
+                        fix=f"available variables: {known}") from exc
+    except jinja2.TemplateError as exc:
+        raise SpecError(str(path), field, f"template failed to render: {exc}") from exc
+
+
+def _get_field(spec: Any, field: str) -> str:
+    section, name = field.split(".")
+    value = getattr(getattr(spec, section), name, None)
+    if not value:
+        raise SpecError(_spec_file(spec), field, "no template set", fix=f"set {field} to a jinja2 file")
+    return str(value)
+
+
+def _role_of(spec: Any, label: str) -> str:
+    roles = dict(spec.data.roles)
+    role = roles.get(label)
+    if role not in _CHAT_ROLES:
+        raise SpecError(_spec_file(spec), "data.roles", f"dialogue role label {label!r} has no mapping",
+                        value=roles, fix=f"add {label!r}: user|other to data.roles")
+    return str(role)
+
+
+def _spec_file(spec: Any) -> str:
+    files = getattr(spec, "files", None)
+    if files:
+        return str(files[-1])
+    return str(getattr(spec, "dir", "<spec>"))
+
+
+def dialogue_vars(spec: "BenchmarkSpec", question: Question) -> list[dict[str, str]]:
+    """Dialogue turns as template variables; speaker is the data's label so prompts match the paper."""
+    return [{"role": _role_of(spec, t.role), "speaker": t.role, "content": t.content} for t in question.dialogue]
+
+
+def _weight(value: float | None) -> int | float | None:
+    """4.0 -> 4 so prompts show weights as the data writes them."""
+    if value is None:
+        return None
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def criteria_vars(criteria: tuple[Criterion, ...] | list[Criterion]) -> list[dict[str, Any]]:
+    """All criteria numbered 1..n in data order (the numbers the judge must answer with)."""
+    return [
+        {"index": i, "label": c.label, "weight": _weight(c.weight), "text": c.text, "ability": c.ability,
+         "rule": c.rule}
+        for i, c in enumerate(criteria, start=1)
+    ]
+
+
+def _system(spec: Any, field: str, variables: dict[str, Any]) -> list[dict[str, str]]:
+    """A system message from an optional template field ([] when the field is unset)."""
+    section, name = field.split(".")
+    if not getattr(getattr(spec, section), name, None):
+        return []
+    return [{"role": "system", "content": render_template(spec, field, variables)}]
+
+
+def candidate_messages(spec: "BenchmarkSpec", question: Question) -> list[dict[str, str]]:
+    """Messages for the model under test, per spec.candidate.mode (see module docstring)."""
+    cand = spec.candidate
+    variables: dict[str, Any] = {"dialogue": dialogue_vars(spec, question), "question": question}
+    messages = _system(spec, "candidate.system", variables)
+    mode = cand.mode
+    if mode == "single_message":
+        content = render_template(spec, "candidate.template", variables)
+        return messages + [{"role": "user", "content": content}]
+    if mode == "chat_turns":
+        messages += _system(spec, "candidate.template", variables)
+        turns = [{"role": _CHAT_ROLES[t["role"]], "content": t["content"]} for t in variables["dialogue"]]
+        return messages + turns
+    raise SpecError(_spec_file(spec), "candidate.mode", "unknown candidate mode", value=mode,
+                    fix="use single_message or chat_turns")
+
+
+def judge_messages(spec: "BenchmarkSpec", question: Question, response: str) -> list[dict[str, str]]:
+    """Messages for the judge: optional system + one user message with every criterion numbered 1..n."""
+    criteria = criteria_vars(question.criteria)
+    variables: dict[str, Any] = {
+        "dialogue": dialogue_vars(spec, question),
+        "question": question,
+        "response": response,
+        "criteria": criteria,
+        "n_criteria": len(criteria),
+    }
+    messages = _system(spec, "judge.system", variables)
+    content = render_template(spec, "judge.template", variables)
+    return messages + [{"role": "user", "content": content}]

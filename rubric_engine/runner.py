@@ -1,0 +1,271 @@
+"""One benchmark run from Python: load, generate, judge, score, write the run directory.
+
+Why here and not in the CLI: the engine must be usable without Hydra (notebooks, other tools),
+so the CLI only turns its config into `RunSettings` and calls `run_benchmark`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from . import rundir
+from .aggregate import ScoredQuestion, aggregate
+from .cache import ResultCache, default_cache_dir
+from .dataset import Question, load_dataset, select
+from .errors import ConfigError, FatalModelError, ModelCallError
+from .judge import JudgeResult, judge_response
+from .models import ModelClient, ModelSpec
+from .prompts import candidate_messages
+from .report import ProgressBoard, print_summary
+from .scoring import score_question
+from .spec import BenchmarkSpec, benchmark_search_path, load_spec
+
+__all__ = ["RunSettings", "run_benchmark", "check_api_keys"]
+
+STAGES = ("full", "generate", "score")
+
+
+@dataclass
+class RunSettings:
+    """Everything one run needs; the CLI builds it from the Hydra config."""
+
+    benchmark: str
+    out_dir: Path
+    candidate: ModelSpec | None = None
+    judge: ModelSpec | None = None  # None: the judge the benchmark declares
+    benchmark_dirs: Sequence[str] = ()
+    data_path: str | None = None
+    data_cache_dir: str | None = None
+    subset: str | None = None
+    limit: int | None = None
+    ids: Sequence[str] | None = None
+    stage: str = "full"
+    answers: str | None = None
+    from_run: str | None = None
+    concurrency: int = 16
+    rpm: float | None = None
+    max_retries: int = 4
+    cache_dir: str | None = None
+    cache_enabled: bool = True
+    progress: str = "auto"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Outcome:
+    """What happened to one question across both stages."""
+
+    question: Question
+    response: str | None = None
+    candidate_error: str | None = None
+    cand_tokens: tuple[int, int] = (0, 0)
+    cand_cost: float | None = None
+    cand_cached: int = 0
+    judge: JudgeResult | None = None
+
+
+def check_api_keys(*specs: ModelSpec | None) -> None:
+    """Fail before any work when a model's key is missing: one line naming the variable."""
+    for spec in specs:
+        if spec is not None and spec.api_key_env and not os.environ.get(spec.api_key_env):
+            raise ConfigError(f"{spec.name} ({spec.model}) needs an API key: export {spec.api_key_env}=... "
+                              f"(or point it elsewhere with api_key_env=<VAR>)")
+
+
+def _load(settings: RunSettings) -> tuple[BenchmarkSpec, Any, list[Question]]:
+    if settings.stage not in STAGES:
+        raise ConfigError(f"stage={settings.stage!r} is not a stage; use one of {', '.join(STAGES)}")
+    spec = load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs))
+    dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None)
+    questions = select(dataset.questions, subset=settings.subset, limit=settings.limit, ids=settings.ids)
+    if not questions:
+        raise ConfigError("the selection holds no question; check subset= / ids= / limit=")
+    return spec, dataset, questions
+
+
+def _given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[str]) -> dict[str, str | None] | None:
+    if settings.answers and settings.from_run:
+        raise ConfigError("give either answers=FILE or from_run=DIR, not both")
+    if settings.from_run:
+        path = Path(settings.from_run) / rundir.ANSWERS_FILE
+        if not path.is_file():
+            raise ConfigError(f"from_run={settings.from_run}: no {rundir.ANSWERS_FILE} there; is it a run directory?")
+        return rundir.read_answers(path, spec.data.fields.id, all_ids)
+    if settings.answers:
+        return rundir.read_answers(Path(settings.answers), spec.data.fields.id, all_ids)
+    return None
+
+
+def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict[str, Any]:
+    """Run the stages the settings ask for and return the summary (also written to out_dir)."""
+    console = console or Console(stderr=True)
+    spec, dataset, questions = _load(settings)
+    for warning in dataset.warnings:
+        console.print(f"[yellow]data warning:[/] {warning}", highlight=False)
+    given = _given_answers(settings, spec, [q.id for q in dataset.questions])
+    if settings.stage == "score" and given is None:
+        raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
+    need_candidate = given is None
+    if need_candidate and settings.candidate is None:
+        raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
+    judge_spec = settings.judge or _declared_judge(spec)
+    check_api_keys(settings.candidate if need_candidate else None, judge_spec if settings.stage != "generate" else None)
+
+    out = Path(settings.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
+    cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
+    try:
+        outcomes, calls = asyncio.run(_run_async(settings, spec, questions, given, judge_spec, cache, console))
+    finally:
+        if cache is not None:
+            cache.close()
+
+    responses = {o.question.id: o.response for o in outcomes}
+    rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
+    samples = [_sample(spec, o) for o in outcomes]
+    if settings.stage != "generate":
+        rundir.write_jsonl(out / rundir.SAMPLES_FILE, samples)
+    summary = _summary(settings, spec, dataset.sha256, judge_spec, samples, calls)
+    rundir.write_json(out / rundir.SUMMARY_FILE, summary)
+    if settings.stage != "generate" and settings.progress != "none":
+        print_summary(summary, spec.resolved()["taxonomy"], console, spec.locale,
+                      {k: dict(v) for k, v in spec.report.subsets.items()},
+                      {k: dict(v) for k, v in spec.report.scenarios.items()})
+    console.print(f"outputs: {out}", highlight=False, soft_wrap=True)
+    return summary
+
+
+def _declared_judge(spec: BenchmarkSpec) -> ModelSpec:
+    m = spec.judge.model
+    return ModelSpec(name=m.name, model=m.model, api_base=m.api_base, api_key_env=m.api_key_env, params=dict(m.params))
+
+
+async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],
+                     given: dict[str, str | None] | None, judge_spec: ModelSpec,
+                     cache: ResultCache | None, console: Console) -> tuple[list[_Outcome], dict[str, dict[str, int]]]:
+    """Each question flows generate -> judge on its own, so judging starts with the first answer."""
+    limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
+    cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
+    judge = ModelClient(judge_spec, role="judge", **limits) if settings.stage != "generate" else None
+    outcomes = [_Outcome(q) for q in questions]
+    with ProgressBoard(settings.progress, console) as board:
+        gen_bar = board.stage("generate", len(questions)) if cand else None
+        judge_bar = board.stage("judge", len(questions)) if judge else None
+
+        async def one(o: _Outcome) -> None:
+            q = o.question
+            if cand is not None:
+                try:
+                    res = await cand.complete(candidate_messages(spec, q))
+                    o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
+                    o.response = res.text if res.text.strip() else None
+                    if o.response is None:
+                        o.candidate_error = "the candidate returned an empty reply"
+                except FatalModelError:
+                    raise
+                except ModelCallError as exc:
+                    o.candidate_error = str(exc)
+                assert gen_bar is not None
+                gen_bar.advance(cached=bool(o.cand_cached), error=o.candidate_error is not None,
+                                tokens=sum(o.cand_tokens), cost=o.cand_cost)
+            else:
+                o.response = (given or {}).get(q.id)
+                if o.response is None:
+                    o.candidate_error = "no answer for this question in the answers file"
+            if judge is None:
+                return
+            if o.response is not None:
+                o.judge = await judge_response(judge, spec, q, o.response)
+            assert judge_bar is not None
+            jr = o.judge
+            judge_bar.advance(cached=bool(jr and jr.cache_hits and jr.attempts == jr.cache_hits),
+                              error=bool(jr and jr.error),
+                              tokens=(jr.prompt_tokens + jr.completion_tokens) if jr else 0, cost=jr.cost if jr else None)
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for o in outcomes:
+                    tg.create_task(one(o))
+        except* FatalModelError as group:
+            raise group.exceptions[0] from None
+        finally:
+            for client in (cand, judge):
+                if client is not None:
+                    await client.aclose()
+    calls = {role: {"made": c.stats.calls, "cache_hits": c.stats.cache_hits, "retries": c.stats.retries}
+             if c else {"made": 0, "cache_hits": 0, "retries": 0} for role, c in (("candidate", cand), ("judge", judge))}
+    return outcomes, calls
+
+
+def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
+    """One samples.jsonl record: everything needed to audit or re-aggregate this question."""
+    q, jr = o.question, o.judge
+    rec: dict[str, Any] = {"id": q.id, "subset": q.subset, "scenario": q.scenario, "response": o.response,
+                           "candidate_error": o.candidate_error, "judge_error": None, "criteria": [],
+                           "abilities": {}, "score": None, "failed_rules": [], "catastrophic": False}
+    verdicts = {v.index: v for v in (jr.verdicts or [])} if jr else {}
+    for c in q.criteria:
+        v = verdicts.get(c.index)
+        rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
+                                "weight": c.weight, "text": c.text,
+                                "reasoning": v.reasoning if v else None, "hit": v.hit if v else None})
+    if jr is not None and jr.error:
+        rec["judge_error"], rec["judge_raw"] = jr.error, list(jr.raw_replies)
+    elif jr is not None and jr.verdicts is not None:
+        qs = score_question(q.criteria, [v.hit for v in jr.verdicts], spec.scoring.formula,
+                            spec.scoring.params, spec.failure_rules)
+        rec["abilities"] = {a: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for a, s in qs.abilities.items()}
+        rec.update(score=qs.score, failed_rules=list(qs.failed_rules), catastrophic=qs.catastrophic)
+    rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
+                     "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
+    rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
+    rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
+    return rec
+
+
+def _sum_cost(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _summary(settings: RunSettings, spec: BenchmarkSpec, sha256: str, judge_spec: ModelSpec,
+             samples: Sequence[Mapping[str, Any]], calls: Mapping[str, Any]) -> dict[str, Any]:
+    scored = [ScoredQuestion(s["id"], s["subset"], s["scenario"], {a: v["score"] for a, v in s["abilities"].items()},
+                             s["score"], s["catastrophic"]) for s in samples if s["score"] is not None]
+    decay = spec.report.decay
+    agg = aggregate(scored, spec.dimensions_map(), decay=(decay.from_, decay.to, decay.base) if decay else None,
+                    scale=spec.scoring.scale) if settings.stage != "generate" else \
+        {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
+    cand = settings.candidate
+    return {
+        "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
+        "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": sha256,
+        "candidate": {"name": cand.name, "model": cand.model} if cand else {"name": _answers_name(settings), "model": None},
+        "judge": {"name": judge_spec.name, "model": judge_spec.model} if settings.stage != "generate" else None,
+        **agg,
+        "counts": {"questions": len(samples), "scored": len(scored),
+                   "judge_errors": sum(1 for s in samples if s["judge_error"]),
+                   "candidate_errors": sum(1 for s in samples if s["candidate_error"]),
+                   "catastrophic": sum(1 for s in scored if s.catastrophic)},
+        "tokens": {r: {k: sum(s["tokens"][r][k] for s in samples) for k in ("prompt", "completion")}
+                   for r in ("candidate", "judge")},
+        "cost": {r: _sum_cost([s["cost"][r] for s in samples]) for r in ("candidate", "judge")},
+        "calls": dict(calls),
+        "selection": {"subset": settings.subset, "limit": settings.limit, "ids": list(settings.ids) if settings.ids else None},
+        "stage": settings.stage,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _answers_name(settings: RunSettings) -> str:
+    src = settings.from_run or settings.answers or "answers"
+    return Path(src).stem if settings.answers else Path(src).name

@@ -1,0 +1,539 @@
+"""Benchmark specs: the pydantic models of `benchmark.yaml`, `extends` resolution and the search path.
+
+Why pydantic with extra="forbid" plus our own pass over PyYAML nodes: a typo in a spec must fail loudly with
+the file, the line, the key path and the fix, instead of being ignored or surfacing as a wrong number later.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.util
+import json
+import os
+import re
+import types
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import jinja2
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from .errors import SpecError
+
+__all__ = [
+    "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "Candidate",
+    "ModelRef", "Judge", "Decay", "Report", "BenchmarkSpec", "SPEC_FILE",
+    "load_spec", "benchmark_search_path", "list_benchmarks", "known_formulas", "deep_merge",
+]
+
+SPEC_FILE = "benchmark.yaml"
+_FALLBACK_FORMULAS = ("log_normalised", "linear", "met_over_positive")
+_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
+Labels = dict[str, str]
+Key = tuple[str | int, ...]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Ability(_Model):
+    id: str
+    labels: Labels
+    data_labels: list[str] = Field(min_length=1)
+
+
+class Dimension(_Model):
+    id: str
+    labels: Labels
+    abilities: list[Ability] = Field(min_length=1)
+
+
+class Taxonomy(_Model):
+    dimensions: list[Dimension] = Field(min_length=1)
+
+
+class FailureRule(_Model):
+    id: str
+    labels: Labels = {}
+    data_labels: list[str] = Field(min_length=1)
+    effect: Literal["zero_question"] = "zero_question"
+    fires_when: Literal["hit", "hit_positive_weight"] = "hit"
+
+
+class DataFields(_Model):
+    """Data column names: the engine never hard-codes a benchmark's names."""
+    id: str = "id"
+    dialogue: str = "dialogue"
+    rubric: str = "rubric"
+    subset: str | None = None
+    scenario: str | None = None
+    secondary_scenario: str | None = None
+    turn_role: str = "role"
+    turn_content: str = "content"
+    item_label: str = "label"
+    item_weight: str = "weight"
+    item_text: str = "text"
+
+
+class DataSpec(_Model):
+    url: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    path: str | None = None
+    format: Literal["jsonl"] = "jsonl"
+    fields: DataFields = DataFields()
+    roles: dict[str, Literal["user", "other"]] = Field(min_length=1)
+    subsets: list[str] = []
+
+
+class Scoring(_Model):
+    formula: str = "log_normalised"
+    params: dict[str, Any] = {}
+    scale: float = 100.0
+
+
+class Candidate(_Model):
+    mode: Literal["single_message", "chat_turns"] = "single_message"
+    template: str | None = None
+    system: str | None = None
+
+
+class ModelRef(_Model):
+    """A model as a spec declares it (mirrors models.ModelSpec; an API key is never stored)."""
+    name: str
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    params: dict[str, Any] = {}
+    timeout: float = 120.0
+
+
+class Judge(_Model):
+    model: ModelRef
+    system: str | None = None
+    template: str
+    max_reasks: int = Field(default=2, ge=0)
+
+
+class Decay(_Model):
+    from_: str = Field(alias="from")
+    to: str
+    base: str
+
+
+class Report(_Model):
+    subsets: dict[str, Labels] = {}
+    decay: Decay | None = None
+    scenarios: dict[str, Labels] = {}
+
+
+class BenchmarkSpec(_Model):
+    """A resolved benchmark spec (after `extends`); helpers answer the questions other modules ask."""
+    name: str
+    version: str = "1"
+    locale: str = "en"
+    description: str = ""
+    citation: str | None = None
+    extends: str | None = None
+    data: DataSpec
+    taxonomy: Taxonomy
+    failure_rules: list[FailureRule] = []
+    scoring: Scoring = Scoring()
+    candidate: Candidate = Candidate()
+    judge: Judge
+    report: Report = Report()
+    _dir: Path = PrivateAttr(default=Path("."))
+    _files: list[Path] = PrivateAttr(default_factory=list)
+    _origins: dict[Key, tuple[Path, int]] = PrivateAttr(default_factory=dict)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    @property
+    def dir(self) -> Path:
+        """Directory of the benchmark asked for (the last file of the extends chain)."""
+        return self._dir
+
+    @property
+    def files(self) -> list[Path]:
+        """The chain of spec files, base first."""
+        return list(self._files)
+
+    def ability_ids(self) -> list[str]:
+        return [a.id for d in self.taxonomy.dimensions for a in d.abilities]
+
+    def dimensions_map(self) -> dict[str, list[str]]:
+        return {d.id: [a.id for a in d.abilities] for d in self.taxonomy.dimensions}
+
+    def ability_dimension(self) -> dict[str, str]:
+        return {a.id: d.id for d in self.taxonomy.dimensions for a in d.abilities}
+
+    def label_to_ability(self) -> dict[str, str]:
+        return {lab: a.id for d in self.taxonomy.dimensions for a in d.abilities for lab in a.data_labels}
+
+    def label_to_rule(self) -> dict[str, str]:
+        return {lab: r.id for r in self.failure_rules for lab in r.data_labels}
+
+    def label(self, labels: Mapping[str, str] | Any, locale: str | None = None) -> str:
+        """Display label in `locale` (default: the spec's), else en, else the first one."""
+        labels = getattr(labels, "labels", labels) or {}
+        for loc in (locale or self.locale, "en"):
+            if labels.get(loc):
+                return str(labels[loc])
+        return str(next(iter(labels.values()), ""))
+
+    def origin(self, key: str | Key) -> tuple[Path, int] | None:
+        """(file, line) that declared a key path such as 'judge.template' (None if defaulted)."""
+        return _lookup(self._origins, _split_key(key) if isinstance(key, str) else key)
+
+    def template_path(self, relpath_or_field: str) -> Path:
+        """A template's path from a field name ('judge.template') or the relative path a field holds,
+        resolved against the directory of the file that declared that field."""
+        field = relpath_or_field if relpath_or_field in _TEMPLATE_FIELDS else next(
+            (f for f in _TEMPLATE_FIELDS if _get(self, _split_key(f)) == relpath_or_field), None)
+        rel = _get(self, _split_key(field)) if field else relpath_or_field
+        if not rel:
+            raise SpecError(str(self._files[-1]), str(field), "no template set", fix=f"set {field} to a file")
+        o = self.origin(field) if field else None
+        return (o[0].parent if o else self._dir) / str(rel)
+
+    def read_template(self, relpath_or_field: str) -> str:
+        path = self.template_path(relpath_or_field)
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecError(str(path), relpath_or_field, f"cannot read template: {exc.strerror or exc}",
+                            fix="check the template path in the spec") from exc
+
+    def data_path(self) -> Path | None:
+        """data.path resolved against the directory of the file that declared it."""
+        if not self.data.path:
+            return None
+        p, o = Path(self.data.path).expanduser(), self.origin("data.path")
+        return p if p.is_absolute() else (o[0].parent if o else self._dir) / p
+
+    def resolved(self) -> dict[str, Any]:
+        """JSON-ready dump of the merged spec plus its files (for spec.resolved.json)."""
+        return {**self.model_dump(mode="json", by_alias=True), "_files": [str(f) for f in self._files]}
+
+
+# ----------------------------------------------------------------------------------------------- search path
+
+def _packaged_dir() -> Path | None:
+    """The benchmarks shipped with the package (installed) or at the top of a checkout."""
+    try:
+        from importlib.resources import files
+
+        p = Path(os.fspath(files("rubric_engine.benchmarks")))  # type: ignore[arg-type]
+    except (ImportError, TypeError, ValueError):
+        p = Path(__file__).resolve().parents[1] / "benchmarks"
+    return p if p.is_dir() else None
+
+
+def benchmark_search_path(extra: Sequence[str | Path] = ()) -> list[Path]:
+    """extra dirs, $RUBRIC_ENGINE_BENCHMARKS, ./benchmarks, packaged benchmarks (first match wins)."""
+    env = [p for p in os.environ.get("RUBRIC_ENGINE_BENCHMARKS", "").split(os.pathsep) if p]
+    dirs = [*extra, *env, Path.cwd() / "benchmarks", *filter(None, [_packaged_dir()])]
+    return list(dict.fromkeys(Path(d).expanduser().resolve() for d in dirs))
+
+
+def list_benchmarks(search_path: Sequence[str | Path] | None = None) -> dict[str, Path]:
+    """Benchmark name -> directory; an earlier search dir shadows a later one."""
+    found: dict[str, Path] = {}
+    for d in benchmark_search_path() if search_path is None else [Path(p) for p in search_path]:
+        if d.is_dir():
+            for sub in sorted(d.iterdir()):
+                if (sub / SPEC_FILE).is_file():
+                    found.setdefault(sub.name, sub)
+    return found
+
+
+def _find(name: str, search_path: Sequence[str | Path] | None, file: str, key: str,
+          near: Path | None = None) -> Path:
+    if near is not None and (near / name / SPEC_FILE).is_file():
+        return near / name
+    known = list_benchmarks(search_path)
+    if name in known:
+        return known[name]
+    dirs = benchmark_search_path() if search_path is None else list(search_path)
+    close = difflib.get_close_matches(name, list(known), n=1)
+    fix = f"known benchmarks: {', '.join(sorted(known)) or '(none)'}; searched: {os.pathsep.join(map(str, dirs))}"
+    fix += f"; did you mean {close[0]!r}?" if close else ""
+    raise SpecError(file, key, "unknown benchmark", value=name, fix=fix)
+
+
+# ------------------------------------------------------------------------------------------------ YAML + merge
+
+def _fmt(key: Key) -> str:
+    out = ""
+    for part in key:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _split_key(key: str) -> Key:
+    return tuple(int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", key))
+
+
+def _lookup(origins: Mapping[Key, tuple[Path, int]], key: Key) -> tuple[Path, int] | None:
+    for n in range(len(key), -1, -1):
+        if key[:n] in origins:
+            return origins[key[:n]]
+    return None
+
+
+def _get(obj: Any, key: Key) -> Any:
+    for part in key:
+        if isinstance(obj, (list, tuple)) and isinstance(part, int):
+            obj = obj[part] if part < len(obj) else None
+        else:
+            obj = obj.get(part) if isinstance(obj, Mapping) else getattr(obj, str(part), None)
+    return obj
+
+
+def _parse(path: Path) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
+    """Parse one YAML file into data plus key-path -> (file, line); duplicate keys are errors."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(str(path), "", f"cannot read spec file: {exc.strerror or exc}") from exc
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else {}
+    except yaml.MarkedYAMLError as exc:
+        mark, ctx = exc.problem_mark or exc.context_mark, exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        started = f" ({exc.context} at line {ctx.line + 1})" if ctx and exc.context else ""
+        raise SpecError(where, "", f"YAML syntax error: {exc.problem or exc.context}{started}",
+                        fix="fix the YAML at that line (indentation, quotes, a missing ':')") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(str(path), "", f"YAML error: {exc}", fix="fix the YAML syntax") from exc
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise SpecError(str(path), "", "the top level must be a mapping of keys", value=type(data).__name__)
+    marks: dict[Key, tuple[Path, int]] = {(): (path, 1)}
+
+    def walk(n: yaml.Node, key: Key) -> None:
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for k, v in n.value:
+                name = k.value if isinstance(k, yaml.ScalarNode) else str(k.start_mark.line)
+                line = k.start_mark.line + 1
+                if name in seen:
+                    raise SpecError(f"{path}:{line}", _fmt(key + (name,)), "duplicate key",
+                                    fix=f"it is already set at line {seen[name]}; keep one")
+                seen[name] = line
+                marks[key + (name,)] = (path, line)
+                walk(v, key + (name,))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                marks[key + (i,)] = (path, v.start_mark.line + 1)
+                walk(v, key + (i,))
+
+    if node is not None:
+        walk(node, ())
+    return data, marks
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Mappings merge recursively; lists and scalars (including null) in `over` replace."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
+def _merge_origins(base: dict[Key, tuple[Path, int]], over: dict[Key, tuple[Path, int]],
+                   over_data: Mapping[str, Any]) -> dict[Key, tuple[Path, int]]:
+    replaced = [k for k in over if k and not isinstance(_get(over_data, k), Mapping)]
+    out = {k: v for k, v in base.items() if not any(k[:len(r)] == r and len(k) > len(r) for r in replaced)}
+    out.update({k: v for k, v in over.items() if k})
+    return out
+
+
+def _load_chain(directory: Path, search_path: Sequence[str | Path] | None, chain: list[Path]
+                ) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]], list[Path]]:
+    file = (directory / SPEC_FILE).resolve()
+    if file in chain:
+        cycle = " -> ".join(str(f.parent.name) for f in chain + [file])
+        raise SpecError(str(chain[-1]), "extends", f"extends cycle: {cycle}", fix="remove one of the extends")
+    data, marks = _parse(file)
+    parent = data.get("extends")
+    if parent is None:
+        return data, marks, [file]
+    if not isinstance(parent, str) or not parent:
+        raise SpecError(f"{file}:{marks[('extends',)][1]}", "extends", "must be a benchmark name",
+                        value=parent, fix="write extends: <name of another benchmark directory>")
+    line = marks[("extends",)][1]
+    if "/" in parent or os.sep in parent:
+        pdir = (file.parent / parent).resolve()
+        if not (pdir / SPEC_FILE).is_file():
+            raise SpecError(f"{file}:{line}", "extends", f"no {SPEC_FILE} in that directory", value=parent,
+                            fix="point extends at a benchmark directory")
+    else:
+        pdir = _find(parent, search_path, f"{file}:{line}", "extends", near=file.parent.parent)
+    bdata, bmarks, bfiles = _load_chain(pdir, search_path, chain + [file])
+    return deep_merge(bdata, data), _merge_origins(bmarks, marks, data), bfiles + [file]
+
+
+# ------------------------------------------------------------------------------------------------ validation
+
+def known_formulas() -> tuple[str, ...]:
+    """Formula names from rubric_engine.scoring (the source of truth), else the agreed list."""
+    try:
+        from .scoring import FORMULAS
+    except ImportError:
+        return _FALLBACK_FORMULAS
+    return tuple(FORMULAS)
+
+
+def _model_at(key: Key) -> type[BaseModel] | None:
+    """The pydantic model validating the mapping at `key` (to list its allowed keys)."""
+    tp: Any = BenchmarkSpec
+    for part in (*key, None):
+        if get_origin(tp) in (Union, types.UnionType):
+            tp = next(a for a in get_args(tp) if a is not type(None))
+        if part is None:
+            break
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            fields = {(f.alias or n): f.annotation for n, f in tp.model_fields.items()}
+            tp = fields.get(str(part))
+        else:
+            tp = get_args(tp)[-1] if get_origin(tp) in (list, dict) else None
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _where(origins: Mapping[Key, tuple[Path, int]], key: Key, default: Path) -> str:
+    o = _lookup(origins, key)
+    return f"{o[0]}:{o[1]}" if o else str(default)
+
+
+def _pydantic_error(exc: ValidationError, origins: Mapping[Key, tuple[Path, int]], default: Path) -> SpecError:
+    e = sorted(exc.errors(), key=lambda err: err["type"] != "extra_forbidden")[0]  # a typo first
+    key: Key = tuple(e["loc"])
+    where, path = _where(origins, key, default), _fmt(key)
+    more = f" (+{exc.error_count() - 1} more problem(s) after this one)" if exc.error_count() > 1 else ""
+    if e["type"] == "extra_forbidden":
+        model = _model_at(key[:-1])
+        allowed = sorted((f.alias or n) for n, f in model.model_fields.items()) if model else []
+        close = difflib.get_close_matches(str(key[-1]), allowed, n=1)
+        fix = f"allowed keys here: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?" if close else "")
+        return SpecError(where, path, "unknown key", value=key[-1], fix=fix + more)
+    if e["type"] == "missing":
+        return SpecError(where, path, "required key is missing", fix=f"add `{key[-1]}:` here" + more)
+    if e["type"] == "literal_error":
+        return SpecError(where, path, "unknown value", value=e["input"],
+                         fix=f"allowed: {e.get('ctx', {}).get('expected', '')}" + more)
+    return SpecError(where, path, e["msg"], value=e.get("input"), fix="see the spec layout in the README" + more)
+
+
+@functools.lru_cache(maxsize=1)
+def _litellm_models() -> dict[str, Any]:
+    """LiteLLM's bundled model map, read without importing litellm (that import costs seconds)."""
+    found = importlib.util.find_spec("litellm")
+    try:
+        path = Path(str(found.origin)).parent / "model_prices_and_context_window_backup.json"  # type: ignore
+        return {k: v for k, v in json.loads(path.read_text("utf-8")).items() if isinstance(v, dict)}
+    except (AttributeError, OSError, ValueError):
+        return {}
+
+
+def _check_model(ref: ModelRef, where: str, key: str) -> None:
+    """Catch a misspelt model id now rather than after the candidate calls were paid for."""
+    if "/" not in ref.model:
+        raise SpecError(where, key, "the model must be a LiteLLM id 'provider/model'", value=ref.model,
+                        fix="e.g. anthropic/claude-sonnet-4-5-20250929 or openai/gpt-4o-2024-11-20")
+    provider, _, rest = ref.model.partition("/")
+    table = _litellm_models()
+    names = [k for k, v in table.items() if v.get("litellm_provider") == provider]
+    if ref.api_base or not names or ref.model in table or rest in names:
+        return  # self-hosted endpoint, a provider LiteLLM's map doesn't cover, or a known model
+    close = difflib.get_close_matches(rest, names, n=3)
+    fix = f"did you mean {', '.join(provider + '/' + c for c in close)}? " if close else ""
+    raise SpecError(where, key, f"unknown {provider} model", value=ref.model, fix=fix + "use a model id "
+                    "LiteLLM knows, or set api_base for a self-hosted / OpenAI-compatible server")
+
+
+def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: Path) -> None:
+    """Cross-field rules pydantic cannot express: ids, labels, formula, subsets, templates, judge model."""
+    def fail(key: Key, msg: str, value: Any = None, fix: str = "") -> None:
+        raise SpecError(_where(origins, key, file), _fmt(key), msg, value=value, fix=fix)
+
+    seen: dict[tuple[str, str], Key] = {}
+    entries: list[tuple[Key, Any, str]] = []
+    for i, d in enumerate(spec.taxonomy.dimensions):
+        entries.append((("taxonomy", "dimensions", i), d, "dimension"))
+        entries += [(("taxonomy", "dimensions", i, "abilities", j), a, "ability/rule")
+                    for j, a in enumerate(d.abilities)]
+    entries += [(("failure_rules", i), r, "ability/rule") for i, r in enumerate(spec.failure_rules)]
+    for key, obj, kind in entries:
+        if not _ID_RE.match(obj.id):
+            fail(key + ("id",), "ids must be snake_case ASCII", obj.id, "use e.g. emotional_coping")
+        if (kind, obj.id) in seen:
+            fail(key + ("id",), f"duplicate {kind} id", obj.id, f"already used at {_fmt(seen[kind, obj.id])}")
+        seen[kind, obj.id] = key + ("id",)
+        for k, lab in enumerate(getattr(obj, "data_labels", [])):
+            if ("label", lab) in seen:
+                fail(key + ("data_labels", k), "data label used twice", lab,
+                     f"already mapped at {_fmt(seen['label', lab])}; a data label maps to one ability or rule")
+            seen["label", lab] = key + ("data_labels", k)
+    formulas = known_formulas()
+    if spec.scoring.formula not in formulas:
+        close = difflib.get_close_matches(spec.scoring.formula, formulas, n=1)
+        fail(("scoring", "formula"), "unknown formula", spec.scoring.formula,
+             f"known formulas: {', '.join(formulas)}" + (f"; did you mean {close[0]!r}?" if close else ""))
+    if "user" not in spec.data.roles.values():
+        fail(("data", "roles"), "no role maps to 'user'", spec.data.roles, "map the replied-to speaker's label to user")
+    subsets, decay = spec.data.subsets, spec.report.decay
+    named = [(("report", "subsets", s), s) for s in spec.report.subsets]
+    named += [(("report", "decay", "from"), decay.from_), (("report", "decay", "to"), decay.to)] if decay else []
+    for key, value in named:
+        if subsets and value not in subsets:
+            fail(key, "unknown subset", value, f"data.subsets: {', '.join(subsets)}")
+    if decay and decay.base not in (decay.from_, decay.to):
+        fail(("report", "decay", "base"), "base must be the 'from' or the 'to' subset", decay.base)
+    if spec.candidate.mode == "single_message" and not spec.candidate.template:
+        fail(("candidate", "template"), "single_message mode needs a template", fix="set candidate.template")
+    for fld in (f for f in _TEMPLATE_FIELDS if _get(spec, _split_key(f))):
+        path = spec.template_path(fld)
+        if not path.is_file():
+            fail(_split_key(fld), "template file not found", _get(spec, _split_key(fld)),
+                 f"create {path} or fix the path (relative to {path.parent})")
+        try:
+            jinja2.Environment().parse(path.read_text(encoding="utf-8"))
+        except jinja2.TemplateSyntaxError as exc:
+            raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
+                            fix="fix the jinja2 syntax") from exc
+    _check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
+
+
+def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None) -> BenchmarkSpec:
+    """Load a benchmark by name (looked up on the search path) or by directory / benchmark.yaml path.
+
+    A plain string without a path separator is a name; anything else (or a Path) is a path.
+    """
+    s = str(name_or_path)
+    if isinstance(name_or_path, Path) or "/" in s or os.sep in s or s.endswith((".yaml", ".yml")):
+        directory = Path(s).expanduser()
+        directory = directory.parent if directory.suffix in (".yaml", ".yml") else directory
+        if not (directory / SPEC_FILE).is_file():
+            raise SpecError(str(directory), "", f"no {SPEC_FILE} here",
+                            fix="give a benchmark directory containing benchmark.yaml, or a benchmark name")
+    else:
+        directory = _find(s, search_path, s, "benchmark")
+    data, origins, files = _load_chain(directory.resolve(), search_path, [])
+    try:
+        spec = BenchmarkSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _pydantic_error(exc, origins, files[-1]) from None
+    spec._dir, spec._files, spec._origins = files[-1].parent, files, dict(origins)
+    _check(spec, origins, files[-1])
+    return spec

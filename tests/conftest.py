@@ -1,0 +1,37 @@
+"""Shared fixtures: a started fake OpenAI-compatible server and its API-key env var.
+
+Why here: every module that calls models (models, judge, runner, cli) tests against the same server.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:  # `pytest` run without -m / an editable install still finds the package
+    sys.path.insert(0, str(_ROOT))
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:  # `from fakeserver import ...` works from any test module
+    sys.path.insert(0, _TESTS)
+
+from fakeserver import FakeServer, Reply  # noqa: E402
+
+__all__ = ["fake_server", "fake_key", "FakeServer", "Reply"]
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeServer]:
+    """A started FakeServer (echo handler, empty queue); stopped after the test."""
+    with FakeServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def fake_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Sets FAKE_KEY=sk-test (the env var ModelSpec.api_key_env names in tests) and returns its name."""
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    return "FAKE_KEY"

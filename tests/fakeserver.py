@@ -1,0 +1,271 @@
+"""A scriptable OpenAI-compatible chat server on 127.0.0.1 for tests and benchmarks.
+
+Why: tests must exercise the real path (LiteLLM -> OpenAI SDK -> httpx -> HTTP) without any network
+call outside this machine, and must be able to script the failures real providers produce
+(429 + Retry-After, 5xx, hangs, dropped connections, malformed bodies, schema rejection).
+
+    with FakeServer() as srv:
+        srv.queue(Reply(status=429, headers={"Retry-After": "1"}), Reply(text="hi"))
+        srv.handler = lambda body: Reply(text="default")   # after the queue is empty
+        ... srv.url, srv.requests, srv.max_in_flight, srv.request_times ...
+
+Reply selection per request: (1) `reject_json_schema` check, (2) the next queued reply,
+(3) `srv.handler(body)` (which may return a Reply or a plain str), default: echo of the last message.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Union
+
+__all__ = ["Reply", "FakeServer", "echo_handler"]
+
+
+@dataclass
+class Reply:
+    """One scripted answer. `raw` is sent verbatim (status as given); `drop` closes the socket
+    without answering; `delay` longer than the client timeout is a hang; `error` is the message
+    of a non-2xx answer (a default per status is used when None)."""
+
+    text: str = "ok"
+    status: int = 200
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    raw: str | None = None
+    usage: tuple[int, int] = (10, 5)
+    drop: bool = False
+    error: str | None = None
+    finish_reason: str = "stop"
+
+
+HandlerResult = Union[Reply, str]
+Handler = Callable[[dict[str, Any]], HandlerResult]
+
+_DEFAULT_ERRORS = {
+    400: ("invalid_request_error", "Bad request"),
+    401: ("invalid_request_error", "Incorrect API key provided: sk-t***"),
+    403: ("permission_denied", "You do not have access to this model"),
+    404: ("invalid_request_error", "The model `fake-model` does not exist or you do not have access to it."),
+    422: ("invalid_request_error", "Unprocessable entity"),
+    429: ("rate_limit_exceeded", "Rate limit reached, please try again later"),
+    500: ("server_error", "The server had an error while processing your request"),
+    502: ("server_error", "Bad gateway"),
+    503: ("server_error", "The engine is currently overloaded, please try again later"),
+}
+
+
+def echo_handler(body: dict[str, Any]) -> Reply:
+    """Default reply: 'echo: ' + the text of the last message (string or content parts)."""
+    messages = body.get("messages") or [{}]
+    content = messages[-1].get("content", "")
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return Reply(text=f"echo: {content}")
+
+
+def _completion_json(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    prompt, completion = reply.usage
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(body.get("model", "fake-model")),
+        "system_fingerprint": "fp_fake",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply.text},
+                "logprobs": None,
+                "finish_reason": reply.finish_reason,
+            }
+        ],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+def _error_json(status: int, message: str | None, param: str | None = None) -> dict[str, Any]:
+    etype, default = _DEFAULT_ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error",
+                                                  f"HTTP {status}"))
+    return {"error": {"message": message or default, "type": etype, "param": param, "code": None}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, like real providers; every answer has Content-Length
+    disable_nagle_algorithm = True  # TCP_NODELAY: no 40 ms Nagle/delayed-ACK stalls on keep-alive
+    server: "_Server"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access logs
+        return
+
+    def do_GET(self) -> None:  # /v1/models: handy for health checks
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+        else:
+            self._send(404, json.dumps(_error_json(404, f"no route {self.path}")))
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        length = int(self.headers.get("Content-Length") or 0)
+        raw_body = self.rfile.read(length) if length else b""
+        if self.path.split("?")[0].rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send(404, json.dumps(_error_json(404, f"no route {self.path}")))
+            return
+        try:
+            body = json.loads(raw_body or b"{}")
+        except ValueError:
+            self._send(400, json.dumps(_error_json(400, "request body is not JSON")))
+            return
+        fake._enter(body)
+        try:
+            reply = fake._choose(body)
+            if reply.delay > 0 and fake._stopping.wait(reply.delay):
+                reply = Reply(drop=True)  # server shutting down: don't keep a client hanging
+            if reply.drop:
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+            if reply.raw is not None:
+                self._send(reply.status, reply.raw, reply.headers)
+            elif reply.status >= 300:
+                self._send(reply.status, json.dumps(_error_json(reply.status, reply.error)), reply.headers)
+            else:
+                self._send(reply.status, json.dumps(_completion_json(body, reply), ensure_ascii=False),
+                           reply.headers)
+        finally:
+            fake._leave()
+
+    def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
+        data = text.encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, str(value))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:  # the client gave up (timeout) and closed: nothing to answer
+            self.close_connection = True
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # hung handlers and idle keep-alive connections never block exit
+    request_queue_size = 1024  # latency benchmarks open 32-256 connections at once
+    allow_reuse_address = True
+    fake: "FakeServer"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # broken pipes are expected here
+        return
+
+
+class FakeServer:
+    """The server object tests use; see module docstring. Thread-safe bookkeeping."""
+
+    def __init__(self, handler: Handler | None = None, *, reject_json_schema: bool = False,
+                 latency: float = 0.0) -> None:
+        self.handler: Handler = handler or echo_handler
+        self.reject_json_schema = reject_json_schema
+        self.latency = latency  # added to every reply that has no explicit delay
+        self.requests: list[dict[str, Any]] = []
+        self.request_times: list[float] = []  # time.monotonic() at arrival of each request
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> "FakeServer":
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.fake = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"fakeserver-{self.port}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+
+    def __enter__(self) -> "FakeServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "FakeServer not started"
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- scripting ---------------------------------------------------------------------------
+    def queue(self, *replies: Reply) -> None:
+        """Append replies consumed one per request, in order, before the handler is used."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    def reset(self) -> None:
+        """Forget recorded requests and queued replies (keeps handler and options)."""
+        with self._lock:
+            self._queue.clear()
+            self.requests.clear()
+            self.request_times.clear()
+            self.max_in_flight = self.in_flight
+
+    @property
+    def pending(self) -> int:
+        """Queued replies not consumed yet."""
+        with self._lock:
+            return len(self._queue)
+
+    # -- internals used by the request handler -----------------------------------------------
+    def _enter(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(body)
+            self.request_times.append(time.monotonic())
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _choose(self, body: dict[str, Any]) -> Reply:
+        fmt = body.get("response_format")
+        if self.reject_json_schema and isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            # llama-cpp-python's server accepts only 'text' and 'json_object'
+            return Reply(status=400, error="response_format: Input should be 'text' or 'json_object' "
+                                           "(type 'json_schema' is not supported)")
+        with self._lock:
+            queued = self._queue.popleft() if self._queue else None
+        if queued is not None:
+            reply = queued
+        else:
+            result = self.handler(body)
+            reply = Reply(text=result) if isinstance(result, str) else result
+        if reply.delay == 0 and self.latency > 0:
+            reply = replace(reply, delay=self.latency)
+        return reply
