@@ -17,16 +17,12 @@ from typing import Any
 
 import diskcache
 
-from rubric_engine.errors import RubricEngineError
+from .errors import CacheError
 
 __all__ = ["ResultCache", "CacheError", "default_cache_dir"]
 
 _SIZE_LIMIT = 2**62  # effectively unlimited: eviction is also disabled below
 _TIMEOUT = 60.0  # seconds SQLite waits for a lock held by another process before raising
-
-
-class CacheError(RubricEngineError):
-    """The result cache could not be read or written (disk full, locked, corrupt)."""
 
 
 def default_cache_dir() -> Path:

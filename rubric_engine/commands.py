@@ -104,7 +104,8 @@ def _tokens(text: str) -> int:
 
 def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_per_item: int = 60) -> dict[str, Any]:
     """Calls, cached calls and estimated tokens per role, without calling any model."""
-    from .cache import ResultCache, cache_key, default_cache_dir
+    from .cache import ResultCache, default_cache_dir
+    from .models import cache_key
     from .prompts import candidate_messages, judge_messages
     from .runner import _declared_judge, _load
 
@@ -153,7 +154,7 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
     est = estimate_calls(settings)
     t = Table(title="Dry run: estimated calls, tokens and cost (no model was called)")
     for col in ("Role", "Model", "Calls", "Already cached", "Prompt tokens", "Completion tokens", "Cost"):
-        t.add_column(col, justify="left" if col in ("Role", "Model") else "right")
+        t.add_column(col, justify="left" if col in ("Role", "Model") else "right", overflow="fold")
     for role, e in est.items():
         cost = "unknown price" if e["cost"] is None else f"${e['cost']:.2f}"
         t.add_row(role, e["model"], str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",

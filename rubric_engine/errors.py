@@ -6,7 +6,8 @@
     ├── ConfigError              a run configuration / override / CLI argument is wrong
     ├── ModelCallError           a model call failed (model, status, attempts)
     │   └── FatalModelError      retrying cannot help (401, 404, 400, context too long)
-    └── AnswersError             an answers file for score-only runs is wrong
+    ├── AnswersError             an answers file for score-only runs is wrong
+    └── CacheError               the durable call cache cannot be opened, read or written
 
 Messages are one line a user can act on; the attributes carry the same facts for code.
 """
@@ -23,6 +24,7 @@ __all__ = [
     "ModelCallError",
     "FatalModelError",
     "AnswersError",
+    "CacheError",
 ]
 
 
@@ -58,6 +60,10 @@ class ConfigError(RubricEngineError):
 
 class AnswersError(RubricEngineError):
     """An answers file given for a score-only run is unreadable or does not match the benchmark."""
+
+
+class CacheError(RubricEngineError):
+    """The durable call cache failed; raised rather than losing a paid-for answer silently."""
 
 
 class ModelCallError(RubricEngineError):

@@ -434,14 +434,16 @@ def apply_review(opts: LocalizeOptions) -> dict[str, Any]:
 
 
 def _next_steps(opts: LocalizeOptions, data_file: str, sha: str) -> str:
-    from .spec import benchmark_search_path, list_benchmarks
+    """What to do with the file: create the variant if needed, point its data.path here, validate."""
+    from .spec import SPEC_FILE, benchmark_search_path, list_benchmarks
 
-    exists = opts.target in list_benchmarks(benchmark_search_path(opts.benchmark_dirs))
-    steps = [] if exists else [f"  create the variant: rubric-engine new {opts.target} --extends {opts.source}"
-                                                     + (f" --locale {opts.locale}" if opts.locale else "")]
-    steps += [f"  point it at the data: in {opts.target}/benchmark.yaml set data: {{url: null, path: {data_file}, "
-              f"sha256: {sha}}}  (or pass data.path={data_file} per run)",
-              f"  check it: rubric-engine validate benchmark={opts.target}"]
+    variant = list_benchmarks(benchmark_search_path(opts.benchmark_dirs)).get(opts.target)
+    steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} --extends {opts.source}"
+                                                      + (f" --locale {opts.locale}" if opts.locale else "")]
+    path = os.path.relpath(data_file, variant) if variant else data_file
+    yaml_file = variant / SPEC_FILE if variant else Path(opts.target) / SPEC_FILE
+    steps += [f"  point it at the data: in {yaml_file} set data: {{url: null, path: {path}, sha256: {sha}}}",
+              f"  check it: rubric-engine validate benchmark={opts.target}  (or pass data.path={data_file} to a run)"]
     return "next:\n" + "\n".join(steps)
 
 

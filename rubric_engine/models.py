@@ -306,7 +306,8 @@ class ModelClient:
 
     async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
                        accept: Callable[[str], None] | None = None) -> CallResult:
-        """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, exception propagates."""
+        """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, and the exception
+        propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits."""
         self.stats.calls += 1
         key = cache_key(self.spec, messages, response_format) if self.cache is not None else None
         if key is not None and self.cache is not None:
@@ -315,10 +316,10 @@ class ModelClient:
                 self.stats.cache_hits += 1
                 result = CallResult(hit["text"], int(hit.get("prompt_tokens") or 0),
                                     int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0)
-                self._accept(accept, result.text)
+                self._accept(accept, result)
                 return result
         result = await self._call(messages, response_format)
-        self._accept(accept, result.text)
+        self._accept(accept, result)
         if key is not None and self.cache is not None:
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
                                  "completion_tokens": result.completion_tokens, "cost": result.cost,
@@ -338,12 +339,17 @@ class ModelClient:
             await _close_litellm_clients(loop)
 
     # -- internals -------------------------------------------------------------------------
-    def _accept(self, accept: Callable[[str], None] | None, text: str) -> None:
+    def _accept(self, accept: Callable[[str], None] | None, result: CallResult) -> None:
+        """Run the caller's check; a rejection carries the result (`exc.call_result`) so its tokens count."""
         try:
             if accept is not None:
-                accept(text)
-        except BaseException:
+                accept(result.text)
+        except Exception as exc:
             self.stats.rejected += 1
+            try:
+                exc.call_result = result  # type: ignore[attr-defined]
+            except AttributeError:  # exceptions with __slots__
+                pass
             raise
 
     def _semaphore(self) -> asyncio.Semaphore:

@@ -11,9 +11,8 @@ from typing import Iterator
 
 import pytest
 
-_ROOT = Path(__file__).resolve().parents[1]
-if str(_ROOT) not in sys.path:  # `pytest` run without -m / an editable install still finds the package
-    sys.path.insert(0, str(_ROOT))
+# The package under test is the installed one (`pip install .` or `-e .`), as users get it:
+# conf/, benchmarks/ and data/ are only importable as rubric_engine.* once installed.
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:  # `from fakeserver import ...` works from any test module
     sys.path.insert(0, _TESTS)

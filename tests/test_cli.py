@@ -40,7 +40,10 @@ class Script:
     """Fake server behaviour: candidate replies name their question; the judge answers per item."""
 
     def __init__(self) -> None:
-        self.first_turn = {r["dialogue"][0]["content"]: r["question_id"] for r in ROWS}
+        # longest dialogues first, so a question whose turns all appear in the prompt is found
+        # before a shorter question that shares its opening turn
+        self.turns = sorted(((tuple(t["content"] for t in r["dialogue"]), r["question_id"]) for r in ROWS),
+                            key=lambda x: -len(x[0]))
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         text = "\n".join(str(m.get("content", "")) for m in body["messages"])
@@ -49,7 +52,7 @@ class Script:
             n = len(BY_ID[qid]["rubric"])
             verdict = {"criteria": [{"id": i, "reasoning": f"item {i}", "met": hit(qid, i)} for i in range(1, n + 1)]}
             return Reply(text=json.dumps(verdict), usage=(100, 50))
-        qid = next(q for first, q in self.first_turn.items() if first in text)
+        qid = next(q for turns, q in self.turns if all(t in text for t in turns))
         return Reply(text=f"REPLY[{qid}] 我在这里，愿意听你说。", usage=(40, 20))
 
 

@@ -277,8 +277,6 @@ def test_bad_request_without_schema_is_recorded(fake_server, fake_key, tmp_path,
     assert [(r.get("response_format") or {}).get("type") for r in fake_server.requests] == ["json_schema", None]
 
 
-@pytest.mark.xfail(reason="needs models.ModelClient to attach the CallResult to the exception accept() raised",
-                   strict=False)
 def test_rejected_reply_tokens_counted(fake_server, fake_key, tmp_path, spec, question):
     n = len(question.criteria)
     fake_server.queue(Reply(text=verdict(n - 1), usage=(100, 50)), Reply(text=verdict(n), usage=(7, 3)))

@@ -104,6 +104,22 @@ def test_dropped_criterion_is_reported_not_written(tmp_path: Path, fake_key: str
     assert len(rows_of(tmp_path / "out" / "heartbench_xx.jsonl")) == 5
 
 
+def test_reask_repairs_and_is_remembered(tmp_path: Path, fake_key: str) -> None:
+    """A first answer one criterion short is re-asked; the repaired result is not paid for again on rerun."""
+    good, short = translator(), translator({IDS[1]})
+
+    def handle(body: dict[str, Any]) -> Reply:
+        return good(body) if len(body["messages"]) > 2 else short(body)
+
+    with FakeServer(handle) as srv:
+        assert localize_command(args(srv, tmp_path)) == 0
+        assert requested(srv).count(IDS[1]) == 2 and len(srv.requests) == 6
+        srv.reset()
+        assert localize_command(args(srv, tmp_path)) == 0
+        assert srv.requests == []
+    assert len(rows_of(tmp_path / "out" / "heartbench_xx.jsonl")) == 5
+
+
 def test_resume_after_kill(tmp_path: Path) -> None:
     """SIGKILL mid-run, rerun: the server never sees a question again whose translation had completed."""
     fast = translator()

@@ -263,6 +263,7 @@ def test_rejected_result_is_not_cached(fake_server: FakeServer, cache: ResultCac
     client = client_for(fake_server, cache)
     [err] = run(client, {"accept": accept})
     assert isinstance(err, ValueError) and len(cache) == 0 and client.stats.rejected == 1
+    assert err.call_result.text == "not json" and err.call_result.prompt_tokens == 10  # tokens still count
     [res] = run(client, {"accept": accept})
     [again] = run(client, {"accept": accept})
     assert (res.cached, again.cached, again.text, len(fake_server.requests)) == (False, True, '{"ok": true}', 2)

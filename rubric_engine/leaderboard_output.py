@@ -1,0 +1,138 @@
+"""The output side of a leaderboard: console tables, leaderboard.json/.csv/.md, charts and report.html.
+
+Why apart from leaderboard.py: ranking reads run directories and computes; this module only presents a built
+Leaderboard, so a new output format never touches the statistics. leaderboard.py re-exports the public names.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.aggregate import ability_ids
+
+if TYPE_CHECKING:  # leaderboard.py imports this module, so its classes are for annotations only
+    from rich.console import Console
+
+    from rubric_engine.leaderboard import Leaderboard, Row
+
+__all__ = ["fmt", "write_leaderboard", "print_leaderboard"]
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    """One number format for every text output; a missing number is shown as a dash, never as 0."""
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _subsets(lb: Leaderboard) -> list[str]:
+    extra = [s for r in lb.rows for s in r.subsets if s not in lb.taxonomy.subsets]
+    return list(dict.fromkeys([*lb.taxonomy.subsets, *extra]))
+
+
+def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) for Markdown and the console: three narrow tables rather than one that is
+    unreadable in 80 columns; compact (console) drops the judge column when all runs share a judge."""
+    t, subs = lb.taxonomy, _subsets(lb)
+    judges = sorted({r.judge for r in lb.rows})
+    show_judge = not compact or len(judges) > 1
+    title = f"{lb.benchmark} {lb.benchmark_version}" + ("" if show_judge else f" (judge: {judges[0]})")
+    ranking = [[str(r.rank), r.label, *([r.judge] if show_judge else []), fmt(r.overall),
+                f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]", f"{r.counts['scored']}/{r.counts['questions']}",
+                f"{r.counts['judge_errors']}/{r.counts['candidate_errors']}"] for r in lb.rows]
+    dims = [[r.label, *[fmt(r.dimensions.get(d)) for d in t.dimensions]] for r in lb.rows]
+    subsets = [[r.label, *[fmt(r.subsets.get(x)) for x in subs], *([fmt(r.decay_pct, 1)] if t.decay else []),
+                str(r.counts["catastrophic"]), r.cost_text()] for r in lb.rows]
+    return [
+        (title, ["#", "Model", *(["Judge"] if show_judge else []), "Overall", f"{100 * (1 - lb.alpha):.0f}% CI",
+                 "Scored", "Err j/c" if compact else "Errors judge/cand."], ranking),
+        ("Dimensions", ["Model", *[t.label(d) for d in t.dimensions]], dims),
+        ("Subsets, catastrophic failures, cost", ["Model", *[t.subset_labels.get(x, x) for x in subs],
+                                                  *(["Decay %"] if t.decay else []), "Catastr.", "Cost $"], subsets),
+    ]
+
+
+def _notes(lb: Leaderboard) -> list[str]:
+    t = lb.taxonomy
+    out = [f"Intervals: percentile bootstrap, questions resampled with replacement ({lb.n_boot} resamples, "
+           f"seed {lb.seed}); paired differences use the same draws for both models."]
+    if t.decay:
+        out.append(f"Decay % = ({t.decay[0]} - {t.decay[1]}) / {t.decay[2]} x 100 (base: {t.decay[2]}).")
+    out += [f"{p.a} - {p.b}: {fmt(p.diff)} [{fmt(p.lo)}, {fmt(p.hi)}] "
+            f"({'differs' if p.excludes_zero else 'not distinguishable'}, {p.questions} questions)"
+            for p in lb.pairs if not p.error]  # failed pairs are among the warnings
+    return out + [f"warning: {w}" for w in lb.warnings]
+
+
+def _markdown(lb: Leaderboard) -> str:
+    def cell(x: str) -> str:
+        return x.replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"# {lb.benchmark} {lb.benchmark_version} leaderboard"]
+    for title, head, rows in _tables(lb):
+        lines += ["", f"## {title}", "", "| " + " | ".join(map(cell, head)) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join([*lines, "", *(f"- {cell(n)}" for n in _notes(lb))]) + "\n"
+
+
+def _csv_record(lb: Leaderboard, r: Row) -> dict[str, Any]:
+    """Prefixed column names (dim., ability., subset.) so ids can never collide."""
+    t = lb.taxonomy
+    return {"rank": r.rank, "label": r.label, "candidate": r.candidate, "candidate_model": r.candidate_model,
+            "judge": r.judge, "judge_model": r.judge_model, "overall": r.overall, "ci_lo": r.ci_lo, "ci_hi": r.ci_hi,
+            **{f"dim.{d}": r.dimensions.get(d) for d in t.dimensions},
+            **{f"ability.{a}": r.abilities.get(a) for a in ability_ids(t.dimensions)},
+            **{f"subset.{x}": r.subsets.get(x) for x in _subsets(lb)},
+            "decay_pct": r.decay_pct, "decay_base": r.decay_base, **r.counts,
+            **{f"cost_{k}": v for k, v in r.cost.items()}, "stage": r.stage, "run_dir": r.run_dir}
+
+
+def write_leaderboard(lb: Leaderboard, out_dir: Path) -> dict[str, Path]:
+    """leaderboard.json/.csv/.md, radar and subsets charts (PNG + SVG) and report.html in out_dir."""
+    from rubric_engine import charts, html_report
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"json": out / "leaderboard.json", "csv": out / "leaderboard.csv", "md": out / "leaderboard.md"}
+    files["json"].write_text(json.dumps(lb.to_dict(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    records = [_csv_record(lb, r) for r in lb.rows]
+    with files["csv"].open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows({k: ("" if v is None else v) for k, v in rec.items()} for rec in records)
+    files["md"].write_text(_markdown(lb), encoding="utf-8")
+    t, subs, abilities = lb.taxonomy, _subsets(lb), ability_ids(lb.taxonomy.dimensions)
+    base = f" (decay base: {t.subset_labels.get(t.decay[2], t.decay[2])})" if t.decay else ""
+    charts.radar_chart([t.label(a) for a in abilities], {r.label: [r.abilities.get(a) for a in abilities]
+                       for r in lb.rows}, out / "radar", title=f"{lb.benchmark}: abilities", max_value=t.scale)
+    charts.subsets_chart([t.subset_labels.get(x, x) for x in subs], {r.label: [r.subsets.get(x) for x in subs]
+                         for r in lb.rows}, out / "subsets", title=f"{lb.benchmark}: subsets{base}",
+                         notes={r.label: f"decay {fmt(r.decay_pct, 1)}%" for r in lb.rows if r.decay_pct is not None})
+    for name in ("radar", "subsets"):
+        for ext in charts.FORMATS:
+            files[f"{name}_{ext}"] = out / f"{name}.{ext}"
+    images = {"Abilities (radar)": files["radar_png"], "Subsets": files["subsets_png"]}
+    files["html"] = html_report.write_html(lb, out / "report.html", images=images)
+    return files
+
+
+def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None:
+    """The two tables, the paired differences of adjacent ranks and the warnings, on a rich console."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    for title, head, rows in _tables(lb, compact=True):
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for i, h in enumerate(head):
+            text = h in ("Model", "Judge")  # names fold onto two lines rather than vanish
+            table.add_column(h, justify="left" if text else "right", no_wrap=not text, overflow="fold",
+                             min_width=min(12, max(len(r[i]) for r in rows)) if text else None)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    for note in _notes(lb):
+        console.print(note, style="yellow" if note.startswith("warning:") else None, highlight=False, markup=False)
