@@ -3,7 +3,7 @@
 The engine is callable from Python without Hydra::
 
     from rubric_engine import ModelSpec, RunSettings, run_benchmark
-    summary = run_benchmark(RunSettings(benchmark="heartbench", out_dir=Path("out"),
+    summary = run_benchmark(RunSettings(benchmark="<name or spec dir>", out_dir=Path("out"),
                                         candidate=ModelSpec(name="gpt-4o", model="openai/gpt-4o",
                                                             api_key_env="OPENAI_API_KEY")))
 

@@ -7,7 +7,6 @@ everything it calls is plain Python taking plain values.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import traceback

@@ -5,6 +5,7 @@ Why here: every module that calls models (models, judge, runner, cli) tests agai
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -18,6 +19,11 @@ if _TESTS not in sys.path:  # `from fakeserver import ...` works from any test m
     sys.path.insert(0, _TESTS)
 
 from fakeserver import FakeServer, Reply  # noqa: E402
+from rubric_engine.dataset import load_dataset  # noqa: E402
+from rubric_engine.spec import load_spec  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "heartbench"
 
 __all__ = ["fake_server", "fake_key", "FakeServer", "Reply"]
 
@@ -34,3 +40,23 @@ def fake_key(monkeypatch: pytest.MonkeyPatch) -> str:
     """Sets FAKE_KEY=sk-test (the env var ModelSpec.api_key_env names in tests) and returns its name."""
     monkeypatch.setenv("FAKE_KEY", "sk-test")
     return "FAKE_KEY"
+
+
+@pytest.fixture(scope="module")
+def spec():
+    """The shipped HeartBench spec, loaded from this checkout."""
+    return load_spec(REPO / "benchmarks" / "heartbench")
+
+
+@pytest.fixture(scope="module")
+def questions(spec):
+    """The 296 HeartBench questions from ../shared (never copied into the project)."""
+    return load_dataset(spec, SHARED / "question_all.jsonl").questions
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """Environment for console-script runs: no real API keys, a private cache, FAKE_KEY set."""
+    e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    e.update(RUBRIC_ENGINE_CACHE=str(tmp_path / "cache"), FAKE_KEY="sk-test", XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    return e

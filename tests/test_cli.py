@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import signal
@@ -78,13 +77,6 @@ def expected(ids: list[str]) -> dict[str, Any]:
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 300, **kw: Any) -> subprocess.CompletedProcess:
     return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, **kw)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    e.update(RUBRIC_ENGINE_CACHE=str(tmp_path / "cache"), FAKE_KEY="sk-test", XDG_CACHE_HOME=str(tmp_path / "xdg"))
-    return e
 
 
 def model_args(url: str) -> list[str]:
@@ -228,3 +220,20 @@ def test_cache_info_and_clear(tmp_path: Path, env: dict[str, str]) -> None:
     cleared = run_cli(["cache", "clear"], env, timeout=60)
     assert "removed 4 entries" in cleared.stdout
     assert "0 completed calls" in run_cli(["cache", "info"], env, timeout=60).stdout
+
+
+def test_dry_run_counts_calls_and_calls_nothing(tmp_path: Path, env: dict[str, str]) -> None:
+    with FakeServer(Script()) as srv:
+        res = run_cli(["benchmark=heartbench", f"data.path={DATA}", "limit=2", "progress=none",
+                       f"hydra.run.dir={tmp_path / 'warm'}", *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        srv.reset()
+        res = run_cli(["benchmark=heartbench", f"data.path={DATA}", "limit=5", "dry_run=true",
+                       f"hydra.run.dir={tmp_path / 'dry'}", *model_args(srv.url)], dict(env, COLUMNS="200"))
+        assert res.returncode == 0, res.stderr
+        assert srv.requests == []  # nothing was sent
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in res.stdout.splitlines() if line.startswith("│")}
+    assert rows["candidate"][:3] == ["openai/cand", "5", "2"]  # 5 calls, 2 already cached
+    assert rows["judge"][:2] == ["openai/judge", "5"]
+    assert rows["candidate"][-1] == "unknown price"

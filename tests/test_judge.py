@@ -12,25 +12,12 @@ import pytest
 from fakeserver import FakeServer, Reply
 
 from rubric_engine.cache import ResultCache
-from rubric_engine.dataset import load_dataset
 from rubric_engine.errors import FatalModelError
 from rubric_engine.judge import (RESPONSE_FORMAT, JudgeResult, VerdictError, judge_response, parse_verdict,
                                  uses_json_schema, verdict_schema)
 from rubric_engine.models import ModelClient, ModelSpec
-from rubric_engine.spec import load_spec
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "heartbench"
 
 
-@pytest.fixture(scope="module")
-def spec():
-    return load_spec(REPO / "benchmarks" / "heartbench")
-
-
-@pytest.fixture(scope="module")
-def questions(spec):
-    return load_dataset(spec, SHARED / "question_all.jsonl").questions
 
 
 @pytest.fixture

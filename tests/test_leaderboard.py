@@ -24,7 +24,6 @@ from rubric_engine.leaderboard import (
     build_leaderboard,
     collect_runs,
     compare,
-    print_leaderboard,
     leaderboard_command,
     leaderboard_main,
     write_leaderboard,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.dataset import Criterion, Question, Turn, load_dataset
+from rubric_engine.dataset import Criterion, Question, Turn
 from rubric_engine.errors import SpecError
 from rubric_engine.prompts import candidate_messages, criteria_vars, judge_messages
 from rubric_engine.spec import load_spec
@@ -14,15 +14,6 @@ from rubric_engine.spec import load_spec
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "heartbench"
 
-
-@pytest.fixture(scope="module")
-def spec():
-    return load_spec(REPO / "benchmarks" / "heartbench")
-
-
-@pytest.fixture(scope="module")
-def questions(spec):
-    return load_dataset(spec, SHARED / "question_all.jsonl").questions
 
 
 def _weight_text(c: Criterion) -> str:

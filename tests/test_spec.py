@@ -177,7 +177,9 @@ def test_search_path_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.chdir(tmp_path)
     path = benchmark_search_path([extra])
     assert path[:4] == [extra, env1, env2, tmp_path / "benchmarks"]
-    assert path[-1] == BENCH  # the checkout fallback for the packaged benchmarks
+    # last: the benchmarks installed with the package (this checkout's, for an editable install)
+    assert len(path) == 5
+    assert (path[-1] / "heartbench" / "benchmark.yaml").read_bytes() == (BENCH / "heartbench" / "benchmark.yaml").read_bytes()
 
 
 def test_search_path_shadowing_and_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from fakeserver import FakeServer, Reply
-from test_cli import BY_ID, DATA, Script, env, run_cli  # noqa: F401  (env is a fixture)
+from test_cli import BY_ID, DATA, Script, run_cli
 
 QUALITY = {"good": 2, "middling": 1, "poor": 0}
 
