@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from . import rundir
-from .aggregate import ScoredQuestion, aggregate
+from .aggregate import aggregate, scored_from_samples
 from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
@@ -239,8 +239,7 @@ def _sum_cost(values: Sequence[float | None]) -> float | None:
 
 def _summary(settings: RunSettings, spec: BenchmarkSpec, sha256: str, judge_spec: ModelSpec,
              samples: Sequence[Mapping[str, Any]], calls: Mapping[str, Any]) -> dict[str, Any]:
-    scored = [ScoredQuestion(s["id"], s["subset"], s["scenario"], {a: v["score"] for a, v in s["abilities"].items()},
-                             s["score"], s["catastrophic"]) for s in samples if s["score"] is not None]
+    scored = scored_from_samples(samples)  # the same reading the leaderboard does from samples.jsonl
     decay = spec.report.decay
     agg = aggregate(scored, spec.dimensions_map(), decay=(decay.from_, decay.to, decay.base) if decay else None,
                     scale=spec.scoring.scale) if settings.stage != "generate" else \
