@@ -44,24 +44,13 @@ for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe)):
         OmegaConf.register_new_resolver(_name, _fn)
 
 
-def _model_spec(node: Any, role: str, timeout: float) -> Any:
+def _model_spec(node: Any, role: str, timeout: float | None) -> Any:
     from .models import ModelSpec
 
     if node is None:
         return None
     data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-    allowed = {"name", "model", "api_base", "api_key_env", "params"}
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
-            if any("key" in k for k in unknown) else ""
-        raise ConfigError(f"{role}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}{hint}")
-    model = data.get("model")
-    if not model:
-        raise ConfigError(f"{role}.model is not set; e.g. {role}.model=openai/<served-model-name>")
-    name = data.get("name") or str(model).split("/", 1)[-1]
-    return ModelSpec(name=str(name), model=str(model), api_base=data.get("api_base"),
-                     api_key_env=data.get("api_key_env"), params=dict(data.get("params") or {}), timeout=float(timeout))
+    return ModelSpec.from_config(data, role=role, timeout=timeout)  # type: ignore[arg-type]
 
 
 def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
@@ -76,8 +65,8 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
         ids = [s for s in re.split(r"[,\s]+", ids) if s]
     return RunSettings(
         benchmark=str(cfg.benchmark), out_dir=out_dir,
-        candidate=_model_spec(opt("candidate"), "candidate", cfg.timeout),
-        judge=_model_spec(opt("judge"), "judge", cfg.timeout),
+        candidate=_model_spec(opt("candidate"), "candidate", opt("timeout")),
+        judge=_model_spec(opt("judge"), "judge", opt("timeout")), timeout=opt("timeout"),
         benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),

@@ -107,10 +107,10 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     from .cache import ResultCache, default_cache_dir
     from .models import cache_key
     from .prompts import candidate_messages, judge_messages
-    from .runner import _declared_judge, _load
+    from .runner import _load, declared_judge
 
     spec, _, questions = _load(settings)
-    judge = settings.judge or _declared_judge(spec)
+    judge = settings.judge or declared_judge(spec, settings.timeout)
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
     est: dict[str, Any] = {}

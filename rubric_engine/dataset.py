@@ -17,10 +17,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .datatypes import Criterion, Dataset, Question, Turn
 from .errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -28,45 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Turn", "Criterion", "Question", "Dataset", "load_dataset", "parse_rows", "select",
            "default_data_cache_dir", "fetch", "sha256_file"]
-
-
-@dataclass(frozen=True)
-class Turn:
-    role: str  # the role label as it appears in the data (e.g. "A", "B")
-    content: str
-
-
-@dataclass(frozen=True)
-class Criterion:
-    """One binary rubric item. Exactly one of `ability` / `rule` is set."""
-
-    index: int  # 1-based position within its question (the number the judge sees)
-    label: str  # the label exactly as written in the data (an ability or failure-rule data label)
-    weight: float | None  # None where the data has no weight (e.g. failure-rule items)
-    text: str
-    ability: str | None = None  # taxonomy ability id, for scored items
-    rule: str | None = None  # failure-rule id, for failure-rule items
-
-
-@dataclass(frozen=True)
-class Question:
-    id: str
-    dialogue: tuple[Turn, ...]
-    criteria: tuple[Criterion, ...]
-    subset: str = ""  # e.g. "normal" / "hard"; "" when the data has none
-    scenario: str = ""  # primary scenario label as in the data; "" when empty
-    secondary_scenario: str = ""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-    # the row as read, so answers files can repeat the benchmark's own format
-    source_row: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-
-@dataclass
-class Dataset:
-    questions: list[Question]
-    source: str  # path or URL the rows came from
-    sha256: str
-    warnings: list[str] = field(default_factory=list)
 
 
 def default_data_cache_dir() -> Path:

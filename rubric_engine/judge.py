@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .dataset import Question
+from .datatypes import Question
 from .errors import FatalModelError, ModelCallError
 from .prompts import judge_messages
 

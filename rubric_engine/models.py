@@ -85,6 +85,32 @@ class ModelSpec:
         return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout,
                      json.dumps(self.params, sort_keys=True, default=str)))
 
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any], *, role: str, timeout: float | None = None) -> "ModelSpec":
+        """The one way a declared model (a conf/ entry, an override, a spec's judge) becomes a ModelSpec.
+
+        `timeout` is the run-wide override (`timeout=` on the command line): it wins over the entry's own
+        `timeout`, which wins over the default of 120 s.
+        """
+        data = _plain(dict(data))
+        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout"}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
+                if any("key" in k for k in unknown) else ""
+            raise ConfigError(f"{role}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}{hint}")
+        model = data.get("model")
+        if not model:
+            raise ConfigError(f"{role}.model is not set; e.g. {role}.model=openai/<served-model-name>")
+        chosen = timeout if timeout is not None else data.get("timeout")
+        try:
+            seconds = float(chosen) if chosen is not None else 120.0
+        except (TypeError, ValueError):
+            raise ConfigError(f"{role}: timeout must be a number of seconds (got {chosen!r})") from None
+        return cls(name=str(data.get("name") or str(model).split("/", 1)[-1]), model=str(model),
+                   api_base=data.get("api_base") or None, api_key_env=data.get("api_key_env") or None,
+                   params=dict(data.get("params") or {}), timeout=seconds)
+
     @property
     def key_env(self) -> str:
         """The env var holding this model's key (declared, or the provider's default)."""

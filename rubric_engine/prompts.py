@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from .dataset import Criterion, Question
+from .datatypes import Criterion, Question
 from .errors import SpecError
 
 if TYPE_CHECKING:  # spec.py imports nothing from here; this keeps the import graph one-way

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .dataset import Question
+from .datatypes import Question
 from .errors import AnswersError
 
 __all__ = [

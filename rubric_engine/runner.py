@@ -28,7 +28,7 @@ from .report import ProgressBoard, print_summary
 from .scoring import score_question
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 
-__all__ = ["RunSettings", "run_benchmark", "check_api_keys"]
+__all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge"]
 
 STAGES = ("full", "generate", "score")
 
@@ -53,6 +53,7 @@ class RunSettings:
     concurrency: int = 16
     rpm: float | None = None
     max_retries: int = 4
+    timeout: float | None = None  # run-wide per-request timeout; None: each model's own (default 120 s)
     cache_dir: str | None = None
     cache_enabled: bool = True
     progress: str = "auto"
@@ -116,7 +117,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     need_candidate = given is None
     if need_candidate and settings.candidate is None:
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
-    judge_spec = settings.judge or _declared_judge(spec)
+    judge_spec = settings.judge or declared_judge(spec, settings.timeout)
     check_api_keys(settings.candidate if need_candidate else None, judge_spec if settings.stage != "generate" else None)
 
     out = Path(settings.out_dir)
@@ -144,9 +145,9 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     return summary
 
 
-def _declared_judge(spec: BenchmarkSpec) -> ModelSpec:
-    m = spec.judge.model
-    return ModelSpec(name=m.name, model=m.model, api_base=m.api_base, api_key_env=m.api_key_env, params=dict(m.params))
+def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:
+    """The judge the benchmark declares, built like every other model entry (its timeout included)."""
+    return ModelSpec.from_config(spec.judge.model.model_dump(exclude_none=True), role="judge", timeout=timeout)
 
 
 async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],

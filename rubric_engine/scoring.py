@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from rubric_engine.dataset import Criterion
+from rubric_engine.datatypes import Criterion
 
 __all__ = [
     "FORMULAS",

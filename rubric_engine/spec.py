@@ -23,6 +23,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .errors import SpecError
+from .scoring import FORMULAS
 from .specfile import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key, benchmark_search_path,
                        deep_merge, list_benchmarks)
 
@@ -32,7 +33,6 @@ __all__ = [
     "load_spec", "benchmark_search_path", "list_benchmarks", "known_formulas", "deep_merge",
 ]
 
-_FALLBACK_FORMULAS = ("log_normalised", "linear", "met_over_positive")
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
 Labels = dict[str, str]
@@ -110,7 +110,7 @@ class ModelRef(_Model):
     api_base: str | None = None
     api_key_env: str | None = None
     params: dict[str, Any] = {}
-    timeout: float = 120.0
+    timeout: float | None = Field(default=None, gt=0)  # seconds per request; None: the run's default (120)
 
 
 class Judge(_Model):
@@ -227,11 +227,7 @@ class BenchmarkSpec(_Model):
 # ------------------------------------------------------------------------------------------------ validation
 
 def known_formulas() -> tuple[str, ...]:
-    """Formula names from rubric_engine.scoring (the source of truth), else the agreed list."""
-    try:
-        from .scoring import FORMULAS
-    except ImportError:
-        return _FALLBACK_FORMULAS
+    """Formula names, from rubric_engine.scoring (the one source of truth)."""
     return tuple(FORMULAS)
 
 
