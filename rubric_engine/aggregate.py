@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
+from rubric_engine.datatypes import Question
+from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation, QuestionScore
 
 __all__ = ["ScoredQuestion", "NO_SCENARIO", "BREAKDOWN_KINDS", "aggregate", "ability_ids", "overall",
-           "breakdown", "breakdowns", "scored_from_samples"]
+           "breakdown", "breakdowns", "scored_from_samples", "scored_question"]
 
 NO_SCENARIO = "(none)"  # where questions with an empty scenario label are reported
 BREAKDOWN_KINDS = ("ability", "dimension", "subset", "scenario", "item_tag", "example_tag")
@@ -37,6 +38,16 @@ class ScoredQuestion:
     catastrophic: bool
     tags: tuple[str, ...] = ()  # question-level (example) tags
     item_tags: Mapping[str, float] = field(default_factory=dict)  # item tag -> this question's score on it
+
+
+def scored_question(question: Question, qs: QuestionScore) -> ScoredQuestion | None:
+    """The typed result of scoring one question, as aggregation reads it (None: no score, e.g. no positive
+    points under no_positive_points=exclude)."""
+    if qs.score is None:
+        return None
+    return ScoredQuestion(question.id, question.subset, question.scenario,
+                          {a: s.score for a, s in qs.abilities.items()}, qs.score, qs.catastrophic,
+                          question.tags, {t: s.score for t, s in qs.tags.items()})
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -222,7 +222,7 @@ class BenchmarkSpec(_Model):
     def label_to_ability(self) -> dict[str, str]:
         return {lab: a.id for d in self._dims() for a in d.abilities for lab in a.data_labels}
 
-    def aggregation(self) -> Aggregation:
+    def aggregation_rule(self) -> Aggregation:
         """The scoring core's Aggregation for this spec."""
         sc = self.aggregation
         return Aggregation(question=sc.question, overall=sc.overall, clip=sc.clip,
