@@ -4,7 +4,7 @@ Every reported number goes through ONE grouping function, `breakdown`: a questio
 group either whole (its subset, scenario or example tags) or through one of its item groups (an
 ability, a taxonomy level, an item tag), and each group's score is the spec's overall statistic
 (`overall`) re-run on what the group holds. So an ability score, a dimension score, a subset score and
-a HealthBench-style tag score all mean the same thing under one declared `Aggregation`:
+a tag score (as simple-evals computes tag scores) all mean the same thing under one declared `Aggregation`:
 
 - overall = macro_over_groups: mean over abilities of (mean over the questions containing the ability);
 - overall = mean_over_questions: plain mean of the question scores;

@@ -4,7 +4,7 @@ Questions (not rubric items or abilities) are the unit that was sampled, so they
 resample, with replacement. Inside each resample the overall is recomputed exactly as
 `aggregate.overall` does it under the spec's declared aggregation: a macro average over abilities
 present, or a plain mean over questions, clipped where the spec clips the overall (so a
-HealthBench-style clipped mean gets the interval and the bootstrap std of the clipped mean).
+clipped mean over questions gets the interval and the bootstrap std of the clipped mean).
 Per-question ability vectors are precomputed so 1000 resamples of ~300 questions take well under a
 second, with the standard library only (random.Random(seed) makes results reproducible).
 """
@@ -92,7 +92,7 @@ def bootstrap_stats(
     how: Aggregation = DEFAULT_AGGREGATION,
 ) -> dict[str, float]:
     """{point, lo, hi, std}: the overall, its percentile interval and the (population) std of the
-    resampled overalls, all times `scale`; the std is what HealthBench-style reports print."""
+    resampled overalls, all times `scale`; the std is what simple-evals-style reports print."""
     _check(n, alpha)
     if not scored:
         raise ValueError("bootstrap_overall needs at least one scored question")

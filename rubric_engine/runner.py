@@ -266,6 +266,8 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spe
     agg = aggregate(scored, dims, decay=(decay.from_, decay.to, decay.base) if decay else None,
                     scale=spec.scoring.scale, how=how) if judged else \
         {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
+    if not spec.data.fields.scenario:  # no scenario column: no scenario table (not one "(none)" row)
+        agg["scenarios"] = {}
     cand = settings.candidate
     return {
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,

@@ -224,3 +224,12 @@ def test_console_run_per_criterion(tmp_path: Path, env: dict[str, str]) -> None:
     assert sample["tags"] == rows[0]["example_tags"]
     assert sample["criteria"][0]["reasoning"] == "criterion 1" and "tags" in sample["criteria"][0]
     assert "Catastr" not in res.stdout + res.stderr and "catastrophic" not in res.stdout + res.stderr
+    # reports follow the spec's breakdowns: a radar over the 5 axes, no subset chart, no catastrophic column
+    lb = subprocess.run([EXE, "leaderboard", str(tmp_path / "run"), "--out", str(tmp_path / "lb"), "--n-boot", "50"],
+                        env=env, capture_output=True, text=True, timeout=300)
+    assert lb.returncode == 0, lb.stderr
+    md = (tmp_path / "lb" / "leaderboard.md").read_text()
+    assert "## Axes" in md and "## Themes" in md and "Catastr." not in md and "Dimensions" not in md
+    assert (tmp_path / "lb" / "radar.png").is_file() and not (tmp_path / "lb" / "subsets.png").exists()
+    html = (tmp_path / "lb" / "report.html").read_text()
+    assert "Catastrophic" not in html and "<h2>Subsets</h2>" not in html and "<h2>Axes</h2>" in html

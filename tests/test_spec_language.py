@@ -141,7 +141,7 @@ def variant(tmp_path: Path, src: Path, old: str, new: str) -> Path:
      "aggregation.question: mean_over_groups needs a taxonomy"),
     (QA, "prefix: \"topic:\"", "prefix: \"axis:\"",
      "report.breakdowns[0].prefix: no example tag in the data starts with this (got 'axis:'); prefixes in the data: topic:"),
-    (QA, "by: example_tag", "by: ability", "report.breakdowns[0].by: a ability breakdown needs a taxonomy"),
+    (QA, "by: example_tag", "by: ability", "report.breakdowns[0].by: an ability breakdown needs a taxonomy"),
 ])
 def test_incompatible_choices_are_one_line_at_validate(tmp_path: Path, env: dict[str, str], src: Path, old: str,
                                                        new: str, expected: str) -> None:
