@@ -158,3 +158,18 @@ def test_incompatible_choices_are_one_line_at_validate(tmp_path: Path, env: dict
     assert res.returncode == 2, res.stdout + res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "debug=true" not in ln]
     assert len(lines) == 1 and expected in lines[0], res.stderr
+
+
+def test_formula_from_an_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed plugin (a dist-info with an entry point of rubric_engine.formulas) needs no trust flag."""
+    (tmp_path / "plugin_fx.py").write_text("def quarter(raw, lo, hi, params):\n    return 0.25\n")
+    info = tmp_path / "plugin_fx-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-fx\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[rubric_engine.formulas]\nquarter = plugin_fx:quarter\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    d = tmp_path / "qa"
+    shutil.copytree(QA, d)
+    text = (d / "benchmark.yaml").read_text().replace("formula: met_over_positive", "formula: quarter")
+    (d / "benchmark.yaml").write_text(text.replace("../../data/reference_qa.csv", str(REPO / "data" / "reference_qa.csv")))
+    assert load_spec(d).formula()(0, 0, 1, {}) == 0.25
