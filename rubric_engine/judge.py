@@ -179,7 +179,7 @@ async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: Ver
     """The one validate-then-re-ask loop: a verdict for n criteria (or for criterion `index` alone)."""
     out = JudgeResult(verdicts=None, error=None)
     costs: list[float | None] = []
-    response_format = shape.response_format() if shape is not DEFAULT_SHAPE else RESPONSE_FORMAT
+    response_format = shape.response_format()
 
     def add(result: Any) -> None:
         out.prompt_tokens += int(getattr(result, "prompt_tokens", 0) or 0)

@@ -9,9 +9,6 @@ are re-exported here so callers keep importing them from rubric_engine.spec.
 from __future__ import annotations
 
 import difflib
-import functools
-import importlib.util
-import json
 import os
 import re
 import types
@@ -24,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .errors import SpecError
 from .scoring import FORMULAS, Aggregation
-from .speccheck import check_language
+from .speccheck import check_language, check_model
 from .specfile import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key, benchmark_search_path,
                        deep_merge, list_benchmarks)
 
@@ -329,33 +326,6 @@ def _pydantic_error(exc: ValidationError, origins: Mapping[Key, tuple[Path, int]
     return SpecError(where, path, e["msg"], value=e.get("input"), fix="see the spec layout in the README" + more)
 
 
-@functools.lru_cache(maxsize=1)
-def _litellm_models() -> dict[str, Any]:
-    """LiteLLM's bundled model map, read without importing litellm (that import costs seconds)."""
-    found = importlib.util.find_spec("litellm")
-    try:
-        path = Path(str(found.origin)).parent / "model_prices_and_context_window_backup.json"  # type: ignore
-        return {k: v for k, v in json.loads(path.read_text("utf-8")).items() if isinstance(v, dict)}
-    except (AttributeError, OSError, ValueError):
-        return {}
-
-
-def _check_model(ref: ModelRef, where: str, key: str) -> None:
-    """Catch a misspelt model id now rather than after the candidate calls were paid for."""
-    if "/" not in ref.model:
-        raise SpecError(where, key, "the model must be a LiteLLM id 'provider/model'", value=ref.model,
-                        fix="e.g. anthropic/claude-sonnet-4-5-20250929 or openai/gpt-4o-2024-11-20")
-    provider, _, rest = ref.model.partition("/")
-    table = _litellm_models()
-    names = [k for k, v in table.items() if v.get("litellm_provider") == provider]
-    if ref.api_base or not names or ref.model in table or rest in names:
-        return  # self-hosted endpoint, a provider LiteLLM's map doesn't cover, or a known model
-    close = difflib.get_close_matches(rest, names, n=3)
-    fix = f"did you mean {', '.join(provider + '/' + c for c in close)}? " if close else ""
-    raise SpecError(where, key, f"unknown {provider} model", value=ref.model, fix=fix + "use a model id "
-                    "LiteLLM knows, or set api_base for a self-hosted / OpenAI-compatible server")
-
-
 def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: Path, trust_code: bool = False) -> None:
     """Cross-field rules pydantic cannot express: ids, labels, formula, subsets, templates, judge model."""
     def fail(key: Key, msg: str, value: Any = None, fix: str = "") -> None:
@@ -402,7 +372,7 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
         except jinja2.TemplateSyntaxError as exc:
             raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
                             fix="fix the jinja2 syntax") from exc
-    _check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
+    check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
 
 
 def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None,

@@ -8,6 +8,10 @@ and what is allowed, before any call is paid for. spec.py calls `check_language`
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib.util
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import jinja2
@@ -18,9 +22,9 @@ from .formulas import FormulaProblem, known_names, resolve_formula
 
 if TYPE_CHECKING:
     from .datatypes import Question
-    from .spec import BenchmarkSpec
+    from .spec import BenchmarkSpec, ModelRef
 
-__all__ = ["check_language", "check_breakdowns_against_data", "template_variables"]
+__all__ = ["check_language", "check_model", "check_breakdowns_against_data", "template_variables"]
 
 Fail = Callable[..., None]
 _ALL = {"criteria", "n_criteria"}
@@ -121,3 +125,29 @@ def check_breakdowns_against_data(spec: "BenchmarkSpec", questions: Sequence["Qu
                         f"report.breakdowns[{i}].prefix", f"no {b.by.replace('_', ' ')} in the data starts with this",
                         value=b.prefix, fix=f"prefixes in the data: {', '.join(prefixes[:20]) or '(none)'}")
 
+
+@functools.lru_cache(maxsize=1)
+def _litellm_models() -> dict[str, Any]:
+    """LiteLLM's bundled model map, read without importing litellm (that import costs seconds)."""
+    found = importlib.util.find_spec("litellm")
+    try:
+        path = Path(str(found.origin)).parent / "model_prices_and_context_window_backup.json"  # type: ignore
+        return {k: v for k, v in json.loads(path.read_text("utf-8")).items() if isinstance(v, dict)}
+    except (AttributeError, OSError, ValueError):
+        return {}
+
+
+def check_model(ref: "ModelRef", where: str, key: str) -> None:
+    """Catch a misspelt model id now rather than after the candidate calls were paid for."""
+    if "/" not in ref.model:
+        raise SpecError(where, key, "the model must be a LiteLLM id 'provider/model'", value=ref.model,
+                        fix="e.g. anthropic/claude-sonnet-4-5-20250929 or openai/gpt-4o-2024-11-20")
+    provider, _, rest = ref.model.partition("/")
+    table = _litellm_models()
+    names = [k for k, v in table.items() if v.get("litellm_provider") == provider]
+    if ref.api_base or not names or ref.model in table or rest in names:
+        return  # self-hosted endpoint, a provider LiteLLM's map doesn't cover, or a known model
+    close = difflib.get_close_matches(rest, names, n=3)
+    fix = f"did you mean {', '.join(provider + '/' + c for c in close)}? " if close else ""
+    raise SpecError(where, key, f"unknown {provider} model", value=ref.model, fix=fix + "use a model id "
+                    "LiteLLM knows, or set api_base for a self-hosted / OpenAI-compatible server")
