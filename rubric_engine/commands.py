@@ -42,7 +42,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     console.print(f"data: {ds.source} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
-             f"{n_items} scored rubric items"]
+             f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
     if spec.failure_rules:
         parts.append(f"{sum(rule_items.values())} failure-rule items")
     agg = spec.aggregation

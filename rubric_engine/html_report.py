@@ -158,7 +158,8 @@ def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
     rows = []
     for c in sample.get("criteria") or []:
         hit = c.get("hit")
-        what = lb.taxonomy.label(c["ability"]) if c.get("ability") else f"rule: {c.get('rule')}"
+        what = (lb.taxonomy.label(c["ability"]) if c.get("ability") else f"rule: {c['rule']}" if c.get("rule")
+                else ", ".join(c.get("tags") or []))
         bad = c.get("rule") is not None or (c.get("weight") is not None and c["weight"] < 0)
         cls = ("bad" if bad else "hit") if hit else "miss"  # a hit on a penalty item is bad news
         rows.append([_e(c.get("index")), _e(c.get("label")), _e(what), _e(c.get("weight")), _e(c.get("text")),
@@ -166,7 +167,7 @@ def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
                      _e(c.get("reasoning"))])
     if not rows:
         return ""
-    return _table(["#", "Label", "Ability / rule", "Weight", "Criterion", "Hit", "Judge reasoning"], rows,
+    return _table(["#", "Label", "Ability / rule / tags", "Weight", "Criterion", "Hit", "Judge reasoning"], rows,
                   left=range(7))
 
 
@@ -178,8 +179,10 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
     scen = sample.get("scenario") or ""
     flags = " · JUDGE ERROR" if err_j else (" · CANDIDATE ERROR" if err_c else "")
     flags += " · catastrophic" if sample.get("catastrophic") else ""
-    head = (f"{_e(sample.get('id'))} · {_e(t.subset_labels.get(sample.get('subset') or '', sample.get('subset')))} · "
-            f"{_e(t.scenario_labels.get(scen, scen))} · score "
+    sub = sample.get("subset") or ""
+    where = [t.subset_labels.get(sub, sub)] if sub else []
+    where += [t.scenario_labels.get(scen, scen)] if scen else []
+    head = (f"{_e(sample.get('id'))} · " + "".join(f"{_e(w)} · " for w in where) + "score "
             f"{_f(None if score is None else score * t.scale)}{_e(flags)}")
     body = []
     if err_c:

@@ -173,3 +173,12 @@ def test_formula_from_an_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyP
     text = (d / "benchmark.yaml").read_text().replace("formula: met_over_positive", "formula: quarter")
     (d / "benchmark.yaml").write_text(text.replace("../../data/reference_qa.csv", str(REPO / "data" / "reference_qa.csv")))
     assert load_spec(d).formula()(0, 0, 1, {}) == 0.25
+
+
+def test_validate_output_follows_the_spec(env: dict[str, str]) -> None:
+    res = run_cli(["validate", "benchmark=reference_qa"], env)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "8 questions, 19 scored rubric items" in out and "()" not in out.split("\n")[2]
+    assert "failure-rule" not in out and "Taxonomy" not in out and "Topics (example_tag: topic:)" in out
+    assert "sha256" in out and "local file" in out
