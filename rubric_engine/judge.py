@@ -47,7 +47,6 @@ __all__ = [
     "shape_of",
 ]
 
-DEFAULT_MAX_REASKS = 2
 FATAL_STATUSES = frozenset({401, 403, 404})  # same failure for every question: stop the run
 
 VerdictReply = DEFAULT_SHAPE.model  # the default all-criteria verdict {"criteria": [{id, reasoning, met}]}
@@ -130,21 +129,16 @@ async def _complete(client: "ModelClient", messages: list[dict[str, str]], accep
     return result
 
 
-def _usage_of(exc: BaseException) -> Any:
-    """The CallResult a rejected reply came with, if the model client attached one."""
-    for name in ("result", "call_result"):
-        value = getattr(exc, name, None)
-        if value is not None:
-            return value
-    return None
+def _usage_of(exc: BaseException) -> "CallResult | None":
+    """The CallResult a rejected reply came with (ModelClient attaches it as `call_result`)."""
+    return getattr(exc, "call_result", None)
 
 
 async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
                          max_reasks: int | None = None) -> JudgeResult:
     """Judge one response; see the module docstring. Raises FatalModelError only for 401/403/404."""
     if max_reasks is None:
-        max_reasks = getattr(spec.judge, "max_reasks", None)
-        max_reasks = DEFAULT_MAX_REASKS if max_reasks is None else int(max_reasks)
+        max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
     shape = shape_of(spec)
     if shape.shape == "list":
         return await _ask(client, judge_messages(spec, question, response), shape, len(question.criteria),
@@ -181,11 +175,11 @@ async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: Ver
     costs: list[float | None] = []
     response_format = shape.response_format()
 
-    def add(result: Any) -> None:
-        out.prompt_tokens += int(getattr(result, "prompt_tokens", 0) or 0)
-        out.completion_tokens += int(getattr(result, "completion_tokens", 0) or 0)
-        costs.append(getattr(result, "cost", None))
-        out.cache_hits += int(bool(getattr(result, "cached", False)))
+    def add(result: "CallResult") -> None:
+        out.prompt_tokens += result.prompt_tokens
+        out.completion_tokens += result.completion_tokens
+        costs.append(result.cost)
+        out.cache_hits += int(result.cached)
 
     def finish(verdicts: list[Verdict] | None, error: str | None) -> JudgeResult:
         if verdicts is not None and index is not None:

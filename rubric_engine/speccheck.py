@@ -92,7 +92,7 @@ def _check_breakdowns(spec: "BenchmarkSpec", fail: Fail) -> None:
             fail(key + ("id",), "duplicate breakdown id", b.id)
         seen.add(b.id)
         if b.by in ("ability", "dimension") and spec.taxonomy is None:
-            fail(key + ("by",), f"a {b.by} breakdown needs a taxonomy", b.by,
+            fail(key + ("by",), f"{'an' if b.by[0] in 'aeiou' else 'a'} {b.by} breakdown needs a taxonomy", b.by,
                  "allowed without one: subset, scenario, item_tag, example_tag")
         need = {"subset": f.subset, "scenario": f.scenario, "item_tag": f.item_tags, "example_tag": f.example_tags}
         if b.by in need and not need[b.by]:
