@@ -16,7 +16,7 @@ A group with no question is None and left out of every mean; nothing is filled i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from rubric_engine.datatypes import Question
 from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation, QuestionScore

@@ -230,6 +230,18 @@ def test_console_run_per_criterion(tmp_path: Path, env: dict[str, str]) -> None:
     assert lb.returncode == 0, lb.stderr
     md = (tmp_path / "lb" / "leaderboard.md").read_text()
     assert "## Axes" in md and "## Themes" in md and "Catastr." not in md and "Dimensions" not in md
+    assert "differs" not in md  # the leaderboard's recomputation from samples.jsonl agrees with summary.json
     assert (tmp_path / "lb" / "radar.png").is_file() and not (tmp_path / "lb" / "subsets.png").exists()
     html = (tmp_path / "lb" / "report.html").read_text()
     assert "Catastrophic" not in html and "<h2>Subsets</h2>" not in html and "<h2>Axes</h2>" in html
+
+
+@pytest.mark.parametrize("name, file", [("healthbench", "2025-05-07-06-14-12_oss_eval.jsonl"),
+                                        ("healthbench_hard", "hard_2025-05-08-21-00-10.jsonl"),
+                                        ("healthbench_consensus", "consensus_2025-05-09-20-00-46.jsonl")])
+def test_shipped_variants_pin_openai_files_by_url(name: str, file: str) -> None:
+    spec = load_spec(REPO / "benchmarks" / name)
+    assert spec.data.url == f"https://openaipublic.blob.core.windows.net/simple-evals/healthbench/{file}"
+    assert spec.data.sha256 is None  # nothing published to pin: trusted on first use
+    assert spec.judge.verdict.granularity == "per_criterion" and spec.aggregation.clip == "group"
+    assert [b.id for b in spec.report.breakdowns] == ["axes", "themes"]
