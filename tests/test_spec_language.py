@@ -182,3 +182,11 @@ def test_validate_output_follows_the_spec(env: dict[str, str]) -> None:
     assert "8 questions, 19 scored rubric items" in out and "()" not in out.split("\n")[2]
     assert "failure-rule" not in out and "Taxonomy" not in out and "Topics (example_tag: topic:)" in out
     assert "sha256" in out and "local file" in out
+
+
+def test_trusted_formula_that_does_not_import_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    d = variant(tmp_path, QA, "formula: met_over_positive", "formula: no_such_module_xyz:score")
+    res = run_cli(["validate", f"benchmark={d}", f"data.path={REPO / 'data' / 'reference_qa.csv'}", "trust_code=true"],
+                  env)
+    assert res.returncode == 2
+    assert "scoring.formula: cannot import 'no_such_module_xyz:score'" in res.stderr.splitlines()[0]
