@@ -144,7 +144,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     samples = [_sample(spec, o) for o in outcomes]
     if settings.stage != "generate":
         rundir.write_jsonl(out / rundir.SAMPLES_FILE, samples)
-    scored = [s for o in outcomes if o.score is not None and (s := scored_question(o.question, o.score))]
+    typed = (scored_question(o.question, o.score) for o in outcomes if o.score is not None)
+    scored = [s for s in typed if s is not None]  # typed results straight from the judge, not re-parsed dicts
     summary = _summary(settings, spec, dataset, judge_spec, samples, scored, calls)
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     if settings.stage != "generate" and settings.progress != "none":
