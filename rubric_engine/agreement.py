@@ -155,8 +155,8 @@ def pair_summary(tables: np.ndarray, n_boot: int = 1000, seed: int = 0) -> dict[
 
 
 def krippendorff_alpha(matrix: np.ndarray) -> float | None:
-    """Nominal alpha of a raters x units matrix of 0/1 with NaN for missing, from the
-    `krippendorff` package; None where undefined (one value only, or no unit rated twice)."""
+    """Nominal alpha of a raters x units matrix (NaN = missing), from the `krippendorff` package;
+    None where undefined (fewer than two values in use, or no unit rated twice)."""
     import krippendorff
 
     m = np.asarray(matrix, dtype=float)
@@ -165,12 +165,12 @@ def krippendorff_alpha(matrix: np.ndarray) -> float | None:
     paired = np.sum(np.isfinite(m), axis=0) >= 2
     if not paired.any():
         return None
-    vals = m[:, paired]
-    vals = vals[np.isfinite(vals)]
-    if np.unique(vals).size < 2:
+    sub = m[:, paired]
+    domain = np.unique(sub[np.isfinite(sub)])
+    if domain.size < 2:
         return None
     with np.errstate(divide="ignore", invalid="ignore"):
-        value = krippendorff.alpha(reliability_data=m, value_domain=[0.0, 1.0], level_of_measurement="nominal")
+        value = krippendorff.alpha(reliability_data=sub, value_domain=domain, level_of_measurement="nominal")
     return _num(value)
 
 
