@@ -134,7 +134,7 @@ def render_review_page(sheet_id: str, benchmark: str, questions: Sequence[Review
         f'<body data-sheet="{e(sheet_id)}" data-benchmark="{e(benchmark)}">',
         f"<header><h1>Blind review &middot; {e(benchmark)} &middot; sheet {e(sheet_id)}</h1>",
         '<div class="bar"><label>Rater <input id="rater" autocomplete="off" placeholder="your name"></label>',
-        f'<span><b id="done">0</b> / {n_items} labelled</span>',
+        f'<span><span id="done">0</span> / {n_items} labelled</span>',
         '<button id="save" type="button">Save labels</button><span id="status" class="muted"></span></div>',
         '<p class="muted">For each criterion decide whether the reply meets it: Met, Not met or Unsure. '
         "Your progress is kept in this browser; Save labels downloads a file for "

@@ -23,6 +23,10 @@ REPLY_RE = re.compile(r"REPLY\[(\w+)\|(\w+)\]")
 HOSTILE = "</script><script>window.PWNED=1</script><b>bold?</b> & <img src=x onerror=alert(1)>"
 
 
+CODES = {"cand_a": "ca", "cand_b": "cb", "cand_c": "cc"}  # replies carry a code, not the model's name
+NAMES = {v: k for k, v in CODES.items()}
+
+
 def judge_hit(cand: str, qid: str, index: int) -> bool:
     """The scripted judge's verdict for item `index` (1-based) of question `qid` for candidate `cand`."""
     return (sum(map(ord, qid + cand)) + 3 * index) % 5 < 2
@@ -38,7 +42,8 @@ class Script:
     def __call__(self, body: dict[str, Any]) -> Reply:
         text = "\n".join(str(m.get("content", "")) for m in body["messages"])
         if body["model"] == "judge":
-            cand, qid = REPLY_RE.search(text).groups()  # type: ignore[union-attr]
+            code, qid = REPLY_RE.search(text).groups()  # type: ignore[union-attr]
+            cand = NAMES[code]
             n = len(BY_ID[qid]["rubric"])
             verdict = {"criteria": [{"id": i, "reasoning": f"JUDGE-REASONING-{qid}-{i}", "met": judge_hit(cand, qid, i)}
                                     for i in range(1, n + 1)]}
@@ -46,7 +51,7 @@ class Script:
         qid = next(q for turns, q in self.turns if all(t in text for t in turns))
         cand = body["model"]
         extra = HOSTILE if qid == ROWS[0]["question_id"] and cand == "cand_a" else "I hear you. 我在这里。"
-        return Reply(text=f"REPLY[{cand}|{qid}] {extra}" + " more" * (len(qid) + sum(map(ord, qid + cand)) % 40),
+        return Reply(text=f"REPLY[{CODES[cand]}|{qid}] {extra}" + " more" * (len(qid) + sum(map(ord, qid + cand)) % 40),
                      usage=(40, 20))
 
 
