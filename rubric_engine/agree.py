@@ -39,7 +39,7 @@ USAGE = """usage: rubric-engine agree RUN_DIR [RUN_DIR ...] labels=FILE[,FILE...
 Compare every judge in the runs with every human rater and with each other, on the items both
 labelled, and write agreement.json and agreement.md to out= (default: RUN_DIR/agreement).
 labels= files: the JSONL saved by review.html, the filled review.csv, or any JSONL/CSV with
-question_id, criterion_index, rater, met (met: 1/0/true/false/yes/no; blank and unsure are
+QUESTION-ID, criterion_index, rater, met (QUESTION-ID: the benchmark's id field; met: 1/0/true/false/yes/no; blank and unsure are
 counted, not used). by= adds breakdowns by further item fields (e.g. tags) to the built-in
 ability, dimension, subset, candidate, weight sign and reply-length tercile.
 """
@@ -47,7 +47,7 @@ ability, dimension, subset, candidate, weight sign and reply-length tercile.
 
 def _terciles(data: RunItems, keys: Sequence[str]) -> dict[str, str]:
     """Reply-length tercile name per item key, cut on the lengths of the distinct replies compared."""
-    lengths = {(data.items[k].question_id, data.items[k].reply_id): data.items[k].fields["reply_length"] for k in keys}
+    lengths = {(data.items[k].qid, data.items[k].reply_id): data.items[k].fields["reply_length"] for k in keys}
     if not lengths:
         return {}
     lo, hi = (float(x) for x in np.quantile(np.array(list(lengths.values()), dtype=float), [1 / 3, 2 / 3]))
@@ -71,7 +71,7 @@ def _group_values(data: RunItems, key: str, field: str, terciles: dict[str, str]
 def _pair(a: dict[str, bool], b: dict[str, bool], data: RunItems, n_boot: int, seed: int,
           keys: Sequence[str] | None = None) -> dict[str, Any]:
     common = [k for k in (keys if keys is not None else a) if k in a and k in b]
-    clusters = [data.items[k].question_id for k in common]
+    clusters = [data.items[k].qid for k in common]
     _, tables = st.cluster_tables([a[k] for k in common], [b[k] for k in common], clusters)
     return st.pair_summary(tables, n_boot=n_boot, seed=seed)
 
@@ -86,7 +86,7 @@ def _ceiling(humans: dict[str, dict[str, bool]], keys: Sequence[str], data: RunI
     for r1, r2 in itertools.combinations(raters, 2):
         common = [k for k in keys if k in humans[r1] and k in humans[r2]]
         names, tables = st.cluster_tables([humans[r1][k] for k in common], [humans[r2][k] for k in common],
-                                          [data.items[k].question_id for k in common])
+                                          [data.items[k].qid for k in common])
         for q, t in zip(names, tables):
             pooled[q] = pooled.get(q, np.zeros(4)) + t
     if not pooled:
@@ -103,7 +103,7 @@ def _score_level(data: RunItems, judge: dict[str, bool], ref: dict[str, bool], n
     scale = float(sc.get("scale", 100.0))
     replies: dict[tuple[str, str], list[str]] = {}
     for k, it in data.items.items():
-        replies.setdefault((it.question_id, it.reply_id), []).append(k)
+        replies.setdefault((it.qid, it.reply_id), []).append(k)
     pairs: dict[str, list[tuple[float, float]]] = {}
     per_candidate: dict[str, list[tuple[float, float]]] = {}
     for (qid, rid), keys in replies.items():
@@ -145,7 +145,7 @@ def _disputed(data: RunItems, judge: dict[str, bool], ref: dict[str, bool], top:
         if k not in ref:
             continue
         it = data.items[k]
-        r = rows.setdefault(it.text, {"criterion": it.text, "question_id": it.question_id,
+        r = rows.setdefault(it.text, {"criterion": it.text, "question": it.qid,
                                       "ability": it.fields.get("ability"), "n": 0, "false_pass": 0, "false_fail": 0})
         r["n"] += 1
         r["false_pass"] += int(judge[k] and not ref[k])
@@ -205,7 +205,7 @@ def compute_agreement(data: RunItems, labels: LabelSet, n_boot: int = 1000, seed
     raters = sorted(humans)
     matrix = np.array([[humans[r].get(k, np.nan) for k in labelled] for r in raters], dtype=float)
     human_block = {"raters": raters, "items": len(labelled), "items_with_2plus": int(np.sum(np.sum(np.isfinite(matrix), 0) >= 2)),
-                   "ties": ties, **st.multi_rater_alpha(matrix, [data.items[k].question_id for k in labelled], n_boot, seed)}
+                   "ties": ties, **st.multi_rater_alpha(matrix, [data.items[k].qid for k in labelled], n_boot, seed)}
     if len(raters) < 2:
         human_block["note"] = "one rater: no human-human agreement, so no ceiling; the majority is that rater"
     terciles = _terciles(data, labelled)

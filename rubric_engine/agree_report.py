@@ -142,7 +142,7 @@ def render_markdown(result: dict[str, Any]) -> str:
             lines.append("")
         lines += [f"## Most disputed criteria: {_cell(j)}", "", "| criterion | question | n | judge met, humans not | "
                   "humans met, judge not |", "|---|---|---|---|---|"]
-        lines += [f"| {_cell(d['criterion'])} | {_cell(d['question_id'])} | {d['n']} | {d['false_pass']} | {d['false_fail']} |"
+        lines += [f"| {_cell(d['criterion'])} | {_cell(d['question'])} | {d['n']} | {d['false_pass']} | {d['false_fail']} |"
                   for d in result["disputed"][j]]
         lines.append("")
     return "\n".join(lines)

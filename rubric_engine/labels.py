@@ -1,5 +1,6 @@
 """Human labels files: the JSONL the review page saves, the review CSV filled in a spreadsheet, or
-any JSONL/CSV with `question_id, criterion_index, rater, met` (labels collected elsewhere).
+any JSONL/CSV with `<id field>, criterion_index, rater, met` (labels collected elsewhere); the
+question-id column is named as the benchmark's own id field (data.fields.id), as in its data.
 
 Why strict: a label matched to the wrong item silently corrupts every agreement number. So a
 label for another sheet or benchmark, an unknown question, an index out of range, a `met` value
@@ -24,7 +25,7 @@ __all__ = ["Label", "LabelSet", "read_labels", "parse_met"]
 
 _TRUE = {"1", "true", "yes", "y", "met"}
 _FALSE = {"0", "false", "no", "n", "not met", "not_met"}
-_REQUIRED = ("question_id", "criterion_index", "rater", "met")
+_REQUIRED = ("criterion_index", "rater", "met")  # plus the id field
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def parse_met(value: Any) -> bool | str | None:
     raise ValueError(value)
 
 
-def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
     """(row number, row) pairs; JSONL rows are numbered by line, CSV rows as a spreadsheet shows them."""
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -80,10 +81,11 @@ def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
                         fix="give a JSONL or CSV file saved as UTF-8") from None
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(text.splitlines())
-        missing = [c for c in _REQUIRED if c not in (reader.fieldnames or [])]
+        required = (id_field, *_REQUIRED)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
         if missing:
             raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
-                            fix=f"a labels CSV needs the columns {', '.join(_REQUIRED)}")
+                            fix=f"a labels CSV needs the columns {', '.join(required)}")
         return [(n, dict(r)) for n, r in enumerate(reader, 2)]
     out = []
     for n, line in enumerate(text.splitlines(), 1):
@@ -93,7 +95,7 @@ def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(str(path), f"not valid JSON ({exc.msg})", line=n,
-                            fix="each line must be one JSON object with question_id, criterion_index, rater, met") from None
+                            fix=f"each line must be one JSON object with {id_field}, criterion_index, rater, met") from None
         if not isinstance(row, dict):
             raise DataError(str(path), "expected a JSON object", line=n)
         out.append((n, row))
@@ -106,13 +108,13 @@ def read_labels(files: Sequence[Path], data: RunItems) -> LabelSet:
     by_question: dict[str, set[str]] = {}
     n_criteria: dict[str, int] = {}
     for it in data.items.values():
-        by_question.setdefault(it.question_id, set()).add(it.reply_id)
-        n_criteria[it.question_id] = it.n_criteria
+        by_question.setdefault(it.qid, set()).add(it.reply_id)
+        n_criteria[it.qid] = it.n_criteria
     first: dict[tuple[str, str], tuple[str, int]] = {}
     for path in map(Path, files):
         if not path.is_file():
             raise DataError(str(path), "no such labels file", fix="pass labels=FILE[,FILE...] (JSONL or CSV)")
-        for n, row in _rows(path):
+        for n, row in _rows(path, data.id_field):
             def bad(msg: str, fix: str = "") -> DataError:
                 return DataError(str(path), msg, line=n, fix=fix)
 
@@ -133,7 +135,7 @@ def read_labels(files: Sequence[Path], data: RunItems) -> LabelSet:
             rater = str(row.get("rater") or "").strip()
             if not rater:
                 raise bad("no rater", "fill the rater column with the reviewer's name")
-            qid = str(row.get("question_id") or "").strip()
+            qid = str(row.get(data.id_field) or "").strip()
             try:
                 idx = int(str(row.get("criterion_index")).strip())
             except ValueError:
@@ -146,16 +148,16 @@ def read_labels(files: Sequence[Path], data: RunItems) -> LabelSet:
                     raise bad(f"item {key!r} is not in these runs (labels of {where}, or of other runs?)",
                               "pass the run directories the sheet was exported from")
                 it = data.items[key]
-                if (it.question_id, it.criterion_index) != (qid or it.question_id, idx):
-                    raise bad(f"item_key {key!r} does not match question_id={qid!r}, criterion_index={idx}")
+                if (it.qid, it.criterion_index) != (qid or it.qid, idx):
+                    raise bad(f"item_key {key!r} does not match {data.id_field}={qid!r}, criterion_index={idx}")
             else:
                 if qid not in by_question:
-                    raise bad(f"question_id {qid!r} is not in these runs", "is it the right benchmark or run?")
+                    raise bad(f"{data.id_field} {qid!r} is not in these runs", "is it the right benchmark or run?")
                 if not 1 <= idx <= n_criteria[qid]:
                     raise bad(f"criterion_index {idx} out of range for {qid} (1..{n_criteria[qid]})")
                 if len(by_question[qid]) > 1:
                     raise bad(f"question {qid} has {len(by_question[qid])} different replies in these runs, so "
-                              "question_id + criterion_index is ambiguous", "add the item_key column from the review sheet")
+                              f"{data.id_field} + criterion_index is ambiguous", "add the item_key column from the review sheet")
                 key = next(k for k in (f"{qid}#{idx}@{r}" for r in by_question[qid]) if k in data.items)
             if sheet:
                 result.sheets.add(sheet)

@@ -23,9 +23,11 @@ from .review_html import ReviewCriterion, ReviewQuestion, render_review_page
 from .reviewitems import Item, RunItems, load_items
 from .rundir import write_json
 
-__all__ = ["sample_items", "sheet_id", "export_review", "review_main", "CSV_COLUMNS"]
+__all__ = ["sample_items", "sheet_id", "export_review", "review_main", "csv_columns"]
 
-CSV_COLUMNS = ["sheet_id", "item_key", "question_id", "criterion_index", "criterion", "weight", "met", "rater", "note"]
+def csv_columns(id_field: str) -> list[str]:
+    """The review CSV header; the question column is the benchmark's own id field."""
+    return ["sheet_id", "item_key", id_field, "criterion_index", "criterion", "weight", "met", "rater", "note"]
 USAGE = """usage: rubric-engine review export RUN_DIR [RUN_DIR ...] [n=100] [seed=0]
                                    [stratify=[ability,subset]] [unit=item|reply] [out=DIR]
 
@@ -73,7 +75,7 @@ def sample_items(items: Sequence[Item], n: int, seed: int, stratify: Sequence[st
             raise ConfigError(f"review export: cannot stratify by {k!r}: no item has it; fields: {', '.join(known)}")
     units: dict[str, list[Item]] = {}
     for it in items:
-        units.setdefault(it.key if unit == "item" else f"{it.question_id}@{it.reply_id}", []).append(it)
+        units.setdefault(it.key if unit == "item" else f"{it.qid}@{it.reply_id}", []).append(it)
     strata: dict[tuple[str, ...], list[str]] = {}
     for ukey, members in units.items():
         values = {_stratum(m, stratify) for m in members}
@@ -98,21 +100,21 @@ def sheet_id(benchmark: str, keys: Sequence[str]) -> str:
 def _questions(data: RunItems, picked: Sequence[Item]) -> list[ReviewQuestion]:
     groups: dict[tuple[str, str], list[Item]] = {}
     for it in picked:
-        groups.setdefault((it.question_id, it.reply_id), []).append(it)
-    return [ReviewQuestion(question_id=qid, dialogue=data.dialogues.get(qid, []), reply=data.replies[(qid, rid)],
+        groups.setdefault((it.qid, it.reply_id), []).append(it)
+    return [ReviewQuestion(qid=qid, dialogue=data.dialogues.get(qid, []), reply=data.replies[(qid, rid)],
                            criteria=[ReviewCriterion(it.key, it.criterion_index, it.text, it.weight)
                                      for it in sorted(members, key=lambda i: i.criterion_index)])
             for (qid, rid), members in groups.items()]
 
 
-def _csv(sid: str, questions: Sequence[ReviewQuestion]) -> str:
+def _csv(sid: str, questions: Sequence[ReviewQuestion], id_field: str) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
-    w.writerow(CSV_COLUMNS)
+    w.writerow(csv_columns(id_field))
     for q in questions:
         for c in q.criteria:
             weight = "" if c.weight is None else (int(c.weight) if float(c.weight).is_integer() else c.weight)
-            w.writerow([sid, c.key, q.question_id, c.index, c.text, weight, "", "", ""])
+            w.writerow([sid, c.key, q.qid, c.index, c.text, weight, "", "", ""])
     return buf.getvalue()
 
 
@@ -129,8 +131,8 @@ def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
     questions = _questions(data, picked)
     out.mkdir(parents=True, exist_ok=True)
     lang = str(data.spec.get("locale") or "en")
-    (out / "review.html").write_text(render_review_page(sid, data.benchmark, questions, lang), encoding="utf-8")
-    (out / "review.csv").write_text(_csv(sid, questions), encoding="utf-8-sig", newline="")
+    (out / "review.html").write_text(render_review_page(sid, data.benchmark, questions, lang, data.id_field), encoding="utf-8")
+    (out / "review.csv").write_text(_csv(sid, questions, data.id_field), encoding="utf-8-sig", newline="")
     sheet = {"sheet_id": sid, "benchmark": data.benchmark, "n": len(picked), "unit": unit, "seed": seed,
              "stratify": list(stratify), "runs": [str(r.dir) for r in data.runs],
              "items": [it.key for it in picked], "replies": len(questions)}

@@ -26,7 +26,7 @@ class ReviewCriterion:
 
 @dataclass(frozen=True)
 class ReviewQuestion:
-    question_id: str
+    qid: str
     dialogue: Sequence[tuple[str, str, str]]  # (role label, role kind, text)
     reply: str
     criteria: Sequence[ReviewCriterion]
@@ -64,6 +64,7 @@ input.note{width:100%%;box-sizing:border-box;margin-top:.3em;font:inherit}
 SCRIPT = """
 (function(){
 var body=document.body, sheet=body.getAttribute("data-sheet"), bench=body.getAttribute("data-benchmark");
+var idField=body.getAttribute("data-id-field")||"id";
 var store="rubric-review:"+sheet, state={rater:"",labels:{}};
 try{var s=JSON.parse(localStorage.getItem(store)||"null"); if(s&&s.labels){state=s;}}catch(e){}
 function keep(){try{localStorage.setItem(store,JSON.stringify(state));}catch(e){}}
@@ -100,9 +101,10 @@ document.getElementById("save").addEventListener("click",function(){
     var l=state.labels[li.getAttribute("data-key")]||{};
     if(!l.v&&!(l.note||"").trim()){return;}
     var met=l.v==="met"?true:(l.v==="not_met"?false:(l.v==="unsure"?"unsure":null));
-    lines.push(JSON.stringify({sheet_id:sheet,benchmark:bench,item_key:li.getAttribute("data-key"),
-      question_id:li.getAttribute("data-q"),criterion_index:parseInt(li.getAttribute("data-i"),10),
-      rater:who,met:met,note:l.note||""}));
+    var row={sheet_id:sheet,benchmark:bench,item_key:li.getAttribute("data-key")};
+    row[idField]=li.getAttribute("data-q");
+    row.criterion_index=parseInt(li.getAttribute("data-i"),10); row.rater=who; row.met=met; row.note=l.note||"";
+    lines.push(JSON.stringify(row));
   });
   var blob=new Blob([lines.join("\\n")+(lines.length?"\\n":"")],{type:"application/x-ndjson"});
   var a=document.createElement("a"); a.href=URL.createObjectURL(blob);
@@ -122,7 +124,8 @@ def _weight(w: float | None) -> str:
     return f"weight {value:+}" + (" (met = points lost)" if w < 0 else "")
 
 
-def render_review_page(sheet_id: str, benchmark: str, questions: Sequence[ReviewQuestion], lang: str = "en") -> str:
+def render_review_page(sheet_id: str, benchmark: str, questions: Sequence[ReviewQuestion], lang: str = "en",
+                       id_field: str = "id") -> str:
     """The whole page as a string; every piece of data passes through html.escape."""
     e = escape
     n_items = sum(len(q.criteria) for q in questions)
@@ -131,7 +134,7 @@ def render_review_page(sheet_id: str, benchmark: str, questions: Sequence[Review
         f'<html lang="{e(lang)}"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>Review sheet {e(sheet_id)}</title><style>{CSS}</style></head>",
-        f'<body data-sheet="{e(sheet_id)}" data-benchmark="{e(benchmark)}">',
+        f'<body data-sheet="{e(sheet_id)}" data-benchmark="{e(benchmark)}" data-id-field="{e(id_field)}">',
         f"<header><h1>Blind review &middot; {e(benchmark)} &middot; sheet {e(sheet_id)}</h1>",
         '<div class="bar"><label>Rater <input id="rater" autocomplete="off" placeholder="your name"></label>',
         f'<span><span id="done">0</span> / {n_items} labelled</span>',
@@ -142,14 +145,14 @@ def render_review_page(sheet_id: str, benchmark: str, questions: Sequence[Review
     ]
     for qn, q in enumerate(questions, 1):
         parts.append(f'<section class="q" id="q{qn}"><h2>Question {qn} of {len(questions)} '
-                     f'<span class="muted">{e(q.question_id)}</span></h2><div class="dialogue">')
+                     f'<span class="muted">{e(q.qid)}</span></h2><div class="dialogue">')
         for role, kind, text in q.dialogue:
             who = kind.capitalize() or "Turn"
             parts.append(f'<div class="turn {e(kind)}"><span class="role">{who} ({e(role)})</span>{e(text)}</div>')
         parts.append(f'</div><h3>Reply under review</h3><div class="reply">{e(q.reply)}</div><ol class="items">')
         for c in q.criteria:
             parts.append(
-                f'<li class="item" data-key="{e(c.key)}" data-q="{e(q.question_id)}" data-i="{c.index}">'
+                f'<li class="item" data-key="{e(c.key)}" data-q="{e(q.qid)}" data-i="{c.index}">'
                 f'<p class="crit">{e(c.text)}</p><div><span class="w">#{c.index} &middot; {e(_weight(c.weight))}</span></div>'
                 '<div><button type="button" data-v="met" aria-pressed="false">Met</button>'
                 '<button type="button" data-v="not_met" aria-pressed="false">Not met</button>'

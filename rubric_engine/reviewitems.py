@@ -4,7 +4,7 @@ Why a module of its own: the review export and `agree` must agree exactly on wha
 how it is keyed. An item is a criterion of a question *for one reply*: two candidates' replies to
 the same question are different items, while two judges scoring the same reply (same text) share
 one item, so one human label is compared with both judges. The key is
-`<question_id>#<criterion_index>@<reply hash>`; the reply hash is the first 10 hex digits of the
+`<question id>#<criterion index>@<reply hash>`; the reply hash is the first 10 hex digits of the
 sha256 of the reply text.
 
 Fields beyond the ones named here (tags, extra columns another spec adds) are kept in `fields`
@@ -40,7 +40,7 @@ def item_key(qid: str, index: int, reply: str) -> str:
 @dataclass
 class Item:
     key: str
-    question_id: str
+    qid: str
     criterion_index: int
     reply_id: str
     text: str  # the criterion
@@ -64,11 +64,12 @@ class RunItems:
     benchmark: str
     items: dict[str, Item]  # by key, in run / question / criterion order
     verdicts: list[Verdict]
-    replies: dict[tuple[str, str], str]  # (question_id, reply_id) -> reply text
-    dialogues: dict[str, list[tuple[str, str, str]]]  # question_id -> [(role label, role kind, text)]
+    replies: dict[tuple[str, str], str]  # (question id, reply id) -> reply text
+    dialogues: dict[str, list[tuple[str, str, str]]]  # question id -> [(role label, role kind, text)]
     taxonomy: Taxonomy
     spec: dict[str, Any]
     runs: list[RunRecord]
+    id_field: str = "id"  # the spec's question-id field: labels files and sheets name the column so
     skipped_no_reply: int = 0
     candidates: dict[str, list[str]] = field(default_factory=dict)  # reply key -> candidate names
 
@@ -131,8 +132,9 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
             if isinstance(s.get("response"), str):
                 seen.setdefault((r.judge, f"{s.get('id')}@{reply_hash(s['response'])}"), set()).add(str(r.dir))
     twice = {j for (j, _), ds in seen.items() if len(ds) > 1}
+    id_field = str(((spec.get("data") or {}).get("fields") or {}).get("id") or "id")
     out = RunItems(benchmark=runs[0].benchmark, items={}, verdicts=[], replies={}, dialogues={}, taxonomy=tax,
-                   spec=spec, runs=runs)
+                   spec=spec, runs=runs, id_field=id_field)
     for r in runs:
         rater = f"judge:{r.judge}" + (f"@{r.dir.name}" if r.judge in twice else "")
         for qid, turns in _dialogues(r).items():
@@ -161,7 +163,7 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
                         subset=str(s.get("subset") or ""), scenario=str(s.get("scenario") or ""),
                         weight_sign="rule" if w is None else ("negative" if w < 0 else "positive"),
                         candidate=cands, reply_length=len(reply))
-                    out.items[key] = Item(key=key, question_id=qid, criterion_index=idx, reply_id=rid,
+                    out.items[key] = Item(key=key, qid=qid, criterion_index=idx, reply_id=rid,
                                           text=str(c.get("text", "")), weight=w, fields=fields,
                                           n_criteria=len(criteria), label=str(c.get("label", "")),
                                           ability=ability, rule=rule)
