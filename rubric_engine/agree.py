@@ -37,7 +37,8 @@ USAGE = """usage: rubric-engine agree RUN_DIR [RUN_DIR ...] labels=FILE[,FILE...
                             [by=[FIELD,...]] [n_boot=1000] [seed=0]
 
 Compare every judge in the runs with every human rater and with each other, on the items both
-labelled, and write agreement.json and agreement.md to out= (default: RUN_DIR/agreement).
+labelled, and write agreement.json, agreement.md and agreement.html to out= (default:
+RUN_DIR/agreement).
 labels= files: the JSONL saved by review.html, the filled review.csv, or any JSONL/CSV with
 QUESTION-ID, criterion_index, rater, met (QUESTION-ID: the benchmark's id field; met: 1/0/true/false/yes/no; blank and unsure are
 counted, not used). by= adds breakdowns by further item fields (e.g. tags) to the built-in
@@ -239,14 +240,16 @@ def compute_agreement(data: RunItems, labels: LabelSet, n_boot: int = 1000, seed
 def agree_command(dirs: Sequence[Path], label_files: Sequence[Path], out: Path, n_boot: int = 1000, seed: int = 0,
                   by: Sequence[str] = ()) -> dict[str, Any]:
     """Read runs and labels, compute, write agreement.json and agreement.md to `out`."""
-    from .agree_report import render_markdown
+    from .agree_report import render_html, render_markdown
 
     data = load_items(dirs)
     labels = read_labels(label_files, data)
     result = compute_agreement(data, labels, n_boot=n_boot, seed=seed, by=by)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "agreement.json", result)
-    (out / "agreement.md").write_text(render_markdown(result), encoding="utf-8")
+    markdown = render_markdown(result)
+    (out / "agreement.md").write_text(markdown, encoding="utf-8")
+    (out / "agreement.html").write_text(render_html(markdown, f"Judge-human agreement: {data.benchmark}"), encoding="utf-8")
     return result
 
 
@@ -268,5 +271,5 @@ def agree_main(args: Sequence[str]) -> int:
         print(f"warning: {w}", file=sys.stderr)
     for text in result["headline"].values():
         print(text)
-    print(f"wrote {out / 'agreement.json'} and {out / 'agreement.md'}")
+    print(f"wrote {out / 'agreement.json'}, {out / 'agreement.md'} and {out / 'agreement.html'}")
     return 0

@@ -6,9 +6,11 @@ so the JSON and the Markdown can never disagree.
 
 from __future__ import annotations
 
+import re
+from html import escape
 from typing import Any
 
-__all__ = ["headline", "render_markdown"]
+__all__ = ["headline", "render_markdown", "render_html"]
 
 FIELD_NAMES = {"ability": "ability", "dimension": "dimension", "subset": "subset", "candidate": "candidate",
                "weight_sign": "weight sign", "reply_length": "reply length"}
@@ -146,3 +148,56 @@ def render_markdown(result: dict[str, Any]) -> str:
                   for d in result["disputed"][j]]
         lines.append("")
     return "\n".join(lines)
+
+
+_PIPE = re.compile(r"(?<!\\)\|")
+_CSS = ('body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","PingFang SC","Microsoft YaHei",'
+        '"Noto Sans CJK SC",sans-serif;max-width:1200px;margin:24px auto;padding:0 16px;line-height:1.45;color:#1d2330}'
+        'table{border-collapse:collapse;font-size:.9em;margin:8px 0}th,td{border:1px solid #d0d4da;padding:3px 7px}'
+        'th{background:#f2f4f7}p.lead{font-size:1.05em;background:#f6f8fb;padding:8px 12px;border-left:4px solid #5b7bd5}')
+
+
+def render_html(markdown: str, title: str) -> str:
+    """agreement.html: the Markdown report as one self-contained page (no script, no URL).
+
+    It converts only what render_markdown writes (headings, paragraphs, lists, pipe tables), and
+    escapes every piece of text, so criterion texts from the data stay text.
+    """
+    out = ["<!doctype html>", f'<html><head><meta charset="utf-8"><title>{escape(title)}</title>'
+           f"<style>{_CSS}</style></head><body>"]
+    rows: list[list[str]] = []
+    items: list[str] = []
+    first_para = True
+
+    def cells(line: str) -> list[str]:
+        return [escape(c.strip().replace("\\|", "|")) for c in _PIPE.split(line.strip())[1:-1]]
+
+    def flush() -> None:
+        if rows:
+            head, body = rows[0], [r for r in rows[1:] if not all(set(c) <= set("-") for c in r)]
+            out.append("<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in head) + "</tr></thead><tbody>"
+                       + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in body)
+                       + "</tbody></table>")
+            rows.clear()
+        if items:
+            out.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>")
+            items.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            rows.append(cells(line))
+            continue
+        if line.startswith("- "):
+            items.append(escape(line[2:]))
+            continue
+        flush()
+        if line.startswith("#"):
+            level = min(len(line) - len(line.lstrip("#")), 3)
+            out.append(f"<h{level}>{escape(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            cls = ' class="lead"' if first_para and len(out) > 2 else ""
+            first_para = first_para and not cls
+            out.append(f"<p{cls}>{escape(line)}</p>")
+    flush()
+    out.append("</body></html>\n")
+    return "\n".join(out)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import html
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any, Callable
@@ -102,6 +104,10 @@ def test_numbers_match_independent_computation(review_runs: list[Path], sheet: t
     assert head.startswith("judge:judge vs the human majority") and f"raw agreement {100 * maj['raw']:.1f}%" in head
     assert f"(a constant rater would get {100 * maj['chance_floor']:.1f}%)" in head and "concentrated in" in head
     assert head in res.stdout
+    page = (tmp_path / "agr" / "agreement.html").read_text(encoding="utf-8")
+    assert "<script" not in page and not re.search(r"https?:|url\(", page)
+    assert html.escape(head) in page and page.count("<table>") == (
+        2 + len(result["by"]["judge:judge"]) + bool(result["score_level"]["judge:judge"]["candidates"]))
     n_dis = sum(d["disagreements"] for d in result["disputed"]["judge:judge"])
     assert 0 < n_dis <= sum(maj["disagreements"].values())
 
