@@ -211,6 +211,10 @@ def compute_agreement(data: RunItems, labels: LabelSet, n_boot: int = 1000, seed
         human_block["note"] = "one rater: no human-human agreement, so no ceiling; the majority is that rater"
     terciles = _terciles(data, labelled)
     fields = [*BREAKDOWNS, *[f for f in by if f not in BREAKDOWNS]]
+    known = {f for it in data.items.values() for f in it.fields}
+    unknown = [f for f in fields if f not in known and f != "reply_length"]
+    if unknown:
+        raise ConfigError(f"agree: by={','.join(unknown)}: no item has this field; fields: {', '.join(sorted(known))}")
     by_out: dict[str, Any] = {}
     score_level: dict[str, Any] = {}
     disputed: dict[str, Any] = {}

@@ -11,6 +11,7 @@ file and row; blanks and "unsure" are counted and reported, never dropped withou
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -80,13 +81,13 @@ def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
         raise DataError(str(path), f"cannot read the labels file ({exc.__class__.__name__}: {exc})",
                         fix="give a JSONL or CSV file saved as UTF-8") from None
     if path.suffix.lower() == ".csv":
-        reader = csv.DictReader(text.splitlines())
+        reader = csv.DictReader(io.StringIO(text, newline=""))
         required = (id_field, *_REQUIRED)
         missing = [c for c in required if c not in (reader.fieldnames or [])]
         if missing:
             raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
                             fix=f"a labels CSV needs the columns {', '.join(required)}")
-        return [(n, dict(r)) for n, r in enumerate(reader, 2)]
+        return [(reader.line_num, dict(r)) for r in reader]  # line_num: the row's last physical line
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():

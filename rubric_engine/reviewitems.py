@@ -22,7 +22,7 @@ from typing import Any
 
 from .errors import DataError
 from .leaderboard import RunRecord, Taxonomy, collect_runs
-from .rundir import ANSWERS_FILE, SPEC_FILE
+from .rundir import ANSWERS_FILE, SAMPLES_FILE, SPEC_FILE
 
 __all__ = ["Item", "Verdict", "RunItems", "load_items", "reply_hash", "item_key"]
 
@@ -152,7 +152,10 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
             criteria = s.get("criteria") or []
             extras = _scalar_fields(s, _SAMPLE_KNOWN)
             for c in criteria:
-                idx = int(c["index"])
+                idx = c.get("index") if isinstance(c, dict) else None
+                if not isinstance(idx, int) or isinstance(idx, bool):
+                    raise DataError(str(r.dir / SAMPLES_FILE), f"question {qid}: a criterion without an integer 'index'",
+                                    fix="re-run or re-score this run directory")
                 key = item_key(qid, idx, rid)
                 if key not in out.items:
                     ability, rule, w = c.get("ability"), c.get("rule"), c.get("weight")

@@ -213,3 +213,31 @@ def test_external_labels_without_item_key(review_runs: list[Path], tmp_path: Pat
     p = result["pairs"][0]
     assert p["n"] == len(judge) and p["raw"] == 1.0 and p["cohen_kappa"] == pytest.approx(1.0)
     assert result["score_level"]["judge:judge"]["replies"] == 15
+
+
+def test_extra_item_fields_are_tolerated_and_grouped(review_runs: list[Path], tmp_path: Path) -> None:
+    """Fields another spec adds (e.g. criterion tags, a list) pass through to breakdowns and strata."""
+    import shutil
+
+    run_dir = tmp_path / "tagged"
+    shutil.copytree(review_runs[0], run_dir, ignore=shutil.ignore_patterns("agreement"))
+    samples = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
+    for s in samples:
+        s["site"] = "north" if s["id"] < "enq008" else "south"
+        for c in s["criteria"]:
+            c["tags"] = ["even"] if c["index"] % 2 == 0 else ["odd", "any"]
+    (run_dir / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples), encoding="utf-8")
+    judge = verdicts([run_dir])
+    labels = [{"question_id": k.split("#")[0], "criterion_index": int(k.split("#")[1].split("@")[0]),
+               "rater": "ext", "met": int(v)} for k, v in judge.items()]
+    f = _jsonl(tmp_path / "ext.jsonl", labels)
+    res = run("agree", str(run_dir), f"labels={f}", "by=[tags,site]", f"out={tmp_path / 'agr'}", "n_boot=50")
+    assert res.returncode == 0, res.stderr
+    by = json.loads((tmp_path / "agr" / "agreement.json").read_text(encoding="utf-8"))["by"]["judge:judge"]
+    n_even = sum(1 for k in judge if int(k.split("#")[1].split("@")[0]) % 2 == 0)
+    assert by["tags"]["even"]["n"] == n_even and by["tags"]["odd"]["n"] == by["tags"]["any"]["n"] == len(judge) - n_even
+    assert set(by["site"]) == {"north", "south"}
+    res = run("agree", str(run_dir), f"labels={f}", "by=colour")
+    assert res.returncode == 2 and "by=colour: no item has this field" in res.stderr
+    res = run("review", "export", str(run_dir), "n=10", "stratify=[site]", f"out={tmp_path / 'sheet'}")
+    assert res.returncode == 0, res.stderr
