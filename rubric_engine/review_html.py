@@ -47,7 +47,7 @@ section.q{background:#fff;border:1px solid #d8dce3;border-radius:6px;padding:1em
 .turn.user{background:#e7f0ff}
 .role{font-weight:600;margin-right:.4em}
 .reply{white-space:pre-wrap;border-left:4px solid #5b7bd5;padding:.5em .8em;background:#fbfcff}
-ol.items{padding-left:1.4em}
+ol.items{list-style:none;padding-left:0}
 li.item{margin:.8em 0;padding:.5em;border:1px solid #e2e5ea;border-radius:4px}
 li.item.done{border-color:#8fbf8f;background:#f4fbf4}
 .crit{white-space:pre-wrap;margin:0 0 .3em}
