@@ -41,16 +41,25 @@ def _synthetic_row(i: int) -> dict[str, Any]:
             "category": "normal" if i % 3 else "hard"}
 
 
-def write_synthetic(n: int, path: Path) -> Path:
+def write_synthetic(n: int, path: Path, unique: bool = False) -> Path:
     """n rows: HeartBench's rows (../shared) repeated under new ids, else synthetic rows of its shape.
-    Written line by line, so making 100,000 rows holds only the 296 source rows in memory."""
+    Written line by line, so making 100,000 rows holds only the 296 source rows in memory.
+    A repeated row asks the same prompts, so its calls are cache hits; `unique` marks each repeat's
+    last turn so that every question costs real calls."""
     source = [json.loads(line) for line in SHARED_DATA.read_text(encoding="utf-8").splitlines() if line.strip()] \
         if SHARED_DATA.is_file() else None
     with path.open("w", encoding="utf-8") as fh:
         for i in range(n):
             row = dict(source[i % len(source)]) if source else _synthetic_row(i)
             if source:
-                row["question_id"] = f"{row['question_id']}_{i // len(source)}" if i >= len(source) else row["question_id"]
+                if i >= len(source):
+                    row["question_id"] = f"{row['question_id']}_{i // len(source)}"
+                    if unique:
+                        turns = [dict(t) for t in row["dialogue"]]
+                        turns[-1]["content"] += f"（{i // len(source)}）"
+                        row["dialogue"] = turns
+            elif unique:
+                row["dialogue"][-1]["content"] += f"（{i}）"
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
 
