@@ -116,7 +116,10 @@ def _run_job(cfg: DictConfig) -> int:
         # An unexpected error in one job must not stop the others or the leaderboard: Hydra's sweeper
         # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, shown in full.
         traceback.print_exception(exc)
-        (out_dir / _ERROR_FILE).write_text(f"internal error: {type(exc).__name__}: {exc}\n", encoding="utf-8")
+        first: BaseException = exc
+        while isinstance(first, BaseExceptionGroup) and first.exceptions:  # asyncio's TaskGroup wraps
+            first = first.exceptions[0]
+        (out_dir / _ERROR_FILE).write_text(f"internal error: {type(first).__name__}: {first}\n", encoding="utf-8")
         return 1
 
 

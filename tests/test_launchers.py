@@ -87,3 +87,27 @@ def test_joblib_launcher_sweep_with_a_failed_job(tmp_path: Path, env: dict[str, 
     _needs("hydra_plugins.hydra_joblib_launcher", "joblib")
     res, sweep, _ = _sweep(tmp_path, env, ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"])
     _check(res, sweep)
+
+
+def test_unexpected_error_in_one_job_still_gives_a_leaderboard(tmp_path: Path, env: dict[str, str]) -> None:
+    """A job that dies of an error the engine did not foresee (here a spec variant whose candidate
+    template divides by zero) must not take the sweep's leaderboard with it: Hydra's sweeper would
+    re-raise and skip on_multirun_end."""
+    variant = tmp_path / "crashing"
+    variant.mkdir()
+    (variant / "benchmark.yaml").write_text("extends: heartbench\nname: crashing\n"
+                                            "candidate: {template: candidate.j2}\n", encoding="utf-8")
+    (variant / "candidate.j2").write_text("{{ 1 // 0 }}\n", encoding="utf-8")
+    sweep = tmp_path / "sweep"
+    with FakeServer(FailingModel()) as srv:
+        res = run_cli(["-m", f"benchmark=heartbench,{variant}", f"data.path={DATA}", "limit=2", "progress=none",
+                       "bootstrap.samples=50", f"hydra.sweep.dir={sweep}",
+                       "candidate=openai_compatible", "candidate.model=openai/good", f"candidate.api_base={srv.url}",
+                       "candidate.api_key_env=FAKE_KEY", "judge=openai_compatible", "judge.model=openai/judge",
+                       f"judge.api_base={srv.url}", "judge.name=judge", "judge.api_key_env=FAKE_KEY"], env, timeout=600)
+    assert res.returncode != 0
+    errors = list(sweep.glob("*/error.txt"))
+    assert len(errors) == 1 and "crashing" in errors[0].parent.name, res.stderr
+    lb = json.loads((sweep / "leaderboard.json").read_text())
+    assert [r["candidate"] for r in lb["rows"]] == ["good"]
+    assert any("crashing" in w and "not ranked" in w for w in lb["warnings"]), lb["warnings"]
