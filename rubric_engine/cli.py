@@ -134,6 +134,7 @@ class _Sweep:
     dir: Path
     n_boot: int
     seed: int
+    dry_run: bool = False
     leaderboard_done: bool = False
 
 
@@ -157,7 +158,8 @@ class SweepLeaderboard(Callback):
         global _sweep
         _sweep = _Sweep(Path(config.hydra.sweep.dir),
                         n_boot=int(OmegaConf.select(config, "bootstrap.samples", default=1000)),
-                        seed=int(OmegaConf.select(config, "bootstrap.seed", default=0)))
+                        seed=int(OmegaConf.select(config, "bootstrap.seed", default=0)),
+                        dry_run=bool(OmegaConf.select(config, "dry_run", default=False)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if _sweep is None:
@@ -183,11 +185,14 @@ def _finish_sweep(code: int) -> int:
     a worker died), and an exit code that sees failures of jobs that ran in other processes."""
     if _sweep is None:
         return code
+    if _sweep.dry_run:
+        return code
     _build_leaderboard()
-    failed = [p for p in sorted(_sweep.dir.rglob(_ERROR_FILE)) if not (p.parent / "summary.json").is_file()]
+    started = sorted(p.parent for p in _sweep.dir.rglob(".hydra") if p.is_dir())  # every job that began
+    failed = [job for job in started if not (job / "summary.json").is_file()]  # error.txt, or it died
     if failed:
-        print(f"rubric-engine: {len(failed)} sweep job(s) failed, not ranked (see error.txt in "
-              f"{', '.join(str(p.parent) for p in failed)})", file=sys.stderr)
+        print(f"rubric-engine: {len(failed)} sweep job(s) failed or did not finish, not ranked (see error.txt "
+              f"in {', '.join(str(job) for job in failed)})", file=sys.stderr)
         code = max(code, 2)
     return code
 

@@ -87,6 +87,14 @@ def test_joblib_launcher_sweep_with_a_failed_job(tmp_path: Path, env: dict[str, 
     _needs("hydra_plugins.hydra_joblib_launcher", "joblib")
     res, sweep, _ = _sweep(tmp_path, env, ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"])
     _check(res, sweep)
+    # a job whose worker died (killed, out of memory) leaves only Hydra's .hydra/: listed, not dropped
+    (sweep / "3_dead" / ".hydra").mkdir(parents=True)
+    (sweep / "3_dead" / ".hydra" / "config.yaml").write_text("{}\n", encoding="utf-8")
+    again = run_cli(["leaderboard", str(sweep), "--out", str(tmp_path / "lb"), "--n-boot", "50"], env, timeout=300)
+    assert again.returncode == 0, again.stderr
+    warnings = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["warnings"]
+    assert any("3_dead" in w and "did not finish" in w and "not ranked" in w for w in warnings), warnings
+    assert any("missing" in w and "run failed" in w for w in warnings), warnings
 
 
 def test_unexpected_error_in_one_job_still_gives_a_leaderboard(tmp_path: Path, env: dict[str, str]) -> None:
