@@ -75,10 +75,19 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     )
 
 
+def _one_line(exc: BaseException) -> str:
+    """The error as one redacted line; an unexpected exception is named as such."""
+    from .redact import redact
+
+    text = str(exc) if isinstance(exc, RubricEngineError) else \
+        f"internal error ({type(exc).__name__}: {exc}); rerun with debug=true and report it"
+    return redact(" ".join(text.split()))
+
+
 def _fail(exc: BaseException, debug: bool) -> int:
     if debug:
         traceback.print_exception(exc)
-    print(f"rubric-engine: error: {exc}", file=sys.stderr)
+    print(f"rubric-engine: error: {_one_line(exc)}", file=sys.stderr)
     if not debug:
         print("(add debug=true for the full traceback)", file=sys.stderr)
     return 2
@@ -98,12 +107,13 @@ def _run_job(cfg: DictConfig) -> int:
             return 0
         run_benchmark(settings_from_config(cfg, out_dir))
         return 0
-    except (RubricEngineError, KeyboardInterrupt) as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
-            return 130
+    except KeyboardInterrupt:
+        print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - every failure is one line (traceback only with debug=true)
         if hc.mode == RunMode.MULTIRUN:
-            (out_dir / "error.txt").write_text(f"{exc}\n", encoding="utf-8")
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "error.txt").write_text(f"{_one_line(exc)}\n", encoding="utf-8")
         return _fail(exc, bool(cfg.debug))
 
 

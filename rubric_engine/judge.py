@@ -116,26 +116,79 @@ class VerdictError(ValueError):
 
 # -- parsing ------------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
+MAX_REPLY_CHARS = 200_000  # a verdict for ~40 items is a few KB; anything far longer is not a verdict
+MAX_NESTING = 32  # the verdict nests 3 deep; 5,000 `[` would make json.loads raise RecursionError
+
+
+def _nesting(text: str) -> int:
+    """Deepest bracket nesting outside JSON strings (a cheap scan, so no parser ever recurses deeply)."""
+    depth = deepest = 0
+    in_str = escaped = False
+    for ch in text:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_NESTING:
+                    return deepest
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def _objects(text: str) -> list[Any]:
+    """Every top-level JSON object in the text, in order (objects inside a decoded one are not listed)."""
+    decoder = json.JSONDecoder()
+    found: list[Any] = []
+    pos = text.find("{")
+    while pos >= 0:
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            pos = text.find("{", pos + 1)
+            continue
+        found.append(obj)
+        pos = text.find("{", end)
+    return found
 
 
 def _extract_json(text: str) -> Any:
-    """The one JSON object in a reply: fences stripped, surrounding prose tolerated."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text) if "{" in m.group(1)]
-    body = candidates[0] if candidates else text
-    body = body.strip()
-    try:
-        return json.loads(body)
-    except ValueError:
-        pass
-    start, end = body.find("{"), body.rfind("}")
+    """The one verdict object in a reply: fences and surrounding prose tolerated, two verdicts refused.
+
+    Why refuse two: a judge quoting a forged verdict from the candidate's reply, or hedging with two
+    answers, must be re-asked rather than have the first one taken silently.
+    """
+    if len(text) > MAX_REPLY_CHARS:
+        raise VerdictError(f"the reply is {len(text)} characters long; a verdict is one short JSON object")
+    if _nesting(text) > MAX_NESTING:
+        raise VerdictError(f"the reply nests brackets more than {MAX_NESTING} deep; a verdict nests 3 deep")
+    objects = _objects(text)
+    verdicts = [o for o in objects if isinstance(o, dict) and "criteria" in o]
+    if len(verdicts) > 1:
+        raise VerdictError(f"the reply holds {len(verdicts)} verdict objects; give exactly one")
+    if verdicts:
+        return verdicts[0]
+    if objects:
+        return objects[0]
+    start, end = text.find("{"), text.rfind("}")
     if start < 0:
         raise VerdictError("the reply contains no JSON object")
     try:
-        return json.loads(body[start:end + 1] if end > start else body[start:])
+        return json.loads(text[start:end + 1] if end > start else text[start:])
     except json.JSONDecodeError as exc:
         raise VerdictError(f"the reply is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
             from None
+    except RecursionError:  # belt and braces: _nesting already bounds this
+        raise VerdictError("the reply nests brackets too deeply") from None
 
 
 def _as_int(value: Any) -> int | None:
@@ -227,17 +280,20 @@ def uses_json_schema(client: Any) -> bool:
 
 
 async def _complete(client: "ModelClient", messages: list[dict[str, str]],
-                    accept: Callable[[str], None]) -> "CallResult":
-    """One judge reply: json_schema first; on HTTP 400 retry at once without response_format."""
+                    accept: Callable[[str], None], original: list[dict[str, str]]) -> "CallResult":
+    """One judge reply: json_schema first; on HTTP 400 retry at once without response_format.
+
+    Every reply is cached under the `original` request (not the re-ask conversation) so a resumed run
+    asking the original request finds the validated verdict."""
     if not uses_json_schema(client):
-        return await client.complete(messages, response_format=None, accept=accept)
+        return await client.complete(messages, response_format=None, accept=accept, cache_as=original)
     try:
-        return await client.complete(messages, response_format=RESPONSE_FORMAT, accept=accept)
+        return await client.complete(messages, response_format=RESPONSE_FORMAT, accept=accept, cache_as=original)
     except FatalModelError as exc:
         if exc.status != 400 or "context window" in str(exc):  # too long a prompt: no format would help
             raise
     try:
-        result = await client.complete(messages, response_format=None, accept=accept)
+        result = await client.complete(messages, response_format=None, accept=accept, cache_as=original)
     except VerdictError:
         _NO_JSON_SCHEMA[client] = True  # the server answered: it was the response_format it refused
         raise
@@ -261,7 +317,7 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
     if max_reasks is None:
         max_reasks = getattr(spec.judge, "max_reasks", None)
         max_reasks = DEFAULT_MAX_REASKS if max_reasks is None else int(max_reasks)
-    messages = judge_messages(spec, question, response)
+    messages = original = judge_messages(spec, question, response)
     out = JudgeResult(verdicts=None, error=None)
     costs: list[float | None] = []
 
@@ -286,7 +342,7 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
 
         out.attempts += 1
         try:
-            result = await _complete(client, messages, accept)
+            result = await _complete(client, messages, accept, original)
         except VerdictError as exc:
             bad = seen[-1] if seen else ""
             out.raw_replies.append(bad)
@@ -298,7 +354,7 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
                                    {"role": "user", "content": reask_message(problem, n)}]
             continue
         except FatalModelError as exc:
-            if exc.status in FATAL_STATUSES:
+            if exc.stops_run:
                 raise
             return finish(None, _one_line(f"judge call failed: {exc}"))
         except ModelCallError as exc:

@@ -24,6 +24,7 @@ from .errors import ConfigError, FatalModelError, ModelCallError
 from .judge import JudgeResult, judge_response
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages
+from .redact import redact
 from .report import ProgressBoard, print_summary
 from .scoring import score_question
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
@@ -70,7 +71,25 @@ class _Outcome:
     cand_tokens: tuple[int, int] = (0, 0)
     cand_cost: float | None = None
     cand_cached: int = 0
+    truncated: bool = False  # the candidate's reply was cut off (finish_reason "length")
     judge: JudgeResult | None = None
+
+
+class EmptyReply(ModelCallError):
+    """The candidate answered with no text (often a content filter): recorded, never cached."""
+
+
+def _accept_candidate(text: str) -> None:
+    if not text.strip():
+        raise EmptyReply("candidate", "the candidate returned an empty reply", attempts=1)
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first real exception in a (nested) group: the CLI reports it in one line."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def check_api_keys(*specs: ModelSpec | None) -> None:
@@ -166,15 +185,19 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             q = o.question
             if cand is not None:
                 try:
-                    res = await cand.complete(candidate_messages(spec, q))
+                    res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate)
                     o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
-                    o.response = res.text if res.text.strip() else None
-                    if o.response is None:
-                        o.candidate_error = "the candidate returned an empty reply"
-                except FatalModelError:
-                    raise
+                    o.response, o.truncated = res.text, res.finish_reason == "length"
+                except EmptyReply as exc:
+                    got = getattr(exc, "call_result", None)
+                    reason = getattr(got, "finish_reason", None)
+                    o.candidate_error = str(exc) + (f" (finish_reason: {reason})" if reason else "")
+                except FatalModelError as exc:
+                    if exc.stops_run:
+                        raise
+                    o.candidate_error = redact(str(exc))
                 except ModelCallError as exc:
-                    o.candidate_error = str(exc)
+                    o.candidate_error = redact(str(exc))
                 assert gen_bar is not None
                 gen_bar.advance(cached=bool(o.cand_cached), error=o.candidate_error is not None,
                                 tokens=sum(o.cand_tokens), cost=o.cand_cost)
@@ -196,8 +219,8 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             async with asyncio.TaskGroup() as tg:
                 for o in outcomes:
                     tg.create_task(one(o))
-        except* FatalModelError as group:
-            raise group.exceptions[0] from None
+        except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
+            raise _first_leaf(group) from None
         finally:
             for client in (cand, judge):
                 if client is not None:
@@ -220,7 +243,7 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
                                 "weight": c.weight, "text": c.text,
                                 "reasoning": v.reasoning if v else None, "hit": v.hit if v else None})
     if jr is not None and jr.error:
-        rec["judge_error"], rec["judge_raw"] = jr.error, list(jr.raw_replies)
+        rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
     elif jr is not None and jr.verdicts is not None:
         qs = score_question(q.criteria, [v.hit for v in jr.verdicts], spec.scoring.formula,
                             spec.scoring.params, spec.failure_rules)
@@ -230,7 +253,13 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
                      "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
     rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
+    rec["truncated"] = o.truncated
     return rec
+
+
+def _clip(text: str, limit: int = 20_000) -> str:
+    """A raw reply kept for audit, bounded: a 1 MB reply must not make samples.jsonl unreadable."""
+    return text if len(text) <= limit else text[:limit] + f" ... [{len(text) - limit} more characters not kept]"
 
 
 def _sum_cost(values: Sequence[float | None]) -> float | None:
@@ -255,7 +284,8 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, sha256: str, judge_spec
         "counts": {"questions": len(samples), "scored": len(scored),
                    "judge_errors": sum(1 for s in samples if s["judge_error"]),
                    "candidate_errors": sum(1 for s in samples if s["candidate_error"]),
-                   "catastrophic": sum(1 for s in scored if s.catastrophic)},
+                   "catastrophic": sum(1 for s in scored if s.catastrophic),
+                   "truncated": sum(1 for s in samples if s.get("truncated"))},
         "tokens": {r: {k: sum(s["tokens"][r][k] for s in samples) for k in ("prompt", "completion")}
                    for r in ("candidate", "judge")},
         "cost": {r: _sum_cost([s["cost"][r] for s in samples]) for r in ("candidate", "judge")},
