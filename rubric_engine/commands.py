@@ -30,6 +30,9 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs))
     ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
     qs = ds.questions
+    from .prompts import check_templates
+
+    check_templates(spec, qs)  # an undefined variable or a sandbox violation fails here, before any call
     items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
     rule_items = Counter(c.rule for q in qs for c in q.criteria if c.rule)
     console.print(f"[bold]{spec.name}[/] {spec.version} ({spec.locale}) from {', '.join(str(f) for f in spec.files)}",

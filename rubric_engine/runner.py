@@ -23,7 +23,7 @@ from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
 from .judge import JudgeResult, judge_response
 from .models import ModelClient, ModelSpec
-from .prompts import candidate_messages
+from .prompts import candidate_messages, check_templates
 from .redact import redact
 from .report import ProgressBoard, print_summary
 from .scoring import score_question
@@ -108,6 +108,7 @@ def _load(settings: RunSettings) -> tuple[BenchmarkSpec, Any, list[Question]]:
     questions = select(dataset.questions, subset=settings.subset, limit=settings.limit, ids=settings.ids)
     if not questions:
         raise ConfigError("the selection holds no question; check subset= / ids= / limit=")
+    check_templates(spec, questions)  # template errors before any paid call
     return spec, dataset, questions
 
 

@@ -190,10 +190,10 @@ def test_template_failing_mid_run_is_one_line(srv: FakeServer, tmp_path: Path) -
     (bench / "benchmark.yaml").write_text((bench / "benchmark.yaml").read_text("utf-8").replace(
         "path: ../../data/heartbench_en_sample.jsonl", f"path: {data}"), "utf-8")
     judge_tpl = bench / "judge.j2"
-    judge_tpl.write_text("{% if question.id == 'enq003' %}{{ not_a_variable }}{% endif %}"
+    judge_tpl.write_text("{% if question.id == 'enq005' %}{{ not_a_variable }}{% endif %}"
                          + judge_tpl.read_text("utf-8"), "utf-8")
     srv.handler = script()
-    proc = run(srv, tmp_path, f"benchmark={bench}")
+    proc = run(srv, tmp_path, f"benchmark={bench}", "limit=5")
     assert proc.returncode == 2, proc.stderr
     assert "not_a_variable" in proc.stderr and "judge.j2" in proc.stderr
     assert_clean(proc, tmp_path)
@@ -267,3 +267,73 @@ def test_echoed_key_on_a_run_stopping_error_is_redacted(srv: FakeServer, tmp_pat
     proc = run(srv, tmp_path, "limit=1", "candidate.api_key_env=FAKE_KEY")
     assert proc.returncode == 2
     assert_clean(proc, tmp_path)
+
+
+# -- items 1 and 2: a hostile spec directory ------------------------------------------------------------------
+
+def hostile_spec(tmp: Path, judge_template: str | bytes | None = None, yaml_text: str | None = None) -> Path:
+    """A copy of the shipped English spec with its data path made absolute, then one hostile change."""
+    bench = tmp / "benches" / "hostile"
+    shutil.copytree(Path(str(files("rubric_engine.benchmarks"))) / "heartbench_en", bench)
+    data = Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl"
+    spec = (bench / "benchmark.yaml").read_text("utf-8").replace(
+        "path: ../../data/heartbench_en_sample.jsonl", f"path: {data}")
+    (bench / "benchmark.yaml").write_text(yaml_text if yaml_text is not None else spec, "utf-8")
+    if isinstance(judge_template, bytes):
+        (bench / "judge.j2").write_bytes(judge_template)
+    elif judge_template is not None:
+        (bench / "judge.j2").write_text(judge_template + (bench / "judge.j2").read_text("utf-8"), "utf-8")
+    return bench
+
+
+def cli(tmp: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in __import__("os").environ.items() if not k.endswith("_API_KEY")}
+    env.update(RUBRIC_ENGINE_CACHE=str(tmp / "cache"), XDG_CACHE_HOME=str(tmp / "xdg"))
+    return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp)
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-1000:], proc.stderr[-1000:])
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("rubric-engine: error:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+ESCAPE = "{{ cycler.__init__.__globals__.os.popen('touch PWNED').read() }}\n"
+
+
+@pytest.mark.parametrize("command", [["validate"], ["dry_run=true", "candidate=openai_compatible",
+                                                   "candidate.model=openai/x", "candidate.api_base=http://127.0.0.1:9/v1"]])
+def test_sandbox_escape_is_a_validation_error(tmp_path: Path, command: list[str]) -> None:
+    bench = hostile_spec(tmp_path, ESCAPE)
+    proc = cli(tmp_path, *command, f"benchmark={bench}", f"hydra.run.dir={tmp_path / 'run'}")
+    line = one_error_line(proc)
+    assert "judge.j2" in line and "sandbox" in line
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_undefined_variable_names_file_and_line(tmp_path: Path) -> None:
+    bench = hostile_spec(tmp_path, "line one\n{{ no_such_variable }}\n")
+    line = one_error_line(cli(tmp_path, "validate", f"benchmark={bench}"))
+    assert "judge.j2:2" in line and "no_such_variable" in line
+
+
+def test_ten_megabyte_template_is_refused(tmp_path: Path) -> None:
+    bench = hostile_spec(tmp_path, b"x" * (10 * 1024 * 1024))
+    line = one_error_line(cli(tmp_path, "validate", f"benchmark={bench}"))
+    assert "judge.j2" in line and "limit" in line
+
+
+def test_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
+    bomb = ['name: bomb', 'version: "1"', 'a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    bomb += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 12)]
+    bench = hostile_spec(tmp_path, yaml_text="\n".join(bomb) + "\n")
+    line = one_error_line(cli(tmp_path, "validate", f"benchmark={bench}", timeout=60))
+    assert "alias" in line and "benchmark.yaml:4" in line
+
+
+def test_huge_spec_file_is_refused(tmp_path: Path) -> None:
+    bench = hostile_spec(tmp_path, yaml_text="name: big\n" + "# padding\n" * 200_000)
+    line = one_error_line(cli(tmp_path, "validate", f"benchmark={bench}"))
+    assert "benchmark.yaml" in line and "limit" in line
