@@ -6,6 +6,7 @@ leaderboards read them back, so their layout is a public, versioned format (see 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tempfile
@@ -57,23 +58,43 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSONL row; `answers=/dev/zero` must stop, not fill the memory
+MAX_FILE_BYTES = 2 * 1024 * 1024 * 1024
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a JSON Lines file; raise AnswersError naming file and line on a bad row."""
+    """Read a JSON Lines file; raise AnswersError naming file and line on a bad row.
+
+    Rows are split on "\\n" only (a reply may hold U+2028, U+2029 or U+0085, which str.splitlines()
+    would treat as line ends); a UTF-8 BOM is accepted; reading stops with one line past a size bound."""
+    rows: list[dict[str, Any]] = []
+    total = 0
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        with open(path, "rb") as fh:
+            for n in itertools.count(1):
+                raw = fh.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                total += len(raw)
+                if len(raw) > MAX_LINE_BYTES or total > MAX_FILE_BYTES:
+                    raise AnswersError(f"{path}:{n}: the file is larger than this reader allows "
+                                       f"({MAX_LINE_BYTES // 2**20} MB per line, {MAX_FILE_BYTES // 2**30} GB in all); "
+                                       "is it the right file?")
+                line = raw.decode("utf-8")
+                if n == 1:
+                    line = line.lstrip("\ufeff")
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise AnswersError(f"{path}:{n}: not valid JSON ({exc.msg}); each line must be one JSON object") \
+                        from None
+                if not isinstance(row, dict):
+                    raise AnswersError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+                rows.append(row)
     except (OSError, UnicodeDecodeError) as exc:
-        raise AnswersError(f"{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from exc
-    rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AnswersError(f"{path}:{n}: not valid JSON ({exc.msg}); each line must be one JSON object") from exc
-        if not isinstance(row, dict):
-            raise AnswersError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
-        rows.append(row)
+        raise AnswersError(f"{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from None
     return rows
 
 
@@ -100,6 +121,8 @@ def read_answers(path: Path, id_field: str, known_ids: Iterable[str]) -> dict[st
     out: dict[str, str | None] = {}
     for n, row in enumerate(read_jsonl(path), 1):
         qid = row.get(id_field)
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)  # ids are compared as strings everywhere: 7 in a file is question "7"
         if not isinstance(qid, str) or not qid:
             raise AnswersError(f"{path}: row {n}: no '{id_field}' field; answers rows are the benchmark's rows plus 'response'")
         if "response" not in row:

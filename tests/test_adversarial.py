@@ -337,3 +337,29 @@ def test_huge_spec_file_is_refused(tmp_path: Path) -> None:
     bench = hostile_spec(tmp_path, yaml_text="name: big\n" + "# padding\n" * 200_000)
     line = one_error_line(cli(tmp_path, "validate", f"benchmark={bench}"))
     assert "benchmark.yaml" in line and "limit" in line
+
+
+# -- item 9: line separators, integer ids, BOM, endless input -------------------------------------------------
+
+def test_unicode_line_separators_in_replies_survive_a_rescore(srv: FakeServer, tmp_path: Path) -> None:
+    odd = "first\u2028second\u2029third\u0085fourth\r\nfifth"
+    srv.handler = script(candidate=lambda b: odd)
+    proc = run(srv, tmp_path, "limit=2")
+    assert proc.returncode == 0, proc.stderr
+    rescore = run(srv, tmp_path, "limit=2", "stage=score", f"from_run={tmp_path / 'run'}", run_dir="rescore")
+    assert rescore.returncode == 0, rescore.stderr
+    assert [r["response"] for r in samples(tmp_path, "rescore")] == [odd, odd]
+
+
+def test_answers_with_bom_and_integer_like_ids(tmp_path: Path) -> None:
+    from rubric_engine.rundir import read_answers
+
+    f = tmp_path / "answers.jsonl"
+    f.write_bytes("\ufeff".encode() + b'{"qid": 7, "response": "hi\xe2\x80\xa8there"}\n{"qid": "8", "response": "yo"}\n')
+    assert read_answers(f, "qid", ["7", "8"]) == {"7": "hi\u2028there", "8": "yo"}
+
+
+def test_endless_answers_file_stops_with_one_line(srv: FakeServer, tmp_path: Path) -> None:
+    proc = run(srv, tmp_path, "stage=score", "answers=/dev/zero", timeout=120)
+    line = one_error_line(proc)
+    assert "/dev/zero" in line
