@@ -7,7 +7,9 @@ everything it calls is plain Python taking plain values.
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
 import sys
 import traceback
 from pathlib import Path
@@ -39,7 +41,14 @@ def _dir_safe(value: Any) -> str:
     return text[:120]
 
 
-for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe)):
+_LAUNCH_ID = f"{os.getpid()}{secrets.token_hex(2)}"  # with sub-second time: two launches never share a dir
+
+
+def _launch_id() -> str:
+    return _LAUNCH_ID
+
+
+for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_id", _launch_id)):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _fn)
 

@@ -71,6 +71,7 @@ class ModelSpec:
     api_key_env: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
+    revision: str | None = None  # any string naming what is served behind `model` (part of the cache key)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -84,7 +85,7 @@ class ModelSpec:
         object.__setattr__(self, "params", params)
 
     def __hash__(self) -> int:
-        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout,
+        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout, self.revision,
                      json.dumps(self.params, sort_keys=True, default=str)))
 
     @classmethod
@@ -95,7 +96,7 @@ class ModelSpec:
         `timeout`, which wins over the default of 120 s.
         """
         data = _plain(dict(data))
-        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout"}
+        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "revision"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
@@ -111,7 +112,8 @@ class ModelSpec:
             raise ConfigError(f"{role}: timeout must be a number of seconds (got {chosen!r})") from None
         return cls(name=str(data.get("name") or str(model).split("/", 1)[-1]), model=str(model),
                    api_base=data.get("api_base") or None, api_key_env=data.get("api_key_env") or None,
-                   params=dict(data.get("params") or {}), timeout=seconds)
+                   params=dict(data.get("params") or {}), timeout=seconds,
+                   revision=None if data.get("revision") is None else str(data.get("revision")))
 
     @property
     def key_env(self) -> str:
@@ -154,6 +156,8 @@ def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: 
     params = {k: v for k, v in spec.params.items() if k not in _NOT_IN_KEY}
     payload = {"v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
                "messages": _plain(messages), "params": params, "response_format": _plain(response_format)}
+    if spec.revision is not None:  # only when declared, so keys of entries without one stay as they were
+        payload["revision"] = spec.revision
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -119,6 +119,10 @@ def _given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence
         path = Path(settings.from_run) / rundir.ANSWERS_FILE
         if not path.is_file():
             raise ConfigError(f"from_run={settings.from_run}: no {rundir.ANSWERS_FILE} there; is it a run directory?")
+        state = (rundir.read_manifest(Path(settings.from_run)) or {"state": "complete"}).get("state")
+        if state != "complete":
+            raise ConfigError(f"from_run={settings.from_run}: that run is {state}, not complete (killed or still "
+                              "running); finish it by re-running its command, or use a complete run")
         return rundir.read_answers(path, spec.data.fields.id, all_ids)
     if settings.answers:
         return rundir.read_answers(Path(settings.answers), spec.data.fields.id, all_ids)
@@ -131,6 +135,9 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     spec, dataset, questions = _load(settings)
     for warning in dataset.warnings:
         console.print(f"[yellow]data warning:[/] {warning}", highlight=False)
+    if not _shipped(spec):
+        console.print(f"spec: {spec.dir} (not the shipped {spec.name})" if _shipped_name(spec.name) else
+                      f"spec: {spec.dir}", highlight=False, soft_wrap=True)
     given = _given_answers(settings, spec, [q.id for q in dataset.questions])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
@@ -142,6 +149,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    digest = _spec_hash(spec)
+    manifest = rundir.begin_run(out, _identity(settings, spec, digest, judge_spec))
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
     try:
@@ -156,13 +165,53 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     if settings.stage != "generate":
         rundir.write_jsonl(out / rundir.SAMPLES_FILE, samples)
     summary = _summary(settings, spec, dataset.sha256, judge_spec, samples, calls)
+    summary.update(spec_hash=digest, run_id=manifest["run_id"])
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
+    rundir.finish_run(out, manifest)
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved()["taxonomy"], console, spec.locale,
                       {k: dict(v) for k, v in spec.report.subsets.items()},
                       {k: dict(v) for k, v in spec.report.scenarios.items()})
     console.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
+
+
+def _shipped_dir() -> Path | None:
+    from .specfile import _packaged_dir
+
+    found = _packaged_dir()
+    return found.resolve() if found else None
+
+
+def _shipped(spec: BenchmarkSpec) -> bool:
+    shipped = _shipped_dir()
+    return shipped is not None and spec.dir.resolve().parent == shipped
+
+
+def _shipped_name(name: str) -> bool:
+    shipped = _shipped_dir()
+    return shipped is not None and (shipped / name / "benchmark.yaml").is_file()
+
+
+def _spec_hash(spec: BenchmarkSpec) -> str:
+    fields = ("candidate.template", "candidate.system", "judge.template", "judge.system")
+    texts = {}
+    for f in fields:
+        section, name = f.split(".")
+        if getattr(getattr(spec, section), name, None):
+            texts[f] = spec.read_template(f)
+    return rundir.spec_hash(spec.resolved(), texts)
+
+
+def _identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judge: ModelSpec) -> dict[str, Any]:
+    """What makes a run the same run: a directory is resumed only by a run with this same identity."""
+    cand = settings.candidate
+    return {"benchmark": spec.name, "spec_hash": digest, "stage": settings.stage,
+            "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
+            "answers": str(settings.answers or settings.from_run or "") or None,
+            "judge": [judge.name, judge.model, judge.api_base, judge.revision] if settings.stage != "generate" else None,
+            "selection": {"subset": settings.subset, "limit": settings.limit,
+                          "ids": [str(i) for i in settings.ids] if settings.ids else None}}
 
 
 def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:

@@ -60,7 +60,9 @@ def run(srv: FakeServer | str, tmp: Path, *extra: str, env_extra: dict[str, str]
     args = ["benchmark=heartbench_en", "candidate=openai_compatible", "candidate.model=openai/cand",
             f"candidate.api_base={url}", "judge=openai_compatible", "judge.model=openai/judge",
             f"judge.api_base={url}", "limit=3", "progress=none", "max_retries=0",
-            f"hydra.run.dir={tmp / run_dir}", *extra]
+            f"hydra.run.dir={tmp / run_dir}"]
+    given = {a.split("=", 1)[0] for a in extra}
+    args = [a for a in args if a.split("=", 1)[0] not in given] + list(extra)
     return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp)
 
 
@@ -363,3 +365,73 @@ def test_endless_answers_file_stops_with_one_line(srv: FakeServer, tmp_path: Pat
     proc = run(srv, tmp_path, "stage=score", "answers=/dev/zero", timeout=120)
     line = one_error_line(proc)
     assert "/dev/zero" in line
+
+
+# -- items 10-13: nothing lost, nothing mixed ---------------------------------------------------------------
+
+def test_default_run_dirs_are_unique_per_launch(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script()
+    env = {k: v for k, v in __import__("os").environ.items() if not k.endswith("_API_KEY")}
+    env.update(RUBRIC_ENGINE_CACHE=str(tmp_path / "cache"), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    args = [EXE, "benchmark=heartbench_en", "candidate=openai_compatible", "candidate.model=openai/cand",
+            f"candidate.api_base={srv.url}", "judge=openai_compatible", "judge.model=openai/judge",
+            f"judge.api_base={srv.url}", "limit=1", "progress=none"]
+    procs = [subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for p in procs:
+        assert p.wait(timeout=240) == 0, p.stderr.read() if p.stderr else ""
+    dirs = [d for d in (tmp_path / "outputs" / "heartbench_en").iterdir()]
+    assert len(dirs) == 2
+    for d in dirs:
+        manifest = json.loads((d / "manifest.json").read_text("utf-8"))
+        summary = json.loads((d / "summary.json").read_text("utf-8"))
+        assert manifest["state"] == "complete" and manifest["run_id"] == summary["run_id"]
+        assert len(summary["spec_hash"]) == 64
+
+
+def test_a_directory_of_another_run_is_refused_and_the_same_run_resumes(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script()
+    assert run(srv, tmp_path, "limit=1").returncode == 0
+    again = run(srv, tmp_path, "limit=1")
+    assert again.returncode == 0, again.stderr  # the same run: resumes (all from cache)
+    other = run(srv, tmp_path, "limit=2")
+    line = one_error_line(other)
+    assert "holds another run" in line and "selection" in line
+
+
+def test_incomplete_run_is_not_ranked_and_not_rescored(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script()
+    assert run(srv, tmp_path, "limit=2", run_dir="sweep/a").returncode == 0
+    assert run(srv, tmp_path, "limit=2", "candidate.model=openai/other", run_dir="sweep/b").returncode == 0
+    manifest = tmp_path / "sweep" / "b" / "manifest.json"
+    data = json.loads(manifest.read_text("utf-8"))
+    manifest.write_text(json.dumps({**data, "state": "running"}), "utf-8")  # as a kill -9 leaves it
+    board = cli(tmp_path, "leaderboard", str(tmp_path / "sweep"), "--n-boot", "20")
+    assert board.returncode == 0, board.stderr
+    assert "not ranked" in board.stdout + board.stderr
+    rescore = run(srv, tmp_path, "limit=2", "stage=score", f"from_run={tmp_path / 'sweep' / 'b'}", run_dir="r")
+    assert "not complete" in one_error_line(rescore)
+
+
+def test_leaderboard_refuses_runs_of_different_spec_versions(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script()
+    assert run(srv, tmp_path, "limit=2", run_dir="runs/a").returncode == 0
+    bench = hostile_spec(tmp_path, "{# a changed prompt #}")
+    proc = run(srv, tmp_path, f"benchmark={bench}", "limit=2", run_dir="runs/b")
+    assert proc.returncode == 0, proc.stderr
+    assert f"spec: {bench}" in proc.stderr  # which spec directory was used, since it is not the shipped one
+    line = one_error_line(cli(tmp_path, "leaderboard", str(tmp_path / "runs"), "--n-boot", "20"))
+    assert "different versions of the spec" in line and "--allow-mixed-specs" in line
+    ok = cli(tmp_path, "leaderboard", str(tmp_path / "runs"), "--n-boot", "20", "--allow-mixed-specs")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_revision_is_part_of_the_cache_key(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script()
+    assert run(srv, tmp_path, "limit=1", run_dir="r1").returncode == 0
+    n = len(srv.requests)
+    cached = run(srv, tmp_path, "limit=1", "progress=plain", run_dir="r2")
+    assert len(srv.requests) == n and "answers from the cache" in cached.stderr
+    fresh = run(srv, tmp_path, "limit=1", "candidate.revision=q4-2026-11", run_dir="r3")
+    assert fresh.returncode == 0, fresh.stderr
+    assert sum(not is_judge(b) for b in srv.requests[n:]) == 1  # a new revision: the candidate is asked again
