@@ -72,6 +72,11 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     ids = opt("ids")
     if isinstance(ids, str):
         ids = [s for s in re.split(r"[,\s]+", ids) if s]
+    if ids is not None and not ids:
+        raise ConfigError("ids=[] selects no question; list ids (ids=[a,b]) or leave ids out to run every question")
+    if ids is not None:
+        ids = [str(i) for i in ids]  # ids are compared as strings everywhere
+    _check_values(cfg)
     return RunSettings(
         benchmark=str(cfg.benchmark), out_dir=out_dir,
         candidate=_model_spec(opt("candidate"), "candidate", opt("timeout")),
@@ -91,6 +96,33 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc) if isinstance(exc, RubricEngineError) else \
         f"internal error ({type(exc).__name__}: {exc}); rerun with debug=true and report it"
     return redact(" ".join(text.split()))
+
+
+def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{key}={value} is not valid; give a whole number >= {minimum}"
+                          + (" (or null)" if optional else ""))
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """Command-line values are checked before use: one line each, never a cast that silently rounds."""
+    _whole(cfg, "concurrency", 1)
+    _whole(cfg, "max_retries", 0)
+    _whole(cfg, "limit", 0, optional=True)
+    for key in ("rpm", "timeout"):
+        value = OmegaConf.select(cfg, key, default=None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise ConfigError(f"{key}={value} is not valid; give a number > 0 (or null)")
+    progress = OmegaConf.select(cfg, "progress", default="auto")
+    if progress not in ("auto", "rich", "plain", "none"):
+        raise ConfigError(f"progress={progress} is not valid; use auto, rich, plain or none")
+    for key in ("cache.enabled", "dry_run", "debug"):
+        value = OmegaConf.select(cfg, key, default=False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value} is not valid; use true or false")
 
 
 def _fail(exc: BaseException, debug: bool) -> int:
@@ -195,6 +227,9 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         sys.exit(_subcommand(argv[0], argv[1:]))
+    # `candidate.params={temperature:0}` (as the README writes it) merges keys into an empty struct node,
+    # which Hydra refuses without `++`: add it, so the documented form works.
+    argv = [f"++{a}" if re.match(r"^(candidate|judge)\.params[.=]", a) else a for a in argv]
     sys.argv = [sys.argv[0], *argv]
     _hydra_app()
     sys.exit(_exit_code)

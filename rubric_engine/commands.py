@@ -84,16 +84,27 @@ def cache_command(args: Sequence[str], console: Console | None = None) -> int:
     if action == "info" and not path.exists():
         console.print(f"cache {path}: empty (not created yet)", highlight=False, soft_wrap=True)
         return 0
-    cache = ResultCache(path)
+    from .errors import CacheError
+
     try:
-        if action == "info":
-            info = cache.info()
-            console.print(f"cache {info['directory']}: {info['entries']} completed calls, "
-                          f"{info['size_bytes'] / 1e6:.1f} MB on disk (nothing is evicted; `cache clear` empties it)",
-                          highlight=False, soft_wrap=True)
-        else:
+        cache = ResultCache(path)
+        if action == "clear":
             n = cache.clear()
+            cache.close()
             console.print(f"cache {path}: removed {n} entries", highlight=False, soft_wrap=True)
+            return 0
+    except CacheError as exc:
+        if action != "clear":
+            raise
+        ResultCache.remove_files(path)
+        console.print(f"cache {path}: it could not be read ({exc.__cause__ or exc}); removed its files",
+                      highlight=False, soft_wrap=True)
+        return 0
+    try:
+        info = cache.info()
+        console.print(f"cache {info['directory']}: {info['entries']} completed calls, "
+                      f"{info['size_bytes'] / 1e6:.1f} MB on disk (nothing is evicted; `cache clear` empties it)",
+                      highlight=False, soft_wrap=True)
     finally:
         cache.close()
     return 0

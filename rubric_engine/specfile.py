@@ -163,6 +163,10 @@ def _parse(path: Path) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
 
     if node is not None:
         walk(node, ())
+        for k, v in node.value if isinstance(node, yaml.MappingNode) else []:
+            if getattr(k, "value", None) == "version" and isinstance(v, yaml.ScalarNode) and v.tag.endswith(
+                    (":float", ":int")):
+                data["version"] = v.value  # `version: 1.10` means "1.10", not the number 1.1
     return data, marks
 
 

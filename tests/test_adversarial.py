@@ -435,3 +435,40 @@ def test_revision_is_part_of_the_cache_key(srv: FakeServer, tmp_path: Path) -> N
     fresh = run(srv, tmp_path, "limit=1", "candidate.revision=q4-2026-11", run_dir="r3")
     assert fresh.returncode == 0, fresh.stderr
     assert sum(not is_judge(b) for b in srv.requests[n:]) == 1  # a new revision: the candidate is asked again
+
+
+# -- item 15: values ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value,expected", [("concurrency=abc", "concurrency=abc"), ("concurrency=1.5", "concurrency=1.5"),
+                                            ("ids=[]", "ids=[]"), ("progress=bogus", "progress=bogus"),
+                                            ("cache.enabled=maybe", "cache.enabled=maybe"), ("limit=-1", "limit=-1")])
+def test_bad_values_are_one_clear_line(tmp_path: Path, value: str, expected: str) -> None:
+    proc = cli(tmp_path, "benchmark=heartbench_en", "candidate=openai_compatible", "candidate.model=openai/x",
+               "candidate.api_base=http://127.0.0.1:9/v1", "dry_run=true", value, f"hydra.run.dir={tmp_path / 'r'}")
+    assert expected in one_error_line(proc)
+
+
+def test_readme_params_override_works(tmp_path: Path) -> None:
+    proc = cli(tmp_path, "benchmark=heartbench_en", "candidate=gpt-4o", "candidate.params={temperature:0}",
+               "dry_run=true", f"hydra.run.dir={tmp_path / 'r'}")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_unquoted_version_keeps_its_text(tmp_path: Path) -> None:
+    from rubric_engine.spec import load_spec
+
+    bench = hostile_spec(tmp_path)
+    yaml_file = bench / "benchmark.yaml"
+    yaml_file.write_text(yaml_file.read_text("utf-8").replace('version: "1.0"', "version: 1.10"), "utf-8")
+    assert load_spec(bench).version == "1.10"
+
+
+def test_corrupt_cache_can_be_cleared(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "cache.db").write_bytes(b"this is not a database" * 100)
+    info = cli(tmp_path, "cache", "info", f"cache.dir={cache}")
+    assert "cache.dir=" in one_error_line(info) and "cache_dir=" not in info.stderr
+    cleared = cli(tmp_path, "cache", "clear", f"cache.dir={cache}")
+    assert cleared.returncode == 0, cleared.stderr
+    assert cli(tmp_path, "cache", "info", f"cache.dir={cache}").returncode == 0
