@@ -62,7 +62,8 @@ def run(srv: FakeServer | str, tmp: Path, *extra: str, env_extra: dict[str, str]
             f"judge.api_base={url}", "limit=3", "progress=none", "max_retries=0",
             f"hydra.run.dir={tmp / run_dir}"]
     given = {a.split("=", 1)[0] for a in extra}
-    args = [a for a in args if a.split("=", 1)[0] not in given] + list(extra)
+    flags = [a for a in extra if a.startswith("-")]  # e.g. -m (Hydra wants flags before overrides)
+    args = flags + [a for a in args if a.split("=", 1)[0] not in given] + [a for a in extra if a not in flags]
     return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp)
 
 
@@ -472,3 +473,22 @@ def test_corrupt_cache_can_be_cleared(tmp_path: Path) -> None:
     cleared = cli(tmp_path, "cache", "clear", f"cache.dir={cache}")
     assert cleared.returncode == 0, cleared.stderr
     assert cli(tmp_path, "cache", "info", f"cache.dir={cache}").returncode == 0
+
+
+# -- item 6 in a sweep: a job that hits an unexpected error writes error.txt; the leaderboard is still built ---
+
+def test_sweep_job_with_a_hostile_reply_writes_error_and_board_is_built(srv: FakeServer, tmp_path: Path) -> None:
+    def candidate(body: dict[str, Any]) -> Reply | str:
+        if body["model"] == "broken":
+            return Reply(status=401, error="invalid key {authorization}")
+        return "I hear you."
+
+    srv.handler = script(candidate=candidate)
+    sweep = tmp_path / "sweep"
+    proc = run(srv, tmp_path, "-m", "candidate.model=openai/good,openai/broken", "candidate.api_key_env=FAKE_KEY",
+               f"hydra.sweep.dir={sweep}", "bootstrap.samples=20", "limit=2")
+    assert proc.returncode == 2, proc.stderr
+    errors = list(sweep.glob("*/error.txt"))
+    assert len(errors) == 1 and "HTTP 401" in errors[0].read_text("utf-8")
+    assert (sweep / "leaderboard.json").is_file()
+    assert_clean(proc, tmp_path)
