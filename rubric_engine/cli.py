@@ -59,7 +59,19 @@ def _model_spec(node: Any, role: str, timeout: float | None) -> Any:
     if node is None:
         return None
     data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    given = _overridden_keys()
+    if f"{role}.api_base" in given and f"{role}.api_key_env" not in given and isinstance(data, dict):
+        # An endpoint moved on the command line gets a key only when the same command line names it:
+        # `candidate=gpt-4o candidate.api_base=http://elsewhere` must not carry $OPENAI_API_KEY there.
+        data["api_key_env"] = None
     return ModelSpec.from_config(data, role=role, timeout=timeout)  # type: ignore[arg-type]
+
+
+def _overridden_keys() -> set[str]:
+    """Keys set on the command line of this Hydra job (empty outside Hydra)."""
+    if not HydraConfig.initialized():
+        return set()
+    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
 
 
 def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:

@@ -492,3 +492,12 @@ def test_sweep_job_with_a_hostile_reply_writes_error_and_board_is_built(srv: Fak
     assert len(errors) == 1 and "HTTP 401" in errors[0].read_text("utf-8")
     assert (sweep / "leaderboard.json").is_file()
     assert_clean(proc, tmp_path)
+
+
+def test_an_endpoint_moved_by_override_gets_no_entry_key(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script()
+    proc = run(srv, tmp_path, "limit=1", "candidate=gpt-4o", "candidate.name=moved",
+               env_extra={"OPENAI_API_KEY": SECRET})
+    assert proc.returncode == 0, proc.stderr
+    assert srv.auth_headers and all(SECRET not in h for h in srv.auth_headers)
+    assert_clean(proc, tmp_path)
