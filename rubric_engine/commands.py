@@ -38,6 +38,9 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     console.print(f"[bold]{spec.name}[/] {spec.version} ({spec.locale}) from {', '.join(str(f) for f in spec.files)}",
                   highlight=False, soft_wrap=True)
     console.print(f"data: {ds.source} sha256 {ds.sha256}", highlight=False, soft_wrap=True)
+    jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
+    console.print(f"judge: {jm.name} ({jm.model})" + (f" at {jm.api_base}" if jm.api_base else "")
+                  + (f", key from ${jm.api_key_env}" if jm.api_key_env else ""), highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs)
     console.print(f"{len(qs)} questions ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))}), "
                   f"{sum(items.values())} ability items, {sum(rule_items.values())} failure-rule items", highlight=False, soft_wrap=True)
