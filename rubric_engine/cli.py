@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import sys
 import traceback
 from dataclasses import dataclass
@@ -41,7 +42,14 @@ def _dir_safe(value: Any) -> str:
     return text[:120]
 
 
-for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe)):
+_LAUNCH_ID = f"{os.getpid()}{secrets.token_hex(2)}"  # with sub-second time: two launches never share a dir
+
+
+def _launch_id() -> str:
+    return _LAUNCH_ID
+
+
+for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_id", _launch_id)):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _fn)
 
@@ -52,7 +60,19 @@ def _model_spec(node: Any, role: str, timeout: float | None) -> Any:
     if node is None:
         return None
     data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    given = _overridden_keys()
+    if f"{role}.api_base" in given and f"{role}.api_key_env" not in given and isinstance(data, dict):
+        # An endpoint moved on the command line gets a key only when the same command line names it:
+        # `candidate=gpt-4o candidate.api_base=http://elsewhere` must not carry $OPENAI_API_KEY there.
+        data["api_key_env"] = None
     return ModelSpec.from_config(data, role=role, timeout=timeout)  # type: ignore[arg-type]
+
+
+def _overridden_keys() -> set[str]:
+    """Keys set on the command line of this Hydra job (empty outside Hydra)."""
+    if not HydraConfig.initialized():
+        return set()
+    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
 
 
 def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
@@ -65,6 +85,11 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     ids = opt("ids")
     if isinstance(ids, str):
         ids = [s for s in re.split(r"[,\s]+", ids) if s]
+    if ids is not None and not ids:
+        raise ConfigError("ids=[] selects no question; list ids (ids=[a,b]) or leave ids out to run every question")
+    if ids is not None:
+        ids = [str(i) for i in ids]  # ids are compared as strings everywhere
+    _check_values(cfg)
     return RunSettings(
         benchmark=str(cfg.benchmark), out_dir=out_dir,
         candidate=_model_spec(opt("candidate"), "candidate", opt("timeout")),
@@ -77,10 +102,46 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     )
 
 
+def _one_line(exc: BaseException) -> str:
+    """The error as one redacted line; an unexpected exception is named as such."""
+    from .redact import redact
+
+    text = str(exc) if isinstance(exc, RubricEngineError) else \
+        f"internal error ({type(exc).__name__}: {exc}); rerun with debug=true and report it"
+    return redact(" ".join(text.split()))
+
+
+def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{key}={value} is not valid; give a whole number >= {minimum}"
+                          + (" (or null)" if optional else ""))
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """Command-line values are checked before use: one line each, never a cast that silently rounds."""
+    _whole(cfg, "concurrency", 1)
+    _whole(cfg, "max_retries", 0)
+    _whole(cfg, "limit", 0, optional=True)
+    for key in ("rpm", "timeout"):
+        value = OmegaConf.select(cfg, key, default=None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise ConfigError(f"{key}={value} is not valid; give a number > 0 (or null)")
+    progress = OmegaConf.select(cfg, "progress", default="auto")
+    if progress not in ("auto", "rich", "plain", "none"):
+        raise ConfigError(f"progress={progress} is not valid; use auto, rich, plain or none")
+    for key in ("cache.enabled", "dry_run", "debug"):
+        value = OmegaConf.select(cfg, key, default=False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value} is not valid; use true or false")
+
+
 def _fail(exc: BaseException, debug: bool) -> int:
     if debug:
         traceback.print_exception(exc)
-    print(f"rubric-engine: error: {exc}", file=sys.stderr)
+    print(f"rubric-engine: error: {_one_line(exc)}", file=sys.stderr)
     if not debug:
         print("(add debug=true for the full traceback)", file=sys.stderr)
     return 2
@@ -103,24 +164,16 @@ def _run_job(cfg: DictConfig) -> int:
             return 0
         run_benchmark(settings_from_config(cfg, out_dir))
         return 0
-    except (RubricEngineError, KeyboardInterrupt) as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
-            return 130
+    except KeyboardInterrupt:
+        print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - every failure is one line (traceback only with debug=true)
+        # In a sweep an error in one job must not stop the others or the leaderboard: Hydra's sweeper
+        # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
         if sweeping:
-            (out_dir / _ERROR_FILE).write_text(f"{exc}\n", encoding="utf-8")
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / _ERROR_FILE).write_text(f"{_one_line(exc)}\n", encoding="utf-8")
         return _fail(exc, bool(cfg.debug))
-    except Exception as exc:
-        if not sweeping:
-            raise
-        # An unexpected error in one job must not stop the others or the leaderboard: Hydra's sweeper
-        # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, shown in full.
-        traceback.print_exception(exc)
-        first: BaseException = exc
-        while isinstance(first, BaseExceptionGroup) and first.exceptions:  # asyncio's TaskGroup wraps
-            first = first.exceptions[0]
-        (out_dir / _ERROR_FILE).write_text(f"internal error: {type(first).__name__}: {first}\n", encoding="utf-8")
-        return 1
 
 
 _exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
@@ -250,6 +303,9 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         sys.exit(_subcommand(argv[0], argv[1:]))
+    # `candidate.params={temperature:0}` (as the README writes it) merges keys into an empty struct node,
+    # which Hydra refuses without `++`: add it, so the documented form works.
+    argv = [f"++{a}" if re.match(r"^(candidate|judge)\.params[.=]", a) else a for a in argv]
     sys.argv = [sys.argv[0], *argv]
     # Ray (hydra/launcher=ray) reports usage statistics over the network unless told not to; an
     # evaluation run sends nothing its user did not ask for. RAY_USAGE_STATS_ENABLED=1 turns them on.

@@ -32,6 +32,9 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
     check_breakdowns_against_data(spec, ds.questions)
     qs = ds.questions
+    from .prompts import check_templates
+
+    check_templates(spec, qs)  # an undefined variable or a sandbox violation fails here, before any call
     items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
     rule_items = Counter(c.rule for q in qs for c in q.criteria if c.rule)
     n_items = sum(1 for q in qs for c in q.criteria if c.rule is None)
@@ -40,6 +43,9 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     console.print(f"[bold]{spec.name}[/] {spec.version} ({spec.locale}) from {', '.join(str(f) for f in spec.files)}",
                   highlight=False, soft_wrap=True)
     console.print(f"data: {ds.source} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
+    jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
+    console.print(f"judge: {jm.name} ({jm.model})" + (f" at {jm.api_base}" if jm.api_base else "")
+                  + (f", key from ${jm.api_key_env}" if jm.api_key_env else ""), highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
@@ -114,16 +120,27 @@ def cache_command(args: Sequence[str], console: Console | None = None) -> int:
     if action == "info" and not path.exists():
         console.print(f"cache {path}: empty (not created yet)", highlight=False, soft_wrap=True)
         return 0
-    cache = ResultCache(path)
+    from .errors import CacheError
+
     try:
-        if action == "info":
-            info = cache.info()
-            console.print(f"cache {info['directory']}: {info['entries']} completed calls, "
-                          f"{info['size_bytes'] / 1e6:.1f} MB on disk (nothing is evicted; `cache clear` empties it)",
-                          highlight=False, soft_wrap=True)
-        else:
+        cache = ResultCache(path)
+        if action == "clear":
             n = cache.clear()
+            cache.close()
             console.print(f"cache {path}: removed {n} entries", highlight=False, soft_wrap=True)
+            return 0
+    except CacheError as exc:
+        if action != "clear":
+            raise
+        ResultCache.remove_files(path)
+        console.print(f"cache {path}: it could not be read ({exc.__cause__ or exc}); removed its files",
+                      highlight=False, soft_wrap=True)
+        return 0
+    try:
+        info = cache.info()
+        console.print(f"cache {info['directory']}: {info['entries']} completed calls, "
+                      f"{info['size_bytes'] / 1e6:.1f} MB on disk (nothing is evicted; `cache clear` empties it)",
+                      highlight=False, soft_wrap=True)
     finally:
         cache.close()
     return 0

@@ -111,17 +111,21 @@ def uses_json_schema(client: Any) -> bool:
 
 
 async def _complete(client: "ModelClient", messages: list[dict[str, str]], accept: Callable[[str], None],
-                    response_format: dict[str, Any] | None = None) -> "CallResult":
-    """One judge reply: json_schema first; on HTTP 400 retry at once without response_format."""
+                    response_format: dict[str, Any] | None, original: list[dict[str, str]]) -> "CallResult":
+    """One judge reply: json_schema first; on HTTP 400 retry at once without response_format.
+
+    Every reply is cached under the `original` request (not the re-ask conversation) so a resumed run
+    asking the original request finds the validated verdict."""
     if not uses_json_schema(client):
-        return await client.complete(messages, response_format=None, accept=accept)
+        return await client.complete(messages, response_format=None, accept=accept, cache_as=original)
     try:
-        return await client.complete(messages, response_format=response_format or RESPONSE_FORMAT, accept=accept)
+        return await client.complete(messages, response_format=response_format or RESPONSE_FORMAT, accept=accept,
+                                     cache_as=original)
     except FatalModelError as exc:
         if exc.status != 400 or "context window" in str(exc):  # too long a prompt: no format would help
             raise
     try:
-        result = await client.complete(messages, response_format=None, accept=accept)
+        result = await client.complete(messages, response_format=None, accept=accept, cache_as=original)
     except VerdictError:
         _NO_JSON_SCHEMA[client] = True  # the server answered: it was the response_format it refused
         raise
@@ -171,6 +175,7 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
 async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: VerdictShape, n: int,
                max_reasks: int, index: int | None = None) -> JudgeResult:
     """The one validate-then-re-ask loop: a verdict for n criteria (or for criterion `index` alone)."""
+    original = messages  # every reply is cached under the first request, re-asks included
     out = JudgeResult(verdicts=None, error=None)
     costs: list[float | None] = []
     response_format = shape.response_format()
@@ -198,7 +203,7 @@ async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: Ver
 
         out.attempts += 1
         try:
-            result = await _complete(client, messages, accept, response_format)
+            result = await _complete(client, messages, accept, response_format, original)
         except VerdictError as exc:
             bad = seen[-1] if seen else ""
             out.raw_replies.append(bad)
@@ -210,7 +215,7 @@ async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: Ver
                                    {"role": "user", "content": shape.reask(problem, n)}]
             continue
         except FatalModelError as exc:
-            if exc.status in FATAL_STATUSES:
+            if exc.stops_run:
                 raise
             return finish(None, _one_line(f"judge call failed: {exc}"))
         except ModelCallError as exc:

@@ -171,7 +171,14 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     stats.add_row("errors", f"{c['candidate_errors']}", f"{c['judge_errors']}")
     if spec.get("failure_rules"):
         stats.add_row("catastrophic failures", "", f"{c['catastrophic']}")
+    if c.get("truncated"):
+        stats.add_row("replies cut off (finish_reason length)", f"{c['truncated']}", "")
     console.print(stats)
+    hits = {r: calls[r]["cache_hits"] for r in ("candidate", "judge") if calls and calls.get(r, {}).get("cache_hits")}
+    if hits:  # said plainly: a reused answer under a new model name is the local-server trap (see README)
+        console.print(f"[bold yellow]answers from the cache:[/] " + ", ".join(f"{r} {n}" for r, n in hits.items())
+                      + " (a local model swapped behind the same id and URL needs a new `revision`)",
+                      highlight=False, soft_wrap=True)
     if c["candidate_errors"] or c["judge_errors"]:
         console.print(f"[yellow]{c['candidate_errors']} candidate error(s) and {c['judge_errors']} judge error(s) "
                       f"are excluded from every score; see samples.jsonl.")

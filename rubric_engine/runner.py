@@ -24,7 +24,8 @@ from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
 from .judge import JudgeResult, judge_response
 from .models import ModelClient, ModelSpec
-from .prompts import candidate_messages
+from .prompts import candidate_messages, check_templates
+from .redact import redact
 from .report import ProgressBoard, print_summary
 from .scoring import QuestionScore, score_question
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
@@ -73,8 +74,26 @@ class _Outcome:
     cand_tokens: tuple[int, int] = (0, 0)
     cand_cost: float | None = None
     cand_cached: int = 0
+    truncated: bool = False  # the candidate's reply was cut off (finish_reason "length")
     judge: JudgeResult | None = None
     score: QuestionScore | None = None
+
+
+class EmptyReply(ModelCallError):
+    """The candidate answered with no text (often a content filter): recorded, never cached."""
+
+
+def _accept_candidate(text: str) -> None:
+    if not text.strip():
+        raise EmptyReply("candidate", "the candidate returned an empty reply", attempts=1)
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first real exception in a (nested) group: the CLI reports it in one line."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def check_api_keys(*specs: ModelSpec | None) -> None:
@@ -94,6 +113,7 @@ def _load(settings: RunSettings) -> tuple[BenchmarkSpec, Any, list[Question]]:
     questions = select(dataset.questions, subset=settings.subset, limit=settings.limit, ids=settings.ids)
     if not questions:
         raise ConfigError("the selection holds no question; check subset= / ids= / limit=")
+    check_templates(spec, questions)  # template errors before any paid call
     return spec, dataset, questions
 
 
@@ -104,6 +124,10 @@ def _given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence
         path = Path(settings.from_run) / rundir.ANSWERS_FILE
         if not path.is_file():
             raise ConfigError(f"from_run={settings.from_run}: no {rundir.ANSWERS_FILE} there; is it a run directory?")
+        state = (rundir.read_manifest(Path(settings.from_run)) or {"state": "complete"}).get("state")
+        if state != "complete":
+            raise ConfigError(f"from_run={settings.from_run}: that run is {state}, not complete (killed or still "
+                              "running); finish it by re-running its command, or use a complete run")
         return rundir.read_answers(path, spec.data.fields.id, all_ids)
     if settings.answers:
         return rundir.read_answers(Path(settings.answers), spec.data.fields.id, all_ids)
@@ -117,6 +141,9 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     spec, dataset, questions = _load(settings)
     for warning in dataset.warnings:
         console.print(f"[yellow]data warning:[/] {warning}", highlight=False)
+    if not _shipped(spec):
+        console.print(f"spec: {spec.dir} (not the shipped {spec.name})" if _shipped_name(spec.name) else
+                      f"spec: {spec.dir}", highlight=False, soft_wrap=True)
     given = _given_answers(settings, spec, [q.id for q in dataset.questions])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
@@ -128,6 +155,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    digest = _spec_hash(spec)
+    manifest = rundir.begin_run(out, _identity(settings, spec, digest, judge_spec))
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
     try:
@@ -148,11 +177,51 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     typed = (scored_question(o.question, o.score) for o in outcomes if o.score is not None)
     scored = [s for s in typed if s is not None]  # typed results straight from the judge, not re-parsed dicts
     summary = _summary(settings, spec, dataset, judge_spec, samples, scored, calls)
+    summary.update(spec_hash=digest, run_id=manifest["run_id"])
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
+    rundir.finish_run(out, manifest)
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved(), console)
     console.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
+
+
+def _shipped_dir() -> Path | None:
+    from .specfile import _packaged_dir
+
+    found = _packaged_dir()
+    return found.resolve() if found else None
+
+
+def _shipped(spec: BenchmarkSpec) -> bool:
+    shipped = _shipped_dir()
+    return shipped is not None and spec.dir.resolve().parent == shipped
+
+
+def _shipped_name(name: str) -> bool:
+    shipped = _shipped_dir()
+    return shipped is not None and (shipped / name / "benchmark.yaml").is_file()
+
+
+def _spec_hash(spec: BenchmarkSpec) -> str:
+    fields = ("candidate.template", "candidate.system", "judge.template", "judge.system")
+    texts = {}
+    for f in fields:
+        section, name = f.split(".")
+        if getattr(getattr(spec, section), name, None):
+            texts[f] = spec.read_template(f)
+    return rundir.spec_hash(spec.resolved(), texts)
+
+
+def _identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judge: ModelSpec) -> dict[str, Any]:
+    """What makes a run the same run: a directory is resumed only by a run with this same identity."""
+    cand = settings.candidate
+    return {"benchmark": spec.name, "spec_hash": digest, "stage": settings.stage,
+            "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
+            "answers": str(settings.answers or settings.from_run or "") or None,
+            "judge": [judge.name, judge.model, judge.api_base, judge.revision] if settings.stage != "generate" else None,
+            "selection": {"subset": settings.subset, "limit": settings.limit,
+                          "ids": [str(i) for i in settings.ids] if settings.ids else None}}
 
 
 def _start_litellm_early(settings: RunSettings) -> None:
@@ -190,15 +259,19 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             q = o.question
             if cand is not None:
                 try:
-                    res = await cand.complete(candidate_messages(spec, q))
+                    res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate)
                     o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
-                    o.response = res.text if res.text.strip() else None
-                    if o.response is None:
-                        o.candidate_error = "the candidate returned an empty reply"
-                except FatalModelError:
-                    raise
+                    o.response, o.truncated = res.text, res.finish_reason == "length"
+                except EmptyReply as exc:
+                    got = getattr(exc, "call_result", None)
+                    reason = getattr(got, "finish_reason", None)
+                    o.candidate_error = str(exc) + (f" (finish_reason: {reason})" if reason else "")
+                except FatalModelError as exc:
+                    if exc.stops_run:
+                        raise
+                    o.candidate_error = redact(str(exc))
                 except ModelCallError as exc:
-                    o.candidate_error = str(exc)
+                    o.candidate_error = redact(str(exc))
                 assert gen_bar is not None
                 gen_bar.advance(cached=bool(o.cand_cached), error=o.candidate_error is not None,
                                 tokens=sum(o.cand_tokens), cost=o.cand_cost)
@@ -220,8 +293,8 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             async with asyncio.TaskGroup() as tg:
                 for o in outcomes:
                     tg.create_task(one(o))
-        except* FatalModelError as group:
-            raise group.exceptions[0] from None
+        except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
+            raise _first_leaf(group) from None
         finally:
             for client in (cand, judge):
                 if client is not None:
@@ -247,7 +320,7 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
                                 "reasoning": v.reasoning if v else None, "hit": v.hit if v else None,
                                 **({"tags": list(c.tags)} if c.tags else {})})
     if jr is not None and jr.error:
-        rec["judge_error"], rec["judge_raw"] = jr.error, list(jr.raw_replies)
+        rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
     elif o.score is not None:
         qs = o.score
         rec["abilities"] = {a: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for a, s in qs.abilities.items()}
@@ -258,7 +331,13 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
                      "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
     rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
+    rec["truncated"] = o.truncated
     return rec
+
+
+def _clip(text: str, limit: int = 20_000) -> str:
+    """A raw reply kept for audit, bounded: a 1 MB reply must not make samples.jsonl unreadable."""
+    return text if len(text) <= limit else text[:limit] + f" ... [{len(text) - limit} more characters not kept]"
 
 
 def _sum_cost(values: Sequence[float | None]) -> float | None:
@@ -300,6 +379,7 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spe
                    "judge_errors": sum(1 for s in samples if s["judge_error"]),
                    "candidate_errors": sum(1 for s in samples if s["candidate_error"]),
                    "catastrophic": sum(1 for s in scored if s.catastrophic),
+                   "truncated": sum(1 for s in samples if s.get("truncated")),
                    # questions left out for having no positive points (only where the spec excludes them)
                    **({"unscored": sum(1 for o in samples if o["score"] is None and not o["judge_error"]
                                        and not o["candidate_error"] and judged)}

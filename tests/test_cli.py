@@ -100,7 +100,7 @@ def test_full_run_matches_independent_scores(tmp_path: Path, env: dict[str, str]
     exp = expected(IDS)
     assert summary["overall"] == pytest.approx(exp["overall"], abs=1e-9)
     assert summary["counts"] == {"questions": 10, "scored": 10, "judge_errors": 0, "candidate_errors": 0,
-                                 "catastrophic": summary["counts"]["catastrophic"]}
+                                 "catastrophic": summary["counts"]["catastrophic"], "truncated": 0}
     assert summary["counts"]["catastrophic"] == sum(
         any(it["dimension"] == "其他" and hit(q, i) for i, it in enumerate(BY_ID[q]["rubric"], 1)) for q in IDS)
     assert sum(v is not None for v in summary["abilities"].values()) == exp["n_abilities"]

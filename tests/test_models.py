@@ -66,7 +66,7 @@ def test_success_with_usage_and_params(fake_server: FakeServer) -> None:
     fake_server.queue(Reply(text="hello", usage=(12, 7)))
     client = client_for(fake_server, spec_kw={"params": {"temperature": 0.3, "max_tokens": 9}})
     [res] = run(client, {})
-    assert res == CallResult("hello", 12, 7, None, False, 1)
+    assert res == CallResult("hello", 12, 7, None, False, 1, "stop")
     body = fake_server.requests[0]
     assert body["model"] == "fake-model" and body["messages"] == MSGS
     assert body["temperature"] == 0.3 and body["max_tokens"] == 9
@@ -213,7 +213,7 @@ def test_cache_hit_on_second_call(fake_server: FakeServer, cache: ResultCache) -
     assert client.stats.cache_hits == 1 and client.stats.prompt_tokens == 4
     stored = cache.get(cache_key(client.spec, MSGS, None))
     assert stored == {"text": "first", "prompt_tokens": 4, "completion_tokens": 2, "cost": None,
-                      "model": "openai/fake-model"}
+                      "model": "openai/fake-model", "finish_reason": "stop"}
 
 
 def test_cache_key_rules() -> None:
