@@ -7,6 +7,7 @@ and they answer questions a user asks before spending money.
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from rich.table import Table
 
 from .errors import ConfigError
 
-__all__ = ["validate_command", "cache_command", "print_estimate", "estimate_calls"]
+__all__ = ["validate_command", "cache_command", "data_command", "print_estimate", "estimate_calls"]
 
 
 def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: str | None,
@@ -63,18 +64,11 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     return 0
 
 
-def cache_command(args: Sequence[str], console: Console | None = None) -> int:
-    """`rubric-engine cache info|clear [cache.dir=DIR]`: the durable store of completed calls."""
+def cache_command(action: str = "info", directory: str | None = None, console: Console | None = None) -> int:
+    """`rubric-engine cache [info|clear] [cache.dir=DIR]`: the durable store of completed calls."""
     from .cache import ResultCache, default_cache_dir
 
     console = console or Console()
-    action = args[0] if args else "info"
-    directory: str | None = None
-    for a in args[1:]:
-        if a.startswith("cache.dir="):
-            directory = a.split("=", 1)[1]
-        else:
-            raise ConfigError(f"cache: unknown argument {a!r}; usage: rubric-engine cache info|clear [cache.dir=DIR]")
     if action not in ("info", "clear"):
         raise ConfigError(f"cache: unknown action {action!r}; use 'info' or 'clear'")
     path = Path(directory) if directory else default_cache_dir()
@@ -93,6 +87,44 @@ def cache_command(args: Sequence[str], console: Console | None = None) -> int:
             console.print(f"cache {path}: removed {n} entries", highlight=False, soft_wrap=True)
     finally:
         cache.close()
+    return 0
+
+
+def data_command(action: str, benchmark: str, benchmark_dirs: Sequence[str], cache_dir: str | None) -> int:
+    """`rubric-engine data fetch|path benchmark=NAME`: the benchmark's pinned download, checked by sha256.
+
+    Why a command: tests and offline machines need the data before the first run, and a user should see
+    where it lives. Prints the file's path (stdout); `path` downloads nothing and exits 1 when absent.
+    """
+    import urllib.parse
+
+    from .dataset import default_data_cache_dir, fetch
+    from .spec import benchmark_search_path, load_spec
+
+    if action not in ("fetch", "path"):
+        raise ConfigError(f"data: unknown action {action!r}; use 'fetch' or 'path'")
+    spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs))
+    if spec.data_path() is not None:
+        print(spec.data_path())  # shipped with the spec: nothing to download
+        return 0
+    if not spec.data.url:
+        raise ConfigError(f"data: benchmark {spec.name!r} declares no data.url to fetch")
+    if action == "path":
+        name = Path(urllib.parse.urlparse(spec.data.url).path).name or "data"
+        target = Path(cache_dir or default_data_cache_dir()).expanduser() / (spec.data.sha256 or "") / name
+        print(target)
+        if not target.is_file():
+            print(f"rubric-engine: not downloaded yet; run: rubric-engine data fetch benchmark={benchmark}",
+                  file=sys.stderr)
+            return 1
+        return 0
+    warnings: list[str] = []
+    print(f"fetching {spec.data.url} ...", file=sys.stderr, flush=True)
+    path, digest = fetch(spec.data.url, spec.data.sha256, cache_dir, warnings)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"ok: sha256 {digest}", file=sys.stderr)
+    print(path)
     return 0
 
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .datatypes import Question
 from .errors import FatalModelError, ModelCallError
+from .mockmodel import VerdictShape
 from .prompts import judge_messages
 
 if TYPE_CHECKING:  # spec.py imports nothing from here; this keeps the import graph one-way
@@ -227,17 +228,18 @@ def uses_json_schema(client: Any) -> bool:
 
 
 async def _complete(client: "ModelClient", messages: list[dict[str, str]],
-                    accept: Callable[[str], None]) -> "CallResult":
+                    accept: Callable[[str], None], n: int) -> "CallResult":
     """One judge reply: json_schema first; on HTTP 400 retry at once without response_format."""
+    expect = VerdictShape(items=n)  # what a valid verdict looks like (the mock judge builds one from it)
     if not uses_json_schema(client):
-        return await client.complete(messages, response_format=None, accept=accept)
+        return await client.complete(messages, response_format=None, accept=accept, expect=expect)
     try:
-        return await client.complete(messages, response_format=RESPONSE_FORMAT, accept=accept)
+        return await client.complete(messages, response_format=RESPONSE_FORMAT, accept=accept, expect=expect)
     except FatalModelError as exc:
         if exc.status != 400 or "context window" in str(exc):  # too long a prompt: no format would help
             raise
     try:
-        result = await client.complete(messages, response_format=None, accept=accept)
+        result = await client.complete(messages, response_format=None, accept=accept, expect=expect)
     except VerdictError:
         _NO_JSON_SCHEMA[client] = True  # the server answered: it was the response_format it refused
         raise
@@ -286,7 +288,7 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
 
         out.attempts += 1
         try:
-            result = await _complete(client, messages, accept)
+            result = await _complete(client, messages, accept, n)
         except VerdictError as exc:
             bad = seen[-1] if seen else ""
             out.raw_replies.append(bad)

@@ -412,29 +412,23 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
-    """`rubric-engine leaderboard DIR [DIR...] [--out DIR] [--n-boot N] [--seed N]`; Hydra-style
-    out= / bootstrap.samples= / bootstrap.seed= are accepted too. Errors raise ConfigError."""
-    import argparse
+    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N]`.
+    Errors raise ConfigError (the shared key=value style of cliargs)."""
+    from .cliargs import COMMANDS, parse
 
-    usage = "rubric-engine leaderboard DIR [DIR...] [--out DIR] [--n-boot N] [--seed N]"
+    parsed = parse(COMMANDS["leaderboard"], argv)
+    opts = parsed.options
 
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # type: ignore[override]
-            raise ConfigError(f"leaderboard: {message}; usage: {usage}")
+    def integer(key: str, default: int, least: int) -> int:
+        try:
+            value = int(opts.get(key) or default)
+        except ValueError:
+            raise ConfigError(f"leaderboard: {key}={opts[key]!r} is not an integer") from None
+        if value < least:
+            raise ConfigError(f"leaderboard: {key} must be at least {least}, got {value}")
+        return value
 
-    parser = Parser(prog="rubric-engine leaderboard", usage=usage,
-                    description="Rank stored run directories (or sweep directories holding them).")
-    parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
-    parser.add_argument("--out", "-o", type=Path, default=None, help="output dir (default: DIR, or ./leaderboard)")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    alias = {"out": "--out", "bootstrap.samples": "--n-boot", "bootstrap.seed": "--seed"}
-    args: list[str] = []
-    for a in argv:
-        key, eq, value = a.partition("=")
-        args += [alias[key], value] if eq and key in alias else [a]
-    ns = parser.parse_args(args)
-    if ns.n_boot < 1:
-        raise ConfigError(f"leaderboard: --n-boot must be at least 1, got {ns.n_boot}")
-    leaderboard_command(ns.dirs, ns.out, n_boot=ns.n_boot, seed=ns.seed)
+    out = Path(opts["out"]).expanduser() if opts.get("out") else None
+    leaderboard_command([Path(d) for d in parsed.positionals], out,
+                        n_boot=integer("bootstrap.samples", 1000, 1), seed=integer("bootstrap.seed", 0, 0))
     return 0

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 
 from rubric_engine.cache import ResultCache, default_cache_dir
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
+from rubric_engine.mockmodel import is_mock
 
 __all__ = ["ModelSpec", "CallResult", "CallStats", "ModelClient", "cache_key", "ResultCache",
            "default_cache_dir", "provider_key_env", "CACHE_KEY_VERSION"]
@@ -331,9 +332,10 @@ class ModelClient:
         await self.aclose()
 
     async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
-                       accept: Callable[[str], None] | None = None) -> CallResult:
+                       accept: Callable[[str], None] | None = None, expect: Any = None) -> CallResult:
         """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, and the exception
-        propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits."""
+        propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits.
+        `expect` (a mockmodel.VerdictShape) tells a `mock/` model what to answer; real models ignore it."""
         self.stats.calls += 1
         key = cache_key(self.spec, messages, response_format) if self.cache is not None else None
         if key is not None and self.cache is not None:
@@ -344,7 +346,7 @@ class ModelClient:
                                     int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0)
                 self._accept(accept, result)
                 return result
-        result = await self._call(messages, response_format)
+        result = self._mock(messages, expect) if is_mock(self.spec.model) else await self._call(messages, response_format)
         self._accept(accept, result)
         if key is not None and self.cache is not None:
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
@@ -417,6 +419,17 @@ class ModelClient:
             "transient": "check the provider's status, or raise max_retries / lower concurrency or rpm",
         }[failure.kind]
         return f"{who}: {failure.detail}; {advice}"
+
+    def _mock(self, messages: list[dict[str, Any]], expect: Any) -> CallResult:
+        """An offline, deterministic answer (see mockmodel.py); LiteLLM is never imported for it."""
+        from rubric_engine.mockmodel import mock_reply, mock_tokens
+
+        text = mock_reply(self.spec.model, messages, expect)
+        prompt = sum(mock_tokens(str(m.get("content", ""))) for m in messages)
+        self.stats.requests += 1
+        self.stats.prompt_tokens += prompt
+        self.stats.completion_tokens += mock_tokens(text)
+        return CallResult(text, prompt, mock_tokens(text), 0.0, False, 1)
 
     async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
         api_key = self._api_key()

@@ -22,6 +22,7 @@ from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
 from .judge import JudgeResult, judge_response
+from .mockmodel import is_mock
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages
 from .report import ProgressBoard, print_summary
@@ -105,12 +106,18 @@ def _given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence
     return None
 
 
-def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict[str, Any]:
-    """Run the stages the settings ask for and return the summary (also written to out_dir)."""
+def run_benchmark(settings: RunSettings, console: Console | None = None,
+                  results: Console | None = None) -> dict[str, Any]:
+    """Run the stages the settings ask for and return the summary (also written to out_dir).
+
+    `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
+    so `rubric-engine ... > result.txt` keeps results apart from progress.
+    """
     console = console or Console(stderr=True)
+    results = results or Console()
     spec, dataset, questions = _load(settings)
     for warning in dataset.warnings:
-        console.print(f"[yellow]data warning:[/] {warning}", highlight=False)
+        console.print(f"[yellow]data warning:[/] {warning}", highlight=False, soft_wrap=True)
     given = _given_answers(settings, spec, [q.id for q in dataset.questions])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
@@ -118,6 +125,11 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     if need_candidate and settings.candidate is None:
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
     judge_spec = settings.judge or declared_judge(spec, settings.timeout)
+    mocks = [m.name for m in (settings.candidate if need_candidate else None,
+                              judge_spec if settings.stage != "generate" else None) if m is not None and is_mock(m.model)]
+    if mocks:
+        console.print(f"[yellow]warning:[/] {', '.join(mocks)}: offline mock model(s); replies and verdicts are "
+                      "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
     check_api_keys(settings.candidate if need_candidate else None, judge_spec if settings.stage != "generate" else None)
 
     out = Path(settings.out_dir)
@@ -138,10 +150,10 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     summary = _summary(settings, spec, dataset.sha256, judge_spec, samples, calls)
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     if settings.stage != "generate" and settings.progress != "none":
-        print_summary(summary, spec.resolved()["taxonomy"], console, spec.locale,
+        print_summary(summary, spec.resolved()["taxonomy"], results, spec.locale,
                       {k: dict(v) for k, v in spec.report.subsets.items()},
                       {k: dict(v) for k, v in spec.report.scenarios.items()})
-    console.print(f"outputs: {out}", highlight=False, soft_wrap=True)
+    results.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
 
 
