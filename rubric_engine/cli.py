@@ -218,7 +218,18 @@ def _is_hydra_error(exc: BaseException) -> bool:
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
+    bad = getattr(exc, "override", None)  # Hydra's OverrideParseException names the override it choked on
+    if isinstance(bad, str) and bad not in text:
+        text = f"cannot parse override {bad!r}: {text}"
     return text[:400] + ("..." if len(text) > 400 else "")
+
+
+def _force_params(arg: str) -> str:
+    """`candidate.params.temperature=0` / `candidate.timeout=30` set keys the shipped entries leave out:
+    Hydra wants `++` for those, so add it rather than answer with Hydra's "use +" advice."""
+    if re.match(r"^(candidate|judge)\.(params\.[^=]+|timeout)=", arg):
+        return "++" + arg
+    return arg
 
 
 def _user_search_path(argv: list[str]) -> list[str]:
@@ -257,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         check_overrides(argv)
     except RubricEngineError as exc:
         sys.exit(_fail(exc, debug))
+    argv = [_force_params(a) for a in argv]
     sys.argv = [sys.argv[0], *argv, *_user_search_path(argv)]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's errors reach us, and become one line below
     try:

@@ -320,6 +320,7 @@ class ModelClient:
         self.concurrency, self.rpm, self.max_retries = concurrency, rpm, max_retries
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stats = CallStats()
+        self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
         self._limiter = _RateLimiter(rpm)
         self._sem: asyncio.Semaphore | None = None
         self._sem_loop: asyncio.AbstractEventLoop | None = None
@@ -337,6 +338,10 @@ class ModelClient:
         propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits.
         `expect` (a mockmodel.VerdictShape) tells a `mock/` model what to answer; real models ignore it."""
         self.stats.calls += 1
+        if is_mock(self.spec.model):  # deterministic and free: never stored in (or read from) the cache
+            result = self._mock(messages, expect)
+            self._accept(accept, result)
+            return result
         key = cache_key(self.spec, messages, response_format) if self.cache is not None else None
         if key is not None and self.cache is not None:
             hit = self.cache.get(key)
@@ -346,7 +351,7 @@ class ModelClient:
                                     int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0)
                 self._accept(accept, result)
                 return result
-        result = self._mock(messages, expect) if is_mock(self.spec.model) else await self._call(messages, response_format)
+        result = await self._call(messages, response_format)
         self._accept(accept, result)
         if key is not None and self.cache is not None:
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
@@ -433,6 +438,8 @@ class ModelClient:
 
     async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
         api_key = self._api_key()
+        if "litellm" not in sys.modules and self.notify is not None:
+            self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = _litellm()
         kwargs: dict[str, Any] = {**self.spec.params, "model": self.spec.model, "messages": messages,
                                   "timeout": self.spec.timeout, "num_retries": 0, "max_retries": 0}
@@ -466,4 +473,9 @@ class ModelClient:
             if failure.retry_after is not None:
                 self._limiter.pause(delay)  # the provider asked everyone on this key to wait
             self.stats.retries += 1
+            if self.notify is not None:
+                why = f"HTTP {failure.status}" if failure.status else failure.detail[:80]
+                wait = "rate limit: waiting as asked (Retry-After)" if failure.retry_after is not None else "backing off"
+                self.notify(f"{self.role} '{self.spec.name}': {why}; retry {attempts}/{self.max_retries} in "
+                            f"{delay:.1f}s ({wait})")
             await asyncio.sleep(delay)

@@ -52,6 +52,34 @@ def group_entries(group: str) -> list[str]:
     return sorted(names)
 
 
+def _group_keys(group: str) -> list[str]:
+    """Keys a model entry may set: those of the shipped entries, plus `timeout`."""
+    keys = {"timeout"}
+    for p in resources.files(_CONFIG_MODULE).joinpath(group).iterdir():
+        if p.name.endswith(".yaml"):
+            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+            keys |= set(data) if isinstance(data, dict) else set()
+    return sorted(keys)
+
+
+def _check_nested(key: str, top: str) -> None:
+    """`candidate.modle=` or `cache.dri=`: the key below the top level must exist too."""
+    parts = key.split(".")
+    if len(parts) < 2 or "@" in key or "/" in key:
+        return
+    if top in GROUPS:
+        known = _group_keys(top)
+        if parts[1] in known or parts[1] == "params":
+            return
+    else:
+        node = _primary().get(top)
+        if not isinstance(node, dict) or parts[1] in node:
+            return
+        known = [str(k) for k in node]
+    hint = did_you_mean(parts[1], known).replace(" (did you mean ", f" (did you mean {top}.").replace("?)", "=?)")
+    raise ConfigError(f"unknown key {key!r}{hint}; {top} has: {', '.join(known)}")
+
+
 def check_overrides(argv: Sequence[str]) -> None:
     """Raise ConfigError (one line) for an unknown top-level key or an unknown model entry."""
     keys: list[str] | None = None
@@ -69,6 +97,7 @@ def check_overrides(argv: Sequence[str]) -> None:
             hint = did_you_mean(top, keys).replace("?)", "=?)")
             raise ConfigError(f"unknown key {key!r}{hint}; known keys: {', '.join(keys)} "
                               "(see rubric-engine --help)")
+        _check_nested(key, top)
         if key in GROUPS and value and not _SWEEP_FN.match(value) and value.lower() != "null":
             entries = group_entries(key)
             for name in (v.strip() for v in value.split(",")):

@@ -7,7 +7,9 @@ so the CLI only turns its config into `RunSettings` and calls `run_benchmark`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,6 +34,7 @@ from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 __all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge"]
 
 STAGES = ("full", "generate", "score")
+log = logging.getLogger("rubric_engine")  # Hydra writes it to <run dir>/rubric-engine.log
 
 
 @dataclass
@@ -136,11 +139,21 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     out.mkdir(parents=True, exist_ok=True)
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
+    stages: dict[str, Any] = {}
+    t0 = time.monotonic()
+    log.info("start: benchmark %s, %d questions, stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
+             "max_retries %d, cache %s", spec.name, len(questions), settings.stage,
+             f"{settings.candidate.name} ({settings.candidate.model})" if need_candidate and settings.candidate
+             else "answers file", f"{judge_spec.name} ({judge_spec.model})" if settings.stage != "generate" else "none",
+             settings.concurrency, settings.rpm, settings.max_retries,
+             (settings.cache_dir or "default") if settings.cache_enabled else "off")
     try:
-        outcomes, calls = asyncio.run(_run_async(settings, spec, questions, given, judge_spec, cache, console))
+        outcomes, calls = asyncio.run(_run_async(settings, spec, questions, given, judge_spec, cache, console, stages))
     finally:
         if cache is not None:
             cache.close()
+    timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
+    timing["total"] = round(time.monotonic() - t0, 3)
 
     responses = {o.question.id: o.response for o in outcomes}
     rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
@@ -148,7 +161,11 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     if settings.stage != "generate":
         rundir.write_jsonl(out / rundir.SAMPLES_FILE, samples)
     summary = _summary(settings, spec, dataset.sha256, judge_spec, samples, calls)
+    summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
+    c = summary["counts"]
+    log.info("end: %d of %d scored, %d candidate errors, %d judge errors, %.1f s", c["scored"], c["questions"],
+             c["candidate_errors"], c["judge_errors"], timing["total"])
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved()["taxonomy"], results, spec.locale,
                       {k: dict(v) for k, v in spec.report.subsets.items()},
@@ -164,8 +181,10 @@ def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSp
 
 async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],
                      given: dict[str, str | None] | None, judge_spec: ModelSpec,
-                     cache: ResultCache | None, console: Console) -> tuple[list[_Outcome], dict[str, dict[str, int]]]:
-    """Each question flows generate -> judge on its own, so judging starts with the first answer."""
+                     cache: ResultCache | None, console: Console,
+                     stages: dict[str, Any]) -> tuple[list[_Outcome], dict[str, dict[str, int]]]:
+    """Each question flows generate -> judge on its own, so judging starts with the first answer.
+    `stages` receives the per-stage progress counters (their clocks give the wall time per stage)."""
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     judge = ModelClient(judge_spec, role="judge", **limits) if settings.stage != "generate" else None
@@ -173,10 +192,21 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
     with ProgressBoard(settings.progress, console) as board:
         gen_bar = board.stage("generate", len(questions)) if cand else None
         judge_bar = board.stage("judge", len(questions)) if judge else None
+        stages.update({"generate": gen_bar, "judge": judge_bar})
+
+        def notify(text: str) -> None:
+            board.note(text)
+            log.info(text)
+
+        for client in (cand, judge):
+            if client is not None:
+                client.notify = notify
 
         async def one(o: _Outcome) -> None:
             q = o.question
             if cand is not None:
+                assert gen_bar is not None
+                gen_bar.start()
                 try:
                     res = await cand.complete(candidate_messages(spec, q))
                     o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
@@ -187,7 +217,8 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
                     raise
                 except ModelCallError as exc:
                     o.candidate_error = str(exc)
-                assert gen_bar is not None
+                if o.candidate_error:
+                    log.info("candidate error on %s: %s", q.id, o.candidate_error)
                 gen_bar.advance(cached=bool(o.cand_cached), error=o.candidate_error is not None,
                                 tokens=sum(o.cand_tokens), cost=o.cand_cost)
             else:
@@ -196,10 +227,13 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
                     o.candidate_error = "no answer for this question in the answers file"
             if judge is None:
                 return
-            if o.response is not None:
-                o.judge = await judge_response(judge, spec, q, o.response)
             assert judge_bar is not None
+            if o.response is not None:
+                judge_bar.start()
+                o.judge = await judge_response(judge, spec, q, o.response)
             jr = o.judge
+            if jr is not None and jr.error:
+                log.info("judge error on %s: %s", q.id, jr.error)
             judge_bar.advance(cached=bool(jr and jr.cache_hits and jr.attempts == jr.cache_hits),
                               error=bool(jr and jr.error),
                               tokens=(jr.prompt_tokens + jr.completion_tokens) if jr else 0, cost=jr.cost if jr else None)
@@ -214,7 +248,9 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             for client in (cand, judge):
                 if client is not None:
                     await client.aclose()
-    calls = {role: {"made": c.stats.calls, "cache_hits": c.stats.cache_hits, "retries": c.stats.retries}
+    # "made": requests for results this invocation did not have; cache hits are counted apart
+    calls = {role: {"made": c.stats.calls - c.stats.cache_hits, "cache_hits": c.stats.cache_hits,
+                    "retries": c.stats.retries}
              if c else {"made": 0, "cache_hits": 0, "retries": 0} for role, c in (("candidate", cand), ("judge", judge))}
     return outcomes, calls
 
