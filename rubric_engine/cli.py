@@ -34,10 +34,26 @@ def _slug(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
+_MAX_DIR_BYTES = 200  # file systems allow 255 bytes per name; room is left for the job number prefix
+
+
 def _dir_safe(value: Any) -> str:
-    """A sweep job's override string as one directory name (no slashes, bounded length)."""
+    """A sweep job's override string as one directory name: no slashes, bounded, and never a cut value.
+
+    Whole `key=value` items are kept while they fit; the rest is replaced by `+N-more-<hash>`, so two
+    jobs never share a name and no name shows a value it did not run with (`limit=4` for `limit=40`).
+    """
     text = re.sub(r"[/\\:]+", "_", str(value)) or "run"
-    return text[:120]
+    if len(text.encode("utf-8")) <= _MAX_DIR_BYTES:
+        return text
+    items = re.split(r",(?=[\w.+~@-]+=)", text)
+    digest = __import__("hashlib").sha256(text.encode("utf-8")).hexdigest()[:8]
+    kept: list[str] = []
+    room = _MAX_DIR_BYTES - len(f",+{len(items)}-more-{digest}")
+    for item in items:  # an item too long to fit is dropped whole; shorter ones after it still count
+        if len(",".join([*kept, item]).encode("utf-8")) <= room:
+            kept.append(item)
+    return ",".join(kept) + f"{',' if kept else ''}+{len(items) - len(kept)}-more-{digest}"
 
 
 for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe)):

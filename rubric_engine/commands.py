@@ -128,40 +128,67 @@ def data_command(action: str, benchmark: str, benchmark_dirs: Sequence[str], cac
     return 0
 
 
-def _tokens(text: str) -> int:
-    """A rough token count: CJK characters ~1 token each, other text ~4 characters a token."""
-    cjk = sum(1 for ch in text if "\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef")
-    return cjk + (len(text) - cjk + 3) // 4
+def _counter() -> Any:
+    """LiteLLM's offline token counter (its bundled tokenizers; the price map read locally, never fetched)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm.token_counter
 
 
 def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_per_item: int = 60) -> dict[str, Any]:
-    """Calls, cached calls and estimated tokens per role, without calling any model."""
+    """Calls, cached calls and tokens per role, without calling any model.
+
+    Prompt tokens come from LiteLLM's token counter on the exact messages. A judge call counts as cached
+    when the reply it judges is known (a cached candidate reply, or the answers file) and the verdict for
+    that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
+    """
     from .cache import ResultCache, default_cache_dir
+    from .judge import RESPONSE_FORMAT
     from .models import cache_key
     from .prompts import candidate_messages, judge_messages
-    from .runner import _load, declared_judge
+    from .runner import _given_answers, _load, declared_judge
 
-    spec, _, questions = _load(settings)
+    spec, dataset, questions = _load(settings)
     judge = settings.judge or declared_judge(spec, settings.timeout)
+    given = _given_answers(settings, spec, [q.id for q in dataset.questions])
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
+    count = _counter()
     est: dict[str, Any] = {}
+    replies: dict[str, str | None] = dict(given) if given is not None else {}
+
+    def cached(model: Any, msgs: list[dict[str, Any]], formats: tuple[Any, ...]) -> dict[str, Any] | None:
+        for fmt in formats:
+            hit = cache.get(cache_key(model, msgs, fmt)) if cache is not None else None
+            if hit is not None:
+                return hit
+        return None
+
     try:
-        roles = [("judge", judge)] if settings.answers or settings.from_run else [("candidate", settings.candidate), ("judge", judge)]
+        roles = [("judge", judge)] if given is not None else [("candidate", settings.candidate), ("judge", judge)]
+        if settings.stage == "generate":
+            roles = [r for r in roles if r[0] == "candidate"]
         for role, model in roles:
             if model is None:
                 raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
-            prompt = completion = cached = 0
+            prompt = completion = n_cached = 0
             for q in questions:
                 if role == "candidate":
                     msgs = candidate_messages(spec, q)
-                    completion += reply_tokens
-                    cached += int(cache is not None and cache.get(cache_key(model, msgs, None)) is not None)
+                    hit = cached(model, msgs, (None,))
+                    replies[q.id] = hit.get("text") if hit else None
+                    completion += int(hit.get("completion_tokens") or 0) if hit else reply_tokens
                 else:
-                    msgs = judge_messages(spec, q, "x" * reply_tokens)
-                    completion += judge_reply_tokens_per_item * len(q.criteria)
-                prompt += sum(_tokens(str(m.get("content", ""))) for m in msgs)
-            est[role] = {"model": model.model, "name": model.name, "calls": len(questions), "cached": cached,
+                    reply = replies.get(q.id)
+                    msgs = judge_messages(spec, q, reply if reply is not None else "")
+                    prompt += reply_tokens if reply is None else 0  # the reply to judge is not known yet
+                    hit = cached(model, msgs, (RESPONSE_FORMAT, None)) if reply is not None else None
+                    completion += int(hit.get("completion_tokens") or 0) if hit else \
+                        judge_reply_tokens_per_item * len(q.criteria)
+                n_cached += hit is not None
+                prompt += count(model=model.model, messages=msgs)
+            est[role] = {"model": model.model, "name": model.name, "calls": len(questions), "cached": n_cached,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
     finally:
@@ -192,6 +219,7 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         t.add_row(role, e["model"], str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
                   f"~{e['completion_tokens']:,}", cost)
     console.print(t)
-    console.print("Token counts are estimates (CJK ~1 token a character, other text ~4 characters a token; "
-                  "candidate replies assumed ~400 tokens, judge verdicts ~60 tokens an item).")
+    console.print("Prompt tokens: LiteLLM's token counter on the exact messages (a judge prompt whose reply is not "
+                  "known yet adds ~400 tokens for it). Completion tokens: the cached replies' own counts, "
+                  "else ~400 a candidate reply and ~60 a judge item.", soft_wrap=True)
     return est

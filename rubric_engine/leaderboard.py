@@ -382,7 +382,9 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
     rows = [_row(r, lab, tax, n_boot, seed, alpha, warnings) for r, lab in zip(runs, _labels(runs))]
     rows.sort(key=lambda r: (r.overall is None, -(r.overall or 0.0), r.label))
     for i, r in enumerate(rows, 1):
-        r.rank = i
+        prev = rows[i - 2] if i > 1 else None
+        # equal overall scores share a rank (1, 2, 2, 4): the order within a tie is only alphabetical
+        r.rank = prev.rank if prev is not None and prev.overall == r.overall else i
         if r.counts["judge_errors"] or r.counts["candidate_errors"]:
             warnings.append(f"{r.label}: {r.counts['judge_errors']} judge errors and {r.counts['candidate_errors']} "
                             f"candidate errors are left out of its scores ({r.counts['scored']}/"

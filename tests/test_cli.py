@@ -236,5 +236,16 @@ def test_dry_run_counts_calls_and_calls_nothing(tmp_path: Path, env: dict[str, s
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
             for line in res.stdout.splitlines() if line.startswith("│")}
     assert rows["candidate"][:3] == ["openai/cand", "5", "2"]  # 5 calls, 2 already cached
-    assert rows["judge"][:2] == ["openai/judge", "5"]
+    assert rows["judge"][:3] == ["openai/judge", "5", "2"]  # the verdicts on the 2 cached replies are cached too
+    # prompt tokens are LiteLLM's own count of the exact candidate messages
+    import os
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+    from rubric_engine.dataset import load_dataset, select
+    from rubric_engine.prompts import candidate_messages
+    from rubric_engine.spec import load_spec
+    spec = load_spec("heartbench")
+    qs = select(load_dataset(spec, DATA).questions, limit=5)
+    counted = sum(litellm.token_counter(model="openai/cand", messages=candidate_messages(spec, q)) for q in qs)
+    assert rows["candidate"][3] == f"~{counted:,}"
     assert rows["candidate"][-1] == "unknown price"
