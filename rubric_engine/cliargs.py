@@ -1,6 +1,6 @@
 """One argument style for every `rubric-engine` subcommand: positional values, then key=value options.
 
-Why one module: a user who learnt `rubric-engine benchmark=heartbench limit=5` should not meet
+Why one module: a user who learnt `rubric-engine benchmark=my_bench limit=5` should not meet
 `--extends X` in one subcommand and `out=X` in the next. Every subcommand is declared once in COMMANDS
 (usage, positionals, keys, examples); `parse` gives `--help` to all of them, rejects unknown keys with a
 "did you mean" and never imports Hydra, so it also serves code that runs before Hydra starts.
@@ -125,7 +125,7 @@ COMMANDS: dict[str, Command] = {
         [("BENCHMARK", _BENCH + " (same as benchmark=)")],
         {"benchmark": _BENCH, "benchmark_dirs": "[DIR,...] searched first for specs",
          "data.path": "a local data file instead of the pinned download", "data.cache_dir": "where downloads are kept"},
-        examples=["rubric-engine validate heartbench_en", "rubric-engine validate benchmark=heartbench data.path=rows.jsonl"]),
+        examples=["rubric-engine validate my_bench", "rubric-engine validate benchmark=my_bench data.path=rows.jsonl"]),
     "cache": Command(
         "cache", "Show or empty the durable cache of completed model calls.",
         [("ACTION", "info (default) or clear")], {"cache.dir": "the cache directory (default: $RUBRIC_ENGINE_CACHE "
@@ -136,13 +136,13 @@ COMMANDS: dict[str, Command] = {
         [("DIR...", "run or sweep directories")],
         {"out": "output directory (default: the one DIR given, or ./leaderboard)",
          "bootstrap.samples": "bootstrap resamples (default 1000)", "bootstrap.seed": "bootstrap seed (default 0)"},
-        required_positionals=1, examples=["rubric-engine leaderboard multirun/heartbench/2026-11-22_10-00-00"]),
+        required_positionals=1, examples=["rubric-engine leaderboard multirun/my_bench/2026-11-22_10-00-00"]),
     "new": Command(
         "new", "Create a benchmark variant that extends another, with copies of its templates to edit.",
         [("NAME", "the new benchmark's name")],
         {"extends": "the parent benchmark (default: the configured benchmark)",
          "dir": "where to create it (default: ./benchmarks)", "locale": "the variant's locale (default: the parent's)"},
-        required_positionals=1, examples=["rubric-engine new my_variant extends=heartbench_en locale=en"]),
+        required_positionals=1, examples=["rubric-engine new my_variant extends=my_bench locale=en"]),
     "localize": Command(
         "localize", "Translate and culturally adapt a benchmark's data with a model; writes a review CSV.",
         (), {"source": "the benchmark to translate", "target": "the new benchmark's name",
@@ -153,11 +153,11 @@ COMMANDS: dict[str, Command] = {
              "review": "an edited review CSV to apply", "concurrency": "calls in flight",
              "rpm": "requests-per-minute cap", "timeout": "seconds per call", "cache.dir": "call cache directory",
              "benchmark_dirs": "[DIR,...] searched first for specs"},
-        examples=["rubric-engine localize source=heartbench target=heartbench_xx locale=en model=openai/gpt-4o"]),
+        examples=["rubric-engine localize source=my_bench target=my_bench_en locale=en model=openai/gpt-4o"]),
     "data": Command(
         "data", "Download a benchmark's pinned data into the data cache (checked against its sha256) and print "
                 "the path.", [("ACTION", "fetch (default) or path (print where it is, download nothing)")],
         {"benchmark": _BENCH, "benchmark_dirs": "[DIR,...] searched first for specs",
          "data.cache_dir": "where downloads are kept (default: $XDG_CACHE_HOME/rubric-engine/data)"},
-        examples=["rubric-engine data fetch benchmark=heartbench"]),
+        examples=["rubric-engine data fetch benchmark=my_bench"]),
 }
