@@ -26,11 +26,12 @@ def test_wheel_installs_and_runs_the_keyless_quickstart(tmp_path: Path, env: dic
     clean = tmp_path / "venv"
     venv.create(clean, with_pip=False)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(clean), "platbase": str(clean)}))
-    # the dependencies come from the test venv (offline, fast); the package itself only from the wheel
-    (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
     py = clean / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
                    check=True, capture_output=True, text=True, timeout=600)
+    # then the dependencies come from the test venv (offline, fast), after the venv's own site-packages,
+    # so the package itself is the wheel's (written after the install, or pip sees it already satisfied)
+    (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
     empty = tmp_path / "empty"
     empty.mkdir()
     run_env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
