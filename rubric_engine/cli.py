@@ -25,7 +25,7 @@ from .errors import ConfigError, RubricEngineError
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
 
 CONFIG_MODULE = "rubric_engine.conf"
-SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data")
+SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree")
 
 
 def _slug(value: Any) -> str:
@@ -190,7 +190,12 @@ def _subcommand(name: str, args: list[str]) -> int:
 
     debug = any(a.lower() in ("debug=true", "--debug") for a in args)
     try:
-        parsed = parse(COMMANDS[name], args)
+        if name in ("review", "agree"):  # their own key=value parser (kvargs); help comes from cliargs
+            if any(a in ("-h", "--help") for a in args):
+                raise HelpRequested(COMMANDS[name].help())
+            parsed = None
+        else:
+            parsed = parse(COMMANDS[name], args)
         if name == "validate":
             from .commands import validate_command
 
@@ -214,11 +219,22 @@ def _subcommand(name: str, args: list[str]) -> int:
             from .scaffold import new_command
 
             return new_command(args)
+        if name == "review":
+            from .review import review_main
+
+            return review_main(args)
+        if name == "agree":
+            from .agree import agree_main
+
+            return agree_main(args)
         from .localize import localize_command
 
         return localize_command([a for a in args if a.partition("=")[0] != "debug"])
     except HelpRequested as text:
-        print(text)
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:  # `rubric-engine x --help | head`: the reader left, which is fine
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except RubricEngineError as exc:
         return _fail(exc, debug)

@@ -37,6 +37,17 @@ class Command:
     options: Mapping[str, str] = field(default_factory=dict)
     required_positionals: int = 0
     examples: Sequence[str] = ()
+    details_from: str = ""  # "module:NAME" of a longer description kept beside the command's code
+
+    def details(self) -> str:
+        """The command's own long description, without its usage lines (they would repeat ours)."""
+        if not self.details_from:
+            return ""
+        import importlib
+
+        module, name = self.details_from.split(":")
+        text = str(getattr(importlib.import_module(module), name))
+        return text.split("\n\n", 1)[1].strip() if "\n\n" in text else ""
 
     def usage(self) -> str:
         pos = " ".join(m if i < self.required_positionals else f"[{m}]" for i, (m, _) in enumerate(self.positionals))
@@ -46,6 +57,8 @@ class Command:
     def help(self) -> str:
         width = max([len(m) for m, _ in self.positionals] + [len(k) + 4 for k in {**self.options, **COMMON}] + [8])
         lines = [f"usage: {self.usage()}", "", self.summary, ""]
+        if self.details():
+            lines += [self.details(), ""]
         if self.positionals:
             lines += ["arguments:"] + [f"  {m:<{width}}  {h}" for m, h in self.positionals] + [""]
         lines += ["options (key=value):"] + [f"  {k + '=...':<{width}}  {h}" for k, h in {**self.options, **COMMON}.items()]
@@ -154,6 +167,23 @@ COMMANDS: dict[str, Command] = {
              "rpm": "requests-per-minute cap", "timeout": "seconds per call", "cache.dir": "call cache directory",
              "benchmark_dirs": "[DIR,...] searched first for specs"},
         examples=["rubric-engine localize source=my_bench target=my_bench_en locale=en model=openai/gpt-4o"]),
+    "review": Command(
+        "review", "Export a blind, stratified review sheet (review.html, review.csv, sheet.json) of judged items "
+                  "from run directories, for people to label.",
+        [("export", "the action"), ("RUN_DIR...", "run directories (several candidates or judges)")],
+        {"n": "items to sample (default 100)", "seed": "sampling seed (default 0)",
+         "stratify": "[FIELD,...] item fields to stratify by (default [ability,subset])",
+         "unit": "item (default) or reply: sample whole replies", "out": "output directory (default review/)"},
+        required_positionals=2, examples=["rubric-engine review export outputs/run1 outputs/run2 n=200 out=sheet"],
+        details_from="rubric_engine.review:USAGE"),
+    "agree": Command(
+        "agree", "Judge-human and human-human agreement on labelled items; writes agreement.json, .md and .html.",
+        [("RUN_DIR...", "run directories whose verdicts were labelled")],
+        {"labels": "FILE[,FILE...] labels saved from review.html, the filled review.csv, or JSONL/CSV",
+         "out": "output directory (default RUN_DIR/agreement)", "by": "[FIELD,...] extra breakdowns",
+         "n_boot": "bootstrap resamples (default 1000)", "seed": "bootstrap seed (default 0)"},
+        required_positionals=1, examples=["rubric-engine agree outputs/run1 labels=labels.jsonl"],
+        details_from="rubric_engine.agree:USAGE"),
     "data": Command(
         "data", "Download a benchmark's pinned data into the data cache (checked against its sha256) and print "
                 "the path.", [("ACTION", "fetch (default) or path (print where it is, download nothing)")],
