@@ -137,7 +137,8 @@ COMMANDS: dict[str, Command] = {
         "validate", "Check a benchmark spec and its data; print the taxonomy and scenario tables with counts.",
         [("BENCHMARK", _BENCH + " (same as benchmark=)")],
         {"benchmark": _BENCH, "benchmark_dirs": "[DIR,...] searched first for specs",
-         "data.path": "a local data file instead of the pinned download", "data.cache_dir": "where downloads are kept"},
+         "data.path": "a local data file instead of the pinned download", "data.cache_dir": "where downloads are kept",
+         "trust_code": "true: a spec's module:function scoring formula may be imported (runs its code)"},
         examples=["rubric-engine validate my_bench", "rubric-engine validate benchmark=my_bench data.path=rows.jsonl"]),
     "cache": Command(
         "cache", "Show or empty the durable cache of completed model calls.",

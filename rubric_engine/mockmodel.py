@@ -37,7 +37,7 @@ class VerdictShape:
     """
 
     items: int
-    list_key: str = "criteria"
+    list_key: str | None = "criteria"  # None: one criterion per call, answered as a single object
     fields: Mapping[str, Any] = field(default_factory=lambda: {"id": "id", "reasoning": "text", "met": "bool"})
 
 
@@ -63,6 +63,8 @@ def mock_verdict(shape: VerdictShape, seed: str) -> str:
     """A valid verdict JSON for `shape`; the same `seed` (the prompt) always gives the same verdict."""
     items = [{name: _value(kind, name, i, seed) for name, kind in shape.fields.items()}
              for i in range(1, shape.items + 1)]
+    if shape.list_key is None:
+        return json.dumps(items[0] if items else {}, ensure_ascii=False)
     return json.dumps({shape.list_key: items}, ensure_ascii=False)
 
 

@@ -21,6 +21,7 @@ import os
 import random
 import re
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
@@ -187,6 +188,22 @@ class _Failure:
     retry_after: float | None
     detail: str
     kind: str  # "context", "auth", ... chooses the advice in the message
+
+
+_PRELOAD: threading.Thread | None = None
+_ANNOUNCED = False  # the 'loading LiteLLM' line is shown once per process
+
+
+def preload_litellm() -> None:
+    """Start importing LiteLLM in a daemon thread, for a caller that knows calls will be made.
+
+    Imports are thread-safe (per-module import locks), so `_litellm()` in the event loop simply
+    waits for the module the thread is loading. Idempotent."""
+    global _PRELOAD
+    if _PRELOAD is None and "litellm" not in sys.modules:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        _PRELOAD = threading.Thread(target=_litellm, name="litellm-import", daemon=True)
+        _PRELOAD.start()
 
 
 def _litellm() -> Any:
@@ -438,7 +455,10 @@ class ModelClient:
 
     async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
         api_key = self._api_key()
-        if "litellm" not in sys.modules and self.notify is not None:
+        global _ANNOUNCED
+        loading = "litellm" not in sys.modules or (_PRELOAD is not None and _PRELOAD.is_alive())
+        if loading and not _ANNOUNCED and self.notify is not None:
+            _ANNOUNCED = True
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = _litellm()
         kwargs: dict[str, Any] = {**self.spec.params, "model": self.spec.model, "messages": messages,
