@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .datatypes import Question
 from .errors import FatalModelError, ModelCallError
+from .mockmodel import VerdictShape as MockShape
 from .prompts import judge_messages
 from .verdicts import DEFAULT_SHAPE, Verdict, VerdictError, VerdictShape
 
@@ -110,22 +111,32 @@ def uses_json_schema(client: Any) -> bool:
     return not _NO_JSON_SCHEMA.get(client, False)
 
 
+def _mock_shape(shape: VerdictShape, n: int) -> MockShape:
+    """What a valid verdict looks like, told to a `mock/` judge so it can build one (real models ignore it)."""
+    fields = {shape.id: "id"} if shape.shape == "list" else {}
+    fields.update({shape.reasoning: "text", shape.met: "bool"})
+    return MockShape(items=n, list_key=shape.list_key if shape.shape == "list" else None, fields=fields)
+
+
 async def _complete(client: "ModelClient", messages: list[dict[str, str]], accept: Callable[[str], None],
-                    response_format: dict[str, Any] | None, original: list[dict[str, str]]) -> "CallResult":
+                    response_format: dict[str, Any] | None, original: list[dict[str, str]],
+                    expect: MockShape | None = None) -> "CallResult":
     """One judge reply: json_schema first; on HTTP 400 retry at once without response_format.
 
     Every reply is cached under the `original` request (not the re-ask conversation) so a resumed run
-    asking the original request finds the validated verdict."""
+    asking the original request finds the validated verdict. `expect` tells a mock judge the shape."""
     if not uses_json_schema(client):
-        return await client.complete(messages, response_format=None, accept=accept, cache_as=original)
+        return await client.complete(messages, response_format=None, accept=accept, cache_as=original,
+                                     expect=expect)
     try:
         return await client.complete(messages, response_format=response_format or RESPONSE_FORMAT, accept=accept,
-                                     cache_as=original)
+                                     cache_as=original, expect=expect)
     except FatalModelError as exc:
         if exc.status != 400 or "context window" in str(exc):  # too long a prompt: no format would help
             raise
     try:
-        result = await client.complete(messages, response_format=None, accept=accept, cache_as=original)
+        result = await client.complete(messages, response_format=None, accept=accept, cache_as=original,
+                                       expect=expect)
     except VerdictError:
         _NO_JSON_SCHEMA[client] = True  # the server answered: it was the response_format it refused
         raise
@@ -203,7 +214,7 @@ async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: Ver
 
         out.attempts += 1
         try:
-            result = await _complete(client, messages, accept, response_format, original)
+            result = await _complete(client, messages, accept, response_format, original, _mock_shape(shape, n))
         except VerdictError as exc:
             bad = seen[-1] if seen else ""
             out.raw_replies.append(bad)

@@ -334,7 +334,7 @@ def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False) -> list[
         listing = "; ".join(f"{r.dir}: {str(r.summary.get('spec_hash'))[:12]}" for r in runs)
         raise ConfigError(f"these runs used different versions of the spec (rules or prompts differ), so their "
                           f"scores are not comparable ({listing}); rank one version at a time, or pass "
-                          "--allow-mixed-specs to rank them anyway")
+                          "allow_mixed_specs=true to rank them anyway")
     names = sorted({r.benchmark for r in runs})
     if len(names) > 1:
         listing = "; ".join(f"{r.dir}: {r.benchmark}" for r in runs)
@@ -426,7 +426,9 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
     rows = [_row(r, lab, tax, n_boot, seed, alpha, warnings) for r, lab in zip(runs, _labels(runs))]
     rows.sort(key=lambda r: (r.overall is None, -(r.overall or 0.0), r.label))
     for i, r in enumerate(rows, 1):
-        r.rank = i
+        prev = rows[i - 2] if i > 1 else None
+        # equal overall scores share a rank (1, 2, 2, 4): the order within a tie is only alphabetical
+        r.rank = prev.rank if prev is not None and prev.overall == r.overall else i
         if r.counts["judge_errors"] or r.counts["candidate_errors"]:
             warnings.append(f"{r.label}: {r.counts['judge_errors']} judge errors and {r.counts['candidate_errors']} "
                             f"candidate errors are left out of its scores ({r.counts['scored']}/"
@@ -456,31 +458,24 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
-    """`rubric-engine leaderboard DIR [DIR...] [--out DIR] [--n-boot N] [--seed N]`; Hydra-style
-    out= / bootstrap.samples= / bootstrap.seed= are accepted too. Errors raise ConfigError."""
-    import argparse
+    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N]`.
+    Errors raise ConfigError (the shared key=value style of cliargs)."""
+    from .cliargs import COMMANDS, parse
 
-    usage = "rubric-engine leaderboard DIR [DIR...] [--out DIR] [--n-boot N] [--seed N]"
+    parsed = parse(COMMANDS["leaderboard"], argv)
+    opts = parsed.options
 
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # type: ignore[override]
-            raise ConfigError(f"leaderboard: {message}; usage: {usage}")
+    def integer(key: str, default: int, least: int) -> int:
+        try:
+            value = int(opts.get(key) or default)
+        except ValueError:
+            raise ConfigError(f"leaderboard: {key}={opts[key]!r} is not an integer") from None
+        if value < least:
+            raise ConfigError(f"leaderboard: {key} must be at least {least}, got {value}")
+        return value
 
-    parser = Parser(prog="rubric-engine leaderboard", usage=usage,
-                    description="Rank stored run directories (or sweep directories holding them).")
-    parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
-    parser.add_argument("--out", "-o", type=Path, default=None, help="output dir (default: DIR, or ./leaderboard)")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    parser.add_argument("--allow-mixed-specs", action="store_true",
-                        help="rank runs made with different versions of the spec (different spec_hash)")
-    alias = {"out": "--out", "bootstrap.samples": "--n-boot", "bootstrap.seed": "--seed"}
-    args: list[str] = []
-    for a in argv:
-        key, eq, value = a.partition("=")
-        args += [alias[key], value] if eq and key in alias else [a]
-    ns = parser.parse_args(args)
-    if ns.n_boot < 1:
-        raise ConfigError(f"leaderboard: --n-boot must be at least 1, got {ns.n_boot}")
-    leaderboard_command(ns.dirs, ns.out, n_boot=ns.n_boot, seed=ns.seed, allow_mixed_specs=ns.allow_mixed_specs)
+    out = Path(opts["out"]).expanduser() if opts.get("out") else None
+    leaderboard_command([Path(d) for d in parsed.positionals], out,
+                        n_boot=integer("bootstrap.samples", 1000, 1), seed=integer("bootstrap.seed", 0, 0),
+                        allow_mixed_specs=str(opts.get("allow_mixed_specs", "false")).lower() in ("true", "1", "yes"))
     return 0

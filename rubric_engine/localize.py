@@ -435,7 +435,7 @@ def _next_steps(opts: LocalizeOptions, data_file: str, sha: str) -> str:
     from .spec import SPEC_FILE, benchmark_search_path, list_benchmarks
 
     variant = list_benchmarks(benchmark_search_path(opts.benchmark_dirs)).get(opts.target)
-    steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} --extends {opts.source}"
+    steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} extends={opts.source}"
                                                       + (f" --locale {opts.locale}" if opts.locale else "")]
     path = os.path.relpath(data_file, variant) if variant else data_file
     yaml_file = variant / SPEC_FILE if variant else Path(opts.target) / SPEC_FILE

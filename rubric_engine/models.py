@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 
 from rubric_engine.cache import ResultCache, default_cache_dir
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
+from rubric_engine.mockmodel import is_mock
 from rubric_engine.redact import redact, register_secret
 
 __all__ = ["ModelSpec", "CallResult", "CallStats", "ModelClient", "cache_key", "ResultCache",
@@ -197,6 +198,7 @@ class _Failure:
 
 
 _PRELOAD: threading.Thread | None = None
+_ANNOUNCED = False  # the 'loading LiteLLM' line is shown once per process
 
 
 def preload_litellm() -> None:
@@ -366,6 +368,7 @@ class ModelClient:
         self.concurrency, self.rpm, self.max_retries = concurrency, rpm, max_retries
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stats = CallStats()
+        self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
         self._limiter = _RateLimiter(rpm)
         self._sem: asyncio.Semaphore | None = None
         self._sem_loop: asyncio.AbstractEventLoop | None = None
@@ -380,13 +383,18 @@ class ModelClient:
 
     async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
                        accept: Callable[[str], None] | None = None,
-                       cache_as: list[dict[str, Any]] | None = None) -> CallResult:
+                       cache_as: list[dict[str, Any]] | None = None, expect: Any = None) -> CallResult:
         """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, and the exception
         propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits.
 
         `cache_as`: the messages whose key stores the result (default `messages`). A re-ask passes the
-        original request, so the validated answer is found again by the original request on resume."""
+        original request, so the validated answer is found again by the original request on resume.
+        `expect` (a mockmodel.VerdictShape) tells a `mock/` model what to answer; real models ignore it."""
         self.stats.calls += 1
+        if is_mock(self.spec.model):  # deterministic and free: never stored in (or read from) the cache
+            result = self._mock(messages, expect)
+            self._accept(accept, result)
+            return result
         key = cache_key(self.spec, cache_as or messages, response_format) if self.cache is not None else None
         if key is not None and self.cache is not None:
             hit = self.cache.get(key)
@@ -477,8 +485,24 @@ class ModelClient:
         }[failure.kind]
         return f"{who}: {failure.detail}; {advice}"
 
+    def _mock(self, messages: list[dict[str, Any]], expect: Any) -> CallResult:
+        """An offline, deterministic answer (see mockmodel.py); LiteLLM is never imported for it."""
+        from rubric_engine.mockmodel import mock_reply, mock_tokens
+
+        text = mock_reply(self.spec.model, messages, expect)
+        prompt = sum(mock_tokens(str(m.get("content", ""))) for m in messages)
+        self.stats.requests += 1
+        self.stats.prompt_tokens += prompt
+        self.stats.completion_tokens += mock_tokens(text)
+        return CallResult(text, prompt, mock_tokens(text), 0.0, False, 1)
+
     async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
         api_key = self._api_key()
+        global _ANNOUNCED
+        loading = "litellm" not in sys.modules or (_PRELOAD is not None and _PRELOAD.is_alive())
+        if loading and not _ANNOUNCED and self.notify is not None:
+            _ANNOUNCED = True
+            self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = _litellm()
         kwargs: dict[str, Any] = {**self.spec.params, "model": self.spec.model, "messages": messages,
                                   "timeout": self.spec.timeout, "num_retries": 0, "max_retries": 0}
@@ -521,4 +545,9 @@ class ModelClient:
             if failure.retry_after is not None:
                 self._limiter.pause(delay)  # the provider asked everyone on this key to wait
             self.stats.retries += 1
+            if self.notify is not None:
+                why = f"HTTP {failure.status}" if failure.status else failure.detail[:80]
+                wait = "rate limit: waiting as asked (Retry-After)" if failure.retry_after is not None else "backing off"
+                self.notify(f"{self.role} '{self.spec.name}': {why}; retry {attempts}/{self.max_retries} in "
+                            f"{delay:.1f}s ({wait})")
             await asyncio.sleep(delay)

@@ -7,7 +7,9 @@ so the CLI only turns its config into `RunSettings` and calls `run_benchmark`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -23,6 +25,7 @@ from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
 from .judge import JudgeResult, judge_response
+from .mockmodel import is_mock
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages, check_templates
 from .redact import redact
@@ -34,6 +37,7 @@ from .speccheck import check_breakdowns_against_data
 __all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge"]
 
 STAGES = ("full", "generate", "score")
+log = logging.getLogger("rubric_engine")  # Hydra writes it to <run dir>/rubric-engine.log
 
 
 @dataclass
@@ -134,13 +138,19 @@ def _given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence
     return None
 
 
-def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict[str, Any]:
-    """Run the stages the settings ask for and return the summary (also written to out_dir)."""
+def run_benchmark(settings: RunSettings, console: Console | None = None,
+                  results: Console | None = None) -> dict[str, Any]:
+    """Run the stages the settings ask for and return the summary (also written to out_dir).
+
+    `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
+    so `rubric-engine ... > result.txt` keeps results apart from progress.
+    """
     console = console or Console(stderr=True)
+    results = results or Console()
     _start_litellm_early(settings)
     spec, dataset, questions = _load(settings)
     for warning in dataset.warnings:
-        console.print(f"[yellow]data warning:[/] {warning}", highlight=False)
+        console.print(f"[yellow]data warning:[/] {warning}", highlight=False, soft_wrap=True)
     if not _shipped(spec):
         console.print(f"spec: {spec.dir} (not the shipped {spec.name})" if _shipped_name(spec.name) else
                       f"spec: {spec.dir}", highlight=False, soft_wrap=True)
@@ -151,6 +161,11 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     if need_candidate and settings.candidate is None:
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
     judge_spec = settings.judge or declared_judge(spec, settings.timeout)
+    mocks = [m.name for m in (settings.candidate if need_candidate else None,
+                              judge_spec if settings.stage != "generate" else None) if m is not None and is_mock(m.model)]
+    if mocks:
+        console.print(f"[yellow]warning:[/] {', '.join(mocks)}: offline mock model(s); replies and verdicts are "
+                      "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
     check_api_keys(settings.candidate if need_candidate else None, judge_spec if settings.stage != "generate" else None)
 
     out = Path(settings.out_dir)
@@ -159,11 +174,21 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     manifest = rundir.begin_run(out, _identity(settings, spec, digest, judge_spec))
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
+    stages: dict[str, Any] = {}
+    t0 = time.monotonic()
+    log.info("start: benchmark %s, %d questions, stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
+             "max_retries %d, cache %s", spec.name, len(questions), settings.stage,
+             f"{settings.candidate.name} ({settings.candidate.model})" if need_candidate and settings.candidate
+             else "answers file", f"{judge_spec.name} ({judge_spec.model})" if settings.stage != "generate" else "none",
+             settings.concurrency, settings.rpm, settings.max_retries,
+             (settings.cache_dir or "default") if settings.cache_enabled else "off")
     try:
-        outcomes, calls = asyncio.run(_run_async(settings, spec, questions, given, judge_spec, cache, console))
+        outcomes, calls = asyncio.run(_run_async(settings, spec, questions, given, judge_spec, cache, console, stages))
     finally:
         if cache is not None:
             cache.close()
+    timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
+    timing["total"] = round(time.monotonic() - t0, 3)
 
     responses = {o.question.id: o.response for o in outcomes}
     rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
@@ -178,11 +203,15 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     scored = [s for s in typed if s is not None]  # typed results straight from the judge, not re-parsed dicts
     summary = _summary(settings, spec, dataset, judge_spec, samples, scored, calls)
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
+    summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     rundir.finish_run(out, manifest)
+    c = summary["counts"]
+    log.info("end: %d of %d scored, %d candidate errors, %d judge errors, %.1f s", c["scored"], c["questions"],
+             c["candidate_errors"], c["judge_errors"], timing["total"])
     if settings.stage != "generate" and settings.progress != "none":
-        print_summary(summary, spec.resolved(), console)
-    console.print(f"outputs: {out}", highlight=False, soft_wrap=True)
+        print_summary(summary, spec.resolved(), results)
+    results.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
 
 
@@ -231,6 +260,11 @@ def _start_litellm_early(settings: RunSettings) -> None:
     its own thread it overlaps the I/O of start-up (a data download, a slow disk), not the parsing."""
     if settings.stage == "score" and not (settings.answers or settings.from_run):
         return  # a config error is coming; nothing to preload for
+    needs = [settings.candidate if not (settings.answers or settings.from_run) else None,
+             settings.judge if settings.stage != "generate" else None]
+    if settings.judge is not None or settings.stage == "generate":
+        if all(m is None or is_mock(m.model) for m in needs):
+            return  # mock models only: LiteLLM is never needed
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     if not settings.cache_enabled or not (cache_dir / "cache.db").is_file():
         from .models import preload_litellm
@@ -245,8 +279,10 @@ def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSp
 
 async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],
                      given: dict[str, str | None] | None, judge_spec: ModelSpec,
-                     cache: ResultCache | None, console: Console) -> tuple[list[_Outcome], dict[str, dict[str, int]]]:
-    """Each question flows generate -> judge on its own, so judging starts with the first answer."""
+                     cache: ResultCache | None, console: Console,
+                     stages: dict[str, Any]) -> tuple[list[_Outcome], dict[str, dict[str, int]]]:
+    """Each question flows generate -> judge on its own, so judging starts with the first answer.
+    `stages` receives the per-stage progress counters (their clocks give the wall time per stage)."""
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     judge = ModelClient(judge_spec, role="judge", **limits) if settings.stage != "generate" else None
@@ -254,10 +290,21 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
     with ProgressBoard(settings.progress, console) as board:
         gen_bar = board.stage("generate", len(questions)) if cand else None
         judge_bar = board.stage("judge", len(questions)) if judge else None
+        stages.update({"generate": gen_bar, "judge": judge_bar})
+
+        def notify(text: str) -> None:
+            board.note(text)
+            log.info(text)
+
+        for client in (cand, judge):
+            if client is not None:
+                client.notify = notify
 
         async def one(o: _Outcome) -> None:
             q = o.question
             if cand is not None:
+                assert gen_bar is not None
+                gen_bar.start()
                 try:
                     res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate)
                     o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
@@ -272,7 +319,8 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
                     o.candidate_error = redact(str(exc))
                 except ModelCallError as exc:
                     o.candidate_error = redact(str(exc))
-                assert gen_bar is not None
+                if o.candidate_error:
+                    log.info("candidate error on %s: %s", q.id, o.candidate_error)
                 gen_bar.advance(cached=bool(o.cand_cached), error=o.candidate_error is not None,
                                 tokens=sum(o.cand_tokens), cost=o.cand_cost)
             else:
@@ -281,10 +329,13 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
                     o.candidate_error = "no answer for this question in the answers file"
             if judge is None:
                 return
-            if o.response is not None:
-                o.judge = await judge_response(judge, spec, q, o.response)
             assert judge_bar is not None
+            if o.response is not None:
+                judge_bar.start()
+                o.judge = await judge_response(judge, spec, q, o.response)
             jr = o.judge
+            if jr is not None and jr.error:
+                log.info("judge error on %s: %s", q.id, jr.error)
             judge_bar.advance(cached=bool(jr and jr.cache_hits and jr.attempts == jr.cache_hits),
                               error=bool(jr and jr.error),
                               tokens=(jr.prompt_tokens + jr.completion_tokens) if jr else 0, cost=jr.cost if jr else None)
@@ -299,7 +350,9 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             for client in (cand, judge):
                 if client is not None:
                     await client.aclose()
-    calls = {role: {"made": c.stats.calls, "cache_hits": c.stats.cache_hits, "retries": c.stats.retries}
+    # "made": requests for results this invocation did not have; cache hits are counted apart
+    calls = {role: {"made": c.stats.calls - c.stats.cache_hits, "cache_hits": c.stats.cache_hits,
+                    "retries": c.stats.retries}
              if c else {"made": 0, "cache_hits": 0, "retries": 0} for role, c in (("candidate", cand), ("judge", judge))}
     return outcomes, calls
 

@@ -407,7 +407,7 @@ def test_incomplete_run_is_not_ranked_and_not_rescored(srv: FakeServer, tmp_path
     manifest = tmp_path / "sweep" / "b" / "manifest.json"
     data = json.loads(manifest.read_text("utf-8"))
     manifest.write_text(json.dumps({**data, "state": "running"}), "utf-8")  # as a kill -9 leaves it
-    board = cli(tmp_path, "leaderboard", str(tmp_path / "sweep"), "--n-boot", "20")
+    board = cli(tmp_path, "leaderboard", str(tmp_path / "sweep"), "bootstrap.samples=20")
     assert board.returncode == 0, board.stderr
     assert "not ranked" in board.stdout + board.stderr
     rescore = run(srv, tmp_path, "limit=2", "stage=score", f"from_run={tmp_path / 'sweep' / 'b'}", run_dir="r")
@@ -421,9 +421,9 @@ def test_leaderboard_refuses_runs_of_different_spec_versions(srv: FakeServer, tm
     proc = run(srv, tmp_path, f"benchmark={bench}", "limit=2", run_dir="runs/b")
     assert proc.returncode == 0, proc.stderr
     assert f"spec: {bench}" in proc.stderr  # which spec directory was used, since it is not the shipped one
-    line = one_error_line(cli(tmp_path, "leaderboard", str(tmp_path / "runs"), "--n-boot", "20"))
-    assert "different versions of the spec" in line and "--allow-mixed-specs" in line
-    ok = cli(tmp_path, "leaderboard", str(tmp_path / "runs"), "--n-boot", "20", "--allow-mixed-specs")
+    line = one_error_line(cli(tmp_path, "leaderboard", str(tmp_path / "runs"), "bootstrap.samples=20"))
+    assert "different versions of the spec" in line and "allow_mixed_specs=true" in line
+    ok = cli(tmp_path, "leaderboard", str(tmp_path / "runs"), "bootstrap.samples=20", "allow_mixed_specs=true")
     assert ok.returncode == 0, ok.stderr
 
 

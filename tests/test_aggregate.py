@@ -11,12 +11,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from conftest import MISSING, heartbench_dir
 
 from rubric_engine.aggregate import ScoredQuestion, aggregate, overall, scored_from_samples
 from rubric_engine.dataset import Criterion
 from rubric_engine.scoring import score_question
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "heartbench" / "question_all.jsonl"
 
 
 def sq(qid: str, abilities: dict[str, float], subset: str = "normal", scenario: str = "s1") -> ScoredQuestion:
@@ -106,9 +106,11 @@ class Rule:
 
 @lru_cache(maxsize=1)
 def real_rows() -> list[dict]:
-    if not DATA.exists():
-        pytest.skip(f"reference data not found at {DATA}")
-    return [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+    found = heartbench_dir()
+    if found is None:
+        pytest.skip(MISSING)
+    text = (found / "question_all.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def reference(rows: list[dict], hits: list[list[bool]], rule_fires_on_null: bool) -> dict:

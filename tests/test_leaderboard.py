@@ -277,15 +277,17 @@ def test_print_and_leaderboard_command(sweep: Path) -> None:
 
 
 def test_leaderboard_main_arguments(sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert leaderboard_main([str(sweep / "0"), str(sweep / "1"), "--out", str(tmp_path / "o1"), "--n-boot", "20"]) == 0
+    assert leaderboard_main([str(sweep / "0"), str(sweep / "1"), f"out={tmp_path / 'o1'}", "bootstrap.samples=20"]) == 0
     assert (tmp_path / "o1" / "report.html").exists()
     assert leaderboard_main([str(sweep), f"out={tmp_path / 'o2'}", "bootstrap.samples=20", "bootstrap.seed=3"]) == 0
     data = json.loads((tmp_path / "o2" / "leaderboard.json").read_text(encoding="utf-8"))
     assert data["bootstrap"]["n"] == 20 and data["bootstrap"]["seed"] == 3 and len(data["rows"]) == 3
-    with pytest.raises(ConfigError, match="usage: rubric-engine leaderboard DIR"):
+    with pytest.raises(ConfigError, match=r"missing DIR\.\.\.; usage: rubric-engine leaderboard DIR"):
         leaderboard_main([])
-    with pytest.raises(ConfigError, match="--n-boot must be at least 1"):
-        leaderboard_main([str(sweep), "--n-boot", "0"])
+    with pytest.raises(ConfigError, match="bootstrap.samples must be at least 1"):
+        leaderboard_main([str(sweep), "bootstrap.samples=0"])
+    with pytest.raises(ConfigError, match="unknown option '--out'; write out=VALUE"):
+        leaderboard_main([str(sweep), "--out", "x"])
 
 
 def test_sweep_search_and_dedup(sweep: Path) -> None:

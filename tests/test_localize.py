@@ -15,12 +15,13 @@ from typing import Any, Callable
 
 import pytest
 
+from conftest import MINI
 from fakeserver import FakeServer, Reply
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.localize import check_translation, localize_command, parse_options, TranslationError
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "heartbench" / "question_all.jsonl"
+DATA = MINI  # the project's own HeartBench-shaped file: runs on a bare clone
 SOURCE = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()[:5]]
 IDS = [r["question_id"] for r in SOURCE]
 PREFIX = "Translate and adapt into English:\n"

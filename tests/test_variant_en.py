@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import MINI
 from rich.console import Console
 
 from fakeserver import FakeServer, Reply
@@ -22,7 +23,6 @@ from rubric_engine.spec import BenchmarkSpec, load_spec
 ROOT = Path(__file__).resolve().parents[1]
 EN_DIR = ROOT / "benchmarks" / "heartbench_en"
 SAMPLE = ROOT / "data" / "heartbench_en_sample.jsonl"
-SHARED = ROOT.parent / "shared" / "heartbench"
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
 
@@ -71,7 +71,7 @@ def test_sample_counts_and_schema(en: BenchmarkSpec) -> None:
         assert [c.rule for c in rules] == ["role_confusion"] and rules[0].weight is None
         for c in q.criteria:
             assert c.rule or (float(c.weight).is_integer() and -10 <= c.weight <= 10 and c.weight != 0)
-    same_schema = json.loads((SHARED / "question_all.jsonl").open(encoding="utf-8").readline())
+    same_schema = json.loads(MINI.open(encoding="utf-8").readline())  # HeartBench's row shape
     for line in SAMPLE.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         assert list(row) == list(same_schema)
@@ -82,8 +82,11 @@ def test_sample_is_english_and_original(en: BenchmarkSpec) -> None:
     for q in qs:
         for text in [t.content for t in q.dialogue] + [c.text for c in q.criteria]:
             assert not CJK.search(text), (q.id, text)
-    upstream = {json.loads(line)["question_id"] for line in (SHARED / "question_all.jsonl").open(encoding="utf-8")}
-    assert not upstream & {q.id for q in qs}
+
+
+def test_sample_ids_are_not_upstream_ids(en: BenchmarkSpec, heartbench_file: Path) -> None:
+    upstream = {json.loads(line)["question_id"] for line in heartbench_file.open(encoding="utf-8")}
+    assert upstream and not upstream & {q.id for q in load_dataset(en).questions}
 
 
 def test_prompts_render_in_english(en: BenchmarkSpec) -> None:
