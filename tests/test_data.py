@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 import http.server
 import json
@@ -287,5 +289,5 @@ def test_select(ds: Dataset) -> None:
 
 def test_question_type_is_frozen(ds: Dataset) -> None:
     q: Question = ds.questions[0]
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         q.id = "x"  # type: ignore[misc]
