@@ -256,7 +256,8 @@ def _usage_of(exc: BaseException) -> Any:
 
 async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
                          max_reasks: int | None = None) -> JudgeResult:
-    """Judge one response; see the module docstring. Raises FatalModelError only for 401/403/404."""
+    """Judge one response; see the module docstring. Raises FatalModelError for 401/403/404 and for calls
+    refused before any request (no key): both would fail the same way for every question."""
     n = len(question.criteria)
     if max_reasks is None:
         max_reasks = getattr(spec.judge, "max_reasks", None)
@@ -298,7 +299,7 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
                                    {"role": "user", "content": reask_message(problem, n)}]
             continue
         except FatalModelError as exc:
-            if exc.status in FATAL_STATUSES:
+            if exc.status in FATAL_STATUSES or exc.status is None:  # None: refused before sending (no key)
                 raise
             return finish(None, _one_line(f"judge call failed: {exc}"))
         except ModelCallError as exc:
