@@ -40,7 +40,8 @@ def log_normalised(raw: float, lo: float, hi: float, params: Mapping[str, Any]) 
     span = hi - lo
     if span <= 0:
         return 0.0
-    return _clip01(math.log(raw - lo + 1.0) / math.log(span + 1.0))
+    # log1p, not log(x + 1): for a span below ~1e-16, span + 1.0 rounds to 1.0 and log() gives 0 (ZeroDivisionError)
+    return _clip01(math.log1p(raw - lo) / math.log1p(span))
 
 
 def linear(raw: float, lo: float, hi: float, params: Mapping[str, Any]) -> float:
