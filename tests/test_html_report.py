@@ -118,9 +118,14 @@ def test_render_without_charts_and_empty_values(tmp_path: Path) -> None:
     make_run(tmp_path / "r", "solo", 0.5)
     lb = build_leaderboard(collect_runs([tmp_path / "r"]), n_boot=20)
     lb.rows[0].dimensions["mind"] = None  # a missing number shows as a dash, never as 0
+    lb.rows[0].dimensions["heart"] = 74.5
+    html_text = render_html(lb)
     page = Page()
-    page.feed(render_html(lb))
-    assert "No charts." in "".join(page.text) and "—" in "".join(page.text)
+    page.feed(html_text)
+    assert "No charts." in "".join(page.text)
+    dims = html_text[html_text.index("<h2>Dimensions</h2>"):html_text.index("<h2>Abilities</h2>")]
+    assert "<th>Mind</th><th>Heart</th>" in dims
+    assert '<tr><td class="t">solo</td><td>—</td><td>74.50</td></tr>' in dims  # the dash is in Mind's cell
 
 
 def _png_size(path: Path) -> tuple[int, int]:
