@@ -98,3 +98,35 @@ def test_paired_difference_interval_equals_an_independent_computation() -> None:
     assert r["lo"] == pytest.approx(cuts[24], abs=1e-9) and r["hi"] == pytest.approx(cuts[974], abs=1e-9)
     assert r["diff"] == pytest.approx(100 * (overall(a, DIMS) - overall(b, DIMS)), abs=1e-12)
     assert r["excludes_zero"] is (r["lo"] > 0 or r["hi"] < 0)
+
+
+# -- the edges: defaults, bounds and messages ------------------------------------------------------------
+def test_defaults_are_1000_resamples_seed_0() -> None:
+    qs = questions(30, seed=6)
+    assert bootstrap_overall(qs, DIMS) == bootstrap_overall(qs, DIMS, n=1000, seed=0, alpha=0.05)
+    b = questions(30, seed=6, noise=3)
+    assert paired_difference(qs, b, DIMS) == paired_difference(qs, b, DIMS, n=1000, seed=0, alpha=0.05)
+
+
+def test_one_resample_is_allowed_zero_alpha_is_not() -> None:
+    qs = questions(10, seed=2)
+    point, lo, hi = bootstrap_overall(qs, DIMS, n=1)
+    assert lo == hi  # one resample: both percentiles are that resample
+    with pytest.raises(ValueError, match=r"alpha must be between 0 and 1 \(0.05 for a 95% interval\), got 0.0"):
+        bootstrap_overall(qs, DIMS, alpha=0.0)
+    with pytest.raises(ValueError, match=r"bootstrap needs n >= 1 resamples, got 0"):
+        paired_difference(qs, qs, DIMS, n=0)
+
+
+def test_messages_name_the_problem() -> None:
+    from rubric_engine.bootstrap import percentile
+
+    with pytest.raises(ValueError, match="percentile of an empty sequence"):
+        percentile([], 0.5)
+    with pytest.raises(ValueError, match="bootstrap_overall needs at least one scored question"):
+        bootstrap_overall([], DIMS)
+    with pytest.raises(ValueError, match="no scored question in common; nothing to compare"):
+        paired_difference(questions(3, seed=1), [], DIMS)
+    empty = ScoredQuestion("qx", "normal", "", {}, 0.0, False)
+    with pytest.raises(ValueError, match="question 'qx' has no ability scores; it cannot take part in a bootstrap"):
+        bootstrap_overall([empty], DIMS)
