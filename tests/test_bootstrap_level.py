@@ -112,8 +112,9 @@ def test_one_resample_is_allowed_zero_alpha_is_not() -> None:
     qs = questions(10, seed=2)
     point, lo, hi = bootstrap_overall(qs, DIMS, n=1)
     assert lo == hi  # one resample: both percentiles are that resample
-    with pytest.raises(ValueError, match=r"alpha must be between 0 and 1 \(0.05 for a 95% interval\), got 0.0"):
-        bootstrap_overall(qs, DIMS, alpha=0.0)
+    for alpha in (0.0, 1.0):
+        with pytest.raises(ValueError, match=rf"alpha must be between 0 and 1 \(0.05 for a 95% interval\), got {alpha}"):
+            bootstrap_overall(qs, DIMS, alpha=alpha)
     with pytest.raises(ValueError, match=r"bootstrap needs n >= 1 resamples, got 0"):
         paired_difference(qs, qs, DIMS, n=0)
 
@@ -121,12 +122,22 @@ def test_one_resample_is_allowed_zero_alpha_is_not() -> None:
 def test_messages_name_the_problem() -> None:
     from rubric_engine.bootstrap import percentile
 
-    with pytest.raises(ValueError, match="percentile of an empty sequence"):
+    with pytest.raises(ValueError, match=r"^percentile of an empty sequence$"):
         percentile([], 0.5)
-    with pytest.raises(ValueError, match="bootstrap_overall needs at least one scored question"):
+    with pytest.raises(ValueError, match=r"^bootstrap_overall needs at least one scored question$"):
         bootstrap_overall([], DIMS)
-    with pytest.raises(ValueError, match="no scored question in common; nothing to compare"):
+    with pytest.raises(ValueError, match=r"^the two models have no scored question in common; nothing to compare$"):
         paired_difference(questions(3, seed=1), [], DIMS)
+    qs = questions(3, seed=1)
+    with pytest.raises(ValueError, match=r"^question id 'q0' appears twice in the second model's scores$"):
+        paired_difference(qs, qs + qs[:1], DIMS)
     empty = ScoredQuestion("qx", "normal", "", {}, 0.0, False)
-    with pytest.raises(ValueError, match="question 'qx' has no ability scores; it cannot take part in a bootstrap"):
+    with pytest.raises(ValueError, match=r"^question 'qx' has no ability scores; it cannot take part in a bootstrap$"):
         bootstrap_overall([empty], DIMS)
+
+
+def test_excludes_zero_on_any_scale() -> None:
+    """On a 0-1 scale a clear difference has 0 < lo < 1: it still excludes zero."""
+    a, b = questions(80, seed=8, shift=0.1, noise=1), questions(80, seed=8, noise=2)
+    r = paired_difference(a, b, DIMS, n=300, scale=1.0)
+    assert 0.0 < r["lo"] < 1.0 and r["excludes_zero"] is True
