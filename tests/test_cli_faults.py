@@ -81,10 +81,12 @@ def samples(tmp_path: Path, run: str = "run") -> list[dict[str, Any]]:
 def test_candidate_auth_or_missing_model_stops_the_run(tmp_path: Path, env: dict[str, str], status: int,
                                                        advice: str) -> None:
     with FakeServer(Roles(candidate=lambda body: Reply(status=status))) as srv:
-        res = run_cli(tmp_path, env, "limit=4", "concurrency=1", *model_args(srv.url))
+        res = run_cli(tmp_path, env, "limit=6", "concurrency=1", *model_args(srv.url))
         models = [b["model"] for b in srv.requests]
     assert res.returncode == 2, res.stderr
-    assert models == ["cand"], models  # one request, then the run stopped: not one failure per question
+    # the run stopped at the first answer (a second request may already be on its way when it does):
+    # not one failure recorded per question, and never a judge call
+    assert models in (["cand"], ["cand", "cand"]), models
     [line] = error_lines(res.stderr)
     assert f"[HTTP {status}]" in line and advice in line and "Traceback" not in res.stderr
     assert not (tmp_path / "run" / "summary.json").exists()  # no score for a run that could not run
@@ -92,10 +94,10 @@ def test_candidate_auth_or_missing_model_stops_the_run(tmp_path: Path, env: dict
 
 def test_judge_forbidden_stops_the_run(tmp_path: Path, env: dict[str, str]) -> None:
     with FakeServer(Roles(judge=lambda body: Reply(status=403))) as srv:
-        res = run_cli(tmp_path, env, "limit=4", "concurrency=1", *model_args(srv.url))
+        res = run_cli(tmp_path, env, "limit=6", "concurrency=1", *model_args(srv.url))
         judge_calls = sum(b["model"] == "judge" for b in srv.requests)
     assert res.returncode == 2, res.stderr
-    assert judge_calls == 1
+    assert judge_calls in (1, 2)  # stopped at the first 403 (one more may be in flight), not 6 per-question errors
     [line] = error_lines(res.stderr)
     assert "judge model 'judge'" in line and "[HTTP 403]" in line and "$FAKE_KEY" in line
     assert not (tmp_path / "run" / "summary.json").exists()
