@@ -103,3 +103,45 @@ def test_numeric_string_ids_are_accepted_other_strings_are_not() -> None:
         parse_verdict('{"criteria": [{"id": "one", "reasoning": "a", "met": true}]}', 1)
     with pytest.raises(VerdictError, match=r'id 1: "met" must be true or false \(got \'yes\'\)'):
         parse_verdict('{"criteria": [{"id": 1, "reasoning": "a", "met": "yes"}]}', 1)
+
+
+# -- scoring details the mutation run found unpinned ---------------------------------------------------------
+def test_fractional_weights_split_into_lo_and_hi() -> None:
+    """Weights below 1 (e.g. a spec with 0.5-point items) count on their own side, for every formula."""
+    import math
+
+    crits = [Criterion(1, "w", 0.5, "t", ability="a"), Criterion(2, "w", -0.25, "t", ability="a")]
+    expected = {"linear": 0.25 / 0.75 * 2, "log_normalised": math.log1p(0.5) / math.log1p(0.75),
+                "met_over_positive": 0.5}
+    for formula, value in expected.items():
+        a = score_question(crits, [True, True], formula, {}, []).abilities["a"]
+        assert (a.raw, a.lo, a.hi) == (0.25, -0.25, 0.5)
+        assert a.score == pytest.approx(value, abs=1e-12), formula
+
+
+def test_zero_weight_rule_item_does_not_fire_under_hit_positive_weight() -> None:
+    crits = [Criterion(1, "w", 2, "t", ability="a"), Criterion(2, "x", 0, "t", rule="r")]
+    official = FailureRule(id="r", data_labels=["x"], fires_when="hit_positive_weight")
+    assert score_question(crits, [True, True], "linear", {}, [official]).score == 1.0
+    assert score_question(crits, [True, True], "linear", {}, [FailureRule(id="r", data_labels=["x"])]).score == 0.0
+
+
+def test_scoring_messages() -> None:
+    from types import SimpleNamespace
+
+    crits = [Criterion(1, "w", 2, "t", ability="a"), Criterion(2, "x", None, "t", rule="r")]
+    bad_effect = SimpleNamespace(id="r", effect="halve", fires_when="hit")
+    with pytest.raises(ValueError, match=r"^failure rule 'r': unknown effect 'halve'; known: zero_question$"):
+        score_question(crits, [True, False], "linear", {}, [bad_effect])
+    bad_when = SimpleNamespace(id="r", effect="zero_question", fires_when="never")
+    with pytest.raises(ValueError, match=r"^failure rule 'r': unknown fires_when 'never'; "
+                                         r"known: hit, hit_positive_weight$"):
+        score_question(crits, [True, False], "linear", {}, [bad_when])
+    with pytest.raises(ValueError, match=r"^criterion 2: failure rule 'r' is not among the rules given \(none\)$"):
+        score_question(crits, [True, False], "linear", {}, [])
+    two = [SimpleNamespace(id=i, effect="zero_question", fires_when="hit") for i in ("p", "q")]
+    with pytest.raises(ValueError, match=r"^criterion 2: failure rule 'r' is not among the rules given \(p, q\)$"):
+        score_question(crits, [True, False], "linear", {}, two)
+    with pytest.raises(ValueError, match=r"^question has no ability items; every question needs at least one "
+                                         r"scored criterion$"):
+        score_question(crits[1:], [False], "linear", {}, [FailureRule(id="r", data_labels=["x"])])
