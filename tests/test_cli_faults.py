@@ -122,13 +122,19 @@ def test_missing_credentials_ends_in_the_one_line_key_error(tmp_path: Path, env:
 
 # -- keys go only where they belong ----------------------------------------------------------------------
 def test_keyless_local_server_gets_a_placeholder_key(tmp_path: Path, env: dict[str, str]) -> None:
-    """openai_compatible with api_base and no api_key_env works out of the box (README: a placeholder key)."""
+    """openai_compatible with api_base and no api_key_env works out of the box (README: a placeholder key).
+    The same run also checks that a 429 is retried and that an unpriced model's cost stays unknown."""
     with FakeServer(Roles()) as srv:
-        res = run_cli(tmp_path, env, "limit=2", *model_args(srv.url, cand_key=False, judge_key=False))
+        srv.queue(Reply(status=429, headers={"Retry-After": "0"}))
+        res = run_cli(tmp_path, env, "limit=2", "concurrency=1", *model_args(srv.url, cand_key=False, judge_key=False))
         auth = [h.get("authorization", "") for h in srv.headers]
     assert res.returncode == 0, res.stderr
-    assert summary(tmp_path)["counts"]["scored"] == 2
-    assert len(auth) == 4 and all(a.startswith("Bearer ") and len(a) > len("Bearer ") for a in auth), auth
+    s = summary(tmp_path)
+    assert s["counts"]["scored"] == 2 and s["calls"]["candidate"]["retries"] == 1
+    assert len(auth) == 5 and all(a.startswith("Bearer ") and len(a) > len("Bearer ") for a in auth), auth
+    # unknown costs are reported as unknown (null), never summed as 0
+    assert s["cost"] == {"candidate": None, "judge": None}
+    assert all(x["cost"] == {"candidate": None, "judge": None} for x in samples(tmp_path))
 
 
 @pytest.mark.xfail(strict=True, reason="key routing is issue 9 (branch sec): drop this mark once it is merged")
@@ -185,24 +191,6 @@ def test_judge_reask_after_invalid_verdict(tmp_path: Path, env: dict[str, str]) 
     assert "could not be used" in reask[-1]["content"] and "missing id(s)" in reask[-1]["content"]
     [sample] = samples(tmp_path)
     assert sample["judge_error"] is None and all(c["hit"] is True for c in sample["criteria"])
-
-
-def test_unknown_costs_are_reported_as_unknown_not_zero(tmp_path: Path, env: dict[str, str]) -> None:
-    with FakeServer(Roles()) as srv:
-        res = run_cli(tmp_path, env, "limit=2", *model_args(srv.url))
-    assert res.returncode == 0, res.stderr
-    assert summary(tmp_path)["cost"] == {"candidate": None, "judge": None}
-    assert all(x["cost"] == {"candidate": None, "judge": None} for x in samples(tmp_path))
-
-
-def test_429_then_success_through_the_console_script(tmp_path: Path, env: dict[str, str]) -> None:
-    with FakeServer(Roles()) as srv:
-        srv.queue(Reply(status=429, headers={"Retry-After": "0"}))
-        res = run_cli(tmp_path, env, "limit=1", *model_args(srv.url))
-        n = len(srv.requests)
-    assert res.returncode == 0, res.stderr
-    s = summary(tmp_path)
-    assert n == 3 and s["counts"]["scored"] == 1 and s["calls"]["candidate"]["retries"] == 1
 
 
 def test_corrupt_cache_entry_is_asked_again_not_a_crash(tmp_path: Path, env: dict[str, str]) -> None:
