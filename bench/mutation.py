@@ -6,7 +6,9 @@ package-dir). So each module gets a scratch directory (.mutation/<module>/, git-
 package with those three folded in, the tests, a `shared` link to the HeartBench data and a pyproject
 whose [tool.mutmut] section mutates that one module and runs that module's fast in-process tests.
 Tests that start the console script run the installed (unmutated) package and are left out: they could
-not kill a mutant. Needs `pip install -e ".[dev]"` (mutmut is in the `dev` extra).
+not kill a mutant. Needs `pip install -e ".[dev]"` in a venv of its own (mutmut needs coverage>=7.3,
+which the `test` extra's irrCAC forbids); the default test sets import nothing from `test` beyond pytest
+and hypothesis.
 
     python bench/mutation.py scoring               # one module, its default tests
     python bench/mutation.py bootstrap --max-children 2
