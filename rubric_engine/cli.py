@@ -73,7 +73,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
-        progress=str(cfg.progress),
+        progress=str(cfg.progress), trust_code=bool(opt("trust_code")),
     )
 
 
@@ -212,7 +212,8 @@ def _subcommand(name: str, args: list[str]) -> int:
             from .commands import validate_command
 
             cfg = _compose(args)
-            return validate_command(str(cfg.benchmark), list(cfg.benchmark_dirs or []), cfg.data.path, cfg.data.cache_dir)
+            return validate_command(str(cfg.benchmark), list(cfg.benchmark_dirs or []), cfg.data.path, cfg.data.cache_dir,
+                                    trust_code=bool(OmegaConf.select(cfg, "trust_code", default=False)))
         if name == "cache":
             from .commands import cache_command
 

@@ -21,46 +21,79 @@ __all__ = ["validate_command", "cache_command", "print_estimate", "estimate_call
 
 
 def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: str | None,
-                     cache_dir: str | None, console: Console | None = None) -> int:
-    """Load and check a spec and its data; print the taxonomy and scenario tables with counts."""
+                     cache_dir: str | None, console: Console | None = None, trust_code: bool = False) -> int:
+    """Load and check a spec and its data; print what the spec declares, with counts from the data."""
     from .dataset import load_dataset
     from .spec import benchmark_search_path, load_spec
+    from .speccheck import check_breakdowns_against_data
 
     console = console or Console()
-    spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs))
+    spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs), trust_code)
     ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
+    check_breakdowns_against_data(spec, ds.questions)
     qs = ds.questions
     items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
     rule_items = Counter(c.rule for q in qs for c in q.criteria if c.rule)
+    n_items = sum(1 for q in qs for c in q.criteria if c.rule is None)
+    trust = {"pinned": "checked against the spec's data.sha256", "first_use": "trusted on first use (recorded "
+             "at the first download, checked on every later use)", "local": "local file, hashed as given"}[ds.trust]
     console.print(f"[bold]{spec.name}[/] {spec.version} ({spec.locale}) from {', '.join(str(f) for f in spec.files)}",
                   highlight=False, soft_wrap=True)
-    console.print(f"data: {ds.source} sha256 {ds.sha256}", highlight=False, soft_wrap=True)
-    subsets = Counter(q.subset for q in qs)
-    console.print(f"{len(qs)} questions ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))}), "
-                  f"{sum(items.values())} ability items, {sum(rule_items.values())} failure-rule items", highlight=False, soft_wrap=True)
+    console.print(f"data: {ds.source} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
+    subsets = Counter(q.subset for q in qs if q.subset)
+    parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
+             f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
+    if spec.failure_rules:
+        parts.append(f"{sum(rule_items.values())} failure-rule items")
+    agg = spec.aggregation
+    console.print(", ".join(parts), highlight=False, soft_wrap=True)
+    console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
+                  f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
+                  f"{spec.judge.verdict.granularity}", highlight=False, soft_wrap=True)
 
-    tax = Table(title="Taxonomy")
-    for col in ("Dimension", "Ability", "Label in data", "Items"):
-        tax.add_column(col, justify="right" if col == "Items" else "left")
-    for dim in spec.taxonomy.dimensions:
-        for i, ab in enumerate(dim.abilities):
-            tax.add_row(spec.label(dim.labels, "en") if i == 0 else "", spec.label(ab.labels, "en"),
-                        ", ".join(ab.data_labels), str(items.get(ab.id, 0)))
-    for rule in spec.failure_rules:
-        tax.add_row("(failure rule)", spec.label(rule.labels, "en"), ", ".join(rule.data_labels), str(rule_items.get(rule.id, 0)))
-    console.print(tax)
-
-    scen = Table(title="Scenarios")
-    for col in ("Scenario", "English", "Questions"):
-        scen.add_column(col, justify="right" if col == "Questions" else "left")
-    for label, n in Counter(q.scenario for q in qs).most_common():
-        labels = spec.report.scenarios.get(label)
-        scen.add_row(label or "(empty)", spec.label(labels, "en") if labels else "", str(n))
-    console.print(scen)
+    if spec.taxonomy is not None:
+        tax = Table(title="Taxonomy")
+        for col in ("Dimension", "Ability", "Label in data", "Items"):
+            tax.add_column(col, justify="right" if col == "Items" else "left")
+        for dim in spec.taxonomy.dimensions:
+            for i, ab in enumerate(dim.abilities):
+                tax.add_row(spec.label(dim.labels, "en") if i == 0 else "", spec.label(ab.labels, "en"),
+                            ", ".join(ab.data_labels), str(items.get(ab.id, 0)))
+        for rule in spec.failure_rules:
+            tax.add_row("(failure rule)", spec.label(rule.labels, "en"), ", ".join(rule.data_labels),
+                        str(rule_items.get(rule.id, 0)))
+        console.print(tax)
+    for b in spec.report.breakdowns:
+        if b.by in ("ability", "dimension"):
+            continue  # shown by the taxonomy table
+        counts = _group_counts(qs, b.by, b.prefix)
+        t = Table(title=f"{spec.label(b.labels, 'en') or b.id} ({b.by}{': ' + b.prefix if b.prefix else ''})")
+        for col in ("Group", "English", "Questions"):
+            t.add_column(col, justify="right" if col == "Questions" else "left")
+        names = {"scenario": spec.report.scenarios, "subset": spec.report.subsets}.get(b.by, {})
+        for group, n in counts.most_common():
+            labels = b.groups.get(group) or names.get(group)
+            t.add_row(group or "(empty)", spec.label(labels, "en") if labels else "", str(n))
+        console.print(t)
     for w in ds.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     console.print("[green]ok[/]: spec and data are valid")
     return 0
+
+
+def _group_counts(questions: Sequence[Any], by: str, prefix: str) -> Counter[str]:
+    """Questions per group of a breakdown (a question counts once per group it has)."""
+    counts: Counter[str] = Counter()
+    for q in questions:
+        if by == "subset":
+            counts.update([q.subset] if q.subset else [])
+        elif by == "scenario":
+            counts.update([q.scenario])
+        elif by == "example_tag":
+            counts.update(t for t in dict.fromkeys(q.tags) if t.startswith(prefix))
+        elif by == "item_tag":
+            counts.update({t for c in q.criteria for t in c.tags if t.startswith(prefix)})
+    return counts
 
 
 def cache_command(args: Sequence[str], console: Console | None = None) -> int:
@@ -120,16 +153,21 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
             if model is None:
                 raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
             prompt = completion = cached = 0
+            calls = len(questions)
             for q in questions:
                 if role == "candidate":
                     msgs = candidate_messages(spec, q)
                     completion += reply_tokens
                     cached += int(cache is not None and cache.get(cache_key(model, msgs, None)) is not None)
                 else:
-                    msgs = judge_messages(spec, q, "x" * reply_tokens)
+                    if spec.judge.verdict.granularity == "per_criterion":
+                        msgs = [m for c in q.criteria for m in judge_messages(spec, q, "x" * reply_tokens, c.index)]
+                        calls += len(q.criteria) - 1
+                    else:
+                        msgs = judge_messages(spec, q, "x" * reply_tokens)
                     completion += judge_reply_tokens_per_item * len(q.criteria)
                 prompt += sum(_tokens(str(m.get("content", ""))) for m in msgs)
-            est[role] = {"model": model.model, "name": model.name, "calls": len(questions), "cached": cached,
+            est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": cached,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
     finally:

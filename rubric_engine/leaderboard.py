@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rubric_engine.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.bootstrap import bootstrap_overall, paired_difference
+from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.leaderboard_output import fmt, print_leaderboard, write_leaderboard  # re-exported
 from rubric_engine.rundir import SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE
@@ -48,6 +49,10 @@ class Taxonomy:
     scenario_labels: dict[str, str]  # data label -> display label
     decay: tuple[str, str, str] | None  # (from, to, base)
     scale: float
+    how: Aggregation = DEFAULT_AGGREGATION  # the spec's declared aggregation (bootstrap re-runs it)
+    has_rules: bool = True  # the spec has failure rules (else no catastrophic column)
+    has_subsets: bool = True  # the spec declares subsets (else no subset table or chart)
+    breakdowns: tuple[tuple[str, str, str], ...] = ()  # (id, title, by) of the spec's report.breakdowns
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], where: str) -> "Taxonomy":
@@ -58,7 +63,7 @@ class Taxonomy:
         try:
             dims: dict[str, list[str]] = {}
             labels: dict[str, str] = {}
-            for d in spec["taxonomy"]["dimensions"]:
+            for d in (spec["taxonomy"] or {"dimensions": []})["dimensions"]:
                 dims[d["id"]] = [a["id"] for a in d["abilities"]]
                 labels[d["id"]] = en(d, d["id"])
                 labels.update({a["id"]: en(a, a["id"]) for a in d["abilities"]})
@@ -69,6 +74,8 @@ class Taxonomy:
         subsets = report.get("subsets") or {}
         data_subsets = (spec.get("data") or {}).get("subsets") or list(subsets)
         decay = report.get("decay")
+        agg = {k: v for k, v in (spec.get("aggregation") or {}).items()
+               if k in ("question", "overall", "clip", "no_positive_points")}
         return cls(
             dimensions=dims, labels=labels,
             subsets=list(dict.fromkeys([*subsets, *data_subsets])),
@@ -77,6 +84,9 @@ class Taxonomy:
             # "from_" too: a spec dumped without by_alias writes the pydantic field name
             decay=(decay.get("from", decay.get("from_")), decay["to"], decay["base"]) if decay else None,
             scale=float((spec.get("scoring") or {}).get("scale", 100.0)),
+            how=Aggregation(**agg), has_rules=bool(spec.get("failure_rules")),
+            has_subsets=bool(subsets or data_subsets),
+            breakdowns=tuple((b["id"], en(b, b["id"]), b["by"]) for b in report.get("breakdowns") or []),
         )
 
     def label(self, key: str) -> str:
@@ -124,6 +134,7 @@ class Row:
     counts: dict[str, int]
     cost: dict[str, float | None]  # candidate, judge, total (total None unless both prices were known)
     stage: str
+    breakdowns: dict[str, dict[str, float | None]] = field(default_factory=dict)  # summary.json "breakdowns"
     rank: int = 0
     run: RunRecord | None = field(default=None, repr=False, compare=False)
     scored: list[ScoredQuestion] = field(default_factory=list, repr=False, compare=False)
@@ -331,7 +342,7 @@ def _row(run: RunRecord, label: str, tax: Taxonomy, n_boot: int, seed: int, alph
     if scored:
         try:
             point, lo, hi = bootstrap_overall(scored, tax.dimensions, n=n_boot, seed=seed, alpha=alpha,
-                                              scale=tax.scale)
+                                              scale=tax.scale, how=tax.how)
         except ValueError as exc:  # e.g. an ability the run's own taxonomy does not know
             raise DataError(str(run.dir / SAMPLES_FILE), str(exc), fix=_RERUN) from None
     if (point is None) != (s.get("overall") is None) or (
@@ -351,7 +362,7 @@ def _row(run: RunRecord, label: str, tax: Taxonomy, n_boot: int, seed: int, alph
         scenarios=dict(s.get("scenarios") or {}),
         counts={k: int((s.get("counts") or {}).get(k, 0)) for k in _COUNTS},
         cost={"candidate": parts[0], "judge": parts[1], "total": None if None in parts else sum(parts)},
-        stage=str(s.get("stage", "")), run=run, scored=scored,
+        stage=str(s.get("stage", "")), run=run, scored=scored, breakdowns=dict(s.get("breakdowns") or {}),
     )
 
 
@@ -363,7 +374,7 @@ def compare(lb: Leaderboard, a: str | Row, b: str | Row, *, n_boot: int | None =
     try:
         d = paired_difference(ra.scored, rb.scored, lb.taxonomy.dimensions,
                               n=lb.n_boot if n_boot is None else n_boot, seed=lb.seed if seed is None else seed,
-                              alpha=lb.alpha, scale=lb.taxonomy.scale)
+                              alpha=lb.alpha, scale=lb.taxonomy.scale, how=lb.taxonomy.how)
     except ValueError as exc:
         return PairDiff(ra.label, rb.label, None, None, None, False, 0, error=str(exc))
     return PairDiff(ra.label, rb.label, d["diff"], d["lo"], d["hi"], bool(d["excludes_zero"]), int(d["questions"]))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, DataError, FatalModelError, ModelCallError
+from .verdicts import VerdictError, extract_json
 
 __all__ = ["LocalizeOptions", "TranslationError", "parse_options", "translation_messages", "check_translation",
            "localize", "apply_review", "localize_command", "REVIEW_COLUMNS", "REPORT_FILE", "REVIEW_FILE"]
@@ -151,15 +152,11 @@ def translation_messages(qid: str, turns: Sequence[tuple[str, str]], criteria: S
 
 
 def _json_object(text: str) -> Any:
-    """The answer's JSON, tolerating a code fence or a sentence around the object."""
-    stripped = re.sub(r"^\s*```(?:json)?\s*|\s*```\s*$", "", text.strip())
-    start, end = stripped.find("{"), stripped.rfind("}")
-    for candidate in (stripped, stripped[start:end + 1]) if 0 <= start < end else (stripped,):
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            continue
-    raise TranslationError("the answer is not a JSON object")
+    """The answer's JSON, tolerating a code fence or a sentence around the object (the judge's extractor)."""
+    try:
+        return extract_json(text)
+    except VerdictError:
+        raise TranslationError("the answer is not a JSON object") from None
 
 
 def check_translation(text: str, n_turns: int, n_criteria: int) -> tuple[list[str], list[str]]:

@@ -5,14 +5,18 @@ benchmark, not to the engine; the engine only supplies neutral variables. Strict
 a template a loud `SpecError` naming the file and the variable instead of a silently empty prompt.
 
 Template variables
-  candidate template: `dialogue`, `question`
-  judge template:     `dialogue`, `question`, `response`, `criteria`, `n_criteria`
-  `dialogue`: list of {role: 'user'|'other' (per spec.data.roles), speaker: the data's role label as is,
-              content}
+  candidate template: `dialogue`, `question`, `reference`
+  judge template (judge.verdict.granularity all_criteria): `dialogue`, `question`, `response`, `reference`,
+                      `criteria`, `n_criteria`
+  judge template (per_criterion): `dialogue`, `question`, `response`, `reference`, `criterion` (one item)
+  `dialogue`: list of {role: 'system'|'user'|'assistant'|'other' (per spec.data.roles), speaker: the data's
+              role label as is, content}
   `criteria`: list of {index (1..n), label, weight (int when integral, None when the data has none), text,
-              ability, rule} — ALL items, ability items and failure-rule items alike, in data order.
+              ability, rule, tags} — ALL items, ability items and failure-rule items alike, in data order.
+  `reference`: the row's reference answer (data.fields.reference), "" when none.
 
-`chat_turns` mode: every dialogue turn becomes a chat message (user -> "user", other -> "assistant"); the
+`chat_turns` mode: every dialogue turn becomes a chat message (system -> "system", user -> "user",
+assistant and other -> "assistant"); the
 candidate template, if set, is rendered (with the same variables) into an extra system message placed
 after `candidate.system`, so a benchmark can add an instruction without touching the turns.
 
@@ -46,7 +50,7 @@ __all__ = [
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 _CACHE: dict[tuple[str, str], jinja2.Template] = {}
 _LOCK = threading.Lock()
-_CHAT_ROLES = {"user": "user", "other": "assistant"}
+_CHAT_ROLES = {"system": "system", "user": "user", "assistant": "assistant", "other": "assistant"}
 
 
 def clear_template_cache() -> None:
@@ -110,7 +114,7 @@ def _role_of(spec: Any, label: str) -> str:
     role = roles.get(label)
     if role not in _CHAT_ROLES:
         raise SpecError(_spec_file(spec), "data.roles", f"dialogue role label {label!r} has no mapping",
-                        value=roles, fix=f"add {label!r}: user|other to data.roles")
+                        value=roles, fix=f"add {label!r}: system|user|assistant|other to data.roles")
     return str(role)
 
 
@@ -137,7 +141,7 @@ def criteria_vars(criteria: tuple[Criterion, ...] | list[Criterion]) -> list[dic
     """All criteria numbered 1..n in data order (the numbers the judge must answer with)."""
     return [
         {"index": i, "label": c.label, "weight": _weight(c.weight), "text": c.text, "ability": c.ability,
-         "rule": c.rule}
+         "rule": c.rule, "tags": list(c.tags)}
         for i, c in enumerate(criteria, start=1)
     ]
 
@@ -153,7 +157,8 @@ def _system(spec: Any, field: str, variables: dict[str, Any]) -> list[dict[str, 
 def candidate_messages(spec: "BenchmarkSpec", question: Question) -> list[dict[str, str]]:
     """Messages for the model under test, per spec.candidate.mode (see module docstring)."""
     cand = spec.candidate
-    variables: dict[str, Any] = {"dialogue": dialogue_vars(spec, question), "question": question}
+    variables: dict[str, Any] = {"dialogue": dialogue_vars(spec, question), "question": question,
+                                 "reference": question.reference}
     messages = _system(spec, "candidate.system", variables)
     mode = cand.mode
     if mode == "single_message":
@@ -167,16 +172,21 @@ def candidate_messages(spec: "BenchmarkSpec", question: Question) -> list[dict[s
                     fix="use single_message or chat_turns")
 
 
-def judge_messages(spec: "BenchmarkSpec", question: Question, response: str) -> list[dict[str, str]]:
-    """Messages for the judge: optional system + one user message with every criterion numbered 1..n."""
+def judge_messages(spec: "BenchmarkSpec", question: Question, response: str,
+                   criterion: int | None = None) -> list[dict[str, str]]:
+    """Messages for the judge: optional system + one user message with every criterion numbered 1..n, or,
+    with `criterion` (a 1-based index; per_criterion judging), with that one criterion only."""
     criteria = criteria_vars(question.criteria)
     variables: dict[str, Any] = {
         "dialogue": dialogue_vars(spec, question),
         "question": question,
         "response": response,
-        "criteria": criteria,
-        "n_criteria": len(criteria),
+        "reference": question.reference,
     }
+    if criterion is None:
+        variables.update(criteria=criteria, n_criteria=len(criteria))
+    else:
+        variables["criterion"] = criteria[criterion - 1]
     messages = _system(spec, "judge.system", variables)
     content = render_template(spec, "judge.template", variables)
     return messages + [{"role": "user", "content": content}]

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-__all__ = ["StageProgress", "make_progress", "print_summary", "format_tokens"]
+__all__ = ["StageProgress", "make_progress", "print_summary", "breakdown_tables", "format_tokens"]
 
 
 def format_tokens(n: int) -> str:
@@ -111,46 +111,52 @@ def _label(labels: Mapping[str, str], locale: str, fallback: str) -> str:
     return f"{local} ({en})" if en and en != local else local
 
 
-def print_summary(summary: Mapping[str, Any], taxonomy: Mapping[str, Any], console: Console,
-                  locale: str = "en", subsets_labels: Mapping[str, Mapping[str, str]] | None = None,
-                  scenario_labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
-    """Tables: overall, dimensions, abilities, subsets with decay, scenarios, run statistics.
+def breakdown_tables(summary: Mapping[str, Any], spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The spec's breakdowns as display tables: {id, by, title, rows: [(label, score)]}.
 
-    `taxonomy` is the resolved spec's taxonomy as plain data ({"dimensions": [...]}).
-    """
+    The one source every report (console, leaderboard, HTML) draws breakdown tables from; a subset table
+    carries the decay row when the spec declares one. Group labels come from the breakdown's `groups`,
+    else the taxonomy / report.subsets / report.scenarios labels, else the group name."""
+    locale = spec.get("locale", "en")
+    report = spec.get("report") or {}
+    names: dict[str, Mapping[str, str]] = {}
+    for d in (spec.get("taxonomy") or {}).get("dimensions", []):
+        names[d["id"]] = d.get("labels", {})
+        names.update({a["id"]: a.get("labels", {}) for a in d.get("abilities", [])})
+    by_kind = {"subset": report.get("subsets") or {}, "scenario": report.get("scenarios") or {}}
+    out = []
+    for b in report.get("breakdowns") or []:
+        scores = (summary.get("breakdowns") or {}).get(b["id"]) or {}
+        labels = {**names, **by_kind.get(b["by"], {}), **(b.get("groups") or {})}
+        rows = [(_label(labels.get(g, {}), locale, g[len(b.get("prefix") or ""):] or g), v) for g, v in scores.items()
+                if not (b["by"] == "subset" and g in ("decay_pct", "decay_base"))]
+        sub = summary.get("subsets") or {}
+        if b["by"] == "subset" and sub.get("decay_pct") is not None:
+            rows.append((f"decay % (relative to {sub.get('decay_base')})", sub["decay_pct"]))
+        out.append({"id": b["id"], "by": b["by"], "title": _label(b.get("labels") or {}, locale, b["id"]),
+                    "rows": rows, "groups": len(scores)})
+    return out
+
+
+def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: Console) -> None:
+    """Tables: overall (with its bootstrap interval), one per declared breakdown, run statistics.
+
+    `spec` is the resolved spec as plain data (spec.resolved.json)."""
     c = summary["counts"]
     head = Table(title=f"{summary['benchmark']} {summary.get('benchmark_version', '')}: "
                        f"{summary['candidate']['name']} judged by {summary['judge']['name']}", show_header=False)
     head.add_row("Overall", _fmt(summary["overall"]))
+    iv = summary.get("interval")
+    if iv:
+        head.add_row("95% interval / bootstrap std", f"{_fmt(iv['lo'])}-{_fmt(iv['hi'])} / {_fmt(iv['std'])}")
     head.add_row("Questions scored", f"{c['scored']} of {c['questions']}")
     console.print(head)
-
-    dims = Table(title="Dimensions and abilities (0-100)")
-    dims.add_column("Dimension / ability")
-    dims.add_column("Score", justify="right")
-    for dim in taxonomy.get("dimensions", []):
-        dims.add_row(f"[bold]{_label(dim.get('labels', {}), locale, dim['id'])}", f"[bold]{_fmt(summary['dimensions'].get(dim['id']))}")
-        for ab in dim.get("abilities", []):
-            dims.add_row(f"  {_label(ab.get('labels', {}), locale, ab['id'])}", _fmt(summary["abilities"].get(ab["id"])))
-    console.print(dims)
-
-    subsets = {k: v for k, v in summary.get("subsets", {}).items() if k not in ("decay_pct", "decay_base")}
-    if subsets:
-        t = Table(title="Subsets")
-        t.add_column("Subset")
+    for table in breakdown_tables(summary, spec):
+        t = Table(title=f"{table['title']} (0-{spec.get('scoring', {}).get('scale', 100):g})")
+        t.add_column(table["title"])
         t.add_column("Score", justify="right")
-        for name, val in subsets.items():
-            t.add_row(_label((subsets_labels or {}).get(name, {}), locale, name), _fmt(val))
-        if summary["subsets"].get("decay_pct") is not None:
-            t.add_row(f"decay % (relative to {summary['subsets'].get('decay_base')})", _fmt(summary["subsets"]["decay_pct"]))
-        console.print(t)
-
-    if summary.get("scenarios"):
-        t = Table(title="Scenarios")
-        t.add_column("Scenario")
-        t.add_column("Score", justify="right")
-        for name, val in summary["scenarios"].items():
-            t.add_row(_label((scenario_labels or {}).get(name, {}), locale, name), _fmt(val))
+        for label, value in table["rows"]:
+            t.add_row(label, _fmt(value))
         console.print(t)
 
     stats = Table(title="Run statistics")
@@ -163,8 +169,12 @@ def print_summary(summary: Mapping[str, Any], taxonomy: Mapping[str, Any], conso
     if calls:
         stats.add_row("calls made / cache hits", *(f"{calls[r]['made']} / {calls[r]['cache_hits']}" for r in ("candidate", "judge")))
     stats.add_row("errors", f"{c['candidate_errors']}", f"{c['judge_errors']}")
-    stats.add_row("catastrophic failures", "", f"{c['catastrophic']}")
+    if spec.get("failure_rules"):
+        stats.add_row("catastrophic failures", "", f"{c['catastrophic']}")
     console.print(stats)
     if c["candidate_errors"] or c["judge_errors"]:
         console.print(f"[yellow]{c['candidate_errors']} candidate error(s) and {c['judge_errors']} judge error(s) "
                       f"are excluded from every score; see samples.jsonl.")
+    if c.get("unscored"):
+        console.print(f"[yellow]{c['unscored']} question(s) have no positive points and are excluded "
+                      "(aggregation.no_positive_points: exclude); see samples.jsonl.")

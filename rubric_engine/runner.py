@@ -17,7 +17,8 @@ from typing import Any
 from rich.console import Console
 
 from . import rundir
-from .aggregate import aggregate, scored_from_samples
+from .aggregate import ScoredQuestion, aggregate, breakdowns, scored_question
+from .bootstrap import bootstrap_stats
 from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
@@ -25,8 +26,9 @@ from .judge import JudgeResult, judge_response
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages
 from .report import ProgressBoard, print_summary
-from .scoring import score_question
+from .scoring import QuestionScore, score_question
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
+from .speccheck import check_breakdowns_against_data
 
 __all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge"]
 
@@ -57,6 +59,7 @@ class RunSettings:
     cache_dir: str | None = None
     cache_enabled: bool = True
     progress: str = "auto"
+    trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (formulas.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -71,6 +74,7 @@ class _Outcome:
     cand_cost: float | None = None
     cand_cached: int = 0
     judge: JudgeResult | None = None
+    score: QuestionScore | None = None
 
 
 def check_api_keys(*specs: ModelSpec | None) -> None:
@@ -84,8 +88,9 @@ def check_api_keys(*specs: ModelSpec | None) -> None:
 def _load(settings: RunSettings) -> tuple[BenchmarkSpec, Any, list[Question]]:
     if settings.stage not in STAGES:
         raise ConfigError(f"stage={settings.stage!r} is not a stage; use one of {', '.join(STAGES)}")
-    spec = load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs))
+    spec = load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs), settings.trust_code)
     dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None)
+    check_breakdowns_against_data(spec, dataset.questions)
     questions = select(dataset.questions, subset=settings.subset, limit=settings.limit, ids=settings.ids)
     if not questions:
         raise ConfigError("the selection holds no question; check subset= / ids= / limit=")
@@ -133,15 +138,19 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
 
     responses = {o.question.id: o.response for o in outcomes}
     rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
+    for o in outcomes:
+        if o.judge is not None and o.judge.verdicts is not None:
+            o.score = score_question(o.question.criteria, [v.hit for v in o.judge.verdicts], spec.formula(),
+                                     spec.scoring.params, spec.failure_rules, spec.aggregation_rule())
     samples = [_sample(spec, o) for o in outcomes]
     if settings.stage != "generate":
         rundir.write_jsonl(out / rundir.SAMPLES_FILE, samples)
-    summary = _summary(settings, spec, dataset.sha256, judge_spec, samples, calls)
+    typed = (scored_question(o.question, o.score) for o in outcomes if o.score is not None)
+    scored = [s for s in typed if s is not None]  # typed results straight from the judge, not re-parsed dicts
+    summary = _summary(settings, spec, dataset, judge_spec, samples, scored, calls)
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     if settings.stage != "generate" and settings.progress != "none":
-        print_summary(summary, spec.resolved()["taxonomy"], console, spec.locale,
-                      {k: dict(v) for k, v in spec.report.subsets.items()},
-                      {k: dict(v) for k, v in spec.report.scenarios.items()})
+        print_summary(summary, spec.resolved(), console)
     console.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
 
@@ -229,17 +238,21 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
                            "candidate_error": o.candidate_error, "judge_error": None, "criteria": [],
                            "abilities": {}, "score": None, "failed_rules": [], "catastrophic": False}
     verdicts = {v.index: v for v in (jr.verdicts or [])} if jr else {}
+    if q.tags:
+        rec["tags"] = list(q.tags)
     for c in q.criteria:
         v = verdicts.get(c.index)
         rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
                                 "weight": c.weight, "text": c.text,
-                                "reasoning": v.reasoning if v else None, "hit": v.hit if v else None})
+                                "reasoning": v.reasoning if v else None, "hit": v.hit if v else None,
+                                **({"tags": list(c.tags)} if c.tags else {})})
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = jr.error, list(jr.raw_replies)
-    elif jr is not None and jr.verdicts is not None:
-        qs = score_question(q.criteria, [v.hit for v in jr.verdicts], spec.scoring.formula,
-                            spec.scoring.params, spec.failure_rules)
+    elif o.score is not None:
+        qs = o.score
         rec["abilities"] = {a: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for a, s in qs.abilities.items()}
+        if qs.tags:
+            rec["item_tags"] = {t: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for t, s in qs.tags.items()}
         rec.update(score=qs.score, failed_rules=list(qs.failed_rules), catastrophic=qs.catastrophic)
     rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
                      "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
@@ -253,24 +266,44 @@ def _sum_cost(values: Sequence[float | None]) -> float | None:
     return sum(known) if known else None
 
 
-def _summary(settings: RunSettings, spec: BenchmarkSpec, sha256: str, judge_spec: ModelSpec,
-             samples: Sequence[Mapping[str, Any]], calls: Mapping[str, Any]) -> dict[str, Any]:
-    scored = scored_from_samples(samples)  # the same reading the leaderboard does from samples.jsonl
-    decay = spec.report.decay
-    agg = aggregate(scored, spec.dimensions_map(), decay=(decay.from_, decay.to, decay.base) if decay else None,
-                    scale=spec.scoring.scale) if settings.stage != "generate" else \
+def _interval(spec: BenchmarkSpec, scored: Sequence[ScoredQuestion]) -> dict[str, Any] | None:
+    """The overall's 95% percentile bootstrap interval and bootstrap std (1000 resamples, seed 0)."""
+    if not scored:
+        return None
+    stats = bootstrap_stats(scored, spec.dimensions_map(), 1000, 0, scale=spec.scoring.scale, how=spec.aggregation_rule())
+    return {"samples": 1000, "seed": 0, "alpha": 0.05, "lo": stats["lo"], "hi": stats["hi"], "std": stats["std"]}
+
+
+def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
+             samples: Sequence[Mapping[str, Any]], scored: Sequence[ScoredQuestion],
+             calls: Mapping[str, Any]) -> dict[str, Any]:
+    decay, how, dims = spec.report.decay, spec.aggregation_rule(), spec.dimensions_map()
+    judged = settings.stage != "generate"
+    agg = aggregate(scored, dims, decay=(decay.from_, decay.to, decay.base) if decay else None,
+                    scale=spec.scoring.scale, how=how) if judged else \
         {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
+    if not spec.data.fields.scenario:  # no scenario column: no scenario table (not one "(none)" row)
+        agg["scenarios"] = {}
     cand = settings.candidate
     return {
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
-        "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": sha256,
+        "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": dataset.sha256,
+        "data_trust": dataset.trust,
         "candidate": {"name": cand.name, "model": cand.model} if cand else {"name": _answers_name(settings), "model": None},
-        "judge": {"name": judge_spec.name, "model": judge_spec.model} if settings.stage != "generate" else None,
+        "judge": {"name": judge_spec.name, "model": judge_spec.model} if judged else None,
         **agg,
+        "breakdowns": breakdowns(scored, spec.declared_breakdowns(), dims, how, spec.scoring.scale) if judged else {},
+        "interval": _interval(spec, scored) if judged else None,
+        "aggregation": {"formula": spec.scoring.formula, "question": how.question, "overall": how.overall,
+                        "clip": how.clip, "no_positive_points": how.no_positive_points},
         "counts": {"questions": len(samples), "scored": len(scored),
                    "judge_errors": sum(1 for s in samples if s["judge_error"]),
                    "candidate_errors": sum(1 for s in samples if s["candidate_error"]),
-                   "catastrophic": sum(1 for s in scored if s.catastrophic)},
+                   "catastrophic": sum(1 for s in scored if s.catastrophic),
+                   # questions left out for having no positive points (only where the spec excludes them)
+                   **({"unscored": sum(1 for o in samples if o["score"] is None and not o["judge_error"]
+                                       and not o["candidate_error"] and judged)}
+                      if how.no_positive_points == "exclude" else {})},
         "tokens": {r: {k: sum(s["tokens"][r][k] for s in samples) for k in ("prompt", "completion")}
                    for r in ("candidate", "judge")},
         "cost": {r: _sum_cost([s["cost"][r] for s in samples]) for r in ("candidate", "judge")},

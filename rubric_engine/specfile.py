@@ -63,7 +63,9 @@ def _find(name: str, search_path: Sequence[str | Path] | None, file: str, key: s
         return known[name]
     dirs = benchmark_search_path() if search_path is None else list(search_path)
     close = difflib.get_close_matches(name, list(known), n=1)
-    fix = f"known benchmarks: {', '.join(sorted(known)) or '(none)'}; searched: {os.pathsep.join(map(str, dirs))}"
+    # closest names first: with several benchmark families the likely one leads the list
+    ranked = sorted(known, key=lambda k: (-difflib.SequenceMatcher(None, name, k).ratio(), k))
+    fix = f"known benchmarks: {', '.join(ranked) or '(none)'}; searched: {os.pathsep.join(map(str, dirs))}"
     fix += f"; did you mean {close[0]!r}?" if close else ""
     raise SpecError(file, key, "unknown benchmark", value=name, fix=fix)
 
