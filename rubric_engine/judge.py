@@ -151,7 +151,8 @@ def _usage_of(exc: BaseException) -> "CallResult | None":
 
 async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
                          max_reasks: int | None = None) -> JudgeResult:
-    """Judge one response; see the module docstring. Raises FatalModelError only for 401/403/404."""
+    """Judge one response; see the module docstring. Raises FatalModelError for 401/403/404 and for calls
+    refused before any request (no key): both would fail the same way for every question."""
     if max_reasks is None:
         max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
     shape = shape_of(spec)

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from rubric_engine.cache import ResultCache, default_cache_dir
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
@@ -39,6 +39,7 @@ _NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries",
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
 _FATAL_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
                           "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"})
+_MISSING_KEY = "Missing credentials"  # LiteLLM/OpenAI SDK wording when no key was found at all
 _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
 _STOPS_RUN_KINDS = frozenset({"auth", "forbidden", "not_found", "connection"})  # same failure for every question
 _LOOP_USERS: dict[int, int] = {}  # event-loop id -> ModelClients that made real calls in it (for aclose)
@@ -167,21 +168,23 @@ def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: 
 class _RateLimiter:
     """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429."""
 
-    def __init__(self, rpm: float | None) -> None:
+    def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         self.interval = 60.0 / rpm if rpm else 0.0
         self._next = 0.0
         self._paused_until = 0.0
+        self._clock, self._sleep = clock, sleep
 
     async def wait(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         slot = max(now, self._next, self._paused_until)
         if self.interval:
             self._next = slot + self.interval  # reserved before sleeping: no await between read and write
         if slot > now:
-            await asyncio.sleep(slot - now)
+            await self._sleep(slot - now)
 
     def pause(self, seconds: float) -> None:
-        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
 
 
 class _Malformed(Exception):
@@ -275,6 +278,8 @@ def _classify(exc: BaseException, secret: str | None) -> _Failure:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and not isinstance(status, bool) else None
     detail = _clean(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), secret)
+    if _MISSING_KEY in str(exc):  # LiteLLM reports a key it could not find as HTTP 500: retrying cannot help
+        return _Failure(True, None, None, detail, "auth")
     if "ContextWindowExceededError" in names:
         return _Failure(True, status or 400, None, detail, "context")
     if _refused(exc):
@@ -358,7 +363,9 @@ class ModelClient:
 
     def __init__(self, spec: ModelSpec, *, cache: ResultCache | None, concurrency: int = 8, rpm: float | None = None,
                  max_retries: int = 4, backoff_base: float = 1.0, backoff_max: float = 60.0,
-                 role: str = "candidate") -> None:
+                 role: str = "candidate", clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+        """`clock` and `sleep` exist so tests can check pauses and spacing without measuring wall time."""
         for bad, what in ((concurrency < 1, f"concurrency must be >= 1 (got {concurrency})"),
                           (rpm is not None and rpm <= 0, f"rpm must be > 0, or null for no limit (got {rpm})"),
                           (max_retries < 0, f"max_retries must be >= 0 (got {max_retries})")):
@@ -369,7 +376,8 @@ class ModelClient:
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stats = CallStats()
         self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
-        self._limiter = _RateLimiter(rpm)
+        self._limiter = _RateLimiter(rpm, clock, sleep)
+        self._sleep = sleep
         self._sem: asyncio.Semaphore | None = None
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         self._loops: set[int] = set()
@@ -550,4 +558,4 @@ class ModelClient:
                 wait = "rate limit: waiting as asked (Retry-After)" if failure.retry_after is not None else "backing off"
                 self.notify(f"{self.role} '{self.spec.name}': {why}; retry {attempts}/{self.max_retries} in "
                             f"{delay:.1f}s ({wait})")
-            await asyncio.sleep(delay)
+            await self._sleep(delay)

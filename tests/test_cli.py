@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from fakeserver import FakeServer, Reply
 DATA = MINI  # the project's own 12 HeartBench-shaped questions: these tests run on a bare clone
 ROWS = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
 BY_ID = {r["question_id"]: r for r in ROWS}
-EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test, never another on PATH
 REPLY_RE = re.compile(r"REPLY\[(\w{6})\]")
 
 
@@ -208,6 +207,7 @@ def test_works_from_any_directory_and_lists_packaged_configs(tmp_path: Path, env
     assert res.returncode == 0, res.stderr
     assert "pkg://rubric_engine.conf" in res.stdout
     res = run_cli(["--help"], env, cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
     assert "rubric-engine" in res.stdout and "candidate: " in res.stdout and "gpt-4o" in res.stdout
 
 
@@ -219,8 +219,9 @@ def test_cache_info_and_clear(tmp_path: Path, env: dict[str, str]) -> None:
     info = run_cli(["cache", "info"], env, timeout=60)
     assert info.returncode == 0 and "4 completed calls" in info.stdout, info.stdout + info.stderr
     cleared = run_cli(["cache", "clear"], env, timeout=60)
-    assert "removed 4 entries" in cleared.stdout
-    assert "0 completed calls" in run_cli(["cache", "info"], env, timeout=60).stdout
+    assert cleared.returncode == 0 and "removed 4 entries" in cleared.stdout, cleared.stderr
+    after = run_cli(["cache", "info"], env, timeout=60)
+    assert after.returncode == 0 and "0 completed calls" in after.stdout, after.stderr
 
 
 def test_dry_run_counts_calls_and_calls_nothing(tmp_path: Path, env: dict[str, str]) -> None:

@@ -3,6 +3,7 @@ quirks and selection (on the project's mini file)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import http.server
 import json
@@ -291,5 +292,5 @@ def test_select(questions: list[Question]) -> None:
 
 def test_question_type_is_frozen(questions: list[Question]) -> None:
     q: Question = questions[0]
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         q.id = "x"  # type: ignore[misc]

@@ -194,8 +194,12 @@ def test_search_path_shadowing_and_names(tmp_path: Path, monkeypatch: pytest.Mon
     assert "unknown benchmark (got 'nope')" in str(info.value) and "searched: " in str(info.value)
 
 
-def test_known_formulas_come_from_scoring() -> None:
-    assert set(known_formulas()) >= {"log_normalised", "linear", "met_over_positive"}
+def test_known_formulas_come_from_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rubric_engine import scoring
+
+    assert known_formulas() == ("log_normalised", "linear", "met_over_positive")
+    monkeypatch.setitem(scoring.FORMULAS, "new_formula", scoring.linear)  # registered in scoring only...
+    assert known_formulas()[-1] == "new_formula"  # ...and the spec layer knows it
 
 
 # ----------------------------------------------------------------------------------------- error messages
