@@ -71,23 +71,28 @@ def test_report_order_and_the_empty_labels() -> None:
     assert agg["overall"] == pytest.approx(100 * (0.5 + 0.5 + 0.3) / 3)
 
 
-@pytest.mark.xfail(strict=True, reason="print_summary's input changed in the spec merge (16:10); rewrite this "
-                   "against the new summary shape; the aggregate order is pinned above")
-def test_printed_summary_follows_the_same_order() -> None:
+def test_printed_summary_follows_the_declared_breakdowns_in_order() -> None:
     agg = aggregate(QS, DIMS)
+    breakdowns = [("dimensions", "dimension"), ("abilities", "ability"), ("subsets", "subset"),
+                  ("scenarios", "scenario")]
     summary = {**agg, "benchmark": "b", "benchmark_version": "1", "candidate": {"name": "c"}, "judge": {"name": "j"},
+               "breakdowns": {bid: {k: v for k, v in agg[bid].items() if k not in ("decay_pct", "decay_base")}
+                              for bid, _ in breakdowns},
                "counts": {"questions": 4, "scored": 4, "judge_errors": 0, "candidate_errors": 0, "catastrophic": 0},
                "tokens": {r: {"prompt": 0, "completion": 0} for r in ("candidate", "judge")},
                "cost": {"candidate": None, "judge": None}}
-    taxonomy = {"dimensions": [{"id": d, "abilities": [{"id": a} for a in abilities]} for d, abilities in DIMS.items()]}
+    spec = {"locale": "en", "taxonomy": {"dimensions": [{"id": d, "abilities": [{"id": a} for a in abilities]}
+                                                        for d, abilities in DIMS.items()]},
+            "report": {"breakdowns": [{"id": bid, "by": by} for bid, by in breakdowns]}}
     console = Console(record=True, width=120, color_system=None)
-    print_summary(summary, taxonomy, console)
+    print_summary(summary, spec, console)
     out = console.export_text()
-    order = ["mind", "warmth", "curiosity", "heart", "coping", "hard", "normal", "Growth", "Work", NO_SCENARIO]
-    positions = [out.index(f"│ {'  ' if name in ('warmth', 'curiosity', 'coping') else ''}{name} ") for name in order]
+    order = ["mind", "heart", "warmth", "curiosity", "coping", "hard", "normal", "Growth", "Work", NO_SCENARIO]
+    positions = [out.index(f"│ {name} ") for name in order]
     assert positions == sorted(positions), out
     [overall_line] = [line for line in out.splitlines() if "Overall" in line]
     assert "43.33" in overall_line
+    assert "catastrophic" not in out  # no failure rules declared: no catastrophic row
 
 
 # -- verdict ids ---------------------------------------------------------------------------------------------
