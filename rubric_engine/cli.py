@@ -375,9 +375,10 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _force_params(arg: str) -> str:
-    """`candidate.params.temperature=0` / `candidate.timeout=30` set keys the shipped entries leave out:
-    Hydra wants `++` for those, so add it rather than answer with Hydra's "use +" advice."""
-    if re.match(r"^(candidate|judge)\.(params\.[^=]+|timeout)=", arg):
+    """`candidate.params.temperature=0`, `candidate.params={temperature:0}` (as README writes it) and
+    `candidate.timeout=30` set keys the shipped entries leave out or merge into an empty node: Hydra wants
+    `++` for those, so add it rather than answer with Hydra's "use +" advice."""
+    if re.match(r"^(candidate|judge)\.(params(\.[^=]+)?|timeout)=", arg):
         return "++" + arg
     return arg
 

@@ -86,6 +86,9 @@ class _Outcome:
 class EmptyReply(ModelCallError):
     """The candidate answered with no text (often a content filter): recorded, never cached."""
 
+    def __str__(self) -> str:  # the plain sentence: no model prefix or attempt count for a reply that came
+        return "the candidate returned an empty reply"
+
 
 def _accept_candidate(text: str) -> None:
     if not text.strip():

@@ -167,7 +167,7 @@ def test_content_null_is_a_counted_candidate_error(tmp_path: Path, env: dict[str
     s = summary(tmp_path)
     assert (s["counts"]["candidate_errors"], s["counts"]["scored"]) == (1, 1)
     bad = [x for x in samples(tmp_path) if x["candidate_error"]]
-    assert len(bad) == 1 and bad[0]["candidate_error"] == "the candidate returned an empty reply"
+    assert len(bad) == 1 and bad[0]["candidate_error"] == "the candidate returned an empty reply (finish_reason: stop)"
     assert bad[0]["score"] is None and bad[0]["response"] is None and bad[0]["abilities"] == {}
 
 
