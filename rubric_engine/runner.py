@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,12 +16,13 @@ from typing import Any
 
 from rich.console import Console
 
-from . import rundir
-from .aggregate import ScoredQuestion, aggregate, breakdowns, scored_question
+from . import rundir, runstream
+from .aggregate import ScoredQuestion, aggregate, breakdowns
 from .bootstrap import bootstrap_stats
 from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
+from .journal import JournalWriter
 from .judge import JudgeResult, judge_response
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages
@@ -128,27 +129,57 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    journaled = settings.stage != "generate"  # stage=generate keeps its answers in memory (no samples.jsonl)
+    fp = runstream.fingerprint(spec=spec.resolved(), data_sha256=dataset.sha256, candidate=settings.candidate if need_candidate else None,
+                               judge=judge_spec if journaled else None, stage=settings.stage,
+                               selection={"subset": settings.subset, "limit": settings.limit,
+                                          "ids": list(settings.ids) if settings.ids else None},
+                               answers_sha256=_answers_sha256(settings))
+    totals = runstream.Totals()
+    done: set[str] = set()
+    if journaled:  # read what an interrupted run of this same command left, before writing anything
+        state = runstream.resume(out, fp, totals.add)
+        done = state.done
+        if state.repaired:
+            console.print(state.repaired, highlight=False, soft_wrap=True)
+        if done:
+            console.print(f"resuming: {len(done)} of {len(questions)} questions already in {rundir.SAMPLES_FILE}; "
+                          f"running the other {len(questions) - len(done)}", highlight=False, soft_wrap=True)
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
-    try:
-        outcomes, calls = asyncio.run(_run_async(settings, spec, questions, given, judge_spec, cache, console))
-    finally:
-        if cache is not None:
-            cache.close()
+    todo = [q for q in questions if q.id not in done]
+    responses: dict[str, str | None] = {}
+    writer = JournalWriter(out / rundir.SAMPLES_FILE, fp, header={"questions": len(questions)}) if journaled and todo else None
 
-    responses = {o.question.id: o.response for o in outcomes}
-    rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
-    for o in outcomes:
+    def finished(o: _Outcome) -> None:
+        """One question is final: score it, append its record to the journal, keep only compact values."""
         if o.judge is not None and o.judge.verdicts is not None:
             o.score = score_question(o.question.criteria, [v.hit for v in o.judge.verdicts], spec.formula(),
                                      spec.scoring.params, spec.failure_rules, spec.aggregation_rule())
-    samples = [_sample(spec, o) for o in outcomes]
-    if settings.stage != "generate":
-        rundir.write_jsonl(out / rundir.SAMPLES_FILE, samples)
-    typed = (scored_question(o.question, o.score) for o in outcomes if o.score is not None)
-    scored = [s for s in typed if s is not None]  # typed results straight from the judge, not re-parsed dicts
-    summary = _summary(settings, spec, dataset, judge_spec, samples, scored, calls)
-    rundir.write_json(out / rundir.SUMMARY_FILE, summary)
+        rec = _sample(spec, o)
+        if writer is not None:
+            writer.append(rec)
+        else:
+            responses[o.question.id] = o.response  # stage=generate: answers.jsonl is written at the end
+        totals.add(rec)
+
+    try:
+        calls = asyncio.run(_run_async(settings, spec, todo, given, judge_spec, cache, console, finished))
+    finally:
+        if writer is not None:
+            writer.close()
+        if cache is not None:
+            cache.close()
+
+    if journaled:
+        summary = _summary(settings, spec, dataset, judge_spec, totals, totals.scored_in_order(questions), calls)
+        summary[runstream.FINGERPRINT_KEY] = fp
+        rundir.write_json(out / rundir.SUMMARY_FILE, summary)  # first: it names the run the ordered samples belong to
+        runstream.finish_files(out, questions, spec.data.fields.id)
+    else:
+        rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
+        summary = _summary(settings, spec, dataset, judge_spec, totals, [], calls)
+        rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved(), console)
     console.print(f"outputs: {out}", highlight=False, soft_wrap=True)
@@ -176,12 +207,14 @@ def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSp
 
 async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],
                      given: dict[str, str | None] | None, judge_spec: ModelSpec,
-                     cache: ResultCache | None, console: Console) -> tuple[list[_Outcome], dict[str, dict[str, int]]]:
-    """Each question flows generate -> judge on its own, so judging starts with the first answer."""
+                     cache: ResultCache | None, console: Console,
+                     finished: Callable[[_Outcome], None]) -> dict[str, dict[str, int]]:
+    """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
+    pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
+    (and in memory) does not grow with the number of questions."""
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     judge = ModelClient(judge_spec, role="judge", **limits) if settings.stage != "generate" else None
-    outcomes = [_Outcome(q) for q in questions]
     with ProgressBoard(settings.progress, console) as board:
         gen_bar = board.stage("generate", len(questions)) if cand else None
         judge_bar = board.stage("judge", len(questions)) if judge else None
@@ -216,10 +249,18 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
                               error=bool(jr and jr.error),
                               tokens=(jr.prompt_tokens + jr.completion_tokens) if jr else 0, cost=jr.cost if jr else None)
 
+        pending = iter(questions)
+
+        async def worker() -> None:
+            for q in pending:  # shared: each question is taken by exactly one worker
+                o = _Outcome(q)
+                await one(o)
+                finished(o)
+
         try:
             async with asyncio.TaskGroup() as tg:
-                for o in outcomes:
-                    tg.create_task(one(o))
+                for _ in range(min(len(questions), 2 * max(1, settings.concurrency))):
+                    tg.create_task(worker())
         except* FatalModelError as group:
             raise group.exceptions[0] from None
         finally:
@@ -228,7 +269,7 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
                     await client.aclose()
     calls = {role: {"made": c.stats.calls, "cache_hits": c.stats.cache_hits, "retries": c.stats.retries}
              if c else {"made": 0, "cache_hits": 0, "retries": 0} for role, c in (("candidate", cand), ("judge", judge))}
-    return outcomes, calls
+    return calls
 
 
 def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
@@ -261,9 +302,11 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
     return rec
 
 
-def _sum_cost(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
+def _answers_sha256(settings: RunSettings) -> str | None:
+    """The given answers file's hash: part of a score-only run's identity (other answers, other run)."""
+    path = Path(settings.from_run) / rundir.ANSWERS_FILE if settings.from_run else \
+        Path(settings.answers) if settings.answers else None
+    return runstream.file_sha256(path) if path is not None and path.is_file() else None
 
 
 def _interval(spec: BenchmarkSpec, scored: Sequence[ScoredQuestion]) -> dict[str, Any] | None:
@@ -275,7 +318,7 @@ def _interval(spec: BenchmarkSpec, scored: Sequence[ScoredQuestion]) -> dict[str
 
 
 def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
-             samples: Sequence[Mapping[str, Any]], scored: Sequence[ScoredQuestion],
+             totals: runstream.Totals, scored: Sequence[ScoredQuestion],
              calls: Mapping[str, Any]) -> dict[str, Any]:
     decay, how, dims = spec.report.decay, spec.aggregation_rule(), spec.dimensions_map()
     judged = settings.stage != "generate"
@@ -296,17 +339,15 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spe
         "interval": _interval(spec, scored) if judged else None,
         "aggregation": {"formula": spec.scoring.formula, "question": how.question, "overall": how.overall,
                         "clip": how.clip, "no_positive_points": how.no_positive_points},
-        "counts": {"questions": len(samples), "scored": len(scored),
-                   "judge_errors": sum(1 for s in samples if s["judge_error"]),
-                   "candidate_errors": sum(1 for s in samples if s["candidate_error"]),
+        "counts": {"questions": totals.questions, "scored": len(scored),
+                   "judge_errors": totals.judge_errors,
+                   "candidate_errors": totals.candidate_errors,
                    "catastrophic": sum(1 for s in scored if s.catastrophic),
                    # questions left out for having no positive points (only where the spec excludes them)
-                   **({"unscored": sum(1 for o in samples if o["score"] is None and not o["judge_error"]
-                                       and not o["candidate_error"] and judged)}
+                   **({"unscored": totals.unscored if judged else 0}
                       if how.no_positive_points == "exclude" else {})},
-        "tokens": {r: {k: sum(s["tokens"][r][k] for s in samples) for k in ("prompt", "completion")}
-                   for r in ("candidate", "judge")},
-        "cost": {r: _sum_cost([s["cost"][r] for s in samples]) for r in ("candidate", "judge")},
+        "tokens": totals.tokens,
+        "cost": totals.costs(),
         "calls": dict(calls),
         "selection": {"subset": settings.subset, "limit": settings.limit, "ids": list(settings.ids) if settings.ids else None},
         "stage": settings.stage,
