@@ -9,7 +9,6 @@ journal once. See docs/scaling.md.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -22,31 +21,10 @@ from typing import Any
 from . import rundir
 from .aggregate import ScoredQuestion, scored_from_samples
 from .datatypes import Question
-from .errors import ConfigError, DataError
-from .journal import JournalState, read_journal, run_fingerprint
+from .errors import DataError
+from .journal import JournalState, read_journal
 
-__all__ = ["Totals", "fingerprint", "file_sha256", "resume", "finish_files", "FINGERPRINT_KEY"]
-
-FINGERPRINT_KEY = "run_fingerprint"  # summary.json key: which run a finished (header-less) samples.jsonl belongs to
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def fingerprint(*, spec: Mapping[str, Any], data_sha256: str, candidate: Any, judge: Any, stage: str,
-                selection: Mapping[str, Any], answers_sha256: str | None) -> str:
-    """What decides a run's answers and scores; keys, timeouts, concurrency and rate limits are left out
-    so a resume may change them."""
-    def model(m: Any) -> dict[str, Any] | None:
-        return None if m is None else {"name": m.name, "model": m.model, "api_base": m.api_base, "params": dict(m.params)}
-
-    return run_fingerprint({"spec": spec, "data": data_sha256, "candidate": model(candidate), "judge": model(judge),
-                            "stage": stage, "selection": dict(selection), "answers": answers_sha256})
+__all__ = ["Totals", "resume", "finish_files"]
 
 
 @dataclass
@@ -57,6 +35,7 @@ class Totals:
     judge_errors: int = 0
     candidate_errors: int = 0
     unscored: int = 0  # judged, no error, no score (no positive points under `exclude`)
+    truncated: int = 0  # candidate replies cut at the token limit
     tokens: dict[str, dict[str, int]] = field(default_factory=lambda: {
         r: {"prompt": 0, "completion": 0} for r in ("candidate", "judge")})
     # exact sums (Fraction), so the total does not depend on the order questions finished in
@@ -67,6 +46,7 @@ class Totals:
         self.questions += 1
         self.judge_errors += bool(rec.get("judge_error"))
         self.candidate_errors += bool(rec.get("candidate_error"))
+        self.truncated += bool(rec.get("truncated"))
         if rec.get("score") is None and not rec.get("judge_error") and not rec.get("candidate_error"):
             self.unscored += 1
         for role in ("candidate", "judge"):
@@ -99,32 +79,26 @@ def _first_line(path: Path) -> dict[str, Any] | None:
 
 
 def resume(out: Path, fp: str, on_record: Callable[[Mapping[str, Any]], None]) -> JournalState:
-    """Read what `out` already holds for this run. A journal (header line) is streamed and repaired;
-    a finished samples.jsonl (question order, no header) counts when summary.json names this run;
-    anything else there is another run's and is refused."""
+    """Read what `out` already holds for this run; call only after `rundir.begin_run` accepted the
+    directory (its manifest names this same run). A journal (header line) is streamed, checked against
+    `fp` and repaired; a finished samples.jsonl (question order, no header: the run completed, or was
+    killed after its last question) counts whole."""
     path = out / rundir.SAMPLES_FILE
     if not path.exists() or path.stat().st_size == 0:
         return JournalState()
     first = _first_line(path)
     if first is not None and "journal" in first:
         return read_journal(path, fp, on_record)
-    summary_path = out / rundir.SUMMARY_FILE
-    try:
-        owner = json.loads(summary_path.read_text(encoding="utf-8")).get(FINGERPRINT_KEY)
-    except (OSError, ValueError, AttributeError):
-        owner = None
-    if owner != fp:
-        raise ConfigError(f"{path} belongs to another run (spec, data, models, stage or selection differ, or an "
-                          "older version wrote it); use a new run directory (hydra.run.dir=...) or move the file away")
     state = JournalState()
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             try:
                 rec = json.loads(line)
-            except ValueError:
+                qid = rec["id"]
+            except (ValueError, TypeError, KeyError):
                 raise DataError(str(path), "unreadable record", line=n,
                                 fix="move the file away to run this again") from None
-            state.done.add(rec["id"])
+            state.done.add(qid)
             on_record(rec)
     return state
 
