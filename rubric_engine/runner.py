@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,12 +18,13 @@ from typing import Any
 
 from rich.console import Console
 
-from . import rundir
-from .aggregate import ScoredQuestion, aggregate, breakdowns, scored_question
+from . import rundir, runstream
+from .aggregate import ScoredQuestion, aggregate, breakdowns
 from .bootstrap import bootstrap_stats
 from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
+from .journal import JournalWriter, run_fingerprint
 from .judge import JudgeResult, judge_response
 from .mockmodel import is_mock
 from .models import ModelClient, ModelSpec
@@ -173,41 +174,66 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    journaled = settings.stage != "generate"  # stage=generate keeps its answers in memory (no samples.jsonl)
     digest = _spec_hash(spec)
-    manifest = rundir.begin_run(out, _identity(settings, spec, digest, judge_spec))
+    identity = _identity(settings, spec, digest, judge_spec)
+    manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
+    fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
+    totals = runstream.Totals()
+    done: set[str] = set()
+    if journaled:  # read what an interrupted run of this same command left, before writing anything
+        state = runstream.resume(out, fp, totals.add)
+        done = state.done
+        if state.repaired:
+            console.print(state.repaired, highlight=False, soft_wrap=True)
+        if done:
+            console.print(f"resuming: {len(done)} of {len(questions)} questions already in {rundir.SAMPLES_FILE}; "
+                          f"running the other {len(questions) - len(done)}", highlight=False, soft_wrap=True)
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
+    todo = [q for q in questions if q.id not in done]
+    responses: dict[str, str | None] = {}
+    writer = JournalWriter(out / rundir.SAMPLES_FILE, fp, header={"questions": len(questions)}) if journaled and todo else None
     stages: dict[str, Any] = {}
     t0 = time.monotonic()
-    log.info("start: benchmark %s, %d questions, stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
-             "max_retries %d, cache %s", spec.name, len(questions), settings.stage,
+    log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
+             "max_retries %d, cache %s", spec.name, len(questions), len(todo), settings.stage,
              f"{settings.candidate.name} ({settings.candidate.model})" if need_candidate and settings.candidate
              else "answers file", f"{judge_spec.name} ({judge_spec.model})" if settings.stage != "generate" else "none",
              settings.concurrency, settings.rpm, settings.max_retries,
              (settings.cache_dir or "default") if settings.cache_enabled else "off")
+
+    def finished(o: _Outcome) -> None:
+        """One question is final: score it, append its record to the journal, keep only compact values."""
+        if o.judge is not None and o.judge.verdicts is not None:
+            o.score = score_question(o.question.criteria, [v.hit for v in o.judge.verdicts], spec.formula(),
+                                     spec.scoring.params, spec.failure_rules, spec.aggregation_rule())
+        rec = _sample(spec, o)
+        if writer is not None:
+            writer.append(rec)
+        else:
+            responses[o.question.id] = o.response  # stage=generate: answers.jsonl is written at the end
+        totals.add(rec)
+
     try:
-        outcomes, calls = asyncio.run(_run_async(settings, spec, questions, given, judge_spec, cache, console, stages))
+        calls = asyncio.run(_run_async(settings, spec, todo, given, judge_spec, cache, console, stages, finished))
     finally:
+        if writer is not None:
+            writer.close()
         if cache is not None:
             cache.close()
     timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
     timing["total"] = round(time.monotonic() - t0, 3)
 
-    responses = {o.question.id: o.response for o in outcomes}
-    rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
-    for o in outcomes:
-        if o.judge is not None and o.judge.verdicts is not None:
-            o.score = score_question(o.question.criteria, [v.hit for v in o.judge.verdicts], spec.formula(),
-                                     spec.scoring.params, spec.failure_rules, spec.aggregation_rule())
-    samples = [_sample(spec, o) for o in outcomes]
-    if settings.stage != "generate":
-        rundir.write_jsonl(out / rundir.SAMPLES_FILE, samples)
-    typed = (scored_question(o.question, o.score) for o in outcomes if o.score is not None)
-    scored = [s for s in typed if s is not None]  # typed results straight from the judge, not re-parsed dicts
-    summary = _summary(settings, spec, dataset, judge_spec, samples, scored, calls)
+    summary = _summary(settings, spec, dataset, judge_spec, totals,
+                       totals.scored_in_order(questions) if journaled else [], calls)
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
+    if journaled:  # the journal becomes the question-ordered samples.jsonl; answers.jsonl is read from it
+        runstream.finish_files(out, questions, spec.data.fields.id)
+    else:
+        rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
     rundir.finish_run(out, manifest)
     c = summary["counts"]
     log.info("end: %d of %d scored, %d candidate errors, %d judge errors, %.1f s", c["scored"], c["questions"],
@@ -283,13 +309,14 @@ def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSp
 async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],
                      given: dict[str, str | None] | None, judge_spec: ModelSpec,
                      cache: ResultCache | None, console: Console,
-                     stages: dict[str, Any]) -> tuple[list[_Outcome], dict[str, dict[str, int]]]:
-    """Each question flows generate -> judge on its own, so judging starts with the first answer.
+                     stages: dict[str, Any], finished: Callable[[_Outcome], None]) -> dict[str, dict[str, int]]:
+    """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
+    pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
+    (and in memory) does not grow with the number of questions.
     `stages` receives the per-stage progress counters (their clocks give the wall time per stage)."""
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     judge = ModelClient(judge_spec, role="judge", **limits) if settings.stage != "generate" else None
-    outcomes = [_Outcome(q) for q in questions]
     with ProgressBoard(settings.progress, console) as board:
         gen_bar = board.stage("generate", len(questions)) if cand else None
         judge_bar = board.stage("judge", len(questions)) if judge else None
@@ -343,10 +370,18 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
                               error=bool(jr and jr.error),
                               tokens=(jr.prompt_tokens + jr.completion_tokens) if jr else 0, cost=jr.cost if jr else None)
 
+        pending = iter(questions)
+
+        async def worker() -> None:
+            for q in pending:  # shared: each question is taken by exactly one worker
+                o = _Outcome(q)
+                await one(o)
+                finished(o)
+
         try:
             async with asyncio.TaskGroup() as tg:
-                for o in outcomes:
-                    tg.create_task(one(o))
+                for _ in range(min(len(questions), 2 * max(1, settings.concurrency))):
+                    tg.create_task(worker())
         except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
             raise _first_leaf(group) from None
         finally:
@@ -357,7 +392,7 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
     calls = {role: {"made": c.stats.calls - c.stats.cache_hits, "cache_hits": c.stats.cache_hits,
                     "retries": c.stats.retries}
              if c else {"made": 0, "cache_hits": 0, "retries": 0} for role, c in (("candidate", cand), ("judge", judge))}
-    return outcomes, calls
+    return calls
 
 
 def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
@@ -396,11 +431,6 @@ def _clip(text: str, limit: int = 20_000) -> str:
     return text if len(text) <= limit else text[:limit] + f" ... [{len(text) - limit} more characters not kept]"
 
 
-def _sum_cost(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
 def _interval(spec: BenchmarkSpec, scored: Sequence[ScoredQuestion]) -> dict[str, Any] | None:
     """The overall's 95% percentile bootstrap interval and bootstrap std (1000 resamples, seed 0)."""
     if not scored:
@@ -410,7 +440,7 @@ def _interval(spec: BenchmarkSpec, scored: Sequence[ScoredQuestion]) -> dict[str
 
 
 def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
-             samples: Sequence[Mapping[str, Any]], scored: Sequence[ScoredQuestion],
+             totals: runstream.Totals, scored: Sequence[ScoredQuestion],
              calls: Mapping[str, Any]) -> dict[str, Any]:
     decay, how, dims = spec.report.decay, spec.aggregation_rule(), spec.dimensions_map()
     judged = settings.stage != "generate"
@@ -431,18 +461,16 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spe
         "interval": _interval(spec, scored) if judged else None,
         "aggregation": {"formula": spec.scoring.formula, "question": how.question, "overall": how.overall,
                         "clip": how.clip, "no_positive_points": how.no_positive_points},
-        "counts": {"questions": len(samples), "scored": len(scored),
-                   "judge_errors": sum(1 for s in samples if s["judge_error"]),
-                   "candidate_errors": sum(1 for s in samples if s["candidate_error"]),
+        "counts": {"questions": totals.questions, "scored": len(scored),
+                   "judge_errors": totals.judge_errors,
+                   "candidate_errors": totals.candidate_errors,
                    "catastrophic": sum(1 for s in scored if s.catastrophic),
-                   "truncated": sum(1 for s in samples if s.get("truncated")),
+                   "truncated": totals.truncated,
                    # questions left out for having no positive points (only where the spec excludes them)
-                   **({"unscored": sum(1 for o in samples if o["score"] is None and not o["judge_error"]
-                                       and not o["candidate_error"] and judged)}
+                   **({"unscored": totals.unscored if judged else 0}
                       if how.no_positive_points == "exclude" else {})},
-        "tokens": {r: {k: sum(s["tokens"][r][k] for s in samples) for k in ("prompt", "completion")}
-                   for r in ("candidate", "judge")},
-        "cost": {r: _sum_cost([s["cost"][r] for s in samples]) for r in ("candidate", "judge")},
+        "tokens": totals.tokens,
+        "cost": totals.costs(),
         "calls": dict(calls),
         "selection": {"subset": settings.subset, "limit": settings.limit, "ids": list(settings.ids) if settings.ids else None},
         "stage": settings.stage,

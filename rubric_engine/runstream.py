@@ -1,0 +1,153 @@
+"""The run directory as a stream: the journal's identity, resuming from it, compact totals, the final files.
+
+Why a module of its own: the runner appends each finished question to `samples.jsonl` (a journal,
+rubric_engine/journal.py) and must not hold the records; everything the summary needs is folded
+into `Totals` as the records pass (on resume while reading the journal, then as questions finish),
+and the final question-ordered `samples.jsonl` / `answers.jsonl` are written by streaming over the
+journal once. See docs/scaling.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from . import rundir
+from .aggregate import ScoredQuestion, scored_from_samples
+from .datatypes import Question
+from .errors import DataError
+from .journal import JournalState, read_journal
+
+__all__ = ["Totals", "resume", "finish_files"]
+
+
+@dataclass
+class Totals:
+    """Compact per-question values the summary needs, folded in record by record (no record is kept)."""
+
+    questions: int = 0
+    judge_errors: int = 0
+    candidate_errors: int = 0
+    unscored: int = 0  # judged, no error, no score (no positive points under `exclude`)
+    truncated: int = 0  # candidate replies cut at the token limit
+    tokens: dict[str, dict[str, int]] = field(default_factory=lambda: {
+        r: {"prompt": 0, "completion": 0} for r in ("candidate", "judge")})
+    # exact sums (Fraction), so the total does not depend on the order questions finished in
+    cost: dict[str, Fraction | None] = field(default_factory=lambda: {"candidate": None, "judge": None})
+    scored: dict[str, ScoredQuestion] = field(default_factory=dict)
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        self.questions += 1
+        self.judge_errors += bool(rec.get("judge_error"))
+        self.candidate_errors += bool(rec.get("candidate_error"))
+        self.truncated += bool(rec.get("truncated"))
+        if rec.get("score") is None and not rec.get("judge_error") and not rec.get("candidate_error"):
+            self.unscored += 1
+        for role in ("candidate", "judge"):
+            for k in ("prompt", "completion"):
+                self.tokens[role][k] += int(rec["tokens"][role][k])
+            c = rec["cost"][role]
+            if c is not None:
+                self.cost[role] = (self.cost[role] or Fraction(0)) + Fraction(c)
+        for sq in scored_from_samples([rec]):
+            self.scored[sq.id] = sq
+
+    def costs(self) -> dict[str, float | None]:
+        """Cost per role; None where no call was priced (never a made-up zero)."""
+        return {r: None if c is None else float(c) for r, c in self.cost.items()}
+
+    def scored_in_order(self, questions: Sequence[Question]) -> list[ScoredQuestion]:
+        """Question order, whatever order the questions finished in: sums and the bootstrap's resamples
+        then come out the same for a resumed run as for an uninterrupted one."""
+        return [self.scored[q.id] for q in questions if q.id in self.scored]
+
+
+def _first_line(path: Path) -> dict[str, Any] | None:
+    with path.open("rb") as fh:
+        line = fh.readline()
+    try:
+        first = json.loads(line)
+    except ValueError:
+        return None
+    return first if isinstance(first, dict) else None
+
+
+def resume(out: Path, fp: str, on_record: Callable[[Mapping[str, Any]], None]) -> JournalState:
+    """Read what `out` already holds for this run; call only after `rundir.begin_run` accepted the
+    directory (its manifest names this same run). A journal (header line) is streamed, checked against
+    `fp` and repaired; a finished samples.jsonl (question order, no header: the run completed, or was
+    killed after its last question) counts whole."""
+    path = out / rundir.SAMPLES_FILE
+    if not path.exists() or path.stat().st_size == 0:
+        return JournalState()
+    first = _first_line(path)
+    if first is not None and "journal" in first:
+        return read_journal(path, fp, on_record)
+    state = JournalState()
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            try:
+                rec = json.loads(line)
+                qid = rec["id"]
+            except (ValueError, TypeError, KeyError):
+                raise DataError(str(path), "unreadable record", line=n,
+                                fix="move the file away to run this again") from None
+            state.done.add(qid)
+            on_record(rec)
+    return state
+
+
+def _index(path: Path) -> dict[str, int]:
+    """Byte offset of each question's record in a journal (or a finished samples.jsonl)."""
+    offsets: dict[str, int] = {}
+    pos = 0
+    with path.open("rb") as fh:
+        for raw in fh:
+            rec = json.loads(raw)
+            if "id" in rec and "journal" not in rec:
+                offsets[rec["id"]] = pos
+            pos += len(raw)
+    return offsets
+
+
+def _atomic_lines(path: Path, lines: Callable[[Callable[[str], None]], None]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            lines(out.write)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def finish_files(out: Path, questions: Sequence[Question], id_field: str) -> None:
+    """Rewrite the journal as question-ordered samples.jsonl (no header) and write answers.jsonl from it,
+    one record in memory at a time: the same bytes as the in-memory writer produced."""
+    journal = out / rundir.SAMPLES_FILE
+    offsets = _index(journal)
+    with journal.open("rb") as src:
+        def record(q: Question) -> dict[str, Any]:
+            src.seek(offsets[q.id])
+            return json.loads(src.readline())
+
+        def answers(write: Callable[[str], None]) -> None:
+            for q in questions:
+                row = dict(q.source_row or {id_field: q.id})
+                row["response"] = record(q).get("response")
+                write(json.dumps(row, ensure_ascii=False) + "\n")
+
+        def samples(write: Callable[[str], None]) -> None:
+            for q in questions:
+                write(json.dumps(record(q), ensure_ascii=False) + "\n")
+
+        _atomic_lines(out / rundir.ANSWERS_FILE, answers)
+        _atomic_lines(journal, samples)

@@ -1,0 +1,132 @@
+"""The runner's journal end to end: the console script against the fake server.
+
+kill -9 then the same command with the cache gone re-asks only unfinished questions and ends with
+the same bytes as an uninterrupted run; a journal cut mid-line is repaired in one line; another
+run's journal is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from fakeserver import FakeServer
+from rubric_engine.journal import run_fingerprint
+from test_cli import DATA, EXE, REPLY_RE, Script, model_args, run_cli
+
+ARGS = ["benchmark=heartbench", f"data.path={DATA}", "limit=12", "concurrency=2", "progress=plain"]
+SCRIPT = Script()
+
+
+def asked(requests: list[dict[str, Any]]) -> tuple[Counter, Counter]:
+    """(candidate question ids, judge question ids) the server was asked for."""
+    cand, judge = Counter(), Counter()
+    for body in requests:
+        text = "\n".join(str(m.get("content", "")) for m in body["messages"])
+        if body["model"] == "judge":
+            judge[REPLY_RE.search(text).group(1)] += 1  # type: ignore[union-attr]
+        else:
+            cand[next(q for turns, q in SCRIPT.turns if all(t in text for t in turns))] += 1
+    return cand, judge
+
+
+def complete_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_bytes().split(b"\n")[:-1]]
+
+
+def same_files(a: Path, b: Path) -> None:
+    """Every file of two run dirs is the same bytes, summary.json apart from its timestamp, calls, run id
+    and wall times."""
+    for name in ("samples.jsonl", "answers.jsonl", "spec.resolved.json"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+    for s in (sa, sb):
+        for key in ("created", "calls", "run_id", "wall_seconds"):
+            s.pop(key)
+    assert sa == sb
+
+
+def test_kill9_then_same_command_without_cache_asks_only_unfinished(tmp_path: Path, env: dict[str, str]) -> None:
+    run, ref = tmp_path / "run", tmp_path / "ref"
+    with FakeServer(SCRIPT, latency=0.3) as srv:
+        res = run_cli([*ARGS, f"hydra.run.dir={ref}", *model_args(srv.url)],
+                      dict(env, RUBRIC_ENGINE_CACHE=str(tmp_path / "refcache")))
+        assert res.returncode == 0, res.stderr
+        srv.reset()
+        cmd = [EXE, *ARGS, f"hydra.run.dir={run}", *model_args(srv.url)]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while len(complete_lines(run / "samples.jsonl")) < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        done = {r["id"] for r in complete_lines(run / "samples.jsonl")[1:]}
+        assert 4 <= len(done) < 12, "the kill must land midway"
+        shutil.rmtree(tmp_path / "cache")  # the call cache is gone: only the journal can spare the calls
+        srv.reset()
+        res = run_cli([*ARGS, f"hydra.run.dir={run}", *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        cand, judge = asked(srv.requests)
+    todo = {json.loads(x)["id"] for x in (ref / "samples.jsonl").read_text().splitlines()} - done
+    assert cand == Counter(todo) and judge == Counter(todo)  # each unfinished question asked once per role
+    assert f"resuming: {len(done)} of 12 questions" in res.stderr
+    same_files(run, ref)
+
+
+def test_journal_cut_mid_line_is_repaired_and_its_question_rerun(tmp_path: Path, env: dict[str, str]) -> None:
+    run, ref = tmp_path / "run", tmp_path / "ref"
+    with FakeServer(SCRIPT) as srv:
+        res = run_cli([*ARGS, f"hydra.run.dir={ref}", *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        manifest = json.loads((ref / "manifest.json").read_text())
+        # the journal header carries the manifest's identity, hashed
+        fp = run_fingerprint({k: v for k, v in manifest.items() if k not in ("run_id", "state", "started", "resumed",
+                                                                             "finished")})
+        lines = (ref / "samples.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+        run.mkdir()
+        shutil.copy(ref / "manifest.json", run / "manifest.json")
+        header = json.dumps({"journal": 1, "run": fp, "questions": 12}) + "\n"
+        # what a crash leaves: header, 5 whole records, the 6th cut in the middle of its line
+        (run / "samples.jsonl").write_text(header + "".join(lines[:5]) + lines[5][: len(lines[5]) // 2], encoding="utf-8")
+        shutil.rmtree(tmp_path / "cache")
+        srv.reset()
+        res = run_cli([*ARGS, f"hydra.run.dir={run}", *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        cand, judge = asked(srv.requests)
+    rerun = {json.loads(x)["id"] for x in lines[5:]}
+    assert cand == Counter(rerun) == judge
+    said = [x for x in res.stderr.splitlines() if "incomplete record" in x]
+    assert len(said) == 1 and "line 7" in said[0] and "runs again" in said[0]
+    same_files(run, ref)
+
+
+def test_another_runs_journal_or_samples_are_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    run = tmp_path / "run"
+    with FakeServer(SCRIPT) as srv:
+        res = run_cli([*ARGS, f"hydra.run.dir={run}", *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        before = (run / "samples.jsonl").read_bytes()
+        srv.reset()
+        # a finished run, asked again with another selection / another candidate name
+        models = model_args(srv.url)
+        for args in ([*ARGS[:2], "limit=5", *ARGS[3:], *models],
+                     [*ARGS, *[("candidate.name=other" if a == "candidate.name=cand" else a) for a in models]]):
+            res = run_cli([*args, f"hydra.run.dir={run}"], env)
+            assert res.returncode == 2, res.stderr
+            errors = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
+            assert len(errors) == 1 and "another run" in errors[0], res.stderr
+        # an interrupted run's journal (header line) of another fingerprint
+        (run / "samples.jsonl").write_text(json.dumps({"journal": 1, "run": "0" * 64}) + "\n", encoding="utf-8")
+        res = run_cli([*ARGS, f"hydra.run.dir={run}", *model_args(srv.url)], env)
+        assert res.returncode == 2 and "belongs to another run" in res.stderr
+        assert srv.requests == []  # refused before any call
+    assert (run / "samples.jsonl").read_text().startswith('{"journal": 1, "run": "000')
+    assert before  # the finished run's file was left as it was until we replaced it by hand
