@@ -421,7 +421,9 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
     lb = build_leaderboard(collect_runs(dirs), n_boot=n_boot, seed=seed)
     lb.warnings[:0] = failed_jobs(dirs)
     target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
-    files = write_leaderboard(lb, target)
+    from rubric_engine.html_views import find_agreement
+
+    files = write_leaderboard(lb, target, agreement=find_agreement([target, *dirs]))
     console = console or Console()
     print_leaderboard(lb, console)
     console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)

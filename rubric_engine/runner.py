@@ -26,6 +26,7 @@ from .judge import JudgeResult, judge_response
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages
 from .report import ProgressBoard, print_summary
+from .run_report import write_run_report
 from .scoring import QuestionScore, score_question
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 from .speccheck import check_breakdowns_against_data
@@ -149,6 +150,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     scored = [s for s in typed if s is not None]  # typed results straight from the judge, not re-parsed dicts
     summary = _summary(settings, spec, dataset, judge_spec, samples, scored, calls)
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
+    write_run_report(out, console)  # report.html beside the results; a failure is one warning, never the run's
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved(), console)
     console.print(f"outputs: {out}", highlight=False, soft_wrap=True)

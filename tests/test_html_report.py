@@ -84,7 +84,8 @@ def test_structure_models_and_tables(report: Path) -> None:
     for section in ("Leaderboard", "Dimensions", "Abilities", "Subsets", "Scenarios", "Charts",
                     "Per-question drill-down"):
         assert section in text
-    assert page.tags.count("details") == 3 + 3 * 18  # one per model, one per question
+    # one per model, one per question and model, one per question in the side-by-side view
+    assert page.tags.count("details") == 3 + 3 * 18 + 18
     assert "because 3" in text and "speaks as the user" in text  # judge reasoning and criteria
 
 
@@ -97,7 +98,11 @@ def test_self_contained_no_urls_no_scripts(report: Path) -> None:
     for tag, name, value in page.attrs:
         if name in ("src", "href", "action", "srcset", "poster", "data"):
             assert not value.startswith(("http://", "https://", "//")), (tag, name, value[:80])
-    assert not {"script", "link", "iframe", "object", "embed"} & set(page.tags)
+    assert not {"link", "iframe", "object", "embed"} & set(page.tags)
+    # exactly one script, inline: no src, nothing fetched
+    assert page.tags.count("script") == 1 and not [a for t, a, _ in page.attrs if t == "script"]
+    for tag, name, value in page.attrs:  # no URL in any tag (text may quote URLs; it is escaped)
+        assert "http://" not in value and "https://" not in value, (tag, name, value[:80])
     assert "@import" not in html_text and "url(" not in html_text
     # model output is escaped text, not markup
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html_text
