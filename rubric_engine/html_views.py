@@ -29,12 +29,13 @@ CSS = """
 .tw{overflow-x:auto;max-width:100%}
 table.heat td.c{min-width:4.5em}table.heat small{display:block;color:#333;font-size:0.8em}
 .dialogue{border-left:3px solid #c9d3e6;padding-left:8px;margin:6px 0}
-.turn{margin:4px 0}.turn b{display:block;font-size:0.85em;color:#445}
+.turn{margin:2px 0}.turn b{display:block;font-size:0.8em;color:#445}.turn pre{margin:1px 0 4px;padding:4px 8px}
 .sbs-grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:8px}
 .sbs-grid>div{border:1px solid #e4e4e4;border-radius:4px;padding:4px 8px;min-width:0}
-.ctl{margin:6px 0}.ctl input,.ctl select{font:inherit;padding:2px 6px;max-width:100%}
+.ctl{margin:6px 0}.ctl input,.ctl select{font:inherit;padding:2px 6px;max-width:100%}#search{width:32em}
 th.sort{cursor:pointer;user-select:none}th.sort:after{content:" \\2195";color:#999;font-size:0.8em}
 [hidden]{display:none !important}
+@media (max-width:600px){body{margin:8px auto;padding:0 8px}th,td{padding:3px 4px}}
 """
 
 # Plain ES5-ish DOM code, no library, no network. Every control is created here, so a page opened
@@ -63,6 +64,7 @@ document.querySelectorAll('table.sortable').forEach(function(tb){
       rows.forEach(function(r){body.appendChild(r);});
     });
   });
+  if(body.rows.length<3)return;
   var box=document.createElement('div');box.className='ctl';
   var inp=document.createElement('input');inp.type='search';inp.placeholder='Filter rows';
   inp.setAttribute('aria-label','Filter rows of this table');inp.className='filter';
@@ -174,7 +176,8 @@ def dialogue(turns: Sequence[tuple[str, str, str]] | None) -> str:
     """The question's dialogue, one block per turn, role first; empty when the run kept none."""
     if not turns:
         return '<p class="note">Dialogue: not in this run directory (no answers.jsonl rows).</p>'
-    body = "".join(f'<div class="turn"><b>{_e(role)}</b><pre>{_e(text)}</pre></div>' for role, _, text in turns)
+    body = "".join(f'<div class="turn"><b>{_e(role)}{" · " + _e(kind) if kind and kind != role else ""}</b>'
+                   f"<pre>{_e(text)}</pre></div>" for role, kind, text in turns)
     return f'<p class="note">Dialogue:</p><div class="dialogue">{body}</div>'
 
 

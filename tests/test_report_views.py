@@ -79,6 +79,14 @@ def test_drilldown_shows_dialogue_and_hostile_text_stays_text(report: Path) -> N
     assert '"Noto Sans CJK SC"' in report.read_text(encoding="utf-8")
 
 
+def test_readable_with_scripts_off(report: Path) -> None:
+    """Without the script nothing is hidden and there are no dead controls: the script makes them all."""
+    page = _page(report)
+    assert not {"input", "select", "button", "noscript"} & set(page.tags)
+    assert not [1 for _, n, _v in page.attrs if n in ("hidden", "style") and _v == "display:none"]
+    assert not [1 for _, n, _v in page.attrs if n == "hidden"]
+
+
 def test_heatmap_scores_and_counts_per_cell(runs: Path, report: Path) -> None:
     lb = build_leaderboard(collect_runs([runs]), n_boot=20)
     html_text = report.read_text(encoding="utf-8")
