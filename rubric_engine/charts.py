@@ -32,14 +32,15 @@ def _figure(width: float, height: float, polar: bool = False) -> tuple[Any, Any]
     return fig, ax
 
 
-def _save(fig: Any, out_base: Path) -> list[Path]:
-    """PNG and SVG next to each other; metadata without dates so reruns give identical files."""
+def _save(fig: Any, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """PNG and SVG (or the formats asked) next to each other; metadata without dates so reruns give
+    identical files."""
     import matplotlib
 
     out_base.parent.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     with matplotlib.rc_context({"svg.hashsalt": "rubric-engine", "svg.fonttype": "path"}):
-        for ext in FORMATS:
+        for ext in formats:
             path = out_base.with_suffix(f".{ext}")
             meta = {"Date": None} if ext == "svg" else {"Software": None}
             fig.savefig(path, format=ext, bbox_inches="tight", metadata=meta)
@@ -59,7 +60,7 @@ def _nan(values: Sequence[float | None]) -> list[float]:
 
 
 def radar_chart(axes: Sequence[str], series: Mapping[str, Sequence[float | None]], out_base: Path, *,
-                title: str = "", max_value: float = 100.0) -> list[Path]:
+                title: str = "", max_value: float = 100.0, formats: Sequence[str] = FORMATS) -> list[Path]:
     """One polygon per model over all abilities; writes out_base.png/.svg and returns the paths."""
     n = len(axes)
     if n < 3:  # a radar of fewer than 3 axes is not a polygon; still draw it so the report is complete
@@ -90,12 +91,13 @@ def radar_chart(axes: Sequence[str], series: Mapping[str, Sequence[float | None]
         ax.set_title(title, pad=40, fontsize=12)
     if series:
         ax.legend(loc="upper left", bbox_to_anchor=(1.08, 1.0), fontsize=8, frameon=False)
-    return _save(fig, Path(out_base))
+    return _save(fig, Path(out_base), formats)
 
 
 def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | None]], out_base: Path, *,
                   title: str = "", ylabel: str = "Score", notes: Mapping[str, str] | None = None,
-                  intervals: Mapping[str, Sequence[tuple[float, float] | None]] | None = None) -> list[Path]:
+                  intervals: Mapping[str, Sequence[tuple[float, float] | None]] | None = None,
+                  formats: Sequence[str] = FORMATS) -> list[Path]:
     """Grouped bars: one group per model, one bar per subset; notes (e.g. decay) above each group;
     intervals: per model, one (lo, hi) per subset drawn as an error bar (None: no bar)."""
     models = list(series)
@@ -135,4 +137,4 @@ def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | 
     if title:
         ax.set_title(title, fontsize=12)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _save(fig, Path(out_base))
+    return _save(fig, Path(out_base), formats)

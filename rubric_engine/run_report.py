@@ -35,7 +35,8 @@ def write_run_report(run_dir: Path, console: "Console | None" = None, *, n_boot:
 
         lb = build_leaderboard([load_run(run_dir)], n_boot=n_boot)
         with tempfile.TemporaryDirectory(prefix="rubric-engine-report-") as tmp:
-            built = write_leaderboard(lb, Path(tmp), agreement=html_views.find_agreement([run_dir]))["html"]
+            built = write_leaderboard(lb, Path(tmp), agreement=html_views.find_agreement([run_dir]),
+                                     chart_formats=("png",))["html"]  # only the embedded PNGs
             target = run_dir / REPORT_FILE
             target.write_bytes(built.read_bytes())
         return target
