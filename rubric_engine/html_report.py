@@ -231,7 +231,7 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
     """The whole report as a string; images: caption -> PNG file to embed; subset_ci: label -> subset ->
     (lo, hi); agreement: an agreement.json whose headline and pair table join the page."""
     turns = views.dialogues(lb)
-    title = f"{lb.benchmark} {lb.benchmark_version} leaderboard"
+    title = f"{lb.benchmark} {lb.benchmark_version} " + (f"run: {lb.rows[0].label}" if len(lb.rows) == 1 else "leaderboard")
     warn = "".join(f'<li class="warn">{_e(w)}</li>' for w in lb.warnings)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',

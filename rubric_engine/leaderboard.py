@@ -412,7 +412,7 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
 
 
 def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
-                        console: "Console | None" = None) -> tuple[Leaderboard, dict[str, Path]]:
+                        console: "Console | None" = None, agreement: Path | None = None) -> tuple[Leaderboard, dict[str, Path]]:
     """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
     (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
     from rich.console import Console
@@ -423,7 +423,10 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
     target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
     from rubric_engine.html_views import find_agreement
 
-    files = write_leaderboard(lb, target, agreement=find_agreement([target, *dirs]))
+    if agreement is not None and not Path(agreement).is_file():
+        raise ConfigError(f"leaderboard: agreement={agreement}: no such file; pass the agreement.json written by "
+                          "`rubric-engine agree`")
+    files = write_leaderboard(lb, target, agreement=agreement or find_agreement([target, *dirs]))
     console = console or Console()
     print_leaderboard(lb, console)
     console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)
@@ -435,7 +438,7 @@ def leaderboard_main(argv: Sequence[str]) -> int:
     out= / bootstrap.samples= / bootstrap.seed= are accepted too. Errors raise ConfigError."""
     import argparse
 
-    usage = "rubric-engine leaderboard DIR [DIR...] [--out DIR] [--n-boot N] [--seed N]"
+    usage = "rubric-engine leaderboard DIR [DIR...] [--out DIR] [--n-boot N] [--seed N] [--agreement FILE]"
 
     class Parser(argparse.ArgumentParser):
         def error(self, message: str) -> None:  # type: ignore[override]
@@ -447,7 +450,9 @@ def leaderboard_main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", "-o", type=Path, default=None, help="output dir (default: DIR, or ./leaderboard)")
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    alias = {"out": "--out", "bootstrap.samples": "--n-boot", "bootstrap.seed": "--seed"}
+    parser.add_argument("--agreement", type=Path, default=None,
+                        help="agreement.json to show in report.html (default: one in the output or a given dir)")
+    alias = {"out": "--out", "bootstrap.samples": "--n-boot", "bootstrap.seed": "--seed", "agreement": "--agreement"}
     args: list[str] = []
     for a in argv:
         key, eq, value = a.partition("=")
@@ -455,5 +460,5 @@ def leaderboard_main(argv: Sequence[str]) -> int:
     ns = parser.parse_args(args)
     if ns.n_boot < 1:
         raise ConfigError(f"leaderboard: --n-boot must be at least 1, got {ns.n_boot}")
-    leaderboard_command(ns.dirs, ns.out, n_boot=ns.n_boot, seed=ns.seed)
+    leaderboard_command(ns.dirs, ns.out, n_boot=ns.n_boot, seed=ns.seed, agreement=ns.agreement)
     return 0

@@ -233,3 +233,22 @@ def test_sort_filter_search_and_side_by_side_in_chromium(driver, report: Path) -
     assert "q02" in cols[1].find_element(By.TAG_NAME, "pre").text
     assert "window.PWNED=2" in cols[0].find_element(By.TAG_NAME, "pre").text  # the hostile reply, as text
     assert cols[0].location["y"] == cols[1].location["y"]  # side by side at desktop width
+
+
+def test_leaderboard_cli_takes_an_agreement_file(runs: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    exe = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+    agreement = tmp_path / "elsewhere" / "agreement.json"
+    agreement.parent.mkdir()
+    agreement.write_text(json.dumps({"headline": {"judge-x": "judge-x vs the human majority: raw 77.7%"},
+                                     "pairs": []}), encoding="utf-8")
+    out = tmp_path / "lb"
+    res = subprocess.run([exe, "leaderboard", str(runs), f"out={out}", "bootstrap.samples=20",
+                          f"agreement={agreement}"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "raw 77.7%" in "".join(_page(out / "report.html").text)
+    res = subprocess.run([exe, "leaderboard", str(runs), f"out={out}", "bootstrap.samples=20",
+                          f"agreement={tmp_path / 'missing.json'}"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "missing.json: no such file" in res.stderr
