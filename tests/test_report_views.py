@@ -252,3 +252,18 @@ def test_leaderboard_cli_takes_an_agreement_file(runs: Path, tmp_path: Path) -> 
     res = subprocess.run([exe, "leaderboard", str(runs), f"out={out}", "bootstrap.samples=20",
                           f"agreement={tmp_path / 'missing.json'}"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "missing.json: no such file" in res.stderr
+
+
+@pytest.mark.slow
+def test_phone_width_has_no_page_wide_overflow_and_stacks_replies(driver, report: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.set_window_size(390, 1200)
+    driver.get(report.as_uri())
+    width = driver.execute_script("return window.innerWidth")
+    # wide tables scroll inside their own box; the page itself never scrolls sideways
+    assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+    q = driver.find_element(By.CSS_SELECTOR, '#sbs details[data-q="q02"]')
+    q.find_element(By.TAG_NAME, "summary").click()
+    cols = [c for c in q.find_elements(By.CSS_SELECTOR, ".sbs-grid > div") if c.is_displayed()]
+    assert len(cols) == 2 and cols[1].location["y"] > cols[0].location["y"]  # stacked on a phone
