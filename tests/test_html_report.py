@@ -89,7 +89,7 @@ def test_structure_models_and_tables(report: Path) -> None:
     assert "because 3" in text and "speaks as the user" in text  # judge reasoning and criteria
 
 
-def test_self_contained_no_urls_no_scripts(report: Path) -> None:
+def test_self_contained_no_urls_one_inline_script(report: Path) -> None:
     page = _page(report)
     html_text = report.read_text(encoding="utf-8")
     images = [v for tag, name, v in page.attrs if tag == "img" and name == "src"]
