@@ -136,16 +136,17 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 @pytest.mark.skipif(shutil.which("chromium") is None,
                     reason="chromium not on PATH; install it with: apt-get install -y chromium")
-def test_renders_in_headless_chromium(report: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("width", [1280, 390])  # desktop and phone
+def test_renders_in_headless_chromium(report: Path, tmp_path: Path, width: int) -> None:
     shot = tmp_path / "shot.png"
     cmd = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-           "--window-size=1280,2000", f"file://{report}"]
+           f"--window-size={width},2000", f"file://{report}"]
     env = {**os.environ, "HOME": str(tmp_path)}  # keep chromium's crash/config dirs out of the real home
     started = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
     assert proc.returncode == 0 and shot.exists(), (
         f"chromium failed (rc {proc.returncode}, {time.monotonic() - started:.1f}s): {proc.stderr[-2000:]}")
-    assert _png_size(shot) == (1280, 2000)
+    assert _png_size(shot) == (width, 2000)
     assert shot.stat().st_size > 50_000  # a blank or error page compresses to a few KB
