@@ -31,7 +31,7 @@ color:#1d1d1f;line-height:1.4;padding:0 16px}
 h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:4px}
 table{border-collapse:collapse;margin:8px 0;font-size:0.9em}
 th,td{border:1px solid #d0d0d0;padding:4px 8px;text-align:right;vertical-align:top}
-th{background:#f3f3f5}td.t,th.t{text-align:left}
+th{background:#f3f3f5;white-space:nowrap}td.t,th.t{text-align:left}
 tr:nth-child(even) td{background:#fafafa}
 .note{color:#555;font-size:0.9em}.warn{color:#8a4b00}
 .err{background:#ffe9e9 !important;border-left:4px solid #d00}
@@ -87,10 +87,11 @@ def _leaderboard(lb: "Leaderboard") -> str:
               f"({lb.n_boot} resamples, seed {lb.seed}); the aggregation is re-run on every resample. "
               "Questions with a judge or candidate error are left out of the scores and counted above. "
               "Cost “+ ?”: the price of one part (candidate or judge) was unknown, so the sum is partial.</p>"
-            + "<h3>Paired differences (adjacent ranks)</h3>"
-            + _table(["A", "B", "A − B", _e(ci), "Excludes 0", "Questions", "Note"], pairs, left=(0, 1, 6))
-            + '<p class="note">Both models are resampled with the same question draws, on the questions '
-              "scored for both; an interval that excludes 0 means the ranking of the pair is resolved.</p>")
+            + ("<h3>Paired differences (adjacent ranks)</h3>"
+               + _table(["A", "B", "A − B", _e(ci), "Excludes 0", "Questions", "Note"], pairs, left=(0, 1, 6))
+               + '<p class="note">Both models are resampled with the same question draws, on the questions '
+                 "scored for both; an interval that excludes 0 means the ranking of the pair is resolved.</p>"
+               if len(lb.rows) > 1 else ""))
 
 
 def _dimensions(lb: "Leaderboard") -> str:
@@ -240,7 +241,7 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title><style>{_CSS}{views.CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
-        f'<p class="note">{len(lb.rows)} runs; ' + (f"{len(ability_ids(lb.taxonomy.dimensions))} abilities in "
+        f'<p class="note">{len(lb.rows)} run{"s" if len(lb.rows) != 1 else ""}; ' + (f"{len(ability_ids(lb.taxonomy.dimensions))} abilities in "
         f"{len(lb.taxonomy.dimensions)} dimensions; " if lb.taxonomy.dimensions else "")
         + f"scores 0–{lb.taxonomy.scale:g}.</p>",
         f"<ul>{warn}</ul>" if warn else "",
