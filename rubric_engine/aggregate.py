@@ -22,7 +22,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation, QuestionScore
 
 __all__ = ["ScoredQuestion", "NO_SCENARIO", "BREAKDOWN_KINDS", "aggregate", "ability_ids", "overall",
-           "breakdown", "breakdowns", "scored_from_samples", "scored_question"]
+           "breakdown", "breakdowns", "scored_from_samples", "scored_question", "group_members"]
 
 NO_SCENARIO = "(none)"  # where questions with an empty scenario label are reported
 BREAKDOWN_KINDS = ("ability", "dimension", "subset", "scenario", "item_tag", "example_tag")
@@ -226,4 +226,15 @@ def scored_from_samples(samples: Iterable[Mapping[str, Any]]) -> list[ScoredQues
             scenario=_field(rec, "scenario", where) or "", abilities=abilities,
             score=float(score), catastrophic=bool(_field(rec, "catastrophic", where)),
             tags=tuple(rec.get("tags") or ()), item_tags=_scores(rec, "item_tags", where)))
+    return out
+
+
+def group_members(scored: Sequence[ScoredQuestion], by: str, dimensions: Mapping[str, Sequence[str]],
+                  prefix: str = "") -> dict[str, list[str]]:
+    """Question ids per group of a breakdown, by the same rule `breakdown` groups them: the counts a
+    report prints beside each score, so a score of 40 on 2 questions never reads like one on 200."""
+    out: dict[str, list[str]] = {}
+    for q in scored:
+        for group, _, _ in _views(q, by, dimensions, prefix):
+            out.setdefault(group, []).append(q.id)
     return out

@@ -32,14 +32,15 @@ def _figure(width: float, height: float, polar: bool = False) -> tuple[Any, Any]
     return fig, ax
 
 
-def _save(fig: Any, out_base: Path) -> list[Path]:
-    """PNG and SVG next to each other; metadata without dates so reruns give identical files."""
+def _save(fig: Any, out_base: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """PNG and SVG (or the formats asked) next to each other; metadata without dates so reruns give
+    identical files."""
     import matplotlib
 
     out_base.parent.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     with matplotlib.rc_context({"svg.hashsalt": "rubric-engine", "svg.fonttype": "path"}):
-        for ext in FORMATS:
+        for ext in formats:
             path = out_base.with_suffix(f".{ext}")
             meta = {"Date": None} if ext == "svg" else {"Software": None}
             fig.savefig(path, format=ext, bbox_inches="tight", metadata=meta)
@@ -59,7 +60,7 @@ def _nan(values: Sequence[float | None]) -> list[float]:
 
 
 def radar_chart(axes: Sequence[str], series: Mapping[str, Sequence[float | None]], out_base: Path, *,
-                title: str = "", max_value: float = 100.0) -> list[Path]:
+                title: str = "", max_value: float = 100.0, formats: Sequence[str] = FORMATS) -> list[Path]:
     """One polygon per model over all abilities; writes out_base.png/.svg and returns the paths."""
     n = len(axes)
     if n < 3:  # a radar of fewer than 3 axes is not a polygon; still draw it so the report is complete
@@ -90,12 +91,15 @@ def radar_chart(axes: Sequence[str], series: Mapping[str, Sequence[float | None]
         ax.set_title(title, pad=40, fontsize=12)
     if series:
         ax.legend(loc="upper left", bbox_to_anchor=(1.08, 1.0), fontsize=8, frameon=False)
-    return _save(fig, Path(out_base))
+    return _save(fig, Path(out_base), formats)
 
 
 def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | None]], out_base: Path, *,
-                  title: str = "", ylabel: str = "Score", notes: Mapping[str, str] | None = None) -> list[Path]:
-    """Grouped bars: one group per model, one bar per subset; notes (e.g. decay) above each group."""
+                  title: str = "", ylabel: str = "Score", notes: Mapping[str, str] | None = None,
+                  intervals: Mapping[str, Sequence[tuple[float, float] | None]] | None = None,
+                  formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Grouped bars: one group per model, one bar per subset; notes (e.g. decay) above each group;
+    intervals: per model, one (lo, hi) per subset drawn as an error bar (None: no bar)."""
     models = list(series)
     k = max(1, len(subsets))
     width = 0.8 / k
@@ -106,14 +110,21 @@ def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | 
         vals = [series[m][j] if j < len(series[m]) else None for m in models]
         pos = [x - 0.4 + width * (j + 0.5) for x in xs]
         bars = ax.bar(pos, [0.0 if v is None else v for v in vals], width=width * 0.95, color=color, label=subset)
-        for bar, v in zip(bars, vals):
+        for bar, v, m in zip(bars, vals, models):
             if v is None:  # a missing subset score is labelled, not drawn as a zero-height "score"
                 bar.set_alpha(0.0)
                 ax.annotate("n/a", (bar.get_x() + bar.get_width() / 2, 0), ha="center", va="bottom", fontsize=7)
             else:
                 top = max(top, v)
-                ax.annotate(f"{v:.1f}", (bar.get_x() + bar.get_width() / 2, v), ha="center", va="bottom",
-                            fontsize=7, xytext=(0, 2), textcoords="offset points")
+                iv = (intervals or {}).get(m, [])
+                iv = iv[j] if j < len(iv) else None
+                x = bar.get_x() + bar.get_width() / 2
+                if iv is not None:  # asymmetric percentile interval around the point
+                    ax.errorbar([x], [v], yerr=[[max(0.0, v - iv[0])], [max(0.0, iv[1] - v)]], fmt="none",
+                                ecolor="#222222", elinewidth=1, capsize=3)
+                    top = max(top, iv[1])
+                ax.annotate(f"{v:.1f}", (x, v), ha="left", va="bottom",
+                            fontsize=7, xytext=(2, 2), textcoords="offset points")
     for x, m in zip(xs, models):
         if notes and notes.get(m):
             ax.annotate(notes[m], (x, top * 1.08 + 1), ha="center", va="bottom", fontsize=8, color="#444444")
@@ -126,4 +137,4 @@ def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | 
     if title:
         ax.set_title(title, fontsize=12)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _save(fig, Path(out_base))
+    return _save(fig, Path(out_base), formats)

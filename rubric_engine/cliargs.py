@@ -150,7 +150,8 @@ COMMANDS: dict[str, Command] = {
         [("DIR...", "run or sweep directories")],
         {"out": "output directory (default: the one DIR given, or ./leaderboard)",
          "bootstrap.samples": "bootstrap resamples (default 1000)", "bootstrap.seed": "bootstrap seed (default 0)",
-         "allow_mixed_specs": "true: rank runs made with different versions of the spec (different spec_hash)"},
+         "allow_mixed_specs": "true: rank runs made with different versions of the spec (different spec_hash)",
+         "agreement": "an agreement.json (from `agree`) to show in report.html (default: one in out= or a DIR)"},
         required_positionals=1, examples=["rubric-engine leaderboard multirun/my_bench/2026-11-22_10-00-00"]),
     "new": Command(
         "new", "Create a benchmark variant that extends another, with copies of its templates to edit.",

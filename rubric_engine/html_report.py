@@ -1,10 +1,11 @@
 """The leaderboard as one self-contained HTML file.
 
 Self-contained because reports get mailed, attached to CI runs and opened offline: the CSS is
-inline, the charts are embedded as base64 PNG data URIs, there is no script, and nothing points
-to any URL. Every piece of text from a run (model output, judge reasoning, labels) goes through
-html.escape, because model outputs are untrusted text. The drill-down uses <details> so the page
-stays readable without JavaScript.
+inline, the charts are embedded as base64 PNG data URIs, one small inline script (html_views.SCRIPT)
+adds sorting, filtering, search and the two-model picker, and nothing points to any URL. Every piece
+of text from a run (dialogue, model output, judge reasoning, labels) goes through html.escape, because
+model outputs are untrusted text. The drill-down uses <details> so the page stays readable without
+JavaScript. The font list names CJK fonts, so Chinese data never renders as boxes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from rubric_engine import html_views as views
 from rubric_engine.aggregate import ability_ids
 from rubric_engine.leaderboard import fmt  # leaderboard imports this module lazily, so no cycle
 
@@ -23,19 +25,20 @@ if TYPE_CHECKING:
 __all__ = ["render_html", "write_html"]
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1200px;
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans CJK SC","Source Han Sans SC","PingFang SC",
+"Hiragino Sans GB","Microsoft YaHei","Noto Sans",sans-serif;margin:24px auto;max-width:1200px;
 color:#1d1d1f;line-height:1.4;padding:0 16px}
 h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:4px}
 table{border-collapse:collapse;margin:8px 0;font-size:0.9em}
 th,td{border:1px solid #d0d0d0;padding:4px 8px;text-align:right;vertical-align:top}
-th{background:#f3f3f5}td.t,th.t{text-align:left}
+th{background:#f3f3f5;white-space:nowrap}td.t,th.t{text-align:left}
 tr:nth-child(even) td{background:#fafafa}
 .note{color:#555;font-size:0.9em}.warn{color:#8a4b00}
 .err{background:#ffe9e9 !important;border-left:4px solid #d00}
 .cat{background:#fff4dc !important}
 details{margin:4px 0}details.model>summary{font-size:1.1em;font-weight:600;cursor:pointer}
 details.q{margin-left:16px;border:1px solid #e4e4e4;padding:4px 8px;border-radius:4px}
-pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f9;padding:8px;border-radius:4px}
+pre{font-family:inherit;white-space:pre-wrap;word-break:break-word;background:#f7f7f9;padding:8px;border-radius:4px}
 .hit{color:#0a6b0a;font-weight:600}.bad{color:#b00000;font-weight:600}.miss{color:#777}
 img{max-width:100%;height:auto;border:1px solid #eee}
 """
@@ -49,17 +52,19 @@ def _f(x: float | None, digits: int = 2) -> str:
     return _e(fmt(x, digits))
 
 
-def _table(head: Iterable[str], rows: Iterable[Iterable[str]], left: Iterable[int] = (0,)) -> str:
-    """Cells are already-escaped HTML; the `left` columns are text (left-aligned), the rest numbers."""
+def _table(head: Iterable[str], rows: Iterable[Iterable[str]], left: Iterable[int] = (0,), sortable: bool = True) -> str:
+    """Cells are already-escaped HTML; the `left` columns are text (left-aligned), the rest numbers;
+    sortable tables get click-to-sort headers and a filter box from the inline script."""
     text = set(left)
 
     def cls(i: int) -> str:
         return ' class="t"' if i in text else ""
 
-    out = ["<table><thead><tr>", *(f"<th{cls(i)}>{h}</th>" for i, h in enumerate(head)), "</tr></thead><tbody>"]
+    sort = ' class="sortable"' if sortable else ""
+    out = [f'<div class="tw"><table{sort}><thead><tr>', *(f"<th{cls(i)}>{h}</th>" for i, h in enumerate(head)), "</tr></thead><tbody>"]
     for row in rows:
         out.append("<tr>" + "".join(f"<td{cls(i)}>{c}</td>" for i, c in enumerate(row)) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -82,10 +87,11 @@ def _leaderboard(lb: "Leaderboard") -> str:
               f"({lb.n_boot} resamples, seed {lb.seed}); the aggregation is re-run on every resample. "
               "Questions with a judge or candidate error are left out of the scores and counted above. "
               "Cost “+ ?”: the price of one part (candidate or judge) was unknown, so the sum is partial.</p>"
-            + "<h3>Paired differences (adjacent ranks)</h3>"
-            + _table(["A", "B", "A − B", _e(ci), "Excludes 0", "Questions", "Note"], pairs, left=(0, 1, 6))
-            + '<p class="note">Both models are resampled with the same question draws, on the questions '
-              "scored for both; an interval that excludes 0 means the ranking of the pair is resolved.</p>")
+            + ("<h3>Paired differences (adjacent ranks)</h3>"
+               + _table(["A", "B", "A − B", _e(ci), "Excludes 0", "Questions", "Note"], pairs, left=(0, 1, 6))
+               + '<p class="note">Both models are resampled with the same question draws, on the questions '
+                 "scored for both; an interval that excludes 0 means the ranking of the pair is resolved.</p>"
+               if len(lb.rows) > 1 else ""))
 
 
 def _dimensions(lb: "Leaderboard") -> str:
@@ -101,7 +107,7 @@ def _abilities(lb: "Leaderboard") -> str:
     return _table(["Dimension", "Ability", *[_e(r.label) for r in lb.rows]], rows, left=(0, 1))
 
 
-def _subsets(lb: "Leaderboard") -> str:
+def _subsets(lb: "Leaderboard", ci: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     t = lb.taxonomy
     names = list(dict.fromkeys([*t.subsets, *(s for r in lb.rows for s in r.subsets)]))
     head = ["Model", *[_e(t.subset_labels.get(s, s)) for s in names]]
@@ -111,8 +117,15 @@ def _subsets(lb: "Leaderboard") -> str:
         head.append(f"Decay % (base: {base})")
         note = (f'<p class="note">Decay % = ({src} − {dst}) / {base} × 100. The base matters: the same drop is '
                 f"a larger percentage of the lower score. This report uses <b>{base}</b> as the base.</p>")
-    rows = [[_e(r.label), *[_f(r.subsets.get(s)) for s in names], *([_f(r.decay_pct, 1)] if t.decay else [])]
+    def cell(r: "Row", s: str) -> str:
+        iv = (ci or {}).get(r.label, {}).get(s)
+        return _f(r.subsets.get(s)) + (f' <span class="note">[{_f(iv[0])}, {_f(iv[1])}]</span>' if iv else "")
+
+    rows = [[_e(r.label), *[cell(r, s) for s in names], *([_f(r.decay_pct, 1)] if t.decay else [])]
             for r in lb.rows]
+    if ci:
+        note += (f'<p class="note">Brackets: {100 * (1 - lb.alpha):.0f}% bootstrap interval of each subset score '
+                 "(that subset's questions resampled), drawn as error bars in the subsets chart.</p>")
     return _table(head, rows) + note
 
 
@@ -129,7 +142,7 @@ def _breakdown(lb: "Leaderboard", bid: str) -> str:
     return _table(["Group", *[_e(r.label) for r in lb.rows]], rows)
 
 
-def _tables(lb: "Leaderboard") -> list[str]:
+def _tables(lb: "Leaderboard", subset_ci: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
     """Only the tables the spec declares: taxonomy tables with a taxonomy, subsets when declared, tag
     breakdowns by their titles, scenarios when the data has them."""
     t, out = lb.taxonomy, []
@@ -139,7 +152,7 @@ def _tables(lb: "Leaderboard") -> list[str]:
         if by in ("item_tag", "example_tag"):
             out += [f"<h2>{_e(title)}</h2>", _breakdown(lb, bid)]
     if t.has_subsets:
-        out += ["<h2>Subsets</h2>", _subsets(lb)]
+        out += ["<h2>Subsets</h2>", _subsets(lb, subset_ci)]
     if any(r.scenarios for r in lb.rows):
         out += ["<h2>Scenarios</h2>", _scenarios(lb)]
     return out
@@ -168,10 +181,10 @@ def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
     if not rows:
         return ""
     return _table(["#", "Label", "Ability / rule / tags", "Weight", "Criterion", "Hit", "Judge reasoning"], rows,
-                  left=range(7))
+                  left=range(7), sortable=False)
 
 
-def _question(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
+def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -> str:
     t = lb.taxonomy
     score = sample.get("score")
     err_j, err_c = sample.get("judge_error"), sample.get("candidate_error")
@@ -198,49 +211,59 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
         parts = [f"{t.label(a)} {fmt(None if v.get('score') is None else v['score'] * t.scale)}"
                  for a, v in abilities.items() if isinstance(v, Mapping)]
         body.append(f'<p class="note">Ability scores: {_e(", ".join(parts))}</p>')
-    body.append(f"<p class=\"note\">Response:</p><pre>{_e(sample.get('response'))}</pre>")
+    body.append(views.dialogue(turns))
+    body.append(f"<p class=\"note\">Reply:</p><pre>{_e(sample.get('response'))}</pre>")
     body.append(_criteria(sample, lb))
     return f'<details class="{classes}"><summary>{head}</summary>{"".join(body)}</details>'
 
 
-def _drilldown(lb: "Leaderboard", row: "Row") -> str:
+def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
     samples = row.run.samples if row.run is not None else []
     errs = [str(s.get("id")) for s in samples if s.get("judge_error") or s.get("candidate_error")]
     summary = (f"{_e(row.label)} — {len(samples)} questions, {row.counts['judge_errors']} judge errors, "
                f"{row.counts['candidate_errors']} candidate errors")
     err_line = f'<p class="err">Questions with errors: {_e(", ".join(errs))}</p>' if errs else ""
     return (f'<details class="model"><summary>{summary}</summary>{err_line}'
-            + "".join(_question(s, lb) for s in samples) + "</details>")
+            + "".join(_question(s, lb, turns.get(str(s.get("id")))) for s in samples) + "</details>")
 
 
-def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None) -> str:
-    """The whole report as a string; images: caption -> PNG file to embed."""
-    title = f"{lb.benchmark} {lb.benchmark_version} leaderboard"
+def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
+                subset_ci: Mapping[str, Mapping[str, Any]] | None = None, agreement: Path | None = None) -> str:
+    """The whole report as a string; images: caption -> PNG file to embed; subset_ci: label -> subset ->
+    (lo, hi); agreement: an agreement.json whose headline and pair table join the page."""
+    turns = views.dialogues(lb)
+    title = f"{lb.benchmark} {lb.benchmark_version} " + (f"run: {lb.rows[0].label}" if len(lb.rows) == 1 else "leaderboard")
     warn = "".join(f'<li class="warn">{_e(w)}</li>' for w in lb.warnings)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{_e(title)}</title><style>{_CSS}{views.CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
-        f'<p class="note">{len(lb.rows)} runs; ' + (f"{len(ability_ids(lb.taxonomy.dimensions))} abilities in "
+        f'<p class="note">{len(lb.rows)} run{"s" if len(lb.rows) != 1 else ""}; ' + (f"{len(ability_ids(lb.taxonomy.dimensions))} abilities in "
         f"{len(lb.taxonomy.dimensions)} dimensions; " if lb.taxonomy.dimensions else "")
         + f"scores 0–{lb.taxonomy.scale:g}.</p>",
         f"<ul>{warn}</ul>" if warn else "",
         "<h2>Leaderboard</h2>", _leaderboard(lb),
-        *_tables(lb),
+        *_tables(lb, subset_ci),
+        views.heatmaps(lb),
+        views.load_agreement(Path(agreement)) if agreement is not None else "",
         "<h2>Charts</h2>", _images(images or {}),
+        views.side_by_side(lb, turns),
         "<h2>Per-question drill-down</h2>",
-        '<p class="note">Open a model, then a question: the response, each criterion with the judge\'s '
+        '<p class="note">Open a model, then a question: the dialogue, the reply, each criterion with the judge\'s '
         "reasoning and verdict. Questions with errors are highlighted in red, catastrophic ones in amber.</p>",
-        *(_drilldown(lb, r) for r in lb.rows),
+        '<div id="drill">', *(_drilldown(lb, r, turns) for r in lb.rows), "</div>",
+        f"<script>{views.SCRIPT}</script>",
         "</body></html>",
     ]
     return "\n".join(parts)
 
 
-def write_html(lb: "Leaderboard", path: Path, images: Mapping[str, Path] | None = None) -> Path:
-    """Write render_html() to path (UTF-8) and return the path."""
+def write_html(lb: "Leaderboard", path: Path, images: Mapping[str, Path] | None = None, **kw: Any) -> Path:
+    """Write render_html() to path (UTF-8) and return the path; kw: render_html's keywords."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(lb, images), encoding="utf-8")
+    path.write_text(render_html(lb, images, **kw), encoding="utf-8")
     return path

@@ -441,7 +441,8 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
 
 
 def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
-                        console: "Console | None" = None, allow_mixed_specs: bool = False) -> tuple[Leaderboard, dict[str, Path]]:
+                        console: "Console | None" = None, allow_mixed_specs: bool = False,
+                        agreement: Path | None = None) -> tuple[Leaderboard, dict[str, Path]]:
     """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
     (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
     from rich.console import Console
@@ -450,7 +451,12 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
     lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs), n_boot=n_boot, seed=seed)
     lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs)
     target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
-    files = write_leaderboard(lb, target)
+    from rubric_engine.html_views import find_agreement
+
+    if agreement is not None and not Path(agreement).is_file():
+        raise ConfigError(f"leaderboard: agreement={agreement}: no such file; pass the agreement.json written by "
+                          "`rubric-engine agree`")
+    files = write_leaderboard(lb, target, agreement=agreement or find_agreement([target, *dirs]))
     console = console or Console()
     print_leaderboard(lb, console)
     console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)
@@ -458,7 +464,7 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
-    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N]`.
+    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N] [agreement=FILE]`.
     Errors raise ConfigError (the shared key=value style of cliargs)."""
     from .cliargs import COMMANDS, parse
 
@@ -477,5 +483,6 @@ def leaderboard_main(argv: Sequence[str]) -> int:
     out = Path(opts["out"]).expanduser() if opts.get("out") else None
     leaderboard_command([Path(d) for d in parsed.positionals], out,
                         n_boot=integer("bootstrap.samples", 1000, 1), seed=integer("bootstrap.seed", 0, 0),
-                        allow_mixed_specs=str(opts.get("allow_mixed_specs", "false")).lower() in ("true", "1", "yes"))
+                        allow_mixed_specs=str(opts.get("allow_mixed_specs", "false")).lower() in ("true", "1", "yes"),
+                        agreement=Path(opts["agreement"]).expanduser() if opts.get("agreement") else None)
     return 0

@@ -31,6 +31,7 @@ from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages, check_templates
 from .redact import redact
 from .report import ProgressBoard, print_summary
+from .run_report import write_run_report
 from .scoring import QuestionScore, score_question
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 from .speccheck import check_breakdowns_against_data
@@ -235,6 +236,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     else:
         rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
     rundir.finish_run(out, manifest)
+    write_run_report(out, console)  # report.html beside the results; a failure is one warning, never the run's
     c = summary["counts"]
     log.info("end: %d of %d scored, %d candidate errors, %d judge errors, %.1f s", c["scored"], c["questions"],
              c["candidate_errors"], c["judge_errors"], timing["total"])

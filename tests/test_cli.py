@@ -6,6 +6,7 @@ The server plays both candidate and judge; the judge's verdicts are a fixed func
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -113,6 +114,10 @@ def test_full_run_matches_independent_scores(tmp_path: Path, env: dict[str, str]
     assert "rubric" in answers[0]  # the benchmark's own row, plus `response`
     assert "sk-test" not in "".join(p.read_text(errors="ignore") for p in run_dir.rglob("*") if p.is_file())
     assert "outputs:" in res.stderr or "outputs:" in res.stdout
+    # every run gets report.html: the dialogue and the reply of each question, from this run's files
+    report = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert html.escape(answers[0]["response"], quote=True) in report
+    assert html.escape(BY_ID[IDS[0]]["dialogue"][-1]["content"], quote=True) in report
 
 
 def test_score_only_from_answers_file_and_from_run(tmp_path: Path, env: dict[str, str]) -> None:
