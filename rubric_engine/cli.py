@@ -62,6 +62,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     def opt(key: str) -> Any:
         return OmegaConf.select(cfg, key, default=None)
 
+    jury = [_juror(j, opt("timeout")) for j in (opt("jury.judges") or [])]
     ids = opt("ids")
     if isinstance(ids, str):
         ids = [s for s in re.split(r"[,\s]+", ids) if s]
@@ -74,7 +75,41 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
         progress=str(cfg.progress), trust_code=bool(opt("trust_code")),
+        jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
     )
+
+
+def _juror(node: Any, timeout: float | None) -> Any:
+    """One jury entry: a name from conf/judge/ (its YAML file) or a full model entry given inline."""
+    from importlib import resources
+
+    import yaml
+
+    if isinstance(node, DictConfig):
+        return _model_spec(node, "judge", timeout)
+    name = str(node)
+    entry = resources.files(CONFIG_MODULE) / "judge" / f"{name}.yaml"
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or not entry.is_file():
+        raise ConfigError(f"judge=[...]: {name!r} is not a judge entry of conf/judge/; use one of its names "
+                          "or an inline entry {name: x, model: provider/model, ...}")
+    return _model_spec(yaml.safe_load(entry.read_text(encoding="utf-8")), "judge", timeout)
+
+
+_ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie"}  # run-level keys spelled under judge
+
+
+def _rewrite(argv: list[str]) -> list[str]:
+    """`judge=[a,b,c]` (a jury) and `judge.repeats=K` / `judge.tie=X` as plain config keys: `judge` is a
+    Hydra config group, whose list form would merge the entries into one instead of keeping a list."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lstrip("+") == "judge" and value.lstrip().startswith("["):
+            arg = f"jury.judges={value}"
+        elif eq and key.lstrip("+") in _ALIASES:
+            arg = f"{_ALIASES[key.lstrip('+')]}={value}"
+        out.append(arg)
+    return out
 
 
 def _fail(exc: BaseException, debug: bool) -> int:
@@ -250,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         sys.exit(_subcommand(argv[0], argv[1:]))
-    sys.argv = [sys.argv[0], *argv]
+    sys.argv = [sys.argv[0], *_rewrite(argv)]
     # Ray (hydra/launcher=ray) reports usage statistics over the network unless told not to; an
     # evaluation run sends nothing its user did not ask for. RAY_USAGE_STATS_ENABLED=1 turns them on.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

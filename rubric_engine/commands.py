@@ -140,15 +140,17 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     from .cache import ResultCache, default_cache_dir
     from .models import cache_key
     from .prompts import candidate_messages, judge_messages
-    from .runner import _load, declared_judge
+    from .runner import _load, _repeats, judges_of
 
     spec, _, questions = _load(settings)
-    judge = settings.judge or declared_judge(spec, settings.timeout)
+    judges = judges_of(settings, spec)
+    repeats = _repeats(settings, spec)  # every judge grades every reply this many times
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
     est: dict[str, Any] = {}
     try:
-        roles = [("judge", judge)] if settings.answers or settings.from_run else [("candidate", settings.candidate), ("judge", judge)]
+        roles = [] if settings.answers or settings.from_run else [("candidate", settings.candidate)]
+        roles += [("judge" if len(judges) == 1 else f"judge {j.name}", j) for j in judges]
         for role, model in roles:
             if model is None:
                 raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
@@ -165,9 +167,12 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                         calls += len(q.criteria) - 1
                     else:
                         msgs = judge_messages(spec, q, "x" * reply_tokens)
-                    completion += judge_reply_tokens_per_item * len(q.criteria)
-                prompt += sum(_tokens(str(m.get("content", ""))) for m in msgs)
+                    completion += judge_reply_tokens_per_item * len(q.criteria) * repeats
+                prompt += sum(_tokens(str(m.get("content", ""))) for m in msgs) * (1 if role == "candidate" else repeats)
+            if role != "candidate":
+                calls *= repeats
             est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": cached,
+                         "repeats": 1 if role == "candidate" else repeats,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
     finally:
@@ -198,6 +203,11 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         t.add_row(role, e["model"], str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
                   f"~{e['completion_tokens']:,}", cost)
     console.print(t)
+    if len(judges_of_est := [r for r in est if r.startswith("judge")]) > 1 or any(
+            e.get("repeats", 1) > 1 for e in est.values()):
+        total = sum(est[r]["calls"] for r in judges_of_est)
+        console.print(f"judge calls: {total:,} in all ({len(judges_of_est)} judge(s) x {est[judges_of_est[0]]['repeats']} "
+                      "repeat(s) x the calls of one grading)", highlight=False)
     console.print("Token counts are estimates (CJK ~1 token a character, other text ~4 characters a token; "
                   "candidate replies assumed ~400 tokens, judge verdicts ~60 tokens an item).")
     return est

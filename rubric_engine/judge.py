@@ -111,17 +111,18 @@ def uses_json_schema(client: Any) -> bool:
 
 
 async def _complete(client: "ModelClient", messages: list[dict[str, str]], accept: Callable[[str], None],
-                    response_format: dict[str, Any] | None = None) -> "CallResult":
+                    response_format: dict[str, Any] | None = None, repeat: int = 0) -> "CallResult":
     """One judge reply: json_schema first; on HTTP 400 retry at once without response_format."""
     if not uses_json_schema(client):
-        return await client.complete(messages, response_format=None, accept=accept)
+        return await client.complete(messages, response_format=None, accept=accept, repeat=repeat)
     try:
-        return await client.complete(messages, response_format=response_format or RESPONSE_FORMAT, accept=accept)
+        return await client.complete(messages, response_format=response_format or RESPONSE_FORMAT, accept=accept,
+                                     repeat=repeat)
     except FatalModelError as exc:
         if exc.status != 400 or "context window" in str(exc):  # too long a prompt: no format would help
             raise
     try:
-        result = await client.complete(messages, response_format=None, accept=accept)
+        result = await client.complete(messages, response_format=None, accept=accept, repeat=repeat)
     except VerdictError:
         _NO_JSON_SCHEMA[client] = True  # the server answered: it was the response_format it refused
         raise
@@ -135,15 +136,16 @@ def _usage_of(exc: BaseException) -> "CallResult | None":
 
 
 async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
-                         max_reasks: int | None = None) -> JudgeResult:
-    """Judge one response; see the module docstring. Raises FatalModelError only for 401/403/404."""
+                         max_reasks: int | None = None, repeat: int = 0) -> JudgeResult:
+    """Judge one response; see the module docstring. Raises FatalModelError only for 401/403/404.
+    `repeat` > 0 is an independent re-grading (judge.repeats): its own cache entries (jury.py)."""
     if max_reasks is None:
         max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
     shape = shape_of(spec)
     if shape.shape == "list":
         return await _ask(client, judge_messages(spec, question, response), shape, len(question.criteria),
-                          max_reasks)
-    units = [_ask(client, judge_messages(spec, question, response, c.index), shape, 1, max_reasks, c.index)
+                          max_reasks, repeat=repeat)
+    units = [_ask(client, judge_messages(spec, question, response, c.index), shape, 1, max_reasks, c.index, repeat)
              for c in question.criteria]
     return _merge(await asyncio.gather(*units))
 
@@ -169,7 +171,7 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
 
 
 async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: VerdictShape, n: int,
-               max_reasks: int, index: int | None = None) -> JudgeResult:
+               max_reasks: int, index: int | None = None, repeat: int = 0) -> JudgeResult:
     """The one validate-then-re-ask loop: a verdict for n criteria (or for criterion `index` alone)."""
     out = JudgeResult(verdicts=None, error=None)
     costs: list[float | None] = []
@@ -198,7 +200,7 @@ async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: Ver
 
         out.attempts += 1
         try:
-            result = await _complete(client, messages, accept, response_format)
+            result = await _complete(client, messages, accept, response_format, repeat)
         except VerdictError as exc:
             bad = seen[-1] if seen else ""
             out.raw_replies.append(bad)

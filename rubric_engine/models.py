@@ -147,10 +147,12 @@ class CallStats:
         return asdict(self)
 
 
-def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> str:
-    """sha256 over what determines the answer; never the key, timeout, retries or concurrency."""
+def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+              repeat: int = 0) -> str:
+    """sha256 over what determines the answer; never the key, timeout, retries or concurrency.
+    `repeat` > 0 (an independent re-grading) gets its own key; 0 keeps the key of a single grading."""
     params = {k: v for k, v in spec.params.items() if k not in _NOT_IN_KEY}
-    payload = {"v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
+    payload = {**({"repeat": repeat} if repeat else {}), "v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
                "messages": _plain(messages), "params": params, "response_format": _plain(response_format)}
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -347,11 +349,11 @@ class ModelClient:
         await self.aclose()
 
     async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
-                       accept: Callable[[str], None] | None = None) -> CallResult:
+                       accept: Callable[[str], None] | None = None, repeat: int = 0) -> CallResult:
         """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, and the exception
         propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits."""
         self.stats.calls += 1
-        key = cache_key(self.spec, messages, response_format) if self.cache is not None else None
+        key = cache_key(self.spec, messages, response_format, repeat) if self.cache is not None else None
         if key is not None and self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):

@@ -22,7 +22,9 @@ from .bootstrap import bootstrap_stats
 from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
-from .judge import JudgeResult, judge_response
+from .judge import JudgeResult
+from .judge_noise import panel_sections
+from .jury import Panel, check_panel
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages
 from .report import ProgressBoard, print_summary
@@ -43,6 +45,10 @@ class RunSettings:
     out_dir: Path
     candidate: ModelSpec | None = None
     judge: ModelSpec | None = None  # None: the judge the benchmark declares
+    jury: Sequence[ModelSpec] = ()  # judge=[a,b,c]: every judge grades every reply (jury.py)
+    jury_rule: str = "majority"  # any | all | majority
+    repeats: int | None = None  # judge.repeats override; None: the spec's (default 1)
+    tie: str | None = None  # judge.tie override; None: the spec's (default not_met)
     benchmark_dirs: Sequence[str] = ()
     data_path: str | None = None
     data_cache_dir: str | None = None
@@ -123,15 +129,16 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     need_candidate = given is None
     if need_candidate and settings.candidate is None:
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
-    judge_spec = settings.judge or declared_judge(spec, settings.timeout)
-    check_api_keys(settings.candidate if need_candidate else None, judge_spec if settings.stage != "generate" else None)
+    judges = judges_of(settings, spec)
+    judge_spec = judges[0]
+    check_api_keys(settings.candidate if need_candidate else None, *(judges if settings.stage != "generate" else ()))
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
     try:
-        outcomes, calls = asyncio.run(_run_async(settings, spec, questions, given, judge_spec, cache, console))
+        outcomes, calls = asyncio.run(_run_async(settings, spec, questions, given, judges, cache, console))
     finally:
         if cache is not None:
             cache.close()
@@ -148,6 +155,10 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     typed = (scored_question(o.question, o.score) for o in outcomes if o.score is not None)
     scored = [s for s in typed if s is not None]  # typed results straight from the judge, not re-parsed dicts
     summary = _summary(settings, spec, dataset, judge_spec, samples, scored, calls)
+    if settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1):
+        summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
+        summary.update(panel_sections(spec, [(o.question, o.judge) for o in outcomes], [j.name for j in judges],
+                                      _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie))
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved(), console)
@@ -169,18 +180,37 @@ def _start_litellm_early(settings: RunSettings) -> None:
         preload_litellm()
 
 
+def _repeats(settings: RunSettings, spec: BenchmarkSpec) -> int:
+    return spec.judge.repeats if settings.repeats is None else settings.repeats
+
+
+def judges_of(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
+    """The run's judges (a jury, the judge given, or the one the spec declares), settings checked."""
+    if len(settings.jury) == 1:
+        raise ConfigError(f"a jury of one judge ({settings.jury[0].name}): give a list of 2+ judges, "
+                          f"or use judge={settings.jury[0].name} for a single judge")
+    judges = list(settings.jury) or [settings.judge or declared_judge(spec, settings.timeout)]
+    names = [j.name for j in judges]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"judge=[{','.join(names)}]: each juror needs its own name (set name: in each entry)")
+    check_panel(len(judges), _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie)
+    return judges
+
+
 def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:
     """The judge the benchmark declares, built like every other model entry (its timeout included)."""
     return ModelSpec.from_config(spec.judge.model.model_dump(exclude_none=True), role="judge", timeout=timeout)
 
 
 async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],
-                     given: dict[str, str | None] | None, judge_spec: ModelSpec,
+                     given: dict[str, str | None] | None, judges: list[ModelSpec],
                      cache: ResultCache | None, console: Console) -> tuple[list[_Outcome], dict[str, dict[str, int]]]:
     """Each question flows generate -> judge on its own, so judging starts with the first answer."""
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
-    judge = ModelClient(judge_spec, role="judge", **limits) if settings.stage != "generate" else None
+    clients = [ModelClient(j, role="judge", **limits) for j in judges] if settings.stage != "generate" else []
+    judge = Panel(clients, [j.name for j in judges], spec, _repeats(settings, spec), settings.jury_rule,
+                  settings.tie or spec.judge.tie) if clients else None
     outcomes = [_Outcome(q) for q in questions]
     with ProgressBoard(settings.progress, console) as board:
         gen_bar = board.stage("generate", len(questions)) if cand else None
@@ -209,7 +239,7 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             if judge is None:
                 return
             if o.response is not None:
-                o.judge = await judge_response(judge, spec, q, o.response)
+                o.judge = await judge.judge(q, o.response)
             assert judge_bar is not None
             jr = o.judge
             judge_bar.advance(cached=bool(jr and jr.cache_hits and jr.attempts == jr.cache_hits),
@@ -223,11 +253,12 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
         except* FatalModelError as group:
             raise group.exceptions[0] from None
         finally:
-            for client in (cand, judge):
+            for client in (cand, *clients):
                 if client is not None:
                     await client.aclose()
-    calls = {role: {"made": c.stats.calls, "cache_hits": c.stats.cache_hits, "retries": c.stats.retries}
-             if c else {"made": 0, "cache_hits": 0, "retries": 0} for role, c in (("candidate", cand), ("judge", judge))}
+    calls = {role: {k: sum(getattr(c.stats, f) for c in cs) for k, f in
+                    (("made", "calls"), ("cache_hits", "cache_hits"), ("retries", "retries"))}
+             for role, cs in (("candidate", [cand] if cand else []), ("judge", clients))}
     return outcomes, calls
 
 
@@ -245,6 +276,7 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
         rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
                                 "weight": c.weight, "text": c.text,
                                 "reasoning": v.reasoning if v else None, "hit": v.hit if v else None,
+                                **_votes(jr, c.index),
                                 **({"tags": list(c.tags)} if c.tags else {})})
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = jr.error, list(jr.raw_replies)
@@ -259,6 +291,15 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
     rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
     return rec
+
+
+def _votes(jr: JudgeResult | None, index: int) -> dict[str, Any]:
+    """Every repeat's verdict of every judge on one criterion ({} for a single grading)."""
+    votes = getattr(jr, "votes", None)
+    if not votes:
+        return {}
+    return {"votes": {name: [next((v.hit for v in rep or [] if v.index == index), None) for rep in reps]
+                      for name, reps in votes.items()}}
 
 
 def _sum_cost(values: Sequence[float | None]) -> float | None:
