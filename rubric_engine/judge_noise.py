@@ -32,7 +32,7 @@ from .verdicts import Verdict
 if TYPE_CHECKING:
     from .spec import BenchmarkSpec
 
-__all__ = ["panel_sections", "flip_rate"]
+__all__ = ["panel_sections", "flip_rate", "print_panel"]
 
 OVERALL = "overall"
 
@@ -150,3 +150,25 @@ def panel_sections(spec: "BenchmarkSpec", results: Sequence[tuple[Question, Any]
     if len(names) > 1:
         out["jury"] = _jury(spec, done, names, rule, tie)
     return out
+
+
+def print_panel(summary: dict[str, Any], console: Any) -> None:
+    """Console lines for the noise and jury sections (rich Console passed in; nothing imported here)."""
+    noise, jury = summary.get("noise"), summary.get("jury")
+    if noise:
+        g = noise["groups"][OVERALL]
+        fr, sd = g["flip_rate"], g["score_sd_across_repeats"]
+        ci = f" (95% {fr['ci'][0]:.1%}-{fr['ci'][1]:.1%})" if fr.get("ci") else ""
+        console.print(f"judge noise over {noise['repeats']} gradings: {fr['rate']:.1%} of verdicts flip{ci}; "
+                      f"overall score SD across gradings {_num(sd)}, per-question score SD "
+                      f"{_num(g['question_score_sd'])}", highlight=False, soft_wrap=True)
+    if jury:
+        alpha = (jury["alpha"].get(OVERALL) or {}).get("krippendorff_alpha")
+        own = ", ".join(f"{name} {_num(j['overall'])}" for name, j in jury["judges"].items())
+        console.print(f"jury ({jury['rule']}, ties {jury['tie'].replace('_', ' ')}): {_num(summary.get('overall'))}; "
+                      f"each judge alone: {own}; Krippendorff alpha between judges {_num(alpha, 3)}",
+                      highlight=False, soft_wrap=True)
+
+
+def _num(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"

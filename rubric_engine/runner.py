@@ -23,7 +23,7 @@ from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
 from .judge import JudgeResult
-from .judge_noise import panel_sections
+from .judge_noise import panel_sections, print_panel
 from .jury import Panel, check_panel
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages
@@ -162,6 +162,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved(), console)
+        print_panel(summary, console)
     console.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
 

@@ -70,7 +70,7 @@ def qa_run(tmp_path: Path, env: dict[str, str], verdict: Verdict, args: list[str
                    "judge.api_key_env=FAKE_KEY"])
         out = tmp_path / name
         res = run_cli(["benchmark=reference_qa", "stage=score", f"answers={answers(tmp_path, list(QA_CHECKS), 'id')}",
-                       "progress=none", f"hydra.run.dir={out}", *judges, *args], env)
+                       "progress=plain", f"hydra.run.dir={out}", *judges, *args], env)
     if res.returncode != 0:
         return res, {}, [], srv
     summary = json.loads((out / "summary.json").read_text())
@@ -110,6 +110,8 @@ def test_jury_majority_and_each_judges_own_scores(tmp_path: Path, env: dict[str,
     assert first["votes"] == {j: [base(j, q, 1)] for j in names} and first["hit"] == majority(q, 1)
     alpha = summary["jury"]["alpha"]["overall"]["krippendorff_alpha"]
     assert alpha is not None and -1.0 <= alpha <= 1.0
+    shown = " ".join(res.stderr.split())
+    assert "jury (majority, ties not met)" in shown and f"ja {summary['jury']['judges']['ja']['overall']:.2f}" in shown
     # jury.rule=any: met when one judge says met
     res, summary, _, _ = qa_run(tmp_path, env, lambda j, q, i, r: base(j, q, i), ["jury.rule=any"], names, "any")
     assert res.returncode == 0, res.stderr
@@ -139,6 +141,7 @@ def test_tie_rule_for_an_even_number_of_repeats(tmp_path: Path, env: dict[str, s
     assert summary["overall"] == pytest.approx(qa_score(lambda q, i: True))  # a tie counts as met (penalties too)
     assert summary["noise"]["groups"]["overall"]["flip_rate"]["rate"] == 1.0
     assert all(len(c["votes"]["solo"]) == 2 for s in samples for c in s["criteria"])
+    assert "judge noise over 2 gradings: 100.0% of verdicts flip" in " ".join(res.stderr.split())
 
 
 def en_run(tmp_path: Path, env: dict[str, str], p: float, k: int, runs: int = 1):
