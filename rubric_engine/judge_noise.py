@@ -172,3 +172,13 @@ def print_panel(summary: dict[str, Any], console: Any) -> None:
 
 def _num(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def pair_noise(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    """The judge-noise SD of the difference of two runs' overall scores: sqrt(sd_a^2 + sd_b^2), each sd the
+    run's SD of its overall across repeats (one grading's noise; 0 when the judge never flipped). None when
+    neither run was judged more than once (the noise is then unmeasured, and nothing is marked)."""
+    sds = [((s.get("noise") or {}).get("groups") or {}).get(OVERALL, {}).get("score_sd_across_repeats")
+           for s in (a, b)]
+    known = [x for x in sds if x is not None]
+    return float(sum(x * x for x in known) ** 0.5) if known else None

@@ -63,10 +63,10 @@ def juror(url: str, name: str) -> str:
 
 
 def qa_run(tmp_path: Path, env: dict[str, str], verdict: Verdict, args: list[str], jury: list[str] | None = None,
-           name: str = "run") -> tuple[Any, dict[str, Any], list[dict[str, Any]], FakeServer]:
+           name: str = "run", solo: str = "solo") -> tuple[Any, dict[str, Any], list[dict[str, Any]], FakeServer]:
     with FakeServer(Judges(verdict, {q: len(c) for q, c in QA_CHECKS.items()}, "checks", "n", "why", "passed")) as srv:
         judges = ([f"judge=[{','.join(juror(srv.url, j) for j in jury)}]"] if jury else
-                  ["judge=openai_compatible", "judge.model=openai/solo", "judge.name=solo", f"judge.api_base={srv.url}",
+                  ["judge=openai_compatible", f"judge.model=openai/{solo}", "judge.name=solo", f"judge.api_base={srv.url}",
                    "judge.api_key_env=FAKE_KEY"])
         out = tmp_path / name
         res = run_cli(["benchmark=reference_qa", "stage=score", f"answers={answers(tmp_path, list(QA_CHECKS), 'id')}",
@@ -238,3 +238,34 @@ def test_dry_run_shows_the_multiplied_call_count(tmp_path: Path, env: dict[str, 
     assert res.returncode == 0, res.stderr
     out = " ".join((res.stdout + res.stderr).split())
     assert f"judge calls: {3 * 3 * len(QA_CHECKS)} in all (3 judge(s) x 3 repeat(s)" in out, out
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_leaderboard_marks_gaps_within_judge_noise(tmp_path: Path, env: dict[str, str], p: float) -> None:
+    """Two runs judged 3 times each (judges told apart by model name, so their scores differ); the gap is
+    marked "within judge noise" exactly when it is smaller than sqrt(sd_a^2 + sd_b^2); with p = 0 never."""
+    def verdict(j: str, q: str, i: int, r: int) -> bool:
+        return base(j, q, i) != (random.Random(f"{j}|{q}|{i}|{r}").random() < p)
+
+    runs = []
+    for name in ("ja", "jb"):
+        res, summary, _, _ = qa_run(tmp_path, env, verdict, ["judge.repeats=3"], name=name, solo=name)
+        assert res.returncode == 0, res.stderr
+        runs.append(summary)
+    res = run_cli(["leaderboard", str(tmp_path / "ja"), str(tmp_path / "jb"), "--out", str(tmp_path / "lb"),
+                   "--n-boot", "50"], env)
+    assert res.returncode == 0, res.stderr
+    lb = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
+    (pair,) = lb["pairs"]
+    sds = [s["noise"]["groups"]["overall"]["score_sd_across_repeats"] for s in runs]
+    assert pair["noise"] == pytest.approx((sds[0] ** 2 + sds[1] ** 2) ** 0.5)
+    assert pair["diff"] != 0 and pair["within_noise"] == (abs(pair["diff"]) < pair["noise"])
+    if p == 0.0:
+        assert pair["noise"] == 0.0 and not pair["within_noise"]
+    else:
+        assert pair["within_noise"], pair  # the planted noise (p=0.3) is larger than this gap
+    shown = {"console": " ".join(res.stdout.split()) + " ".join(res.stderr.split()),
+             "md": (tmp_path / "lb" / "leaderboard.md").read_text(), "csv": (tmp_path / "lb" / "leaderboard.csv").read_text(),
+             "html": (tmp_path / "lb" / "report.html").read_text()}
+    for where, text in shown.items():
+        assert ("within judge noise" in text) == pair["within_noise"], where
