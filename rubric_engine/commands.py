@@ -7,6 +7,7 @@ and they answer questions a user asks before spending money.
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from rich.table import Table
 
 from .errors import ConfigError
 
-__all__ = ["validate_command", "cache_command", "print_estimate", "estimate_calls"]
+__all__ = ["validate_command", "cache_command", "data_command", "print_estimate", "estimate_calls"]
 
 
 def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: str | None,
@@ -32,6 +33,9 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
     check_breakdowns_against_data(spec, ds.questions)
     qs = ds.questions
+    from .prompts import check_templates
+
+    check_templates(spec, qs)  # an undefined variable or a sandbox violation fails here, before any call
     items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
     rule_items = Counter(c.rule for q in qs for c in q.criteria if c.rule)
     n_items = sum(1 for q in qs for c in q.criteria if c.rule is None)
@@ -40,6 +44,9 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     console.print(f"[bold]{spec.name}[/] {spec.version} ({spec.locale}) from {', '.join(str(f) for f in spec.files)}",
                   highlight=False, soft_wrap=True)
     console.print(f"data: {ds.source} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
+    jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
+    console.print(f"judge: {jm.name} ({jm.model})" + (f" at {jm.api_base}" if jm.api_base else "")
+                  + (f", key from ${jm.api_key_env}" if jm.api_key_env else ""), highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
@@ -96,82 +103,158 @@ def _group_counts(questions: Sequence[Any], by: str, prefix: str) -> Counter[str
     return counts
 
 
-def cache_command(args: Sequence[str], console: Console | None = None) -> int:
-    """`rubric-engine cache info|clear [cache.dir=DIR]`: the durable store of completed calls."""
+def cache_command(action: str = "info", directory: str | None = None, console: Console | None = None) -> int:
+    """`rubric-engine cache [info|clear] [cache.dir=DIR]`: the durable store of completed calls."""
     from .cache import ResultCache, default_cache_dir
 
     console = console or Console()
-    action = args[0] if args else "info"
-    directory: str | None = None
-    for a in args[1:]:
-        if a.startswith("cache.dir="):
-            directory = a.split("=", 1)[1]
-        else:
-            raise ConfigError(f"cache: unknown argument {a!r}; usage: rubric-engine cache info|clear [cache.dir=DIR]")
     if action not in ("info", "clear"):
         raise ConfigError(f"cache: unknown action {action!r}; use 'info' or 'clear'")
     path = Path(directory) if directory else default_cache_dir()
     if action == "info" and not path.exists():
         console.print(f"cache {path}: empty (not created yet)", highlight=False, soft_wrap=True)
         return 0
-    cache = ResultCache(path)
+    from .errors import CacheError
+
     try:
-        if action == "info":
-            info = cache.info()
-            console.print(f"cache {info['directory']}: {info['entries']} completed calls, "
-                          f"{info['size_bytes'] / 1e6:.1f} MB on disk (nothing is evicted; `cache clear` empties it)",
-                          highlight=False, soft_wrap=True)
-        else:
+        cache = ResultCache(path)
+        if action == "clear":
             n = cache.clear()
+            cache.close()
             console.print(f"cache {path}: removed {n} entries", highlight=False, soft_wrap=True)
+            return 0
+    except CacheError as exc:
+        if action != "clear":
+            raise
+        ResultCache.remove_files(path)
+        console.print(f"cache {path}: it could not be read ({exc.__cause__ or exc}); removed its files",
+                      highlight=False, soft_wrap=True)
+        return 0
+    try:
+        info = cache.info()
+        console.print(f"cache {info['directory']}: {info['entries']} completed calls, "
+                      f"{info['size_bytes'] / 1e6:.1f} MB on disk (nothing is evicted; `cache clear` empties it)",
+                      highlight=False, soft_wrap=True)
     finally:
         cache.close()
     return 0
 
 
-def _tokens(text: str) -> int:
-    """A rough token count: CJK characters ~1 token each, other text ~4 characters a token."""
-    cjk = sum(1 for ch in text if "\u3000" <= ch <= "\u9fff" or "\uff00" <= ch <= "\uffef")
-    return cjk + (len(text) - cjk + 3) // 4
+def data_command(action: str, benchmark: str, benchmark_dirs: Sequence[str], cache_dir: str | None) -> int:
+    """`rubric-engine data fetch|path benchmark=NAME`: the benchmark's pinned download, checked by sha256.
+
+    Why a command: tests and offline machines need the data before the first run, and a user should see
+    where it lives. Prints the file's path (stdout); `path` downloads nothing and exits 1 when absent.
+    """
+    import urllib.parse
+
+    from .dataset import default_data_cache_dir, fetch
+    from .spec import benchmark_search_path, load_spec
+
+    if action not in ("fetch", "path"):
+        raise ConfigError(f"data: unknown action {action!r}; use 'fetch' or 'path'")
+    spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs))
+    if spec.data_path() is not None:
+        print(spec.data_path())  # shipped with the spec: nothing to download
+        return 0
+    if not spec.data.url:
+        raise ConfigError(f"data: benchmark {spec.name!r} declares no data.url to fetch")
+    if action == "path":
+        name = Path(urllib.parse.urlparse(spec.data.url).path).name or "data"
+        target = Path(cache_dir or default_data_cache_dir()).expanduser() / (spec.data.sha256 or "") / name
+        print(target)
+        if not target.is_file():
+            print(f"rubric-engine: not downloaded yet; run: rubric-engine data fetch benchmark={benchmark}",
+                  file=sys.stderr)
+            return 1
+        return 0
+    warnings: list[str] = []
+    print(f"fetching {spec.data.url} ...", file=sys.stderr, flush=True)
+    path, digest = fetch(spec.data.url, spec.data.sha256, cache_dir, warnings)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"ok: sha256 {digest}", file=sys.stderr)
+    print(path)
+    return 0
+
+
+def _counter() -> Any:
+    """LiteLLM's offline token counter (its bundled tokenizers; the price map read locally, never fetched)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm.token_counter
 
 
 def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_per_item: int = 60) -> dict[str, Any]:
-    """Calls, cached calls and estimated tokens per role, without calling any model."""
+    """Calls, cached calls and tokens per role, without calling any model.
+
+    Prompt tokens come from LiteLLM's token counter on the exact messages. A judge call counts as cached
+    when the reply it judges is known (a cached candidate reply, or the answers file) and the verdict for
+    that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
+    """
     from .cache import ResultCache, default_cache_dir
+    from .judge import shape_of
     from .models import cache_key
     from .prompts import candidate_messages, judge_messages
-    from .runner import _load, _repeats, judges_of
+    from .runner import _given_answers, _load, _repeats, judges_of
 
-    spec, _, questions = _load(settings)
+    spec, dataset, questions = _load(settings)
     judges = judges_of(settings, spec)
     repeats = _repeats(settings, spec)  # every judge grades every reply this many times
+    given = _given_answers(settings, spec, [q.id for q in dataset.questions])
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
+    count = _counter()
+    fmt = shape_of(spec).response_format()  # the format the judge is first asked with (part of the cache key)
     est: dict[str, Any] = {}
+    replies: dict[str, str | None] = dict(given) if given is not None else {}
+
+    def cached(model: Any, msgs: list[dict[str, Any]], formats: tuple[Any, ...], repeat: int = 0) -> dict[str, Any] | None:
+        for fmt in formats:
+            hit = cache.get(cache_key(model, msgs, fmt, repeat)) if cache is not None else None
+            if hit is not None:
+                return hit
+        return None
+
     try:
-        roles = [] if settings.answers or settings.from_run else [("candidate", settings.candidate)]
+        roles = [] if given is not None else [("candidate", settings.candidate)]
         roles += [("judge" if len(judges) == 1 else f"judge {j.name}", j) for j in judges]
+        if settings.stage == "generate":
+            roles = [r for r in roles if r[0] == "candidate"]
         for role, model in roles:
             if model is None:
                 raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
-            prompt = completion = cached = 0
+            prompt = completion = n_cached = 0
             calls = len(questions)
             for q in questions:
                 if role == "candidate":
                     msgs = candidate_messages(spec, q)
-                    completion += reply_tokens
-                    cached += int(cache is not None and cache.get(cache_key(model, msgs, None)) is not None)
+                    hit = cached(model, msgs, (None,))
+                    replies[q.id] = hit.get("text") if hit else None
+                    completion += int(hit.get("completion_tokens") or 0) if hit else reply_tokens
+                    n_cached += hit is not None
+                    prompt += count(model=model.model, messages=msgs)
+                    continue
+                reply = replies.get(q.id)
+                text = reply if reply is not None else ""
+                if spec.judge.verdict.granularity == "per_criterion":
+                    units = [judge_messages(spec, q, text, c.index) for c in q.criteria]
+                    calls += len(q.criteria) - 1
                 else:
-                    if spec.judge.verdict.granularity == "per_criterion":
-                        msgs = [m for c in q.criteria for m in judge_messages(spec, q, "x" * reply_tokens, c.index)]
-                        calls += len(q.criteria) - 1
+                    units = [judge_messages(spec, q, text)]
+                for r in range(repeats):  # each repeat is its own call with its own cache entry
+                    hits = [cached(model, m, (fmt, None), r) if reply is not None else None for m in units]
+                    n_cached += sum(h is not None for h in hits)
+                    if all(h is not None for h in hits):
+                        completion += sum(int(h.get("completion_tokens") or 0) for h in hits if h is not None)
                     else:
-                        msgs = judge_messages(spec, q, "x" * reply_tokens)
-                    completion += judge_reply_tokens_per_item * len(q.criteria) * repeats
-                prompt += sum(_tokens(str(m.get("content", ""))) for m in msgs) * (1 if role == "candidate" else repeats)
+                        completion += judge_reply_tokens_per_item * len(q.criteria)
+                prompt += repeats * sum(count(model=model.model, messages=m) + (reply_tokens if reply is None else 0)
+                                        for m in units)  # a reply not known yet adds ~reply_tokens to each prompt
             if role != "candidate":
                 calls *= repeats
-            est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": cached,
+            est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
                          "repeats": 1 if role == "candidate" else repeats,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
@@ -203,11 +286,12 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         t.add_row(role, e["model"], str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
                   f"~{e['completion_tokens']:,}", cost)
     console.print(t)
-    if len(judges_of_est := [r for r in est if r.startswith("judge")]) > 1 or any(
-            e.get("repeats", 1) > 1 for e in est.values()):
-        total = sum(est[r]["calls"] for r in judges_of_est)
-        console.print(f"judge calls: {total:,} in all ({len(judges_of_est)} judge(s) x {est[judges_of_est[0]]['repeats']} "
+    jroles = [r for r in est if r.startswith("judge")]
+    if jroles and (len(jroles) > 1 or est[jroles[0]]["repeats"] > 1):
+        total = sum(est[r]["calls"] for r in jroles)
+        console.print(f"judge calls: {total:,} in all ({len(jroles)} judge(s) x {est[jroles[0]]['repeats']} "
                       "repeat(s) x the calls of one grading)", highlight=False)
-    console.print("Token counts are estimates (CJK ~1 token a character, other text ~4 characters a token; "
-                  "candidate replies assumed ~400 tokens, judge verdicts ~60 tokens an item).")
+    console.print("Prompt tokens: LiteLLM's token counter on the exact messages (a judge prompt whose reply is not "
+                  "known yet adds ~400 tokens for it). Completion tokens: the cached replies' own counts, "
+                  "else ~400 a candidate reply and ~60 a judge item.", soft_wrap=True)
     return est

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .datatypes import Question
 from .errors import FatalModelError, ModelCallError
+from .mockmodel import VerdictShape as MockShape
 from .prompts import judge_messages
 from .verdicts import DEFAULT_SHAPE, Verdict, VerdictError, VerdictShape
 
@@ -110,19 +111,33 @@ def uses_json_schema(client: Any) -> bool:
     return not _NO_JSON_SCHEMA.get(client, False)
 
 
+def _mock_shape(shape: VerdictShape, n: int) -> MockShape:
+    """What a valid verdict looks like, told to a `mock/` judge so it can build one (real models ignore it)."""
+    fields = {shape.id: "id"} if shape.shape == "list" else {}
+    fields.update({shape.reasoning: "text", shape.met: "bool"})
+    return MockShape(items=n, list_key=shape.list_key if shape.shape == "list" else None, fields=fields)
+
+
 async def _complete(client: "ModelClient", messages: list[dict[str, str]], accept: Callable[[str], None],
-                    response_format: dict[str, Any] | None = None, repeat: int = 0) -> "CallResult":
-    """One judge reply: json_schema first; on HTTP 400 retry at once without response_format."""
+                    response_format: dict[str, Any] | None, original: list[dict[str, str]],
+                    expect: MockShape | None = None, repeat: int = 0) -> "CallResult":
+    """One judge reply: json_schema first; on HTTP 400 retry at once without response_format.
+
+    Every reply is cached under the `original` request (not the re-ask conversation) so a resumed run
+    asking the original request finds the validated verdict. `expect` tells a mock judge the shape.
+    `repeat` > 0 is an independent re-grading with its own cache entry (jury.py)."""
     if not uses_json_schema(client):
-        return await client.complete(messages, response_format=None, accept=accept, repeat=repeat)
+        return await client.complete(messages, response_format=None, accept=accept, cache_as=original,
+                                     expect=expect, repeat=repeat)
     try:
         return await client.complete(messages, response_format=response_format or RESPONSE_FORMAT, accept=accept,
-                                     repeat=repeat)
+                                     cache_as=original, expect=expect, repeat=repeat)
     except FatalModelError as exc:
         if exc.status != 400 or "context window" in str(exc):  # too long a prompt: no format would help
             raise
     try:
-        result = await client.complete(messages, response_format=None, accept=accept, repeat=repeat)
+        result = await client.complete(messages, response_format=None, accept=accept, cache_as=original,
+                                       expect=expect, repeat=repeat)
     except VerdictError:
         _NO_JSON_SCHEMA[client] = True  # the server answered: it was the response_format it refused
         raise
@@ -137,7 +152,8 @@ def _usage_of(exc: BaseException) -> "CallResult | None":
 
 async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
                          max_reasks: int | None = None, repeat: int = 0) -> JudgeResult:
-    """Judge one response; see the module docstring. Raises FatalModelError only for 401/403/404.
+    """Judge one response; see the module docstring. Raises FatalModelError for 401/403/404 and for calls
+    refused before any request (no key): both would fail the same way for every question.
     `repeat` > 0 is an independent re-grading (judge.repeats): its own cache entries (jury.py)."""
     if max_reasks is None:
         max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
@@ -173,6 +189,7 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
 async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: VerdictShape, n: int,
                max_reasks: int, index: int | None = None, repeat: int = 0) -> JudgeResult:
     """The one validate-then-re-ask loop: a verdict for n criteria (or for criterion `index` alone)."""
+    original = messages  # every reply is cached under the first request, re-asks included
     out = JudgeResult(verdicts=None, error=None)
     costs: list[float | None] = []
     response_format = shape.response_format()
@@ -200,7 +217,8 @@ async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: Ver
 
         out.attempts += 1
         try:
-            result = await _complete(client, messages, accept, response_format, repeat)
+            result = await _complete(client, messages, accept, response_format, original, _mock_shape(shape, n),
+                                     repeat)
         except VerdictError as exc:
             bad = seen[-1] if seen else ""
             out.raw_replies.append(bad)
@@ -212,7 +230,7 @@ async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: Ver
                                    {"role": "user", "content": shape.reask(problem, n)}]
             continue
         except FatalModelError as exc:
-            if exc.status in FATAL_STATUSES:
+            if exc.stops_run:
                 raise
             return finish(None, _one_line(f"judge call failed: {exc}"))
         except ModelCallError as exc:

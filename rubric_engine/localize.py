@@ -386,7 +386,7 @@ def apply_review(opts: LocalizeOptions) -> dict[str, Any]:
     f, data_file = spec.data.fields, opts.out / f"{opts.target}.jsonl"
     if not data_file.is_file():
         raise ConfigError(f"localize: {data_file} not found; run localize first, or pass the out= of that run")
-    rows = [json.loads(line) for line in data_file.read_text("utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in data_file.read_text("utf-8-sig").split("\n") if line.strip()]
     by_id = {str(r[f.id]): r for r in rows}
     try:  # (first physical line, record): a text with line breaks spans several lines of the file
         with open(opts.review, encoding="utf-8-sig", newline="") as fh:
@@ -435,7 +435,7 @@ def _next_steps(opts: LocalizeOptions, data_file: str, sha: str) -> str:
     from .spec import SPEC_FILE, benchmark_search_path, list_benchmarks
 
     variant = list_benchmarks(benchmark_search_path(opts.benchmark_dirs)).get(opts.target)
-    steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} --extends {opts.source}"
+    steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} extends={opts.source}"
                                                       + (f" --locale {opts.locale}" if opts.locale else "")]
     path = os.path.relpath(data_file, variant) if variant else data_file
     yaml_file = variant / SPEC_FILE if variant else Path(opts.target) / SPEC_FILE

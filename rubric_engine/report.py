@@ -27,26 +27,56 @@ def _money(x: float | None) -> str:
 
 
 class StageProgress:
-    """Counts one stage (generate / judge) and shows it as rich bars or periodic plain lines."""
+    """Counts one stage (generate / judge) and shows it as rich bars or periodic plain lines.
+
+    Each stage has its own clock (started when its first call starts) and its own plain-line timer, so
+    the rate and ETA describe this stage only and one stage never silences the other.
+    """
 
     def __init__(self, name: str, total: int, board: "ProgressBoard") -> None:
         self.name, self.total, self.board = name, total, board
         self.done = self.cached = self.errors = self.tokens = 0
         self.cost: float | None = None
         self.task: TaskID | None = None
+        self.started: float | None = None
+        self.finished: float | None = None
+        self.last_line = 0.0
+
+    def start(self) -> None:
+        """The stage's first call begins (idempotent); its clock and ETA count from here."""
+        if self.started is None:
+            self.started = time.monotonic()
 
     def advance(self, *, cached: bool = False, error: bool = False, tokens: int = 0, cost: float | None = None) -> None:
+        self.start()
         self.done += 1
         self.cached += int(cached)
         self.errors += int(error)
         self.tokens += tokens
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
+        if self.done >= self.total and self.finished is None:
+            self.finished = time.monotonic()
         self.board.refresh(self)
 
+    @property
+    def elapsed(self) -> float:
+        """Seconds from the stage's first call to its last result (or to now while it runs)."""
+        if self.started is None:
+            return 0.0
+        return (self.finished or time.monotonic()) - self.started
+
     def line(self) -> str:
-        return (f"{self.name}: {self.done}/{self.total} | cache hits {self.cached} | errors {self.errors} "
-                f"| tokens {format_tokens(self.tokens)} | cost {_money(self.cost)}")
+        elapsed = self.elapsed
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        left = self.total - self.done
+        # too few results say little about the rate (the first ones all started at once): no ETA yet
+        settled = self.done >= min(5, max(1, self.total // 10)) and self.done > 1
+        eta = "done" if not left else (f"eta {left / rate:.0f}s" if rate > 0 and settled else "eta ?")
+        pct = 100 * self.done / self.total if self.total else 100.0
+        return (f"{self.name}: {self.done}/{self.total} ({pct:.0f}%) | {rate:.1f}/s | cache hits {self.cached} "
+                f"| errors {self.errors} | tokens {format_tokens(self.tokens)} | cost {_money(self.cost)} "
+                f"| {elapsed:.0f}s | {eta}")
 
 
 class ProgressBoard:
@@ -57,8 +87,6 @@ class ProgressBoard:
             mode = "rich" if console.is_terminal else "plain"
         self.mode, self.console, self.interval = mode, console, interval
         self._progress: Progress | None = None
-        self._last_line = 0.0
-        self._t0 = time.monotonic()
 
     def __enter__(self) -> "ProgressBoard":
         if self.mode == "rich":
@@ -80,19 +108,25 @@ class ProgressBoard:
             self._print(f"{name}: {total} to do")
         return st
 
+    def note(self, text: str) -> None:
+        """A one-line event (LiteLLM loading, a retry, a rate-limit wait) shown in every mode but none."""
+        if self._progress is not None:
+            self._progress.console.print(text, highlight=False, soft_wrap=True)
+        elif self.mode != "none":
+            self._print(text)
+
     def refresh(self, st: StageProgress) -> None:
         if self._progress is not None and st.task is not None:
             stats = (f"cache {st.cached} · err {st.errors} · tok {format_tokens(st.tokens)} · {_money(st.cost)}")
             self._progress.update(st.task, completed=st.done, stats=stats)
         elif self.mode == "plain":
             now = time.monotonic()
-            if st.done == st.total or now - self._last_line >= self.interval:
-                self._last_line = now
-                rate = st.done / max(now - self._t0, 1e-9)
-                eta = (st.total - st.done) / rate if rate > 0 and st.done < st.total else 0.0
-                self._print(f"{st.line()} | eta {eta:.0f}s")
+            if st.done == st.total or st.done == 1 or now - st.last_line >= self.interval:
+                st.last_line = now
+                self._print(st.line())
 
     def _print(self, text: str) -> None:
+        # plain print, never rich: a CI log gets one unwrapped line whatever its width
         print(text, file=sys.stderr if self.console.stderr else sys.stdout, flush=True)
 
 
@@ -167,11 +201,18 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     stats.add_row("completion tokens", *(format_tokens(tok[r]["completion"]) for r in ("candidate", "judge")))
     stats.add_row("cost", *(_money(cost[r]) for r in ("candidate", "judge")))
     if calls:
-        stats.add_row("calls made / cache hits", *(f"{calls[r]['made']} / {calls[r]['cache_hits']}" for r in ("candidate", "judge")))
+        stats.add_row("calls sent / cache hits", *(f"{calls[r]['made']} / {calls[r]['cache_hits']}" for r in ("candidate", "judge")))
     stats.add_row("errors", f"{c['candidate_errors']}", f"{c['judge_errors']}")
     if spec.get("failure_rules"):
         stats.add_row("catastrophic failures", "", f"{c['catastrophic']}")
+    if c.get("truncated"):
+        stats.add_row("replies cut off (finish_reason length)", f"{c['truncated']}", "")
     console.print(stats)
+    hits = {r: calls[r]["cache_hits"] for r in ("candidate", "judge") if calls and calls.get(r, {}).get("cache_hits")}
+    if hits:  # said plainly: a reused answer under a new model name is the local-server trap (see README)
+        console.print(f"[bold yellow]answers from the cache:[/] " + ", ".join(f"{r} {n}" for r, n in hits.items())
+                      + " (a local model swapped behind the same id and URL needs a new `revision`)",
+                      highlight=False, soft_wrap=True)
     if c["candidate_errors"] or c["judge_errors"]:
         console.print(f"[yellow]{c['candidate_errors']} candidate error(s) and {c['judge_errors']} judge error(s) "
                       f"are excluded from every score; see samples.jsonl.")

@@ -34,6 +34,7 @@ __all__ = [
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
+MAX_TEMPLATE_BYTES = 256 * 1024  # spec templates come from strangers: a prompt template is a few KB
 Labels = dict[str, str]
 
 
@@ -124,6 +125,7 @@ class ModelRef(_Model):
     api_key_env: str | None = None
     params: dict[str, Any] = {}
     timeout: float | None = Field(default=None, gt=0)  # seconds per request; None: the run's default (120)
+    revision: str | None = None  # names what is served behind `model`; part of the cache key
 
 
 class VerdictFields(_Model):
@@ -264,7 +266,10 @@ class BenchmarkSpec(_Model):
     def read_template(self, relpath_or_field: str) -> str:
         path = self.template_path(relpath_or_field)
         try:
-            return path.read_text(encoding="utf-8")
+            if path.stat().st_size > MAX_TEMPLATE_BYTES:
+                raise SpecError(str(path), relpath_or_field, f"template is {path.stat().st_size} bytes "
+                                f"(limit {MAX_TEMPLATE_BYTES})", fix="a prompt template is a few KB; check the file")
+            return path.read_text(encoding="utf-8-sig")
         except OSError as exc:
             raise SpecError(str(path), relpath_or_field, f"cannot read template: {exc.strerror or exc}",
                             fix="check the template path in the spec") from exc
@@ -370,7 +375,7 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
             fail(_split_key(fld), "template file not found", _get(spec, _split_key(fld)),
                  f"create {path} or fix the path (relative to {path.parent})")
         try:
-            jinja2.Environment().parse(path.read_text(encoding="utf-8"))
+            jinja2.Environment().parse(spec.read_template(fld))
         except jinja2.TemplateSyntaxError as exc:
             raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
                             fix="fix the jinja2 syntax") from exc

@@ -10,7 +10,6 @@ reasoning must be a string; in the list shape, ids 1..n each exactly once.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -33,25 +32,84 @@ class VerdictError(ValueError):
     """A judge reply that cannot be used; the message says what was wrong (it is sent back to the judge)."""
 
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
 
 
-def extract_json(text: str) -> Any:
-    """The one JSON object in a reply: fences stripped, surrounding prose tolerated."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text) if "{" in m.group(1)]
-    body = (candidates[0] if candidates else text).strip()
-    try:
-        return json.loads(body)
-    except ValueError:
-        pass
-    start, end = body.find("{"), body.rfind("}")
+MAX_REPLY_CHARS = 200_000  # a verdict for ~40 items is a few KB; anything far longer is not a verdict
+MAX_NESTING = 32  # a verdict nests 3 deep; 5,000 `[` would make json.loads raise RecursionError
+
+
+def _nesting(text: str) -> int:
+    """Deepest bracket nesting outside JSON strings (a cheap scan, so no parser ever recurses deeply)."""
+    depth = deepest = 0
+    in_str = escaped = False
+    for ch in text:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_NESTING:
+                    return deepest
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def _objects(text: str) -> list[Any]:
+    """Every top-level JSON object in the text, in order (objects inside a decoded one are not listed)."""
+    decoder = json.JSONDecoder()
+    found: list[Any] = []
+    pos = text.find("{")
+    while pos >= 0:
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            pos = text.find("{", pos + 1)
+            continue
+        found.append(obj)
+        pos = text.find("{", end)
+    return found
+
+
+def extract_json(text: str, marker: str | None = None) -> Any:
+    """The one JSON object in a reply: fences and surrounding prose tolerated, two verdicts refused.
+
+    `marker` is the key that makes an object a verdict (the list key, or the verdict field of the object
+    shape). Why refuse two: a judge quoting a forged verdict from the candidate's reply, or hedging with
+    two answers, must be re-asked rather than have the first one taken silently. Size and nesting are
+    bounded before any parser runs, so a hostile reply cannot exhaust memory or the recursion limit.
+    """
+    if len(text) > MAX_REPLY_CHARS:
+        raise VerdictError(f"the reply is {len(text)} characters long; a verdict is one short JSON object")
+    if _nesting(text) > MAX_NESTING:
+        raise VerdictError(f"the reply nests brackets more than {MAX_NESTING} deep; a verdict nests 3 deep")
+    objects = _objects(text)
+    if marker is not None:
+        verdicts = [o for o in objects if isinstance(o, dict) and marker in o]
+        if len(verdicts) > 1:
+            raise VerdictError(f"the reply holds {len(verdicts)} verdict objects; give exactly one")
+        if verdicts:
+            return verdicts[0]
+    if objects:
+        return objects[0]
+    start, end = text.find("{"), text.rfind("}")
     if start < 0:
         raise VerdictError("the reply contains no JSON object")
     try:
-        return json.loads(body[start:end + 1] if end > start else body[start:])
+        return json.loads(text[start:end + 1] if end > start else text[start:])
     except json.JSONDecodeError as exc:
         raise VerdictError(f"the reply is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
             from None
+    except RecursionError:  # belt and braces: _nesting already bounds this
+        raise VerdictError("the reply nests brackets too deeply") from None
 
 
 def _as_int(value: Any) -> int:
@@ -156,7 +214,7 @@ class VerdictShape:
 
     def parse(self, text: str, n: int) -> list[Verdict]:
         """Parse and validate a reply for n criteria (n == 1 for the object shape), sorted by id."""
-        data = extract_json(text)
+        data = extract_json(text, self.met if self.shape == "object" else self.list_key)
         if self.shape == "object":
             if not isinstance(data, dict):
                 raise VerdictError(f"the JSON must be one object like {self.example()}")

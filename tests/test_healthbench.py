@@ -225,7 +225,7 @@ def test_console_run_per_criterion(tmp_path: Path, env: dict[str, str]) -> None:
     assert sample["criteria"][0]["reasoning"] == "criterion 1" and "tags" in sample["criteria"][0]
     assert "Catastr" not in res.stdout + res.stderr and "catastrophic" not in res.stdout + res.stderr
     # reports follow the spec's breakdowns: a radar over the 5 axes, no subset chart, no catastrophic column
-    lb = subprocess.run([EXE, "leaderboard", str(tmp_path / "run"), "--out", str(tmp_path / "lb"), "--n-boot", "50"],
+    lb = subprocess.run([EXE, "leaderboard", str(tmp_path / "run"), f"out={tmp_path / 'lb'}", "bootstrap.samples=50"],
                         env=env, capture_output=True, text=True, timeout=300)
     assert lb.returncode == 0, lb.stderr
     md = (tmp_path / "lb" / "leaderboard.md").read_text()
