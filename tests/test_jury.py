@@ -110,7 +110,7 @@ def test_jury_majority_and_each_judges_own_scores(tmp_path: Path, env: dict[str,
     assert first["votes"] == {j: [base(j, q, 1)] for j in names} and first["hit"] == majority(q, 1)
     alpha = summary["jury"]["alpha"]["overall"]["krippendorff_alpha"]
     assert alpha is not None and -1.0 <= alpha <= 1.0
-    shown = " ".join(res.stderr.split())
+    shown = " ".join((res.stdout + res.stderr).split())
     assert "jury (majority, ties not met)" in shown and f"ja {summary['jury']['judges']['ja']['overall']:.2f}" in shown
     # jury.rule=any: met when one judge says met
     res, summary, _, _ = qa_run(tmp_path, env, lambda j, q, i, r: base(j, q, i), ["jury.rule=any"], names, "any")
@@ -141,7 +141,7 @@ def test_tie_rule_for_an_even_number_of_repeats(tmp_path: Path, env: dict[str, s
     assert summary["overall"] == pytest.approx(qa_score(lambda q, i: True))  # a tie counts as met (penalties too)
     assert summary["noise"]["groups"]["overall"]["flip_rate"]["rate"] == 1.0
     assert all(len(c["votes"]["solo"]) == 2 for s in samples for c in s["criteria"])
-    assert "judge noise over 2 gradings: 100.0% of verdicts flip" in " ".join(res.stderr.split())
+    assert "judge noise over 2 gradings: 100.0% of verdicts flip" in " ".join((res.stdout + res.stderr).split())
 
 
 def en_run(tmp_path: Path, env: dict[str, str], p: float, k: int, runs: int = 1):
@@ -252,8 +252,8 @@ def test_leaderboard_marks_gaps_within_judge_noise(tmp_path: Path, env: dict[str
         res, summary, _, _ = qa_run(tmp_path, env, verdict, ["judge.repeats=3"], name=name, solo=name)
         assert res.returncode == 0, res.stderr
         runs.append(summary)
-    res = run_cli(["leaderboard", str(tmp_path / "ja"), str(tmp_path / "jb"), "--out", str(tmp_path / "lb"),
-                   "--n-boot", "50"], env)
+    res = run_cli(["leaderboard", str(tmp_path / "ja"), str(tmp_path / "jb"), f"out={tmp_path / 'lb'}",
+                   "bootstrap.samples=50"], env)
     assert res.returncode == 0, res.stderr
     lb = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
     (pair,) = lb["pairs"]
