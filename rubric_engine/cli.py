@@ -106,6 +106,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     if ids is not None:
         ids = [str(i) for i in ids]  # ids are compared as strings everywhere
     _check_values(cfg)
+    jury = [_juror(j, opt("timeout")) for j in (opt("jury.judges") or [])]
     return RunSettings(
         benchmark=str(cfg.benchmark), out_dir=out_dir,
         candidate=_model_spec(opt("candidate"), "candidate", opt("timeout")),
@@ -115,7 +116,47 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
         progress=str(cfg.progress), trust_code=bool(opt("trust_code")),
+        jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
     )
+
+
+def _juror(node: Any, timeout: float | None) -> Any:
+    """One jury entry: a judge entry's name (user config dirs first, then conf/judge/) or an inline entry."""
+    from importlib import resources
+
+    import yaml
+
+    from .cliargs import config_dirs
+
+    if isinstance(node, DictConfig):
+        return _model_spec(node, "judge", timeout)
+    name = str(node)
+    found = None
+    if re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        places = [Path(d) / "judge" / f"{name}.yaml" for d in config_dirs()]
+        found = next((p for p in [*places, resources.files(CONFIG_MODULE) / "judge" / f"{name}.yaml"]
+                      if p.is_file()), None)
+    if found is None:
+        raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/ "
+                          "or inline entries {name: x, model: provider/model, ...}")
+    return _model_spec(yaml.safe_load(found.read_text(encoding="utf-8")), "judge", timeout)
+
+
+_ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie"}  # run-level keys spelled under judge
+
+
+def _rewrite(argv: list[str]) -> list[str]:
+    """`judge=[a,b,c]` (a jury) and `judge.repeats=K` / `judge.tie=X` as plain config keys: `judge` is a
+    Hydra config group, whose list form would merge the entries into one instead of keeping a list."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lstrip("+") == "judge" and value.lstrip().startswith("["):
+            arg = f"jury.judges={value}"
+        elif eq and key.lstrip("+") in _ALIASES:
+            arg = f"{_ALIASES[key.lstrip('+')]}={value}"
+        out.append(arg)
+    return out
 
 
 def _one_line(exc: BaseException) -> str:
@@ -413,6 +454,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"rubric-engine {_version()}")
         sys.exit(0)
     debug = any(a.lower() == "debug=true" for a in argv)
+    argv = _rewrite(argv)
     try:
         from .overrides import check_overrides
 

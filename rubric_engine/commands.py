@@ -197,10 +197,11 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     from .judge import shape_of
     from .models import cache_key
     from .prompts import candidate_messages, judge_messages
-    from .runner import _given_answers, _load, declared_judge
+    from .runner import _given_answers, _load, _repeats, judges_of
 
     spec, dataset, questions = _load(settings)
-    judge = settings.judge or declared_judge(spec, settings.timeout)
+    judges = judges_of(settings, spec)
+    repeats = _repeats(settings, spec)  # every judge grades every reply this many times
     given = _given_answers(settings, spec, [q.id for q in dataset.questions])
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
@@ -209,15 +210,16 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     est: dict[str, Any] = {}
     replies: dict[str, str | None] = dict(given) if given is not None else {}
 
-    def cached(model: Any, msgs: list[dict[str, Any]], formats: tuple[Any, ...]) -> dict[str, Any] | None:
+    def cached(model: Any, msgs: list[dict[str, Any]], formats: tuple[Any, ...], repeat: int = 0) -> dict[str, Any] | None:
         for fmt in formats:
-            hit = cache.get(cache_key(model, msgs, fmt)) if cache is not None else None
+            hit = cache.get(cache_key(model, msgs, fmt, repeat)) if cache is not None else None
             if hit is not None:
                 return hit
         return None
 
     try:
-        roles = [("judge", judge)] if given is not None else [("candidate", settings.candidate), ("judge", judge)]
+        roles = [] if given is not None else [("candidate", settings.candidate)]
+        roles += [("judge" if len(judges) == 1 else f"judge {j.name}", j) for j in judges]
         if settings.stage == "generate":
             roles = [r for r in roles if r[0] == "candidate"]
         for role, model in roles:
@@ -241,15 +243,19 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                     calls += len(q.criteria) - 1
                 else:
                     units = [judge_messages(spec, q, text)]
-                hits = [cached(model, m, (fmt, None)) if reply is not None else None for m in units]
-                n_cached += sum(h is not None for h in hits)
-                if all(h is not None for h in hits):
-                    completion += sum(int(h.get("completion_tokens") or 0) for h in hits if h is not None)
-                else:
-                    completion += judge_reply_tokens_per_item * len(q.criteria)
-                for m in units:  # a reply not known yet adds ~reply_tokens to each judge prompt
-                    prompt += count(model=model.model, messages=m) + (reply_tokens if reply is None else 0)
+                for r in range(repeats):  # each repeat is its own call with its own cache entry
+                    hits = [cached(model, m, (fmt, None), r) if reply is not None else None for m in units]
+                    n_cached += sum(h is not None for h in hits)
+                    if all(h is not None for h in hits):
+                        completion += sum(int(h.get("completion_tokens") or 0) for h in hits if h is not None)
+                    else:
+                        completion += judge_reply_tokens_per_item * len(q.criteria)
+                prompt += repeats * sum(count(model=model.model, messages=m) + (reply_tokens if reply is None else 0)
+                                        for m in units)  # a reply not known yet adds ~reply_tokens to each prompt
+            if role != "candidate":
+                calls *= repeats
             est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
+                         "repeats": 1 if role == "candidate" else repeats,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
     finally:
@@ -280,6 +286,11 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         t.add_row(role, e["model"], str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
                   f"~{e['completion_tokens']:,}", cost)
     console.print(t)
+    jroles = [r for r in est if r.startswith("judge")]
+    if jroles and (len(jroles) > 1 or est[jroles[0]]["repeats"] > 1):
+        total = sum(est[r]["calls"] for r in jroles)
+        console.print(f"judge calls: {total:,} in all ({len(jroles)} judge(s) x {est[jroles[0]]['repeats']} "
+                      "repeat(s) x the calls of one grading)", highlight=False)
     console.print("Prompt tokens: LiteLLM's token counter on the exact messages (a judge prompt whose reply is not "
                   "known yet adds ~400 tokens for it). Completion tokens: the cached replies' own counts, "
                   "else ~400 a candidate reply and ~60 a judge item.", soft_wrap=True)

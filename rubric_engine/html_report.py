@@ -81,7 +81,7 @@ def _leaderboard(lb: "Leaderboard") -> str:
                      f'<span class="{"warn" if c["judge_errors"] else ""}">{c["judge_errors"]}</span>',
                      str(c["candidate_errors"]), *([str(c["catastrophic"])] if cat else []), _e(r.cost_text())])
     pairs = [[_e(p.a), _e(p.b), _f(p.diff), f"[{_f(p.lo)}, {_f(p.hi)}]", "yes" if p.excludes_zero else "no",
-              str(p.questions), _e(p.error or "")] for p in lb.pairs]
+              str(p.questions), _e(p.error or ("within judge noise" if p.within_noise else ""))] for p in lb.pairs]
     return (_table(head, rows, left=(1, 2))
             + f'<p class="note">Intervals: percentile bootstrap, questions resampled with replacement '
               f"({lb.n_boot} resamples, seed {lb.seed}); the aggregation is re-run on every resample. "

@@ -120,23 +120,24 @@ def _mock_shape(shape: VerdictShape, n: int) -> MockShape:
 
 async def _complete(client: "ModelClient", messages: list[dict[str, str]], accept: Callable[[str], None],
                     response_format: dict[str, Any] | None, original: list[dict[str, str]],
-                    expect: MockShape | None = None) -> "CallResult":
+                    expect: MockShape | None = None, repeat: int = 0) -> "CallResult":
     """One judge reply: json_schema first; on HTTP 400 retry at once without response_format.
 
     Every reply is cached under the `original` request (not the re-ask conversation) so a resumed run
-    asking the original request finds the validated verdict. `expect` tells a mock judge the shape."""
+    asking the original request finds the validated verdict. `expect` tells a mock judge the shape.
+    `repeat` > 0 is an independent re-grading with its own cache entry (jury.py)."""
     if not uses_json_schema(client):
         return await client.complete(messages, response_format=None, accept=accept, cache_as=original,
-                                     expect=expect)
+                                     expect=expect, repeat=repeat)
     try:
         return await client.complete(messages, response_format=response_format or RESPONSE_FORMAT, accept=accept,
-                                     cache_as=original, expect=expect)
+                                     cache_as=original, expect=expect, repeat=repeat)
     except FatalModelError as exc:
         if exc.status != 400 or "context window" in str(exc):  # too long a prompt: no format would help
             raise
     try:
         result = await client.complete(messages, response_format=None, accept=accept, cache_as=original,
-                                       expect=expect)
+                                       expect=expect, repeat=repeat)
     except VerdictError:
         _NO_JSON_SCHEMA[client] = True  # the server answered: it was the response_format it refused
         raise
@@ -150,16 +151,17 @@ def _usage_of(exc: BaseException) -> "CallResult | None":
 
 
 async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
-                         max_reasks: int | None = None) -> JudgeResult:
+                         max_reasks: int | None = None, repeat: int = 0) -> JudgeResult:
     """Judge one response; see the module docstring. Raises FatalModelError for 401/403/404 and for calls
-    refused before any request (no key): both would fail the same way for every question."""
+    refused before any request (no key): both would fail the same way for every question.
+    `repeat` > 0 is an independent re-grading (judge.repeats): its own cache entries (jury.py)."""
     if max_reasks is None:
         max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
     shape = shape_of(spec)
     if shape.shape == "list":
         return await _ask(client, judge_messages(spec, question, response), shape, len(question.criteria),
-                          max_reasks)
-    units = [_ask(client, judge_messages(spec, question, response, c.index), shape, 1, max_reasks, c.index)
+                          max_reasks, repeat=repeat)
+    units = [_ask(client, judge_messages(spec, question, response, c.index), shape, 1, max_reasks, c.index, repeat)
              for c in question.criteria]
     return _merge(await asyncio.gather(*units))
 
@@ -185,7 +187,7 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
 
 
 async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: VerdictShape, n: int,
-               max_reasks: int, index: int | None = None) -> JudgeResult:
+               max_reasks: int, index: int | None = None, repeat: int = 0) -> JudgeResult:
     """The one validate-then-re-ask loop: a verdict for n criteria (or for criterion `index` alone)."""
     original = messages  # every reply is cached under the first request, re-asks included
     out = JudgeResult(verdicts=None, error=None)
@@ -215,7 +217,8 @@ async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: Ver
 
         out.attempts += 1
         try:
-            result = await _complete(client, messages, accept, response_format, original, _mock_shape(shape, n))
+            result = await _complete(client, messages, accept, response_format, original, _mock_shape(shape, n),
+                                     repeat)
         except VerdictError as exc:
             bad = seen[-1] if seen else ""
             out.raw_replies.append(bad)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rubric_engine.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.bootstrap import bootstrap_overall, paired_difference
+from rubric_engine.judge_noise import pair_noise
 from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.leaderboard_output import fmt, print_leaderboard, write_leaderboard  # re-exported
@@ -163,6 +164,8 @@ class PairDiff:
     excludes_zero: bool
     questions: int
     error: str | None = None
+    noise: float | None = None  # judge-noise SD of the difference (judge_noise.pair_noise); None: unmeasured
+    within_noise: bool = False  # |diff| < noise: the gap is no larger than the judge moves scores
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -404,7 +407,9 @@ def compare(lb: Leaderboard, a: str | Row, b: str | Row, *, n_boot: int | None =
                               alpha=lb.alpha, scale=lb.taxonomy.scale, how=lb.taxonomy.how)
     except ValueError as exc:
         return PairDiff(ra.label, rb.label, None, None, None, False, 0, error=str(exc))
-    return PairDiff(ra.label, rb.label, d["diff"], d["lo"], d["hi"], bool(d["excludes_zero"]), int(d["questions"]))
+    noise = pair_noise(ra.run.summary, rb.run.summary) if ra.run and rb.run else None
+    return PairDiff(ra.label, rb.label, d["diff"], d["lo"], d["hi"], bool(d["excludes_zero"]), int(d["questions"]),
+                    noise=noise, within_noise=noise is not None and d["diff"] is not None and abs(d["diff"]) < noise)
 
 
 def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: int = 0,

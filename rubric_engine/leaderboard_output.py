@@ -78,9 +78,16 @@ def _notes(lb: Leaderboard) -> list[str]:
     if t.decay:
         out.append(f"Decay % = ({t.decay[0]} - {t.decay[1]}) / {t.decay[2]} x 100 (base: {t.decay[2]}).")
     out += [f"{p.a} - {p.b}: {fmt(p.diff)} [{fmt(p.lo)}, {fmt(p.hi)}] "
-            f"({'differs' if p.excludes_zero else 'not distinguishable'}, {p.questions} questions)"
-            for p in lb.pairs if not p.error]  # failed pairs are among the warnings
+            f"({'differs' if p.excludes_zero else 'not distinguishable'}, {p.questions} questions"
+            f"{_noise_note(p)})" for p in lb.pairs if not p.error]  # failed pairs are among the warnings
     return out + [f"warning: {w}" for w in lb.warnings]
+
+
+def _noise_note(p: Any) -> str:
+    """', within judge noise (SD x)' when the gap is smaller than the judges' own noise (judge_noise.py)."""
+    if p.noise is None:
+        return ""
+    return f", {'within judge noise' if p.within_noise else 'larger than judge noise'} (noise SD {fmt(p.noise)})"
 
 
 def _markdown(lb: Leaderboard) -> str:
@@ -104,7 +111,8 @@ def _csv_record(lb: Leaderboard, r: Row) -> dict[str, Any]:
             **{f"subset.{x}": r.subsets.get(x) for x in _subsets(lb)},
             **{f"{bid}.{g}": r.breakdowns.get(bid, {}).get(g) for bid, _, groups in _tag_breakdowns(lb) for g in groups},
             "decay_pct": r.decay_pct, "decay_base": r.decay_base, **r.counts,
-            **{f"cost_{k}": v for k, v in r.cost.items()}, "stage": r.stage, "run_dir": r.run_dir}
+            **{f"cost_{k}": v for k, v in r.cost.items()}, "stage": r.stage, "run_dir": r.run_dir,
+            "gap_to_next": next(("within judge noise" if p.within_noise else "" for p in lb.pairs if p.a == r.label), "")}
 
 
 def _radar(lb: Leaderboard) -> tuple[str, list[str], dict[str, list[float | None]]] | None:

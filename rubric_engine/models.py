@@ -154,10 +154,12 @@ class CallStats:
         return asdict(self)
 
 
-def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> str:
-    """sha256 over what determines the answer; never the key, timeout, retries or concurrency."""
+def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+              repeat: int = 0) -> str:
+    """sha256 over what determines the answer; never the key, timeout, retries or concurrency.
+    `repeat` > 0 (an independent re-grading) gets its own key; 0 keeps the key of a single grading."""
     params = {k: v for k, v in spec.params.items() if k not in _NOT_IN_KEY}
-    payload = {"v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
+    payload = {**({"repeat": repeat} if repeat else {}), "v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
                "messages": _plain(messages), "params": params, "response_format": _plain(response_format)}
     if spec.revision is not None:  # only when declared, so keys of entries without one stay as they were
         payload["revision"] = spec.revision
@@ -391,7 +393,8 @@ class ModelClient:
 
     async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
                        accept: Callable[[str], None] | None = None,
-                       cache_as: list[dict[str, Any]] | None = None, expect: Any = None) -> CallResult:
+                       cache_as: list[dict[str, Any]] | None = None, expect: Any = None,
+                       repeat: int = 0) -> CallResult:
         """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, and the exception
         propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits.
 
@@ -403,7 +406,7 @@ class ModelClient:
             result = self._mock(messages, expect)
             self._accept(accept, result)
             return result
-        key = cache_key(self.spec, cache_as or messages, response_format) if self.cache is not None else None
+        key = cache_key(self.spec, cache_as or messages, response_format, repeat) if self.cache is not None else None
         if key is not None and self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):

@@ -25,7 +25,9 @@ from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
 from .journal import JournalWriter, run_fingerprint
-from .judge import JudgeResult, judge_response
+from .judge import JudgeResult
+from .judge_noise import panel_sections, print_panel
+from .jury import Panel, check_panel
 from .mockmodel import is_mock
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages, check_templates
@@ -50,6 +52,10 @@ class RunSettings:
     out_dir: Path
     candidate: ModelSpec | None = None
     judge: ModelSpec | None = None  # None: the judge the benchmark declares
+    jury: Sequence[ModelSpec] = ()  # judge=[a,b,c]: every judge grades every reply (jury.py)
+    jury_rule: str = "majority"  # any | all | majority
+    repeats: int | None = None  # judge.repeats override; None: the spec's (default 1)
+    tie: str | None = None  # judge.tie override; None: the spec's (default not_met)
     benchmark_dirs: Sequence[str] = ()
     data_path: str | None = None
     data_cache_dir: str | None = None
@@ -165,24 +171,32 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     need_candidate = given is None
     if need_candidate and settings.candidate is None:
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
-    judge_spec = settings.judge or declared_judge(spec, settings.timeout)
+    judges = judges_of(settings, spec)
+    judge_spec = judges[0]
     mocks = [m.name for m in (settings.candidate if need_candidate else None,
-                              judge_spec if settings.stage != "generate" else None) if m is not None and is_mock(m.model)]
+                              *(judges if settings.stage != "generate" else ())) if m is not None and is_mock(m.model)]
     if mocks:
         console.print(f"[yellow]warning:[/] {', '.join(mocks)}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
-    check_api_keys(settings.candidate if need_candidate else None, judge_spec if settings.stage != "generate" else None)
+    check_api_keys(settings.candidate if need_candidate else None, *(judges if settings.stage != "generate" else ()))
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     journaled = settings.stage != "generate"  # stage=generate keeps its answers in memory (no samples.jsonl)
     digest = _spec_hash(spec)
-    identity = _identity(settings, spec, digest, judge_spec)
+    identity = _identity(settings, spec, digest, judges)
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
     fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
     totals = runstream.Totals()
     done: set[str] = set()
-    if journaled:  # read what an interrupted run of this same command left, before writing anything
+    # Repeats and juries need every question's votes for their noise / jury sections, which the journal
+    # does not keep: such a run starts its journal afresh and resumes from the call cache (nothing re-paid
+    # while the cache is there), so those sections always cover every scored question.
+    panel_mode = settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1)
+    panel_results: list[tuple[Question, Any]] = []
+    if journaled and panel_mode:
+        (out / rundir.SAMPLES_FILE).unlink(missing_ok=True)
+    elif journaled:  # read what an interrupted run of this same command left, before writing anything
         state = runstream.resume(out, fp, totals.add)
         done = state.done
         if state.repaired:
@@ -210,6 +224,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
             o.score = score_question(o.question.criteria, [v.hit for v in o.judge.verdicts], spec.formula(),
                                      spec.scoring.params, spec.failure_rules, spec.aggregation_rule())
         rec = _sample(spec, o)
+        if panel_mode:
+            panel_results.append((o.question, o.judge))
         if writer is not None:
             writer.append(rec)
         else:
@@ -217,7 +233,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
         totals.add(rec)
 
     try:
-        calls = asyncio.run(_run_async(settings, spec, todo, given, judge_spec, cache, console, stages, finished))
+        calls = asyncio.run(_run_async(settings, spec, todo, given, judges, cache, console, stages, finished))
     finally:
         if writer is not None:
             writer.close()
@@ -229,6 +245,10 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     summary = _summary(settings, spec, dataset, judge_spec, totals,
                        totals.scored_in_order(questions) if journaled else [], calls)
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
+    if settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1):
+        summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
+        summary.update(panel_sections(spec, panel_results, [j.name for j in judges],
+                                      _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     if journaled:  # the journal becomes the question-ordered samples.jsonl; answers.jsonl is read from it
@@ -242,6 +262,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
              c["candidate_errors"], c["judge_errors"], timing["total"])
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved(), results)
+        print_panel(summary, results)
     results.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
 
@@ -273,10 +294,13 @@ def _spec_hash(spec: BenchmarkSpec) -> str:
     return rundir.spec_hash(spec.resolved(), texts)
 
 
-def _identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judge: ModelSpec) -> dict[str, Any]:
+def _identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judges: list[ModelSpec]) -> dict[str, Any]:
     """What makes a run the same run: a directory is resumed only by a run with this same identity."""
-    cand = settings.candidate
-    return {"benchmark": spec.name, "spec_hash": digest, "stage": settings.stage,
+    cand, judge = settings.candidate, judges[0]
+    panel = {"jury": [[j.name, j.model, j.api_base, j.revision] for j in judges], "jury_rule": settings.jury_rule,
+             "repeats": _repeats(settings, spec), "tie": settings.tie or spec.judge.tie} \
+        if len(judges) > 1 or _repeats(settings, spec) > 1 else {}  # a single grading keeps its old identity
+    return {**panel, "benchmark": spec.name, "spec_hash": digest, "stage": settings.stage,
             "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
             "answers": str(settings.answers or settings.from_run or "") or None,
             "judge": [judge.name, judge.model, judge.api_base, judge.revision] if settings.stage != "generate" else None,
@@ -303,13 +327,30 @@ def _start_litellm_early(settings: RunSettings) -> None:
         preload_litellm()
 
 
+def _repeats(settings: RunSettings, spec: BenchmarkSpec) -> int:
+    return spec.judge.repeats if settings.repeats is None else settings.repeats
+
+
+def judges_of(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
+    """The run's judges (a jury, the judge given, or the one the spec declares), settings checked."""
+    if len(settings.jury) == 1:
+        raise ConfigError(f"a jury of one judge ({settings.jury[0].name}): give a list of 2+ judges, "
+                          f"or use judge={settings.jury[0].name} for a single judge")
+    judges = list(settings.jury) or [settings.judge or declared_judge(spec, settings.timeout)]
+    names = [j.name for j in judges]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"judge=[{','.join(names)}]: each juror needs its own name (set name: in each entry)")
+    check_panel(len(judges), _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie)
+    return judges
+
+
 def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:
     """The judge the benchmark declares, built like every other model entry (its timeout included)."""
     return ModelSpec.from_config(spec.judge.model.model_dump(exclude_none=True), role="judge", timeout=timeout)
 
 
 async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],
-                     given: dict[str, str | None] | None, judge_spec: ModelSpec,
+                     given: dict[str, str | None] | None, judges: list[ModelSpec],
                      cache: ResultCache | None, console: Console,
                      stages: dict[str, Any], finished: Callable[[_Outcome], None]) -> dict[str, dict[str, int]]:
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
@@ -318,7 +359,9 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
     `stages` receives the per-stage progress counters (their clocks give the wall time per stage)."""
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
-    judge = ModelClient(judge_spec, role="judge", **limits) if settings.stage != "generate" else None
+    clients = [ModelClient(j, role="judge", **limits) for j in judges] if settings.stage != "generate" else []
+    judge = Panel(clients, [j.name for j in judges], spec, _repeats(settings, spec), settings.jury_rule,
+                  settings.tie or spec.judge.tie) if clients else None
     with ProgressBoard(settings.progress, console) as board:
         gen_bar = board.stage("generate", len(questions)) if cand else None
         judge_bar = board.stage("judge", len(questions)) if judge else None
@@ -328,7 +371,7 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             board.note(text)
             log.info(text)
 
-        for client in (cand, judge):
+        for client in (cand, *clients):
             if client is not None:
                 client.notify = notify
 
@@ -364,7 +407,7 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             assert judge_bar is not None
             if o.response is not None:
                 judge_bar.start()
-                o.judge = await judge_response(judge, spec, q, o.response)
+                o.judge = await judge.judge(q, o.response)
             jr = o.judge
             if jr is not None and jr.error:
                 log.info("judge error on %s: %s", q.id, jr.error)
@@ -387,13 +430,13 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
         except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
             raise _first_leaf(group) from None
         finally:
-            for client in (cand, judge):
+            for client in (cand, *clients):
                 if client is not None:
                     await client.aclose()
     # "made": requests for results this invocation did not have; cache hits are counted apart
-    calls = {role: {"made": c.stats.calls - c.stats.cache_hits, "cache_hits": c.stats.cache_hits,
-                    "retries": c.stats.retries}
-             if c else {"made": 0, "cache_hits": 0, "retries": 0} for role, c in (("candidate", cand), ("judge", judge))}
+    calls = {role: {"made": sum(c.stats.calls - c.stats.cache_hits for c in cs),
+                    "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs)}
+             for role, cs in (("candidate", [cand] if cand else []), ("judge", clients))}
     return calls
 
 
@@ -411,6 +454,7 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
         rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
                                 "weight": c.weight, "text": c.text,
                                 "reasoning": v.reasoning if v else None, "hit": v.hit if v else None,
+                                **_votes(jr, c.index),
                                 **({"tags": list(c.tags)} if c.tags else {})})
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
@@ -426,6 +470,15 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
     rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
     rec["truncated"] = o.truncated
     return rec
+
+
+def _votes(jr: JudgeResult | None, index: int) -> dict[str, Any]:
+    """Every repeat's verdict of every judge on one criterion ({} for a single grading)."""
+    votes = getattr(jr, "votes", None)
+    if not votes:
+        return {}
+    return {"votes": {name: [next((v.hit for v in rep or [] if v.index == index), None) for rep in reps]
+                      for name, reps in votes.items()}}
 
 
 def _clip(text: str, limit: int = 20_000) -> str:

@@ -146,6 +146,8 @@ class Judge(_Model):
     template: str
     verdict: VerdictFields = VerdictFields()
     max_reasks: int = Field(default=2, ge=0)
+    repeats: int = Field(default=1, ge=1)  # grade every reply this many times; per-criterion majority (jury.py)
+    tie: Literal["not_met", "met"] = "not_met"  # an even split of repeats or jurors counts as this
 
 
 class Decay(_Model):

@@ -245,7 +245,7 @@ def test_known_formulas_come_from_scoring(monkeypatch: pytest.MonkeyPatch) -> No
         ("  scale: 100", "  scale: 100\n  scale: 10", "scale: 10",
          ["scoring.scale: duplicate key", "already set at line"]),
         ("system: judge_system.j2", "system: judge_system.j2\n  judge_model: x", "judge_model:",
-         ["judge.judge_model: unknown key (got 'judge_model')", "allowed keys here: max_reasks, model, system,"]),
+         ["judge.judge_model: unknown key (got 'judge_model')", "allowed keys here: max_reasks, model, repeats, system,"]),
     ],
 )
 def test_bad_spec_messages(tmp_path: Path, old: str, new: str, needle: str, expected: list[str]) -> None:
