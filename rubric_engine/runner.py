@@ -247,6 +247,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
     if settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1):
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
+        order = {q.id: i for i, q in enumerate(questions)}  # question order, not completion order: deterministic
+        panel_results.sort(key=lambda pair: order[pair[0].id])
         summary.update(panel_sections(spec, panel_results, [j.name for j in judges],
                                       _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run

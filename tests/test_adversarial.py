@@ -433,7 +433,7 @@ def test_revision_is_part_of_the_cache_key(srv: FakeServer, tmp_path: Path) -> N
     assert run(srv, tmp_path, "limit=1", run_dir="r1").returncode == 0
     n = len(srv.requests)
     cached = run(srv, tmp_path, "limit=1", "progress=plain", run_dir="r2")
-    assert len(srv.requests) == n and "answers from the cache" in cached.stderr
+    assert len(srv.requests) == n and "answers from the cache" in cached.stdout  # with the results (stdout)
     fresh = run(srv, tmp_path, "limit=1", "candidate.revision=q4-2026-11", run_dir="r3")
     assert fresh.returncode == 0, fresh.stderr
     assert sum(not is_judge(b) for b in srv.requests[n:]) == 1  # a new revision: the candidate is asked again

@@ -223,6 +223,6 @@ def test_check_translation() -> None:
     for text, msg in [("no json", "not a JSON object"), ('{"turns": ["a"]}', "'criteria' is missing"),
                       ('{"turns": ["a"], "criteria": []}', "'criteria' has 0 items, expected exactly 1"),
                       ('{"turns": [""], "criteria": ["b"]}', r"turns\[1\] is not a non-empty string"),
-                      ('[1]', "got a JSON list")]:
+                      ('[1]', "not a JSON object")]:
         with pytest.raises(TranslationError, match=msg):
             check_translation(text, 1, 1)
