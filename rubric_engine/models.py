@@ -37,6 +37,7 @@ _RETRY_STATUS = frozenset({408, 409, 425, 429})
 _FATAL_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
                           "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"})
 _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
+_FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 _LOOP_USERS: dict[int, int] = {}  # event-loop id -> ModelClients that made real calls in it (for aclose)
 
 
@@ -69,6 +70,7 @@ class ModelSpec:
     api_key_env: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
+    family: str | None = None  # maker / lineage (openai, anthropic, qwen, ...): the self-preference audit's unit
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -80,9 +82,15 @@ class ModelSpec:
             raise ConfigError(f"model {self.name!r}: params.api_key is not allowed (it would be saved with the run); "
                               "put the key in an environment variable and name it with api_key_env")
         object.__setattr__(self, "params", params)
+        if self.family is not None:
+            fam = str(self.family).strip().lower()
+            if not _FAMILY_RE.fullmatch(fam):
+                raise ConfigError(f"model {self.name!r}: family must be a short name like 'openai' or 'qwen' "
+                                  f"(letters, digits, - _ .), got {self.family!r}")
+            object.__setattr__(self, "family", fam)
 
     def __hash__(self) -> int:
-        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout,
+        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout, self.family,
                      json.dumps(self.params, sort_keys=True, default=str)))
 
     @classmethod
@@ -93,7 +101,7 @@ class ModelSpec:
         `timeout`, which wins over the default of 120 s.
         """
         data = _plain(dict(data))
-        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout"}
+        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "family"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
@@ -109,7 +117,7 @@ class ModelSpec:
             raise ConfigError(f"{role}: timeout must be a number of seconds (got {chosen!r})") from None
         return cls(name=str(data.get("name") or str(model).split("/", 1)[-1]), model=str(model),
                    api_base=data.get("api_base") or None, api_key_env=data.get("api_key_env") or None,
-                   params=dict(data.get("params") or {}), timeout=seconds)
+                   params=dict(data.get("params") or {}), timeout=seconds, family=data.get("family") or None)
 
     @property
     def key_env(self) -> str:

@@ -249,8 +249,9 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, sha256: str, judge_spec
     return {
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
         "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": sha256,
-        "candidate": {"name": cand.name, "model": cand.model} if cand else {"name": _answers_name(settings), "model": None},
-        "judge": {"name": judge_spec.name, "model": judge_spec.model} if settings.stage != "generate" else None,
+        "candidate": {"name": cand.name, "model": cand.model, "family": cand.family} if cand else _answers_candidate(settings),
+        "judge": {"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family}
+        if settings.stage != "generate" else None,
         **agg,
         "counts": {"questions": len(samples), "scored": len(scored),
                    "judge_errors": sum(1 for s in samples if s["judge_error"]),
@@ -264,6 +265,19 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, sha256: str, judge_spec
         "stage": settings.stage,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def _answers_candidate(settings: RunSettings) -> dict[str, Any]:
+    """Score-only runs: from_run keeps the earlier run's candidate (name, model, family), so several
+    judges re-grading one run's replies stay attributable to the same candidate; else the file's name."""
+    if settings.from_run:
+        try:
+            prior = rundir.read_summary(Path(settings.from_run)).get("candidate")
+        except (OSError, ValueError):
+            prior = None
+        if isinstance(prior, dict) and prior.get("name"):
+            return {"name": str(prior["name"]), "model": prior.get("model"), "family": prior.get("family")}
+    return {"name": _answers_name(settings), "model": None, "family": None}
 
 
 def _answers_name(settings: RunSettings) -> str:
