@@ -17,7 +17,6 @@ from typing import Any
 from rich.console import Console
 
 from . import rundir
-from .aggregate import aggregate, scored_from_samples
 from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
@@ -25,7 +24,7 @@ from .judge import JudgeResult, judge_response
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages
 from .report import ProgressBoard, print_summary
-from .scoring import score_question
+from .scores import score_fields, score_summary
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 
 __all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge"]
@@ -222,10 +221,7 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = jr.error, list(jr.raw_replies)
     elif jr is not None and jr.verdicts is not None:
-        qs = score_question(q.criteria, [v.hit for v in jr.verdicts], spec.scoring.formula,
-                            spec.scoring.params, spec.failure_rules)
-        rec["abilities"] = {a: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for a, s in qs.abilities.items()}
-        rec.update(score=qs.score, failed_rules=list(qs.failed_rules), catastrophic=qs.catastrophic)
+        rec.update(score_fields(spec, q.criteria, [v.hit for v in jr.verdicts]))
     rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
                      "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
@@ -240,11 +236,6 @@ def _sum_cost(values: Sequence[float | None]) -> float | None:
 
 def _summary(settings: RunSettings, spec: BenchmarkSpec, sha256: str, judge_spec: ModelSpec,
              samples: Sequence[Mapping[str, Any]], calls: Mapping[str, Any]) -> dict[str, Any]:
-    scored = scored_from_samples(samples)  # the same reading the leaderboard does from samples.jsonl
-    decay = spec.report.decay
-    agg = aggregate(scored, spec.dimensions_map(), decay=(decay.from_, decay.to, decay.base) if decay else None,
-                    scale=spec.scoring.scale) if settings.stage != "generate" else \
-        {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
     cand = settings.candidate
     return {
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
@@ -252,11 +243,8 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, sha256: str, judge_spec
         "candidate": {"name": cand.name, "model": cand.model, "family": cand.family} if cand else _answers_candidate(settings),
         "judge": {"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family}
         if settings.stage != "generate" else None,
-        **agg,
-        "counts": {"questions": len(samples), "scored": len(scored),
-                   "judge_errors": sum(1 for s in samples if s["judge_error"]),
-                   "candidate_errors": sum(1 for s in samples if s["candidate_error"]),
-                   "catastrophic": sum(1 for s in scored if s.catastrophic)},
+        # the same path `rescore` takes from samples.jsonl (scores.py): one aggregation, never two
+        **score_summary(spec, samples, scored_stage=settings.stage != "generate"),
         "tokens": {r: {k: sum(s["tokens"][r][k] for s in samples) for k in ("prompt", "completion")}
                    for r in ("candidate", "judge")},
         "cost": {r: _sum_cost([s["cost"][r] for s in samples]) for r in ("candidate", "judge")},
