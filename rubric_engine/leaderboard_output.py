@@ -63,7 +63,16 @@ def _notes(lb: Leaderboard) -> list[str]:
     out += [f"{p.a} - {p.b}: {fmt(p.diff)} [{fmt(p.lo)}, {fmt(p.hi)}] "
             f"({'differs' if p.excludes_zero else 'not distinguishable'}, {p.questions} questions)"
             for p in lb.pairs if not p.error]  # failed pairs are among the warnings
+    out += length_notes(lb)
     return out + [f"warning: {w}" for w in lb.warnings]
+
+
+def length_notes(lb: Leaderboard) -> list[str]:
+    """One line per run whose score and reply length correlate strongly (summary.json's `length`)."""
+    from rubric_engine.lengths import strong_note
+
+    notes = (strong_note(r.label, r.run.summary.get("length") if r.run else None) for r in lb.rows)
+    return [n for n in notes if n]
 
 
 def _markdown(lb: Leaderboard) -> str:

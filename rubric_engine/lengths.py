@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["spearman", "spearman_counts", "spearman_interval", "resample_counts", "length_block",
+__all__ = ["spearman", "spearman_counts", "spearman_interval", "resample_counts", "length_block", "strong_note",
            "STRONG_RHO", "TOKEN_MEASURE"]
 
 STRONG_RHO = 0.5  # |rho| at or above this, with an interval excluding 0, is flagged as "strong"
@@ -122,3 +122,15 @@ def length_block(samples: Sequence[Mapping[str, Any]], abilities: Sequence[str],
         "strong": strong,  # measures whose |rho| >= STRONG_RHO with an interval excluding 0
         "bootstrap": {"n": n_boot, "seed": seed, "alpha": alpha, "method": "percentile, questions resampled"},
     }
+
+
+def strong_note(label: str, block: Mapping[str, Any] | None) -> str | None:
+    """The leaderboard's line for a run whose question score and reply length correlate strongly."""
+    if not block or not block.get("strong"):
+        return None
+    parts = []
+    for m in block["strong"]:
+        r = block["overall"][m]
+        parts.append(f"{'characters' if m == 'chars' else 'tokens'} rho {r['rho']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}]")
+    return (f"length: {label}: question score and reply length correlate strongly ({'; '.join(parts)}, "
+            f"n={block['questions']}); longer replies {'gain' if block['overall'][block['strong'][0]]['rho'] > 0 else 'lose'}")

@@ -36,6 +36,7 @@ CANDIDATES = {"c_oa1": "openai", "c_oa2": "openai", "c_an": "anthropic", "c_go":
 JUDGES = {"ja": "openai", "ja_fair": "openai", "jb": "anthropic", "jc": "google"}
 NOISE = {"ja": 0.2, "ja_fair": 0.2, "jb": 0.0, "jc": 0.0}
 PLANT = {"ja": 0.5, "ja_fair": 0.0, "jb": 0.0, "jc": 0.0}
+LENGTH_JUDGE = "jlen"  # passes an item with probability (reply words / 65): longer replies score higher
 
 
 def u(*parts: Any) -> float:
@@ -47,7 +48,13 @@ def base_pass(qid: str, i: int, cand: str, rule: bool) -> bool:
     return u("base", qid, i, cand) < (0.85 if rule else 0.5)
 
 
+def words(qid: str, cand: str) -> int:
+    return 5 + int(u("len", qid, cand) * 60)
+
+
 def judge_pass(judge: str, qid: str, i: int, cand: str, rule: bool) -> bool:
+    if judge == LENGTH_JUDGE:
+        return rule or u("jlen", qid, i, cand) < words(qid, cand) / 65
     ok = base_pass(qid, i, cand, rule) ^ (u("noise", judge, qid, i, cand) < NOISE[judge])
     if not ok and CANDIDATES[cand] == JUDGES[judge] and PLANT[judge]:
         ok = u("plant", judge, qid, i, cand) < PLANT[judge]
@@ -62,7 +69,7 @@ class GridScript:
     def __call__(self, body: dict[str, Any]) -> Reply:
         text = "\n".join(str(m.get("content", "")) for m in body["messages"])
         model = body["model"]
-        if model in JUDGES:
+        if model in JUDGES or model == LENGTH_JUDGE:
             qid = re.search(r"REPLY\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
             cand = re.search(r"MODEL\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
             items = []
@@ -73,8 +80,8 @@ class GridScript:
                 items.append({"id": i, "reasoning": "scripted", "met": met})
             return Reply(text=json.dumps({"criteria": items}), usage=(100, 50))
         qid = next(q for turns, q in self.turns if all(t in text for t in turns))
-        words = 5 + int(u("len", qid, model) * 60)
-        return Reply(text=f"REPLY[{qid}] MODEL[{model}] " + "I hear you. " * words, usage=(40, 3 * words + 4))
+        n = words(qid, model)
+        return Reply(text=f"REPLY[{qid}] MODEL[{model}] " + "I hear you. " * n, usage=(40, 3 * n + 4))
 
 
 def entry(name: str, family: str, url: str) -> str:
@@ -92,22 +99,24 @@ def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> subpr
     return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def build_grid(tmp: Path) -> dict[str, Any]:
-    """Run the 16-job sweep; returns {"sweep", "env", "dirs": {(candidate, judge): run dir}}."""
+def build_grid(tmp: Path, candidates: dict[str, str] | None = None,
+               judges: dict[str, str] | None = None, progress: str = "none") -> dict[str, Any]:
+    """Run the sweep (default: 4 x 4 = 16 jobs); returns {"sweep", "env", "dirs": {(candidate, judge): run dir}}."""
+    candidates, judges = candidates or CANDIDATES, judges or JUDGES
     env = make_env(tmp)
     conf, sweep = tmp / "conf", tmp / "sweep"
     with FakeServer(GridScript()) as srv:
-        for group, models in (("candidate", CANDIDATES), ("judge", JUDGES)):
+        for group, models in (("candidate", candidates), ("judge", judges)):
             (conf / group).mkdir(parents=True, exist_ok=True)
             for name, fam in models.items():
                 (conf / group / f"{name}.yaml").write_text(entry(name, fam, srv.url), encoding="utf-8")
-        res = run_cli(["-m", "benchmark=heartbench_en", "progress=none", "bootstrap.samples=20",
+        res = run_cli(["-m", "benchmark=heartbench_en", f"progress={progress}", "bootstrap.samples=20",
                        f"hydra.searchpath=[file://{conf}]", f"hydra.sweep.dir={sweep}",
-                       f"candidate={','.join(CANDIDATES)}", f"judge={','.join(JUDGES)}"], env)
+                       f"candidate={','.join(candidates)}", f"judge={','.join(judges)}"], env)
     assert res.returncode == 0, res.stderr[-3000:]
     dirs = {}
     for p in sweep.glob("*/summary.json"):
         s = json.loads(p.read_text(encoding="utf-8"))
         dirs[(s["candidate"]["name"], s["judge"]["name"])] = p.parent
-    assert len(dirs) == 16, sorted(dirs)
-    return {"sweep": sweep, "env": env, "dirs": dirs}
+    assert len(dirs) == len(candidates) * len(judges), sorted(dirs)
+    return {"sweep": sweep, "env": env, "dirs": dirs, "output": res.stdout + res.stderr}
