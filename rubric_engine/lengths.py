@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["spearman", "spearman_counts", "spearman_interval", "resample_counts", "length_block", "strong_note",
+__all__ = ["spearman", "spearman_counts", "spearman_interval", "spearman_intervals", "resample_counts", "length_block", "strong_note",
            "STRONG_RHO", "TOKEN_MEASURE"]
 
 STRONG_RHO = 0.5  # |rho| at or above this, with an interval excluding 0, is flagged as "strong"
@@ -24,32 +24,43 @@ TOKEN_MEASURE = "candidate completion tokens as reported by the provider"
 def _ranks_from_counts(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Average ranks (1-based) of each original point inside each resample given by `counts` (B x n)."""
     order = np.argsort(x, kind="stable")
-    xs = x[order]
-    uniq, start = np.unique(xs, return_index=True)
+    uniq, start = np.unique(x[order], return_index=True)
     end = np.append(start[1:], len(x))
-    cum = np.concatenate([np.zeros((counts.shape[0], 1)), np.cumsum(counts[:, order], axis=1)], axis=1)
-    below = cum[:, start]
-    total = cum[:, end] - below
-    group_rank = below + (total + 1.0) / 2.0  # B x groups
+    sorted_counts = counts[:, order]
+    cum = np.cumsum(sorted_counts, axis=1)
+    below = cum[:, start] - sorted_counts[:, start]  # draws of smaller values
+    total = cum[:, end - 1] - below  # draws tied with this value
+    group_rank = below + (total + 1) / 2.0  # B x groups
     return group_rank[:, np.searchsorted(uniq, x)]
+
+
+def _pearson_rows(w: np.ndarray, n: np.ndarray, rx: np.ndarray, ry: np.ndarray) -> np.ndarray:
+    """Count-weighted Pearson correlation of ranks per row; nan where a side has no spread.
+
+    Average ranks of N draws always have mean (N + 1) / 2, so only three weighted sums are needed."""
+    m2 = n[:, 0] * ((n[:, 0] + 1) / 2.0) ** 2
+    wrx = w * rx
+    vx, vy, cov = (wrx * rx).sum(axis=1) - m2, (w * ry * ry).sum(axis=1) - m2, (wrx * ry).sum(axis=1) - m2
+    scale = np.maximum(m2, 1.0) * 1e-12  # sums are O(N^3): a relative tolerance for "no spread"
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = cov / np.sqrt(vx * vy)
+    rho[(vx <= scale) | (vy <= scale)] = np.nan
+    return np.clip(rho, -1.0, 1.0)
+
+
+def _spearman_many(xs: Sequence[Sequence[float]], y: Sequence[float], counts: np.ndarray) -> list[np.ndarray]:
+    """rho of each x against y in each resample; y's ranks are computed once."""
+    w = np.asarray(counts, dtype=float)
+    if w.ndim == 1:
+        w = w[None, :]
+    n = w.sum(axis=1, keepdims=True)
+    ry = _ranks_from_counts(np.asarray(y, dtype=float), w)
+    return [_pearson_rows(w, n, _ranks_from_counts(np.asarray(x, dtype=float), w), ry) for x in xs]
 
 
 def spearman_counts(x: Sequence[float], y: Sequence[float], counts: np.ndarray) -> np.ndarray:
     """rho in each resample (row of `counts`: how often each point was drawn); nan where x or y is constant."""
-    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    w = np.asarray(counts, dtype=float)
-    if w.ndim == 1:
-        w = w[None, :]
-    rx, ry = _ranks_from_counts(xa, w), _ranks_from_counts(ya, w)
-    n = w.sum(axis=1, keepdims=True)
-    dx = rx - (w * rx).sum(axis=1, keepdims=True) / n
-    dy = ry - (w * ry).sum(axis=1, keepdims=True) / n
-    vx, vy = (w * dx * dx).sum(axis=1), (w * dy * dy).sum(axis=1)
-    cov = (w * dx * dy).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = cov / np.sqrt(vx * vy)
-    rho[(vx <= 1e-12) | (vy <= 1e-12)] = np.nan
-    return np.clip(rho, -1.0, 1.0)
+    return _spearman_many([x], y, counts)[0]
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -66,9 +77,24 @@ def resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
     """n_boot x n matrix: how often each of n items is drawn in each resample (with replacement)."""
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n, size=(n_boot, n))
-    counts = np.zeros((n_boot, n))
-    np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1.0)
-    return counts
+    flat = (draws + (np.arange(n_boot) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_boot * n).reshape(n_boot, n).astype(float)
+
+
+def _interval(rho: float, values: np.ndarray, n: int, alpha: float) -> dict[str, Any]:
+    ok = values[~np.isnan(values)]
+    lo, hi = (float(np.quantile(ok, alpha / 2)), float(np.quantile(ok, 1 - alpha / 2))) if len(ok) else (None, None)
+    return {"rho": rho, "lo": lo, "hi": hi, "n": n, "undefined_resamples": int(len(values) - len(ok))}
+
+
+def spearman_intervals(xs: Sequence[Sequence[float]], y: Sequence[float], *, n_boot: int = 1000, seed: int = 0,
+                       alpha: float = 0.05) -> list[dict[str, Any] | None]:
+    """spearman_interval for several x against one y, on the same resamples (cheaper, and comparable)."""
+    rhos = [spearman(x, y) for x in xs]
+    if all(r is None for r in rhos):
+        return [None] * len(xs)
+    values = _spearman_many(xs, y, resample_counts(len(y), n_boot, seed))
+    return [None if r is None else _interval(r, v, len(y), alpha) for r, v in zip(rhos, values)]
 
 
 def spearman_interval(x: Sequence[float], y: Sequence[float], *, n_boot: int = 1000, seed: int = 0,
@@ -77,13 +103,7 @@ def spearman_interval(x: Sequence[float], y: Sequence[float], *, n_boot: int = 1
 
     Resamples in which a side is constant have no rho; they are counted, not filled in.
     """
-    rho = spearman(x, y)
-    if rho is None:
-        return None
-    values = spearman_counts(x, y, resample_counts(len(x), n_boot, seed))
-    ok = values[~np.isnan(values)]
-    lo, hi = (float(np.quantile(ok, alpha / 2)), float(np.quantile(ok, 1 - alpha / 2))) if len(ok) else (None, None)
-    return {"rho": rho, "lo": lo, "hi": hi, "n": len(x), "undefined_resamples": int(len(values) - len(ok))}
+    return spearman_intervals([x], y, n_boot=n_boot, seed=seed, alpha=alpha)[0]
 
 
 def _strong(r: Mapping[str, Any] | None) -> bool:
@@ -100,16 +120,17 @@ def length_block(samples: Sequence[Mapping[str, Any]], abilities: Sequence[str],
     have_tokens = bool(rows) and all(t > 0 for t in toks)
     measures = {"chars": chars, **({"tokens": toks} if have_tokens else {})}
 
-    def rho(pick: Sequence[int], values: Sequence[float], measure: list[float], k: int) -> dict[str, Any] | None:
-        return spearman_interval([measure[i] for i in pick], values, n_boot=n_boot, seed=seed + k, alpha=alpha)
+    def rho(pick: Sequence[int], values: Sequence[float], k: int) -> dict[str, dict[str, Any] | None]:
+        got = spearman_intervals([[v[i] for i in pick] for v in measures.values()], values, n_boot=n_boot,
+                                 seed=seed + k, alpha=alpha)
+        return dict(zip(measures, got))
 
     every = list(range(len(rows)))
-    overall = {m: rho(every, [float(rows[i]["score"]) for i in every], v, 0) for m, v in measures.items()}
+    overall = rho(every, [float(rows[i]["score"]) for i in every], 0)
     per_ability: dict[str, Any] = {}
     for k, ab in enumerate(abilities, 1):
         pick = [i for i in every if ab in (rows[i].get("abilities") or {})]
-        vals = [float(rows[i]["abilities"][ab]["score"]) for i in pick]
-        per_ability[ab] = {m: rho(pick, vals, v, k) for m, v in measures.items()}
+        per_ability[ab] = rho(pick, [float(rows[i]["abilities"][ab]["score"]) for i in pick], k)
     strong = [m for m, r in overall.items() if _strong(r)]
     return {
         "unit": "question", "questions": len(rows),
