@@ -123,8 +123,25 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path) -> dict[str, Path]:
         for ext in charts.FORMATS:
             files[f"{name}_{ext}"] = out / f"{name}.{ext}"
     images = {"Abilities (radar)": files["radar_png"], "Subsets": files["subsets_png"]}
+    if any(r.run is not None for r in lb.rows):
+        labels = [r.label for r in lb.rows]
+        charts.length_chart({(r.label if labels.count(r.label) == 1 else f"{r.label} ({r.judge})"): _length_points(r, t.scale)
+                             for r in lb.rows if r.run is not None},
+                            out / "length", title=f"{lb.benchmark}: reply length vs question score", max_value=t.scale)
+        for ext in charts.FORMATS:
+            files[f"length_{ext}"] = out / f"length.{ext}"
+        images["Reply length vs question score (one point per question; Spearman rho in the title)"] = files["length_png"]
     files["html"] = html_report.write_html(lb, out / "report.html", images=images)
     return files
+
+
+def _length_points(r: Row, scale: float) -> tuple[list[float], list[float], str]:
+    """(characters, question score on the spec's scale, rho note) for one row's scored questions."""
+    pts = [(float(len(s["response"])), float(s["score"]) * scale) for s in (r.run.samples if r.run else [])
+           if s.get("score") is not None and isinstance(s.get("response"), str)]
+    rho = (((r.run.summary.get("length") or {}).get("overall") or {}).get("chars")) if r.run else None
+    note = f"(rho {rho['rho']:+.2f})" if rho else ""
+    return [x for x, _ in pts], [y for _, y in pts], note
 
 
 def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None:

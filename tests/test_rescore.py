@@ -151,3 +151,5 @@ def test_leaderboard_notes_a_strong_length_correlation(runs: dict[str, Any]) -> 
     assert len(lb["length_notes"]) == sum(bool(v) for v in strong.values())
     assert all("longer replies gain" in n for n in lb["length_notes"])
     assert "correlate strongly" in (runs["sweep"] / "leaderboard.md").read_text(encoding="utf-8")
+    assert (runs["sweep"] / "length.png").is_file() and (runs["sweep"] / "length.svg").is_file()
+    assert "Reply length vs question score" in (runs["sweep"] / "report.html").read_text(encoding="utf-8")
