@@ -225,7 +225,7 @@ def test_files_written_and_consistent(sweep: Path, tmp_path: Path) -> None:
     lb = build_leaderboard(collect_runs([sweep]), n_boot=200)
     files = write_leaderboard(lb, tmp_path / "out")
     names = sorted(p.name for p in files.values())
-    assert names == sorted(["leaderboard.json", "leaderboard.csv", "leaderboard.md", "radar.png", "radar.svg",
+    assert names == sorted(["leaderboard.json", "leaderboard.csv", "leaderboard.md", "radar.png", "radar.svg", "length.png", "length.svg",
                             "subsets.png", "subsets.svg", "report.html"])
     for p in files.values():
         assert p.exists() and p.stat().st_size > 200, p
