@@ -163,3 +163,21 @@ def test_audit_help_and_bad_option(grid: dict[str, Any]) -> None:
     assert res.returncode == 0 and "usage: rubric-engine audit" in res.stdout
     res = g.run_cli(["audit", str(grid["sweep"]), "bogus=1"], grid["env"])
     _one_error_line(res, "unknown option 'bogus'")
+
+
+def test_regrading_a_run_keeps_its_candidate_and_feeds_the_audit(grid: dict[str, Any], tmp_path: Path) -> None:
+    """The README's flow: `stage=score from_run=RUN judge=...` (here fully cached: no server needed)."""
+    src = grid["dirs"][("c_an", "jb")]
+    conf = grid["sweep"].parent / "conf"
+    out = tmp_path / "regraded"
+    res = g.run_cli(["benchmark=heartbench_en", "stage=score", f"from_run='{src}'", "judge=jc", "progress=none",
+                     f"hydra.searchpath=[file://{conf}]", f"hydra.run.dir={out}"], grid["env"])
+    assert res.returncode == 0, res.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["candidate"] == {"name": "c_an", "model": "openai/c_an", "family": "anthropic"}
+    assert s["calls"]["judge"]["made"] == s["calls"]["judge"]["cache_hits"]  # nothing was sent
+    assert s["overall"] == json.loads((grid["dirs"][("c_an", "jc")] / "summary.json").read_text())["overall"]
+    res = g.run_cli(["audit", str(src), str(out), f"out={tmp_path}"], grid["env"])
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "audit.json").read_text())["families"] == {"c_an": "anthropic", "jb": "anthropic",
+                                                                              "jc": "google"}
