@@ -9,6 +9,7 @@ aggregation. Pure: no I/O, no UI, no model client.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 from .aggregate import aggregate, scored_from_samples
@@ -29,10 +30,16 @@ def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool])
 
 
 def criteria_from_record(rec: Mapping[str, Any]) -> list[Criterion]:
-    """The Criterion objects a samples.jsonl record stored (extra keys on a criterion are ignored)."""
-    return [Criterion(index=int(c["index"]), label=str(c.get("label", "")), weight=c.get("weight"),
-                      text=str(c.get("text", "")), ability=c.get("ability"), rule=c.get("rule"))
-            for c in rec.get("criteria") or []]
+    """The Criterion objects a samples.jsonl record stored: every Criterion field the record holds
+    (lists become tuples); verdict keys (reasoning, hit) and unknown keys are not criterion fields."""
+    names = {f.name for f in fields(Criterion)}
+    out = []
+    for c in rec.get("criteria") or []:
+        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in c.items() if k in names}
+        kw.update(index=int(c["index"]), label=str(c.get("label", "")), text=str(c.get("text", "")),
+                  weight=c.get("weight"))
+        out.append(Criterion(**kw))
+    return out
 
 
 def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_stage: bool = True,
