@@ -14,6 +14,7 @@ from typing import Any
 
 from . import rundir
 from .errors import ConfigError, DataError
+from .kvargs import as_int, parse_kv
 from .selfpref import JudgeAudit, audit_judges, is_pass, rank
 
 __all__ = ["audit_command", "audit_main", "collect_grid", "USAGE"]
@@ -200,26 +201,16 @@ def audit_main(argv: Sequence[str]) -> int:
               "questions;\nand each candidate's rank under each judge alone. Runs: every judge grading every "
               "candidate's\nsame replies. Writes audit.json and audit.md (default: the one DIR given, else ./audit).")
         return 0
-    dirs: list[Path] = []
-    families: dict[str, str] = {}
-    opts: dict[str, str] = {}
-    for a in argv:
-        key, eq, value = a.partition("=")
-        if not eq or Path(a).exists():  # sweep job dirs have '=' in their names
-            dirs.append(Path(a))
-        elif key.startswith("family.") and value:
-            families[key[len("family."):]] = value.strip().lower()
-        elif key in ("n_boot", "seed", "out"):
-            opts[key] = value
-        else:
-            raise ConfigError(f"audit: unknown option {key!r}; usage: {USAGE}")
+    existing = [a for a in argv if Path(a).exists()]  # sweep job dirs have '=' in their names
+    families = {a.split("=", 1)[0][len("family."):]: a.split("=", 1)[1].strip().lower()
+                for a in argv if a.startswith("family.") and "=" in a and a not in existing}
+    rest = [a for a in argv if a not in existing and not (a.startswith("family.") and "=" in a)]
+    positional, opts = parse_kv(rest, {"n_boot": 1000, "seed": 0, "out": None}, "audit")
+    dirs = [Path(a) for a in [*existing, *positional]]
     if not dirs:
         raise ConfigError(f"audit: no run directory given; usage: {USAGE}")
-    try:
-        n_boot, seed = int(opts.get("n_boot", 1000)), int(opts.get("seed", 0))
-    except ValueError:
-        raise ConfigError(f"audit: n_boot and seed must be integers; usage: {USAGE}") from None
-    if n_boot < 1:
-        raise ConfigError(f"audit: n_boot must be at least 1, got {n_boot}")
+    if any(not v for v in families.values()):
+        raise ConfigError(f"audit: family.NAME= needs a family, e.g. family.my-judge=openai; usage: {USAGE}")
+    n_boot, seed = as_int(opts["n_boot"], "n_boot", "audit", 1), as_int(opts["seed"], "seed", "audit")
     audit_command(dirs, families=families, n_boot=n_boot, seed=seed, out=Path(opts["out"]) if opts.get("out") else None)
     return 0

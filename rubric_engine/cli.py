@@ -24,7 +24,7 @@ from .errors import ConfigError, RubricEngineError
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
 
 CONFIG_MODULE = "rubric_engine.conf"
-SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "rescore", "audit")
+SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "review", "agree", "rescore", "audit")
 
 
 def _slug(value: Any) -> str:
@@ -160,6 +160,14 @@ def _subcommand(name: str, args: list[str]) -> int:
             from .scaffold import new_command
 
             return new_command(args)
+        if name == "review":
+            from .review import review_main
+
+            return review_main(args)
+        if name == "agree":
+            from .agree import agree_main
+
+            return agree_main(args)
         if name == "rescore":
             from .rescore import rescore_main
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from . import rundir
 from .errors import ConfigError, DataError
+from .kvargs import parse_kv
 from .scores import criteria_from_record, score_fields, score_summary
 from .scoring import FORMULAS
 from .selfpref import rank
@@ -208,22 +209,16 @@ def rescore_main(argv: Sequence[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(f"usage: {USAGE}\n\nRecompute every score of stored runs from their verdicts (samples.jsonl); "
               "no model is called.\nWrites summary.json, samples.jsonl and spec.resolved.json per run, plus "
-              "compare.md / compare.json:\nwhich abilities and ranks move. Default out: RUN_DIR.rescore-<formula> "
-              "beside a single run dir.")
+              "compare.md / compare.json:\nwhich abilities and ranks move. Default out: RUN_DIR/rescore-<formula>[-norules]/ "
+              "for each run.")
         return 0
-    dirs: list[Path] = []
-    opts: dict[str, str] = {}
-    for a in argv:
-        key, eq, value = a.partition("=")
-        if not eq or Path(a).exists():  # sweep job dirs have '=' in their names
-            dirs.append(Path(a))
-        elif key in ("scoring.formula", "failure_rules", "out"):
-            opts[key] = value
-        else:
-            raise ConfigError(f"rescore: unknown option {key!r}; usage: {USAGE}")
+    existing = [a for a in argv if Path(a).exists()]  # sweep job dirs have '=' in their names
+    positional, opts = parse_kv([a for a in argv if a not in existing],
+                                {"scoring.formula": None, "failure_rules": "on", "out": None}, "rescore")
+    dirs = [Path(a) for a in [*existing, *positional]]
     if not dirs:
         raise ConfigError(f"rescore: no run directory given; usage: {USAGE}")
-    rules = opts.get("failure_rules", "on").lower()
+    rules = str(opts["failure_rules"]).lower()
     if rules not in ("on", "off", "true", "false"):
         raise ConfigError(f"rescore: failure_rules must be on or off, got {opts['failure_rules']!r}")
     rescore_command(dirs, Path(opts["out"]) if opts.get("out") else None, opts.get("scoring.formula") or None,

@@ -60,3 +60,15 @@ def env(tmp_path: Path) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     e.update(RUBRIC_ENGINE_CACHE=str(tmp_path / "cache"), FAKE_KEY="sk-test", XDG_CACHE_HOME=str(tmp_path / "xdg"))
     return e
+
+
+@pytest.fixture(scope="session")
+def review_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three run dirs (candidates cand_a, cand_b, cand_c; one judge) on the shipped English sample,
+    made once by the console script against the fake server (see agree_runs.py)."""
+    from agree_runs import make_runs
+
+    root = tmp_path_factory.mktemp("review_runs")
+    e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    e.update(RUBRIC_ENGINE_CACHE=str(root / "cache"), FAKE_KEY="sk-test", XDG_CACHE_HOME=str(root / "xdg"))
+    return make_runs(root, e, ("cand_a", "cand_b", "cand_c"))
