@@ -7,9 +7,11 @@ everything it calls is plain Python taking plain values.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +92,9 @@ def _run_job(cfg: DictConfig) -> int:
 
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
+    sweeping = hc.mode == RunMode.MULTIRUN
+    if sweeping:
+        (out_dir / _ERROR_FILE).unlink(missing_ok=True)  # a re-run job in a reused sweep dir starts clean
     try:
         if cfg.dry_run:
             from .commands import print_estimate
@@ -102,12 +107,38 @@ def _run_job(cfg: DictConfig) -> int:
         if isinstance(exc, KeyboardInterrupt):
             print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
             return 130
-        if hc.mode == RunMode.MULTIRUN:
-            (out_dir / "error.txt").write_text(f"{exc}\n", encoding="utf-8")
+        if sweeping:
+            (out_dir / _ERROR_FILE).write_text(f"{exc}\n", encoding="utf-8")
         return _fail(exc, bool(cfg.debug))
+    except Exception as exc:
+        if not sweeping:
+            raise
+        # An unexpected error in one job must not stop the others or the leaderboard: Hydra's sweeper
+        # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, shown in full.
+        traceback.print_exception(exc)
+        first: BaseException = exc
+        while isinstance(first, BaseExceptionGroup) and first.exceptions:  # asyncio's TaskGroup wraps
+            first = first.exceptions[0]
+        (out_dir / _ERROR_FILE).write_text(f"internal error: {type(first).__name__}: {first}\n", encoding="utf-8")
+        return 1
 
 
-_exit_code = 0
+_exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
+_ERROR_FILE = "error.txt"  # a failed sweep job's one line (the leaderboard lists it as not ranked)
+
+
+@dataclass
+class _Sweep:
+    """The sweep this process launched, recorded by the callback (it runs in this process)."""
+
+    dir: Path
+    n_boot: int
+    seed: int
+    dry_run: bool = False
+    leaderboard_done: bool = False
+
+
+_sweep: _Sweep | None = None
 
 
 @hydra.main(config_path="pkg://" + CONFIG_MODULE, config_name="config", version_base="1.3")
@@ -118,18 +149,52 @@ def _hydra_app(cfg: DictConfig) -> None:
 
 
 class SweepLeaderboard(Callback):
-    """At the end of a sweep, build the leaderboard from the job directories that finished."""
+    """At the end of a sweep, build the leaderboard from the job directories that finished.
+
+    Both hooks run in the process that launched the sweep, whatever the launcher; jobs may run in
+    other processes or machines (Ray, joblib), so they report only through their run directories."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global _sweep
+        _sweep = _Sweep(Path(config.hydra.sweep.dir),
+                        n_boot=int(OmegaConf.select(config, "bootstrap.samples", default=1000)),
+                        seed=int(OmegaConf.select(config, "bootstrap.seed", default=0)),
+                        dry_run=bool(OmegaConf.select(config, "dry_run", default=False)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        sweep_dir = Path(config.hydra.sweep.dir)
-        try:
-            from .leaderboard import leaderboard_command
+        if _sweep is None:
+            self.on_multirun_start(config)
+        _build_leaderboard()
 
-            leaderboard_command([sweep_dir], out_dir=sweep_dir,
-                                n_boot=int(OmegaConf.select(config, "bootstrap.samples", default=1000)),
-                                seed=int(OmegaConf.select(config, "bootstrap.seed", default=0)))
-        except RubricEngineError as exc:
-            print(f"rubric-engine: leaderboard not built: {exc}", file=sys.stderr)
+
+def _build_leaderboard() -> None:
+    """Rank the sweep's finished jobs once; failed jobs appear among the warnings as not ranked."""
+    if _sweep is None or _sweep.leaderboard_done:
+        return
+    _sweep.leaderboard_done = True
+    try:
+        from .leaderboard import leaderboard_command
+
+        leaderboard_command([_sweep.dir], out_dir=_sweep.dir, n_boot=_sweep.n_boot, seed=_sweep.seed)
+    except RubricEngineError as exc:
+        print(f"rubric-engine: leaderboard not built: {exc}", file=sys.stderr)
+
+
+def _finish_sweep(code: int) -> int:
+    """After a sweep: the leaderboard even if the sweeper raised (a job crashed outside our handling,
+    a worker died), and an exit code that sees failures of jobs that ran in other processes."""
+    if _sweep is None:
+        return code
+    if _sweep.dry_run:
+        return code
+    _build_leaderboard()
+    started = sorted(p.parent for p in _sweep.dir.rglob(".hydra") if p.is_dir())  # every job that began
+    failed = [job for job in started if not (job / "summary.json").is_file()]  # error.txt, or it died
+    if failed:
+        print(f"rubric-engine: {len(failed)} sweep job(s) failed or did not finish, not ranked (see error.txt "
+              f"in {', '.join(str(job) for job in failed)})", file=sys.stderr)
+        code = max(code, 2)
+    return code
 
 
 def _compose(overrides: list[str]) -> DictConfig:
@@ -193,8 +258,15 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] in SUBCOMMANDS:
         sys.exit(_subcommand(argv[0], argv[1:]))
     sys.argv = [sys.argv[0], *argv]
-    _hydra_app()
-    sys.exit(_exit_code)
+    # Ray (hydra/launcher=ray) reports usage statistics over the network unless told not to; an
+    # evaluation run sends nothing its user did not ask for. RAY_USAGE_STATS_ENABLED=1 turns them on.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    code = 0
+    try:
+        _hydra_app()
+    except SystemExit as exc:  # Hydra reports its own errors (or a crashed sweep job) and exits 1
+        code = exc.code if isinstance(exc.code, int) else 1
+    sys.exit(_finish_sweep(max(code, _exit_code)))
 
 
 if __name__ == "__main__":

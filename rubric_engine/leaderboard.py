@@ -225,10 +225,16 @@ def failed_jobs(dirs: Sequence[Path]) -> list[str]:
     out: list[str] = []
     for root in dirs:
         for here, subdirs, files in os.walk(root):
+            started = ".hydra" in subdirs  # Hydra writes it when a job starts, before our code runs
             subdirs[:] = [d for d in subdirs if not d.startswith(".")]
-            if _ERROR_FILE in files and SUMMARY_FILE not in files:
+            if SUMMARY_FILE in files:
+                continue
+            if _ERROR_FILE in files:
                 first = (Path(here) / _ERROR_FILE).read_text(encoding="utf-8", errors="replace").strip()
                 out.append(f"{here}: run failed, not ranked ({first.splitlines()[0] if first else 'no message'})")
+            elif started and not subdirs:  # e.g. a Ray or joblib worker killed mid-job (out of memory)
+                out.append(f"{here}: run did not finish (no {SUMMARY_FILE}: still running, or its process died), "
+                           "not ranked")
     return sorted(out, key=lambda w: _natural(Path(w)))
 
 

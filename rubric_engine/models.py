@@ -21,6 +21,7 @@ import os
 import random
 import re
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
@@ -194,6 +195,21 @@ class _Failure:
     retry_after: float | None
     detail: str
     kind: str  # "context", "auth", ... chooses the advice in the message
+
+
+_PRELOAD: threading.Thread | None = None
+
+
+def preload_litellm() -> None:
+    """Start importing LiteLLM in a daemon thread, for a caller that knows calls will be made.
+
+    Imports are thread-safe (per-module import locks), so `_litellm()` in the event loop simply
+    waits for the module the thread is loading. Idempotent."""
+    global _PRELOAD
+    if _PRELOAD is None and "litellm" not in sys.modules:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        _PRELOAD = threading.Thread(target=_litellm, name="litellm-import", daemon=True)
+        _PRELOAD.start()
 
 
 def _litellm() -> Any:

@@ -107,6 +107,7 @@ def _given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence
 def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict[str, Any]:
     """Run the stages the settings ask for and return the summary (also written to out_dir)."""
     console = console or Console(stderr=True)
+    _start_litellm_early(settings)
     spec, dataset, questions = _load(settings)
     for warning in dataset.warnings:
         console.print(f"[yellow]data warning:[/] {warning}", highlight=False)
@@ -142,6 +143,20 @@ def run_benchmark(settings: RunSettings, console: Console | None = None) -> dict
                       {k: dict(v) for k, v in spec.report.scenarios.items()})
     console.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
+
+
+def _start_litellm_early(settings: RunSettings) -> None:
+    """Start importing LiteLLM (seconds) while the spec and data load, when calls are certain: no
+    cache, or no cache store yet. With a cache that may hold every answer it is left to the first
+    real call, so a fully cached re-score never imports it. The import is CPU-bound Python, so on
+    its own thread it overlaps the I/O of start-up (a data download, a slow disk), not the parsing."""
+    if settings.stage == "score" and not (settings.answers or settings.from_run):
+        return  # a config error is coming; nothing to preload for
+    cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
+    if not settings.cache_enabled or not (cache_dir / "cache.db").is_file():
+        from .models import preload_litellm
+
+        preload_litellm()
 
 
 def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:

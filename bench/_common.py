@@ -1,0 +1,136 @@
+"""Shared pieces of the bench/ scripts: synthetic HeartBench-shaped data, a fake server in its own
+process that answers both candidate and judge, and timing of the real console script.
+
+Why a separate server process: like a remote provider, it must not compete with the measured
+client for the GIL. Why the console script: the targets are about the whole process (start-up,
+imports, data loading), not one function.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "heartbench" / "question_all.jsonl"
+KEY_ENV = "BENCH_FAKE_KEY"
+EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+
+__all__ = ["write_synthetic", "ServerProcess", "run_engine", "engine_args", "ROOT", "EXE", "KEY_ENV"]
+
+_ITEM_RE = re.compile(r"^(\d+)\. \[", re.M)  # "1. [label][weight] text" in the judge prompt
+_LABELS = ["好奇心", "情绪感知", "情绪理解", "温暖", "第一人称使用", "言语表达"]
+
+
+def _synthetic_row(i: int) -> dict[str, Any]:
+    """A row in HeartBench's shape when ../shared is absent (labels from its taxonomy)."""
+    turns = [{"role": "A" if t % 2 == 0 else "B", "content": f"第{t}句：最近工作压力很大，晚上总是睡不好。" * 3}
+             for t in range(8)]
+    rubric = [{"dimension": _LABELS[k % len(_LABELS)], "score": 3 if k % 3 else -3, "content": f"细则{k}：回应用户的感受"}
+              for k in range(9)] + [{"dimension": "其他", "score": None, "content": "扮演用户本身进行发言"}]
+    return {"question_id": f"S{i:07d}", "rubric": rubric, "dialogue": turns, "scenario": "个人成长",
+            "category": "normal" if i % 3 else "hard"}
+
+
+def write_synthetic(n: int, path: Path, unique: bool = False) -> Path:
+    """n rows: HeartBench's rows (../shared) repeated under new ids, else synthetic rows of its shape.
+    Written line by line, so making 100,000 rows holds only the 296 source rows in memory.
+    A repeated row asks the same prompts, so its calls are cache hits; `unique` marks each repeat's
+    last turn so that every question costs real calls."""
+    source = [json.loads(line) for line in SHARED_DATA.read_text(encoding="utf-8").splitlines() if line.strip()] \
+        if SHARED_DATA.is_file() else None
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            row = dict(source[i % len(source)]) if source else _synthetic_row(i)
+            if source:
+                if i >= len(source):
+                    row["question_id"] = f"{row['question_id']}_{i // len(source)}"
+                    if unique:
+                        turns = [dict(t) for t in row["dialogue"]]
+                        turns[-1]["content"] += f"（{i // len(source)}）"
+                        row["dialogue"] = turns
+            elif unique:
+                row["dialogue"][-1]["content"] += f"（{i}）"
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+def _reply(body: dict[str, Any]) -> Any:
+    """Candidate: a fixed reply. Judge (asked for JSON): a verdict with one entry per numbered item."""
+    from fakeserver import Reply  # noqa: PLC0415 - tests/ is on sys.path in the server process
+
+    text = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    if "criteria" in text and ("response_format" in body or '"met"' in text):
+        n = max((int(x) for x in _ITEM_RE.findall(text)), default=1)
+        return Reply(text=json.dumps({"criteria": [{"id": i, "reasoning": "ok", "met": i % 2 == 0}
+                                                   for i in range(1, n + 1)]}), usage=(900, 40 * n))
+    return Reply(text="听起来你最近真的很累，我在这里，愿意听你慢慢说。" * 4, usage=(600, 120))
+
+
+def _serve(latency: float, conn: Any) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fakeserver import FakeServer  # noqa: PLC0415
+
+    with FakeServer(_reply, latency=latency) as srv:
+        conn.send(srv.url)
+        while conn.recv() == "stats":
+            conn.send((len(srv.requests), srv.max_in_flight))
+
+
+class ServerProcess:
+    """The fake server (tests/fakeserver.py) with a fixed latency, in a spawned process."""
+
+    def __init__(self, latency: float) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(latency, child), daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> "ServerProcess":
+        self._proc.start()
+        self.url = self._conn.recv()
+        return self
+
+    def stats(self) -> tuple[int, int]:
+        """(requests so far, max in flight)."""
+        self._conn.send("stats")
+        return self._conn.recv()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._conn.send("stop")
+        self._proc.join(10)
+
+
+def engine_args(url: str, data: Path, out: Path, cache: Path, concurrency: int, stage: str = "full") -> list[str]:
+    """A run of the real console script against the fake server (both roles), no progress display."""
+    return [EXE, "benchmark=heartbench", f"data.path={data}", f"hydra.run.dir={out}", f"cache.dir={cache}",
+            f"concurrency={concurrency}", "progress=none", f"stage={stage}", "max_retries=0",
+            "candidate=openai_compatible", "candidate.model=openai/cand", f"candidate.api_base={url}",
+            f"candidate.api_key_env={KEY_ENV}", "judge=openai_compatible", "judge.model=openai/judge",
+            f"judge.api_base={url}", f"judge.api_key_env={KEY_ENV}"]
+
+
+def run_engine(args: list[str]) -> dict[str, float]:
+    """Run a command; wall time, CPU seconds (user+sys) and peak RSS (MB) of that process alone."""
+    env = {**os.environ, KEY_ENV: "sk-bench"}
+    with tempfile.TemporaryFile() as errf:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=errf)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            errf.seek(0)
+            raise SystemExit(f"run failed ({proc.returncode}): {' '.join(args[:3])} ...\n"
+                             f"{errf.read().decode('utf-8', 'replace')[-2000:]}")
+    per_unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss * per_unit / 1e6}
