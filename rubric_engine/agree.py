@@ -27,7 +27,7 @@ from .kvargs import as_int, as_list, parse_kv
 from .labels import LabelSet, read_labels
 from .reviewitems import RunItems, load_items
 from .rundir import write_json
-from .scoring import score_question
+from .scoring import Aggregation, score_question
 
 __all__ = ["compute_agreement", "agree_command", "agree_main", "BREAKDOWNS", "MAJORITY"]
 
@@ -102,6 +102,8 @@ def _score_level(data: RunItems, judge: dict[str, bool], ref: dict[str, bool], n
     rules = [SimpleNamespace(id=r["id"], effect=r.get("effect", "zero_question"), fires_when=r.get("fires_when", "hit"))
              for r in data.spec.get("failure_rules") or []]
     scale = float(sc.get("scale", 100.0))
+    how = Aggregation(**{k: v for k, v in (data.spec.get("aggregation") or {}).items()
+                         if k in ("question", "overall", "clip", "no_positive_points")})  # the spec's declared rule
     replies: dict[tuple[str, str], list[str]] = {}
     for k, it in data.items.items():
         replies.setdefault((it.qid, it.reply_id), []).append(k)
@@ -114,12 +116,15 @@ def _score_level(data: RunItems, judge: dict[str, bool], ref: dict[str, bool], n
         crits = [Criterion(index=i.criterion_index, label=i.label, weight=i.weight, text=i.text, ability=i.ability,
                            rule=i.rule) for i in items]
         try:
-            j = score_question(crits, [judge[i.key] for i in items], sc.get("formula", "log_normalised"),
-                               sc.get("params") or {}, rules).score * scale
-            h = score_question(crits, [ref[i.key] for i in items], sc.get("formula", "log_normalised"),
-                               sc.get("params") or {}, rules).score * scale
+            js = score_question(crits, [judge[i.key] for i in items], sc.get("formula", "log_normalised"),
+                                sc.get("params") or {}, rules, how).score
+            hs = score_question(crits, [ref[i.key] for i in items], sc.get("formula", "log_normalised"),
+                                sc.get("params") or {}, rules, how).score
         except ValueError:
             continue
+        if js is None or hs is None:  # no positive points under no_positive_points: exclude
+            continue
+        j, h = js * scale, hs * scale
         pairs.setdefault(qid, []).append((j, h))
         for cand in data.candidates.get(f"{qid}@{rid}", []):
             per_candidate.setdefault(cand, []).append((j, h))

@@ -196,11 +196,9 @@ def audit_command(dirs: Sequence[Path], *, families: Mapping[str, str] | None = 
 def audit_main(argv: Sequence[str]) -> int:
     """Parse `audit` arguments: positional run / sweep dirs, key=value options."""
     if any(a in ("-h", "--help") for a in argv):
-        print(f"usage: {USAGE}\n\nFor each judge: the share of items the other judges' majority failed that it "
-              "passes,\nfor candidates of its own family vs other families, with a bootstrap interval over "
-              "questions;\nand each candidate's rank under each judge alone. Runs: every judge grading every "
-              "candidate's\nsame replies. Writes audit.json and audit.md (default: the one DIR given, else ./audit).")
-        return 0
+        from .cliargs import COMMANDS, HelpRequested
+
+        raise HelpRequested(COMMANDS["audit"].help())  # one help style for every subcommand (cliargs)
     existing = [a for a in argv if Path(a).exists()]  # sweep job dirs have '=' in their names
     families = {a.split("=", 1)[0][len("family."):]: a.split("=", 1)[1].strip().lower()
                 for a in argv if a.startswith("family.") and "=" in a and a not in existing}

@@ -2,10 +2,11 @@
 
 Questions (not rubric items or abilities) are the unit that was sampled, so they are what we
 resample, with replacement. Inside each resample the overall is recomputed exactly as
-`aggregate.overall` does it (macro average over abilities present), because the overall is not a
-mean over questions and a plain mean's interval would be the wrong one. Per-question ability
-vectors are precomputed so 1000 resamples of ~300 questions take well under a second, with the
-standard library only (random.Random(seed) makes results reproducible).
+`aggregate.overall` does it under the spec's declared aggregation: a macro average over abilities
+present, or a plain mean over questions, clipped where the spec clips the overall (so a
+clipped mean over questions gets the interval and the bootstrap std of the clipped mean).
+Per-question ability vectors are precomputed so 1000 resamples of ~300 questions take well under a
+second, with the standard library only (random.Random(seed) makes results reproducible).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import random
 from typing import Any, Mapping, Sequence
 
 from rubric_engine.aggregate import ScoredQuestion, ability_ids, overall
+from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
 
-__all__ = ["bootstrap_overall", "paired_difference", "percentile"]
+__all__ = ["bootstrap_overall", "bootstrap_stats", "paired_difference", "percentile"]
 
 _Vector = tuple[tuple[int, float], ...]  # (ability index, score 0-1) for each ability of a question
 
@@ -40,8 +42,12 @@ def _check(n: int, alpha: float) -> None:
         raise ValueError(f"alpha must be between 0 and 1 (0.05 for a 95% interval), got {alpha}")
 
 
-def _vectors(scored: Sequence[ScoredQuestion], dimensions: Mapping[str, Sequence[str]]) -> tuple[list[_Vector], int]:
-    """Each question as (ability index, score) pairs over the taxonomy's ability order."""
+def _vectors(scored: Sequence[ScoredQuestion], dimensions: Mapping[str, Sequence[str]],
+             how: Aggregation = DEFAULT_AGGREGATION) -> tuple[list[_Vector], int]:
+    """Each question as (ability index, score) pairs over the taxonomy's ability order; under a mean over
+    questions, each question is one pair (0, question score)."""
+    if how.overall == "mean_over_questions":
+        return [((0, float(q.score)),) for q in scored], 1
     ids = ability_ids(dimensions)
     index = {a: i for i, a in enumerate(ids)}
     out: list[_Vector] = []
@@ -55,8 +61,10 @@ def _vectors(scored: Sequence[ScoredQuestion], dimensions: Mapping[str, Sequence
     return out, len(ids)
 
 
-def _macro(vectors: Sequence[_Vector], draw: Sequence[int], k: int) -> float:
-    """aggregate.overall on the questions vectors[draw] (0-1), without building ScoredQuestions."""
+def _macro(vectors: Sequence[_Vector], draw: Sequence[int], k: int, clip: bool = False) -> float:
+    """aggregate.overall on the questions vectors[draw] (0-1), without building ScoredQuestions.
+
+    With k == 1 and one pair per question this is the plain mean (the mean-over-questions case)."""
     sums = [0.0] * k
     counts = [0] * k
     for i in draw:
@@ -64,12 +72,42 @@ def _macro(vectors: Sequence[_Vector], draw: Sequence[int], k: int) -> float:
             sums[j] += s
             counts[j] += 1
     means = [sums[j] / counts[j] for j in range(k) if counts[j]]
-    return sum(means) / len(means)
+    value = sum(means) / len(means)
+    return min(1.0, max(0.0, value)) if clip else value
 
 
 def _interval(values: list[float], alpha: float) -> tuple[float, float]:
     values.sort()
     return percentile(values, alpha / 2), percentile(values, 1 - alpha / 2)
+
+
+def bootstrap_stats(
+    scored: Sequence[ScoredQuestion],
+    dimensions: Mapping[str, Sequence[str]],
+    n: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    *,
+    scale: float = 100.0,
+    how: Aggregation = DEFAULT_AGGREGATION,
+) -> dict[str, float]:
+    """{point, lo, hi, std}: the overall, its percentile interval and the (population) std of the
+    resampled overalls, all times `scale`; the std is what simple-evals-style reports print."""
+    _check(n, alpha)
+    if not scored:
+        raise ValueError("bootstrap_overall needs at least one scored question")
+    vectors, k = _vectors(scored, dimensions, how)
+    point = overall(scored, dimensions, how)
+    assert point is not None  # every question has >= 1 ability (checked in _vectors)
+    clip = how.clip in ("group", "overall")
+    rng = random.Random(seed)
+    m = len(vectors)
+    population = range(m)
+    values = [_macro(vectors, rng.choices(population, k=m), k, clip) * scale for _ in range(n)]
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
+    lo, hi = _interval(values, alpha)
+    return {"point": point * scale, "lo": lo, "hi": hi, "std": std}
 
 
 def bootstrap_overall(
@@ -80,20 +118,11 @@ def bootstrap_overall(
     alpha: float = 0.05,
     *,
     scale: float = 100.0,
+    how: Aggregation = DEFAULT_AGGREGATION,
 ) -> tuple[float, float, float]:
     """(point, lo, hi): the overall score and its percentile bootstrap interval, times `scale`."""
-    _check(n, alpha)
-    if not scored:
-        raise ValueError("bootstrap_overall needs at least one scored question")
-    vectors, k = _vectors(scored, dimensions)
-    point = overall(scored, dimensions)
-    assert point is not None  # every question has >= 1 ability (checked in _vectors)
-    rng = random.Random(seed)
-    m = len(vectors)
-    population = range(m)
-    values = [_macro(vectors, rng.choices(population, k=m), k) * scale for _ in range(n)]
-    lo, hi = _interval(values, alpha)
-    return point * scale, lo, hi
+    s = bootstrap_stats(scored, dimensions, n, seed, alpha, scale=scale, how=how)
+    return s["point"], s["lo"], s["hi"]
 
 
 def paired_difference(
@@ -105,6 +134,7 @@ def paired_difference(
     *,
     alpha: float = 0.05,
     scale: float = 100.0,
+    how: Aggregation = DEFAULT_AGGREGATION,
 ) -> dict[str, Any]:
     """Overall(a) - overall(b) on the questions scored for both, with a paired bootstrap interval.
 
@@ -138,9 +168,10 @@ def paired_difference(
     if not common_a:
         raise ValueError("the two models have no scored question in common; nothing to compare")
 
-    vec_a, k = _vectors(common_a, dimensions)
-    vec_b, _ = _vectors(common_b, dimensions)
-    point_a, point_b = overall(common_a, dimensions), overall(common_b, dimensions)
+    vec_a, k = _vectors(common_a, dimensions, how)
+    vec_b, _ = _vectors(common_b, dimensions, how)
+    point_a, point_b = overall(common_a, dimensions, how), overall(common_b, dimensions, how)
+    clip = how.clip in ("group", "overall")
     assert point_a is not None and point_b is not None
     rng = random.Random(seed)
     m = len(vec_a)
@@ -148,7 +179,7 @@ def paired_difference(
     values: list[float] = []
     for _ in range(n):
         draw = rng.choices(population, k=m)
-        values.append((_macro(vec_a, draw, k) - _macro(vec_b, draw, k)) * scale)
+        values.append((_macro(vec_a, draw, k, clip) - _macro(vec_b, draw, k, clip)) * scale)
     lo, hi = _interval(values, alpha)
     return {
         "diff": (point_a - point_b) * scale,

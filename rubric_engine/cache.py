@@ -45,7 +45,7 @@ class ResultCache:
                                           size_limit=_SIZE_LIMIT, timeout=_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - any failure here means "cannot use this directory"
             raise CacheError(f"{self.directory}: cannot open the result cache ({type(exc).__name__}: {exc}); "
-                             "choose a writable local directory with cache_dir= or $RUBRIC_ENGINE_CACHE") from exc
+                             "choose a writable local directory with cache.dir= or $RUBRIC_ENGINE_CACHE (a corrupt cache: `rubric-engine cache clear`)") from exc
 
     # -- read / write ----------------------------------------------------------------------
     def get(self, key: str) -> dict[str, Any] | None:
@@ -97,6 +97,23 @@ class ResultCache:
             return int(self._cache.clear(retry=True))
         except Exception as exc:  # noqa: BLE001
             raise self._error("clear", exc) from exc
+
+    @staticmethod
+    def remove_files(directory: str | Path) -> int:
+        """Delete the store's own files (cache.db*, its value sub-directories) when it cannot even be
+        opened (a corrupt database): `cache clear` must work exactly when the cache is broken."""
+        import re
+        import shutil
+
+        directory, removed = Path(directory).expanduser(), 0
+        for entry in directory.iterdir() if directory.is_dir() else []:
+            if entry.is_file() and entry.name.startswith("cache.db"):
+                entry.unlink()
+                removed += 1
+            elif entry.is_dir() and re.fullmatch(r"[0-9a-f]{2}", entry.name):
+                shutil.rmtree(entry)
+                removed += 1
+        return removed
 
     def close(self) -> None:
         self._cache.close()

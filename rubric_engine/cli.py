@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import sys
 import traceback
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from .errors import ConfigError, RubricEngineError
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
 
 CONFIG_MODULE = "rubric_engine.conf"
-SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "review", "agree", "rescore", "audit")
+SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit")
 
 
 def _slug(value: Any) -> str:
@@ -35,13 +36,36 @@ def _slug(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
+_MAX_DIR_BYTES = 200  # file systems allow 255 bytes per name; room is left for the job number prefix
+
+
 def _dir_safe(value: Any) -> str:
-    """A sweep job's override string as one directory name (no slashes, bounded length)."""
+    """A sweep job's override string as one directory name: no slashes, bounded, and never a cut value.
+
+    Whole `key=value` items are kept while they fit; the rest is replaced by `+N-more-<hash>`, so two
+    jobs never share a name and no name shows a value it did not run with (`limit=4` for `limit=40`).
+    """
     text = re.sub(r"[/\\:]+", "_", str(value)) or "run"
-    return text[:120]
+    if len(text.encode("utf-8")) <= _MAX_DIR_BYTES:
+        return text
+    items = re.split(r",(?=[\w.+~@-]+=)", text)
+    digest = __import__("hashlib").sha256(text.encode("utf-8")).hexdigest()[:8]
+    kept: list[str] = []
+    room = _MAX_DIR_BYTES - len(f",+{len(items)}-more-{digest}")
+    for item in items:  # an item too long to fit is dropped whole; shorter ones after it still count
+        if len(",".join([*kept, item]).encode("utf-8")) <= room:
+            kept.append(item)
+    return ",".join(kept) + f"{',' if kept else ''}+{len(items) - len(kept)}-more-{digest}"
 
 
-for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe)):
+_LAUNCH_ID = f"{os.getpid()}{secrets.token_hex(2)}"  # with sub-second time: two launches never share a dir
+
+
+def _launch_id() -> str:
+    return _LAUNCH_ID
+
+
+for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_id", _launch_id)):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _fn)
 
@@ -52,7 +76,19 @@ def _model_spec(node: Any, role: str, timeout: float | None) -> Any:
     if node is None:
         return None
     data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    given = _overridden_keys()
+    if f"{role}.api_base" in given and f"{role}.api_key_env" not in given and isinstance(data, dict):
+        # An endpoint moved on the command line gets a key only when the same command line names it:
+        # `candidate=gpt-4o candidate.api_base=http://elsewhere` must not carry $OPENAI_API_KEY there.
+        data["api_key_env"] = None
     return ModelSpec.from_config(data, role=role, timeout=timeout)  # type: ignore[arg-type]
+
+
+def _overridden_keys() -> set[str]:
+    """Keys set on the command line of this Hydra job (empty outside Hydra)."""
+    if not HydraConfig.initialized():
+        return set()
+    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
 
 
 def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
@@ -65,6 +101,11 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     ids = opt("ids")
     if isinstance(ids, str):
         ids = [s for s in re.split(r"[,\s]+", ids) if s]
+    if ids is not None and not ids:
+        raise ConfigError("ids=[] selects no question; list ids (ids=[a,b]) or leave ids out to run every question")
+    if ids is not None:
+        ids = [str(i) for i in ids]  # ids are compared as strings everywhere
+    _check_values(cfg)
     return RunSettings(
         benchmark=str(cfg.benchmark), out_dir=out_dir,
         candidate=_model_spec(opt("candidate"), "candidate", opt("timeout")),
@@ -73,17 +114,68 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
-        progress=str(cfg.progress),
+        progress=str(cfg.progress), trust_code=bool(opt("trust_code")),
     )
 
 
-def _fail(exc: BaseException, debug: bool) -> int:
+def _one_line(exc: BaseException) -> str:
+    """The error as one redacted line; an unexpected exception is named as such."""
+    from .redact import redact
+
+    text = str(exc) if isinstance(exc, RubricEngineError) else \
+        f"internal error ({type(exc).__name__}: {exc}); rerun with debug=true and report it"
+    return redact(" ".join(text.split()))
+
+
+def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{key}={value} is not valid; give a whole number >= {minimum}"
+                          + (" (or null)" if optional else ""))
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """Command-line values are checked before use: one line each, never a cast that silently rounds."""
+    _whole(cfg, "concurrency", 1)
+    _whole(cfg, "max_retries", 0)
+    _whole(cfg, "limit", 0, optional=True)
+    for key in ("rpm", "timeout"):
+        value = OmegaConf.select(cfg, key, default=None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise ConfigError(f"{key}={value} is not valid; give a number > 0 (or null)")
+    progress = OmegaConf.select(cfg, "progress", default="auto")
+    if progress not in ("auto", "rich", "plain", "none"):
+        raise ConfigError(f"progress={progress} is not valid; use auto, rich, plain or none")
+    for key in ("cache.enabled", "dry_run", "debug"):
+        value = OmegaConf.select(cfg, key, default=False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value} is not valid; use true or false")
+
+
+def nothing_scored(summary: dict[str, Any]) -> str | None:
+    """Why a finished run counts as failed (exit 1), or None: a run that scored nothing is not a success."""
+    c = summary.get("counts", {})
+    n, cand, judge = c.get("questions", 0), c.get("candidate_errors", 0), c.get("judge_errors", 0)
+    if summary.get("stage") == "generate":
+        if n and cand >= n:
+            return f"nothing was generated: all {n} candidate calls failed ({cand} errors); see answers.jsonl"
+        return None
+    if c.get("scored", 0) == 0:
+        return (f"nothing was scored: 0 of {n} questions ({cand} candidate errors, {judge} judge errors); "
+                "see samples.jsonl for each error")
+    return None
+
+
+def _fail(exc: BaseException, debug: bool, original: BaseException | None = None, code: int = 2) -> int:
+    """One line on stderr (plus a hint, or the traceback with debug=true); returns the exit code."""
     if debug:
-        traceback.print_exception(exc)
-    print(f"rubric-engine: error: {exc}", file=sys.stderr)
+        traceback.print_exception(original or exc)
+    print(f"rubric-engine: error: {_one_line(exc)}", file=sys.stderr)
     if not debug:
         print("(add debug=true for the full traceback)", file=sys.stderr)
-    return 2
+    return code
 
 
 def _run_job(cfg: DictConfig) -> int:
@@ -101,26 +193,24 @@ def _run_job(cfg: DictConfig) -> int:
 
             print_estimate(settings_from_config(cfg, out_dir))
             return 0
-        run_benchmark(settings_from_config(cfg, out_dir))
+        summary = run_benchmark(settings_from_config(cfg, out_dir))
+        why = nothing_scored(summary)
+        if why:
+            print(f"rubric-engine: {why}", file=sys.stderr)
+            if hc.mode == RunMode.MULTIRUN:
+                (out_dir / "error.txt").write_text(f"{why}\n", encoding="utf-8")
+            return 1
         return 0
-    except (RubricEngineError, KeyboardInterrupt) as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
-            return 130
+    except KeyboardInterrupt:
+        print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - every failure is one line (traceback only with debug=true)
+        # In a sweep an error in one job must not stop the others or the leaderboard: Hydra's sweeper
+        # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
         if sweeping:
-            (out_dir / _ERROR_FILE).write_text(f"{exc}\n", encoding="utf-8")
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / _ERROR_FILE).write_text(f"{_one_line(exc)}\n", encoding="utf-8")
         return _fail(exc, bool(cfg.debug))
-    except Exception as exc:
-        if not sweeping:
-            raise
-        # An unexpected error in one job must not stop the others or the leaderboard: Hydra's sweeper
-        # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, shown in full.
-        traceback.print_exception(exc)
-        first: BaseException = exc
-        while isinstance(first, BaseExceptionGroup) and first.exceptions:  # asyncio's TaskGroup wraps
-            first = first.exceptions[0]
-        (out_dir / _ERROR_FILE).write_text(f"internal error: {type(first).__name__}: {first}\n", encoding="utf-8")
-        return 1
 
 
 _exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
@@ -204,19 +294,42 @@ def _compose(overrides: list[str]) -> DictConfig:
         return compose(config_name="config", overrides=overrides)
 
 
+def _overrides(parsed: Any, positional_key: str | None = None) -> list[str]:
+    """A subcommand's key=value options (and its positional, as `positional_key=`) as Hydra overrides."""
+    over = [f"{k}={v}" for k, v in parsed.options.items() if k != "debug"]
+    if positional_key and parsed.positionals:
+        over.append(f"{positional_key}={parsed.positionals[0]}")
+    return over
+
+
 def _subcommand(name: str, args: list[str]) -> int:
-    debug = any(a in ("debug=true", "debug=True", "--debug") for a in args)
-    args = [a for a in args if a not in ("debug=true", "debug=True", "--debug")]
+    from .cliargs import COMMANDS, HelpRequested, parse
+
+    debug = any(a.lower() in ("debug=true", "--debug") for a in args)
     try:
+        if name in ("review", "agree", "rescore", "audit"):  # key=value via kvargs; help comes from cliargs
+            if any(a in ("-h", "--help") for a in args):
+                raise HelpRequested(COMMANDS[name].help())
+            args = [a for a in args if a.partition("=")[0] != "debug"]
+            parsed = None
+        else:
+            parsed = parse(COMMANDS[name], args)
         if name == "validate":
             from .commands import validate_command
 
-            cfg = _compose(args)
-            return validate_command(str(cfg.benchmark), list(cfg.benchmark_dirs or []), cfg.data.path, cfg.data.cache_dir)
+            cfg = _compose(_overrides(parsed, "benchmark"))
+            return validate_command(str(cfg.benchmark), list(cfg.benchmark_dirs or []), cfg.data.path, cfg.data.cache_dir,
+                                    trust_code=bool(OmegaConf.select(cfg, "trust_code", default=False)))
+        if name == "data":
+            from .commands import data_command
+
+            action = parsed.positionals[0] if parsed.positionals else "fetch"
+            cfg = _compose(_overrides(parsed))
+            return data_command(action, str(cfg.benchmark), list(cfg.benchmark_dirs or []), cfg.data.cache_dir)
         if name == "cache":
             from .commands import cache_command
 
-            return cache_command(args)
+            return cache_command(parsed.positionals[0] if parsed.positionals else "info", parsed.options.get("cache.dir"))
         if name == "leaderboard":
             from .leaderboard import leaderboard_main
 
@@ -243,29 +356,94 @@ def _subcommand(name: str, args: list[str]) -> int:
             return audit_main(args)
         from .localize import localize_command
 
-        return localize_command(args)
+        return localize_command([a for a in args if a.partition("=")[0] != "debug"])
+    except HelpRequested as text:
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:  # `rubric-engine x --help | head`: the reader left, which is fine
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except RubricEngineError as exc:
         return _fail(exc, debug)
     except Exception as exc:  # Hydra's own errors (bad override, unknown group option)
-        if type(exc).__module__.startswith(("hydra", "omegaconf")):
-            return _fail(exc, debug)
+        if _is_hydra_error(exc):
+            return _fail(ConfigError(_one_line(exc)), debug, exc)
         raise
 
 
+def _is_hydra_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith(("hydra", "omegaconf"))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    bad = getattr(exc, "override", None)  # Hydra's OverrideParseException names the override it choked on
+    if isinstance(bad, str) and bad not in text:
+        text = f"cannot parse override {bad!r}: {text}"
+    return text[:400] + ("..." if len(text) > 400 else "")
+
+
+def _force_params(arg: str) -> str:
+    """`candidate.params.temperature=0` / `candidate.timeout=30` set keys the shipped entries leave out:
+    Hydra wants `++` for those, so add it rather than answer with Hydra's "use +" advice."""
+    if re.match(r"^(candidate|judge)\.(params\.[^=]+|timeout)=", arg):
+        return "++" + arg
+    return arg
+
+
+def _user_search_path(argv: list[str]) -> list[str]:
+    """`hydra.searchpath=[...]` for the user's config directories (cliargs.config_dirs), so entries such as
+    ./conf/candidate/<name>.yaml work after `pip install`. Hydra searches them after the package's configs:
+    new names work, and a shipped entry is never silently replaced."""
+    from .cliargs import config_dirs
+
+    if any(a.startswith(("hydra.searchpath=", "+hydra.searchpath=")) for a in argv):
+        return []
+    dirs = [d for d in config_dirs() if d.resolve() != Path(__file__).resolve().parent.parent / "conf"]
+    return [f"hydra.searchpath=[{','.join(repr('file://' + str(d)) for d in dirs)}]"] if dirs else []
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rubric-engine")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point: subcommands, --version, override checks, then the Hydra app."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         sys.exit(_subcommand(argv[0], argv[1:]))
-    sys.argv = [sys.argv[0], *argv]
+    if argv[:1] in (["--version"], ["-V"]):
+        print(f"rubric-engine {_version()}")
+        sys.exit(0)
+    debug = any(a.lower() == "debug=true" for a in argv)
+    try:
+        from .overrides import check_overrides
+
+        check_overrides(argv)
+    except RubricEngineError as exc:
+        sys.exit(_fail(exc, debug))
+    argv = [_force_params(a) for a in argv]
+    sys.argv = [sys.argv[0], *argv, *_user_search_path(argv)]
     # Ray (hydra/launcher=ray) reports usage statistics over the network unless told not to; an
     # evaluation run sends nothing its user did not ask for. RAY_USAGE_STATS_ENABLED=1 turns them on.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's errors reach us, and become one line below
     code = 0
     try:
         _hydra_app()
-    except SystemExit as exc:  # Hydra reports its own errors (or a crashed sweep job) and exits 1
+    except SystemExit as exc:  # a crashed sweep job that Hydra reported itself
         code = exc.code if isinstance(exc.code, int) else 1
+    except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
+        if _is_hydra_error(exc):
+            sys.exit(_fail(ConfigError(_one_line(exc)), debug, exc))
+        if debug:
+            raise
+        code = _fail(exc, False, exc, code=1)
     sys.exit(_finish_sweep(max(code, _exit_code)))
 
 

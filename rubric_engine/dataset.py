@@ -7,8 +7,10 @@ Field names, roles, subsets and labels all come from the spec: this module knows
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import http.client
+import io
 import json
 import math
 import os
@@ -55,8 +57,13 @@ def fetch(url: str, sha256: str | None, cache_dir: str | Path | None = None,
     name = Path(urllib.parse.urlparse(url).path).name or "data"
     sub = sha256 or "unverified-" + hashlib.sha256(url.encode()).hexdigest()[:16]
     target = Path(cache_dir or default_data_cache_dir()).expanduser() / sub / name
+    first_use = target.with_name(target.name + ".sha256")  # trust on first use, when nothing is pinned
     if target.is_file():
         digest = sha256_file(target)
+        if sha256 is None and first_use.is_file() and first_use.read_text().strip() != digest:
+            raise DataError(str(target), f"sha256 {digest} differs from {first_use.read_text().strip()} recorded when "
+                            "it was first downloaded (trust on first use): the cached file changed",
+                            fix=f"delete {target.parent} to download and trust it again, or pin data.sha256")
         if sha256 is None or digest == sha256:
             return target, digest
         target.unlink()
@@ -84,7 +91,9 @@ def fetch(url: str, sha256: str | None, cache_dir: str | Path | None = None,
     finally:
         tmp.unlink(missing_ok=True)
     if not sha256:
-        warnings.append(f"the spec pins no data.sha256: {url} was not verified (its sha256 is {digest})")
+        first_use.write_text(digest + "\n")
+        warnings.append(f"the spec pins no data.sha256: {url} was trusted on first use; its sha256 {digest} is "
+                        f"recorded in {first_use} and checked on every later use")
     return target, digest
 
 
@@ -98,19 +107,19 @@ def load_dataset(spec: BenchmarkSpec, path: str | Path | None = None,
         if not local.is_file():
             raise DataError(str(local), "data file not found",
                             fix="check data.path (a relative path is relative to the current directory)")
-        digest, source = sha256_file(local), str(local)
+        digest, source, trust = sha256_file(local), str(local), "local"
         if expected and digest != expected:
             warnings.append(f"{local}: sha256 {digest} differs from the spec's pinned {expected} (data.sha256); "
                             "using the file as given, which is fine if you modified it on purpose — results "
                             "are then not comparable with the pinned data")
     elif spec.data.url:
         local, digest = fetch(spec.data.url, expected, cache_dir, warnings)
-        source = spec.data.url
+        source, trust = spec.data.url, "pinned" if expected else "first_use"
     else:
         raise DataError(str(spec.files[-1]) if spec.files else spec.name,
                         "the spec declares neither data.url nor data.path", fix="pass data.path=<file>")
     questions = parse_rows(spec, local, warnings)
-    return Dataset(questions=questions, source=source, sha256=digest, warnings=warnings)
+    return Dataset(questions=questions, source=source, sha256=digest, warnings=warnings, trust=trust)
 
 
 def _lines(file: Path) -> Iterable[tuple[int, str]]:
@@ -160,28 +169,126 @@ class _Row:
         return value
 
 
+def _records(file: Path, fmt: str) -> Iterable[tuple[int, Any]]:
+    """(line or row number, parsed row) for JSONL, JSON (a list of objects) or CSV (list cells as JSON)."""
+    if fmt == "jsonl":
+        for line, text in _lines(file):
+            if not text.strip():
+                continue
+            try:
+                yield line, json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=line,
+                                fix="each line must be one complete JSON object (JSON Lines)") from exc
+        return
+    text = "".join(t for _, t in _lines(file))
+    if fmt == "json":
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno,
+                            fix="data.format json expects one JSON array of row objects") from exc
+        if not isinstance(rows, list):
+            raise DataError(str(file), f"the file holds a JSON {type(rows).__name__}, not an array of rows",
+                            fix="data.format json expects [ {...}, {...} ]; for one object a line use jsonl")
+        yield from enumerate(rows, start=1)
+        return
+    for n, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):  # line 1 is the header
+        yield n, {k: _csv_cell(v) for k, v in row.items() if k is not None}
+
+
+def _csv_cell(value: str | None) -> Any:
+    """A CSV cell: JSON arrays / objects (dialogue, rubric, tags) are decoded, anything else stays text."""
+    v = (value or "").strip()
+    if v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
+    f, roles = spec.data.fields, spec.data.roles
+    dialogue = r.get(raw, f.dialogue, "dialogue")
+    if isinstance(dialogue, str) and dialogue.strip():  # a plain-text prompt (CSV, single-turn QA): one user turn
+        user = next(k for k, v in roles.items() if v == "user")
+        return [Turn(role=user, content=dialogue)]
+    if not isinstance(dialogue, list) or not dialogue:
+        raise r.err(f"{f.dialogue}: empty or not a list", fix="every question needs at least one dialogue turn")
+    turns = []
+    for i, t in enumerate(dialogue):
+        where = f"{f.dialogue}[{i}]: "
+        if not isinstance(t, dict):
+            raise r.err(f"{where}turn is not an object", fix=f"got {t!r}")
+        role = r.get(t, f.turn_role, "turn_role", where)
+        if not isinstance(role, str) or role not in roles:
+            raise r.err(f"{where}unknown role {role!r}", fix=f"allowed roles (data.roles): {', '.join(roles)}")
+        turns.append(Turn(role=str(role), content=r.text(t, f.turn_content, "turn_content", where, False)))
+    return turns
+
+
+def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: str = "") -> tuple[str, ...]:
+    if not name or obj.get(name) is None:
+        return ()
+    value = obj[name]
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise r.err(f"{where}{name}: expected a list of strings", fix=f"got {value!r} (data.fields.{spec_key})")
+    return tuple(value)
+
+
+def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, stats: dict[str, Any]) -> list[Criterion]:
+    f = spec.data.fields
+    to_ability, to_rule = spec.label_to_ability(), spec.label_to_rule()
+    rubric = r.get(raw, f.rubric, "rubric")
+    if not isinstance(rubric, list) or not rubric:
+        raise r.err(f"{f.rubric}: empty or not a list", fix="every question needs at least one rubric item")
+    crits: list[Criterion] = []
+    for i, item in enumerate(rubric):
+        where = f"{f.rubric}[{i}]: "
+        if not isinstance(item, dict):
+            raise r.err(f"{where}item is not an object", fix=f"got {item!r}")
+        label = r.get(item, f.item_label, "item_label", where) if f.item_label else ""
+        ability, rule = (to_ability.get(label), to_rule.get(label)) if isinstance(label, str) else (None, None)
+        if ability is None and rule is None and spec.taxonomy is not None:
+            raise r.err(f"{where}label {label!r} is not in the taxonomy",
+                        fix=f"known labels: {', '.join(list(to_ability) + list(to_rule))}; "
+                            "add it to an ability's or rule's data_labels")
+        value = r.get(item, f.item_weight, "item_weight", where)
+        if spec.data.format == "csv" and isinstance(value, str):  # a weight inside a CSV cell's JSON as text
+            value = _number(value.strip())
+        weight = _weight(value)
+        if weight == "bad" or (weight is None and rule is None):
+            raise r.err(f"{where}{f.item_weight}: non-numeric weight {item[f.item_weight]!r}",
+                        fix="weights must be numbers (null is allowed only for failure-rule items)")
+        if rule is not None and weight is not None:
+            stats["weighted_rule"].append(f"{qid}:{weight}")
+        crits.append(Criterion(index=i + 1, label=str(label), weight=weight,  # type: ignore[arg-type]
+                               text=r.text(item, f.item_text, "item_text", where, False), ability=ability,
+                               rule=rule, tags=_tags(r, item, f.item_tags, "item_tags", where)))
+    return crits
+
+
+def _number(text: str) -> Any:
+    try:
+        return float(text) if any(ch in text for ch in ".eE") else int(text)
+    except ValueError:
+        return text
+
+
 def parse_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None = None) -> list[Question]:
-    """Parse and validate a JSONL file against the spec; quirks are appended to `warnings` with counts."""
+    """Parse and validate a data file against the spec; quirks are appended to `warnings` with counts."""
     file = Path(file)
     warnings = warnings if warnings is not None else []
     f, d = spec.data.fields, spec.data
-    to_ability, to_rule = spec.label_to_ability(), spec.label_to_rule()
-    rules = {r.id: r for r in spec.failure_rules}
-    known_labels = ", ".join(list(to_ability) + list(to_rule))
-    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario}
+    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference}
     seen: dict[str, int] = {}
     out: list[Question] = []
     empty_scen: dict[str, list[str]] = {}
     absent: dict[tuple[str, str], list[int]] = {}
-    only_negative, no_rule, weighted_rule, last_not_user = 0, [], [], []
-    for line, text in _lines(file):
-        if not text.strip():
-            continue
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=line,
-                            fix="each line must be one complete JSON object (JSON Lines)") from exc
+    stats: dict[str, Any] = {"weighted_rule": []}
+    only_negative, no_rule, last_not_user = 0, [], []
+    for line, raw in _records(file, d.format):
         r = _Row(file, line, raw)
         qid = r.get(raw, f.id, "id")
         if isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
@@ -191,49 +298,17 @@ def parse_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None
             raise r.err(f"duplicate id {qid!r} (field {f.id!r}); first seen at line {seen[qid]}",
                         fix="ids must be unique")
         seen[qid] = line
-        dialogue = r.get(raw, f.dialogue, "dialogue")
-        if not isinstance(dialogue, list) or not dialogue:
-            raise r.err(f"{f.dialogue}: empty or not a list", fix="every question needs at least one dialogue turn")
-        turns = []
-        for i, t in enumerate(dialogue):
-            where = f"{f.dialogue}[{i}]: "
-            if not isinstance(t, dict):
-                raise r.err(f"{where}turn is not an object", fix=f"got {t!r}")
-            role = r.get(t, f.turn_role, "turn_role", where)
-            if not isinstance(role, str) or role not in d.roles:
-                raise r.err(f"{where}unknown role {role!r}", fix=f"allowed roles (data.roles): {', '.join(d.roles)}")
-            turns.append(Turn(role=str(role), content=r.text(t, f.turn_content, "turn_content", where, False)))
+        turns = _turns(spec, r, raw)
         if d.roles[turns[-1].role] != "user":
             last_not_user.append(qid)
-        rubric = r.get(raw, f.rubric, "rubric")
-        if not isinstance(rubric, list) or not rubric:
-            raise r.err(f"{f.rubric}: empty or not a list", fix="every question needs at least one rubric item")
-        crits: list[Criterion] = []
-        for i, item in enumerate(rubric):
-            where = f"{f.rubric}[{i}]: "
-            if not isinstance(item, dict):
-                raise r.err(f"{where}item is not an object", fix=f"got {item!r}")
-            label = r.get(item, f.item_label, "item_label", where)
-            ability, rule = (to_ability.get(label), to_rule.get(label)) if isinstance(label, str) else (None, None)
-            if ability is None and rule is None:
-                raise r.err(f"{where}label {label!r} is not in the taxonomy",
-                            fix=f"known labels: {known_labels}; add it to an ability's or rule's data_labels")
-            weight = _weight(r.get(item, f.item_weight, "item_weight", where))
-            if weight == "bad" or (weight is None and rule is None):
-                raise r.err(f"{where}{f.item_weight}: non-numeric weight {item[f.item_weight]!r}",
-                            fix="weights must be numbers (null is allowed only for failure-rule items)")
-            if rule is not None and weight is not None:
-                weighted_rule.append(f"{qid}:{weight}")
-            text = r.text(item, f.item_text, "item_text", where, False)
-            crits.append(Criterion(index=i + 1, label=str(label), weight=weight,  # type: ignore[arg-type]
-                                   text=text, ability=ability, rule=rule))
+        crits = _criteria(spec, r, raw, qid, stats)
         meta: dict[str, str] = {}
-        for k in ("subset", "scenario", "secondary_scenario"):
+        for k in ("subset", "scenario", "secondary_scenario", "reference"):
             name = getattr(f, k)
             if name and name not in raw:  # an optional column: fine if the whole file lacks it (below)
                 absent.setdefault((k, name), []).append(line)
             meta[k] = r.text(raw, name, k) if name and name in raw else ""
-            if k != "subset" and name and name in raw and not meta[k].strip():
+            if k in ("scenario", "secondary_scenario") and name and name in raw and not meta[k].strip():
                 empty_scen.setdefault(name, []).append(qid)
         if f.subset and f.subset in raw and d.subsets and meta["subset"] not in d.subsets:
             raise r.err(f"{f.subset}: unknown subset value {meta['subset']!r}",
@@ -243,20 +318,21 @@ def parse_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None
             if c.ability is not None:
                 signs[c.ability] = signs.get(c.ability, False) or (c.weight or 0) > 0
         only_negative += sum(1 for positive in signs.values() if not positive)
-        if rules and not any(c.rule for c in crits):
+        if spec.failure_rules and not any(c.rule for c in crits):
             no_rule.append(qid)
         out.append(Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
                             scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
+                            tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
                             extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw))
     if not out:
-        raise DataError(str(file), "no rows", fix="the file is empty: point data.path at the benchmark's JSONL file")
+        raise DataError(str(file), "no rows", fix="the file is empty: point data.path at the benchmark's data file")
     for (k, name), lines in absent.items():
         if len(lines) < len(out):
             raise DataError(str(file), f"missing field {name!r} (other rows have it)", line=lines[0],
                             fix=f"add it to every row, or fix data.fields.{k} in the spec")
         warnings.append(f"no row has the field {name!r} (data.fields.{k}): {k} left empty for all "
                         f"{len(out)} questions, so nothing can be selected or reported by it")
-    warnings.extend(_quirks(empty_scen, only_negative, no_rule, weighted_rule, last_not_user))
+    warnings.extend(_quirks(empty_scen, only_negative, no_rule, stats["weighted_rule"], last_not_user))
     return out
 
 

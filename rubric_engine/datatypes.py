@@ -15,13 +15,13 @@ __all__ = ["Turn", "Criterion", "Question", "Dataset"]
 
 @dataclass(frozen=True)
 class Turn:
-    role: str  # the role label as it appears in the data (e.g. "A", "B")
+    role: str  # the role label as it appears in the data (e.g. "A", "user"); data.roles maps it
     content: str
 
 
 @dataclass(frozen=True)
 class Criterion:
-    """One binary rubric item. Exactly one of `ability` / `rule` is set."""
+    """One binary rubric item: an ability item, a failure-rule item, or (without a taxonomy) a plain item."""
 
     index: int  # 1-based position within its question (the number the judge sees)
     label: str  # the label exactly as written in the data (an ability or failure-rule data label)
@@ -29,6 +29,7 @@ class Criterion:
     text: str
     ability: str | None = None  # taxonomy ability id, for scored items
     rule: str | None = None  # failure-rule id, for failure-rule items
+    tags: tuple[str, ...] = ()  # item tags from the data (e.g. "axis:accuracy"); () when the data has none
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class Question:
     subset: str = ""  # e.g. "normal" / "hard"; "" when the data has none
     scenario: str = ""  # primary scenario label as in the data; "" when empty
     secondary_scenario: str = ""
+    tags: tuple[str, ...] = ()  # question-level tags from the data (e.g. "theme:..."); () when none
+    reference: str = ""  # a reference answer shown to the judge; "" when the spec maps none
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     # the row as read, so answers files can repeat the benchmark's own format
     source_row: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -50,3 +53,6 @@ class Dataset:
     source: str  # path or URL the rows came from
     sha256: str
     warnings: list[str] = field(default_factory=list)
+    # how sha256 was established: "pinned" (spec's data.sha256), "first_use" (recorded on first download,
+    # checked after), or "local" (a data.path file, hashed as given)
+    trust: str = "local"

@@ -76,4 +76,15 @@ class ModelCallError(RubricEngineError):
 
 
 class FatalModelError(ModelCallError):
-    """A model call failed in a way retrying cannot fix: bad key, unknown model, bad request."""
+    """A model call failed in a way retrying cannot fix: bad key, unknown model, bad request.
+
+    `stops_run` says whether the same failure would hit every question (bad key, no access, unknown
+    model, no server): then the run stops. Otherwise (400 content filter, 413, 422, context window) the
+    failure belongs to this one question and is recorded against it while the run goes on."""
+
+    STOPS_RUN_STATUSES = frozenset({401, 403, 404})
+
+    def __init__(self, model: str, message: str, *, status: int | None = None, attempts: int = 1,
+                 stops_run: bool | None = None) -> None:
+        super().__init__(model, message, status=status, attempts=attempts)
+        self.stops_run = (status is None or status in self.STOPS_RUN_STATUSES) if stops_run is None else stops_run

@@ -65,15 +65,16 @@ def _table(head: Iterable[str], rows: Iterable[Iterable[str]], left: Iterable[in
 
 def _leaderboard(lb: "Leaderboard") -> str:
     ci = f"{100 * (1 - lb.alpha):.0f}% CI"
+    cat = lb.taxonomy.has_rules
     head = ["#", "Model", "Judge", "Overall", _e(ci), "Scored", "Judge errors", "Candidate errors",
-            "Catastrophic", "Cost $"]
+            *(["Catastrophic"] if cat else []), "Cost $"]
     rows = []
     for r in lb.rows:
         c = r.counts
         rows.append([str(r.rank), _e(r.label), _e(r.judge), f"<b>{_f(r.overall)}</b>",
                      f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}]", f"{c['scored']}/{c['questions']}",
                      f'<span class="{"warn" if c["judge_errors"] else ""}">{c["judge_errors"]}</span>',
-                     str(c["candidate_errors"]), str(c["catastrophic"]), _e(r.cost_text())])
+                     str(c["candidate_errors"]), *([str(c["catastrophic"])] if cat else []), _e(r.cost_text())])
     pairs = [[_e(p.a), _e(p.b), _f(p.diff), f"[{_f(p.lo)}, {_f(p.hi)}]", "yes" if p.excludes_zero else "no",
               str(p.questions), _e(p.error or "")] for p in lb.pairs]
     return (_table(head, rows, left=(1, 2))
@@ -122,6 +123,28 @@ def _scenarios(lb: "Leaderboard") -> str:
     return _table(["Scenario", *[_e(r.label) for r in lb.rows]], rows)
 
 
+def _breakdown(lb: "Leaderboard", bid: str) -> str:
+    groups = list(dict.fromkeys(g for r in lb.rows for g in r.breakdowns.get(bid, {})))
+    rows = [[_e(g), *[_f(r.breakdowns.get(bid, {}).get(g)) for r in lb.rows]] for g in groups]
+    return _table(["Group", *[_e(r.label) for r in lb.rows]], rows)
+
+
+def _tables(lb: "Leaderboard") -> list[str]:
+    """Only the tables the spec declares: taxonomy tables with a taxonomy, subsets when declared, tag
+    breakdowns by their titles, scenarios when the data has them."""
+    t, out = lb.taxonomy, []
+    if t.dimensions:
+        out += ["<h2>Dimensions</h2>", _dimensions(lb), "<h2>Abilities</h2>", _abilities(lb)]
+    for bid, title, by in t.breakdowns:
+        if by in ("item_tag", "example_tag"):
+            out += [f"<h2>{_e(title)}</h2>", _breakdown(lb, bid)]
+    if t.has_subsets:
+        out += ["<h2>Subsets</h2>", _subsets(lb)]
+    if any(r.scenarios for r in lb.rows):
+        out += ["<h2>Scenarios</h2>", _scenarios(lb)]
+    return out
+
+
 def _images(images: Mapping[str, Path]) -> str:
     out = []
     for name, path in images.items():
@@ -135,7 +158,8 @@ def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
     rows = []
     for c in sample.get("criteria") or []:
         hit = c.get("hit")
-        what = lb.taxonomy.label(c["ability"]) if c.get("ability") else f"rule: {c.get('rule')}"
+        what = (lb.taxonomy.label(c["ability"]) if c.get("ability") else f"rule: {c['rule']}" if c.get("rule")
+                else ", ".join(c.get("tags") or []))
         bad = c.get("rule") is not None or (c.get("weight") is not None and c["weight"] < 0)
         cls = ("bad" if bad else "hit") if hit else "miss"  # a hit on a penalty item is bad news
         rows.append([_e(c.get("index")), _e(c.get("label")), _e(what), _e(c.get("weight")), _e(c.get("text")),
@@ -143,7 +167,7 @@ def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
                      _e(c.get("reasoning"))])
     if not rows:
         return ""
-    return _table(["#", "Label", "Ability / rule", "Weight", "Criterion", "Hit", "Judge reasoning"], rows,
+    return _table(["#", "Label", "Ability / rule / tags", "Weight", "Criterion", "Hit", "Judge reasoning"], rows,
                   left=range(7))
 
 
@@ -155,8 +179,10 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
     scen = sample.get("scenario") or ""
     flags = " · JUDGE ERROR" if err_j else (" · CANDIDATE ERROR" if err_c else "")
     flags += " · catastrophic" if sample.get("catastrophic") else ""
-    head = (f"{_e(sample.get('id'))} · {_e(t.subset_labels.get(sample.get('subset') or '', sample.get('subset')))} · "
-            f"{_e(t.scenario_labels.get(scen, scen))} · score "
+    sub = sample.get("subset") or ""
+    where = [t.subset_labels.get(sub, sub)] if sub else []
+    where += [t.scenario_labels.get(scen, scen)] if scen else []
+    head = (f"{_e(sample.get('id'))} · " + "".join(f"{_e(w)} · " for w in where) + "score "
             f"{_f(None if score is None else score * t.scale)}{_e(flags)}")
     body = []
     if err_c:
@@ -196,14 +222,12 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None) -> 
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
-        f'<p class="note">{len(lb.rows)} runs; {len(ability_ids(lb.taxonomy.dimensions))} abilities in '
-        f"{len(lb.taxonomy.dimensions)} dimensions; scores 0–{lb.taxonomy.scale:g}.</p>",
+        f'<p class="note">{len(lb.rows)} runs; ' + (f"{len(ability_ids(lb.taxonomy.dimensions))} abilities in "
+        f"{len(lb.taxonomy.dimensions)} dimensions; " if lb.taxonomy.dimensions else "")
+        + f"scores 0–{lb.taxonomy.scale:g}.</p>",
         f"<ul>{warn}</ul>" if warn else "",
         "<h2>Leaderboard</h2>", _leaderboard(lb),
-        "<h2>Dimensions</h2>", _dimensions(lb),
-        "<h2>Abilities</h2>", _abilities(lb),
-        "<h2>Subsets</h2>", _subsets(lb),
-        "<h2>Scenarios</h2>", _scenarios(lb),
+        *_tables(lb),
         "<h2>Charts</h2>", _images(images or {}),
         "<h2>Per-question drill-down</h2>",
         '<p class="note">Open a model, then a question: the response, each criterion with the judge\'s '

@@ -23,7 +23,10 @@ def parse_kv(args: Sequence[str], allowed: Mapping[str, Any], command: str) -> t
         if eq and key in allowed:
             opts[key] = value
         elif eq and "/" not in key and not key.startswith("."):
-            raise ConfigError(f"{command}: unknown option {key!r}; known: {', '.join(sorted(allowed))} "
+            from .cliargs import did_you_mean
+
+            raise ConfigError(f"{command}: unknown option {key!r}{did_you_mean(key, list(allowed))}; "
+                              f"known: {', '.join(sorted(allowed))} "
                               f"(see `rubric-engine {command} --help`)")
         else:
             positional.append(a)

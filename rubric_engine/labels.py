@@ -89,7 +89,7 @@ def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
                             fix=f"a labels CSV needs the columns {', '.join(required)}")
         return [(reader.line_num, dict(r)) for r in reader]  # line_num: the row's last physical line
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:

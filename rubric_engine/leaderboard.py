@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rubric_engine.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.bootstrap import bootstrap_overall, paired_difference
+from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.leaderboard_output import fmt, print_leaderboard, write_leaderboard  # re-exported
-from rubric_engine.rundir import SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE
+from rubric_engine.rundir import MANIFEST_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, read_manifest
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -48,6 +49,10 @@ class Taxonomy:
     scenario_labels: dict[str, str]  # data label -> display label
     decay: tuple[str, str, str] | None  # (from, to, base)
     scale: float
+    how: Aggregation = DEFAULT_AGGREGATION  # the spec's declared aggregation (bootstrap re-runs it)
+    has_rules: bool = True  # the spec has failure rules (else no catastrophic column)
+    has_subsets: bool = True  # the spec declares subsets (else no subset table or chart)
+    breakdowns: tuple[tuple[str, str, str], ...] = ()  # (id, title, by) of the spec's report.breakdowns
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], where: str) -> "Taxonomy":
@@ -58,7 +63,7 @@ class Taxonomy:
         try:
             dims: dict[str, list[str]] = {}
             labels: dict[str, str] = {}
-            for d in spec["taxonomy"]["dimensions"]:
+            for d in (spec["taxonomy"] or {"dimensions": []})["dimensions"]:
                 dims[d["id"]] = [a["id"] for a in d["abilities"]]
                 labels[d["id"]] = en(d, d["id"])
                 labels.update({a["id"]: en(a, a["id"]) for a in d["abilities"]})
@@ -69,6 +74,8 @@ class Taxonomy:
         subsets = report.get("subsets") or {}
         data_subsets = (spec.get("data") or {}).get("subsets") or list(subsets)
         decay = report.get("decay")
+        agg = {k: v for k, v in (spec.get("aggregation") or {}).items()
+               if k in ("question", "overall", "clip", "no_positive_points")}
         return cls(
             dimensions=dims, labels=labels,
             subsets=list(dict.fromkeys([*subsets, *data_subsets])),
@@ -77,6 +84,9 @@ class Taxonomy:
             # "from_" too: a spec dumped without by_alias writes the pydantic field name
             decay=(decay.get("from", decay.get("from_")), decay["to"], decay["base"]) if decay else None,
             scale=float((spec.get("scoring") or {}).get("scale", 100.0)),
+            how=Aggregation(**agg), has_rules=bool(spec.get("failure_rules")),
+            has_subsets=bool(subsets or data_subsets),
+            breakdowns=tuple((b["id"], en(b, b["id"]), b["by"]) for b in report.get("breakdowns") or []),
         )
 
     def label(self, key: str) -> str:
@@ -124,6 +134,7 @@ class Row:
     counts: dict[str, int]
     cost: dict[str, float | None]  # candidate, judge, total (total None unless both prices were known)
     stage: str
+    breakdowns: dict[str, dict[str, float | None]] = field(default_factory=dict)  # summary.json "breakdowns"
     rank: int = 0
     run: RunRecord | None = field(default=None, repr=False, compare=False)
     scored: list[ScoredQuestion] = field(default_factory=list, repr=False, compare=False)
@@ -295,15 +306,42 @@ def load_run(run_dir: Path) -> RunRecord:
     return RunRecord(dir=run_dir, summary=summary, spec=_read_spec(run_dir, summary), samples=samples)
 
 
-def collect_runs(dirs: Sequence[Path]) -> list[RunRecord]:
-    """All runs under the given dirs (each once), all of one benchmark."""
+def incomplete_runs(dirs: Sequence[Path]) -> list[str]:
+    """'not ranked' lines for run dirs whose manifest does not say complete (killed, or being written)."""
+    out: list[str] = []
+    for d in dirs:
+        for here, subdirs, files in os.walk(d):
+            subdirs[:] = [x for x in subdirs if not x.startswith(".")]
+            if MANIFEST_FILE in files:
+                state = (read_manifest(Path(here)) or {}).get("state")
+                if state != "complete":
+                    out.append(f"{here}: run {state or 'without a state'}, not ranked (its files may be partial)")
+    return sorted(out, key=lambda w: _natural(Path(w)))
+
+
+def _complete(run_dir: Path) -> bool:
+    manifest = read_manifest(run_dir)
+    return manifest is None or manifest.get("state") == "complete"  # None: a run made before manifests
+
+
+def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False) -> list[RunRecord]:
+    """All complete runs under the given dirs (each once), all of one benchmark and one spec hash."""
     if not dirs:
         raise ConfigError("no directories given; pass run directories or sweep directories")
     seen: dict[Path, None] = {}
     for d in dirs:
         for run_dir in find_run_dirs(Path(d)):
-            seen.setdefault(run_dir.resolve(), None)
+            if _complete(run_dir):
+                seen.setdefault(run_dir.resolve(), None)
+    if not seen:
+        raise ConfigError("no complete run to rank: " + "; ".join(incomplete_runs(dirs)))
     runs = [load_run(p) for p in seen]
+    hashes = {r.summary.get("spec_hash") for r in runs} - {None}
+    if len(hashes) > 1 and not allow_mixed_specs:
+        listing = "; ".join(f"{r.dir}: {str(r.summary.get('spec_hash'))[:12]}" for r in runs)
+        raise ConfigError(f"these runs used different versions of the spec (rules or prompts differ), so their "
+                          f"scores are not comparable ({listing}); rank one version at a time, or pass "
+                          "allow_mixed_specs=true to rank them anyway")
     names = sorted({r.benchmark for r in runs})
     if len(names) > 1:
         listing = "; ".join(f"{r.dir}: {r.benchmark}" for r in runs)
@@ -338,7 +376,7 @@ def _row(run: RunRecord, label: str, tax: Taxonomy, n_boot: int, seed: int, alph
     if scored:
         try:
             point, lo, hi = bootstrap_overall(scored, tax.dimensions, n=n_boot, seed=seed, alpha=alpha,
-                                              scale=tax.scale)
+                                              scale=tax.scale, how=tax.how)
         except ValueError as exc:  # e.g. an ability the run's own taxonomy does not know
             raise DataError(str(run.dir / SAMPLES_FILE), str(exc), fix=_RERUN) from None
     if (point is None) != (s.get("overall") is None) or (
@@ -358,7 +396,7 @@ def _row(run: RunRecord, label: str, tax: Taxonomy, n_boot: int, seed: int, alph
         scenarios=dict(s.get("scenarios") or {}),
         counts={k: int((s.get("counts") or {}).get(k, 0)) for k in _COUNTS},
         cost={"candidate": parts[0], "judge": parts[1], "total": None if None in parts else sum(parts)},
-        stage=str(s.get("stage", "")), run=run, scored=scored,
+        stage=str(s.get("stage", "")), run=run, scored=scored, breakdowns=dict(s.get("breakdowns") or {}),
     )
 
 
@@ -370,7 +408,7 @@ def compare(lb: Leaderboard, a: str | Row, b: str | Row, *, n_boot: int | None =
     try:
         d = paired_difference(ra.scored, rb.scored, lb.taxonomy.dimensions,
                               n=lb.n_boot if n_boot is None else n_boot, seed=lb.seed if seed is None else seed,
-                              alpha=lb.alpha, scale=lb.taxonomy.scale)
+                              alpha=lb.alpha, scale=lb.taxonomy.scale, how=lb.taxonomy.how)
     except ValueError as exc:
         return PairDiff(ra.label, rb.label, None, None, None, False, 0, error=str(exc))
     return PairDiff(ra.label, rb.label, d["diff"], d["lo"], d["hi"], bool(d["excludes_zero"]), int(d["questions"]))
@@ -395,7 +433,9 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
     rows = [_row(r, lab, tax, n_boot, seed, alpha, warnings) for r, lab in zip(runs, _labels(runs))]
     rows.sort(key=lambda r: (r.overall is None, -(r.overall or 0.0), r.label))
     for i, r in enumerate(rows, 1):
-        r.rank = i
+        prev = rows[i - 2] if i > 1 else None
+        # equal overall scores share a rank (1, 2, 2, 4): the order within a tie is only alphabetical
+        r.rank = prev.rank if prev is not None and prev.overall == r.overall else i
         if r.counts["judge_errors"] or r.counts["candidate_errors"]:
             warnings.append(f"{r.label}: {r.counts['judge_errors']} judge errors and {r.counts['candidate_errors']} "
                             f"candidate errors are left out of its scores ({r.counts['scored']}/"
@@ -408,14 +448,14 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
 
 
 def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
-                        console: "Console | None" = None) -> tuple[Leaderboard, dict[str, Path]]:
+                        console: "Console | None" = None, allow_mixed_specs: bool = False) -> tuple[Leaderboard, dict[str, Path]]:
     """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
     (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
     from rich.console import Console
 
     dirs = [Path(d) for d in dirs]
-    lb = build_leaderboard(collect_runs(dirs), n_boot=n_boot, seed=seed)
-    lb.warnings[:0] = failed_jobs(dirs)
+    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs), n_boot=n_boot, seed=seed)
+    lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs)
     target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
     files = write_leaderboard(lb, target)
     console = console or Console()
@@ -425,29 +465,24 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
-    """`rubric-engine leaderboard DIR [DIR...] [--out DIR] [--n-boot N] [--seed N]`; Hydra-style
-    out= / bootstrap.samples= / bootstrap.seed= are accepted too. Errors raise ConfigError."""
-    import argparse
+    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N]`.
+    Errors raise ConfigError (the shared key=value style of cliargs)."""
+    from .cliargs import COMMANDS, parse
 
-    usage = "rubric-engine leaderboard DIR [DIR...] [--out DIR] [--n-boot N] [--seed N]"
+    parsed = parse(COMMANDS["leaderboard"], argv)
+    opts = parsed.options
 
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # type: ignore[override]
-            raise ConfigError(f"leaderboard: {message}; usage: {usage}")
+    def integer(key: str, default: int, least: int) -> int:
+        try:
+            value = int(opts.get(key) or default)
+        except ValueError:
+            raise ConfigError(f"leaderboard: {key}={opts[key]!r} is not an integer") from None
+        if value < least:
+            raise ConfigError(f"leaderboard: {key} must be at least {least}, got {value}")
+        return value
 
-    parser = Parser(prog="rubric-engine leaderboard", usage=usage,
-                    description="Rank stored run directories (or sweep directories holding them).")
-    parser.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
-    parser.add_argument("--out", "-o", type=Path, default=None, help="output dir (default: DIR, or ./leaderboard)")
-    parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-    alias = {"out": "--out", "bootstrap.samples": "--n-boot", "bootstrap.seed": "--seed"}
-    args: list[str] = []
-    for a in argv:
-        key, eq, value = a.partition("=")
-        args += [alias[key], value] if eq and key in alias else [a]
-    ns = parser.parse_args(args)
-    if ns.n_boot < 1:
-        raise ConfigError(f"leaderboard: --n-boot must be at least 1, got {ns.n_boot}")
-    leaderboard_command(ns.dirs, ns.out, n_boot=ns.n_boot, seed=ns.seed)
+    out = Path(opts["out"]).expanduser() if opts.get("out") else None
+    leaderboard_command([Path(d) for d in parsed.positionals], out,
+                        n_boot=integer("bootstrap.samples", 1000, 1), seed=integer("bootstrap.seed", 0, 0),
+                        allow_mixed_specs=str(opts.get("allow_mixed_specs", "false")).lower() in ("true", "1", "yes"))
     return 0

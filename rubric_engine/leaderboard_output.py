@@ -28,6 +28,8 @@ def fmt(x: float | None, digits: int = 2) -> str:
 
 
 def _subsets(lb: Leaderboard) -> list[str]:
+    if not lb.taxonomy.has_subsets:
+        return []
     extra = [s for r in lb.rows for s in r.subsets if s not in lb.taxonomy.subsets]
     return list(dict.fromkeys([*lb.taxonomy.subsets, *extra]))
 
@@ -43,15 +45,30 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
                 f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]", f"{r.counts['scored']}/{r.counts['questions']}",
                 f"{r.counts['judge_errors']}/{r.counts['candidate_errors']}"] for r in lb.rows]
     dims = [[r.label, *[fmt(r.dimensions.get(d)) for d in t.dimensions]] for r in lb.rows]
-    subsets = [[r.label, *[fmt(r.subsets.get(x)) for x in subs], *([fmt(r.decay_pct, 1)] if t.decay else []),
-                str(r.counts["catastrophic"]), r.cost_text()] for r in lb.rows]
-    return [
-        (title, ["#", "Model", *(["Judge"] if show_judge else []), "Overall", f"{100 * (1 - lb.alpha):.0f}% CI",
-                 "Scored", "Err j/c" if compact else "Errors judge/cand."], ranking),
-        ("Dimensions", ["Model", *[t.label(d) for d in t.dimensions]], dims),
-        ("Subsets, catastrophic failures, cost", ["Model", *[t.subset_labels.get(x, x) for x in subs],
-                                                  *(["Decay %"] if t.decay else []), "Catastr.", "Cost $"], subsets),
-    ]
+    cat = t.has_rules
+    subsets = [[r.label, *[fmt(r.subsets.get(x)) for x in subs], *([fmt(r.decay_pct, 1)] if t.decay and subs else []),
+                *([str(r.counts["catastrophic"])] if cat else []), r.cost_text()] for r in lb.rows]
+    last_title = ", ".join([*(["Subsets"] if subs else []), *(["catastrophic failures"] if cat else []), "cost"])
+    out = [(title, ["#", "Model", *(["Judge"] if show_judge else []), "Overall", f"{100 * (1 - lb.alpha):.0f}% CI",
+                    "Scored", "Err j/c" if compact else "Errors judge/cand."], ranking)]
+    if t.dimensions:
+        out.append(("Dimensions", ["Model", *[t.label(d) for d in t.dimensions]], dims))
+    for bid, btitle, groups in _tag_breakdowns(lb):
+        out.append((btitle, ["Model", *groups], [[r.label, *[fmt(r.breakdowns.get(bid, {}).get(g)) for g in groups]]
+                                                 for r in lb.rows]))
+    out.append((last_title[0].upper() + last_title[1:], ["Model", *[t.subset_labels.get(x, x) for x in subs],
+                *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
+    return out
+
+
+def _tag_breakdowns(lb: Leaderboard) -> list[tuple[str, str, list[str]]]:
+    """(id, title, groups) of the spec's tag breakdowns (taxonomy, subset and scenario tables exist already)."""
+    out = []
+    for bid, title, by in lb.taxonomy.breakdowns:
+        if by in ("item_tag", "example_tag"):
+            groups = list(dict.fromkeys(g for r in lb.rows for g in r.breakdowns.get(bid, {})))
+            out.append((bid, title, groups))
+    return out
 
 
 def _notes(lb: Leaderboard) -> list[str]:
@@ -94,8 +111,22 @@ def _csv_record(lb: Leaderboard, r: Row) -> dict[str, Any]:
             **{f"dim.{d}": r.dimensions.get(d) for d in t.dimensions},
             **{f"ability.{a}": r.abilities.get(a) for a in ability_ids(t.dimensions)},
             **{f"subset.{x}": r.subsets.get(x) for x in _subsets(lb)},
+            **{f"{bid}.{g}": r.breakdowns.get(bid, {}).get(g) for bid, _, groups in _tag_breakdowns(lb) for g in groups},
             "decay_pct": r.decay_pct, "decay_base": r.decay_base, **r.counts,
             **{f"cost_{k}": v for k, v in r.cost.items()}, "stage": r.stage, "run_dir": r.run_dir}
+
+
+def _radar(lb: Leaderboard) -> tuple[str, list[str], dict[str, list[float | None]]] | None:
+    """(title, axes, values per model) of the first breakdown with >= 3 groups: the abilities if the spec
+    has a taxonomy with 3 or more, else a tag breakdown; None when no breakdown has 3 groups."""
+    t, abilities = lb.taxonomy, ability_ids(lb.taxonomy.dimensions)
+    if len(abilities) >= 3:
+        return "abilities", [t.label(a) for a in abilities], {r.label: [r.abilities.get(a) for a in abilities]
+                                                              for r in lb.rows}
+    for bid, title, groups in _tag_breakdowns(lb):
+        if len(groups) >= 3:
+            return title, groups, {r.label: [r.breakdowns.get(bid, {}).get(g) for g in groups] for r in lb.rows}
+    return None
 
 
 def write_leaderboard(lb: Leaderboard, out_dir: Path) -> dict[str, Path]:
@@ -114,15 +145,21 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path) -> dict[str, Path]:
     files["md"].write_text(_markdown(lb), encoding="utf-8")
     t, subs, abilities = lb.taxonomy, _subsets(lb), ability_ids(lb.taxonomy.dimensions)
     base = f" (decay base: {t.subset_labels.get(t.decay[2], t.decay[2])})" if t.decay else ""
-    charts.radar_chart([t.label(a) for a in abilities], {r.label: [r.abilities.get(a) for a in abilities]
-                       for r in lb.rows}, out / "radar", title=f"{lb.benchmark}: abilities", max_value=t.scale)
-    charts.subsets_chart([t.subset_labels.get(x, x) for x in subs], {r.label: [r.subsets.get(x) for x in subs]
-                         for r in lb.rows}, out / "subsets", title=f"{lb.benchmark}: subsets{base}",
-                         notes={r.label: f"decay {fmt(r.decay_pct, 1)}%" for r in lb.rows if r.decay_pct is not None})
+    images: dict[str, Path] = {}
+    radar = _radar(lb)
+    if radar is not None:  # a radar only for a breakdown with 3 or more groups
+        name, axes, values = radar
+        charts.radar_chart(axes, values, out / "radar", title=f"{lb.benchmark}: {name}", max_value=t.scale)
+        images[f"{name} (radar)"] = out / "radar.png"
+    if subs:  # the subset / decay chart only when the spec declares subsets
+        charts.subsets_chart([t.subset_labels.get(x, x) for x in subs], {r.label: [r.subsets.get(x) for x in subs]
+                             for r in lb.rows}, out / "subsets", title=f"{lb.benchmark}: subsets{base}",
+                             notes={r.label: f"decay {fmt(r.decay_pct, 1)}%" for r in lb.rows if r.decay_pct is not None})
+        images["Subsets"] = out / "subsets.png"
     for name in ("radar", "subsets"):
         for ext in charts.FORMATS:
-            files[f"{name}_{ext}"] = out / f"{name}.{ext}"
-    images = {"Abilities (radar)": files["radar_png"], "Subsets": files["subsets_png"]}
+            if (out / f"{name}.{ext}").is_file():
+                files[f"{name}_{ext}"] = out / f"{name}.{ext}"
     if any(r.run is not None for r in lb.rows):
         labels = [r.label for r in lb.rows]
         charts.length_chart({(r.label if labels.count(r.label) == 1 else f"{r.label} ({r.judge})"): _length_points(r, t.scale)

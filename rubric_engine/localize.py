@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, DataError, FatalModelError, ModelCallError
+from .verdicts import VerdictError, extract_json
 
 __all__ = ["LocalizeOptions", "TranslationError", "parse_options", "translation_messages", "check_translation",
            "localize", "apply_review", "localize_command", "REVIEW_COLUMNS", "REPORT_FILE", "REVIEW_FILE"]
@@ -151,15 +152,11 @@ def translation_messages(qid: str, turns: Sequence[tuple[str, str]], criteria: S
 
 
 def _json_object(text: str) -> Any:
-    """The answer's JSON, tolerating a code fence or a sentence around the object."""
-    stripped = re.sub(r"^\s*```(?:json)?\s*|\s*```\s*$", "", text.strip())
-    start, end = stripped.find("{"), stripped.rfind("}")
-    for candidate in (stripped, stripped[start:end + 1]) if 0 <= start < end else (stripped,):
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            continue
-    raise TranslationError("the answer is not a JSON object")
+    """The answer's JSON, tolerating a code fence or a sentence around the object (the judge's extractor)."""
+    try:
+        return extract_json(text)
+    except VerdictError:
+        raise TranslationError("the answer is not a JSON object") from None
 
 
 def check_translation(text: str, n_turns: int, n_criteria: int) -> tuple[list[str], list[str]]:
@@ -389,7 +386,7 @@ def apply_review(opts: LocalizeOptions) -> dict[str, Any]:
     f, data_file = spec.data.fields, opts.out / f"{opts.target}.jsonl"
     if not data_file.is_file():
         raise ConfigError(f"localize: {data_file} not found; run localize first, or pass the out= of that run")
-    rows = [json.loads(line) for line in data_file.read_text("utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in data_file.read_text("utf-8-sig").split("\n") if line.strip()]
     by_id = {str(r[f.id]): r for r in rows}
     try:  # (first physical line, record): a text with line breaks spans several lines of the file
         with open(opts.review, encoding="utf-8-sig", newline="") as fh:
@@ -438,7 +435,7 @@ def _next_steps(opts: LocalizeOptions, data_file: str, sha: str) -> str:
     from .spec import SPEC_FILE, benchmark_search_path, list_benchmarks
 
     variant = list_benchmarks(benchmark_search_path(opts.benchmark_dirs)).get(opts.target)
-    steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} --extends {opts.source}"
+    steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} extends={opts.source}"
                                                       + (f" --locale {opts.locale}" if opts.locale else "")]
     path = os.path.relpath(data_file, variant) if variant else data_file
     yaml_file = variant / SPEC_FILE if variant else Path(opts.target) / SPEC_FILE

@@ -24,10 +24,12 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from rubric_engine.cache import ResultCache, default_cache_dir
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
+from rubric_engine.mockmodel import is_mock
+from rubric_engine.redact import redact, register_secret
 
 __all__ = ["ModelSpec", "CallResult", "CallStats", "ModelClient", "cache_key", "ResultCache",
            "default_cache_dir", "provider_key_env", "CACHE_KEY_VERSION"]
@@ -37,8 +39,10 @@ _NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries",
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
 _FATAL_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
                           "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"})
+_MISSING_KEY = "Missing credentials"  # LiteLLM/OpenAI SDK wording when no key was found at all
 _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
 _FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+_STOPS_RUN_KINDS = frozenset({"auth", "forbidden", "not_found", "connection"})  # same failure for every question
 _LOOP_USERS: dict[int, int] = {}  # event-loop id -> ModelClients that made real calls in it (for aclose)
 
 
@@ -72,6 +76,7 @@ class ModelSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
     family: str | None = None  # maker / lineage (openai, anthropic, qwen, ...): the self-preference audit's unit
+    revision: str | None = None  # any string naming what is served behind `model` (part of the cache key)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -91,7 +96,7 @@ class ModelSpec:
             object.__setattr__(self, "family", fam)
 
     def __hash__(self) -> int:
-        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout, self.family,
+        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout, self.family, self.revision,
                      json.dumps(self.params, sort_keys=True, default=str)))
 
     @classmethod
@@ -102,7 +107,7 @@ class ModelSpec:
         `timeout`, which wins over the default of 120 s.
         """
         data = _plain(dict(data))
-        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "family"}
+        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "family", "revision"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
@@ -118,7 +123,8 @@ class ModelSpec:
             raise ConfigError(f"{role}: timeout must be a number of seconds (got {chosen!r})") from None
         return cls(name=str(data.get("name") or str(model).split("/", 1)[-1]), model=str(model),
                    api_base=data.get("api_base") or None, api_key_env=data.get("api_key_env") or None,
-                   params=dict(data.get("params") or {}), timeout=seconds, family=data.get("family") or None)
+                   params=dict(data.get("params") or {}), timeout=seconds, family=data.get("family") or None,
+                   revision=None if data.get("revision") is None else str(data.get("revision")))
 
     @property
     def key_env(self) -> str:
@@ -134,6 +140,7 @@ class CallResult:
     cost: float | None  # USD; None when LiteLLM has no price for the model
     cached: bool
     attempts: int  # HTTP requests made for this result (0 for a cache hit)
+    finish_reason: str | None = None  # "stop", "length" (cut off), "content_filter", ... as the provider says
 
 
 @dataclass
@@ -160,6 +167,8 @@ def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: 
     params = {k: v for k, v in spec.params.items() if k not in _NOT_IN_KEY}
     payload = {"v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
                "messages": _plain(messages), "params": params, "response_format": _plain(response_format)}
+    if spec.revision is not None:  # only when declared, so keys of entries without one stay as they were
+        payload["revision"] = spec.revision
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -167,21 +176,23 @@ def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: 
 class _RateLimiter:
     """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429."""
 
-    def __init__(self, rpm: float | None) -> None:
+    def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         self.interval = 60.0 / rpm if rpm else 0.0
         self._next = 0.0
         self._paused_until = 0.0
+        self._clock, self._sleep = clock, sleep
 
     async def wait(self) -> None:
-        now = time.monotonic()
+        now = self._clock()
         slot = max(now, self._next, self._paused_until)
         if self.interval:
             self._next = slot + self.interval  # reserved before sleeping: no await between read and write
         if slot > now:
-            await asyncio.sleep(slot - now)
+            await self._sleep(slot - now)
 
     def pause(self, seconds: float) -> None:
-        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
 
 
 class _Malformed(Exception):
@@ -198,6 +209,7 @@ class _Failure:
 
 
 _PRELOAD: threading.Thread | None = None
+_ANNOUNCED = False  # the 'loading LiteLLM' line is shown once per process
 
 
 def preload_litellm() -> None:
@@ -250,7 +262,23 @@ def _clean(text: str, secret: str | None) -> str:
     text = re.sub(r"^(litellm\.\w+:\s*)+", "", text)
     if secret and len(secret) >= 4:
         text = text.replace(secret, "***")
+    text = redact(text)
     return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def _refused(exc: BaseException) -> bool:
+    """A connection that could not be opened (LiteLLM reports it as a 500 'Connection error')."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        names = {cls.__name__ for cls in type(node).__mro__}
+        if names & {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"}:
+            return False
+        if names & {"ConnectError", "ConnectionRefusedError"} or "Connection refused" in str(node):
+            return True
+        node = node.__cause__ or node.__context__
+    return "Connection error" in str(exc)
 
 
 def _classify(exc: BaseException, secret: str | None) -> _Failure:
@@ -258,8 +286,12 @@ def _classify(exc: BaseException, secret: str | None) -> _Failure:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and not isinstance(status, bool) else None
     detail = _clean(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), secret)
+    if _MISSING_KEY in str(exc):  # LiteLLM reports a key it could not find as HTTP 500: retrying cannot help
+        return _Failure(True, None, None, detail, "auth")
     if "ContextWindowExceededError" in names:
         return _Failure(True, status or 400, None, detail, "context")
+    if _refused(exc):
+        return _Failure(False, status, None, detail, "connection")
     if isinstance(exc, (_Malformed, TimeoutError)) or names & {"Timeout", "APITimeoutError", "APIConnectionError"}:
         return _Failure(False, status, None, detail, "transient")
     if status is not None:
@@ -272,6 +304,12 @@ def _classify(exc: BaseException, secret: str | None) -> _Failure:
     if type(exc).__name__ == "OpenAIError" and "api_key" in str(exc):  # SDK refused to start without a key
         return _Failure(True, None, None, detail, "auth")
     return _Failure(False, status, _retry_after(exc), detail, "transient")
+
+
+def _finish_reason(response: Any) -> str | None:
+    choices = getattr(response, "choices", None) or [None]
+    value = getattr(choices[0], "finish_reason", None)
+    return str(value) if value else None
 
 
 def _parse(response: Any) -> tuple[str, int, int]:
@@ -333,7 +371,9 @@ class ModelClient:
 
     def __init__(self, spec: ModelSpec, *, cache: ResultCache | None, concurrency: int = 8, rpm: float | None = None,
                  max_retries: int = 4, backoff_base: float = 1.0, backoff_max: float = 60.0,
-                 role: str = "candidate") -> None:
+                 role: str = "candidate", clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+        """`clock` and `sleep` exist so tests can check pauses and spacing without measuring wall time."""
         for bad, what in ((concurrency < 1, f"concurrency must be >= 1 (got {concurrency})"),
                           (rpm is not None and rpm <= 0, f"rpm must be > 0, or null for no limit (got {rpm})"),
                           (max_retries < 0, f"max_retries must be >= 0 (got {max_retries})")):
@@ -343,10 +383,13 @@ class ModelClient:
         self.concurrency, self.rpm, self.max_retries = concurrency, rpm, max_retries
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stats = CallStats()
-        self._limiter = _RateLimiter(rpm)
+        self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
+        self._limiter = _RateLimiter(rpm, clock, sleep)
+        self._sleep = sleep
         self._sem: asyncio.Semaphore | None = None
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         self._loops: set[int] = set()
+        self._answered = False  # a server answered once: later connection errors are per-question
 
     async def __aenter__(self) -> "ModelClient":
         return self
@@ -355,17 +398,27 @@ class ModelClient:
         await self.aclose()
 
     async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
-                       accept: Callable[[str], None] | None = None) -> CallResult:
+                       accept: Callable[[str], None] | None = None,
+                       cache_as: list[dict[str, Any]] | None = None, expect: Any = None) -> CallResult:
         """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, and the exception
-        propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits."""
+        propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits.
+
+        `cache_as`: the messages whose key stores the result (default `messages`). A re-ask passes the
+        original request, so the validated answer is found again by the original request on resume.
+        `expect` (a mockmodel.VerdictShape) tells a `mock/` model what to answer; real models ignore it."""
         self.stats.calls += 1
-        key = cache_key(self.spec, messages, response_format) if self.cache is not None else None
+        if is_mock(self.spec.model):  # deterministic and free: never stored in (or read from) the cache
+            result = self._mock(messages, expect)
+            self._accept(accept, result)
+            return result
+        key = cache_key(self.spec, cache_as or messages, response_format) if self.cache is not None else None
         if key is not None and self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):
                 self.stats.cache_hits += 1
                 result = CallResult(hit["text"], int(hit.get("prompt_tokens") or 0),
-                                    int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0)
+                                    int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0,
+                                    hit.get("finish_reason"))
                 self._accept(accept, result)
                 return result
         result = await self._call(messages, response_format)
@@ -373,7 +426,7 @@ class ModelClient:
         if key is not None and self.cache is not None:
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
                                  "completion_tokens": result.completion_tokens, "cost": result.cost,
-                                 "model": self.spec.model})
+                                 "model": self.spec.model, "finish_reason": result.finish_reason})
         return result
 
     async def aclose(self) -> None:
@@ -419,9 +472,13 @@ class ModelClient:
                 self.stats.errors += 1
                 raise FatalModelError(self.spec.model, f"{self.role} model '{self.spec.name}': environment variable "
                                       f"${env} is not set; export it with the API key", attempts=0)
+            register_secret(value)
             return value
-        if self.spec.api_base and not os.environ.get(provider_key_env(self.spec.model)):
+        if self.spec.api_base:
+            # A custom endpoint gets a key only when its entry names the variable: never the provider's
+            # own key from the environment (a spec or an override may point api_base anywhere).
             return "no-key"  # local OpenAI-compatible servers ignore the key but the SDK demands one
+        register_secret(os.environ.get(provider_key_env(self.spec.model)))
         return None  # LiteLLM reads the provider's own env var
 
     def _backoff(self, attempt: int, failure: _Failure) -> float:
@@ -439,11 +496,29 @@ class ModelClient:
             "context": "the prompt is longer than the model's context window; use a longer-context model",
             "bad_request": "check the request params this provider accepts",
             "transient": "check the provider's status, or raise max_retries / lower concurrency or rpm",
+            "connection": "check that the server is running and reachable" + (f" at {self.spec.api_base}"
+                                                                            if self.spec.api_base else ""),
         }[failure.kind]
         return f"{who}: {failure.detail}; {advice}"
 
+    def _mock(self, messages: list[dict[str, Any]], expect: Any) -> CallResult:
+        """An offline, deterministic answer (see mockmodel.py); LiteLLM is never imported for it."""
+        from rubric_engine.mockmodel import mock_reply, mock_tokens
+
+        text = mock_reply(self.spec.model, messages, expect)
+        prompt = sum(mock_tokens(str(m.get("content", ""))) for m in messages)
+        self.stats.requests += 1
+        self.stats.prompt_tokens += prompt
+        self.stats.completion_tokens += mock_tokens(text)
+        return CallResult(text, prompt, mock_tokens(text), 0.0, False, 1)
+
     async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
         api_key = self._api_key()
+        global _ANNOUNCED
+        loading = "litellm" not in sys.modules or (_PRELOAD is not None and _PRELOAD.is_alive())
+        if loading and not _ANNOUNCED and self.notify is not None:
+            _ANNOUNCED = True
+            self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = _litellm()
         kwargs: dict[str, Any] = {**self.spec.params, "model": self.spec.model, "messages": messages,
                                   "timeout": self.spec.timeout, "num_retries": 0, "max_retries": 0}
@@ -461,20 +536,34 @@ class ModelClient:
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
                     failure, error = _classify(exc, api_key), exc
                 else:
+                    self._answered = True
                     cost = _cost(litellm, response)
                     self.stats.prompt_tokens += prompt_tokens
                     self.stats.completion_tokens += completion_tokens
                     self.stats.cost += cost or 0.0
                     self.stats.cost_unknown_calls += cost is None
-                    return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts)
+                    return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts,
+                                      _finish_reason(response))
             if failure.fatal or attempts > self.max_retries:
                 self.stats.errors += 1
-                cls = FatalModelError if failure.fatal else ModelCallError
-                err = cls(self.spec.model, self._message(failure), status=failure.status, attempts=attempts)
+                if failure.kind == "connection" and not self._answered:  # no server there: every call would fail
+                    err: ModelCallError = FatalModelError(self.spec.model, self._message(failure), status=failure.status,
+                                                          attempts=attempts, stops_run=True)
+                elif failure.fatal:
+                    err = FatalModelError(self.spec.model, self._message(failure), status=failure.status,
+                                          attempts=attempts, stops_run=failure.kind in _STOPS_RUN_KINDS)
+                else:
+                    err = ModelCallError(self.spec.model, self._message(failure), status=failure.status,
+                                         attempts=attempts)
                 err.detail = failure.detail  # type: ignore[attr-defined]  # the provider's own words, for callers
                 raise err from error
             delay = self._backoff(attempts, failure)
             if failure.retry_after is not None:
                 self._limiter.pause(delay)  # the provider asked everyone on this key to wait
             self.stats.retries += 1
-            await asyncio.sleep(delay)
+            if self.notify is not None:
+                why = f"HTTP {failure.status}" if failure.status else failure.detail[:80]
+                wait = "rate limit: waiting as asked (Retry-After)" if failure.retry_after is not None else "backing off"
+                self.notify(f"{self.role} '{self.spec.name}': {why}; retry {attempts}/{self.max_retries} in "
+                            f"{delay:.1f}s ({wait})")
+            await self._sleep(delay)

@@ -5,14 +5,20 @@ benchmark, not to the engine; the engine only supplies neutral variables. Strict
 a template a loud `SpecError` naming the file and the variable instead of a silently empty prompt.
 
 Template variables
-  candidate template: `dialogue`, `question`
-  judge template:     `dialogue`, `question`, `response`, `criteria`, `n_criteria`
-  `dialogue`: list of {role: 'user'|'other' (per spec.data.roles), speaker: the data's role label as is,
-              content}
+  candidate template: `dialogue`, `question`, `reference`
+  judge template (judge.verdict.granularity all_criteria): `dialogue`, `question`, `response`, `reference`,
+                      `criteria`, `n_criteria`, `tag`
+  judge template (per_criterion): `dialogue`, `question`, `response`, `reference`, `criterion` (one item), `tag`
+  `tag`: a suffix derived from the response and dialogue; wrap untrusted text in `<response-{{ tag }}>` ...
+         `</response-{{ tag }}>` so a reply cannot close the wrapper and speak as the judge's instructions.
+  `dialogue`: list of {role: 'system'|'user'|'assistant'|'other' (per spec.data.roles), speaker: the data's
+              role label as is, content}
   `criteria`: list of {index (1..n), label, weight (int when integral, None when the data has none), text,
-              ability, rule} — ALL items, ability items and failure-rule items alike, in data order.
+              ability, rule, tags} — ALL items, ability items and failure-rule items alike, in data order.
+  `reference`: the row's reference answer (data.fields.reference), "" when none.
 
-`chat_turns` mode: every dialogue turn becomes a chat message (user -> "user", other -> "assistant"); the
+`chat_turns` mode: every dialogue turn becomes a chat message (system -> "system", user -> "user",
+assistant and other -> "assistant"); the
 candidate template, if set, is rendered (with the same variables) into an extra system message placed
 after `candidate.system`, so a benchmark can add an instruction without touching the turns.
 
@@ -22,11 +28,13 @@ response_format json_schema, the judge falls back to instructed JSON and the pro
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from .datatypes import Criterion, Question
 from .errors import SpecError
@@ -41,12 +49,17 @@ __all__ = [
     "criteria_vars",
     "render_template",
     "clear_template_cache",
+    "check_templates",
+    "data_tag",
 ]
 
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+# Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
+# mutation of the engine's objects) and an undefined variable is an error, never an empty string.
+_ENV = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+MAX_OUTPUT_CHARS = 2_000_000  # a rendered prompt longer than this is a runaway template, not a prompt
 _CACHE: dict[tuple[str, str], jinja2.Template] = {}
 _LOCK = threading.Lock()
-_CHAT_ROLES = {"user": "user", "other": "assistant"}
+_CHAT_ROLES = {"system": "system", "user": "user", "assistant": "assistant", "other": "assistant"}
 
 
 def clear_template_cache() -> None:
@@ -88,13 +101,33 @@ def render_template(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]
     relpath = _get_field(spec, field)
     template, path = _template(spec, field, relpath)
     try:
-        return template.render(**variables)
+        text = template.render(**variables)
+    except SecurityError as exc:
+        raise SpecError(f"{path}{_line(exc)}", field, f"template tried something the sandbox forbids: {exc}",
+                        fix="templates may only read the variables they are given") from None
     except jinja2.UndefinedError as exc:
         known = ", ".join(sorted(variables))
-        raise SpecError(str(path), field, f"template uses an undefined variable: {exc.message}",
-                        fix=f"available variables: {known}") from exc
+        raise SpecError(f"{path}{_line(exc)}", field, f"template uses an undefined variable: {exc.message}",
+                        fix=f"available variables: {known}") from None
     except jinja2.TemplateError as exc:
-        raise SpecError(str(path), field, f"template failed to render: {exc}") from exc
+        raise SpecError(f"{path}{_line(exc)}", field, f"template failed to render: {exc}") from None
+    except (OverflowError, MemoryError, RecursionError, TypeError, ValueError, ArithmeticError) as exc:
+        raise SpecError(f"{path}{_line(exc)}", field, f"template failed to render ({type(exc).__name__}: {exc})",
+                        fix="simplify the template") from None
+    if len(text) > MAX_OUTPUT_CHARS:
+        raise SpecError(str(path), field, f"template rendered {len(text)} characters (limit {MAX_OUTPUT_CHARS})",
+                        fix="a prompt is far shorter; check loops in the template")
+    return text
+
+
+def _line(exc: BaseException) -> str:
+    """':<line>' of the template frame in the traceback (jinja2 maps it to the template source)."""
+    tb, line = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f":{line}" if line else ""
 
 
 def _get_field(spec: Any, field: str) -> str:
@@ -110,7 +143,7 @@ def _role_of(spec: Any, label: str) -> str:
     role = roles.get(label)
     if role not in _CHAT_ROLES:
         raise SpecError(_spec_file(spec), "data.roles", f"dialogue role label {label!r} has no mapping",
-                        value=roles, fix=f"add {label!r}: user|other to data.roles")
+                        value=roles, fix=f"add {label!r}: system|user|assistant|other to data.roles")
     return str(role)
 
 
@@ -137,7 +170,7 @@ def criteria_vars(criteria: tuple[Criterion, ...] | list[Criterion]) -> list[dic
     """All criteria numbered 1..n in data order (the numbers the judge must answer with)."""
     return [
         {"index": i, "label": c.label, "weight": _weight(c.weight), "text": c.text, "ability": c.ability,
-         "rule": c.rule}
+         "rule": c.rule, "tags": list(c.tags)}
         for i, c in enumerate(criteria, start=1)
     ]
 
@@ -153,7 +186,8 @@ def _system(spec: Any, field: str, variables: dict[str, Any]) -> list[dict[str, 
 def candidate_messages(spec: "BenchmarkSpec", question: Question) -> list[dict[str, str]]:
     """Messages for the model under test, per spec.candidate.mode (see module docstring)."""
     cand = spec.candidate
-    variables: dict[str, Any] = {"dialogue": dialogue_vars(spec, question), "question": question}
+    variables: dict[str, Any] = {"dialogue": dialogue_vars(spec, question), "question": question,
+                                 "reference": question.reference}
     messages = _system(spec, "candidate.system", variables)
     mode = cand.mode
     if mode == "single_message":
@@ -167,16 +201,46 @@ def candidate_messages(spec: "BenchmarkSpec", question: Question) -> list[dict[s
                     fix="use single_message or chat_turns")
 
 
-def judge_messages(spec: "BenchmarkSpec", question: Question, response: str) -> list[dict[str, str]]:
-    """Messages for the judge: optional system + one user message with every criterion numbered 1..n."""
+def data_tag(*texts: str) -> str:
+    """A suffix for the tags that wrap untrusted text in the judge prompt (`<response-{tag}>`).
+
+    Derived from the wrapped text itself, so it is stable (the cache key stays the same on resume) yet
+    the text cannot contain its own closing tag: it would have to contain a hash of itself."""
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
+    size = 12
+    while any(digest[:size] in t for t in texts) and size < len(digest):
+        size += 4
+    return digest[:size]
+
+
+def judge_messages(spec: "BenchmarkSpec", question: Question, response: str,
+                   criterion: int | None = None) -> list[dict[str, str]]:
+    """Messages for the judge: optional system + one user message with every criterion numbered 1..n, or,
+    with `criterion` (a 1-based index; per_criterion judging), with that one criterion only."""
     criteria = criteria_vars(question.criteria)
+    dialogue = dialogue_vars(spec, question)
     variables: dict[str, Any] = {
-        "dialogue": dialogue_vars(spec, question),
+        "dialogue": dialogue,
         "question": question,
         "response": response,
-        "criteria": criteria,
-        "n_criteria": len(criteria),
+        "reference": question.reference,
+        "tag": data_tag(response, *(t["content"] for t in dialogue)),
     }
+    if criterion is None:
+        variables.update(criteria=criteria, n_criteria=len(criteria))
+    else:
+        variables["criterion"] = criteria[criterion - 1]
     messages = _system(spec, "judge.system", variables)
     content = render_template(spec, "judge.template", variables)
     return messages + [{"role": "user", "content": content}]
+
+
+def check_templates(spec: "BenchmarkSpec", questions: list[Question] | tuple[Question, ...], n: int = 3) -> None:
+    """Render every template against the first `n` questions, before any paid call.
+
+    Why: an undefined variable or a sandbox violation must be a SpecError with file and line at
+    `validate` time (or at the start of a run), not after the candidate answers were bought."""
+    per_criterion = spec.judge.verdict.granularity == "per_criterion"
+    for question in list(questions)[:n]:
+        candidate_messages(spec, question)
+        judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-__all__ = ["StageProgress", "make_progress", "print_summary", "print_length", "format_tokens"]
+__all__ = ["StageProgress", "make_progress", "print_summary", "breakdown_tables", "print_length", "format_tokens"]
 
 
 def format_tokens(n: int) -> str:
@@ -27,26 +27,56 @@ def _money(x: float | None) -> str:
 
 
 class StageProgress:
-    """Counts one stage (generate / judge) and shows it as rich bars or periodic plain lines."""
+    """Counts one stage (generate / judge) and shows it as rich bars or periodic plain lines.
+
+    Each stage has its own clock (started when its first call starts) and its own plain-line timer, so
+    the rate and ETA describe this stage only and one stage never silences the other.
+    """
 
     def __init__(self, name: str, total: int, board: "ProgressBoard") -> None:
         self.name, self.total, self.board = name, total, board
         self.done = self.cached = self.errors = self.tokens = 0
         self.cost: float | None = None
         self.task: TaskID | None = None
+        self.started: float | None = None
+        self.finished: float | None = None
+        self.last_line = 0.0
+
+    def start(self) -> None:
+        """The stage's first call begins (idempotent); its clock and ETA count from here."""
+        if self.started is None:
+            self.started = time.monotonic()
 
     def advance(self, *, cached: bool = False, error: bool = False, tokens: int = 0, cost: float | None = None) -> None:
+        self.start()
         self.done += 1
         self.cached += int(cached)
         self.errors += int(error)
         self.tokens += tokens
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
+        if self.done >= self.total and self.finished is None:
+            self.finished = time.monotonic()
         self.board.refresh(self)
 
+    @property
+    def elapsed(self) -> float:
+        """Seconds from the stage's first call to its last result (or to now while it runs)."""
+        if self.started is None:
+            return 0.0
+        return (self.finished or time.monotonic()) - self.started
+
     def line(self) -> str:
-        return (f"{self.name}: {self.done}/{self.total} | cache hits {self.cached} | errors {self.errors} "
-                f"| tokens {format_tokens(self.tokens)} | cost {_money(self.cost)}")
+        elapsed = self.elapsed
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        left = self.total - self.done
+        # too few results say little about the rate (the first ones all started at once): no ETA yet
+        settled = self.done >= min(5, max(1, self.total // 10)) and self.done > 1
+        eta = "done" if not left else (f"eta {left / rate:.0f}s" if rate > 0 and settled else "eta ?")
+        pct = 100 * self.done / self.total if self.total else 100.0
+        return (f"{self.name}: {self.done}/{self.total} ({pct:.0f}%) | {rate:.1f}/s | cache hits {self.cached} "
+                f"| errors {self.errors} | tokens {format_tokens(self.tokens)} | cost {_money(self.cost)} "
+                f"| {elapsed:.0f}s | {eta}")
 
 
 class ProgressBoard:
@@ -57,8 +87,6 @@ class ProgressBoard:
             mode = "rich" if console.is_terminal else "plain"
         self.mode, self.console, self.interval = mode, console, interval
         self._progress: Progress | None = None
-        self._last_line = 0.0
-        self._t0 = time.monotonic()
 
     def __enter__(self) -> "ProgressBoard":
         if self.mode == "rich":
@@ -80,19 +108,25 @@ class ProgressBoard:
             self._print(f"{name}: {total} to do")
         return st
 
+    def note(self, text: str) -> None:
+        """A one-line event (LiteLLM loading, a retry, a rate-limit wait) shown in every mode but none."""
+        if self._progress is not None:
+            self._progress.console.print(text, highlight=False, soft_wrap=True)
+        elif self.mode != "none":
+            self._print(text)
+
     def refresh(self, st: StageProgress) -> None:
         if self._progress is not None and st.task is not None:
             stats = (f"cache {st.cached} · err {st.errors} · tok {format_tokens(st.tokens)} · {_money(st.cost)}")
             self._progress.update(st.task, completed=st.done, stats=stats)
         elif self.mode == "plain":
             now = time.monotonic()
-            if st.done == st.total or now - self._last_line >= self.interval:
-                self._last_line = now
-                rate = st.done / max(now - self._t0, 1e-9)
-                eta = (st.total - st.done) / rate if rate > 0 and st.done < st.total else 0.0
-                self._print(f"{st.line()} | eta {eta:.0f}s")
+            if st.done == st.total or st.done == 1 or now - st.last_line >= self.interval:
+                st.last_line = now
+                self._print(st.line())
 
     def _print(self, text: str) -> None:
+        # plain print, never rich: a CI log gets one unwrapped line whatever its width
         print(text, file=sys.stderr if self.console.stderr else sys.stdout, flush=True)
 
 
@@ -111,50 +145,56 @@ def _label(labels: Mapping[str, str], locale: str, fallback: str) -> str:
     return f"{local} ({en})" if en and en != local else local
 
 
-def print_summary(summary: Mapping[str, Any], taxonomy: Mapping[str, Any], console: Console,
-                  locale: str = "en", subsets_labels: Mapping[str, Mapping[str, str]] | None = None,
-                  scenario_labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
-    """Tables: overall, dimensions, abilities, subsets with decay, scenarios, run statistics.
+def breakdown_tables(summary: Mapping[str, Any], spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The spec's breakdowns as display tables: {id, by, title, rows: [(label, score)]}.
 
-    `taxonomy` is the resolved spec's taxonomy as plain data ({"dimensions": [...]}).
-    """
+    The one source every report (console, leaderboard, HTML) draws breakdown tables from; a subset table
+    carries the decay row when the spec declares one. Group labels come from the breakdown's `groups`,
+    else the taxonomy / report.subsets / report.scenarios labels, else the group name."""
+    locale = spec.get("locale", "en")
+    report = spec.get("report") or {}
+    names: dict[str, Mapping[str, str]] = {}
+    for d in (spec.get("taxonomy") or {}).get("dimensions", []):
+        names[d["id"]] = d.get("labels", {})
+        names.update({a["id"]: a.get("labels", {}) for a in d.get("abilities", [])})
+    by_kind = {"subset": report.get("subsets") or {}, "scenario": report.get("scenarios") or {}}
+    out = []
+    for b in report.get("breakdowns") or []:
+        scores = (summary.get("breakdowns") or {}).get(b["id"]) or {}
+        labels = {**names, **by_kind.get(b["by"], {}), **(b.get("groups") or {})}
+        rows = [(_label(labels.get(g, {}), locale, g[len(b.get("prefix") or ""):] or g), v) for g, v in scores.items()
+                if not (b["by"] == "subset" and g in ("decay_pct", "decay_base"))]
+        sub = summary.get("subsets") or {}
+        if b["by"] == "subset" and sub.get("decay_pct") is not None:
+            rows.append((f"decay % (relative to {sub.get('decay_base')})", sub["decay_pct"]))
+        out.append({"id": b["id"], "by": b["by"], "title": _label(b.get("labels") or {}, locale, b["id"]),
+                    "rows": rows, "groups": len(scores)})
+    return out
+
+
+def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: Console) -> None:
+    """Tables: overall (with its bootstrap interval), one per declared breakdown, run statistics.
+
+    `spec` is the resolved spec as plain data (spec.resolved.json)."""
     c = summary["counts"]
     head = Table(title=f"{summary['benchmark']} {summary.get('benchmark_version', '')}: "
                        f"{summary['candidate']['name']} judged by {summary['judge']['name']}", show_header=False)
     head.add_row("Overall", _fmt(summary["overall"]))
+    iv = summary.get("interval")
+    if iv:
+        head.add_row("95% interval / bootstrap std", f"{_fmt(iv['lo'])}-{_fmt(iv['hi'])} / {_fmt(iv['std'])}")
     head.add_row("Questions scored", f"{c['scored']} of {c['questions']}")
     console.print(head)
-
-    dims = Table(title="Dimensions and abilities (0-100)")
-    dims.add_column("Dimension / ability")
-    dims.add_column("Score", justify="right")
-    for dim in taxonomy.get("dimensions", []):
-        dims.add_row(f"[bold]{_label(dim.get('labels', {}), locale, dim['id'])}", f"[bold]{_fmt(summary['dimensions'].get(dim['id']))}")
-        for ab in dim.get("abilities", []):
-            dims.add_row(f"  {_label(ab.get('labels', {}), locale, ab['id'])}", _fmt(summary["abilities"].get(ab["id"])))
-    console.print(dims)
-
-    subsets = {k: v for k, v in summary.get("subsets", {}).items() if k not in ("decay_pct", "decay_base")}
-    if subsets:
-        t = Table(title="Subsets")
-        t.add_column("Subset")
+    for table in breakdown_tables(summary, spec):
+        t = Table(title=f"{table['title']} (0-{spec.get('scoring', {}).get('scale', 100):g})")
+        t.add_column(table["title"])
         t.add_column("Score", justify="right")
-        for name, val in subsets.items():
-            t.add_row(_label((subsets_labels or {}).get(name, {}), locale, name), _fmt(val))
-        if summary["subsets"].get("decay_pct") is not None:
-            t.add_row(f"decay % (relative to {summary['subsets'].get('decay_base')})", _fmt(summary["subsets"]["decay_pct"]))
-        console.print(t)
-
-    if summary.get("scenarios"):
-        t = Table(title="Scenarios")
-        t.add_column("Scenario")
-        t.add_column("Score", justify="right")
-        for name, val in summary["scenarios"].items():
-            t.add_row(_label((scenario_labels or {}).get(name, {}), locale, name), _fmt(val))
+        for label, value in table["rows"]:
+            t.add_row(label, _fmt(value))
         console.print(t)
 
     if summary.get("length"):
-        print_length(summary["length"], taxonomy, console, locale)
+        print_length(summary["length"], spec.get("taxonomy") or {}, console, spec.get("locale", "en"))
 
     stats = Table(title="Run statistics")
     for col in ("", "candidate", "judge"):
@@ -164,13 +204,24 @@ def print_summary(summary: Mapping[str, Any], taxonomy: Mapping[str, Any], conso
     stats.add_row("completion tokens", *(format_tokens(tok[r]["completion"]) for r in ("candidate", "judge")))
     stats.add_row("cost", *(_money(cost[r]) for r in ("candidate", "judge")))
     if calls:
-        stats.add_row("calls made / cache hits", *(f"{calls[r]['made']} / {calls[r]['cache_hits']}" for r in ("candidate", "judge")))
+        stats.add_row("calls sent / cache hits", *(f"{calls[r]['made']} / {calls[r]['cache_hits']}" for r in ("candidate", "judge")))
     stats.add_row("errors", f"{c['candidate_errors']}", f"{c['judge_errors']}")
-    stats.add_row("catastrophic failures", "", f"{c['catastrophic']}")
+    if spec.get("failure_rules"):
+        stats.add_row("catastrophic failures", "", f"{c['catastrophic']}")
+    if c.get("truncated"):
+        stats.add_row("replies cut off (finish_reason length)", f"{c['truncated']}", "")
     console.print(stats)
+    hits = {r: calls[r]["cache_hits"] for r in ("candidate", "judge") if calls and calls.get(r, {}).get("cache_hits")}
+    if hits:  # said plainly: a reused answer under a new model name is the local-server trap (see README)
+        console.print(f"[bold yellow]answers from the cache:[/] " + ", ".join(f"{r} {n}" for r, n in hits.items())
+                      + " (a local model swapped behind the same id and URL needs a new `revision`)",
+                      highlight=False, soft_wrap=True)
     if c["candidate_errors"] or c["judge_errors"]:
         console.print(f"[yellow]{c['candidate_errors']} candidate error(s) and {c['judge_errors']} judge error(s) "
                       f"are excluded from every score; see samples.jsonl.")
+    if c.get("unscored"):
+        console.print(f"[yellow]{c['unscored']} question(s) have no positive points and are excluded "
+                      "(aggregation.no_positive_points: exclude); see samples.jsonl.")
 
 
 def _rho(r: Mapping[str, Any] | None) -> str:

@@ -9,6 +9,8 @@ never imported here.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -45,22 +47,28 @@ def _spec(run: Any, formula: str | None, rules: bool) -> Any:
         update["scoring"] = spec.scoring.model_copy(update={"formula": formula})
     if not rules:
         update["failure_rules"] = []
-    return spec.model_copy(update=update) if update else spec
+    if not update:
+        return spec
+    spec = spec.model_copy(update=update)
+    if formula is not None:
+        spec._formula = None  # model_copy keeps the old formula's resolved callable: drop it
+    return spec
 
 
 def _rescored(spec: Any, rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
     """One samples.jsonl record with its score fields recomputed from its stored verdicts."""
     out = dict(rec)
-    if rec.get("score") is None or rec.get("judge_error") or rec.get("candidate_error"):
-        return out  # never scored (a counted error): stays unscored
-    criteria = criteria_from_record(rec)
     hits = [c.get("hit") for c in rec.get("criteria") or []]
+    if rec.get("judge_error") or rec.get("candidate_error") or all(h is None for h in hits):
+        return out  # never judged (a counted error): stays unscored
+    criteria = criteria_from_record(rec)
     if any(h not in (True, False) for h in hits):
         raise DataError(where, f"question {rec.get('id')!r} has a score but a criterion without a verdict",
                         fix="re-score the run from its answers (stage=score from_run=...)")
     if not rules:
         keep = [i for i, c in enumerate(criteria) if c.rule is None]
         criteria, hits = [criteria[i] for i in keep], [hits[i] for i in keep]
+    out.pop("item_tags", None)  # written again by score_fields when the question has item tags
     try:
         out.update(score_fields(spec, criteria, hits))
     except ValueError as exc:
@@ -78,15 +86,31 @@ def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool
         summary.update(score_summary(spec, samples, scored_stage=summary.get("stage") != "generate"))
     except ValueError as exc:
         raise DataError(where, str(exc)) from None
+    original = run.summary.get("spec_hash")
+    changed = spec.scoring.formula != (run.spec.get("scoring") or {}).get("formula") or not rules
+    if changed and original:
+        # other scoring rules than the run's spec: the summary must not claim that spec's hash
+        summary["spec_hash"] = _rescored_hash(original, spec.scoring.formula, rules)
     summary["rescore"] = {"from": str(run.dir), "formula": spec.scoring.formula, "failure_rules": rules,
+                          "spec_hash_from": original,
                           "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                           "note": "scores recomputed from the stored verdicts; tokens, cost and calls are the original run's"}
     out_dir.mkdir(parents=True, exist_ok=True)
+    identity = {"benchmark": summary.get("benchmark"), "spec_hash": summary.get("spec_hash"), "stage": "rescore",
+                "rescore_of": str(run.dir), "formula": spec.scoring.formula, "failure_rules": rules}
+    manifest = rundir.begin_run(out_dir, identity)  # running until every file is written, like a run
     resolved = {**spec.model_dump(mode="json", by_alias=True), "_files": run.spec.get("_files", [])}
     rundir.write_json(out_dir / rundir.SPEC_FILE, resolved)
     rundir.write_jsonl(out_dir / rundir.SAMPLES_FILE, samples)
     rundir.write_json(out_dir / rundir.SUMMARY_FILE, summary)
+    rundir.finish_run(out_dir, manifest)
     return summary
+
+
+def _rescored_hash(original: str, formula: str, rules: bool) -> str:
+    """The spec hash of a re-scored summary: the original spec's hash with the rescore's own scoring rules."""
+    text = json.dumps({"spec_hash": original, "rescore": {"formula": formula, "failure_rules": rules}}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def compare_summaries(pairs: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
@@ -207,11 +231,9 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
 def rescore_main(argv: Sequence[str]) -> int:
     """Parse `rescore` arguments: positional run dirs, key=value options."""
     if any(a in ("-h", "--help") for a in argv):
-        print(f"usage: {USAGE}\n\nRecompute every score of stored runs from their verdicts (samples.jsonl); "
-              "no model is called.\nWrites summary.json, samples.jsonl and spec.resolved.json per run, plus "
-              "compare.md / compare.json:\nwhich abilities and ranks move. Default out: RUN_DIR/rescore-<formula>[-norules]/ "
-              "for each run.")
-        return 0
+        from .cliargs import COMMANDS, HelpRequested
+
+        raise HelpRequested(COMMANDS["rescore"].help())  # one help style for every subcommand (cliargs)
     existing = [a for a in argv if Path(a).exists()]  # sweep job dirs have '=' in their names
     positional, opts = parse_kv([a for a in argv if a not in existing],
                                 {"scoring.formula": None, "failure_rules": "on", "out": None}, "rescore")

@@ -101,7 +101,7 @@ def _dialogues(run: RunRecord) -> dict[str, list[tuple[str, str, str]]]:
     path = run.dir / ANSWERS_FILE
     if not path.is_file():
         return out
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), 1):
         if not line.strip():
             continue
         try:

@@ -6,7 +6,11 @@ leaderboards read them back, so their layout is a public, versioned format (see 
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
+import uuid
+from datetime import datetime, timezone
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -14,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .datatypes import Question
-from .errors import AnswersError
+from .errors import AnswersError, ConfigError
 
 __all__ = [
     "ANSWERS_FILE",
@@ -22,6 +26,11 @@ __all__ = [
     "SUMMARY_FILE",
     "SPEC_FILE",
     "SUMMARY_SCHEMA_VERSION",
+    "MANIFEST_FILE",
+    "spec_hash",
+    "read_manifest",
+    "begin_run",
+    "finish_run",
     "write_json",
     "write_jsonl",
     "read_jsonl",
@@ -34,7 +43,59 @@ ANSWERS_FILE = "answers.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
 SPEC_FILE = "spec.resolved.json"
+MANIFEST_FILE = "manifest.json"
 SUMMARY_SCHEMA_VERSION = 1
+_RUN_FILES = (ANSWERS_FILE, SAMPLES_FILE, SUMMARY_FILE)
+
+
+def spec_hash(resolved: Mapping[str, Any], templates: Mapping[str, str]) -> str:
+    """sha256 of the resolved spec (without where its files live) and its templates' text: two runs
+    with the same hash were scored by the same rules and prompts."""
+    body = {k: v for k, v in resolved.items() if k != "_files"}
+    text = json.dumps({"spec": body, "templates": dict(sorted(templates.items()))}, sort_keys=True,
+                      ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The run's manifest, or None when the directory has none (runs made before manifests existed)."""
+    path = Path(run_dir) / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return {"state": "unreadable"}
+    return data if isinstance(data, dict) else {"state": "unreadable"}
+
+
+def begin_run(run_dir: Path, identity: Mapping[str, Any]) -> dict[str, Any]:
+    """Claim `run_dir` for this run: write the manifest (state running) before anything else.
+
+    A directory holding another run's files is refused: the same run resuming (same identity: benchmark,
+    spec hash, models, selection, stage) may continue, anything else would mix two runs' files."""
+    run_dir = Path(run_dir)
+    old = read_manifest(run_dir)
+    if old is not None:
+        mine = {k: old.get(k) for k in identity}
+        if mine != dict(identity):
+            differ = ", ".join(k for k in identity if old.get(k) != identity[k])
+            raise ConfigError(f"{run_dir} holds another run (differs in: {differ}); use a new directory "
+                              "(hydra.run.dir=...) or remove that one")
+    elif any((run_dir / f).exists() for f in _RUN_FILES):
+        raise ConfigError(f"{run_dir} holds files of an earlier run without a manifest; use a new directory "
+                          "(hydra.run.dir=...) or remove that one")
+    manifest = {**dict(identity), "run_id": (old or {}).get("run_id") or uuid.uuid4().hex[:12],
+                "state": "running", "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "resumed": old is not None}
+    write_json(run_dir / MANIFEST_FILE, manifest)
+    return manifest
+
+
+def finish_run(run_dir: Path, manifest: Mapping[str, Any]) -> None:
+    """Mark the run complete: written last, after every other file."""
+    write_json(Path(run_dir) / MANIFEST_FILE, {**dict(manifest), "state": "complete",
+                                               "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -58,23 +119,43 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSONL row; `answers=/dev/zero` must stop, not fill the memory
+MAX_FILE_BYTES = 2 * 1024 * 1024 * 1024
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a JSON Lines file; raise AnswersError naming file and line on a bad row."""
+    """Read a JSON Lines file; raise AnswersError naming file and line on a bad row.
+
+    Rows are split on "\\n" only (a reply may hold U+2028, U+2029 or U+0085, which str.splitlines()
+    would treat as line ends); a UTF-8 BOM is accepted; reading stops with one line past a size bound."""
+    rows: list[dict[str, Any]] = []
+    total = 0
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        with open(path, "rb") as fh:
+            for n in itertools.count(1):
+                raw = fh.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                total += len(raw)
+                if len(raw) > MAX_LINE_BYTES or total > MAX_FILE_BYTES:
+                    raise AnswersError(f"{path}:{n}: the file is larger than this reader allows "
+                                       f"({MAX_LINE_BYTES // 2**20} MB per line, {MAX_FILE_BYTES // 2**30} GB in all); "
+                                       "is it the right file?")
+                line = raw.decode("utf-8")
+                if n == 1:
+                    line = line.lstrip("\ufeff")
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise AnswersError(f"{path}:{n}: not valid JSON ({exc.msg}); each line must be one JSON object") \
+                        from None
+                if not isinstance(row, dict):
+                    raise AnswersError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
+                rows.append(row)
     except (OSError, UnicodeDecodeError) as exc:
-        raise AnswersError(f"{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from exc
-    rows = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AnswersError(f"{path}:{n}: not valid JSON ({exc.msg}); each line must be one JSON object") from exc
-        if not isinstance(row, dict):
-            raise AnswersError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
-        rows.append(row)
+        raise AnswersError(f"{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from None
     return rows
 
 
@@ -109,6 +190,8 @@ def read_answers(path: Path, id_field: str, known_ids: Iterable[str]) -> dict[st
     out: dict[str, str | None] = {}
     for n, row in enumerate(read_jsonl(path), 1):
         qid = row.get(id_field)
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)  # ids are compared as strings everywhere: 7 in a file is question "7"
         if not isinstance(qid, str) or not qid:
             raise AnswersError(f"{path}: row {n}: no '{id_field}' field; answers rows are the benchmark's rows plus 'response'")
         if "response" not in row:

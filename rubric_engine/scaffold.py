@@ -21,7 +21,7 @@ __all__ = ["new_command", "create_variant", "default_parent", "spec_yaml"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TEMPLATE_FIELDS = (("candidate", "template"), ("candidate", "system"), ("judge", "template"), ("judge", "system"))
-_USAGE = "usage: rubric-engine new NAME [--extends BENCHMARK] [--dir DIR] [--locale LL]"
+_USAGE = "usage: rubric-engine new NAME [extends=BENCHMARK] [dir=DIR] [locale=LL]"
 
 
 def default_parent() -> str | None:
@@ -45,32 +45,19 @@ def default_parent() -> str | None:
 
 
 def _parse(args: Sequence[str]) -> tuple[str, str, Path, str | None]:
-    name: str | None = None
-    opts: dict[str, str] = {}
-    it = iter(args)
-    for a in it:
-        key, eq, value = a.partition("=")
-        if key in ("--extends", "--dir", "--locale"):
-            if not eq:
-                value = next(it, "")
-            if not value:
-                raise ConfigError(f"new: {key} needs a value; {_USAGE}")
-            opts[key[2:]] = value
-        elif a.startswith("-") or name is not None:
-            raise ConfigError(f"new: unexpected argument {a!r}; {_USAGE}")
-        else:
-            name = a
-    if not name:
-        raise ConfigError(f"new: give the name of the new benchmark; {_USAGE}")
+    from .cliargs import COMMANDS, parse
+
+    parsed = parse(COMMANDS["new"], args)
+    name, opts = parsed.positionals[0], parsed.options
     if not _NAME_RE.match(name):
         raise ConfigError(f"new: {name!r} is not a valid benchmark name; use letters, digits, '_', '.', '-' "
                           "(it becomes a directory name)")
     parent = opts.get("extends") or default_parent()
     if not parent:
-        raise ConfigError(f"new: no default benchmark to extend; pass --extends NAME; {_USAGE}")
+        raise ConfigError(f"new: no default benchmark to extend; pass extends=NAME; {_USAGE}")
     if Path(parent).name == name:
         raise ConfigError(f"new: {name!r} cannot extend itself; choose a new name (e.g. {name}_en)")
-    return name, parent, Path(opts.get("dir", "benchmarks")).expanduser(), opts.get("locale")
+    return name, parent, Path(opts.get("dir") or "benchmarks").expanduser(), opts.get("locale") or None
 
 
 def spec_yaml(name: str, parent: Any, locale: str, templates: dict[str, str]) -> str:

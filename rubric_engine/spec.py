@@ -9,9 +9,6 @@ are re-exported here so callers keep importing them from rubric_engine.spec.
 from __future__ import annotations
 
 import difflib
-import functools
-import importlib.util
-import json
 import os
 import re
 import types
@@ -23,18 +20,21 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .errors import SpecError
-from .scoring import FORMULAS
+from .scoring import FORMULAS, Aggregation
+from .speccheck import check_language, check_model
 from .specfile import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key, benchmark_search_path,
                        deep_merge, list_benchmarks)
 
 __all__ = [
-    "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "Candidate",
+    "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
+    "Candidate", "VerdictFields", "Breakdown",
     "ModelRef", "Judge", "Decay", "Report", "BenchmarkSpec", "SPEC_FILE",
     "load_spec", "benchmark_search_path", "list_benchmarks", "known_formulas", "deep_merge",
 ]
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
+MAX_TEMPLATE_BYTES = 256 * 1024  # spec templates come from strangers: a prompt template is a few KB
 Labels = dict[str, str]
 
 
@@ -76,25 +76,39 @@ class DataFields(_Model):
     secondary_scenario: str | None = None
     turn_role: str = "role"
     turn_content: str = "content"
-    item_label: str = "label"
+    item_label: str | None = "label"  # null: items carry no label (no taxonomy, no failure rule)
     item_weight: str = "weight"
     item_text: str = "text"
+    item_tags: str | None = None  # a list of strings per rubric item (e.g. "axis:accuracy")
+    example_tags: str | None = None  # a list of strings per row (e.g. "theme:...")
+    reference: str | None = None  # a reference answer shown to the judge as `reference`
 
 
 class DataSpec(_Model):
     url: str | None = None
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     path: str | None = None
-    format: Literal["jsonl"] = "jsonl"
+    format: Literal["jsonl", "json", "csv"] = "jsonl"
     fields: DataFields = DataFields()
-    roles: dict[str, Literal["user", "other"]] = Field(min_length=1)
+    # speaker label in the data -> chat role; "other" is a third party (sent to a chat model as assistant)
+    roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)
     subsets: list[str] = []
 
 
 class Scoring(_Model):
-    formula: str = "log_normalised"
+    formula: str = "log_normalised"  # a built-in name, an entry point of rubric_engine.formulas, or module:function
     params: dict[str, Any] = {}
     scale: float = 100.0
+
+
+class AggregationSpec(_Model):
+    """The declared aggregation (see scoring.Aggregation); the defaults are per-question clipping, question
+    score = mean over its taxonomy groups, overall = macro mean over groups, the formula decides a group
+    without positive points."""
+    question: Literal["mean_over_groups", "all_items"] = "mean_over_groups"
+    overall: Literal["macro_over_groups", "mean_over_questions"] = "macro_over_groups"
+    clip: Literal["question", "group", "overall", "none"] = "question"
+    no_positive_points: Literal["formula", "exclude", "one", "zero"] = "formula"
 
 
 class Candidate(_Model):
@@ -112,12 +126,26 @@ class ModelRef(_Model):
     params: dict[str, Any] = {}
     timeout: float | None = Field(default=None, gt=0)  # seconds per request; None: the run's default (120)
     family: str | None = None  # maker / lineage, for `rubric-engine audit`
+    revision: str | None = None  # names what is served behind `model`; part of the cache key
+
+
+class VerdictFields(_Model):
+    """The verdict JSON the judge must return: a list of items (all criteria in one call) or one object
+    (one criterion per call), with these field names. `granularity` sits here, not beside judge.template,
+    because it decides the shape: all_criteria <-> list, per_criterion <-> object."""
+    granularity: Literal["all_criteria", "per_criterion"] = "all_criteria"
+    shape: Literal["list", "object"] = "list"
+    list_key: str = "criteria"  # list shape: {"<list_key>": [{<id>, <reasoning>, <met>}, ...]}
+    id: str = "id"
+    reasoning: str = "reasoning"
+    met: str = "met"
 
 
 class Judge(_Model):
     model: ModelRef
     system: str | None = None
     template: str
+    verdict: VerdictFields = VerdictFields()
     max_reasks: int = Field(default=2, ge=0)
 
 
@@ -127,10 +155,20 @@ class Decay(_Model):
     base: str
 
 
+class Breakdown(_Model):
+    """One score table: which groups (taxonomy level, data field or tag prefix) it is computed over."""
+    id: str
+    by: Literal["ability", "dimension", "subset", "scenario", "item_tag", "example_tag"]
+    prefix: str = ""  # item_tag / example_tag: only tags starting with this (e.g. "axis:")
+    labels: Labels = {}  # the table's title per locale
+    groups: dict[str, Labels] = {}  # display labels per group
+
+
 class Report(_Model):
     subsets: dict[str, Labels] = {}
     decay: Decay | None = None
     scenarios: dict[str, Labels] = {}
+    breakdowns: list[Breakdown] = []
 
 
 class BenchmarkSpec(_Model):
@@ -142,15 +180,17 @@ class BenchmarkSpec(_Model):
     citation: str | None = None
     extends: str | None = None
     data: DataSpec
-    taxonomy: Taxonomy
+    taxonomy: Taxonomy | None = None
     failure_rules: list[FailureRule] = []
     scoring: Scoring = Scoring()
+    aggregation: AggregationSpec = AggregationSpec()
     candidate: Candidate = Candidate()
     judge: Judge
     report: Report = Report()
     _dir: Path = PrivateAttr(default=Path("."))
     _files: list[Path] = PrivateAttr(default_factory=list)
     _origins: dict[Key, tuple[Path, int]] = PrivateAttr(default_factory=dict)
+    _formula: Any = PrivateAttr(default=None)
 
     @field_validator("version", mode="before")
     @classmethod
@@ -167,17 +207,34 @@ class BenchmarkSpec(_Model):
         """The chain of spec files, base first."""
         return list(self._files)
 
+    def _dims(self) -> list[Dimension]:
+        return self.taxonomy.dimensions if self.taxonomy else []
+
     def ability_ids(self) -> list[str]:
-        return [a.id for d in self.taxonomy.dimensions for a in d.abilities]
+        return [a.id for d in self._dims() for a in d.abilities]
 
     def dimensions_map(self) -> dict[str, list[str]]:
-        return {d.id: [a.id for a in d.abilities] for d in self.taxonomy.dimensions}
+        return {d.id: [a.id for a in d.abilities] for d in self._dims()}
 
     def ability_dimension(self) -> dict[str, str]:
-        return {a.id: d.id for d in self.taxonomy.dimensions for a in d.abilities}
+        return {a.id: d.id for d in self._dims() for a in d.abilities}
 
     def label_to_ability(self) -> dict[str, str]:
-        return {lab: a.id for d in self.taxonomy.dimensions for a in d.abilities for lab in a.data_labels}
+        return {lab: a.id for d in self._dims() for a in d.abilities for lab in a.data_labels}
+
+    def aggregation_rule(self) -> Aggregation:
+        """The scoring core's Aggregation for this spec."""
+        sc = self.aggregation
+        return Aggregation(question=sc.question, overall=sc.overall, clip=sc.clip,
+                           no_positive_points=sc.no_positive_points)
+
+    def formula(self) -> Any:
+        """The scoring formula as a callable fn(raw, lo, hi, params) (resolved when the spec was checked)."""
+        return self._formula or self.scoring.formula
+
+    def declared_breakdowns(self) -> list[tuple[str, str, str]]:
+        """(id, kind, prefix) of every report.breakdowns entry, for aggregate.breakdowns."""
+        return [(b.id, b.by, b.prefix) for b in self.report.breakdowns]
 
     def label_to_rule(self) -> dict[str, str]:
         return {lab: r.id for r in self.failure_rules for lab in r.data_labels}
@@ -208,7 +265,10 @@ class BenchmarkSpec(_Model):
     def read_template(self, relpath_or_field: str) -> str:
         path = self.template_path(relpath_or_field)
         try:
-            return path.read_text(encoding="utf-8")
+            if path.stat().st_size > MAX_TEMPLATE_BYTES:
+                raise SpecError(str(path), relpath_or_field, f"template is {path.stat().st_size} bytes "
+                                f"(limit {MAX_TEMPLATE_BYTES})", fix="a prompt template is a few KB; check the file")
+            return path.read_text(encoding="utf-8-sig")
         except OSError as exc:
             raise SpecError(str(path), relpath_or_field, f"cannot read template: {exc.strerror or exc}",
                             fix="check the template path in the spec") from exc
@@ -272,41 +332,14 @@ def _pydantic_error(exc: ValidationError, origins: Mapping[Key, tuple[Path, int]
     return SpecError(where, path, e["msg"], value=e.get("input"), fix="see the spec layout in the README" + more)
 
 
-@functools.lru_cache(maxsize=1)
-def _litellm_models() -> dict[str, Any]:
-    """LiteLLM's bundled model map, read without importing litellm (that import costs seconds)."""
-    found = importlib.util.find_spec("litellm")
-    try:
-        path = Path(str(found.origin)).parent / "model_prices_and_context_window_backup.json"  # type: ignore
-        return {k: v for k, v in json.loads(path.read_text("utf-8")).items() if isinstance(v, dict)}
-    except (AttributeError, OSError, ValueError):
-        return {}
-
-
-def _check_model(ref: ModelRef, where: str, key: str) -> None:
-    """Catch a misspelt model id now rather than after the candidate calls were paid for."""
-    if "/" not in ref.model:
-        raise SpecError(where, key, "the model must be a LiteLLM id 'provider/model'", value=ref.model,
-                        fix="e.g. anthropic/claude-sonnet-4-5-20250929 or openai/gpt-4o-2024-11-20")
-    provider, _, rest = ref.model.partition("/")
-    table = _litellm_models()
-    names = [k for k, v in table.items() if v.get("litellm_provider") == provider]
-    if ref.api_base or not names or ref.model in table or rest in names:
-        return  # self-hosted endpoint, a provider LiteLLM's map doesn't cover, or a known model
-    close = difflib.get_close_matches(rest, names, n=3)
-    fix = f"did you mean {', '.join(provider + '/' + c for c in close)}? " if close else ""
-    raise SpecError(where, key, f"unknown {provider} model", value=ref.model, fix=fix + "use a model id "
-                    "LiteLLM knows, or set api_base for a self-hosted / OpenAI-compatible server")
-
-
-def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: Path) -> None:
+def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: Path, trust_code: bool = False) -> None:
     """Cross-field rules pydantic cannot express: ids, labels, formula, subsets, templates, judge model."""
     def fail(key: Key, msg: str, value: Any = None, fix: str = "") -> None:
         raise SpecError(_where(origins, key, file), _fmt(key), msg, value=value, fix=fix)
 
     seen: dict[tuple[str, str], Key] = {}
     entries: list[tuple[Key, Any, str]] = []
-    for i, d in enumerate(spec.taxonomy.dimensions):
+    for i, d in enumerate(spec._dims()):
         entries.append((("taxonomy", "dimensions", i), d, "dimension"))
         entries += [(("taxonomy", "dimensions", i, "abilities", j), a, "ability/rule")
                     for j, a in enumerate(d.abilities)]
@@ -322,11 +355,7 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
                 fail(key + ("data_labels", k), "data label used twice", lab,
                      f"already mapped at {_fmt(seen['label', lab])}; a data label maps to one ability or rule")
             seen["label", lab] = key + ("data_labels", k)
-    formulas = known_formulas()
-    if spec.scoring.formula not in formulas:
-        close = difflib.get_close_matches(spec.scoring.formula, formulas, n=1)
-        fail(("scoring", "formula"), "unknown formula", spec.scoring.formula,
-             f"known formulas: {', '.join(formulas)}" + (f"; did you mean {close[0]!r}?" if close else ""))
+    check_language(spec, fail, trust_code)
     if "user" not in spec.data.roles.values():
         fail(("data", "roles"), "no role maps to 'user'", spec.data.roles, "map the replied-to speaker's label to user")
     subsets, decay = spec.data.subsets, spec.report.decay
@@ -345,17 +374,19 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
             fail(_split_key(fld), "template file not found", _get(spec, _split_key(fld)),
                  f"create {path} or fix the path (relative to {path.parent})")
         try:
-            jinja2.Environment().parse(path.read_text(encoding="utf-8"))
+            jinja2.Environment().parse(spec.read_template(fld))
         except jinja2.TemplateSyntaxError as exc:
             raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
                             fix="fix the jinja2 syntax") from exc
-    _check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
+    check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
 
 
-def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None) -> BenchmarkSpec:
+def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None,
+              trust_code: bool = False) -> BenchmarkSpec:
     """Load a benchmark by name (looked up on the search path) or by directory / benchmark.yaml path.
 
     A plain string without a path separator is a name; anything else (or a Path) is a path.
+    trust_code=True allows a `module:function` scoring formula to be imported (see formulas.py).
     """
     s = str(name_or_path)
     if isinstance(name_or_path, Path) or "/" in s or os.sep in s or s.endswith((".yaml", ".yml")):
@@ -372,5 +403,5 @@ def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None
     except ValidationError as exc:
         raise _pydantic_error(exc, origins, files[-1]) from None
     spec._dir, spec._files, spec._origins = files[-1].parent, files, dict(origins)
-    _check(spec, origins, files[-1])
+    _check(spec, origins, files[-1], trust_code)
     return spec

@@ -20,6 +20,7 @@ from .errors import SpecError
 __all__ = ["SPEC_FILE", "Key", "benchmark_search_path", "list_benchmarks", "deep_merge"]
 
 SPEC_FILE = "benchmark.yaml"
+MAX_SPEC_BYTES = 256 * 1024  # a spec is a few KB; specs come from strangers, so the parser's input is bounded
 Key = tuple[str | int, ...]
 
 
@@ -63,7 +64,9 @@ def _find(name: str, search_path: Sequence[str | Path] | None, file: str, key: s
         return known[name]
     dirs = benchmark_search_path() if search_path is None else list(search_path)
     close = difflib.get_close_matches(name, list(known), n=1)
-    fix = f"known benchmarks: {', '.join(sorted(known)) or '(none)'}; searched: {os.pathsep.join(map(str, dirs))}"
+    # closest names first: with several benchmark families the likely one leads the list
+    ranked = sorted(known, key=lambda k: (-difflib.SequenceMatcher(None, name, k).ratio(), k))
+    fix = f"known benchmarks: {', '.join(ranked) or '(none)'}; searched: {os.pathsep.join(map(str, dirs))}"
     fix += f"; did you mean {close[0]!r}?" if close else ""
     raise SpecError(file, key, "unknown benchmark", value=name, fix=fix)
 
@@ -97,13 +100,32 @@ def _get(obj: Any, key: Key) -> Any:
     return obj
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases: nested aliases expand without bound ("billion laughs"), and a
+    spec never needs them (write the value out, or use `extends`)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise SpecError(f"{self.name}:{event.start_mark.line + 1}", "", "YAML aliases (*name) are not allowed "
+                            "in spec files", fix="write the value out, or share settings with extends:")
+        return super().compose_node(parent, index)
+
+
 def _parse(path: Path) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
     """Parse one YAML file into data plus key-path -> (file, line); duplicate keys are errors."""
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError(str(path), "", f"spec file is {size} bytes (limit {MAX_SPEC_BYTES})",
+                            fix="a benchmark.yaml is a few KB; keep data in data files")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise SpecError(str(path), "", f"cannot read spec file: {exc.strerror or exc}") from exc
-    loader = yaml.SafeLoader(text)
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), "", f"spec file is not UTF-8 ({exc.reason} at byte {exc.start})",
+                        fix="save the file as UTF-8") from None
+    loader = _NoAliasLoader(text)
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else {}
@@ -115,6 +137,9 @@ def _parse(path: Path) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
                         fix="fix the YAML at that line (indentation, quotes, a missing ':')") from exc
     except yaml.YAMLError as exc:
         raise SpecError(str(path), "", f"YAML error: {exc}", fix="fix the YAML syntax") from exc
+    except SpecError as exc:
+        raise SpecError(f"{path}:{exc.file.rsplit(':', 1)[-1]}", "", "YAML aliases (*name) are not allowed in "
+                        "spec files", fix="write the value out, or share settings with extends:") from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
@@ -140,6 +165,10 @@ def _parse(path: Path) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
 
     if node is not None:
         walk(node, ())
+        for k, v in node.value if isinstance(node, yaml.MappingNode) else []:
+            if getattr(k, "value", None) == "version" and isinstance(v, yaml.ScalarNode) and v.tag.endswith(
+                    (":float", ":int")):
+                data["version"] = v.value  # `version: 1.10` means "1.10", not the number 1.1
     return data, marks
 
 

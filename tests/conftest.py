@@ -1,11 +1,17 @@
-"""Shared fixtures: a started fake OpenAI-compatible server and its API-key env var.
+"""Shared fixtures: the fake OpenAI-compatible server, the test data and where the real HeartBench file is.
 
-Why here: every module that calls models (models, judge, runner, cli) tests against the same server.
+Why here and only here: every test module finds data the same way. Most tests run on
+`tests/data/mini_heartbench.jsonl` (12 HeartBench-shaped questions written for this project, with the
+spec's Chinese ability labels), so a fresh clone with nothing beside it passes. Tests that need the real
+HeartBench file use the `heartbench_file` fixture, which looks in ../shared/heartbench/,
+$RUBRIC_ENGINE_HEARTBENCH and the engine's data cache (`rubric-engine data fetch benchmark=heartbench`),
+and otherwise skips with one line saying so. Nothing here reads data at import time.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -19,13 +25,43 @@ if _TESTS not in sys.path:  # `from fakeserver import ...` works from any test m
     sys.path.insert(0, _TESTS)
 
 from fakeserver import FakeServer, Reply  # noqa: E402
-from rubric_engine.dataset import load_dataset  # noqa: E402
+from rubric_engine.dataset import default_data_cache_dir, load_dataset  # noqa: E402
 from rubric_engine.spec import load_spec  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "heartbench"
+MINI = REPO / "tests" / "data" / "mini_heartbench.jsonl"
+HEARTBENCH_SHA256 = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"
+HEARTBENCH_FILE = "question_all.jsonl"
+EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+MISSING = ("real HeartBench data not found: put it in ../shared/heartbench/, set $RUBRIC_ENGINE_HEARTBENCH, "
+           "or run `rubric-engine data fetch benchmark=heartbench`")
 
-__all__ = ["fake_server", "fake_key", "FakeServer", "Reply"]
+__all__ = ["fake_server", "fake_key", "FakeServer", "Reply", "MINI", "REPO", "EXE", "heartbench_dir"]
+
+
+def heartbench_dir() -> Path | None:
+    """The directory holding the real HeartBench `question_all.jsonl`, or None (first match wins)."""
+    candidates = [REPO.parent / "shared" / "heartbench"]
+    if os.environ.get("RUBRIC_ENGINE_HEARTBENCH"):
+        given = Path(os.environ["RUBRIC_ENGINE_HEARTBENCH"]).expanduser()
+        candidates.insert(0, given.parent if given.is_file() else given)
+    candidates.append(default_data_cache_dir() / HEARTBENCH_SHA256)
+    return next((d for d in candidates if (d / HEARTBENCH_FILE).is_file()), None)
+
+
+@pytest.fixture(scope="session")
+def heartbench_file() -> Path:
+    """The real HeartBench question_all.jsonl; the test is skipped (reason shown) when it is absent."""
+    found = heartbench_dir()
+    if found is None:
+        pytest.skip(MISSING)
+    return found / HEARTBENCH_FILE
+
+
+@pytest.fixture(scope="session")
+def mini_file() -> Path:
+    """The project's own 12-question HeartBench-shaped file (always present)."""
+    return MINI
 
 
 @pytest.fixture
@@ -50,8 +86,14 @@ def spec():
 
 @pytest.fixture(scope="module")
 def questions(spec):
-    """The 296 HeartBench questions from ../shared (never copied into the project)."""
-    return load_dataset(spec, SHARED / "question_all.jsonl").questions
+    """The 12 questions of the project's mini HeartBench-shaped file."""
+    return load_dataset(spec, MINI).questions
+
+
+@pytest.fixture(scope="module")
+def real_questions(spec, heartbench_file):
+    """The 296 real HeartBench questions (never copied into the project); skips when absent."""
+    return load_dataset(spec, heartbench_file).questions
 
 
 @pytest.fixture

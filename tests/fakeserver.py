@@ -7,10 +7,12 @@ call outside this machine, and must be able to script the failures real provider
     with FakeServer() as srv:
         srv.queue(Reply(status=429, headers={"Retry-After": "1"}), Reply(text="hi"))
         srv.handler = lambda body: Reply(text="default")   # after the queue is empty
-        ... srv.url, srv.requests, srv.max_in_flight, srv.request_times ...
+        ... srv.url, srv.requests, srv.headers, srv.max_in_flight, srv.request_times ...
 
 Reply selection per request: (1) `reject_json_schema` check, (2) the next queued reply,
 (3) `srv.handler(body)` (which may return a Reply or a plain str), default: echo of the last message.
+`srv.auth_headers` records each request's Authorization header; the text `{authorization}` in a reply's
+`error` or `text` is replaced by it (a server that echoes the key back, for leak tests).
 """
 
 from __future__ import annotations
@@ -122,9 +124,15 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send(400, json.dumps(_error_json(400, "request body is not JSON")))
             return
-        fake._enter(body)
+        fake._enter(body, {k.lower(): v for k, v in self.headers.items()})
+        auth = str(self.headers.get("Authorization") or "")
+        with fake._lock:
+            fake.auth_headers.append(auth)
         try:
             reply = fake._choose(body)
+            if "{authorization}" in (reply.error or "") + reply.text:
+                reply = replace(reply, error=(reply.error or "").replace("{authorization}", auth) or None,
+                                text=reply.text.replace("{authorization}", auth))
             if reply.delay > 0 and fake._stopping.wait(reply.delay):
                 reply = Reply(drop=True)  # server shutting down: don't keep a client hanging
             if reply.drop:
@@ -178,6 +186,8 @@ class FakeServer:
         self.reject_json_schema = reject_json_schema
         self.latency = latency  # added to every reply that has no explicit delay
         self.requests: list[dict[str, Any]] = []
+        self.auth_headers: list[str] = []
+        self.headers: list[dict[str, str]] = []  # request headers (lower-case names), parallel to requests
         self.request_times: list[float] = []  # time.monotonic() at arrival of each request
         self.in_flight = 0
         self.max_in_flight = 0
@@ -232,6 +242,8 @@ class FakeServer:
         with self._lock:
             self._queue.clear()
             self.requests.clear()
+            self.auth_headers.clear()
+            self.headers.clear()
             self.request_times.clear()
             self.max_in_flight = self.in_flight
 
@@ -242,9 +254,10 @@ class FakeServer:
             return len(self._queue)
 
     # -- internals used by the request handler -----------------------------------------------
-    def _enter(self, body: dict[str, Any]) -> None:
+    def _enter(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         with self._lock:
             self.requests.append(body)
+            self.headers.append(headers or {})
             self.request_times.append(time.monotonic())
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)

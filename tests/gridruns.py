@@ -1,7 +1,7 @@
 """A grid of real runs for the audit / rescore / length tests: 4 candidates x 4 judges on heartbench_en.
 
 One Hydra multirun of the installed console script against tests/fakeserver.py; model entries are
-YAML files in a temporary config dir added with hydra.searchpath, so each carries its own family.
+YAML files in a temporary config dir named in $RUBRIC_ENGINE_CONFIG_DIRS, so each carries its own family.
 Scripted verdicts, all functions of hashes (reproducible, no shared RNG state):
 - base: each (question, item, candidate) passes with probability 1/2 (failure-rule items: 0.85);
 - every judge starts from the base; judge J flips a verdict with probability NOISE[J];
@@ -105,13 +105,14 @@ def build_grid(tmp: Path, candidates: dict[str, str] | None = None,
     candidates, judges = candidates or CANDIDATES, judges or JUDGES
     env = make_env(tmp)
     conf, sweep = tmp / "conf", tmp / "sweep"
+    env["RUBRIC_ENGINE_CONFIG_DIRS"] = str(conf)  # user model entries, as README documents them
     with FakeServer(GridScript()) as srv:
         for group, models in (("candidate", candidates), ("judge", judges)):
             (conf / group).mkdir(parents=True, exist_ok=True)
             for name, fam in models.items():
                 (conf / group / f"{name}.yaml").write_text(entry(name, fam, srv.url), encoding="utf-8")
         res = run_cli(["-m", "benchmark=heartbench_en", f"progress={progress}", "bootstrap.samples=20",
-                       f"hydra.searchpath=[file://{conf}]", f"hydra.sweep.dir={sweep}",
+                       f"hydra.sweep.dir={sweep}",
                        f"candidate={','.join(candidates)}", f"judge={','.join(judges)}"], env)
     assert res.returncode == 0, res.stderr[-3000:]
     dirs = {}

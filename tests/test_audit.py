@@ -40,7 +40,7 @@ def test_every_shipped_entry_declares_a_family() -> None:
         if path.stem == "openai_compatible":
             assert "family" in data and data["family"] is None  # the user names it
             continue
-        assert data.get("family") in KNOWN_FAMILIES, path
+        assert data.get("family") in (("mock",) if path.stem == "mock" else KNOWN_FAMILIES), path
         assert ModelSpec.from_config(data, role=path.parent.name).family == data["family"]
 
 
@@ -171,11 +171,11 @@ def test_regrading_a_run_keeps_its_candidate_and_feeds_the_audit(grid: dict[str,
     conf = grid["sweep"].parent / "conf"
     out = tmp_path / "regraded"
     res = g.run_cli(["benchmark=heartbench_en", "stage=score", f"from_run='{src}'", "judge=jc", "progress=none",
-                     f"hydra.searchpath=[file://{conf}]", f"hydra.run.dir={out}"], grid["env"])
+                     f"hydra.run.dir={out}"], grid["env"])
     assert res.returncode == 0, res.stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["candidate"] == {"name": "c_an", "model": "openai/c_an", "family": "anthropic"}
-    assert s["calls"]["judge"]["made"] == s["calls"]["judge"]["cache_hits"]  # nothing was sent
+    assert s["calls"]["judge"]["made"] == 0 and s["calls"]["judge"]["cache_hits"] > 0  # nothing was sent
     assert s["overall"] == json.loads((grid["dirs"][("c_an", "jc")] / "summary.json").read_text())["overall"]
     res = g.run_cli(["audit", str(src), str(out), f"out={tmp_path}"], grid["env"])
     assert res.returncode == 0, res.stderr

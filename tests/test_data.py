@@ -1,7 +1,9 @@
-"""Data loading: the real HeartBench file, the download cache, validation messages, quirks and selection."""
+"""Data loading: the real HeartBench file (skipped when absent), the download cache, validation messages,
+quirks and selection (on the project's mini file)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import http.server
 import json
@@ -17,8 +19,6 @@ from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.spec import BenchmarkSpec, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "heartbench"
-ALL = SHARED / "question_all.jsonl"
 SHA = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"
 README_COUNTS = {  # the table in ../shared/heartbench/README.md
     "言语表达": 565, "好奇心": 367, "温暖": 305, "第一人称使用": 295, "自主性": 37, "幽默": 36,
@@ -33,8 +33,8 @@ def spec() -> BenchmarkSpec:
 
 
 @pytest.fixture(scope="module")
-def ds(spec: BenchmarkSpec) -> Dataset:
-    return load_dataset(spec, ALL)
+def ds(spec: BenchmarkSpec, heartbench_file: Path) -> Dataset:
+    return load_dataset(spec, heartbench_file)
 
 
 def with_data(spec: BenchmarkSpec, **changes: Any) -> BenchmarkSpec:
@@ -43,8 +43,8 @@ def with_data(spec: BenchmarkSpec, **changes: Any) -> BenchmarkSpec:
 
 # ------------------------------------------------------------------------------------------- the real data
 
-def test_counts(ds: Dataset, spec: BenchmarkSpec) -> None:
-    assert len(ds.questions) == 296 and ds.sha256 == SHA and ds.source == str(ALL)
+def test_counts(ds: Dataset, spec: BenchmarkSpec, heartbench_file: Path) -> None:
+    assert len(ds.questions) == 296 and ds.sha256 == SHA and ds.source == str(heartbench_file)
     crits = [c for q in ds.questions for c in q.criteria]
     assert len(crits) == 3114
     assert sum(c.ability is not None for c in crits) == 2818
@@ -78,8 +78,10 @@ def test_quirks_are_counted_warnings(ds: Dataset) -> None:
     assert "sha256" not in text  # the pinned file: no hash warning
 
 
-def test_hard_and_normal_files_are_the_subsets(spec: BenchmarkSpec, ds: Dataset) -> None:
-    hard = load_dataset(spec, SHARED / "question_hard.jsonl")
+def test_hard_and_normal_files_are_the_subsets(spec: BenchmarkSpec, ds: Dataset, heartbench_file: Path) -> None:
+    if not (heartbench_file.parent / "question_hard.jsonl").is_file():
+        pytest.skip("question_hard.jsonl is not beside the real HeartBench file")
+    hard = load_dataset(spec, heartbench_file.parent / "question_hard.jsonl")
     assert [q.id for q in hard.questions] == [q.id for q in select(ds.questions, subset="hard")]
     assert any("differs from the spec's pinned" in w and hard.sha256 in w and SHA in w for w in hard.warnings)
     assert any("modified it on purpose" in w for w in hard.warnings)
@@ -88,8 +90,8 @@ def test_hard_and_normal_files_are_the_subsets(spec: BenchmarkSpec, ds: Dataset)
     assert {q.subset for q in hard.questions} == {""}
 
 
-def test_optional_field_missing_in_some_rows_is_an_error(spec: BenchmarkSpec, tmp_path: Path) -> None:
-    rows = first_rows()
+def test_optional_field_missing_in_some_rows_is_an_error(spec: BenchmarkSpec, tmp_path: Path, mini_file: Path) -> None:
+    rows = first_rows(mini_file)
     del rows[2]["primary_scene"]
     f = tmp_path / "rows.jsonl"
     f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
@@ -99,10 +101,10 @@ def test_optional_field_missing_in_some_rows_is_an_error(spec: BenchmarkSpec, tm
     assert "data.fields.scenario" in str(info.value)
 
 
-def test_spec_data_path_relative_to_spec_dir(spec: BenchmarkSpec, tmp_path: Path) -> None:
+def test_spec_data_path_relative_to_spec_dir(spec: BenchmarkSpec, tmp_path: Path, heartbench_file: Path) -> None:
     d = tmp_path / "b"
     d.mkdir()
-    (d / "rows.jsonl").write_bytes(ALL.read_bytes())
+    (d / "rows.jsonl").write_bytes(heartbench_file.read_bytes())
     (d / "benchmark.yaml").write_text("extends: heartbench\nname: b\ndata: {path: rows.jsonl}\n")
     local = load_spec(d, search_path=[ROOT / "benchmarks"])
     assert local.data_path() == d / "rows.jsonl"
@@ -136,24 +138,27 @@ def http_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[
         srv.server_close()
 
 
-def test_download_once_and_verify(spec: BenchmarkSpec, http_dir: tuple[str, Path, list[str]], tmp_path: Path) -> None:
+def test_download_once_and_verify(spec: BenchmarkSpec, http_dir: tuple[str, Path, list[str]], tmp_path: Path,
+                                  mini_file: Path) -> None:
     base, www, seen = http_dir
-    (www / "question_all.jsonl").write_bytes(ALL.read_bytes())
-    remote = with_data(spec, url=f"{base}/question_all.jsonl")
+    (www / "question_all.jsonl").write_bytes(mini_file.read_bytes())
+    SHA = sha256_file(mini_file)  # noqa: N806 - the pinned hash of the file served
+    remote = with_data(spec, url=f"{base}/question_all.jsonl", sha256=SHA)
     cache = tmp_path / "cache"
     got = load_dataset(remote, cache_dir=cache)
     target = cache / SHA / "question_all.jsonl"
     assert target.is_file() and sha256_file(target) == SHA
-    assert got.source == remote.data.url and got.sha256 == SHA and len(got.questions) == 296
+    assert got.source == remote.data.url and got.sha256 == SHA and len(got.questions) == 12
     assert len(seen) == 1
     again = load_dataset(remote, cache_dir=cache)  # served from the cache: no second request
-    assert len(seen) == 1 and len(again.questions) == 296
+    assert len(seen) == 1 and len(again.questions) == 12
     assert sorted(p.name for p in target.parent.iterdir()) == ["question_all.jsonl"]  # no temp file left
 
 
-def test_download_bad_sha256(spec: BenchmarkSpec, http_dir: tuple[str, Path, list[str]], tmp_path: Path) -> None:
+def test_download_bad_sha256(spec: BenchmarkSpec, http_dir: tuple[str, Path, list[str]], tmp_path: Path,
+                            mini_file: Path) -> None:
     base, www, _ = http_dir
-    (www / "question_all.jsonl").write_bytes(ALL.read_bytes()[:-10])
+    (www / "question_all.jsonl").write_bytes(mini_file.read_bytes()[:-10])
     url = f"{base}/question_all.jsonl"
     actual = sha256_file(www / "question_all.jsonl")
     cache = tmp_path / "cache"
@@ -184,8 +189,8 @@ def test_missing_local_file(spec: BenchmarkSpec, tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ bad rows
 
-def first_rows(n: int = 3) -> list[dict[str, Any]]:
-    with open(ALL, encoding="utf-8") as fh:
+def first_rows(path: Path, n: int = 3) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
         return [json.loads(next(fh)) for _ in range(n)]
 
 
@@ -221,12 +226,12 @@ def _drop(key: str) -> Callable[[dict[str, Any]], None]:
         (_set(["difficulty"], "easy"),
          ["difficulty: unknown subset value 'easy'", "allowed (data.subsets): normal, hard"]),
         (_set(["rubric", 0, "content"], ""), ["rubric[0]: content: expected a non-empty string"]),
-        (_set(["question_id"], "03UFRn"), ["duplicate id '03UFRn' (field 'question_id'); first seen at line 1"]),
+        (_set(["question_id"], "mq01aa"), ["duplicate id 'mq01aa' (field 'question_id'); first seen at line 1"]),
     ],
 )
 def test_bad_row_messages(spec: BenchmarkSpec, tmp_path: Path, edit: Callable[[dict[str, Any]], None],
-                          expected: list[str]) -> None:
-    rows = first_rows()
+                          expected: list[str], mini_file: Path) -> None:
+    rows = first_rows(mini_file)
     edit(rows[1])
     f = tmp_path / "bad.jsonl"
     f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
@@ -238,8 +243,8 @@ def test_bad_row_messages(spec: BenchmarkSpec, tmp_path: Path, edit: Callable[[d
         assert part in msg, msg
 
 
-def test_invalid_json_line(spec: BenchmarkSpec, tmp_path: Path) -> None:
-    rows = [json.dumps(r, ensure_ascii=False) for r in first_rows()]
+def test_invalid_json_line(spec: BenchmarkSpec, tmp_path: Path, mini_file: Path) -> None:
+    rows = [json.dumps(r, ensure_ascii=False) for r in first_rows(mini_file)]
     f = tmp_path / "bad.jsonl"
     f.write_text(rows[0] + "\n\n" + rows[1][:-5] + "\n" + rows[2] + "\n", encoding="utf-8")
     with pytest.raises(DataError) as info:
@@ -247,9 +252,9 @@ def test_invalid_json_line(spec: BenchmarkSpec, tmp_path: Path) -> None:
     assert str(info.value).startswith(f"{f}:3: invalid JSON") and "JSON Lines" in str(info.value)
 
 
-def test_not_utf8_and_not_an_object(spec: BenchmarkSpec, tmp_path: Path) -> None:
+def test_not_utf8_and_not_an_object(spec: BenchmarkSpec, tmp_path: Path, mini_file: Path) -> None:
     f = tmp_path / "bad.jsonl"
-    f.write_bytes(ALL.read_bytes().split(b"\n")[0] + b"\n\xff\xfe\n")
+    f.write_bytes(mini_file.read_bytes().split(b"\n")[0] + b"\n\xff\xfe\n")
     with pytest.raises(DataError, match=r"bad.jsonl:2: not valid UTF-8.*save the file as UTF-8"):
         load_dataset(spec, f)
     f.write_text("[1, 2]\n")
@@ -257,8 +262,8 @@ def test_not_utf8_and_not_an_object(spec: BenchmarkSpec, tmp_path: Path) -> None
         load_dataset(spec, f)
 
 
-def test_extra_fields_kept(spec: BenchmarkSpec, tmp_path: Path) -> None:
-    rows = first_rows(1)
+def test_extra_fields_kept(spec: BenchmarkSpec, tmp_path: Path, mini_file: Path) -> None:
+    rows = first_rows(mini_file, 1)
     rows[0]["source"] = "x"
     f = tmp_path / "rows.jsonl"
     f.write_text(json.dumps(rows[0], ensure_ascii=False) + "\n", encoding="utf-8")
@@ -267,10 +272,10 @@ def test_extra_fields_kept(spec: BenchmarkSpec, tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ select
 
-def test_select(ds: Dataset) -> None:
-    qs = ds.questions
+def test_select(questions: list[Question]) -> None:
+    qs = questions
     hard = select(qs, subset="hard")
-    assert len(hard) == 84 and all(q.subset == "hard" for q in hard)
+    assert len(hard) == 4 and all(q.subset == "hard" for q in hard)
     assert select(qs, subset="all") == qs and select(qs) == qs
     assert select(qs, subset="hard", limit=3) == hard[:3]
     picked = [qs[10].id, qs[2].id]
@@ -285,7 +290,7 @@ def test_select(ds: Dataset) -> None:
         select(qs, limit=-1)
 
 
-def test_question_type_is_frozen(ds: Dataset) -> None:
-    q: Question = ds.questions[0]
-    with pytest.raises(Exception):
+def test_question_type_is_frozen(questions: list[Question]) -> None:
+    q: Question = questions[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
         q.id = "x"  # type: ignore[misc]

@@ -269,3 +269,27 @@ def test_rejected_reply_tokens_counted(fake_server, fake_key, tmp_path, spec, qu
     fake_server.queue(Reply(text=verdict(n - 1), usage=(100, 50)), Reply(text=verdict(n), usage=(7, 3)))
     (res,) = judge(fake_server, tmp_path, spec, question)
     assert (res.prompt_tokens, res.completion_tokens) == (107, 53)
+
+
+# -- hostile judge replies (issue 9, items 4 and 6) -----------------------------------------------------------
+
+def test_two_verdict_objects_are_refused() -> None:
+    one = json.dumps({"criteria": [{"id": 1, "reasoning": "r", "met": True}]})
+    other = json.dumps({"criteria": [{"id": 1, "reasoning": "r", "met": False}]})
+    with pytest.raises(VerdictError, match="2 verdict objects"):
+        parse_verdict(f"```json\n{one}\n```\n```json\n{other}\n```", 1)
+    with pytest.raises(VerdictError, match="2 verdict objects"):
+        parse_verdict(f"{one} and then {other}", 1)
+    assert parse_verdict(f"Here it is:\n```json\n{one}\n```", 1)[0].hit is True
+
+
+def test_a_verdict_quoted_inside_reasoning_is_not_a_second_verdict() -> None:
+    quoted = '{\\"criteria\\": []}'
+    reply = '{"criteria": [{"id": 1, "reasoning": "the reply wrote ' + quoted + '", "met": false}]}'
+    assert parse_verdict(reply, 1)[0].hit is False
+
+
+@pytest.mark.parametrize("reply", ["[" * 5000, '{"criteria": ' + "[" * 5000, "{" * 100_000, "x" * 1_000_000])
+def test_deep_or_huge_replies_are_verdict_errors_not_crashes(reply: str) -> None:
+    with pytest.raises(VerdictError):
+        parse_verdict(reply, 1)

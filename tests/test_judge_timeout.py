@@ -8,14 +8,13 @@ the loopback fake server, whose judge replies arrive after 2.5 s.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from fakeserver import FakeServer, Reply
 
-EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test, never another on PATH
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "heartbench_en_sample.jsonl"
 ROW = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0])
 N_ITEMS = len(ROW["rubric"])

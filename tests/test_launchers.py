@@ -90,7 +90,7 @@ def test_joblib_launcher_sweep_with_a_failed_job(tmp_path: Path, env: dict[str, 
     # a job whose worker died (killed, out of memory) leaves only Hydra's .hydra/: listed, not dropped
     (sweep / "3_dead" / ".hydra").mkdir(parents=True)
     (sweep / "3_dead" / ".hydra" / "config.yaml").write_text("{}\n", encoding="utf-8")
-    again = run_cli(["leaderboard", str(sweep), "--out", str(tmp_path / "lb"), "--n-boot", "50"], env, timeout=300)
+    again = run_cli(["leaderboard", str(sweep), f"out={tmp_path / 'lb'}", "bootstrap.samples=50"], env, timeout=300)
     assert again.returncode == 0, again.stderr
     warnings = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["warnings"]
     assert any("3_dead" in w and "did not finish" in w and "not ranked" in w for w in warnings), warnings

@@ -10,7 +10,9 @@ from __future__ import annotations
 import csv
 import json
 import random
+import statistics
 import struct
+from xml.etree import ElementTree
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
@@ -157,18 +159,38 @@ def _summary(row: Any) -> dict[str, Any]:
     return json.loads((Path(row.run_dir) / "summary.json").read_text(encoding="utf-8"))
 
 
-def test_order_and_numbers_equal_summaries(sweep: Path) -> None:
+def reference(run_dir: Path) -> dict[str, Any]:
+    """The headline numbers recomputed from samples.jsonl alone, without aggregate(): per-ability means over
+    the scored questions, dimension = mean of its ability means, overall = mean of all ability means."""
+    rows = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
+    scored = [r for r in rows if r["score"] is not None]
+
+    def macro(qs: list[dict[str, Any]], abilities: Sequence[str]) -> float | None:
+        means = [statistics.fmean(q["abilities"][a]["score"] for q in qs if a in q["abilities"])
+                 for a in abilities if any(a in q["abilities"] for q in qs)]
+        return 100 * statistics.fmean(means) if means else None
+
+    return {"overall": macro(scored, ABILITIES),
+            "abilities": {a: macro(scored, [a]) for a in ABILITIES},
+            "dimensions": {d: macro(scored, abilities) for d, abilities in DIMS.items()},
+            "subsets": {s: macro([q for q in scored if q["subset"] == s], ABILITIES) for s in ("hard", "normal")},
+            "scored": scored}
+
+
+def test_order_and_numbers_equal_an_independent_computation(sweep: Path) -> None:
     lb = build_leaderboard(collect_runs([sweep]), n_boot=200)
     assert [r.label for r in lb.rows] == ["model-a", "model-b", "model-c"]
     assert [r.rank for r in lb.rows] == [1, 2, 3]
     overalls = [r.overall for r in lb.rows]
     assert overalls == sorted(overalls, reverse=True)
     for row in lb.rows:
-        s = _summary(row)
-        assert row.overall == s["overall"]
-        assert row.dimensions == s["dimensions"] and row.abilities == s["abilities"]
-        assert row.subsets == {k: v for k, v in s["subsets"].items() if k not in ("decay_pct", "decay_base")}
-        assert row.decay_pct == s["subsets"]["decay_pct"] and row.decay_base == "hard"
+        ref, s = reference(Path(row.run_dir)), _summary(row)
+        assert row.overall == pytest.approx(ref["overall"], abs=1e-9)
+        assert row.abilities == pytest.approx(ref["abilities"], abs=1e-9)
+        assert row.dimensions == pytest.approx(ref["dimensions"], abs=1e-9)
+        assert row.subsets == pytest.approx(ref["subsets"], abs=1e-9)
+        hard, normal = ref["subsets"]["hard"], ref["subsets"]["normal"]
+        assert row.decay_pct == pytest.approx((normal - hard) / hard * 100, abs=1e-9) and row.decay_base == "hard"
         assert row.counts == s["counts"] and row.scenarios == s["scenarios"]
         assert row.judge == "judge-x" and row.candidate_model == f"openai/{row.candidate}"
         assert row.cost == {"candidate": 0.018, "judge": None, "total": None}  # never a partial sum
@@ -180,13 +202,20 @@ def test_order_and_numbers_equal_summaries(sweep: Path) -> None:
     assert lb.taxonomy.labels["warmth"] == "Warmth"  # English labels from spec.resolved.json
 
 
-def test_interval_brackets_point_and_is_reproducible(sweep: Path) -> None:
+def test_interval_is_the_bootstrap_percentile_interval_and_reproducible(sweep: Path) -> None:
     runs = collect_runs([sweep])
     lb = build_leaderboard(runs, n_boot=300, seed=7)
     for row in lb.rows:
-        assert row.ci_lo is not None and row.ci_hi is not None
-        assert row.ci_lo <= row.overall <= row.ci_hi
-        assert row.ci_lo < row.ci_hi
+        scored = reference(Path(row.run_dir))["scored"]
+        rng = random.Random(7)  # resample the scored questions, recompute the macro mean, take 2.5% / 97.5%
+        values = []
+        for _ in range(300):
+            draw = [scored[i] for i in rng.choices(range(len(scored)), k=len(scored))]
+            means = [statistics.fmean(q["abilities"][a]["score"] for q in draw if a in q["abilities"])
+                     for a in ABILITIES if any(a in q["abilities"] for q in draw)]
+            values.append(100 * statistics.fmean(means))
+        cuts = statistics.quantiles(values, n=40, method="inclusive")
+        assert row.ci_lo == pytest.approx(cuts[0], abs=1e-9) and row.ci_hi == pytest.approx(cuts[-1], abs=1e-9)
     again = build_leaderboard(runs, n_boot=300, seed=7)
     assert [(r.ci_lo, r.ci_hi) for r in again.rows] == [(r.ci_lo, r.ci_hi) for r in lb.rows]
 
@@ -227,8 +256,12 @@ def test_files_written_and_consistent(sweep: Path, tmp_path: Path) -> None:
     names = sorted(p.name for p in files.values())
     assert names == sorted(["leaderboard.json", "leaderboard.csv", "leaderboard.md", "radar.png", "radar.svg", "length.png", "length.svg",
                             "subsets.png", "subsets.svg", "report.html"])
-    for p in files.values():
-        assert p.exists() and p.stat().st_size > 200, p
+    html_text = files["html"].read_text(encoding="utf-8")
+    assert html_text.lstrip().lower().startswith("<!doctype html") and html_text.rstrip().endswith("</html>")
+    assert all(f">{row.label}<" in html_text and f"{row.overall:.2f}" in html_text for row in lb.rows)
+    for name in ("radar.svg", "subsets.svg"):
+        root = ElementTree.parse(tmp_path / "out" / name).getroot()
+        assert root.tag == "{http://www.w3.org/2000/svg}svg" and len(root.iter().__next__()) > 0
     for name in ("radar.png", "subsets.png"):
         head = (tmp_path / "out" / name).read_bytes()[:24]
         assert head[:8] == b"\x89PNG\r\n\x1a\n"
@@ -277,15 +310,18 @@ def test_print_and_leaderboard_command(sweep: Path) -> None:
 
 
 def test_leaderboard_main_arguments(sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert leaderboard_main([str(sweep / "0"), str(sweep / "1"), "--out", str(tmp_path / "o1"), "--n-boot", "20"]) == 0
-    assert (tmp_path / "o1" / "report.html").exists()
+    assert leaderboard_main([str(sweep / "0"), str(sweep / "1"), f"out={tmp_path / 'o1'}", "bootstrap.samples=20"]) == 0
+    html_text = (tmp_path / "o1" / "report.html").read_text(encoding="utf-8")
+    assert ">model-a<" in html_text and ">model-c<" in html_text and ">model-b<" not in html_text
     assert leaderboard_main([str(sweep), f"out={tmp_path / 'o2'}", "bootstrap.samples=20", "bootstrap.seed=3"]) == 0
     data = json.loads((tmp_path / "o2" / "leaderboard.json").read_text(encoding="utf-8"))
     assert data["bootstrap"]["n"] == 20 and data["bootstrap"]["seed"] == 3 and len(data["rows"]) == 3
-    with pytest.raises(ConfigError, match="usage: rubric-engine leaderboard DIR"):
+    with pytest.raises(ConfigError, match=r"missing DIR\.\.\.; usage: rubric-engine leaderboard DIR"):
         leaderboard_main([])
-    with pytest.raises(ConfigError, match="--n-boot must be at least 1"):
-        leaderboard_main([str(sweep), "--n-boot", "0"])
+    with pytest.raises(ConfigError, match="bootstrap.samples must be at least 1"):
+        leaderboard_main([str(sweep), "bootstrap.samples=0"])
+    with pytest.raises(ConfigError, match="unknown option '--out'; write out=VALUE"):
+        leaderboard_main([str(sweep), "--out", "x"])
 
 
 def test_sweep_search_and_dedup(sweep: Path) -> None:

@@ -15,12 +15,13 @@ from typing import Any, Callable
 
 import pytest
 
+from conftest import MINI
 from fakeserver import FakeServer, Reply
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.localize import check_translation, localize_command, parse_options, TranslationError
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "heartbench" / "question_all.jsonl"
+DATA = MINI  # the project's own HeartBench-shaped file: runs on a bare clone
 SOURCE = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()[:5]]
 IDS = [r["question_id"] for r in SOURCE]
 PREFIX = "Translate and adapt into English:\n"
@@ -130,10 +131,10 @@ def test_resume_after_kill(tmp_path: Path) -> None:
             n = len(srv.requests)
         return fast(body) if n <= 2 else Reply(text="", delay=60)  # the third request hangs until the kill
 
-    env = dict(os.environ, FAKE_KEY="sk-test", PYTHONPATH=str(ROOT))
-    code = "import sys; from rubric_engine.localize import localize_command; sys.exit(localize_command(sys.argv[1:]))"
+    env = dict(os.environ, FAKE_KEY="sk-test")
+    exe = [str(Path(sys.executable).with_name("rubric-engine")), "localize"]  # the console script under test
     with FakeServer(first_run) as srv:
-        proc = subprocess.Popen([sys.executable, "-c", code, *args(srv, tmp_path, "concurrency=1")], cwd=ROOT,
+        proc = subprocess.Popen([*exe, *args(srv, tmp_path, "concurrency=1")], cwd=tmp_path,
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
         while len(srv.requests) < 3 and time.monotonic() < deadline and proc.poll() is None:
@@ -146,7 +147,7 @@ def test_resume_after_kill(tmp_path: Path) -> None:
         assert not (tmp_path / "out" / "heartbench_xx.jsonl").exists()
         srv.handler = translator()  # same server (api_base is part of the cache key), now answering everything
         srv.reset()
-        res = subprocess.run([sys.executable, "-c", code, *args(srv, tmp_path, "concurrency=1")], cwd=ROOT, env=env,
+        res = subprocess.run([*exe, *args(srv, tmp_path, "concurrency=1")], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
         again = requested(srv)

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 
 from fakeserver import FakeServer, Reply
 from rubric_engine.cache import ResultCache
-from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models import (CallResult, ModelClient, ModelSpec, _Failure, _retry_after, cache_key)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +65,7 @@ def test_success_with_usage_and_params(fake_server: FakeServer) -> None:
     fake_server.queue(Reply(text="hello", usage=(12, 7)))
     client = client_for(fake_server, spec_kw={"params": {"temperature": 0.3, "max_tokens": 9}})
     [res] = run(client, {})
-    assert res == CallResult("hello", 12, 7, None, False, 1)
+    assert res == CallResult("hello", 12, 7, None, False, 1, "stop")
     body = fake_server.requests[0]
     assert body["model"] == "fake-model" and body["messages"] == MSGS
     assert body["temperature"] == 0.3 and body["max_tokens"] == 9
@@ -88,24 +87,14 @@ def test_response_format_passes_through(fake_server: FakeServer) -> None:
 
 
 # -- retries -----------------------------------------------------------------------------------
-def test_429_retry_after_honoured_without_compounding(fake_server: FakeServer) -> None:
-    fake_server.queue(Reply(status=429, headers={"Retry-After": "1"}), Reply(text="done"))
+def test_429_retried_once_without_compounding(fake_server: FakeServer) -> None:
+    """The wait itself is pinned with a virtual clock in test_models_faults.py; here: exactly 2 requests."""
+    fake_server.queue(Reply(status=429, headers={"Retry-After": "0"}), Reply(text="done"))
     client = client_for(fake_server)
-    t0 = time.monotonic()
     [res] = run(client, {})
-    elapsed = time.monotonic() - t0
     assert res.text == "done"
     assert res.attempts == 2 == len(fake_server.requests)
-    gap = fake_server.request_times[1] - fake_server.request_times[0]
-    assert 0.9 <= gap < 2.0, gap
-    assert elapsed < 3.0 and client.stats.retries == 1
-
-
-def test_retry_after_capped_at_backoff_max(fake_server: FakeServer) -> None:
-    fake_server.queue(Reply(status=429, headers={"Retry-After": "120"}), Reply(text="done"))
-    t0 = time.monotonic()
-    [res] = run(client_for(fake_server, backoff_max=0.2), {})
-    assert res.text == "done" and time.monotonic() - t0 < 2.0
+    assert client.stats.retries == 1 and client.stats.requests == 2
 
 
 def test_500_twice_then_success(fake_server: FakeServer) -> None:
@@ -125,11 +114,10 @@ def test_500_forever_gives_up_after_exact_attempts(fake_server: FakeServer) -> N
 
 
 def test_timeout_then_success(fake_server: FakeServer) -> None:
-    fake_server.queue(Reply(delay=10), Reply(text="fast"))
-    t0 = time.monotonic()
+    fake_server.queue(Reply(delay=10, text="slow"), Reply(text="fast"))
     [res] = run(client_for(fake_server, spec_kw={"timeout": 0.5}), {})
+    # had the 0.5 s timeout been ignored, the first request would have answered "slow"
     assert (res.text, res.attempts, len(fake_server.requests)) == ("fast", 2, 2)
-    assert time.monotonic() - t0 < 3.0
 
 
 @pytest.mark.parametrize("bad", [Reply(drop=True), Reply(raw="{not json"), Reply(raw='{"choices": []}'),
@@ -148,8 +136,10 @@ def test_retry_after_parsing() -> None:
 
     assert _retry_after(Exc({"Retry-After": "7"})) == 7.0
     assert _retry_after(Exc({"retry-after-ms": "250"})) == 0.25
-    date = email.utils.formatdate(time.time() + 30, usegmt=True)
-    assert 25 <= (_retry_after(Exc({"Retry-After": date})) or 0) <= 31
+    past = email.utils.formatdate(0, usegmt=True)
+    assert _retry_after(Exc({"Retry-After": past})) == 0.0  # a date already gone: retry now
+    far = email.utils.formatdate(4_000_000_000, usegmt=True)  # the year 2096: a date is read as a date
+    assert (_retry_after(Exc({"Retry-After": far})) or 0) > 365 * 86400
     assert _retry_after(Exc({"Retry-After": "soon"})) is None
     assert _retry_after(Exc({})) is None
 
@@ -213,7 +203,7 @@ def test_cache_hit_on_second_call(fake_server: FakeServer, cache: ResultCache) -
     assert client.stats.cache_hits == 1 and client.stats.prompt_tokens == 4
     stored = cache.get(cache_key(client.spec, MSGS, None))
     assert stored == {"text": "first", "prompt_tokens": 4, "completion_tokens": 2, "cost": None,
-                      "model": "openai/fake-model"}
+                      "model": "openai/fake-model", "finish_reason": "stop"}
 
 
 def test_cache_key_rules() -> None:
@@ -231,7 +221,7 @@ def test_cache_key_rules() -> None:
         cache_key(base, MSGS, {"type": "json_object"}),
     ]
     assert k not in different and len(set(different)) == len(different)
-    with pytest.raises(Exception, match="api_key_env"):
+    with pytest.raises(ConfigError, match="api_key_env"):
         ModelSpec(name="a", model="openai/m", params={"api_key": "sk-x"})
 
 
@@ -297,16 +287,6 @@ def test_concurrency_limit_respected(fake_server: FakeServer) -> None:
     results = run(client, *({"messages": [{"role": "user", "content": str(i)}]} for i in range(16)))
     assert all(isinstance(r, CallResult) for r in results)
     assert fake_server.max_in_flight == 4 and len(fake_server.requests) == 16
-
-
-def test_rpm_limiter_spaces_requests(fake_server: FakeServer) -> None:
-    client = client_for(fake_server, concurrency=8, rpm=600)  # one request per 0.1 s
-    results = run(client, *({"messages": [{"role": "user", "content": str(i)}]} for i in range(6)))
-    assert all(isinstance(r, CallResult) for r in results)
-    times = sorted(fake_server.request_times)
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert min(gaps) >= 0.085, gaps
-    assert times[-1] - times[0] < 1.0
 
 
 def test_fresh_run_closes_its_http_clients(fake_server: FakeServer) -> None:

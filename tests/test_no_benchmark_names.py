@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rubric_engine"
-ANYWHERE = re.compile(r"heartbench|question_id|primary_scene|secondary_scene", re.IGNORECASE)
+ANYWHERE = re.compile(r"heartbench|healthbench|prompt_id|question_id|primary_scene|secondary_scene|reference_qa",
+                      re.IGNORECASE)
 AS_CODE = {"difficulty"}
 # CJK ideographs and extensions, CJK punctuation, kana, Hangul, fullwidth forms.
 CJK = re.compile(r"[\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff"

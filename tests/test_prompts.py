@@ -1,4 +1,4 @@
-"""Prompt construction against the real heartbench spec and data (no model calls)."""
+"""Prompt construction against the real heartbench spec, on the mini data and (when present) the real data."""
 
 from __future__ import annotations
 
@@ -12,9 +12,15 @@ from rubric_engine.prompts import candidate_messages, criteria_vars, judge_messa
 from rubric_engine.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "heartbench"
 
 
+@pytest.fixture(params=["mini", "real"])
+def every_question(request, spec):
+    """Every question of the mini file, then of the real HeartBench file (skipped when absent)."""
+    from rubric_engine.dataset import load_dataset
+
+    path = request.getfixturevalue("mini_file" if request.param == "mini" else "heartbench_file")
+    return load_dataset(spec, path).questions
 
 def _weight_text(c: Criterion) -> str:
     if c.weight is None:
@@ -32,9 +38,9 @@ def _derived(tmp_path: Path, yaml_body: str, files: dict[str, str] | None = None
     return load_spec(d, search_path=[REPO / "benchmarks"])
 
 
-def test_candidate_single_user_message_with_every_turn_in_order(spec, questions):
-    assert len(questions) == 296
-    for q in questions:
+def test_candidate_single_user_message_with_every_turn_in_order(spec, every_question):
+    assert len(every_question) in (12, 296)
+    for q in every_question:
         msgs = candidate_messages(spec, q)
         assert [m["role"] for m in msgs] == ["user"]
         text = msgs[0]["content"]
@@ -46,8 +52,8 @@ def test_candidate_single_user_message_with_every_turn_in_order(spec, questions)
             pos = found + len(line)
 
 
-def test_judge_message_has_every_criterion_numbered_and_count(spec, questions):
-    for q in questions:
+def test_judge_message_has_every_criterion_numbered_and_count(spec, every_question):
+    for q in every_question:
         response = f"回复-{q.id}"
         msgs = judge_messages(spec, q, response)
         assert [m["role"] for m in msgs] == ["system", "user"]

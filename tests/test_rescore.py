@@ -104,7 +104,7 @@ def test_rescore_a_sweep_side_by_side_without_polluting_it(runs: dict[str, Any])
     assert sorted(after, key=lambda k: -after[k]) == sorted(ranks, key=lambda k: ranks[k])
     for d in runs["dirs"].values():
         assert (d / "rescore-linear" / "summary.json").is_file()
-    lb = g.run_cli(["leaderboard", str(sweep), "--out", str(sweep / "lb2"), "--n-boot", "20"], runs["env"])
+    lb = g.run_cli(["leaderboard", str(sweep), f"out={sweep / 'lb2'}", "bootstrap.samples=20"], runs["env"])
     assert lb.returncode == 0, lb.stderr
     assert len(json.loads((sweep / "lb2" / "leaderboard.json").read_text())["rows"]) == 4  # re-scores not ranked
 

@@ -99,9 +99,10 @@ def test_templates_render_with_the_agreed_variables(spec: BenchmarkSpec) -> None
     criteria = [{"index": 1, "label": "温暖", "weight": 3, "text": "表达共情"},
                 {"index": 2, "label": "其他", "weight": None, "text": "扮演用户"}]
     judge = env.from_string(spec.read_template("judge.template")).render(
-        dialogue=dialogue, response="我在呢", criteria=criteria, n_criteria=2, question=None)
+        dialogue=dialogue, response="我在呢", criteria=criteria, n_criteria=2, question=None, tag="t1")
     assert "1. [温暖][3] 表达共情" in judge and "2. [其他][—] 扮演用户" in judge
     assert "共 2 条" in judge and '"criteria"' in judge and '"met"' in judge and "B：嗯" in judge
+    assert "<response-t1>\n我在呢\n</response-t1>" in judge  # the reply is wrapped in a tag it cannot close
     cand = env.from_string(spec.read_template("candidate.j2")).render(dialogue=dialogue, question=None)
     assert "A：我很累" in cand and "Markdown" in cand
     assert spec.read_template("judge.system").startswith("你是")
@@ -193,8 +194,12 @@ def test_search_path_shadowing_and_names(tmp_path: Path, monkeypatch: pytest.Mon
     assert "unknown benchmark (got 'nope')" in str(info.value) and "searched: " in str(info.value)
 
 
-def test_known_formulas_come_from_scoring() -> None:
-    assert set(known_formulas()) >= {"log_normalised", "linear", "met_over_positive"}
+def test_known_formulas_come_from_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rubric_engine import scoring
+
+    assert known_formulas() == ("log_normalised", "linear", "met_over_positive")
+    monkeypatch.setitem(scoring.FORMULAS, "new_formula", scoring.linear)  # registered in scoring only...
+    assert known_formulas()[-1] == "new_formula"  # ...and the spec layer knows it
 
 
 # ----------------------------------------------------------------------------------------- error messages

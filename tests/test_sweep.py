@@ -69,8 +69,35 @@ def test_sweep_three_candidates_builds_leaderboard(tmp_path: Path, env: dict[str
     assert all(name in html for name in ("good", "middling", "poor"))
     # rebuilding from the stored directories alone gives the same numbers
     out = tmp_path / "rebuilt"
-    res = run_cli(["leaderboard", str(sweep), "--out", str(out), "--n-boot", "200"], env, timeout=300)
+    res = run_cli(["leaderboard", str(sweep), f"out={out}", "bootstrap.samples=200"], env, timeout=300)
     assert res.returncode == 0, res.stderr
     again = json.loads((out / "leaderboard.json").read_text())
     assert [(r["candidate"], r["overall"], r["ci_lo"], r["ci_hi"]) for r in again["rows"]] == \
         [(r["candidate"], r["overall"], r["ci_lo"], r["ci_hi"]) for r in rows]
+
+
+def test_sweep_job_names_keep_whole_values_and_ties_share_a_rank(tmp_path: Path, env: dict[str, str]) -> None:
+    sweep = tmp_path / "sweep"
+    long = "a-rather-long-display-name-" * 4  # pushes the override string past the old 120-character cut
+    huge = "x" * 300  # cannot fit at all: replaced by a hash, never cut
+    res = run_cli(["-m", "benchmark=heartbench_en", "candidate=mock", "judge=mock", "limit=4,12", "progress=none",
+                   f"candidate.name={long}a,{long}b,{huge}", "bootstrap.samples=50", f"hydra.sweep.dir={sweep}"],
+                  env, timeout=600)
+    assert res.returncode == 0, res.stderr
+    names = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    assert len(names) == 6 and len(set(n.split("_", 1)[1] for n in names)) == 6
+    for name in names:
+        overrides = {line[2:] for line in (sweep / name / ".hydra" / "overrides.yaml").read_text().splitlines()}
+        limit = next(o for o in overrides if o.startswith("limit="))
+        cand = next(o for o in overrides if o.startswith("candidate.name="))
+        assert re.search(rf"(^|,){re.escape(limit)}(,|$)", name.split("_", 1)[1]), name
+        assert cand in name or re.search(r"\+\d+-more-[0-9a-f]{8}$", name), name
+        assert len(name.encode()) <= 255
+    # same mock model, same questions: equal scores, one shared rank
+    rows = json.loads((sweep / "leaderboard.json").read_text())["rows"]
+    by_limit: dict[int, set[int]] = {}
+    for r in rows:
+        s = json.loads((Path(r["run_dir"]) / "summary.json").read_text())
+        by_limit.setdefault(s["selection"]["limit"], set()).add(r["rank"])
+    assert all(len(ranks) == 1 for ranks in by_limit.values()), by_limit
+    assert sorted(r["rank"] for r in rows) == [1, 1, 1, 4, 4, 4]

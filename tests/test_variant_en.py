@@ -5,12 +5,16 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import MINI
 from rich.console import Console
 
 from fakeserver import FakeServer, Reply
@@ -22,7 +26,6 @@ from rubric_engine.spec import BenchmarkSpec, load_spec
 ROOT = Path(__file__).resolve().parents[1]
 EN_DIR = ROOT / "benchmarks" / "heartbench_en"
 SAMPLE = ROOT / "data" / "heartbench_en_sample.jsonl"
-SHARED = ROOT.parent / "shared" / "heartbench"
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
 
@@ -71,7 +74,7 @@ def test_sample_counts_and_schema(en: BenchmarkSpec) -> None:
         assert [c.rule for c in rules] == ["role_confusion"] and rules[0].weight is None
         for c in q.criteria:
             assert c.rule or (float(c.weight).is_integer() and -10 <= c.weight <= 10 and c.weight != 0)
-    same_schema = json.loads((SHARED / "question_all.jsonl").open(encoding="utf-8").readline())
+    same_schema = json.loads(MINI.open(encoding="utf-8").readline())  # HeartBench's row shape
     for line in SAMPLE.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         assert list(row) == list(same_schema)
@@ -82,8 +85,11 @@ def test_sample_is_english_and_original(en: BenchmarkSpec) -> None:
     for q in qs:
         for text in [t.content for t in q.dialogue] + [c.text for c in q.criteria]:
             assert not CJK.search(text), (q.id, text)
-    upstream = {json.loads(line)["question_id"] for line in (SHARED / "question_all.jsonl").open(encoding="utf-8")}
-    assert not upstream & {q.id for q in qs}
+
+
+def test_sample_ids_are_not_upstream_ids(en: BenchmarkSpec, heartbench_file: Path) -> None:
+    upstream = {json.loads(line)["question_id"] for line in heartbench_file.open(encoding="utf-8")}
+    assert upstream and not upstream & {q.id for q in load_dataset(en).questions}
 
 
 def test_prompts_render_in_english(en: BenchmarkSpec) -> None:
@@ -149,18 +155,47 @@ def _script(body: dict[str, Any]) -> Reply:
     return Reply(text=json.dumps(verdict))
 
 
-def test_end_to_end_against_fake_server(tmp_path: Path, fake_key: str) -> None:
-    from rubric_engine.models import ModelSpec
-    from rubric_engine.runner import RunSettings, run_benchmark
+def _expected_overall() -> float:
+    """Eq. 1 written out from the sample file's raw rows and the script's verdicts (odd items met, not the last);
+    '其他' marks the role-confusion items."""
+    per_label: dict[str, list[float]] = {}
+    for line in SAMPLE.read_text(encoding="utf-8").splitlines():
+        rubric = json.loads(line)["rubric"]
+        n = len(rubric)
+        met = [i % 2 == 1 and i != n for i in range(1, n + 1)]
+        zeroed = any(m for m, it in zip(met, rubric) if it["dimension"] == "其他")
+        groups: dict[str, list[tuple[bool, float]]] = {}
+        for m, it in zip(met, rubric):
+            if it["dimension"] != "其他":
+                groups.setdefault(it["dimension"], []).append((m, it["score"]))
+        for label, items in groups.items():
+            raw = sum(w for m, w in items if m)
+            lo = sum(w for _, w in items if w < 0)
+            hi = sum(w for _, w in items if w > 0)
+            score = 0.0 if zeroed or hi == lo else math.log(raw - lo + 1) / math.log(hi - lo + 1)
+            per_label.setdefault(label, []).append(score)
+    return 100 * sum(sum(v) / len(v) for v in per_label.values()) / len(per_label)
 
+
+def test_end_to_end_through_the_console_script(tmp_path: Path, env: dict[str, str]) -> None:
+    exe = Path(sys.executable).with_name("rubric-engine")
     with FakeServer(_script) as srv:
-        model = ModelSpec(name="fake", model="openai/fake-model", api_base=srv.url, api_key_env=fake_key)
-        settings = RunSettings(benchmark="heartbench_en", out_dir=tmp_path / "run", candidate=model, judge=model,
-                               benchmark_dirs=[str(ROOT / "benchmarks")], cache_dir=str(tmp_path / "cache"),
-                               progress="none", concurrency=4)
-        summary = run_benchmark(settings, Console(file=io.StringIO()))
+        models = [f"{role}={x}" for role in ("candidate", "judge")
+                  for x in ("openai_compatible",)] + \
+                 [f"{role}.{k}={v}" for role in ("candidate", "judge")
+                  for k, v in (("model", "openai/fake-model"), ("api_base", srv.url), ("api_key_env", "FAKE_KEY"),
+                               ("name", role))]
+        res = subprocess.run([str(exe), "benchmark=heartbench_en", "progress=plain", "concurrency=4",
+                              f"hydra.run.dir={tmp_path / 'run'}", *models],
+                             env=env, capture_output=True, text=True, timeout=300)
+        n_requests = len(srv.requests)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))
     assert summary["counts"]["questions"] == 15 and summary["counts"]["scored"] == 15
     assert summary["counts"]["judge_errors"] == 0 and summary["counts"]["catastrophic"] == 0
-    assert summary["benchmark"] == "heartbench_en" and 0 < summary["overall"] < 100
+    assert summary["benchmark"] == "heartbench_en"
+    assert summary["overall"] == pytest.approx(_expected_overall(), abs=1e-9)
     assert set(summary["scenarios"]) == {"个人成长", "人际与社会化发展", "职场心理", "家庭关系", "亲密关系"}
-    assert len(srv.requests) == 30
+    assert n_requests == 30
+    out = res.stderr + res.stdout
+    assert "Overall" in out and "Verbal Expression" in out and "言语表达" not in out  # English labels only

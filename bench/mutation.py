@@ -1,0 +1,134 @@
+"""Mutation testing of the core modules with mutmut 3, printing the killed share per module.
+
+Why a wrapper: mutmut 3 copies the source tree into `mutants/` and imports the package from there, but
+this checkout maps conf/, benchmarks/ and data/ into the package only at install time (pyproject
+package-dir). So each module gets a scratch directory (.mutation/<module>/, git-ignored) holding the
+package with those three folded in, the tests, a `shared` link to the HeartBench data and a pyproject
+whose [tool.mutmut] section mutates that one module and runs that module's fast in-process tests.
+Tests that start the console script run the installed (unmutated) package and are left out: they could
+not kill a mutant. Needs `pip install -e ".[dev]"` in a venv of its own (mutmut needs coverage>=7.3,
+which the `test` extra's irrCAC forbids); the default test sets import nothing from `test` beyond pytest
+and hypothesis.
+
+    python bench/mutation.py scoring               # one module, its default tests
+    python bench/mutation.py bootstrap --max-children 2
+    python bench/mutation.py --all                 # every core module (slow: run it outside CI)
+    python bench/mutation.py judge --tests tests/test_judge.py tests/test_properties.py
+    python bench/mutation.py scoring --show-survivors   # print each surviving mutant's diff
+
+Output: one line per module, e.g. `scoring  killed 180/200 = 90.0%  (survived 18, timeout 0, no tests 2)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = ROOT / ".mutation"
+PACKAGE = "rubric_engine"
+FOLDED = ("conf", "benchmarks", "data")  # package-dir mappings from pyproject.toml
+
+# module -> the in-process tests that exercise it (console-script tests cannot see mutants)
+CORE: dict[str, list[str]] = {
+    "scoring": ["test_scoring.py", "test_properties.py", "test_rules_pinned.py"],
+    "aggregate": ["test_aggregate.py", "test_properties.py", "test_rules_pinned.py", "test_bootstrap_level.py"],
+    "bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py"],
+    "judge": ["test_judge.py", "test_properties.py", "test_rules_pinned.py"],
+    "models": ["test_models.py", "test_models_faults.py"],
+    "cache": ["test_cache.py", "test_models.py"],
+    "dataset": ["test_data.py", "test_data_faults.py"],
+    "spec": ["test_spec.py", "test_properties.py", "test_rules_pinned.py"],
+    "specfile": ["test_spec.py", "test_properties.py"],
+}
+KILLED = {"killed", "timeout", "caught by type check"}  # mutmut's statuses that mean "a test noticed"
+
+
+def prepare(module: str, tests: list[str]) -> Path:
+    """A fresh scratch project for one module; returns its directory."""
+    work = SCRATCH / module
+    shutil.rmtree(work, ignore_errors=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+    shutil.copytree(ROOT / PACKAGE, work / PACKAGE, ignore=ignore)
+    for name in FOLDED:  # as installed: rubric_engine.conf, rubric_engine.benchmarks, rubric_engine.data
+        shutil.copytree(ROOT / name, work / PACKAGE / name, ignore=ignore)
+        shutil.copytree(ROOT / name, work / name, ignore=ignore)  # tests read them from the root (also_copy)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    shared = (ROOT.parent / "shared").resolve()
+    if shared.exists():
+        # tests find the data at <checkout>/../shared; mutmut runs them from <work>/mutants/tests
+        (work / "shared").symlink_to(shared, target_is_directory=True)
+    selection = ", ".join(f'"tests/{t}"' for t in tests)
+    (work / "pyproject.toml").write_text(
+        "[tool.mutmut]\n"
+        f'source_paths = ["{PACKAGE}"]\n'
+        f'only_mutate = ["{PACKAGE}/{module}.py"]\n'
+        f"also_copy = [{', '.join(repr(n).replace(chr(39), chr(34)) for n in FOLDED)}]\n"
+        f"pytest_add_cli_args_test_selection = [{selection}]\n"
+        'pytest_add_cli_args = ["-q", "-p", "no:cacheprovider", "-m", "not slow"]\n'
+        "\n[tool.pytest.ini_options]\n"
+        'markers = ["slow: end-to-end tests that start the console script"]\n',
+        encoding="utf-8")
+    return work
+
+
+def run(module: str, tests: list[str], max_children: int | None, show: bool) -> tuple[Counter[str], int]:
+    work = prepare(module, tests)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    cmd = [sys.executable, "-m", "mutmut", "run"]
+    if max_children:
+        cmd += ["--max-children", str(max_children)]
+    log = work / "mutmut.log"
+    with log.open("w", encoding="utf-8") as fh:
+        code = subprocess.run(cmd, cwd=work, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+    listing = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, env=env,
+                             capture_output=True, text=True).stdout
+    statuses = Counter(m.group(1).strip() for m in re.finditer(r"^\s*\S+:\s*(.+?)\s*$", listing, re.MULTILINE))
+    if show:
+        for name in re.findall(r"^\s*(\S+):\s*survived\s*$", listing, re.MULTILINE):
+            diff = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env,
+                                  capture_output=True, text=True).stdout
+            print(diff)
+    return statuses, code
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="mutation testing of the core modules (mutmut 3)")
+    parser.add_argument("modules", nargs="*", help=f"modules of {PACKAGE}/ ({', '.join(CORE)})")
+    parser.add_argument("--all", action="store_true", help="every core module")
+    parser.add_argument("--tests", nargs="+", help="test files instead of the module's default set")
+    parser.add_argument("--max-children", type=int, default=None, help="parallel mutant runs (default: CPUs)")
+    parser.add_argument("--show-survivors", action="store_true", help="print the diff of every survivor")
+    args = parser.parse_args()
+    modules = list(CORE) if args.all else args.modules
+    if not modules:
+        parser.error("name at least one module, or --all")
+    unknown = [m for m in modules if not (ROOT / PACKAGE / f"{m}.py").is_file()]
+    if unknown:
+        parser.error(f"no module {', '.join(unknown)} in {PACKAGE}/")
+    worst = 0
+    for module in modules:
+        tests = [Path(t).name for t in args.tests] if args.tests else CORE.get(module) or []
+        if not tests:
+            parser.error(f"no default tests for {module}: pass --tests")
+        statuses, code = run(module, tests, args.max_children, args.show_survivors)
+        total = sum(statuses.values())
+        killed = sum(n for s, n in statuses.items() if s in KILLED)
+        share = 100.0 * killed / total if total else 0.0
+        others = ", ".join(f"{s} {n}" for s, n in sorted(statuses.items()) if s not in KILLED) or "none"
+        print(f"{module:<10} killed {killed}/{total} = {share:.1f}%  (not killed: {others})"
+              + ("" if code == 0 else f"  [mutmut exit {code}; see {SCRATCH.name}/{module}/mutmut.log]"),
+              flush=True)
+        worst = max(worst, 0 if total and code == 0 else 1)
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())

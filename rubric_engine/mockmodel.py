@@ -1,0 +1,81 @@
+"""The `mock/` models: deterministic, offline stand-ins for a candidate and a judge.
+
+Why: a newcomer can run the whole pipeline (generate, judge, score, outputs) with no key, no server
+and no network (`candidate=mock judge=mock`). Nothing here imports LiteLLM. Every text a mock writes
+starts with MOCK_TAG so no output can be mistaken for a real model's.
+
+The judge layer tells the mock what shape of verdict it expects (`VerdictShape`); `mock_verdict` is the
+one function that builds a verdict from it, so a spec that declares other verdict fields only has to
+describe them in the shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MOCK_PREFIX", "MOCK_TAG", "VerdictShape", "is_mock", "mock_reply", "mock_verdict"]
+
+MOCK_PREFIX = "mock/"
+MOCK_TAG = "[mock]"
+
+
+def is_mock(model: str) -> bool:
+    """True for LiteLLM-style ids the engine answers itself (`mock/<anything>`)."""
+    return model.startswith(MOCK_PREFIX)
+
+
+@dataclass(frozen=True)
+class VerdictShape:
+    """What a valid verdict looks like: `{list_key: [{field: value, ...} x items]}`.
+
+    `fields` maps each field name to its kind: "id" (1..items), "text", "bool", "number", or a list of
+    allowed values (the mock picks one deterministically).
+    """
+
+    items: int
+    list_key: str | None = "criteria"  # None: one criterion per call, answered as a single object
+    fields: Mapping[str, Any] = field(default_factory=lambda: {"id": "id", "reasoning": "text", "met": "bool"})
+
+
+def _digest(*parts: str) -> int:
+    return int.from_bytes(hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()[:8], "big")
+
+
+def _value(kind: Any, name: str, index: int, seed: str) -> Any:
+    if kind == "id":
+        return index
+    if kind == "text":
+        return f"{MOCK_TAG} deterministic placeholder, not a real judgement (item {index})"
+    if kind == "bool":
+        return _digest(seed, name, str(index)) % 2 == 0
+    if kind == "number":
+        return _digest(seed, name, str(index)) % 11 / 10.0
+    if isinstance(kind, Sequence) and not isinstance(kind, str) and kind:
+        return list(kind)[_digest(seed, name, str(index)) % len(kind)]
+    raise ValueError(f"mock judge: unknown verdict field kind {kind!r} for {name!r}")
+
+
+def mock_verdict(shape: VerdictShape, seed: str) -> str:
+    """A valid verdict JSON for `shape`; the same `seed` (the prompt) always gives the same verdict."""
+    items = [{name: _value(kind, name, i, seed) for name, kind in shape.fields.items()}
+             for i in range(1, shape.items + 1)]
+    if shape.list_key is None:
+        return json.dumps(items[0] if items else {}, ensure_ascii=False)
+    return json.dumps({shape.list_key: items}, ensure_ascii=False)
+
+
+def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: VerdictShape | None) -> str:
+    """The mock's answer: a verdict when the caller expects one, else a short labelled reply."""
+    seed = json.dumps([model, [m.get("content") for m in messages]], ensure_ascii=False, sort_keys=True, default=str)
+    if expect is not None:
+        return mock_verdict(expect, seed)
+    return f"{MOCK_TAG} A deterministic reply from {model} (offline, no model was called; #{_digest(seed) % 10000:04d})."
+
+
+def mock_tokens(text: str) -> int:
+    """A rough size for the mock's usage numbers (it has no tokenizer); about 4 characters a token."""
+    return max(1, (len(text) + 3) // 4)

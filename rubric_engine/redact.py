@@ -1,0 +1,45 @@
+"""One redaction for every error text the engine writes anywhere (samples.jsonl, stderr, error.txt).
+
+Why one place: a provider or a hostile server may echo the request's `Authorization` header in an error
+body; whichever path that text takes out of the process, it must lose the key on the way. Redacted are
+every key value the engine sends (registered by the model client), the values of `*_API_KEY` variables in
+the environment, and anything shaped like `Bearer <token>` or `sk-<token>`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+__all__ = ["redact", "register_secret"]
+
+_MIN_LEN = 6  # shorter values (placeholders, test stubs) would blank out ordinary words
+_SECRETS: set[str] = set()
+_PATTERNS = (
+    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 ***"),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{4,}"), "sk-***"),
+    (re.compile(r"(?i)((?:api[_-]?key|x-api-key|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{4,}"), r"\1***"),
+)
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a key value sent to a server so any text echoing it is redacted."""
+    if value and len(value) >= _MIN_LEN:
+        _SECRETS.add(value)
+
+
+def _env_secrets() -> set[str]:
+    return {v for k, v in os.environ.items()
+            if (k.endswith(("_API_KEY", "_KEY", "_TOKEN")) or k == "RUBRIC_ENGINE_KEY") and len(v) >= _MIN_LEN}
+
+
+def redact(text: str) -> str:
+    """`text` with every known key value and key-shaped token replaced by ***."""
+    if not text:
+        return text
+    for secret in sorted(_SECRETS | _env_secrets(), key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***")
+    for pattern, repl in _PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
