@@ -87,14 +87,12 @@ def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_sta
                     scale=spec.scoring.scale, how=how) if scored_stage else dict(EMPTY_SCORES)
     if not spec.data.fields.scenario:  # no scenario column: no scenario table (not one "(none)" row)
         agg["scenarios"] = {}
-    formula = spec.scoring.formula
     return {
         **agg,
         "breakdowns": breakdowns(scored, spec.declared_breakdowns(), dims, how, spec.scoring.scale)
         if scored_stage else {},
         "interval": _interval(spec, scored) if scored_stage else None,
-        "aggregation": {"formula": formula if isinstance(formula, str) else getattr(formula, "__name__", str(formula)),
-                        "question": how.question, "overall": how.overall,
+        "aggregation": {"formula": spec.scoring.formula, "question": how.question, "overall": how.overall,
                         "clip": how.clip, "no_positive_points": how.no_positive_points},
         "counts": {"questions": len(samples), "scored": len(scored),
                    "judge_errors": sum(1 for s in samples if s.get("judge_error")),

@@ -310,7 +310,8 @@ ESCAPE = "{{ cycler.__init__.__globals__.os.popen('touch PWNED').read() }}\n"
                                                    "candidate.model=openai/x", "candidate.api_base=http://127.0.0.1:9/v1"]])
 def test_sandbox_escape_is_a_validation_error(tmp_path: Path, command: list[str]) -> None:
     bench = hostile_spec(tmp_path, ESCAPE)
-    proc = cli(tmp_path, *command, f"benchmark={bench}", f"hydra.run.dir={tmp_path / 'run'}")
+    run_dir = [] if command == ["validate"] else [f"hydra.run.dir={tmp_path / 'run'}"]  # validate writes no run
+    proc = cli(tmp_path, *command, f"benchmark={bench}", *run_dir)
     line = one_error_line(proc)
     assert "judge.j2" in line and "sandbox" in line
     assert not (tmp_path / "PWNED").exists()
