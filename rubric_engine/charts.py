@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-__all__ = ["radar_chart", "subsets_chart", "FORMATS"]
+__all__ = ["radar_chart", "subsets_chart", "length_chart", "FORMATS"]
 
 FORMATS = ("png", "svg")
 
@@ -137,4 +137,33 @@ def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | 
     if title:
         ax.set_title(title, fontsize=12)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _save(fig, Path(out_base), formats)
+
+
+def length_chart(series: Mapping[str, tuple[Sequence[float], Sequence[float], str]], out_base: Path, *,
+                 title: str = "", xlabel: str = "reply length (characters)", max_value: float = 100.0,
+                 formats: Sequence[str] = FORMATS) -> list[Path]:
+    """One scatter per model: reply length against question score; series: label -> (lengths, scores, note)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    n = max(1, len(series))
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(3.2 * cols, 2.8 * rows + 0.6), dpi=100)
+    FigureCanvasAgg(fig)
+    for i, (color, (name, (xs, ys, note))) in enumerate(zip(_colors(n), series.items()), 1):
+        ax = fig.add_subplot(rows, cols, i)
+        ax.scatter(list(xs), list(ys), s=9, color=color, alpha=0.7, linewidths=0)
+        ax.set_title(textwrap.fill(f"{name} {note}".strip(), 34), fontsize=8)
+        ax.set_ylim(-0.03 * max_value, 1.03 * max_value)
+        ax.tick_params(labelsize=7)
+        ax.spines[["top", "right"]].set_visible(False)
+        if (i - 1) % cols == 0:
+            ax.set_ylabel("question score", fontsize=8)
+        if i > n - cols:
+            ax.set_xlabel(xlabel, fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
     return _save(fig, Path(out_base), formats)

@@ -27,7 +27,7 @@ from .errors import ConfigError, RubricEngineError
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
 
 CONFIG_MODULE = "rubric_engine.conf"
-SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree")
+SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit")
 
 
 def _slug(value: Any) -> str:
@@ -348,9 +348,10 @@ def _subcommand(name: str, args: list[str]) -> int:
 
     debug = any(a.lower() in ("debug=true", "--debug") for a in args)
     try:
-        if name in ("review", "agree"):  # their own key=value parser (kvargs); help comes from cliargs
+        if name in ("review", "agree", "rescore", "audit"):  # key=value via kvargs; help comes from cliargs
             if any(a in ("-h", "--help") for a in args):
                 raise HelpRequested(COMMANDS[name].help())
+            args = [a for a in args if a.partition("=")[0] != "debug"]
             parsed = None
         else:
             parsed = parse(COMMANDS[name], args)
@@ -386,6 +387,14 @@ def _subcommand(name: str, args: list[str]) -> int:
             from .agree import agree_main
 
             return agree_main(args)
+        if name == "rescore":
+            from .rescore import rescore_main
+
+            return rescore_main(args)
+        if name == "audit":
+            from .audit import audit_main
+
+            return audit_main(args)
         from .localize import localize_command
 
         return localize_command([a for a in args if a.partition("=")[0] != "debug"])

@@ -187,6 +187,23 @@ COMMANDS: dict[str, Command] = {
          "n_boot": "bootstrap resamples (default 1000)", "seed": "bootstrap seed (default 0)"},
         required_positionals=1, examples=["rubric-engine agree outputs/run1 labels=labels.jsonl"],
         details_from="rubric_engine.agree:USAGE"),
+    "rescore": Command(
+        "rescore", "Recompute every score of stored runs from their verdicts (samples.jsonl); no model is called. "
+                   "Writes summary.json, samples.jsonl, spec.resolved.json and a complete manifest per run, plus "
+                   "compare.md / compare.json: which abilities and ranks move.",
+        [("RUN_DIR...", "run or sweep directories")],
+        {"scoring.formula": "log_normalised, linear or met_over_positive (default: the run's own)",
+         "failure_rules": "on (default) or off", "out": "output directory (default: RUN_DIR/rescore-<formula>[-norules]/)"},
+        required_positionals=1, examples=["rubric-engine rescore outputs/run1 scoring.formula=linear failure_rules=off"]),
+    "audit": Command(
+        "audit", "Self-preference audit: for each judge, the share of items the other judges' majority failed that "
+                 "it passes, for candidates of its own family vs other families (bootstrap interval over questions), "
+                 "and each candidate's rank under each judge alone. Writes audit.json and audit.md.",
+        [("RUN_DIR...", "run or sweep directories: every judge grading every candidate's same replies")],
+        {"family.NAME": "the family of model NAME when its entry has no family: (e.g. family.my-judge=openai)",
+         "n_boot": "bootstrap resamples (default 1000)", "seed": "bootstrap seed (default 0)",
+         "out": "output directory (default: the one DIR given, else ./audit)"},
+        required_positionals=1, examples=["rubric-engine audit multirun/my_bench/2026-11-22_10-00-00 family.local-qwen=qwen"]),
     "data": Command(
         "data", "Download a benchmark's pinned data into the data cache (checked against its sha256) and print "
                 "the path.", [("ACTION", "fetch (default) or path (print where it is, download nothing)")],

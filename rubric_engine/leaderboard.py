@@ -199,7 +199,14 @@ class Leaderboard:
             "decay": dict(zip(("from", "to", "base"), t.decay)) if t.decay else None,
             "rows": [r.to_dict() for r in self.rows], "pairs": [p.to_dict() for p in self.pairs],
             "warnings": self.warnings,
+            "length_notes": _length_notes(self),
         }
+
+
+def _length_notes(lb: "Leaderboard") -> list[str]:
+    from rubric_engine.leaderboard_output import length_notes
+
+    return length_notes(lb)
 
 
 def _natural(p: Path) -> list[Any]:

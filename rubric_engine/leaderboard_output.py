@@ -80,6 +80,7 @@ def _notes(lb: Leaderboard) -> list[str]:
     out += [f"{p.a} - {p.b}: {fmt(p.diff)} [{fmt(p.lo)}, {fmt(p.hi)}] "
             f"({'differs' if p.excludes_zero else 'not distinguishable'}, {p.questions} questions"
             f"{_noise_note(p)})" for p in lb.pairs if not p.error]  # failed pairs are among the warnings
+    out += length_notes(lb)
     return out + [f"warning: {w}" for w in lb.warnings]
 
 
@@ -88,6 +89,14 @@ def _noise_note(p: Any) -> str:
     if p.noise is None:
         return ""
     return f", {'within judge noise' if p.within_noise else 'larger than judge noise'} (noise SD {fmt(p.noise)})"
+
+
+def length_notes(lb: Leaderboard) -> list[str]:
+    """One line per run whose score and reply length correlate strongly (summary.json's `length`)."""
+    from rubric_engine.lengths import strong_note
+
+    notes = (strong_note(r.label, r.run.summary.get("length") if r.run else None) for r in lb.rows)
+    return [n for n in notes if n]
 
 
 def _markdown(lb: Leaderboard) -> str:
@@ -165,9 +174,26 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
         for ext in charts.FORMATS:
             if (out / f"{name}.{ext}").is_file():
                 files[f"{name}_{ext}"] = out / f"{name}.{ext}"
+    if any(r.run is not None for r in lb.rows):
+        labels = [r.label for r in lb.rows]
+        charts.length_chart({(r.label if labels.count(r.label) == 1 else f"{r.label} ({r.judge})"): _length_points(r, t.scale)
+                             for r in lb.rows if r.run is not None},
+                            out / "length", title=f"{lb.benchmark}: reply length vs question score", max_value=t.scale)
+        for ext in charts.FORMATS:
+            files[f"length_{ext}"] = out / f"length.{ext}"
+        images["Reply length vs question score (one point per question; Spearman rho in the title)"] = files["length_png"]
     agreement = agreement or html_views.find_agreement([out])
     files["html"] = html_report.write_html(lb, out / "report.html", images=images, subset_ci=ci, agreement=agreement)
     return files
+
+
+def _length_points(r: Row, scale: float) -> tuple[list[float], list[float], str]:
+    """(characters, question score on the spec's scale, rho note) for one row's scored questions."""
+    pts = [(float(len(s["response"])), float(s["score"]) * scale) for s in (r.run.samples if r.run else [])
+           if s.get("score") is not None and isinstance(s.get("response"), str)]
+    rho = (((r.run.summary.get("length") or {}).get("overall") or {}).get("chars")) if r.run else None
+    note = f"(rho {rho['rho']:+.2f})" if rho else ""
+    return [x for x, _ in pts], [y for _, y in pts], note
 
 
 def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None:

@@ -41,6 +41,7 @@ _FATAL_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError", "NotFo
                           "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"})
 _MISSING_KEY = "Missing credentials"  # LiteLLM/OpenAI SDK wording when no key was found at all
 _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
+_FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 _STOPS_RUN_KINDS = frozenset({"auth", "forbidden", "not_found", "connection"})  # same failure for every question
 _LOOP_USERS: dict[int, int] = {}  # event-loop id -> ModelClients that made real calls in it (for aclose)
 
@@ -74,6 +75,7 @@ class ModelSpec:
     api_key_env: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     timeout: float = 120.0
+    family: str | None = None  # maker / lineage (openai, anthropic, qwen, ...): the self-preference audit's unit
     revision: str | None = None  # any string naming what is served behind `model` (part of the cache key)
 
     def __post_init__(self) -> None:
@@ -86,9 +88,15 @@ class ModelSpec:
             raise ConfigError(f"model {self.name!r}: params.api_key is not allowed (it would be saved with the run); "
                               "put the key in an environment variable and name it with api_key_env")
         object.__setattr__(self, "params", params)
+        if self.family is not None:
+            fam = str(self.family).strip().lower()
+            if not _FAMILY_RE.fullmatch(fam):
+                raise ConfigError(f"model {self.name!r}: family must be a short name like 'openai' or 'qwen' "
+                                  f"(letters, digits, - _ .), got {self.family!r}")
+            object.__setattr__(self, "family", fam)
 
     def __hash__(self) -> int:
-        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout, self.revision,
+        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout, self.family, self.revision,
                      json.dumps(self.params, sort_keys=True, default=str)))
 
     @classmethod
@@ -99,7 +107,7 @@ class ModelSpec:
         `timeout`, which wins over the default of 120 s.
         """
         data = _plain(dict(data))
-        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "revision"}
+        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "family", "revision"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
@@ -115,7 +123,7 @@ class ModelSpec:
             raise ConfigError(f"{role}: timeout must be a number of seconds (got {chosen!r})") from None
         return cls(name=str(data.get("name") or str(model).split("/", 1)[-1]), model=str(model),
                    api_base=data.get("api_base") or None, api_key_env=data.get("api_key_env") or None,
-                   params=dict(data.get("params") or {}), timeout=seconds,
+                   params=dict(data.get("params") or {}), timeout=seconds, family=data.get("family") or None,
                    revision=None if data.get("revision") is None else str(data.get("revision")))
 
     @property

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-__all__ = ["StageProgress", "make_progress", "print_summary", "breakdown_tables", "format_tokens"]
+__all__ = ["StageProgress", "make_progress", "print_summary", "breakdown_tables", "print_length", "format_tokens"]
 
 
 def format_tokens(n: int) -> str:
@@ -193,6 +193,9 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
             t.add_row(label, _fmt(value))
         console.print(t)
 
+    if summary.get("length"):
+        print_length(summary["length"], spec.get("taxonomy") or {}, console, spec.get("locale", "en"))
+
     stats = Table(title="Run statistics")
     for col in ("", "candidate", "judge"):
         stats.add_column(col, justify="right" if col else "left")
@@ -219,3 +222,31 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     if c.get("unscored"):
         console.print(f"[yellow]{c['unscored']} question(s) have no positive points and are excluded "
                       "(aggregation.no_positive_points: exclude); see samples.jsonl.")
+
+
+def _rho(r: Mapping[str, Any] | None) -> str:
+    if not r:
+        return "—"
+    ci = "" if r.get("lo") is None else f" [{r['lo']:+.2f}, {r['hi']:+.2f}]"
+    return f"{r['rho']:+.2f}{ci} (n={r['n']})"
+
+
+def print_length(length: Mapping[str, Any], taxonomy: Mapping[str, Any], console: Console, locale: str = "en") -> None:
+    """Reply length against score: Spearman rho with its bootstrap interval, overall and per ability."""
+    measures = [m for m in ("chars", "tokens") if m in length.get("overall", {})]
+    t = Table(title="Reply length vs score (Spearman rho, 95% bootstrap interval over questions)")
+    t.add_column("Scope")
+    for m in measures:
+        t.add_column("characters" if m == "chars" else "tokens", justify="right")
+    t.add_row("[bold]question score", *(_rho(length["overall"].get(m)) for m in measures))
+    for dim in taxonomy.get("dimensions", []):
+        for ab in dim.get("abilities", []):
+            r = length.get("abilities", {}).get(ab["id"]) or {}
+            t.add_row(f"  {_label(ab.get('labels', {}), locale, ab['id'])}", *(_rho(r.get(m)) for m in measures))
+    console.print(t)
+    if length.get("note"):
+        console.print(f"length: {length['note']}", highlight=False, soft_wrap=True)
+    for m in length.get("strong") or []:
+        r = length["overall"][m]
+        console.print(f"[yellow]note:[/] question score and reply length ({m}) correlate strongly: "
+                      f"rho {r['rho']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}]", highlight=False, soft_wrap=True)

@@ -34,6 +34,7 @@ __all__ = [
     "write_json",
     "write_jsonl",
     "read_jsonl",
+    "read_summary",
     "answer_rows",
     "read_answers",
 ]
@@ -156,6 +157,14 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise AnswersError(f"{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from None
     return rows
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run directory's summary.json as a dict (OSError / ValueError when absent or not a JSON object)."""
+    data = json.loads((Path(run_dir) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{Path(run_dir) / SUMMARY_FILE}: expected a JSON object")
+    return data
 
 
 def answer_rows(questions: Sequence[Question], responses: Mapping[str, str | None], id_field: str) -> list[dict]:

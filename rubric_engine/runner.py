@@ -19,8 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from . import rundir, runstream
-from .aggregate import ScoredQuestion, aggregate, breakdowns
-from .bootstrap import bootstrap_stats
+from .aggregate import ScoredQuestion
 from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
 from .errors import ConfigError, FatalModelError, ModelCallError
@@ -34,7 +33,8 @@ from .prompts import candidate_messages, check_templates
 from .redact import redact
 from .report import ProgressBoard, print_summary
 from .run_report import write_run_report
-from .scoring import QuestionScore, score_question
+from .scores import question_score, record_fields, score_summary
+from .scoring import QuestionScore
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 from .speccheck import check_breakdowns_against_data
 
@@ -221,8 +221,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     def finished(o: _Outcome) -> None:
         """One question is final: score it, append its record to the journal, keep only compact values."""
         if o.judge is not None and o.judge.verdicts is not None:
-            o.score = score_question(o.question.criteria, [v.hit for v in o.judge.verdicts], spec.formula(),
-                                     spec.scoring.params, spec.failure_rules, spec.aggregation_rule())
+            o.score = question_score(spec, o.question.criteria, [v.hit for v in o.judge.verdicts])
         rec = _sample(spec, o)
         if panel_mode:
             panel_results.append((o.question, o.judge))
@@ -461,11 +460,7 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
     elif o.score is not None:
-        qs = o.score
-        rec["abilities"] = {a: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for a, s in qs.abilities.items()}
-        if qs.tags:
-            rec["item_tags"] = {t: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for t, s in qs.tags.items()}
-        rec.update(score=qs.score, failed_rules=list(qs.failed_rules), catastrophic=qs.catastrophic)
+        rec.update(record_fields(o.score))  # the same record fields `rescore` writes (scores.py)
     rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
                      "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
@@ -488,44 +483,22 @@ def _clip(text: str, limit: int = 20_000) -> str:
     return text if len(text) <= limit else text[:limit] + f" ... [{len(text) - limit} more characters not kept]"
 
 
-def _interval(spec: BenchmarkSpec, scored: Sequence[ScoredQuestion]) -> dict[str, Any] | None:
-    """The overall's 95% percentile bootstrap interval and bootstrap std (1000 resamples, seed 0)."""
-    if not scored:
-        return None
-    stats = bootstrap_stats(scored, spec.dimensions_map(), 1000, 0, scale=spec.scoring.scale, how=spec.aggregation_rule())
-    return {"samples": 1000, "seed": 0, "alpha": 0.05, "lo": stats["lo"], "hi": stats["hi"], "std": stats["std"]}
 
 
 def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
              totals: runstream.Totals, scored: Sequence[ScoredQuestion],
              calls: Mapping[str, Any]) -> dict[str, Any]:
-    decay, how, dims = spec.report.decay, spec.aggregation_rule(), spec.dimensions_map()
     judged = settings.stage != "generate"
-    agg = aggregate(scored, dims, decay=(decay.from_, decay.to, decay.base) if decay else None,
-                    scale=spec.scoring.scale, how=how) if judged else \
-        {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
-    if not spec.data.fields.scenario:  # no scenario column: no scenario table (not one "(none)" row)
-        agg["scenarios"] = {}
     cand = settings.candidate
     return {
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
         "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": dataset.sha256,
         "data_trust": dataset.trust,
-        "candidate": {"name": cand.name, "model": cand.model} if cand else {"name": _answers_name(settings), "model": None},
-        "judge": {"name": judge_spec.name, "model": judge_spec.model} if judged else None,
-        **agg,
-        "breakdowns": breakdowns(scored, spec.declared_breakdowns(), dims, how, spec.scoring.scale) if judged else {},
-        "interval": _interval(spec, scored) if judged else None,
-        "aggregation": {"formula": spec.scoring.formula, "question": how.question, "overall": how.overall,
-                        "clip": how.clip, "no_positive_points": how.no_positive_points},
-        "counts": {"questions": totals.questions, "scored": len(scored),
-                   "judge_errors": totals.judge_errors,
-                   "candidate_errors": totals.candidate_errors,
-                   "catastrophic": sum(1 for s in scored if s.catastrophic),
-                   "truncated": totals.truncated,
-                   # questions left out for having no positive points (only where the spec excludes them)
-                   **({"unscored": totals.unscored if judged else 0}
-                      if how.no_positive_points == "exclude" else {})},
+        "candidate": {"name": cand.name, "model": cand.model, "family": cand.family} if cand else _answers_candidate(settings),
+        "judge": {"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family} if judged else None,
+        # the same path `rescore` takes from samples.jsonl (scores.py): one aggregation, never two; the
+        # journal's compact per-question values stand in for the records
+        **score_summary(spec, totals.compact_in_order(questions), scored_stage=judged, scored=scored),
         "tokens": totals.tokens,
         "cost": totals.costs(),
         "calls": dict(calls),
@@ -533,6 +506,19 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spe
         "stage": settings.stage,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def _answers_candidate(settings: RunSettings) -> dict[str, Any]:
+    """Score-only runs: from_run keeps the earlier run's candidate (name, model, family), so several
+    judges re-grading one run's replies stay attributable to the same candidate; else the file's name."""
+    if settings.from_run:
+        try:
+            prior = rundir.read_summary(Path(settings.from_run)).get("candidate")
+        except (OSError, ValueError):
+            prior = None
+        if isinstance(prior, dict) and prior.get("name"):
+            return {"name": str(prior["name"]), "model": prior.get("model"), "family": prior.get("family")}
+    return {"name": _answers_name(settings), "model": None, "family": None}
 
 
 def _answers_name(settings: RunSettings) -> str:

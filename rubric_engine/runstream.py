@@ -41,9 +41,19 @@ class Totals:
     # exact sums (Fraction), so the total does not depend on the order questions finished in
     cost: dict[str, Fraction | None] = field(default_factory=lambda: {"candidate": None, "judge": None})
     scored: dict[str, ScoredQuestion] = field(default_factory=dict)
+    # what scores.score_summary reads of each record (counts, length analysis), without the texts
+    compact: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.questions += 1
+        response = rec.get("response")
+        self.compact[str(rec["id"])] = {
+            "judge_error": bool(rec.get("judge_error")), "candidate_error": bool(rec.get("candidate_error")),
+            "truncated": bool(rec.get("truncated")), "score": rec.get("score"),
+            "response_chars": len(response) if isinstance(response, str) else None,
+            "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
+            "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
+                          if isinstance(v, Mapping)}}
         self.judge_errors += bool(rec.get("judge_error"))
         self.candidate_errors += bool(rec.get("candidate_error"))
         self.truncated += bool(rec.get("truncated"))
@@ -61,6 +71,10 @@ class Totals:
     def costs(self) -> dict[str, float | None]:
         """Cost per role; None where no call was priced (never a made-up zero)."""
         return {r: None if c is None else float(c) for r, c in self.cost.items()}
+
+    def compact_in_order(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
+        """The compact records in question order (one per question that has a record)."""
+        return [self.compact[q.id] for q in questions if q.id in self.compact]
 
     def scored_in_order(self, questions: Sequence[Question]) -> list[ScoredQuestion]:
         """Question order, whatever order the questions finished in: sums and the bootstrap's resamples

@@ -125,6 +125,7 @@ class ModelRef(_Model):
     api_key_env: str | None = None
     params: dict[str, Any] = {}
     timeout: float | None = Field(default=None, gt=0)  # seconds per request; None: the run's default (120)
+    family: str | None = None  # maker / lineage, for `rubric-engine audit`
     revision: str | None = None  # names what is served behind `model`; part of the cache key
 
 

@@ -92,7 +92,7 @@ def test_self_contained_no_urls_one_inline_script(report: Path) -> None:
     page = _page(report)
     html_text = report.read_text(encoding="utf-8")
     images = [v for tag, name, v in page.attrs if tag == "img" and name == "src"]
-    assert len(images) == 2 and all(v.startswith("data:image/png;base64,") for v in images)
+    assert len(images) == 3 and all(v.startswith("data:image/png;base64,") for v in images)  # radar, subsets, reply length
     assert all(len(v) > 10_000 for v in images)
     for tag, name, value in page.attrs:
         if name in ("src", "href", "action", "srcset", "poster", "data"):

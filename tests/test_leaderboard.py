@@ -254,7 +254,7 @@ def test_files_written_and_consistent(sweep: Path, tmp_path: Path) -> None:
     lb = build_leaderboard(collect_runs([sweep]), n_boot=200)
     files = write_leaderboard(lb, tmp_path / "out")
     names = sorted(p.name for p in files.values())
-    assert names == sorted(["leaderboard.json", "leaderboard.csv", "leaderboard.md", "radar.png", "radar.svg",
+    assert names == sorted(["leaderboard.json", "leaderboard.csv", "leaderboard.md", "radar.png", "radar.svg", "length.png", "length.svg",
                             "subsets.png", "subsets.svg", "report.html"])
     html_text = files["html"].read_text(encoding="utf-8")
     assert html_text.lstrip().lower().startswith("<!doctype html") and html_text.rstrip().endswith("</html>")

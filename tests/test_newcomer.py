@@ -50,8 +50,8 @@ def test_keyless_quickstart_runs_offline_and_says_mock(tmp_path: Path, env: dict
     assert "offline mock model(s)" in res.stderr
     (run_dir,) = (tmp_path / "outputs" / "heartbench_en").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["candidate"] == {"name": "mock-candidate", "model": "mock/candidate"}
-    assert summary["judge"] == {"name": "mock-judge", "model": "mock/judge"}
+    assert summary["candidate"] == {"name": "mock-candidate", "model": "mock/candidate", "family": "mock"}
+    assert summary["judge"] == {"name": "mock-judge", "model": "mock/judge", "family": "mock"}
     assert summary["counts"]["scored"] == 15 and summary["counts"]["judge_errors"] == 0
     samples = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert all(s["response"].startswith("[mock]") for s in samples)
