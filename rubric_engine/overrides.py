@@ -105,4 +105,4 @@ def check_overrides(argv: Sequence[str]) -> None:
                     raise ConfigError(
                         f"unknown {key} entry {name!r}{did_you_mean(name, entries)}; known: {', '.join(entries)}. "
                         f"Your own entries go in ./conf/{key}/<name>.yaml or a directory named in "
-                        f"${CONFIG_DIRS_ENV} (see README: Models and API keys)")
+                        f"${CONFIG_DIRS_ENV} (see docs/cli.md: Models and API keys)")

@@ -1,7 +1,7 @@
 """The files of a run directory: what a run leaves behind and what later runs read back.
 
 Why a module of its own: the runner writes these files, and score-only runs, resumed runs and
-leaderboards read them back, so their layout is a public, versioned format (see README).
+leaderboards read them back, so their layout is a public, versioned format (see docs/outputs.md).
 """
 
 from __future__ import annotations

@@ -331,7 +331,7 @@ def _pydantic_error(exc: ValidationError, origins: Mapping[Key, tuple[Path, int]
     if e["type"] == "literal_error":
         return SpecError(where, path, "unknown value", value=e["input"],
                          fix=f"allowed: {e.get('ctx', {}).get('expected', '')}" + more)
-    return SpecError(where, path, e["msg"], value=e.get("input"), fix="see the spec layout in the README" + more)
+    return SpecError(where, path, e["msg"], value=e.get("input"), fix="see the spec layout in docs/authoring.md" + more)
 
 
 def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: Path, trust_code: bool = False) -> None:
