@@ -242,7 +242,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     timing["total"] = round(time.monotonic() - t0, 3)
 
     summary = _summary(settings, spec, dataset, judge_spec, totals,
-                       totals.scored_in_order(questions) if journaled else [], calls)
+                       totals.scored_in_order(questions) if journaled else [], calls, totals.compact_in_order(questions))
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
     if settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1):
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
@@ -487,7 +487,7 @@ def _clip(text: str, limit: int = 20_000) -> str:
 
 def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
              totals: runstream.Totals, scored: Sequence[ScoredQuestion],
-             calls: Mapping[str, Any]) -> dict[str, Any]:
+             calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     judged = settings.stage != "generate"
     cand = settings.candidate
     return {
@@ -498,7 +498,7 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spe
         "judge": {"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family} if judged else None,
         # the same path `rescore` takes from samples.jsonl (scores.py): one aggregation, never two; the
         # journal's compact per-question values stand in for the records
-        **score_summary(spec, totals.compact_in_order(questions), scored_stage=judged, scored=scored),
+        **score_summary(spec, compact, scored_stage=judged, scored=scored),
         "tokens": totals.tokens,
         "cost": totals.costs(),
         "calls": dict(calls),
