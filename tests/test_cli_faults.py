@@ -20,7 +20,7 @@ import pytest
 from fakeserver import FakeServer, Reply
 
 EXE = str(Path(sys.executable).with_name("rubric-engine"))
-DATA = Path(__file__).resolve().parents[2] / "shared" / "heartbench" / "question_all.jsonl"
+DATA = Path(__file__).resolve().parent / "data" / "mini_heartbench.jsonl"  # the project's own HeartBench-shaped rows
 ITEM_RE = re.compile(r"^(\d+)\. \[", re.MULTILINE)
 
 pytestmark = pytest.mark.slow

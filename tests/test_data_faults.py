@@ -16,7 +16,7 @@ from rubric_engine.dataset import load_dataset, sha256_file
 from rubric_engine.errors import DataError
 from rubric_engine.spec import BenchmarkSpec
 
-ALL = Path(__file__).resolve().parents[2] / "shared" / "heartbench" / "question_all.jsonl"
+MINI = Path(__file__).resolve().parent / "data" / "mini_heartbench.jsonl"  # the project's own HeartBench-shaped rows
 SHA = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"
 
 
@@ -48,7 +48,8 @@ def static_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[t
 
 
 def test_a_tampered_cached_download_is_rechecked_and_fetched_again(
-        spec: BenchmarkSpec, static_server: tuple[str, Path, list[str]], tmp_path: Path) -> None:
+        spec: BenchmarkSpec, static_server: tuple[str, Path, list[str]], tmp_path: Path, heartbench_file: Path) -> None:
+    ALL = heartbench_file  # the real file (its sha256 is the one the spec pins); skipped when absent
     base, www, seen = static_server
     (www / "question_all.jsonl").write_bytes(ALL.read_bytes())
     remote = with_data(spec, url=f"{base}/question_all.jsonl")
@@ -67,7 +68,7 @@ def test_a_tampered_cached_download_is_rechecked_and_fetched_again(
 @pytest.mark.parametrize("token, shown", [("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf")])
 def test_non_finite_weights_are_rejected(spec: BenchmarkSpec, tmp_path: Path, token: str, shown: str) -> None:
     """Python's json reads NaN/Infinity; a weight like that would poison every sum it enters."""
-    with open(ALL, encoding="utf-8") as fh:
+    with open(MINI, encoding="utf-8") as fh:
         row = json.loads(next(fh))
     row["rubric"][0]["score"] = "__W__"
     f = tmp_path / "rows.jsonl"
