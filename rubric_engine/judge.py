@@ -166,9 +166,9 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
     return _merge(await asyncio.gather(*units))
 
 
-def _merge(parts: list[JudgeResult]) -> JudgeResult:
-    """One question's result from its per-criterion results: an error if any criterion has none."""
-    out = JudgeResult(verdicts=None, error=None)
+def add_usage(out: JudgeResult, parts: list[JudgeResult]) -> None:
+    """Sum the replies, attempts, tokens and cache hits of several judge results into `out`; the cost is
+    unknown (None) as soon as one part's cost is unknown, never a partial sum."""
     for p in parts:
         out.raw_replies += p.raw_replies
         out.attempts += p.attempts
@@ -177,6 +177,12 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
         out.cache_hits += p.cache_hits
     costs = [p.cost for p in parts]
     out.cost = None if None in costs else float(sum(c for c in costs if c is not None))
+
+
+def _merge(parts: list[JudgeResult]) -> JudgeResult:
+    """One question's result from its per-criterion results: an error if any criterion has none."""
+    out = JudgeResult(verdicts=None, error=None)
+    add_usage(out, parts)
     errors = [(i, p.error) for i, p in enumerate(parts, 1) if p.error]
     if errors:
         more = f" (+{len(errors) - 1} more criteria failed)" if len(errors) > 1 else ""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .datatypes import Question
 from .errors import ConfigError
-from .judge import JudgeResult, judge_response
+from .judge import JudgeResult, add_usage, judge_response
 from .verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -94,14 +94,7 @@ class Panel:
 
     def _merge(self, results: list[JudgeResult]) -> PanelResult:
         out = PanelResult(verdicts=None, error=None)
-        costs = [r.cost for r in results]
-        out.cost = None if None in costs else float(sum(c for c in costs if c is not None))
-        for r in results:
-            out.raw_replies += r.raw_replies
-            out.attempts += r.attempts
-            out.prompt_tokens += r.prompt_tokens
-            out.completion_tokens += r.completion_tokens
-            out.cache_hits += r.cache_hits
+        add_usage(out, results)
         k = self.repeats
         for j, name in enumerate(self.names):
             out.votes[name] = [r.verdicts for r in results[j * k:(j + 1) * k]]
