@@ -95,8 +95,8 @@ def make_env(tmp: Path) -> dict[str, str]:
     return e
 
 
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout)
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 600, **kw: Any) -> subprocess.CompletedProcess:
+    return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, **kw)
 
 
 def build_grid(tmp: Path, candidates: dict[str, str] | None = None,

@@ -224,7 +224,8 @@ def test_per_criterion_granularity_repeats(tmp_path: Path, env: dict[str, str]) 
 ])
 def test_bad_input_is_one_line(tmp_path: Path, env: dict[str, str], args: list[str], message: str) -> None:
     res = run_cli(["benchmark=reference_qa", "stage=score", f"answers={answers(tmp_path, list(QA_CHECKS), 'id')}",
-                   "progress=none", f"hydra.run.dir={tmp_path / 'bad'}", *args], env)
+                   "progress=none", f"hydra.run.dir={tmp_path / 'bad'}", *args], env,
+                  cwd=tmp_path)  # away from a checkout's ./benchmarks, which would print which spec was used first
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert message in lines[0] and len(lines) == 2 and "debug=true" in lines[1], res.stderr
