@@ -8,24 +8,25 @@ exponential backoff + full jitter, honouring Retry-After. Errors retrying cannot
 
 Why the cache is checked first: `import litellm` costs seconds, so a fully cached re-score never
 imports it. Only accepted, successful results are cached; errors never are.
+
+Around the client: modelspec.py (what a model is, the cache key), callfailures.py (what a failure
+means), litellm_runtime.py (LiteLLM in this process: import, reading replies, closing clients).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import random
-import sys
-import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Awaitable, Callable
 
 from rubric_engine.cache import ResultCache, default_cache_dir
-from rubric_engine.callfailures import STOPS_RUN_KINDS, Failure, Malformed, classify
+from rubric_engine.callfailures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
-from rubric_engine.mockmodel import is_mock
+from rubric_engine.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, reply_cost
+from rubric_engine.mockmodel import is_mock, mock_reply, mock_tokens
 from rubric_engine.modelspec import CACHE_KEY_VERSION, ModelSpec, cache_key, provider_key_env
 from rubric_engine.redact import register_secret
 
@@ -34,8 +35,10 @@ from rubric_engine.redact import register_secret
 __all__ = ["ModelSpec", "CallResult", "CallStats", "ModelClient", "cache_key", "ResultCache",
            "default_cache_dir", "provider_key_env", "CACHE_KEY_VERSION", "preload_litellm"]
 
-_LOOP_USERS: dict[int, int] = {}  # event-loop id -> ModelClients that made real calls in it (for aclose)
 
+def preload_litellm() -> None:
+    """Start importing LiteLLM on a thread now, for a caller that knows calls will be made."""
+    RUNTIME.preload()
 
 @dataclass
 class CallResult:
@@ -89,102 +92,14 @@ class _RateLimiter:
         self._paused_until = max(self._paused_until, self._clock() + seconds)
 
 
-_PRELOAD: threading.Thread | None = None
-_ANNOUNCED = False  # the 'loading LiteLLM' line is shown once per process
-
-
-def preload_litellm() -> None:
-    """Start importing LiteLLM in a daemon thread, for a caller that knows calls will be made.
-
-    Imports are thread-safe (per-module import locks), so `_litellm()` in the event loop simply
-    waits for the module the thread is loading. Idempotent."""
-    global _PRELOAD
-    if _PRELOAD is None and "litellm" not in sys.modules:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        _PRELOAD = threading.Thread(target=_litellm, name="litellm-import", daemon=True)
-        _PRELOAD.start()
-
-
-def _litellm() -> Any:
-    """Import LiteLLM on first real call, with the local price map and without its chatter."""
-    if "litellm" not in sys.modules:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm  # noqa: PLC0415 - deliberate lazy import (seconds of start-up)
-
-    litellm.suppress_debug_info = True
-    litellm.set_verbose = False
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    return litellm
-
-
-def _finish_reason(response: Any) -> str | None:
-    choices = getattr(response, "choices", None) or [None]
-    value = getattr(choices[0], "finish_reason", None)
-    return str(value) if value else None
-
-
-def _parse(response: Any) -> tuple[str, int, int]:
-    """(text, prompt_tokens, completion_tokens); raises Malformed when there is no usable choice."""
-    choices = getattr(response, "choices", None)
-    if not choices:
-        raise Malformed("malformed response: no choices")
-    message = getattr(choices[0], "message", None)
-    if message is None:
-        raise Malformed("malformed response: choice without a message")
-    content = getattr(message, "content", None)
-    if content is None:
-        text = ""  # empty completion: the caller decides what that means
-    elif isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        text = "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
-    else:
-        raise Malformed(f"malformed response: content is {type(content).__name__}")
-    usage = getattr(response, "usage", None)
-    return text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
-
-
-def _cost(litellm: Any, response: Any) -> float | None:
-    """USD cost, or None when unknown. LiteLLM already priced the response (hidden params); reuse
-    that, since a second completion_cost() raising for unmapped models costs ~2 ms of CPU per call."""
-    hidden = getattr(response, "_hidden_params", None)
-    if isinstance(hidden, dict) and "response_cost" in hidden:
-        value = hidden["response_cost"]
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    try:
-        value = litellm.completion_cost(completion_response=response)
-    except Exception:  # noqa: BLE001 - unmapped models raise; unknown cost is None, never 0
-        return None
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-async def _close_litellm_clients(loop: asyncio.AbstractEventLoop) -> None:
-    """Close and forget LiteLLM's cached HTTP clients bound to `loop` (litellm #13251)."""
-    litellm = sys.modules.get("litellm")
-    cache = getattr(litellm, "in_memory_llm_clients_cache", None) if litellm is not None else None
-    if cache is None:
-        return
-    suffix = f"-{id(loop)}"
-    for key in [k for k in list(getattr(cache, "cache_dict", {})) if str(k).endswith(suffix)]:
-        client = cache.cache_dict.pop(key, None)
-        getattr(cache, "ttl_dict", {}).pop(key, None)
-        close = getattr(client, "aclose", None) or getattr(client, "close", None)
-        try:
-            result = close() if callable(close) else None
-            if asyncio.iscoroutine(result):
-                await result
-        except Exception:  # noqa: BLE001 - best effort at shutdown
-            pass
-
-
 class ModelClient:
     """Calls one model with caching, a concurrency cap, an rpm cap and retries. See module docstring."""
 
     def __init__(self, spec: ModelSpec, *, cache: ResultCache | None, concurrency: int = 8, rpm: float | None = None,
                  max_retries: int = 4, backoff_base: float = 1.0, backoff_max: float = 60.0,
                  role: str = "candidate", clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 runtime: LiteLLMRuntime = RUNTIME) -> None:
         """`clock` and `sleep` exist so tests can check pauses and spacing without measuring wall time."""
         for bad, what in ((concurrency < 1, f"concurrency must be >= 1 (got {concurrency})"),
                           (rpm is not None and rpm <= 0, f"rpm must be > 0, or null for no limit (got {rpm})"),
@@ -202,6 +117,9 @@ class ModelClient:
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         self._loops: set[int] = set()
         self._answered = False  # a server answered once: later connection errors are per-question
+        self._runtime = runtime
+        self._request: dict[str, Any] | None = None  # what every request of this client sends (built once)
+        self._key: str | None = None  # the key value sent (None: LiteLLM reads the provider's variable)
 
     async def __aenter__(self) -> "ModelClient":
         return self
@@ -249,10 +167,7 @@ class ModelClient:
         if id(loop) not in self._loops:
             return
         self._loops.discard(id(loop))
-        _LOOP_USERS[id(loop)] = _LOOP_USERS.get(id(loop), 1) - 1
-        if _LOOP_USERS[id(loop)] <= 0:
-            del _LOOP_USERS[id(loop)]
-            await _close_litellm_clients(loop)
+        await self._runtime.release_loop(loop)
 
     # -- internals -------------------------------------------------------------------------
     def _accept(self, accept: Callable[[str], None] | None, result: CallResult) -> None:
@@ -272,10 +187,23 @@ class ModelClient:
         loop = asyncio.get_running_loop()
         if self._sem is None or self._sem_loop is not loop:  # asyncio primitives bind to one loop
             self._sem, self._sem_loop = asyncio.Semaphore(self.concurrency), loop
-        if id(loop) not in self._loops:
-            self._loops.add(id(loop))
-            _LOOP_USERS[id(loop)] = _LOOP_USERS.get(id(loop), 0) + 1
+            if id(loop) not in self._loops:
+                self._loops.add(id(loop))
+                self._runtime.use_loop(loop)
         return self._sem
+
+    def _base_request(self) -> dict[str, Any]:
+        """What every request of this client sends, resolved once at its first real call (the key too)."""
+        if self._request is None:
+            key = self._api_key()  # a missing key raises here, at every call, until it is set
+            base: dict[str, Any] = {**self.spec.params, "model": self.spec.model, "timeout": self.spec.timeout,
+                                    "num_retries": 0, "max_retries": 0}
+            if self.spec.api_base:
+                base["api_base"] = self.spec.api_base
+            if key:
+                base["api_key"] = key
+            self._key, self._request = key, base
+        return self._request
 
     def _api_key(self) -> str | None:
         env = self.spec.api_key_env
@@ -316,8 +244,6 @@ class ModelClient:
 
     def _mock(self, messages: list[dict[str, Any]], expect: Any) -> CallResult:
         """An offline, deterministic answer (see mockmodel.py); LiteLLM is never imported for it."""
-        from rubric_engine.mockmodel import mock_reply, mock_tokens
-
         text = mock_reply(self.spec.model, messages, expect)
         prompt = sum(mock_tokens(str(m.get("content", ""))) for m in messages)
         self.stats.requests += 1
@@ -326,17 +252,12 @@ class ModelClient:
         return CallResult(text, prompt, mock_tokens(text), 0.0, False, 1)
 
     async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
-        api_key = self._api_key()
-        global _ANNOUNCED
-        loading = "litellm" not in sys.modules or (_PRELOAD is not None and _PRELOAD.is_alive())
-        if loading and not _ANNOUNCED and self.notify is not None:
-            _ANNOUNCED = True
+        kwargs = {**self._base_request(), "messages": messages}
+        if response_format:
+            kwargs["response_format"] = response_format
+        if self.notify is not None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
-        litellm = _litellm()
-        kwargs: dict[str, Any] = {**self.spec.params, "model": self.spec.model, "messages": messages,
-                                  "timeout": self.spec.timeout, "num_retries": 0, "max_retries": 0}
-        optional = {"api_base": self.spec.api_base, "api_key": api_key, "response_format": response_format}
-        kwargs.update({k: v for k, v in optional.items() if v})
+        litellm = self._runtime.module()
         attempts = 0
         while True:
             attempts += 1
@@ -345,18 +266,18 @@ class ModelClient:
                 self.stats.requests += 1
                 try:  # outer guard in case a provider path ignores timeout=
                     response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout + 30.0)
-                    text, prompt_tokens, completion_tokens = _parse(response)
+                    text, prompt_tokens, completion_tokens = parse_reply(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
-                    failure, error = classify(exc, api_key), exc
+                    failure, error = classify(exc, self._key), exc
                 else:
                     self._answered = True
-                    cost = _cost(litellm, response)
+                    cost = reply_cost(litellm, response)
                     self.stats.prompt_tokens += prompt_tokens
                     self.stats.completion_tokens += completion_tokens
                     self.stats.cost += cost or 0.0
                     self.stats.cost_unknown_calls += cost is None
                     return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts,
-                                      _finish_reason(response))
+                                      finish_reason(response))
             if failure.fatal or attempts > self.max_retries:
                 self.stats.errors += 1
                 if failure.kind == "connection" and not self._answered:  # no server there: every call would fail
