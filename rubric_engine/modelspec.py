@@ -21,6 +21,9 @@ CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recip
 _NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries", "max_retries"})
 _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
 _FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+_MISSING = "???"  # OmegaConf's mandatory value, as to_container() leaves it when nobody set it
+_EXAMPLES = {"model": "{role}.model=openai/<served-model-name>",
+             "api_base": "{role}.api_base=http://<host>:<port>/v1 (the server's OpenAI-compatible URL)"}
 
 
 def provider_key_env(model: str) -> str:
@@ -90,6 +93,10 @@ class ModelSpec:
             hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
                 if any("key" in k for k in unknown) else ""
             raise ConfigError(f"{role}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}{hint}")
+        for key in ("model", "api_base"):  # an entry's `???` (OmegaConf: must be given) left unset
+            if data.get(key) == _MISSING:
+                example = _EXAMPLES[key].format(role=role)
+                raise ConfigError(f"{role}.{key} is not set and this model entry needs it; add {example}")
         model = data.get("model")
         if not model:
             raise ConfigError(f"{role}.model is not set; e.g. {role}.model=openai/<served-model-name>")
