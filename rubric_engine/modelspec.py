@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping
 
 from rubric_engine.errors import ConfigError
@@ -110,6 +111,15 @@ class ModelSpec:
                    params=dict(data.get("params") or {}), timeout=seconds, family=data.get("family") or None,
                    revision=None if data.get("revision") is None else str(data.get("revision")))
 
+    @cached_property
+    def _key_part(self) -> dict[str, Any]:
+        """This model's share of every cache key (see cache_key), computed once."""
+        part = {"v": CACHE_KEY_VERSION, "model": self.model, "api_base": (self.api_base or "").rstrip("/") or None,
+                "params": {k: v for k, v in self.params.items() if k not in _NOT_IN_KEY}}
+        if self.revision is not None:  # only when declared, so keys of entries without one stay as they were
+            part["revision"] = self.revision
+        return part
+
     @property
     def key_env(self) -> str:
         """The env var holding this model's key (declared, or the provider's default)."""
@@ -119,11 +129,20 @@ class ModelSpec:
 def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
               repeat: int = 0) -> str:
     """sha256 over what determines the answer; never the key, timeout, retries or concurrency.
-    `repeat` > 0 (an independent re-grading) gets its own key; 0 keeps the key of a single grading."""
-    params = {k: v for k, v in spec.params.items() if k not in _NOT_IN_KEY}
-    payload = {**({"repeat": repeat} if repeat else {}), "v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
-               "messages": _plain(messages), "params": params, "response_format": _plain(response_format)}
-    if spec.revision is not None:  # only when declared, so keys of entries without one stay as they were
-        payload["revision"] = spec.revision
-    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    `repeat` > 0 (an independent re-grading) gets its own key; 0 keeps the key of a single grading.
+
+    Per call only the messages are new: the spec's part is built once (`ModelSpec._key_part`), and
+    mappings that are not dicts (OmegaConf) are converted while serialising, not copied beforehand; the
+    text hashed is the same as when everything was copied first, so stored keys stay valid."""
+    payload = {**spec._key_part, "messages": messages, "response_format": response_format}
+    if repeat:
+        payload["repeat"] = repeat
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=_jsonable)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _jsonable(value: Any) -> Any:
+    """json.dumps' fallback: a non-dict mapping as a dict (as `_plain` would), anything else as text."""
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}
+    return str(value)

@@ -227,6 +227,24 @@ def test_cache_key_rules() -> None:
         ModelSpec(name="a", model="openai/m", params={"api_key": "sk-x"})
 
 
+def test_cache_keys_are_stable() -> None:
+    """Keys computed by the code that stored users' caches: a change to how the key is built must not
+    change a key (or every stored answer would be paid again). OmegaConf containers key like dicts."""
+    from omegaconf import OmegaConf
+
+    msgs = [{"role": "system", "content": "评分 grade"}, {"role": "user", "content": "hi"}]
+    s1 = ModelSpec(name="a", model="openai/m", api_base="http://h/v1/", api_key_env="K",
+                   params={"temperature": 0, "timeout": 3})
+    s2 = ModelSpec(name="b", model="anthropic/c", params={"max_tokens": 9}, revision="q4")
+    fmt = {"type": "json_schema", "json_schema": {"name": "v", "schema": {"type": "object"}}}
+    assert cache_key(s1, msgs, None) == "7cc8d1fa8f0c10a63a4615d125dfdaecb38fc5bce3aa5ad7702de9c433362c05"
+    assert cache_key(s1, msgs, fmt) == "2ed8af00a776c4e528fcecf9947f833dccf9a8c4aebf73ba0a1d294261b8e8bd"
+    assert cache_key(s1, msgs, None, 2) == "b2238d54f0ba0cbfae112053c2e3dbc71af35f8b1731aa9771a59bd63552486a"
+    assert cache_key(s2, msgs, fmt, 1) == "c5511734acc6079e964b2dc81108d8010be50a6147842675dec598ca4eba8d1f"
+    assert cache_key(s1, [OmegaConf.create(m) for m in msgs], None) == cache_key(s1, msgs, None)
+    assert cache_key(s1, msgs, OmegaConf.create(fmt)) == cache_key(s1, msgs, fmt)
+
+
 def test_client_settings_do_not_change_key(fake_server: FakeServer, cache: ResultCache,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     run(client_for(fake_server, cache), {})
