@@ -18,14 +18,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "heartbench" / "question_all.jsonl"
 KEY_ENV = "BENCH_FAKE_KEY"
-EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+_BESIDE = Path(sys.executable).with_name("rubric-engine")  # the environment running the bench, not another on PATH
+EXE = str(_BESIDE) if _BESIDE.exists() else (shutil.which("rubric-engine") or str(_BESIDE))
 
-__all__ = ["write_synthetic", "ServerProcess", "run_engine", "engine_args", "ROOT", "EXE", "KEY_ENV"]
+__all__ = ["write_synthetic", "ServerProcess", "run_engine", "engine_args", "drive_clients", "ROOT", "EXE",
+           "KEY_ENV"]
 
 _ITEM_RE = re.compile(r"^(\d+)\. \[", re.M)  # "1. [label][weight] text" in the judge prompt
 _LABELS = ["好奇心", "情绪感知", "情绪理解", "温暖", "第一人称使用", "言语表达"]
@@ -76,23 +78,26 @@ def _reply(body: dict[str, Any]) -> Any:
     return Reply(text="听起来你最近真的很累，我在这里，愿意听你慢慢说。" * 4, usage=(600, 120))
 
 
-def _serve(latency: float, conn: Any) -> None:
+def _serve(latency: float, conn: Any, reply: Callable[[dict[str, Any]], Any] | None = None) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from fakeserver import FakeServer  # noqa: PLC0415
 
-    with FakeServer(_reply, latency=latency) as srv:
+    with FakeServer(reply or _reply, latency=latency) as srv:
         conn.send(srv.url)
         while conn.recv() == "stats":
             conn.send((len(srv.requests), srv.max_in_flight))
 
 
 class ServerProcess:
-    """The fake server (tests/fakeserver.py) with a fixed latency, in a spawned process."""
+    """The fake server (tests/fakeserver.py) with a fixed latency, in a spawned process.
 
-    def __init__(self, latency: float) -> None:
+    `reply(body) -> fakeserver.Reply` scripts the answers (default: a candidate reply, or a verdict
+    when the prompt lists numbered criteria); it must be a module-level function (it is pickled)."""
+
+    def __init__(self, latency: float, reply: Callable[[dict[str, Any]], Any] | None = None) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(latency, child), daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(latency, child, reply), daemon=True)
         self.url = ""
 
     def __enter__(self) -> "ServerProcess":
@@ -134,3 +139,33 @@ def run_engine(args: list[str]) -> dict[str, float]:
                              f"{errf.read().decode('utf-8', 'replace')[-2000:]}")
     per_unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss * per_unit / 1e6}
+
+
+def drive_clients(latency: float, reply: Callable[[dict[str, Any]], Any],
+                  work: Callable[[str, Any], Awaitable[tuple[float, int]]]) -> tuple[float, int, int, int]:
+    """The in-process benches' driver: a fake server answering `reply` at `latency`, the key variable
+    set, LiteLLM imported and one call made before timing (its lazy provider imports are a one-off),
+    then `work(url, cache) -> (wall seconds, errors)` with a fresh durable cache.
+
+    Returns (wall, errors, requests the server saw for `work`, max in flight)."""
+    import asyncio  # noqa: PLC0415
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from rubric_engine.cache import ResultCache  # noqa: PLC0415
+    from rubric_engine.models import ModelClient, ModelSpec  # noqa: PLC0415
+
+    os.environ[KEY_ENV] = "sk-bench"
+
+    async def run(url: str, cache_dir: str) -> tuple[float, int]:
+        warm = ModelSpec(name="warm-up", model="openai/warm-up", api_base=url, api_key_env=KEY_ENV)
+        async with ModelClient(warm, cache=None, role="warm-up") as first:
+            await first.complete([{"role": "user", "content": "warm up"}])
+        with ResultCache(cache_dir) as cache:
+            return await work(url, cache)
+
+    with ServerProcess(latency, reply) as srv, tempfile.TemporaryDirectory() as tmp:
+        wall, errors = asyncio.run(run(srv.url, tmp))
+        requests, max_in_flight = srv.stats()
+    return wall, errors, requests - 1, max_in_flight
+

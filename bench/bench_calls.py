@@ -5,6 +5,7 @@ time of a stage is N*L/C. This measures how close ModelClient (LiteLLM over HTTP
 cache writes) gets, then times a cached re-score in a fresh process (which must not import LiteLLM).
 
     PYTHONPATH=. python bench/bench_calls.py --n 296 --latency 1.0 --concurrency 32
+    PYTHONPATH=. python bench/bench_calls.py --profile --n 1000 --latency 0 --concurrency 64
 
 `cached_rescore()` is the in-process re-score; `rescore_command()` builds the command the subprocess
 timing runs — swap it for the real CLI invocation once that exists.
@@ -27,8 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+from _common import ServerProcess  # noqa: E402
 from rubric_engine.cache import ResultCache  # noqa: E402
-from rubric_engine.models import ModelClient, ModelSpec  # noqa: E402
+from rubric_engine.models import ModelClient  # noqa: E402
+from rubric_engine.modelspec import ModelSpec  # noqa: E402
 
 __all__ = ["run_stages", "cached_rescore", "rescore_command", "time_subprocess", "main"]
 
@@ -115,47 +119,82 @@ def time_subprocess(cmd: list[str]) -> tuple[float, str]:
     return wall, proc.stdout
 
 
-def _serve(latency: float, conn: Any) -> None:
-    """Child process: run the fake server, report its url and request stats over `conn`."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fakeserver import FakeServer  # noqa: PLC0415
-
-    with FakeServer(fake_reply, latency=latency) as srv:
-        conn.send(srv.url)
-        while conn.recv() == "stats":
-            conn.send((len(srv.requests), srv.max_in_flight))
+_BUCKETS = (("rubric_engine", "/rubric_engine/"), ("litellm", "/litellm/"), ("openai SDK", "/openai/"),
+            ("HTTP (httpx, aiohttp)", ("/httpx/", "/httpcore/", "/aiohttp/", "/anyio/", "/h11/", "/yarl/",
+                                       "/multidict/")),
+            ("pydantic", "/pydantic"), ("cache (diskcache, sqlite)", ("/diskcache/", "sqlite3")))
 
 
-class _ServerProcess:
-    """FakeServer in a spawned process, with the attributes main() reads (url, requests, max_in_flight)."""
+def _bucket(func: tuple[str, int, str]) -> str | None:
+    where = f"{func[0]}:{func[2]}"
+    for name, marks in _BUCKETS:
+        if any(m in where for m in ((marks,) if isinstance(marks, str) else marks)):
+            return name
+    return None
 
-    def __init__(self, latency: float) -> None:
-        import multiprocessing  # noqa: PLC0415
 
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(latency, child), daemon=True)
+def _bare_client_cpu(api_base: str, calls: int, concurrency: int) -> float:
+    """CPU seconds of `calls` requests through the OpenAI SDK alone (what any async client pays)."""
+    from openai import AsyncOpenAI  # noqa: PLC0415
 
-    def __enter__(self) -> "_ServerProcess":
-        self._proc.start()
-        self.url: str = self._conn.recv()
-        return self
+    async def main() -> None:
+        client = AsyncOpenAI(base_url=api_base, api_key="sk-bench", max_retries=0, timeout=120)
+        sem = asyncio.Semaphore(concurrency)
 
-    def _stats(self) -> tuple[int, int]:
-        self._conn.send("stats")
-        return self._conn.recv()
+        async def one(i: int) -> None:
+            async with sem:
+                await client.chat.completions.create(model="bare", messages=candidate_messages(i))
+        await one(-1)
+        c0 = time.process_time()
+        await asyncio.gather(*(one(i) for i in range(calls)))
+        out.append(time.process_time() - c0)
+        await client.close()
 
-    @property
-    def requests(self) -> list[None]:
-        return [None] * self._stats()[0]
+    out: list[float] = []
+    asyncio.run(main())
+    return out[0]
 
-    @property
-    def max_in_flight(self) -> int:
-        return self._stats()[1]
 
-    def __exit__(self, *exc: Any) -> None:
-        self._conn.send("stop")
-        self._proc.join(10)
+def profile_breakdown(api_base: str, n: int, concurrency: int) -> None:
+    """CPU per call by where the code lives, at zero latency: an unprofiled run gives the CPU per call,
+    a cProfile run of the same size the shares. A builtin or stdlib function's own time goes to the
+    package that called it (asyncio's loop, json, ssl... that no package called stay 'stdlib / loop')."""
+    import cProfile  # noqa: PLC0415
+    import pstats  # noqa: PLC0415
+
+    def one(profiler: Any = None) -> float:
+        with tempfile.TemporaryDirectory() as tmp, ResultCache(Path(tmp) / "cache") as cache:
+            c0 = time.process_time()
+            if profiler is not None:
+                profiler.enable()
+            asyncio.run(run_stages(api_base, cache, n, concurrency))
+            if profiler is not None:
+                profiler.disable()
+            return time.process_time() - c0
+
+    with tempfile.TemporaryDirectory() as tmp, ResultCache(Path(tmp) / "cache") as cache:
+        asyncio.run(run_stages(api_base, cache, 4, concurrency, warm_up=True))  # lazy imports, one-offs
+    plain = one()
+    prof = cProfile.Profile()
+    one(prof)
+    totals: dict[str, float] = {}
+    for func, (_cc, _nc, tt, _ct, callers) in pstats.Stats(prof).stats.items():  # type: ignore[attr-defined]
+        own = _bucket(func)
+        if own is not None or not callers:
+            totals[own or "stdlib / loop"] = totals.get(own or "stdlib / loop", 0.0) + tt
+            continue
+        share = sum(c[2] for c in callers.values()) or 1.0
+        for caller, stats in callers.items():
+            name = _bucket(caller) or "stdlib / loop"
+            totals[name] = totals.get(name, 0.0) + tt * stats[2] / share
+    whole = sum(totals.values()) or 1.0
+    calls = 2 * n
+    bare = _bare_client_cpu(api_base, calls, concurrency)
+    print(f"a bare AsyncOpenAI client, same server, same number of calls: {1000 * bare / calls:.2f} ms CPU per call")
+    print(f"CPU per call at zero latency (unprofiled): {1000 * plain / calls:.2f} ms over {calls} calls; "
+          f"shares from a cProfile run:")
+    for name, secs in sorted(totals.items(), key=lambda kv: -kv[1]):
+        print(f"  {name:<28} {100 * secs / whole:5.1f}%  ~{1000 * plain / calls * secs / whole:5.2f} ms/call")
 
 
 def _line(stage: str, wall: float, n: int, latency: float, concurrency: int, cached: int) -> str:
@@ -173,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server-process", action=argparse.BooleanOptionalAction, default=True,
                     help="run the fake server in its own process (default; like a remote provider, it then "
                          "does not compete with the client for the GIL)")
+    ap.add_argument("--profile", action="store_true",
+                    help="instead: CPU per call split by package (ours, LiteLLM, the OpenAI SDK, HTTP, ...); "
+                         "use --latency 0")
     ap.add_argument("--cached-rescore", metavar="CACHE_DIR", help=argparse.SUPPRESS)
     ap.add_argument("--api-base", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -189,20 +231,27 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     RUNTIME.module()  # paid once per process; excluded from the stage timings, reported on its own
     print(f"litellm import: {time.perf_counter() - t0:.2f}s (excluded from stage times)")
-    server_cm = _ServerProcess(args.latency) if args.server_process else FakeServer(fake_reply, latency=args.latency)
+    server_cm = ServerProcess(args.latency, fake_reply) if args.server_process \
+        else FakeServer(fake_reply, latency=args.latency)
     with server_cm as srv, tempfile.TemporaryDirectory() as tmp:
+        def stats() -> tuple[int, int]:
+            return srv.stats() if isinstance(srv, ServerProcess) else (len(srv.requests), srv.max_in_flight)
+
+        if args.profile:
+            profile_breakdown(srv.url, args.n, args.concurrency)
+            return 0
         with ResultCache(Path(tmp) / "cache") as cache:
             res = asyncio.run(run_stages(srv.url, cache, args.n, args.concurrency, warm_up=True))
         print(f"first LiteLLM call (lazy provider imports + one latency): {res['warm_up']:.2f}s (excluded)")
         for stage in ("candidate", "judge"):
             print(_line(stage, res[stage]["wall"], args.n, args.latency, args.concurrency, res[stage]["cached"]))
-        print(f"server: {len(srv.requests)} requests, max in flight {srv.max_in_flight}")
-        seen = len(srv.requests)
+        print(f"server: {stats()[0]} requests, max in flight {stats()[1]}")
+        seen = stats()[0]
         wall, stdout = time_subprocess(rescore_command(str(Path(tmp) / "cache"), srv.url, args.n, args.concurrency))
         sub = json.loads(stdout.strip().splitlines()[-1])
         print(f"cached re-score (fresh process, incl. start-up): wall={wall:.2f}s  "
               f"candidate cached={sub['candidate']['cached']}/{args.n}  judge cached={sub['judge']['cached']}/{args.n}  "
-              f"litellm imported={sub['litellm_imported']}  new requests={len(srv.requests) - seen}")
+              f"litellm imported={sub['litellm_imported']}  new requests={stats()[0] - seen}")
     return 0
 
 

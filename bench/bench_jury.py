@@ -19,25 +19,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
-import os
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import KEY_ENV, ROOT, drive_clients  # noqa: E402
 
-from rubric_engine.cache import ResultCache  # noqa: E402
+sys.path.insert(0, str(ROOT))
 from rubric_engine.dataset import load_dataset  # noqa: E402
 from rubric_engine.jury import Panel  # noqa: E402
-from rubric_engine.models import ModelClient, ModelSpec  # noqa: E402
+from rubric_engine.models import ModelClient  # noqa: E402
+from rubric_engine.modelspec import ModelSpec  # noqa: E402
 from rubric_engine.spec import load_spec  # noqa: E402
-
-KEY_ENV = "BENCH_FAKE_KEY"
 
 
 def _reply(body: dict[str, Any]) -> Any:
@@ -50,32 +46,24 @@ def _reply(body: dict[str, Any]) -> Any:
                                                for i in range(1, n + 1)]}), usage=(900, 200))
 
 
-def _serve(latency: float, conn: Any) -> None:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fakeserver import FakeServer
-
-    with FakeServer(_reply, latency=latency) as srv:
-        conn.send(srv.url)
-        conn.recv()
-        conn.send((len(srv.requests), srv.max_in_flight))
-
-
-async def judge_all(url: str, cache_dir: str, n: int, jurors: int, repeats: int, concurrency: int) -> tuple[float, int]:
+def jury_work(n: int, jurors: int, repeats: int, concurrency: int) -> Any:
+    """`work` for drive_clients: N replies judged by the panel, all questions started together."""
     spec = load_spec(ROOT / "benchmarks" / "heartbench_en")
     qs = load_dataset(spec, ROOT / "data" / "heartbench_en_sample.jsonl").questions
-    work = [(qs[i % len(qs)], f"Reply {i}: I hear you. N_ITEMS={len(qs[i % len(qs)].criteria)}") for i in range(n)]
-    models = [ModelSpec(name=f"j{j}", model=f"openai/judge-{j}", api_base=url, api_key_env=KEY_ENV) for j in range(jurors)]
-    with ResultCache(cache_dir) as cache:
-        async with ModelClient(models[0], cache=None, role="warm-up") as first:  # LiteLLM's lazy imports, apart
-            await first.complete([{"role": "user", "content": "warm up"}])
+    items = [(qs[i % len(qs)], f"Reply {i}: I hear you. N_ITEMS={len(qs[i % len(qs)].criteria)}") for i in range(n)]
+
+    async def work(url: str, cache: Any) -> tuple[float, int]:
+        models = [ModelSpec(name=f"j{j}", model=f"openai/judge-{j}", api_base=url, api_key_env=KEY_ENV)
+                  for j in range(jurors)]
         clients = [ModelClient(m, cache=cache, concurrency=concurrency, role="judge") for m in models]
         panel = Panel(clients, [m.name for m in models], spec, repeats)
         t0 = time.perf_counter()
-        results = await asyncio.gather(*(panel.judge(q, text) for q, text in work))
+        results = await asyncio.gather(*(panel.judge(q, text) for q, text in items))
         wall = time.perf_counter() - t0
         for c in clients:
             await c.aclose()
-    return wall, sum(1 for r in results if r.error)
+        return wall, sum(1 for r in results if r.error)
+    return work
 
 
 def main() -> None:
@@ -86,21 +74,8 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=1.0)
     ap.add_argument("--concurrency", type=int, default=32)
     a = ap.parse_args()
-    os.environ[KEY_ENV] = "sk-bench"
-    ctx = multiprocessing.get_context("spawn")
-    conn, child = ctx.Pipe()
-    server = ctx.Process(target=_serve, args=(a.latency, child), daemon=True)
-    server.start()
-    url = conn.recv()
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            wall, errors = asyncio.run(judge_all(url, tmp, a.n, a.jurors, a.repeats, a.concurrency))
-        conn.send("stats")
-        requests, max_in_flight = conn.recv()
-        requests -= 1  # the warm-up call
-    finally:
-        server.terminate()
-        server.join()
+    wall, errors, requests, max_in_flight = drive_clients(a.latency, _reply,
+                                                          jury_work(a.n, a.jurors, a.repeats, a.concurrency))
     calls = a.n * a.jurors * a.repeats
     ideal = a.n * a.repeats * a.latency / a.concurrency
     print(f"jury: {a.n} replies x {a.jurors} jurors x {a.repeats} repeats = {calls} calls, latency {a.latency}s, "

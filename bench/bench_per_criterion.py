@@ -19,40 +19,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import KEY_ENV, ROOT, drive_clients  # noqa: E402
 
-from rubric_engine.cache import ResultCache  # noqa: E402
+sys.path.insert(0, str(ROOT))
 from rubric_engine.datatypes import Criterion, Question, Turn  # noqa: E402
 from rubric_engine.judge import judge_response  # noqa: E402
-from rubric_engine.models import ModelClient, ModelSpec  # noqa: E402
+from rubric_engine.models import ModelClient  # noqa: E402
+from rubric_engine.modelspec import ModelSpec  # noqa: E402
 from rubric_engine.spec import load_spec  # noqa: E402
-
-KEY_ENV = "BENCH_FAKE_KEY"
 
 
 def _reply(body: dict[str, Any]) -> Any:
     from fakeserver import Reply
     return Reply(text=json.dumps({"explanation": "fine", "criteria_met": len(json.dumps(body)) % 2 == 0}),
                  usage=(300, 30))
-
-
-def _serve(latency: float, conn: Any) -> None:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fakeserver import FakeServer
-
-    with FakeServer(_reply, latency=latency) as srv:
-        conn.send(srv.url)
-        conn.recv()
-        conn.send((len(srv.requests), srv.max_in_flight))
 
 
 def questions(n: int, k: int) -> list[Question]:
@@ -63,19 +49,19 @@ def questions(n: int, k: int) -> list[Question]:
             for i in range(n)]
 
 
-async def judge_all(url: str, cache_dir: str, qs: list[Question], concurrency: int) -> tuple[float, int]:
+def per_criterion_work(qs: list[Question], concurrency: int) -> Any:
+    """`work` for drive_clients: every example judged criterion by criterion, all started together."""
     spec = load_spec(ROOT / "benchmarks" / "healthbench")
-    model = ModelSpec(name="judge", model="openai/fake-judge", api_base=url, api_key_env=KEY_ENV)
-    with ResultCache(cache_dir) as cache:
-        async with ModelClient(model, cache=None, role="warm-up") as first:  # LiteLLM's lazy imports, timed apart
-            await first.complete([{"role": "user", "content": "warm up"}])
+
+    async def work(url: str, cache: Any) -> tuple[float, int]:
+        model = ModelSpec(name="judge", model="openai/fake-judge", api_base=url, api_key_env=KEY_ENV)
         async with ModelClient(model, cache=cache, concurrency=concurrency, role="judge") as client:
             t0 = time.perf_counter()
             results = await asyncio.gather(*(judge_response(client, spec, q, "Rest, fluids, see a doctor if it "
                                                             "gets worse.") for q in qs))
             wall = time.perf_counter() - t0
-    errors = sum(1 for r in results if r.error)
-    return wall, errors
+        return wall, sum(1 for r in results if r.error)
+    return work
 
 
 def main() -> None:
@@ -85,21 +71,8 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--concurrency", type=int, default=64)
     a = ap.parse_args()
-    os.environ[KEY_ENV] = "sk-bench"
-    ctx = multiprocessing.get_context("spawn")
-    conn, child = ctx.Pipe()
-    server = ctx.Process(target=_serve, args=(a.latency, child), daemon=True)
-    server.start()
-    url = conn.recv()
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            wall, errors = asyncio.run(judge_all(url, tmp, questions(a.n, a.criteria), a.concurrency))
-        conn.send("stats")
-        requests, max_in_flight = conn.recv()
-        requests -= 1  # the warm-up call
-    finally:
-        server.terminate()
-        server.join()
+    wall, errors, requests, max_in_flight = drive_clients(
+        a.latency, _reply, per_criterion_work(questions(a.n, a.criteria), a.concurrency))
     calls = a.n * a.criteria
     ideal = calls * a.latency / a.concurrency
     print(f"per-criterion judging: {a.n} examples x {a.criteria} criteria = {calls} calls, latency {a.latency}s, "
