@@ -15,10 +15,14 @@ __all__ = ["redact", "register_secret"]
 
 _MIN_LEN = 6  # shorter values (placeholders, test stubs) would blank out ordinary words
 _SECRETS: set[str] = set()
+# (pattern, replacement, substrings one of which any match contains: the text, lower-cased where the
+# pattern ignores case). Every judge reply passes through here, so a pattern runs only when a match is
+# possible: scanning a long reply with the case-insensitive key pattern costs ~0.1 ms per kilobyte.
 _PATTERNS = (
-    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 ***"),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{4,}"), "sk-***"),
-    (re.compile(r"(?i)((?:api[_-]?key|x-api-key|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{4,}"), r"\1***"),
+    (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 ***", ("bearer",), True),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{4,}"), "sk-***", ("sk-",), False),
+    (re.compile(r"(?i)((?:api[_-]?key|x-api-key|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]{4,}"), r"\1***",
+     ("apikey", "api_key", "api-key", "authorization"), True),
 )
 
 
@@ -40,6 +44,9 @@ def redact(text: str) -> str:
     for secret in sorted(_SECRETS | _env_secrets(), key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, "***")
-    for pattern, repl in _PATTERNS:
-        text = pattern.sub(repl, text)
+    lower = text.lower()
+    for pattern, repl, needles, folded in _PATTERNS:
+        if any(n in (lower if folded else text) for n in needles):
+            text = pattern.sub(repl, text)
+            lower = text.lower()
     return text

@@ -90,3 +90,22 @@ def test_unset_mandatory_entry_value_names_the_override(key: str) -> None:
     with pytest.raises(ConfigError, match=rf"^judge\.{key} is not set .*; add judge\.{key}="):
         ModelSpec.from_config(entry, role="judge")
     assert ModelSpec.from_config({**entry, key: "openai/x" if key == "model" else None}, role="judge")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Authorization: Bearer abcdefgh123", "Authorization: *** ***"),
+    ("AUTHORIZATION=tok_live_99", "AUTHORIZATION=***"),
+    ("BEARER tok12345", "BEARER ***"),
+    ("key sk-abcdef123456 here", "key sk-*** here"),
+    ('{"Api-Key": "zzzzzz"}', '{"Api-Key": "***"}'),
+    ("x-api-key='qwerty12'", "x-api-key='***'"),
+    ("APIKEY:hunter22", "APIKEY:***"),
+    ("回应体现了理解 sk-ok", "回应体现了理解 sk-ok"),
+    ("a verdict with no key-shaped text: met, not met", "a verdict with no key-shaped text: met, not met"),
+])
+def test_key_shaped_text_is_redacted_in_any_case(text: str, expected: str) -> None:
+    """Each pattern runs only when its marker is present (judge replies are long): the markers must be
+    found in any letter case the pattern accepts."""
+    from rubric_engine.redact import redact
+
+    assert redact(text) == expected
