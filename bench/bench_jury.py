@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
 import time
@@ -74,7 +75,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=1.0)
     ap.add_argument("--concurrency", type=int, default=32)
     a = ap.parse_args()
-    wall, errors, requests, max_in_flight = drive_clients(a.latency, _reply,
+    wall, errors, requests, max_in_flight, cpu = drive_clients(a.latency, _reply,
                                                           jury_work(a.n, a.jurors, a.repeats, a.concurrency))
     calls = a.n * a.jurors * a.repeats
     ideal = a.n * a.repeats * a.latency / a.concurrency
@@ -84,6 +85,8 @@ def main() -> None:
           f"judge errors {errors}")
     print(f"  wall {wall:.1f}s vs ideal {ideal:.1f}s -> ratio {wall / ideal:.2f}x (goal <= 1.3x)")
 
+    print(f"  CPU {cpu:.1f}s ({1000 * cpu / calls:.2f} ms per call): the calls need {cpu / ideal:.0%} of one core "
+          f"for the ideal wall time; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 if __name__ == "__main__":
     main()

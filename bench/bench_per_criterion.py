@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -71,7 +72,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--concurrency", type=int, default=64)
     a = ap.parse_args()
-    wall, errors, requests, max_in_flight = drive_clients(
+    wall, errors, requests, max_in_flight, cpu = drive_clients(
         a.latency, _reply, per_criterion_work(questions(a.n, a.criteria), a.concurrency))
     calls = a.n * a.criteria
     ideal = calls * a.latency / a.concurrency
@@ -80,6 +81,8 @@ def main() -> None:
     print(f"  requests seen {requests}, max in flight {max_in_flight}, judge errors {errors}")
     print(f"  wall {wall:.1f}s vs ideal {ideal:.1f}s -> ratio {wall / ideal:.2f}x (goal <= 1.3x); "
           f"{calls / wall:.1f} calls/s vs ideal {a.concurrency / a.latency:.1f} calls/s")
+    print(f"  CPU {cpu:.1f}s ({1000 * cpu / calls:.2f} ms per call): the calls need {cpu / ideal:.0%} of one core "
+          f"for the ideal wall time; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":
