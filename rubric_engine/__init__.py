@@ -25,7 +25,7 @@ _EXPORTS: dict[str, str] = {
     "load_spec": "spec", "BenchmarkSpec": "spec",
     "load_dataset": "dataset", "select": "dataset",
     "Dataset": "datatypes", "Question": "datatypes", "Criterion": "datatypes", "Turn": "datatypes",
-    "ModelSpec": "models", "ModelClient": "models", "CallResult": "models", "ResultCache": "cache",
+    "ModelSpec": "modelspec", "ModelClient": "models", "CallResult": "models", "ResultCache": "cache",
     "judge_response": "judge", "JudgeResult": "judge", "Verdict": "judge",
     "score_question": "scoring", "QuestionScore": "scoring", "FORMULAS": "scoring",
     "aggregate": "aggregate", "ScoredQuestion": "aggregate",
@@ -57,7 +57,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .errors import (AnswersError, CacheError, ConfigError, DataError, FatalModelError, ModelCallError,
                          RubricEngineError, SpecError)
     from .judge import JudgeResult, Verdict, judge_response
-    from .models import CallResult, ModelClient, ModelSpec
+    from .models import CallResult, ModelClient
+    from .modelspec import ModelSpec
     from .runner import RunSettings, run_benchmark
     from .scoring import FORMULAS, QuestionScore, score_question
     from .spec import BenchmarkSpec, load_spec
