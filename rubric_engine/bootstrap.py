@@ -110,18 +110,9 @@ def bootstrap_stats(
     return {"point": point * scale, "lo": lo, "hi": hi, "std": std}
 
 
-def bootstrap_overall(
-    scored: Sequence[ScoredQuestion],
-    dimensions: Mapping[str, Sequence[str]],
-    n: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    *,
-    scale: float = 100.0,
-    how: Aggregation = DEFAULT_AGGREGATION,
-) -> tuple[float, float, float]:
-    """(point, lo, hi): the overall score and its percentile bootstrap interval, times `scale`."""
-    s = bootstrap_stats(scored, dimensions, n, seed, alpha, scale=scale, how=how)
+def bootstrap_overall(*args: Any, **kwargs: Any) -> tuple[float, float, float]:
+    """(point, lo, hi) of `bootstrap_stats` (same arguments): the overall and its percentile interval."""
+    s = bootstrap_stats(*args, **kwargs)
     return s["point"], s["lo"], s["hi"]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DataError
-from .leaderboard import RunRecord, Taxonomy, collect_runs
+from .runs import RunRecord, Taxonomy, collect_runs
 from .rundir import ANSWERS_FILE, SAMPLES_FILE, SPEC_FILE
 
 __all__ = ["Item", "Verdict", "RunItems", "load_items", "reply_hash", "item_key"]
