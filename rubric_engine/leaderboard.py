@@ -29,20 +29,6 @@ __all__ = [
 ]
 
 _COUNTS = ("questions", "scored", "judge_errors", "candidate_errors", "catastrophic")
-_MOVED = {"write_leaderboard": "leaderboard_output", "print_leaderboard": "leaderboard_output",
-          "leaderboard_command": "leaderboard_output", "leaderboard_main": "subcommands"}
-
-
-def __getattr__(name: str) -> Any:
-    """Names that moved out (writing, printing, the command) still resolve from here, imported on use:
-    importing them at the top would put leaderboard and leaderboard_output back in a circle."""
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(f"rubric_engine.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def fmt(x: float | None, digits: int = 2) -> str:
     """One number format for every text output; a missing number is shown as a dash, never as 0."""
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
