@@ -22,6 +22,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError, RubricEngineError
+from .rundir import SUMMARY_FILE
+from .runs import ERROR_FILE  # a failed sweep job's one line (the leaderboard lists it as not ranked)
 from .subcommands import SUBCOMMANDS, fail, is_config_library_error, one_line, run_subcommand
 
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
@@ -207,7 +209,7 @@ def _run_job(cfg: DictConfig) -> int:
     out_dir = Path(hc.runtime.output_dir)
     sweeping = hc.mode == RunMode.MULTIRUN
     if sweeping:
-        (out_dir / _ERROR_FILE).unlink(missing_ok=True)  # a re-run job in a reused sweep dir starts clean
+        (out_dir / ERROR_FILE).unlink(missing_ok=True)  # a re-run job in a reused sweep dir starts clean
     try:
         if cfg.dry_run:
             from .commands import print_estimate
@@ -219,7 +221,7 @@ def _run_job(cfg: DictConfig) -> int:
         if why:
             print(f"rubric-engine: {why}", file=sys.stderr)
             if hc.mode == RunMode.MULTIRUN:
-                (out_dir / "error.txt").write_text(f"{why}\n", encoding="utf-8")
+                (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
             return 1
         return 0
     except KeyboardInterrupt:
@@ -230,12 +232,11 @@ def _run_job(cfg: DictConfig) -> int:
         # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
         if sweeping:
             out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / _ERROR_FILE).write_text(f"{one_line(exc)}\n", encoding="utf-8")
+            (out_dir / ERROR_FILE).write_text(f"{one_line(exc)}\n", encoding="utf-8")
         return fail(exc, bool(cfg.debug))
 
 
 _exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
-_ERROR_FILE = "error.txt"  # a failed sweep job's one line (the leaderboard lists it as not ranked)
 
 
 @dataclass
@@ -300,7 +301,7 @@ def _finish_sweep(code: int) -> int:
         return code
     _build_leaderboard()
     started = sorted(p.parent for p in _sweep.dir.rglob(".hydra") if p.is_dir())  # every job that began
-    failed = [job for job in started if not (job / "summary.json").is_file()]  # error.txt, or it died
+    failed = [job for job in started if not (job / SUMMARY_FILE).is_file()]  # error.txt, or it died
     if failed:
         print(f"rubric-engine: {len(failed)} sweep job(s) failed or did not finish, not ranked (see error.txt "
               f"in {', '.join(str(job) for job in failed)})", file=sys.stderr)

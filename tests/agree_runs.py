@@ -4,10 +4,8 @@ English sample against tests/fakeserver.py; the judge's verdicts are a fixed fun
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
 
 from conftest import EXE, REPO, QuestionScript, model_args, read_rows, run_cli
 from fakeserver import FakeServer, Reply
@@ -34,17 +32,13 @@ class Script(QuestionScript):
     def __init__(self) -> None:
         super().__init__(ROWS)
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        text = self.text(body)
-        if body["model"] == "judge":
-            code, qid = REPLY_RE.search(text).groups()  # type: ignore[union-attr]
-            cand = NAMES[code]
-            n = len(BY_ID[qid]["rubric"])
-            verdict = {"criteria": [{"id": i, "reasoning": f"JUDGE-REASONING-{qid}-{i}", "met": judge_hit(cand, qid, i)}
-                                    for i in range(1, n + 1)]}
-            return Reply(text=json.dumps(verdict), usage=(100, 50))
-        qid = self.question(text)
-        cand = body["model"]
+    def judge(self, model: str, text: str) -> Reply:
+        code, qid = REPLY_RE.search(text).groups()  # type: ignore[union-attr]
+        cand = NAMES[code]
+        return self.verdict(len(BY_ID[qid]["rubric"]), lambda i: judge_hit(cand, qid, i),
+                            lambda i: f"JUDGE-REASONING-{qid}-{i}")
+
+    def candidate(self, cand: str, qid: str) -> Reply:
         extra = HOSTILE if qid == ROWS[0]["question_id"] and cand == "cand_a" else "I hear you. 我在这里。"
         return Reply(text=f"REPLY[{CODES[cand]}|{qid}] {extra}" + " more" * (len(qid) + sum(map(ord, qid + cand)) % 40),
                      usage=(40, 20))

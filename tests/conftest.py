@@ -73,13 +73,28 @@ def model_args(url: str, candidate: str = "cand", judge: str = "judge") -> list[
 
 
 class QuestionScript:
-    """Base of the fake server's scripts: which question a candidate prompt is about, from its turns."""
+    """Base of the fake server's scripts: a request to one of `judges` goes to `judge(model, text)`, any
+    other to `candidate(model, question id)`, the question found from the dialogue turns in the prompt."""
+
+    judges: frozenset[str] = frozenset({"judge"})
 
     def __init__(self, rows: list[dict[str, Any]]) -> None:
         # longest dialogues first, so a question whose turns all appear in the prompt is found
         # before a shorter question that shares its opening turn
         self.turns = sorted(((tuple(t["content"] for t in r["dialogue"]), r["question_id"]) for r in rows),
                             key=lambda x: -len(x[0]))
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        text = self.text(body)
+        if body["model"] in self.judges:
+            return self.judge(body["model"], text)
+        return self.candidate(body["model"], self.question(text))
+
+    def judge(self, model: str, text: str) -> Reply:
+        raise NotImplementedError
+
+    def candidate(self, model: str, qid: str) -> Reply:
+        raise NotImplementedError
 
     @staticmethod
     def text(body: dict[str, Any]) -> str:
@@ -88,6 +103,12 @@ class QuestionScript:
 
     def question(self, text: str) -> str:
         return next(q for turns, q in self.turns if all(t in text for t in turns))
+
+    @staticmethod
+    def verdict(n: int, met: Any, reasoning: Any = lambda i: f"item {i}") -> Reply:
+        """The judge's reply for items 1..n: met(i) and reasoning(i) per item, in the default verdict shape."""
+        items = [{"id": i, "reasoning": reasoning(i), "met": met(i)} for i in range(1, n + 1)]
+        return Reply(text=json.dumps({"criteria": items}), usage=(100, 50))
 
 
 @pytest.fixture

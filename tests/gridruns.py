@@ -57,23 +57,25 @@ def judge_pass(judge: str, qid: str, i: int, cand: str, rule: bool) -> bool:
 
 
 class GridScript(QuestionScript):
+    judges = frozenset({*JUDGES, LENGTH_JUDGE})
+
     def __init__(self) -> None:
         super().__init__(ROWS)
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        text = self.text(body)
-        model = body["model"]
-        if model in JUDGES or model == LENGTH_JUDGE:
-            qid = re.search(r"REPLY\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
-            cand = re.search(r"MODEL\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
-            items = []
-            for i, it in enumerate(BY_ID[qid]["rubric"], 1):
-                rule = it["dimension"] == RULE_LABEL
-                ok = judge_pass(model, qid, i, cand, rule)
-                met = ok if (not rule and it["score"] > 0) else not ok
-                items.append({"id": i, "reasoning": "scripted", "met": met})
-            return Reply(text=json.dumps({"criteria": items}), usage=(100, 50))
-        qid = self.question(text)
+    def judge(self, model: str, text: str) -> Reply:
+        qid = re.search(r"REPLY\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
+        cand = re.search(r"MODEL\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
+        rubric = BY_ID[qid]["rubric"]
+
+        def met(i: int) -> bool:
+            it = rubric[i - 1]
+            rule = it["dimension"] == RULE_LABEL
+            ok = judge_pass(model, qid, i, cand, rule)
+            return ok if (not rule and it["score"] > 0) else not ok
+
+        return self.verdict(len(rubric), met, lambda i: "scripted")
+
+    def candidate(self, model: str, qid: str) -> Reply:
         n = words(qid, model)
         return Reply(text=f"REPLY[{qid}] MODEL[{model}] " + "I hear you. " * n, usage=(40, 3 * n + 4))
 

@@ -39,14 +39,11 @@ class Script(QuestionScript):
     def __init__(self) -> None:
         super().__init__(ROWS)
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        text = self.text(body)
-        if body["model"] == "judge":
-            qid = REPLY_RE.search(text).group(1)  # type: ignore[union-attr]
-            n = len(BY_ID[qid]["rubric"])
-            verdict = {"criteria": [{"id": i, "reasoning": f"item {i}", "met": hit(qid, i)} for i in range(1, n + 1)]}
-            return Reply(text=json.dumps(verdict), usage=(100, 50))
-        qid = self.question(text)
+    def judge(self, model: str, text: str) -> Reply:
+        qid = REPLY_RE.search(text).group(1)  # type: ignore[union-attr]
+        return self.verdict(len(BY_ID[qid]["rubric"]), lambda i: hit(qid, i))
+
+    def candidate(self, model: str, qid: str) -> Reply:
         return Reply(text=f"REPLY[{qid}] 我在这里，愿意听你说。", usage=(40, 20))
 
 
