@@ -3,7 +3,8 @@
 The headline numbers are the runs' own summaries; the intervals come from resampling the questions
 (the compact per-question scores runs.load_run streams out of samples.jsonl) and re-running the
 aggregation. Reading run directories lives in runs.py; writing, printing and the command in
-leaderboard_output.py; neither is imported here, so the three never import each other in a circle.
+leaderboard_output.py, which imports this module (as html_report and html_views do), never the
+other way round: no import circle (tests/test_structure.py checks it).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = [
 ]
 
 _COUNTS = ("questions", "scored", "judge_errors", "candidate_errors", "catastrophic")
+
+
 def fmt(x: float | None, digits: int = 2) -> str:
     """One number format for every text output; a missing number is shown as a dash, never as 0."""
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
