@@ -12,6 +12,8 @@ Measured on the shared 2-core machine (load average ~9-10 from other work): N=30
 L=1.0 s: 900 calls in 18.3 s vs ideal 9.4 s (1.95x; 96 in flight = 3 x C); L=3.0 s: 37.9 s vs 28.1 s
 (1.35x). All 3 x C calls are in flight at once; the excess is per-call CPU (LiteLLM / the SDK) on a
 loaded machine, as for a single judge (bench_calls.py, bench_per_criterion.py), not waiting between jurors.
+Again on 2026-11-22 (load average 9-10): L=1.0 s, N=600, J=3, C=32: 41-46 s vs ideal 18.75 s (2.2-2.45x);
+the calls took 11.7 s of CPU (6.5 ms each), 63% of a core for the ideal wall time (docs/scaling.md).
 """
 
 from __future__ import annotations
