@@ -395,7 +395,7 @@ def _subcommand(name: str, args: list[str]) -> int:
             from .audit import audit_main
 
             return audit_main(args)
-        from .localize import localize_command
+        from .localize_cli import localize_command
 
         return localize_command([a for a in args if a.partition("=")[0] != "debug"])
     except HelpRequested as text:
