@@ -19,12 +19,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, DataError
 from .rundir import write_text
 from .structured import ask_structured
 from .verdicts import VerdictError, extract_json
+
+if TYPE_CHECKING:
+    from .datatypes import Dataset
+    from .models import CallStats, ModelClient
+    from .spec import BenchmarkSpec
 
 __all__ = ["LocalizeOptions", "TranslationError", "translation_messages", "check_translation", "localize",
            "apply_review", "REVIEW_COLUMNS", "REPORT_FILE", "REVIEW_FILE", "MAX_REASKS"]
@@ -143,7 +148,7 @@ def _reask(problem: str, n_turns: int, n_criteria: int) -> str:
             "nothing else.")
 
 
-async def _translate_one(client: Any, qid: str, messages: list[dict[str, str]], n_turns: int,
+async def _translate_one(client: "ModelClient", qid: str, messages: list[dict[str, str]], n_turns: int,
                          n_criteria: int) -> _Result:
     """One question through the structured-output loop (structured.py): a malformed answer is re-asked
     naming the problem; the accepted one is cached under the first request, so a rerun pays nothing."""
@@ -157,7 +162,7 @@ async def _translate_one(client: Any, qid: str, messages: list[dict[str, str]], 
 
 # ----------------------------------------------------------------------------------------------- the command
 
-def _source_file(spec: Any, opts: LocalizeOptions) -> Path:
+def _source_file(spec: "BenchmarkSpec", opts: LocalizeOptions) -> Path:
     """The source data file: data.path= given here, the spec's data.path, or the pinned download (cached)."""
     from .dataset import fetch
 
@@ -173,14 +178,14 @@ def _source_file(spec: Any, opts: LocalizeOptions) -> Path:
     return local
 
 
-def _texts(spec: Any, row: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, Any, str]]]:
+def _texts(spec: "BenchmarkSpec", row: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, Any, str]]]:
     f, roles = spec.data.fields, dict(spec.data.roles)
     turns = [(roles.get(t[f.turn_role], "other"), t[f.turn_content]) for t in row[f.dialogue]]
     crits = [(i[f.item_label], i.get(f.item_weight), i[f.item_text]) for i in row[f.rubric]]
     return turns, crits
 
 
-def _translated_row(spec: Any, row: dict[str, Any], turns: list[str], crits: list[str]) -> dict[str, Any]:
+def _translated_row(spec: "BenchmarkSpec", row: dict[str, Any], turns: list[str], crits: list[str]) -> dict[str, Any]:
     """The source row with only texts replaced: ids, roles, weights, labels and subsets cannot change."""
     f, new = spec.data.fields, copy.deepcopy(row)
     for t, text in zip(new[f.dialogue], turns, strict=True):
@@ -190,7 +195,7 @@ def _translated_row(spec: Any, row: dict[str, Any], turns: list[str], crits: lis
     return new
 
 
-def _review_rows(spec: Any, src: dict[str, Any], new: dict[str, Any]) -> list[list[Any]]:
+def _review_rows(spec: "BenchmarkSpec", src: dict[str, Any], new: dict[str, Any]) -> list[list[Any]]:
     f, qid = spec.data.fields, str(src[spec.data.fields.id])
     out = [[qid, "turn", i, a[f.turn_content], b[f.turn_content]]
            for i, (a, b) in enumerate(zip(src[f.dialogue], new[f.dialogue]), 1)]
@@ -224,7 +229,7 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
     _log(f"localize: {len(questions)} question(s) of {spec.name} ({spec.locale}) -> {opts.target} ({opts.locale}) "
          f"with {opts.model}; completed calls are cached, so an interrupted run resumes where it stopped")
 
-    async def run() -> tuple[list[_Result], Any]:
+    async def run() -> tuple[list[_Result], "CallStats"]:
         client = ModelClient(model, cache=cache, concurrency=opts.concurrency, rpm=opts.rpm, role="translator")
         done = 0
 
@@ -250,8 +255,8 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
     return _write_outputs(spec, opts, ds, rows, results, stats)
 
 
-def _write_outputs(spec: Any, opts: LocalizeOptions, ds: Any, rows: dict[str, dict[str, Any]],
-                   results: list[_Result], stats: Any) -> dict[str, Any]:
+def _write_outputs(spec: "BenchmarkSpec", opts: LocalizeOptions, ds: "Dataset", rows: dict[str, dict[str, Any]],
+                   results: list[_Result], stats: "CallStats") -> dict[str, Any]:
     from .dataset import sha256_file
 
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -274,8 +279,9 @@ def _write_outputs(spec: Any, opts: LocalizeOptions, ds: Any, rows: dict[str, di
         "failures": [{"id": r.qid, "error": r.error} for r in results if r.error is not None],
         "output": str(data_file.resolve()), "output_sha256": sha256_file(data_file),
         "review": str(review_file.resolve()), "review_sha256": sha256_file(review_file),
-        "calls": {k: getattr(stats, k, None) for k in ("calls", "cache_hits", "requests", "retries", "rejected",
-                                                       "errors", "prompt_tokens", "completion_tokens", "cost")},
+        # the cost is unknown (null) as soon as one call's price is unknown, never a partial sum
+        "calls": {**{k: v for k, v in stats.as_dict().items() if k != "cost_unknown_calls"},
+                  "cost": None if stats.cost_unknown_calls else stats.cost},
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if review_file.name != REVIEW_FILE:

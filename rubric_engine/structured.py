@@ -5,9 +5,9 @@ was wrong and must never be cached (a rerun asks again); once a reply parses, it
 ORIGINAL request, re-asks included, so a resumed run asking the original request pays for nothing. After
 `max_reasks` re-asks the unit is recorded as failed (`Outcome.error`, with every reply kept), never given a
 default value. The parser is any function raising ValueError with a message meant for the model
-(VerdictError, TranslationError and pydantic's ValidationError all are); `model_parser` builds one from a
-pydantic model. A server refusing `response_format` json_schema (HTTP 400) is asked again at once without
-it, and that client is then never sent json_schema again.
+(VerdictError, TranslationError and pydantic's ValidationError all are). A server refusing
+`response_format` json_schema (HTTP 400) is asked again at once without it, and that client is then
+never sent json_schema again.
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .errors import FatalModelError, ModelCallError
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from .models import CallResult, ModelClient
 
-__all__ = ["Outcome", "Unusable", "ask_structured", "model_parser", "uses_json_schema", "one_line"]
+__all__ = ["Outcome", "Unusable", "ask_structured", "uses_json_schema", "one_line"]
 
 T = TypeVar("T")
 Messages = list[dict[str, str]]
@@ -70,15 +68,6 @@ def uses_json_schema(client: Any) -> bool:
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def model_parser(model: "type[BaseModel]", marker: str | None = None) -> Callable[[str], "BaseModel"]:
-    """A parser from a pydantic model: the reply's one JSON object (see verdicts.extract_json), validated."""
-    from .verdicts import extract_json
-
-    def parse(text: str) -> "BaseModel":
-        return model.model_validate(extract_json(text, marker))
-    return parse
 
 
 async def _complete(client: "ModelClient", messages: Messages, accept: Callable[[str], None],

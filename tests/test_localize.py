@@ -77,6 +77,8 @@ def test_structure_is_kept(tmp_path: Path, fake_key: str) -> None:
         assert [i["content"] for i in new["rubric"]] == [f"EN: {i['content']}" for i in src["rubric"]]
     report = json.loads((tmp_path / "out" / "localize_report.json").read_text(encoding="utf-8"))
     assert (report["questions"], report["translated"], report["failed"], report["failures"]) == (5, 5, 0, [])
+    assert report["calls"]["cost"] is None  # the fake model has no price: unknown, not a partial sum of $0
+    assert (report["calls"]["calls"], report["calls"]["requests"], report["calls"]["rejected"]) == (5, 5, 0)
     with open(tmp_path / "out" / "review.csv", encoding="utf-8-sig", newline="") as fh:
         table = list(csv.reader(fh))
     assert table[0] == ["id", "kind", "index", "source", "translation"]
