@@ -1,13 +1,12 @@
-"""The judge protocol: one re-ask loop for every verdict shape, the response_format fallback, and
-per-criterion judging.
+"""The judge protocol: verdicts through the one structured-output loop, and per-criterion judging.
 
 Why so strict: a verdict is a list of binary hits aligned with the rubric items; a reply with one item
 too few or too many, a duplicated id or a "maybe" would silently shift or invent hits. So a reply is used
 only if it has exactly one boolean verdict per item; otherwise the judge is re-asked with a message saying
 exactly what was wrong, and after `max_reasks` re-asks the question is recorded as a judge error (never
-padded, never defaulted). Invalid replies are rejected inside `ModelClient.complete`'s `accept` hook, so
-they are never cached and a rerun asks again. The verdict shape (field names; a list for all criteria in
-one call, one object for one criterion per call) comes from the spec (verdicts.py).
+padded, never defaulted). The loop (re-asks, caching under the original request, the response_format
+fallback) is structured.py's, shared with `localize`; the verdict shape (field names; a list for all
+criteria in one call, one object for one criterion per call) comes from the spec (verdicts.py).
 
 With judge.verdict.granularity = per_criterion, each criterion is one call, each cached on its own; the
 calls of one question are started together, so they pipeline under the client's concurrency limit.
@@ -17,41 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .datatypes import Question
-from .errors import FatalModelError, ModelCallError
 from .mockmodel import VerdictShape as MockShape
 from .prompts import judge_messages
+from .structured import ask_structured, uses_json_schema
 from .verdicts import DEFAULT_SHAPE, Verdict, VerdictError, VerdictShape
 
 if TYPE_CHECKING:  # spec.py imports nothing from here; this keeps the import graph one-way
-    from .models import CallResult, ModelClient
+    from .models import ModelClient
     from .spec import BenchmarkSpec
 
-__all__ = [
-    "Verdict",
-    "JudgeResult",
-    "VerdictError",
-    "VerdictReply",
-    "CriterionVerdict",
-    "VerdictShape",
-    "verdict_schema",
-    "RESPONSE_FORMAT",
-    "FATAL_STATUSES",
-    "parse_verdict",
-    "reask_message",
-    "judge_response",
-    "uses_json_schema",
-    "shape_of",
-]
-
-FATAL_STATUSES = frozenset({401, 403, 404})  # same failure for every question: stop the run
-
-VerdictReply = DEFAULT_SHAPE.model  # the default all-criteria verdict {"criteria": [{id, reasoning, met}]}
-CriterionVerdict = DEFAULT_SHAPE.item_model
+__all__ = ["Verdict", "VerdictError", "VerdictShape", "JudgeResult", "RESPONSE_FORMAT", "verdict_schema",
+           "parse_verdict", "judge_response", "add_usage", "uses_json_schema", "shape_of"]
 
 
 def verdict_schema() -> dict[str, Any]:
@@ -65,10 +44,6 @@ RESPONSE_FORMAT: dict[str, Any] = DEFAULT_SHAPE.response_format()
 def parse_verdict(text: str, n: int) -> list[Verdict]:
     """Parse a reply in the default shape for n criteria; sorted by id, or VerdictError."""
     return DEFAULT_SHAPE.parse(text, n)
-
-
-def reask_message(problem: str, n: int) -> str:
-    return DEFAULT_SHAPE.reask(problem, n)
 
 
 @functools.lru_cache(maxsize=32)
@@ -103,51 +78,11 @@ class JudgeResult:
 
 # -- calling ------------------------------------------------------------------------------------------
 
-_NO_JSON_SCHEMA: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
-
-
-def uses_json_schema(client: Any) -> bool:
-    """False once this client's server has rejected response_format json_schema (remembered per client)."""
-    return not _NO_JSON_SCHEMA.get(client, False)
-
-
 def _mock_shape(shape: VerdictShape, n: int) -> MockShape:
     """What a valid verdict looks like, told to a `mock/` judge so it can build one (real models ignore it)."""
     fields = {shape.id: "id"} if shape.shape == "list" else {}
     fields.update({shape.reasoning: "text", shape.met: "bool"})
     return MockShape(items=n, list_key=shape.list_key if shape.shape == "list" else None, fields=fields)
-
-
-async def _complete(client: "ModelClient", messages: list[dict[str, str]], accept: Callable[[str], None],
-                    response_format: dict[str, Any] | None, original: list[dict[str, str]],
-                    expect: MockShape | None = None, repeat: int = 0) -> "CallResult":
-    """One judge reply: json_schema first; on HTTP 400 retry at once without response_format.
-
-    Every reply is cached under the `original` request (not the re-ask conversation) so a resumed run
-    asking the original request finds the validated verdict. `expect` tells a mock judge the shape.
-    `repeat` > 0 is an independent re-grading with its own cache entry (jury.py)."""
-    if not uses_json_schema(client):
-        return await client.complete(messages, response_format=None, accept=accept, cache_as=original,
-                                     expect=expect, repeat=repeat)
-    try:
-        return await client.complete(messages, response_format=response_format or RESPONSE_FORMAT, accept=accept,
-                                     cache_as=original, expect=expect, repeat=repeat)
-    except FatalModelError as exc:
-        if exc.status != 400 or "context window" in str(exc):  # too long a prompt: no format would help
-            raise
-    try:
-        result = await client.complete(messages, response_format=None, accept=accept, cache_as=original,
-                                       expect=expect, repeat=repeat)
-    except VerdictError:
-        _NO_JSON_SCHEMA[client] = True  # the server answered: it was the response_format it refused
-        raise
-    _NO_JSON_SCHEMA[client] = True
-    return result
-
-
-def _usage_of(exc: BaseException) -> "CallResult | None":
-    """The CallResult a rejected reply came with (ModelClient attaches it as `call_result`)."""
-    return getattr(exc, "call_result", None)
 
 
 async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
@@ -194,58 +129,14 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
 
 async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: VerdictShape, n: int,
                max_reasks: int, index: int | None = None, repeat: int = 0) -> JudgeResult:
-    """The one validate-then-re-ask loop: a verdict for n criteria (or for criterion `index` alone)."""
-    original = messages  # every reply is cached under the first request, re-asks included
-    out = JudgeResult(verdicts=None, error=None)
-    costs: list[float | None] = []
-    response_format = shape.response_format()
-
-    def add(result: "CallResult") -> None:
-        out.prompt_tokens += result.prompt_tokens
-        out.completion_tokens += result.completion_tokens
-        costs.append(result.cost)
-        out.cache_hits += int(result.cached)
-
-    def finish(verdicts: list[Verdict] | None, error: str | None) -> JudgeResult:
-        if verdicts is not None and index is not None:
-            verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit) for v in verdicts]
-        out.verdicts, out.error = verdicts, error
-        out.cost = None if not costs or None in costs else float(sum(c for c in costs if c is not None))
-        return out
-
-    problem = ""
-    for _ in range(max_reasks + 1):
-        seen: list[str] = []
-
-        def accept(text: str) -> None:
-            seen.append(text)
-            shape.parse(text, n)
-
-        out.attempts += 1
-        try:
-            result = await _complete(client, messages, accept, response_format, original, _mock_shape(shape, n),
-                                     repeat)
-        except VerdictError as exc:
-            bad = seen[-1] if seen else ""
-            out.raw_replies.append(bad)
-            used = _usage_of(exc)
-            if used is not None:
-                add(used)
-            problem = str(exc)
-            messages = messages + [{"role": "assistant", "content": bad},
-                                   {"role": "user", "content": shape.reask(problem, n)}]
-            continue
-        except FatalModelError as exc:
-            if exc.stops_run:
-                raise
-            return finish(None, _one_line(f"judge call failed: {exc}"))
-        except ModelCallError as exc:
-            return finish(None, _one_line(f"judge call failed: {exc}"))
-        out.raw_replies.append(result.text)
-        add(result)
-        return finish(shape.parse(result.text, n), None)
-    return finish(None, _one_line(f"invalid verdict after {out.attempts} replies: {problem}"))
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """A verdict for n criteria (or for criterion `index` alone) through the one structured-output loop."""
+    got = await ask_structured(client, messages, lambda text: shape.parse(text, n),
+                               reask=lambda problem: shape.reask(problem, n), max_reasks=max_reasks,
+                               what="verdict", role="judge", response_format=shape.response_format(),
+                               expect=_mock_shape(shape, n), repeat=repeat)
+    verdicts = got.value
+    if verdicts is not None and index is not None:
+        verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit) for v in verdicts]
+    return JudgeResult(verdicts=verdicts, error=got.error, raw_replies=got.replies, attempts=got.attempts,
+                       prompt_tokens=got.prompt_tokens, completion_tokens=got.completion_tokens, cost=got.cost,
+                       cache_hits=got.cache_hits)

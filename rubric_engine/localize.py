@@ -1,9 +1,10 @@
 """`rubric-engine localize`: translate and culturally adapt a benchmark's data with any LiteLLM model.
 
-Why through ModelClient with an accept= check: every question is one cached call, so an interrupted run
-resumes without paying twice, and a translation with the wrong shape is never cached or written as if it
-were fine. The model returns only texts; ids, roles, weights, labels and subsets are copied from the source
-row, so a translation cannot change what is scored. A human can then edit review.csv and apply it.
+Why through the structured-output loop (structured.py, the judge's too): every question is one cached
+request, a translation with the wrong shape is re-asked, never cached or written as if it were fine, and an
+interrupted run resumes without paying twice, re-asks included. The model returns only texts; ids, roles,
+weights, labels and subsets are copied from the source row, so a translation cannot change what is scored.
+A human can then edit review.csv and apply it. The command line lives in localize_cli.py.
 """
 
 from __future__ import annotations
@@ -11,24 +12,27 @@ from __future__ import annotations
 import asyncio
 import copy
 import csv
-import hashlib
 import io
 import json
-import os
-import re
 import sys
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError, DataError, FatalModelError, ModelCallError
+from .errors import ConfigError, DataError
+from .rundir import write_text
+from .structured import ask_structured
 from .verdicts import VerdictError, extract_json
 
-__all__ = ["LocalizeOptions", "TranslationError", "parse_options", "translation_messages", "check_translation",
-           "localize", "apply_review", "localize_command", "REVIEW_COLUMNS", "REPORT_FILE", "REVIEW_FILE"]
+if TYPE_CHECKING:
+    from .datatypes import Dataset
+    from .models import CallStats, ModelClient
+    from .spec import BenchmarkSpec
+
+__all__ = ["LocalizeOptions", "TranslationError", "translation_messages", "check_translation", "localize",
+           "apply_review", "REVIEW_COLUMNS", "REPORT_FILE", "REVIEW_FILE", "MAX_REASKS"]
 
 REPORT_FILE = "localize_report.json"
 REVIEW_FILE = "review.csv"
@@ -36,9 +40,7 @@ REVIEW_COLUMNS = ("id", "kind", "index", "source", "translation")
 _LANGUAGES = {"en": "English", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "fr": "French", "de": "German",
               "es": "Spanish", "pt": "Portuguese", "it": "Italian", "nl": "Dutch", "ru": "Russian", "ar": "Arabic",
               "hi": "Hindi", "id": "Indonesian", "vi": "Vietnamese", "th": "Thai", "tr": "Turkish", "pl": "Polish"}
-_USAGE = ("usage: rubric-engine localize source=NAME target=NAME locale=LL model=PROVIDER/MODEL [api_base=URL] "
-          "[api_key_env=VAR] [data.path=FILE] [limit=N] [ids=a,b] [out=DIR] [concurrency=N] | "
-          "rubric-engine localize source=NAME target=NAME review=EDITED.csv [out=DIR]")
+MAX_REASKS = 1  # a translation still malformed after one re-ask is reported, never written
 
 
 class TranslationError(ValueError):
@@ -47,7 +49,7 @@ class TranslationError(ValueError):
 
 @dataclass
 class LocalizeOptions:
-    """Parsed `key=value` arguments of the localize command (see _OPTIONS for the command-line keys)."""
+    """What to translate, with which model, where to write (localize_cli.parse_options builds it from argv)."""
 
     source: str
     target: str
@@ -66,56 +68,6 @@ class LocalizeOptions:
     timeout: float = 120.0
     cache_dir: str | None = None
     benchmark_dirs: list[str] = field(default_factory=list)
-
-
-def _split_list(value: str) -> list[str]:
-    return [s for s in re.split(r"[,\s]+", value.strip().strip("[]")) if s]
-
-
-def _at_least(kind: Callable[[str], Any], minimum: float) -> Callable[[str], Any]:
-    def convert(value: str) -> Any:
-        n = kind(value)
-        if n < minimum:
-            raise ValueError(f"must be >= {minimum}")
-        return n
-    return convert
-
-
-_OPTIONS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "source": ("source", str), "target": ("target", str), "locale": ("locale", str), "model": ("model", str),
-    "api_base": ("api_base", str), "api_key_env": ("api_key_env", str), "data.path": ("data_path", str),
-    "data.cache_dir": ("data_cache_dir", str), "limit": ("limit", _at_least(int, 0)), "ids": ("ids", _split_list),
-    "out": ("out", lambda v: Path(v).expanduser()), "review": ("review", lambda v: Path(v).expanduser()),
-    "concurrency": ("concurrency", _at_least(int, 1)), "rpm": ("rpm", _at_least(float, 1e-9)),
-    "timeout": ("timeout", _at_least(float, 1e-9)), "cache.dir": ("cache_dir", str),
-    "benchmark_dirs": ("benchmark_dirs", _split_list),
-}
-
-
-def parse_options(args: Sequence[str]) -> LocalizeOptions:
-    """key=value arguments -> LocalizeOptions; ConfigError naming the bad argument and the fix."""
-    values: dict[str, Any] = {}
-    for a in args:
-        key, eq, value = a.partition("=")
-        key, value = key.lstrip("+"), value.strip()
-        if not eq or not key:
-            raise ConfigError(f"localize: argument {a!r} is not key=value; {_USAGE}")
-        if key not in _OPTIONS:
-            raise ConfigError(f"localize: unknown key {key!r}; allowed: {', '.join(_OPTIONS)}")
-        if value and value.lower() not in ("null", "none"):
-            attr, convert = _OPTIONS[key]
-            try:
-                values[attr] = convert(value)
-            except ValueError as exc:
-                raise ConfigError(f"localize: {key}={value!r} is not valid ({exc})") from None
-    required = ("source", "target") + (() if values.get("review") else ("locale", "model"))
-    missing = [k for k in required if not values.get(k)]
-    if missing:
-        raise ConfigError(f"localize: missing {', '.join(k + '=' for k in missing)}; {_USAGE}")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", values["target"]):
-        raise ConfigError(f"localize: target={values['target']!r} must be a benchmark name (letters, digits, _ . -)")
-    values.setdefault("out", Path("localized") / values["target"])
-    return LocalizeOptions(**values)
 
 
 # ----------------------------------------------------------------------------------------- one translation
@@ -190,53 +142,27 @@ class _Result:
     cached: bool = False
 
 
-def _final_key(spec: Any, messages: list[dict[str, str]]) -> str:
-    """Cache key of a question's final (re-asked) translation, so a rerun does not pay the first ask again."""
-    from .models import cache_key
+def _reask(problem: str, n_turns: int, n_criteria: int) -> str:
+    return (f"That answer cannot be used: {problem}. Answer again with one JSON object {{\"turns\": [...], "
+            f"\"criteria\": [...]}} holding exactly {n_turns} turn strings and {n_criteria} criterion strings, and "
+            "nothing else.")
 
-    return hashlib.sha256(f"localize-final:{cache_key(spec, messages, None)}".encode()).hexdigest()
 
-
-async def _translate_one(client: Any, qid: str, messages: list[dict[str, str]], n_turns: int,
+async def _translate_one(client: "ModelClient", qid: str, messages: list[dict[str, str]], n_turns: int,
                          n_criteria: int) -> _Result:
-    """One call, one re-ask naming the structural problem; a second failure is reported, never written."""
-    seen: dict[str, str] = {}
-    cache = getattr(client, "cache", None)
-    final_key = _final_key(client.spec, messages) if cache is not None else None
-    memo = cache.get(final_key) if cache is not None and final_key else None
-    if memo is not None and isinstance(memo.get("text"), str):  # a run that needed the re-ask already paid
-        turns, crits = check_translation(memo["text"], n_turns, n_criteria)
-        return _Result(qid, turns, crits, cached=True)
-
-    def accept(text: str) -> None:
-        seen["text"] = text
-        check_translation(text, n_turns, n_criteria)
-
-    for attempt in (1, 2):
-        try:
-            res = await client.complete(messages, accept=accept)
-            turns, crits = check_translation(res.text, n_turns, n_criteria)
-            if attempt == 2 and cache is not None and final_key:
-                cache.set(final_key, {"text": res.text})
-            return _Result(qid, turns, crits, cached=res.cached)
-        except TranslationError as exc:
-            if attempt == 2:
-                return _Result(qid, error=f"invalid translation after one re-ask: {exc}")
-            messages = messages + [
-                {"role": "assistant", "content": seen.get("text") or "(empty answer)"},
-                {"role": "user", "content": f"That answer cannot be used: {exc}. Answer again with one JSON object "
-                                            f"{{\"turns\": [...], \"criteria\": [...]}} holding exactly {n_turns} "
-                                            f"turn strings and {n_criteria} criterion strings, and nothing else."}]
-        except FatalModelError:
-            raise
-        except ModelCallError as exc:
-            return _Result(qid, error=str(exc))
-    raise AssertionError("unreachable")
+    """One question through the structured-output loop (structured.py): a malformed answer is re-asked
+    naming the problem; the accepted one is cached under the first request, so a rerun pays nothing."""
+    got = await ask_structured(client, messages, lambda text: check_translation(text, n_turns, n_criteria),
+                               reask=lambda problem: _reask(problem, n_turns, n_criteria), max_reasks=MAX_REASKS,
+                               what="translation", role="translator")
+    if got.value is None:
+        return _Result(qid, error=got.error)
+    return _Result(qid, *got.value, cached=got.cached)
 
 
 # ----------------------------------------------------------------------------------------------- the command
 
-def _source_file(spec: Any, opts: LocalizeOptions) -> Path:
+def _source_file(spec: "BenchmarkSpec", opts: LocalizeOptions) -> Path:
     """The source data file: data.path= given here, the spec's data.path, or the pinned download (cached)."""
     from .dataset import fetch
 
@@ -252,14 +178,14 @@ def _source_file(spec: Any, opts: LocalizeOptions) -> Path:
     return local
 
 
-def _texts(spec: Any, row: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, Any, str]]]:
+def _texts(spec: "BenchmarkSpec", row: dict[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, Any, str]]]:
     f, roles = spec.data.fields, dict(spec.data.roles)
     turns = [(roles.get(t[f.turn_role], "other"), t[f.turn_content]) for t in row[f.dialogue]]
     crits = [(i[f.item_label], i.get(f.item_weight), i[f.item_text]) for i in row[f.rubric]]
     return turns, crits
 
 
-def _translated_row(spec: Any, row: dict[str, Any], turns: list[str], crits: list[str]) -> dict[str, Any]:
+def _translated_row(spec: "BenchmarkSpec", row: dict[str, Any], turns: list[str], crits: list[str]) -> dict[str, Any]:
     """The source row with only texts replaced: ids, roles, weights, labels and subsets cannot change."""
     f, new = spec.data.fields, copy.deepcopy(row)
     for t, text in zip(new[f.dialogue], turns, strict=True):
@@ -269,25 +195,12 @@ def _translated_row(spec: Any, row: dict[str, Any], turns: list[str], crits: lis
     return new
 
 
-def _review_rows(spec: Any, src: dict[str, Any], new: dict[str, Any]) -> list[list[Any]]:
+def _review_rows(spec: "BenchmarkSpec", src: dict[str, Any], new: dict[str, Any]) -> list[list[Any]]:
     f, qid = spec.data.fields, str(src[spec.data.fields.id])
     out = [[qid, "turn", i, a[f.turn_content], b[f.turn_content]]
            for i, (a, b) in enumerate(zip(src[f.dialogue], new[f.dialogue]), 1)]
     return out + [[qid, "criterion", i, a[f.item_text], b[f.item_text]]
                   for i, (a, b) in enumerate(zip(src[f.rubric], new[f.rubric]), 1)]
-
-
-def _write_text(path: Path, text: str, bom: bool = False) -> None:
-    """Temp file + rename: a kill never leaves half a data file. A BOM lets spreadsheets detect UTF-8."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _log(msg: str) -> None:
@@ -316,7 +229,7 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
     _log(f"localize: {len(questions)} question(s) of {spec.name} ({spec.locale}) -> {opts.target} ({opts.locale}) "
          f"with {opts.model}; completed calls are cached, so an interrupted run resumes where it stopped")
 
-    async def run() -> tuple[list[_Result], Any]:
+    async def run() -> tuple[list[_Result], "CallStats"]:
         client = ModelClient(model, cache=cache, concurrency=opts.concurrency, rpm=opts.rpm, role="translator")
         done = 0
 
@@ -342,15 +255,15 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
     return _write_outputs(spec, opts, ds, rows, results, stats)
 
 
-def _write_outputs(spec: Any, opts: LocalizeOptions, ds: Any, rows: dict[str, dict[str, Any]],
-                   results: list[_Result], stats: Any) -> dict[str, Any]:
+def _write_outputs(spec: "BenchmarkSpec", opts: LocalizeOptions, ds: "Dataset", rows: dict[str, dict[str, Any]],
+                   results: list[_Result], stats: "CallStats") -> dict[str, Any]:
     from .dataset import sha256_file
 
     opts.out.mkdir(parents=True, exist_ok=True)
     data_file, review_file, report_file = opts.out / f"{opts.target}.jsonl", opts.out / REVIEW_FILE, opts.out / REPORT_FILE
     ok = [r for r in results if r.error is None]
     new_rows = {r.qid: _translated_row(spec, rows[r.qid], r.turns or [], r.criteria or []) for r in ok}
-    _write_text(data_file, "".join(json.dumps(new_rows[r.qid], ensure_ascii=False) + "\n" for r in ok))
+    write_text(data_file, "".join(json.dumps(new_rows[r.qid], ensure_ascii=False) + "\n" for r in ok))
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows([REVIEW_COLUMNS] + [line for r in ok for line in _review_rows(
         spec, rows[r.qid], new_rows[r.qid])])
@@ -358,7 +271,7 @@ def _write_outputs(spec: Any, opts: LocalizeOptions, ds: Any, rows: dict[str, di
     if review_file.is_file() and previous.get("review_sha256") not in (None, sha256_file(review_file)):
         review_file = opts.out / "review.new.csv"  # the human edited review.csv: never overwrite their work
         _log(f"note: {opts.out / REVIEW_FILE} was edited since the last run; the fresh one is {review_file}")
-    _write_text(review_file, buf.getvalue(), bom=True)
+    write_text(review_file, buf.getvalue(), bom=True)
     report = {
         "source": spec.name, "source_locale": spec.locale, "source_data": ds.source, "source_sha256": ds.sha256,
         "target": opts.target, "locale": opts.locale, "model": opts.model, "api_base": opts.api_base,
@@ -366,13 +279,14 @@ def _write_outputs(spec: Any, opts: LocalizeOptions, ds: Any, rows: dict[str, di
         "failures": [{"id": r.qid, "error": r.error} for r in results if r.error is not None],
         "output": str(data_file.resolve()), "output_sha256": sha256_file(data_file),
         "review": str(review_file.resolve()), "review_sha256": sha256_file(review_file),
-        "calls": {k: getattr(stats, k, None) for k in ("calls", "cache_hits", "requests", "retries", "rejected",
-                                                       "errors", "prompt_tokens", "completion_tokens", "cost")},
+        # the cost is unknown (null) as soon as one call's price is unknown, never a partial sum
+        "calls": {**{k: v for k, v in stats.as_dict().items() if k != "cost_unknown_calls"},
+                  "cost": None if stats.cost_unknown_calls else stats.cost},
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if review_file.name != REVIEW_FILE:
         report["review_sha256"] = previous.get("review_sha256")
-    _write_text(report_file, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+    write_text(report_file, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
     return report
 
 
@@ -425,40 +339,6 @@ def apply_review(opts: LocalizeOptions) -> dict[str, Any]:
         fld = f.turn_content if kind == "turn" else f.item_text
         if items[int(index) - 1][fld] != text:
             items[int(index) - 1][fld], changed = text, changed + 1
-    _write_text(data_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_text(data_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return {"output": str(data_file.resolve()), "changed": changed, "rows": len(seen),
             "output_sha256": sha256_file(data_file)}
-
-
-def _next_steps(opts: LocalizeOptions, data_file: str, sha: str) -> str:
-    """What to do with the file: create the variant if needed, point its data.path here, validate."""
-    from .spec import SPEC_FILE, benchmark_search_path, list_benchmarks
-
-    variant = list_benchmarks(benchmark_search_path(opts.benchmark_dirs)).get(opts.target)
-    steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} extends={opts.source}"
-                                                      + (f" --locale {opts.locale}" if opts.locale else "")]
-    path = os.path.relpath(data_file, variant) if variant else data_file
-    yaml_file = variant / SPEC_FILE if variant else Path(opts.target) / SPEC_FILE
-    steps += [f"  point it at the data: in {yaml_file} set data: {{url: null, path: {path}, sha256: {sha}}}",
-              f"  check it: rubric-engine validate benchmark={opts.target}  (or pass data.path={data_file} to a run)"]
-    return "next:\n" + "\n".join(steps)
-
-
-def localize_command(args: list[str]) -> int:
-    """CLI entry (the dispatcher passes argv after `localize`); 0 = all translated, 1 = some failed."""
-    opts = parse_options(args)
-    if opts.review is not None:
-        res = apply_review(opts)
-        print(f"applied {opts.review}: {res['changed']} text(s) changed in {res['output']} "
-              f"(sha256 {res['output_sha256']})")
-        print(_next_steps(opts, res["output"], res["output_sha256"]))
-        return 0
-    rep = localize(opts)
-    print(f"translated {rep['translated']}/{rep['questions']} question(s) -> {rep['output']}")
-    print(f"review: {rep['review']} (edit the translation column, then rerun with review={rep['review']})")
-    if rep["failed"]:
-        print(f"FAILED: {rep['failed']} question(s), not written: "
-              f"{', '.join(x['id'] for x in rep['failures'])}; details in {opts.out / REPORT_FILE}; "
-              "rerun the same command to retry them (completed ones come from the cache)")
-    print(_next_steps(opts, rep["output"], rep["output_sha256"]))
-    return 1 if rep["failed"] else 0

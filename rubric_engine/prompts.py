@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -42,16 +43,8 @@ from .errors import SpecError
 if TYPE_CHECKING:  # spec.py imports nothing from here; this keeps the import graph one-way
     from .spec import BenchmarkSpec
 
-__all__ = [
-    "candidate_messages",
-    "judge_messages",
-    "dialogue_vars",
-    "criteria_vars",
-    "render_template",
-    "clear_template_cache",
-    "check_templates",
-    "data_tag",
-]
+__all__ = ["candidate_messages", "judge_messages", "dialogue_vars", "criteria_vars", "render_template",
+           "check_templates", "data_tag"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
 # mutation of the engine's objects) and an undefined variable is an error, never an empty string.
@@ -60,31 +53,20 @@ MAX_OUTPUT_CHARS = 2_000_000  # a rendered prompt longer than this is a runaway 
 _CACHE: dict[tuple[str, str], jinja2.Template] = {}
 _LOCK = threading.Lock()
 _CHAT_ROLES = {"system": "system", "user": "user", "assistant": "assistant", "other": "assistant"}
+_TEMPLATE_FIELDS: dict[str, Callable[["BenchmarkSpec"], str | None]] = {  # a field name -> what it holds
+    "candidate.template": lambda s: s.candidate.template, "candidate.system": lambda s: s.candidate.system,
+    "judge.template": lambda s: s.judge.template, "judge.system": lambda s: s.judge.system}
 
 
-def clear_template_cache() -> None:
-    """Forget compiled templates (tests that rewrite a template file in place need this)."""
-    with _LOCK:
-        _CACHE.clear()
-
-
-def _template_file(spec: Any, field: str, relpath: str) -> Path:
-    """Where a template field's file lives (resolved against the spec file that declared the field)."""
-    locate = getattr(spec, "template_path", None)
-    if callable(locate):
-        return Path(locate(field))
-    return Path(getattr(spec, "dir", ".")) / relpath
-
-
-def _template(spec: Any, field: str, relpath: str) -> tuple[jinja2.Template, Path]:
+def _template(spec: "BenchmarkSpec", field: str) -> tuple[jinja2.Template, Path]:
     """Compiled template, cached per resolved file: specs and their templates don't change during a run."""
-    path = _template_file(spec, field, relpath)
+    path = spec.template_path(field)
     key = (str(path.parent), path.name)
     with _LOCK:
         cached = _CACHE.get(key)
     if cached is not None:
         return cached, path
-    source = spec.read_template(field if callable(getattr(spec, "template_path", None)) else relpath)
+    source = spec.read_template(field)
     try:
         template = _ENV.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
@@ -98,8 +80,9 @@ def _template(spec: Any, field: str, relpath: str) -> tuple[jinja2.Template, Pat
 def render_template(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]) -> str:
     """Render the template a spec field names ('judge.template'); an undefined variable becomes a
     SpecError naming the file and the variable."""
-    relpath = _get_field(spec, field)
-    template, path = _template(spec, field, relpath)
+    if not _TEMPLATE_FIELDS[field](spec):
+        raise SpecError(_spec_file(spec), field, "no template set", fix=f"set {field} to a jinja2 file")
+    template, path = _template(spec, field)
     try:
         text = template.render(**variables)
     except SecurityError as exc:
@@ -130,15 +113,7 @@ def _line(exc: BaseException) -> str:
     return f":{line}" if line else ""
 
 
-def _get_field(spec: Any, field: str) -> str:
-    section, name = field.split(".")
-    value = getattr(getattr(spec, section), name, None)
-    if not value:
-        raise SpecError(_spec_file(spec), field, "no template set", fix=f"set {field} to a jinja2 file")
-    return str(value)
-
-
-def _role_of(spec: Any, label: str) -> str:
+def _role_of(spec: "BenchmarkSpec", label: str) -> str:
     roles = dict(spec.data.roles)
     role = roles.get(label)
     if role not in _CHAT_ROLES:
@@ -147,11 +122,8 @@ def _role_of(spec: Any, label: str) -> str:
     return str(role)
 
 
-def _spec_file(spec: Any) -> str:
-    files = getattr(spec, "files", None)
-    if files:
-        return str(files[-1])
-    return str(getattr(spec, "dir", "<spec>"))
+def _spec_file(spec: "BenchmarkSpec") -> str:
+    return str(spec.files[-1]) if spec.files else str(spec.dir)
 
 
 def dialogue_vars(spec: "BenchmarkSpec", question: Question) -> list[dict[str, str]]:
@@ -175,10 +147,9 @@ def criteria_vars(criteria: tuple[Criterion, ...] | list[Criterion]) -> list[dic
     ]
 
 
-def _system(spec: Any, field: str, variables: dict[str, Any]) -> list[dict[str, str]]:
+def _system(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]) -> list[dict[str, str]]:
     """A system message from an optional template field ([] when the field is unset)."""
-    section, name = field.split(".")
-    if not getattr(getattr(spec, section), name, None):
+    if not _TEMPLATE_FIELDS[field](spec):
         return []
     return [{"role": "system", "content": render_template(spec, field, variables)}]
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-__all__ = ["StageProgress", "make_progress", "print_summary", "breakdown_tables", "print_length", "format_tokens"]
+__all__ = ["ProgressBoard", "StageProgress", "print_summary", "breakdown_tables", "print_length", "format_tokens"]
 
 
 def format_tokens(n: int) -> str:
@@ -128,10 +128,6 @@ class ProgressBoard:
     def _print(self, text: str) -> None:
         # plain print, never rich: a CI log gets one unwrapped line whatever its width
         print(text, file=sys.stderr if self.console.stderr else sys.stdout, flush=True)
-
-
-def make_progress(mode: str, console: Console) -> ProgressBoard:
-    return ProgressBoard(mode, console)
 
 
 def _fmt(x: float | None) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "begin_run",
     "finish_run",
     "write_json",
+    "write_text",
     "write_jsonl",
     "read_jsonl",
     "iter_jsonl",
@@ -101,18 +102,20 @@ def finish_run(run_dir: Path, manifest: Mapping[str, Any]) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     """Write atomically (temp file + rename) so a kill never leaves half a summary behind."""
-    _atomic_write(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    _atomic_write(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def write_text(path: Path, text: str, *, bom: bool = False) -> None:
+    """The one atomic writer (temp file + rename): a kill never leaves half a file. `bom` starts the file
+    with a UTF-8 BOM, which lets spreadsheets detect UTF-8 in a CSV."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:

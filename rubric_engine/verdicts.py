@@ -32,8 +32,6 @@ class VerdictError(ValueError):
     """A judge reply that cannot be used; the message says what was wrong (it is sent back to the judge)."""
 
 
-
-
 MAX_REPLY_CHARS = 200_000  # a verdict for ~40 items is a few KB; anything far longer is not a verdict
 MAX_NESTING = 32  # a verdict nests 3 deep; 5,000 `[` would make json.loads raise RecursionError
 
@@ -155,31 +153,45 @@ def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
+# The typed attributes of a parsed verdict item. Each shape subclasses one with its own field names as
+# aliases. No docstrings: pydantic would send them to the judge as schema descriptions.
+class _Judgement(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="verdict")
+    reasoning: str
+    met: bool
+
+
+class _NumberedJudgement(BaseModel):  # not a subclass of _Judgement: the schema lists id first
+    model_config = ConfigDict(extra="forbid", title="criterion_verdict")
+    id: int
+    reasoning: str
+    met: bool
+
+
 class VerdictShape:
     """One verdict shape: its pydantic models, its response_format, its parser and its format hint."""
 
     def __init__(self, shape: str = "list", list_key: str = "criteria", id: str = "id",
                  reasoning: str = "reasoning", met: str = "met") -> None:
         self.shape, self.list_key, self.id, self.reasoning, self.met = shape, list_key, id, reasoning, met
-        closed = ConfigDict(extra="forbid", title="criterion_verdict" if shape == "list" else "verdict")
+        self._names = {id, reasoning, met} if shape == "list" else {reasoning, met}
+        # the spec's field names are aliases of fixed attributes, so a parsed item is read as typed fields
         fields: dict[str, Any] = {}
         if shape == "list":
-            fields[id] = (Id, Field(description="the criterion number, 1..n"))
-        fields[reasoning] = (Text, Field(description="short reasoning, written before deciding"))
-        fields[met] = (Met, Field(description="true if the criterion applies to the response, else false"))
-        # field order puts the reasoning before the decision; no docstring (pydantic would send it as a description)
-        self.item_model: type[BaseModel] = create_model("CriterionVerdict", __config__=closed, **fields)
+            fields["id"] = (Id, Field(alias=id, description="the criterion number, 1..n"))
+        fields["reasoning"] = (Text, Field(alias=reasoning, description="short reasoning, written before deciding"))
+        fields["met"] = (Met, Field(alias=met, description="true if the criterion applies to the response, else false"))
+        base: type[_Judgement | _NumberedJudgement] = _NumberedJudgement if shape == "list" else _Judgement
+        self.item_model: type[_Judgement | _NumberedJudgement] = create_model("CriterionVerdict", __base__=base,
+                                                                               **fields)
         if shape == "list":
             self.model: type[BaseModel] = create_model(
                 "VerdictReply", __config__=ConfigDict(extra="forbid", title="verdict"),
-                **{list_key: (list[self.item_model], Field(description="one entry per criterion, ids 1..n in order"))})
+                items=(list[self.item_model], Field(alias=list_key,  # type: ignore[name-defined]
+                                                    description="one entry per criterion, ids 1..n in order")))
         else:
             self.model = self.item_model
         self._format = {"type": "json_schema", "json_schema": {"name": "verdict", "schema": self.schema(), "strict": True}}
-
-    @classmethod
-    def from_spec(cls, verdict: Any) -> "VerdictShape":
-        return cls(verdict.shape, verdict.list_key, verdict.id, verdict.reasoning, verdict.met)
 
     def schema(self) -> dict[str, Any]:
         """JSON Schema for OpenAI strict mode: every object closed, every property required."""
@@ -198,7 +210,7 @@ class VerdictShape:
 
     def _item(self, item: dict[str, Any], label: str) -> tuple[Verdict | None, list[str]]:
         """Parse one item with the item model; problems worded for the judge."""
-        known = {k: v for k, v in item.items() if k in self.item_model.model_fields}
+        known = {k: v for k, v in item.items() if k in self._names}
         try:
             parsed = self.item_model.model_validate(known)
         except ValidationError as exc:
@@ -209,8 +221,8 @@ class VerdictShape:
                 kind = "true or false" if name == self.met else "a string" if name == self.reasoning else "an integer"
                 problems.append(f'{label}"{name}" must be {kind} (got {got!r})')
             return None, problems
-        return Verdict(index=getattr(parsed, self.id, 1) if self.shape == "list" else 1,
-                       reasoning=getattr(parsed, self.reasoning), hit=getattr(parsed, self.met)), []
+        index = parsed.id if isinstance(parsed, _NumberedJudgement) else 1
+        return Verdict(index=index, reasoning=parsed.reasoning, hit=parsed.met), []
 
     def parse(self, text: str, n: int) -> list[Verdict]:
         """Parse and validate a reply for n criteria (n == 1 for the object shape), sorted by id."""

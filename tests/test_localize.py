@@ -18,7 +18,8 @@ import pytest
 from conftest import MINI
 from fakeserver import FakeServer, Reply
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.localize import check_translation, localize_command, parse_options, TranslationError
+from rubric_engine.localize import TranslationError, check_translation
+from rubric_engine.localize_cli import localize_command, parse_options
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = MINI  # the project's own HeartBench-shaped file: runs on a bare clone
@@ -76,6 +77,8 @@ def test_structure_is_kept(tmp_path: Path, fake_key: str) -> None:
         assert [i["content"] for i in new["rubric"]] == [f"EN: {i['content']}" for i in src["rubric"]]
     report = json.loads((tmp_path / "out" / "localize_report.json").read_text(encoding="utf-8"))
     assert (report["questions"], report["translated"], report["failed"], report["failures"]) == (5, 5, 0, [])
+    assert report["calls"]["cost"] is None  # the fake model has no price: unknown, not a partial sum of $0
+    assert (report["calls"]["calls"], report["calls"]["requests"], report["calls"]["rejected"]) == (5, 5, 0)
     with open(tmp_path / "out" / "review.csv", encoding="utf-8-sig", newline="") as fh:
         table = list(csv.reader(fh))
     assert table[0] == ["id", "kind", "index", "source", "translation"]
@@ -121,40 +124,52 @@ def test_reask_repairs_and_is_remembered(tmp_path: Path, fake_key: str) -> None:
     assert len(rows_of(tmp_path / "out" / "heartbench_xx.jsonl")) == 5
 
 
-def test_resume_after_kill(tmp_path: Path) -> None:
-    """SIGKILL mid-run, rerun: the server never sees a question again whose translation had completed."""
-    fast = translator()
-    lock = threading.Lock()
+def test_console_script_reasks_then_resumes_after_kill_paying_nothing_twice(tmp_path: Path) -> None:
+    """Through the console script: a malformed translation is re-asked and repaired, SIGKILL mid-run, rerun:
+    the server never sees a question again whose translation had completed, the re-asked one included."""
+    good, short = translator(), translator({IDS[1]})
 
     def first_run(body: dict[str, Any]) -> Reply:
-        with lock:
-            n = len(srv.requests)
-        return fast(body) if n <= 2 else Reply(text="", delay=60)  # the third request hangs until the kill
+        if payload(body)["id"] in IDS[3:]:
+            return Reply(text="", delay=60)  # these two hang until the kill
+        return good(body) if len(body["messages"]) > 2 else short(body)  # IDS[1]: one criterion short, once
 
     env = dict(os.environ, FAKE_KEY="sk-test")
     exe = [str(Path(sys.executable).with_name("rubric-engine")), "localize"]  # the console script under test
-    with FakeServer(first_run) as srv:
-        proc = subprocess.Popen([*exe, *args(srv, tmp_path, "concurrency=1")], cwd=tmp_path,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 120
-        while len(srv.requests) < 3 and time.monotonic() < deadline and proc.poll() is None:
+    log = tmp_path / "first_run.log"
+    with FakeServer(first_run) as srv, open(log, "w", encoding="utf-8") as err:
+        proc = subprocess.Popen([*exe, *args(srv, tmp_path, "concurrency=5")], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + 120  # the progress line is printed after the reply is in the cache
+        while f"{IDS[1]} ok" not in log.read_text(encoding="utf-8") and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text(encoding="utf-8")
             time.sleep(0.05)
-        time.sleep(0.5)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        assert len(srv.requests) == 3, proc.stderr.read().decode() if proc.stderr else ""
-        done = requested(srv)[:2]
-        assert not (tmp_path / "out" / "heartbench_xx.jsonl").exists()
+        assert sorted(requested(srv)) == sorted(IDS + [IDS[1]]), log.read_text(encoding="utf-8")
+        n = len(SOURCE[1]["rubric"])
+        reask = next(b["messages"] for b in srv.requests if len(b["messages"]) > 2)
+        assert payload({"messages": reask})["id"] == IDS[1] and len(reask) == 4
+        assert f"'criteria' has {n - 1} items, expected exactly {n}" in reask[-1]["content"]
+        assert not (tmp_path / "out" / "heartbench_xx.jsonl").exists()  # nothing is written before the end
         srv.handler = translator()  # same server (api_base is part of the cache key), now answering everything
         srv.reset()
-        res = subprocess.run([*exe, *args(srv, tmp_path, "concurrency=1")], cwd=tmp_path, env=env,
+        res = subprocess.run([*exe, *args(srv, tmp_path, "concurrency=5")], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
-        again = requested(srv)
-    assert not set(done) & set(again)
-    assert sorted(again) == sorted(set(IDS) - set(done))
-    assert "ok (cached)" in res.stderr
-    assert len(rows_of(tmp_path / "out" / "heartbench_xx.jsonl")) == 5
+        assert sorted(requested(srv)) == sorted(IDS[3:])  # the re-asked IDS[1] came from the cache too
+        assert all(f"{q} ok (cached)" in res.stderr for q in IDS[:3])
+        assert "translated 5/5 question(s)" in res.stdout
+        srv.reset()
+        again = subprocess.run([*exe, *args(srv, tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                               timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert srv.requests == []  # a third run pays for nothing
+    out = rows_of(tmp_path / "out" / "heartbench_xx.jsonl")
+    assert [r["question_id"] for r in out] == IDS
+    assert [i["content"] for i in out[1]["rubric"]] == [f"EN: {i['content']}" for i in SOURCE[1]["rubric"]]
+    report = json.loads((tmp_path / "out" / "localize_report.json").read_text(encoding="utf-8"))
+    assert (report["translated"], report["failed"], report["calls"]["cache_hits"]) == (5, 0, 5)
 
 
 def test_review_is_applied_and_validated(tmp_path: Path, fake_key: str, capsys: Any) -> None:
