@@ -227,7 +227,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     # is removed, its answers being the output)
     runstream.finish_files(out, journal, rows, spec.data.fields.id, samples=settings.stage != "generate")
     rundir.finish_run(out, manifest)
-    write_run_report(out, console)  # report.html beside the results; a failure is one warning, never the run's
+    # report.html beside the results (bounded: none past REPORT_MAX_QUESTIONS); a failure is one warning
+    write_run_report(out, console, questions=len(questions))
     c = summary["counts"]
     log.info("end: %d of %d scored, %d candidate errors, %d judge errors, %.1f s", c["scored"], c["questions"],
              c["candidate_errors"], c["judge_errors"], timing["total"])

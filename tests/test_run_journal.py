@@ -194,3 +194,18 @@ def test_changed_data_or_sampling_params_is_another_run(tmp_path: Path, env: dic
             assert srv.requests == []  # refused before any call
         res = run_cli([*args, *model_args(srv.url)], env)  # the same data and params: the same run (finished)
         assert res.returncode == 0 and srv.requests == [], res.stderr
+
+
+def test_run_report_is_skipped_past_its_bound_in_one_line(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from rubric_engine.run_report import REPORT_MAX_QUESTIONS, write_run_report
+
+    (tmp_path / "samples.jsonl").write_text('{"id": "q1"}\n', encoding="utf-8")  # never read: the bound comes first
+    buf = io.StringIO()
+    assert write_run_report(tmp_path, Console(file=buf, width=300), questions=REPORT_MAX_QUESTIONS + 1) is None
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 1 and "report.html not written" in lines[0] and f"rubric-engine leaderboard {tmp_path}" in lines[0]
+    assert not (tmp_path / "report.html").exists()
