@@ -1,4 +1,4 @@
-"""Benchmark data: the question / criterion types, loading, verification and selection.
+"""Benchmark data: loading, verification and selection (the types live in datatypes.py, downloads in datafetch.py).
 
 Why so strict: a malformed row or an unmapped label would otherwise turn into a silently wrong score, so
 every problem is a DataError naming file:line, and every known quirk of the data is a counted warning.
@@ -8,98 +8,35 @@ Field names, roles, subsets and labels all come from the spec: this module knows
 from __future__ import annotations
 
 import csv
-import hashlib
-import http.client
 import io
 import json
 import math
-import os
-import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Iterable, Sequence
+import sys
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .datatypes import Criterion, Dataset, Question, Turn
+from .datafetch import default_data_cache_dir, fetch, sha256_file
+from .dataquirks import DataQuirks
+from .datatypes import Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
 from .errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from .spec import BenchmarkSpec
 
-__all__ = ["Turn", "Criterion", "Question", "Dataset", "load_dataset", "parse_rows", "select",
-           "default_data_cache_dir", "fetch", "sha256_file"]
-
-
-def default_data_cache_dir() -> Path:
-    """$XDG_CACHE_HOME/rubric-engine/data (default ~/.cache/rubric-engine/data)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "rubric-engine" / "data"
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def fetch(url: str, sha256: str | None, cache_dir: str | Path | None = None,
-          warnings: list[str] | None = None, timeout: float = 60.0) -> tuple[Path, str]:
-    """Download `url` once into `<cache_dir>/<sha256>/<filename>`; return (path, sha256).
-
-    Written to a temp file and renamed, so an interrupted download never leaves a half file behind; a
-    pinned sha256 is checked on every use, and a bad file is deleted rather than kept.
-    """
-    warnings = warnings if warnings is not None else []
-    name = Path(urllib.parse.urlparse(url).path).name or "data"
-    sub = sha256 or "unverified-" + hashlib.sha256(url.encode()).hexdigest()[:16]
-    target = Path(cache_dir or default_data_cache_dir()).expanduser() / sub / name
-    first_use = target.with_name(target.name + ".sha256")  # trust on first use, when nothing is pinned
-    if target.is_file():
-        digest = sha256_file(target)
-        if sha256 is None and first_use.is_file() and first_use.read_text().strip() != digest:
-            raise DataError(str(target), f"sha256 {digest} differs from {first_use.read_text().strip()} recorded when "
-                            "it was first downloaded (trust on first use): the cached file changed",
-                            fix=f"delete {target.parent} to download and trust it again, or pin data.sha256")
-        if sha256 is None or digest == sha256:
-            return target, digest
-        target.unlink()
-        warnings.append(f"cached copy {target} had sha256 {digest}, expected {sha256}: deleted and downloaded again")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
-        h = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
-            for chunk in iter(lambda: resp.read(1 << 20), b""):
-                h.update(chunk)
-                out.write(chunk)
-        digest = h.hexdigest()
-        if sha256 and digest != sha256:
-            raise DataError(url, f"downloaded file has sha256 {digest} but the spec expects {sha256} "
-                            "(data.sha256); the bad file was deleted",
-                            fix="the upstream file changed or the download was corrupted: check data.url and "
-                                "data.sha256, or download the file yourself and pass data.path=<file>")
-        os.replace(tmp, target)
-    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise DataError(url, f"download failed: {reason}",
-                        fix="check the network / data.url, or download the file and pass data.path=<file>") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
-    if not sha256:
-        first_use.write_text(digest + "\n")
-        warnings.append(f"the spec pins no data.sha256: {url} was trusted on first use; its sha256 {digest} is "
-                        f"recorded in {first_use} and checked on every later use")
-    return target, digest
+__all__ = ["Turn", "Criterion", "Question", "QuestionRef", "QuestionRows", "Dataset", "load_dataset", "parse_rows",
+           "select", "default_data_cache_dir", "fetch", "sha256_file"]
 
 
 def load_dataset(spec: BenchmarkSpec, path: str | Path | None = None,
-                 cache_dir: str | Path | None = None) -> Dataset:
-    """Load and validate the benchmark's data: `path` (or spec data.path) as-is, else the pinned url."""
+                 cache_dir: str | Path | None = None, lazy: bool = False) -> Dataset:
+    """Load and validate the benchmark's data: `path` (or spec data.path) as-is, else the pinned url.
+
+    Every row is validated now, whatever `lazy` says. `lazy=True` keeps only a `QuestionRef` per
+    JSONL row and `questions` is a `QuestionRows` reading each question again when used (a run's
+    memory then does not grow with the data); JSON and CSV files are held whole either way."""
     warnings: list[str] = []
     expected = spec.data.sha256
     local = Path(path).expanduser() if path is not None else spec.data_path()
@@ -118,20 +55,44 @@ def load_dataset(spec: BenchmarkSpec, path: str | Path | None = None,
     else:
         raise DataError(str(spec.files[-1]) if spec.files else spec.name,
                         "the spec declares neither data.url nor data.path", fix="pass data.path=<file>")
-    questions = parse_rows(spec, local, warnings)
-    return Dataset(questions=questions, source=source, sha256=digest, warnings=warnings, trust=trust)
+    if lazy:
+        questions: Sequence[Question] = index_rows(spec, local, warnings, quirks := DataQuirks())
+    else:
+        questions = _scan(spec, local, warnings, quirks := DataQuirks(), lambda q, _: q)
+    return Dataset(questions=questions, source=source, sha256=digest, warnings=warnings, trust=trust,
+                   item_tags=frozenset(quirks.item_tags), example_tags=frozenset(quirks.example_tags))
 
 
-def _lines(file: Path) -> Iterable[tuple[int, str]]:
+@dataclass(frozen=True)
+class _Line:
+    number: int  # 1-based line (JSONL, JSON) or row (CSV, the header being 1)
+    offset: int = -1  # byte offset of the line (JSONL); -1 where a row is not one line
+    crc: int = 0  # crc32 of the line's bytes (JSONL)
+
+
+def _lines(file: Path) -> Iterable[tuple[_Line, str]]:
+    offset = 0
     with open(file, "rb") as fh:
         for n, raw in enumerate(fh, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(str(file), f"not valid UTF-8 ({exc.reason} at byte {exc.start})", line=n,
-                                fix="save the file as UTF-8") from exc
-            yield n, text.lstrip("\ufeff") if n == 1 else text
+            yield _Line(n, offset, zlib.crc32(raw)), _decode(file, n, raw)
+            offset += len(raw)
 
+
+def _decode(file: Path, n: int, raw: bytes) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(str(file), f"not valid UTF-8 ({exc.reason} at byte {exc.start})", line=n,
+                        fix="save the file as UTF-8") from exc
+    return text.lstrip("\ufeff") if n == 1 else text
+
+
+def _json_line(file: Path, line: int, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=line,
+                        fix="each line must be one complete JSON object (JSON Lines)") from exc
 
 def _weight(value: Any) -> float | None | str:
     """The weight as a number (int kept as int, so prompts show '3' not '3.0'), None, or 'bad'."""
@@ -169,17 +130,12 @@ class _Row:
         return value
 
 
-def _records(file: Path, fmt: str) -> Iterable[tuple[int, Any]]:
-    """(line or row number, parsed row) for JSONL, JSON (a list of objects) or CSV (list cells as JSON)."""
+def _records(file: Path, fmt: str) -> Iterable[tuple[_Line, Any]]:
+    """(where, parsed row) for JSONL, JSON (a list of objects) or CSV (list cells as JSON)."""
     if fmt == "jsonl":
-        for line, text in _lines(file):
-            if not text.strip():
-                continue
-            try:
-                yield line, json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=line,
-                                fix="each line must be one complete JSON object (JSON Lines)") from exc
+        for where, text in _lines(file):
+            if text.strip():
+                yield where, _json_line(file, where.number, text)
         return
     text = "".join(t for _, t in _lines(file))
     if fmt == "json":
@@ -191,10 +147,10 @@ def _records(file: Path, fmt: str) -> Iterable[tuple[int, Any]]:
         if not isinstance(rows, list):
             raise DataError(str(file), f"the file holds a JSON {type(rows).__name__}, not an array of rows",
                             fix="data.format json expects [ {...}, {...} ]; for one object a line use jsonl")
-        yield from enumerate(rows, start=1)
+        yield from ((_Line(n), row) for n, row in enumerate(rows, start=1))
         return
     for n, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):  # line 1 is the header
-        yield n, {k: _csv_cell(v) for k, v in row.items() if k is not None}
+        yield _Line(n), {k: _csv_cell(v) for k, v in row.items() if k is not None}
 
 
 def _csv_cell(value: str | None) -> Any:
@@ -237,7 +193,7 @@ def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: 
     return tuple(value)
 
 
-def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, stats: dict[str, Any]) -> list[Criterion]:
+def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, weighted_rule: list[str]) -> list[Criterion]:
     f = spec.data.fields
     to_ability, to_rule = spec.label_to_ability(), spec.label_to_rule()
     rubric = r.get(raw, f.rubric, "rubric")
@@ -262,7 +218,7 @@ def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, stats
             raise r.err(f"{where}{f.item_weight}: non-numeric weight {item[f.item_weight]!r}",
                         fix="weights must be numbers (null is allowed only for failure-rule items)")
         if rule is not None and weight is not None:
-            stats["weighted_rule"].append(f"{qid}:{weight}")
+            weighted_rule.append(f"{qid}:{weight}")
         crits.append(Criterion(index=i + 1, label=str(label), weight=weight,  # type: ignore[arg-type]
                                text=r.text(item, f.item_text, "item_text", where, False), ability=ability,
                                rule=rule, tags=_tags(r, item, f.item_tags, "item_tags", where)))
@@ -278,88 +234,123 @@ def _number(text: str) -> Any:
 
 def parse_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None = None) -> list[Question]:
     """Parse and validate a data file against the spec; quirks are appended to `warnings` with counts."""
+    return _scan(spec, Path(file), warnings if warnings is not None else [], DataQuirks(), lambda q, _: q)
+
+
+def index_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None = None,
+               quirks: DataQuirks | None = None) -> QuestionRows:
+    """Validate a data file exactly as `parse_rows` does, but keep a `QuestionRef` per JSONL row (its
+    offset and crc) instead of the parsed question; the questions are read again when used."""
     file = Path(file)
-    warnings = warnings if warnings is not None else []
-    f, d = spec.data.fields, spec.data
-    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference}
+    held: dict[str, Question] = {}
+
+    def keep(q: Question, where: _Line) -> QuestionRef:
+        if where.offset < 0:  # JSON / CSV: a row is not one line, so the question is held whole
+            held[q.id] = q
+        return QuestionRef(sys.intern(q.id), sys.intern(q.subset), sys.intern(q.scenario), where.number,
+                           where.offset, where.crc)
+
+    refs = _scan(spec, file, warnings if warnings is not None else [], quirks or DataQuirks(), keep)
+
+    def row(ref: QuestionRef) -> dict[str, Any]:
+        if ref.offset < 0:
+            return held[ref.id].source_row
+        with open(file, "rb") as fh:
+            fh.seek(ref.offset)
+            raw = fh.readline()
+        if zlib.crc32(raw) != ref.crc:
+            raise DataError(str(file), f"row of question {ref.id!r} changed since the run validated the file",
+                            line=ref.line, fix="restore the data file, or start the run afresh in a new run directory")
+        return _json_line(file, ref.line, _decode(file, ref.line, raw))
+
+    def load(ref: QuestionRef) -> Question:
+        if ref.offset < 0:
+            return held[ref.id]
+        raw = row(ref)
+        return _question(spec, _Row(file, ref.line, raw), raw, DataQuirks())
+
+    return QuestionRows(refs, load, row)
+
+
+_T = TypeVar("_T")
+
+
+def _scan(spec: BenchmarkSpec, file: Path, warnings: list[str], quirks: DataQuirks,
+          keep: Callable[[Question, _Line], _T]) -> list[_T]:
+    """Validate every row (file:line errors, in file order) and keep what `keep` makes of each question."""
     seen: dict[str, int] = {}
-    out: list[Question] = []
-    empty_scen: dict[str, list[str]] = {}
-    absent: dict[tuple[str, str], list[int]] = {}
-    stats: dict[str, Any] = {"weighted_rule": []}
-    only_negative, no_rule, last_not_user = 0, [], []
-    for line, raw in _records(file, d.format):
-        r = _Row(file, line, raw)
-        qid = r.get(raw, f.id, "id")
-        if isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
-            raise r.err(f"{f.id}: expected a non-empty string id", fix=f"got {qid!r}")
-        qid = str(qid)
-        if qid in seen:
-            raise r.err(f"duplicate id {qid!r} (field {f.id!r}); first seen at line {seen[qid]}",
-                        fix="ids must be unique")
-        seen[qid] = line
-        turns = _turns(spec, r, raw)
-        if d.roles[turns[-1].role] != "user":
-            last_not_user.append(qid)
-        crits = _criteria(spec, r, raw, qid, stats)
-        meta: dict[str, str] = {}
-        for k in ("subset", "scenario", "secondary_scenario", "reference"):
-            name = getattr(f, k)
-            if name and name not in raw:  # an optional column: fine if the whole file lacks it (below)
-                absent.setdefault((k, name), []).append(line)
-            meta[k] = r.text(raw, name, k) if name and name in raw else ""
-            if k in ("scenario", "secondary_scenario") and name and name in raw and not meta[k].strip():
-                empty_scen.setdefault(name, []).append(qid)
-        if f.subset and f.subset in raw and d.subsets and meta["subset"] not in d.subsets:
-            raise r.err(f"{f.subset}: unknown subset value {meta['subset']!r}",
-                        fix=f"allowed (data.subsets): {', '.join(d.subsets)}")
-        signs: dict[str, bool] = {}
-        for c in crits:
-            if c.ability is not None:
-                signs[c.ability] = signs.get(c.ability, False) or (c.weight or 0) > 0
-        only_negative += sum(1 for positive in signs.values() if not positive)
-        if spec.failure_rules and not any(c.rule for c in crits):
-            no_rule.append(qid)
-        out.append(Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
-                            scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
-                            tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
-                            extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw))
+    out: list[_T] = []
+    for where, raw in _records(file, spec.data.format):
+        r = _Row(file, where.number, raw)
+        q = _question(spec, r, raw, quirks, seen)
+        quirks.note(spec, q, raw)
+        out.append(keep(q, where))
     if not out:
         raise DataError(str(file), "no rows", fix="the file is empty: point data.path at the benchmark's data file")
-    for (k, name), lines in absent.items():
-        if len(lines) < len(out):
-            raise DataError(str(file), f"missing field {name!r} (other rows have it)", line=lines[0],
-                            fix=f"add it to every row, or fix data.fields.{k} in the spec")
-        warnings.append(f"no row has the field {name!r} (data.fields.{k}): {k} left empty for all "
-                        f"{len(out)} questions, so nothing can be selected or reported by it")
-    warnings.extend(_quirks(empty_scen, only_negative, no_rule, stats["weighted_rule"], last_not_user))
+    warnings.extend(quirks.finish(file, len(out)))
     return out
 
 
-def _ids(ids: Sequence[str], n: int = 5) -> str:
-    return ", ".join(ids[:n]) + (f", ... (+{len(ids) - n})" if len(ids) > n else "")
+def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQuirks,
+              seen: dict[str, int] | None = None) -> Question:
+    """One row as a validated Question: its id, dialogue, rubric, metadata columns and subset value."""
+    f = spec.data.fields
+    qid = _question_id(r, raw, f.id, seen)
+    turns = _turns(spec, r, raw)
+    crits = _criteria(spec, r, raw, qid, quirks.weighted_rule)
+    meta = _meta(spec, r, raw, qid, quirks)
+    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference}
+    return Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
+                    scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
+                    tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
+                    extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
 
 
-def _quirks(empty: dict[str, list[str]], only_negative: int, no_rule: list[str], weighted_rule: list[str],
-            last_not_user: list[str]) -> list[str]:
-    """One counted warning per kind of quirk: reported, never silently fixed."""
-    out = [f"{len(ids)} question(s) have an empty {name!r}: {_ids(ids)}" for name, ids in empty.items()]
-    if only_negative:
-        out.append(f"{only_negative} (question, ability) pair(s) have only negative-weight items (max = 0): "
-                   "such an ability can only lose points in that question")
-    if no_rule:
-        out.append(f"{len(no_rule)} question(s) have no failure-rule item, so no failure rule can fire there: "
-                   f"{_ids(no_rule)}")
-    if weighted_rule:
-        out.append(f"{len(weighted_rule)} failure-rule item(s) carry a weight (question:weight {_ids(weighted_rule)})")
-    if last_not_user:
-        out.append(f"{len(last_not_user)} dialogue(s) do not end with a 'user' turn: {_ids(last_not_user)}")
-    return out
+def _question_id(r: _Row, raw: dict[str, Any], name: str, seen: dict[str, int] | None) -> str:
+    qid = r.get(raw, name, "id")
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
+        raise r.err(f"{name}: expected a non-empty string id", fix=f"got {qid!r}")
+    qid = str(qid)
+    if seen is not None:
+        if qid in seen:
+            raise r.err(f"duplicate id {qid!r} (field {name!r}); first seen at line {seen[qid]}",
+                        fix="ids must be unique")
+        seen[qid] = r.line
+    return qid
 
 
-def select(questions: Sequence[Question], subset: str | None = None, limit: int | None = None,
-           ids: Iterable[str] | str | None = None) -> list[Question]:
-    """Filter by subset ('all' or None = every one) and ids, then keep the first `limit`; file order kept."""
+def _meta(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, quirks: DataQuirks) -> dict[str, str]:
+    """subset, scenario, secondary_scenario and reference: optional columns, "" when the file has none."""
+    f, d = spec.data.fields, spec.data
+    meta: dict[str, str] = {}
+    for k in ("subset", "scenario", "secondary_scenario", "reference"):
+        name = getattr(f, k)
+        if name and name not in raw:  # an optional column: fine if the whole file lacks it (DataQuirks.finish)
+            quirks.absent.setdefault((k, name), []).append(r.line)
+        meta[k] = r.text(raw, name, k) if name and name in raw else ""
+        if k in ("scenario", "secondary_scenario") and name and name in raw and not meta[k].strip():
+            quirks.empty_scen.setdefault(name, []).append(qid)
+    if f.subset and f.subset in raw and d.subsets and meta["subset"] not in d.subsets:
+        raise r.err(f"{f.subset}: unknown subset value {meta['subset']!r}",
+                    fix=f"allowed (data.subsets): {', '.join(d.subsets)}")
+    return meta
+
+
+class _Selectable(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def subset(self) -> str: ...
+
+
+_Q = TypeVar("_Q", bound=_Selectable)
+
+
+def select(questions: Sequence[_Q], subset: str | None = None, limit: int | None = None,
+           ids: Iterable[str] | str | None = None) -> list[_Q]:
+    """Filter by subset ('all' or None = every one) and ids, then keep the first `limit`; file order kept.
+    Works on questions and on `QuestionRef`s alike (only ids and subsets are read)."""
     out = list(questions)
     if subset not in (None, "", "all"):
         allowed = sorted({q.subset for q in questions if q.subset})

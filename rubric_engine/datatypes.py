@@ -7,10 +7,11 @@ Plain frozen dataclasses, no I/O, so importing them costs nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
-__all__ = ["Turn", "Criterion", "Question", "Dataset"]
+__all__ = ["Turn", "Criterion", "Question", "QuestionRef", "QuestionRows", "Dataset"]
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,72 @@ class Question:
     source_row: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class QuestionRef:
+    """A validated question without its texts: what selection, ordering and resuming need.
+
+    Why: a run of 100,000 questions must not hold every dialogue and rubric. The full `Question` is
+    read again from its row when a worker takes it (`QuestionRows`), so a run keeps ~200 bytes per
+    question instead of its parsed row."""
+
+    id: str
+    subset: str = ""
+    scenario: str = ""
+    line: int = 0  # the row's line (or row number), for errors
+    offset: int = -1  # byte offset of the row's line in a JSONL file; -1: the question is held whole
+    crc: int = 0  # crc32 of the line as validated: a file changed during the run is refused, never mixed in
+
+
+class QuestionRows(Sequence[Question]):
+    """A dataset's questions read again from their rows on access, one at a time.
+
+    A Sequence, so code written for a list of questions works on it unchanged while holding one
+    question at a time; `refs` are the compact handles, `row(ref)` the row as read (answers.jsonl
+    repeats the benchmark's own row)."""
+
+    def __init__(self, refs: Sequence[QuestionRef], load: Callable[[QuestionRef], Question],
+                 row: Callable[[QuestionRef], dict[str, Any]]) -> None:
+        self.refs = list(refs)
+        self._load, self._row = load, row
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    @overload
+    def __getitem__(self, i: int) -> Question: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> "QuestionRows": ...
+
+    def __getitem__(self, i: int | slice) -> "Question | QuestionRows":
+        if isinstance(i, slice):
+            return self.view(self.refs[i])
+        return self._load(self.refs[i])
+
+    def __iter__(self) -> Iterator[Question]:
+        for ref in self.refs:
+            yield self._load(ref)
+
+    def view(self, refs: Sequence[QuestionRef]) -> "QuestionRows":
+        """The same rows for a selection of refs (e.g. the questions still to run)."""
+        return QuestionRows(refs, self._load, self._row)
+
+    def question(self, ref: QuestionRef) -> Question:
+        return self._load(ref)
+
+    def row(self, ref: QuestionRef) -> dict[str, Any]:
+        return self._row(ref)
+
+
 @dataclass
 class Dataset:
-    questions: list[Question]
+    questions: Sequence[Question]  # a list, or QuestionRows when loaded lazily (load_dataset(lazy=True))
     source: str  # path or URL the rows came from
     sha256: str
     warnings: list[str] = field(default_factory=list)
     # how sha256 was established: "pinned" (spec's data.sha256), "first_use" (recorded on first download,
     # checked after), or "local" (a data.path file, hashed as given)
     trust: str = "local"
+    # every item tag and example tag in the data: checking report breakdowns needs no question texts
+    item_tags: frozenset[str] = frozenset()
+    example_tags: frozenset[str] = frozenset()

@@ -17,16 +17,28 @@ from rubric_engine.rundir import SAMPLES_FILE
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["write_run_report", "REPORT_FILE"]
+__all__ = ["write_run_report", "REPORT_FILE", "REPORT_MAX_QUESTIONS"]
 
 REPORT_FILE = "report.html"
+# The page embeds every question (dialogue, reply, verdicts): about 6 KB of HTML and tens of KB of
+# memory per question while it is built. Past this many questions the run skips it (one line), so a
+# run's memory stays flat in the number of questions (docs/scaling.md); `leaderboard` builds it on request.
+REPORT_MAX_QUESTIONS = 5000
 
 
-def write_run_report(run_dir: Path, console: "Console | None" = None, *, n_boot: int = 1000) -> Path | None:
+def write_run_report(run_dir: Path, console: "Console | None" = None, *, n_boot: int = 1000,
+                     questions: int | None = None) -> Path | None:
     """Build report.html in run_dir from its samples.jsonl; None (with a warning) when it cannot be built,
-    e.g. a generate-only run with nothing scored yet (no samples.jsonl: silently no report)."""
+    e.g. a generate-only run with nothing scored yet (no samples.jsonl: silently no report), or when the
+    run's `questions` exceed REPORT_MAX_QUESTIONS."""
     run_dir = Path(run_dir)
     if not (run_dir / SAMPLES_FILE).is_file():
+        return None
+    if questions is not None and questions > REPORT_MAX_QUESTIONS:
+        if console is not None:
+            console.print(f"report.html not written: {questions} questions is more than the {REPORT_MAX_QUESTIONS} "
+                          f"one page holds in bounded memory; build it anyway with: rubric-engine leaderboard {run_dir}",
+                          highlight=False, markup=False, soft_wrap=True)
         return None
     try:
         from rubric_engine import html_views

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import rundir
+from .datafetch import sha256_file
 from .errors import ConfigError
 from .jury import check_panel
 from .models import ModelSpec
@@ -49,18 +50,35 @@ def _spec_hash(spec: BenchmarkSpec) -> str:
     return rundir.spec_hash(spec.resolved(), texts)
 
 
-def _identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judges: list[ModelSpec]) -> dict[str, Any]:
-    """What makes a run the same run: a directory is resumed only by a run with this same identity."""
+def _identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judges: list[ModelSpec],
+              data_sha256: str | None = None) -> dict[str, Any]:
+    """What makes a run the same run: a directory is resumed only by a run with this same identity.
+
+    The data's and the answers file's content hashes and each model's sampling params are part of it:
+    a run over a changed data file, changed answers or another temperature is another run, never a
+    resume that would mix two runs' answers in one directory."""
     cand, judge = settings.candidate, judges[0]
+    judged = settings.stage != "generate"
     panel = {"jury": [[j.name, j.model, j.api_base, j.revision] for j in judges], "jury_rule": settings.jury_rule,
              "repeats": _repeats(settings, spec), "tie": settings.tie or spec.judge.tie} \
         if len(judges) > 1 or _repeats(settings, spec) > 1 else {}  # a single grading keeps its old identity
     return {**panel, "benchmark": spec.name, "spec_hash": digest, "stage": settings.stage,
+            "data_sha256": data_sha256,
             "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
             "answers": str(settings.answers or settings.from_run or "") or None,
-            "judge": [judge.name, judge.model, judge.api_base, judge.revision] if settings.stage != "generate" else None,
+            "answers_sha256": _answers_sha256(settings),
+            "judge": [judge.name, judge.model, judge.api_base, judge.revision] if judged else None,
+            "params": {"candidate": dict(cand.params) if cand else None,
+                       "judge": [dict(j.params) for j in judges] if judged else None},
             "selection": {"subset": settings.subset, "limit": settings.limit,
                           "ids": [str(i) for i in settings.ids] if settings.ids else None}}
+
+
+def _answers_sha256(settings: RunSettings) -> str | None:
+    """The answers file's content hash (answers= or from_run's answers.jsonl), None without one."""
+    path = Path(settings.answers) if settings.answers else \
+        Path(settings.from_run) / rundir.ANSWERS_FILE if settings.from_run else None
+    return sha256_file(path) if path is not None and path.is_file() else None
 
 
 def _repeats(settings: RunSettings, spec: BenchmarkSpec) -> int:

@@ -19,7 +19,8 @@ from rich.console import Console
 
 from . import rundir, runstream
 from .cache import ResultCache, default_cache_dir
-from .dataset import Question, load_dataset, select
+from .dataset import load_dataset, select
+from .datatypes import Dataset, Question, QuestionRows
 from .errors import ConfigError
 from .journal import JournalWriter, run_fingerprint
 from .judge_noise import panel_sections, print_panel
@@ -34,7 +35,7 @@ from .runrecord import _Outcome, _sample
 from .runsummary import _summary
 from .scores import question_score
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
-from .speccheck import check_breakdowns_against_data
+from .speccheck import check_breakdowns_against_tags
 
 __all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge", "judges_of"]
 
@@ -82,16 +83,22 @@ def check_api_keys(*specs: ModelSpec | None) -> None:
                               f"(or point it elsewhere with api_key_env=<VAR>)")
 
 
-def _load(settings: RunSettings) -> tuple[BenchmarkSpec, Any, list[Question]]:
+def _load(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpec, Dataset, Sequence[Question]]:
+    """Spec, data and the selected questions, every row validated. `lazy`: the questions are a
+    `QuestionRows` holding only compact refs (each read again from its row when used), so a run's
+    memory does not grow with the data; otherwise a list."""
     if settings.stage not in STAGES:
         raise ConfigError(f"stage={settings.stage!r} is not a stage; use one of {', '.join(STAGES)}")
     spec = load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs), settings.trust_code)
-    dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None)
-    check_breakdowns_against_data(spec, dataset.questions)
-    questions = select(dataset.questions, subset=settings.subset, limit=settings.limit, ids=settings.ids)
+    dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None,
+                           lazy=lazy)
+    check_breakdowns_against_tags(spec, dataset.item_tags, dataset.example_tags)
+    selection = dict(subset=settings.subset, limit=settings.limit, ids=settings.ids)
+    rows = dataset.questions
+    questions = rows.view(select(rows.refs, **selection)) if isinstance(rows, QuestionRows) else select(rows, **selection)
     if not questions:
         raise ConfigError("the selection holds no question; check subset= / ids= / limit=")
-    check_templates(spec, questions)  # template errors before any paid call
+    check_templates(spec, list(questions[:3]))  # template errors before any paid call
     return spec, dataset, questions
 
 
@@ -122,13 +129,15 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     console = console or Console(stderr=True)
     results = results or Console()
     _start_litellm_early(settings)
-    spec, dataset, questions = _load(settings)
+    spec, dataset, rows = _load(settings, lazy=True)
+    assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
+    questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
     for warning in dataset.warnings:
         console.print(f"[yellow]data warning:[/] {warning}", highlight=False, soft_wrap=True)
     if not _shipped(spec):
         console.print(f"spec: {spec.dir} (not the shipped {spec.name})" if _shipped_name(spec.name) else
                       f"spec: {spec.dir}", highlight=False, soft_wrap=True)
-    given = _given_answers(settings, spec, [q.id for q in dataset.questions])
+    given = _given_answers(settings, spec, [r.id for r in dataset.questions.refs])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
     need_candidate = given is None
@@ -145,9 +154,10 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    journaled = settings.stage != "generate"  # stage=generate keeps its answers in memory (no samples.jsonl)
+    # every stage journals; stage=generate into a journal of its own that becomes answers.jsonl (no samples.jsonl)
+    journal = out / (runstream.GENERATE_JOURNAL if settings.stage == "generate" else rundir.SAMPLES_FILE)
     digest = _spec_hash(spec)
-    identity = _identity(settings, spec, digest, judges)
+    identity = _identity(settings, spec, digest, judges, dataset.sha256)
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
     fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
     totals = runstream.Totals()
@@ -157,21 +167,20 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     # while the cache is there), so those sections always cover every scored question.
     panel_mode = settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1)
     panel_results: list[tuple[Question, Any]] = []
-    if journaled and panel_mode:
-        (out / rundir.SAMPLES_FILE).unlink(missing_ok=True)
-    elif journaled:  # read what an interrupted run of this same command left, before writing anything
-        state = runstream.resume(out, fp, totals.add)
+    if panel_mode:
+        journal.unlink(missing_ok=True)
+    else:  # read what an interrupted run of this same command left, before writing anything
+        state = runstream.resume(journal, fp, totals.add)
         done = state.done
         if state.repaired:
             console.print(state.repaired, highlight=False, soft_wrap=True)
         if done:
-            console.print(f"resuming: {len(done)} of {len(questions)} questions already in {rundir.SAMPLES_FILE}; "
+            console.print(f"resuming: {len(done)} of {len(questions)} questions already in {journal.name}; "
                           f"running the other {len(questions) - len(done)}", highlight=False, soft_wrap=True)
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
-    todo = [q for q in questions if q.id not in done]
-    responses: dict[str, str | None] = {}
-    writer = JournalWriter(out / rundir.SAMPLES_FILE, fp, header={"questions": len(questions)}) if journaled and todo else None
+    todo = rows.view([r for r in questions if r.id not in done])
+    writer = JournalWriter(journal, fp, header={"questions": len(questions)}) if todo else None
     stages: dict[str, Any] = {}
     t0 = time.monotonic()
     log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
@@ -188,10 +197,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
         rec = _sample(spec, o)
         if panel_mode:
             panel_results.append((o.question, o.judge))
-        if writer is not None:
-            writer.append(rec)
-        else:
-            responses[o.question.id] = o.response  # stage=generate: answers.jsonl is written at the end
+        assert writer is not None
+        writer.append(rec)
         totals.add(rec)
 
     try:
@@ -205,7 +212,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     timing["total"] = round(time.monotonic() - t0, 3)
 
     summary = _summary(settings, spec, dataset, judge_spec, totals,
-                       totals.scored_in_order(questions) if journaled else [], calls, totals.compact_in_order(questions))
+                       totals.scored_in_order(questions) if settings.stage != "generate" else [], calls,
+                       totals.compact_in_order(questions))
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
     if settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1):
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
@@ -215,12 +223,12 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
                                       _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
-    if journaled:  # the journal becomes the question-ordered samples.jsonl; answers.jsonl is read from it
-        runstream.finish_files(out, questions, spec.data.fields.id)
-    else:
-        rundir.write_jsonl(out / rundir.ANSWERS_FILE, rundir.answer_rows(questions, responses, spec.data.fields.id))
+    # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:
+    # is removed, its answers being the output)
+    runstream.finish_files(out, journal, rows, spec.data.fields.id, samples=settings.stage != "generate")
     rundir.finish_run(out, manifest)
-    write_run_report(out, console)  # report.html beside the results; a failure is one warning, never the run's
+    # report.html beside the results (bounded: none past REPORT_MAX_QUESTIONS); a failure is one warning
+    write_run_report(out, console, questions=len(questions))
     c = summary["counts"]
     log.info("end: %d of %d scored, %d candidate errors, %d judge errors, %.1f s", c["scored"], c["questions"],
              c["candidate_errors"], c["judge_errors"], timing["total"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -52,7 +52,7 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     return exc
 
 
-async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],
+async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequence[Question],
                      given: dict[str, str | None] | None, judges: list[ModelSpec],
                      cache: ResultCache | None, console: Console,
                      stages: dict[str, Any], finished: Callable[[_Outcome], None]) -> dict[str, dict[str, int]]:

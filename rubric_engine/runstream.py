@@ -20,11 +20,15 @@ from typing import Any
 
 from . import rundir
 from .aggregate import ScoredQuestion, scored_from_samples
-from .datatypes import Question
+from .datatypes import QuestionRef, QuestionRows
 from .errors import DataError
 from .journal import JournalState, read_journal
 
-__all__ = ["Totals", "resume", "finish_files"]
+__all__ = ["Totals", "resume", "finish_files", "GENERATE_JOURNAL"]
+
+# stage=generate's journal: the same format as samples.jsonl, but the run's output is answers.jsonl,
+# so the journal is removed once answers.jsonl is written (a generate run leaves no samples.jsonl)
+GENERATE_JOURNAL = "answers.journal.jsonl"
 
 
 @dataclass
@@ -72,11 +76,11 @@ class Totals:
         """Cost per role; None where no call was priced (never a made-up zero)."""
         return {r: None if c is None else float(c) for r, c in self.cost.items()}
 
-    def compact_in_order(self, questions: Sequence[Question]) -> list[dict[str, Any]]:
+    def compact_in_order(self, questions: Sequence[QuestionRef]) -> list[dict[str, Any]]:
         """The compact records in question order (one per question that has a record)."""
         return [self.compact[q.id] for q in questions if q.id in self.compact]
 
-    def scored_in_order(self, questions: Sequence[Question]) -> list[ScoredQuestion]:
+    def scored_in_order(self, questions: Sequence[QuestionRef]) -> list[ScoredQuestion]:
         """Question order, whatever order the questions finished in: sums and the bootstrap's resamples
         then come out the same for a resumed run as for an uninterrupted one."""
         return [self.scored[q.id] for q in questions if q.id in self.scored]
@@ -92,12 +96,11 @@ def _first_line(path: Path) -> dict[str, Any] | None:
     return first if isinstance(first, dict) else None
 
 
-def resume(out: Path, fp: str, on_record: Callable[[Mapping[str, Any]], None]) -> JournalState:
-    """Read what `out` already holds for this run; call only after `rundir.begin_run` accepted the
-    directory (its manifest names this same run). A journal (header line) is streamed, checked against
-    `fp` and repaired; a finished samples.jsonl (question order, no header: the run completed, or was
-    killed after its last question) counts whole."""
-    path = out / rundir.SAMPLES_FILE
+def resume(path: Path, fp: str, on_record: Callable[[Mapping[str, Any]], None]) -> JournalState:
+    """Read what the journal at `path` already holds for this run; call only after `rundir.begin_run`
+    accepted the directory (its manifest names this same run). A journal (header line) is streamed,
+    checked against `fp` and repaired; a finished samples.jsonl (question order, no header: the run
+    completed, or was killed after its last question) counts whole."""
     if not path.exists() or path.stat().st_size == 0:
         return JournalState()
     first = _first_line(path)
@@ -143,25 +146,28 @@ def _atomic_lines(path: Path, lines: Callable[[Callable[[str], None]], None]) ->
         raise
 
 
-def finish_files(out: Path, questions: Sequence[Question], id_field: str) -> None:
-    """Rewrite the journal as question-ordered samples.jsonl (no header) and write answers.jsonl from it,
-    one record in memory at a time: the same bytes as the in-memory writer produced."""
-    journal = out / rundir.SAMPLES_FILE
+def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, samples: bool = True) -> None:
+    """Write answers.jsonl (each benchmark row, read again from the data file, plus its response) from the
+    journal, then rewrite the journal as question-ordered samples.jsonl (no header), or remove it when
+    `samples` is false (stage=generate); one record in memory at a time."""
     offsets = _index(journal)
     with journal.open("rb") as src:
-        def record(q: Question) -> dict[str, Any]:
-            src.seek(offsets[q.id])
+        def record(ref: QuestionRef) -> dict[str, Any]:
+            src.seek(offsets[ref.id])
             return json.loads(src.readline())
 
         def answers(write: Callable[[str], None]) -> None:
-            for q in questions:
-                row = dict(q.source_row or {id_field: q.id})
-                row["response"] = record(q).get("response")
+            for ref in rows.refs:
+                row = dict(rows.row(ref) or {id_field: ref.id})
+                row["response"] = record(ref).get("response")
                 write(json.dumps(row, ensure_ascii=False) + "\n")
 
-        def samples(write: Callable[[str], None]) -> None:
-            for q in questions:
-                write(json.dumps(record(q), ensure_ascii=False) + "\n")
+        def ordered(write: Callable[[str], None]) -> None:
+            for ref in rows.refs:
+                write(json.dumps(record(ref), ensure_ascii=False) + "\n")
 
         _atomic_lines(out / rundir.ANSWERS_FILE, answers)
-        _atomic_lines(journal, samples)
+        if samples:
+            _atomic_lines(out / rundir.SAMPLES_FILE, ordered)
+    if not samples:
+        journal.unlink()

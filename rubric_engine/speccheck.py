@@ -12,7 +12,7 @@ import functools
 import importlib.util
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Sequence
 
 import jinja2
 import jinja2.meta
@@ -113,8 +113,12 @@ def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) 
 
 def check_breakdowns_against_data(spec: "BenchmarkSpec", questions: Sequence["Question"]) -> None:
     """A tag breakdown whose prefix no item / example carries would print an empty table: an error instead."""
-    item_tags = {t for q in questions for c in q.criteria for t in c.tags}
-    example_tags = {t for q in questions for t in q.tags}
+    check_breakdowns_against_tags(spec, {t for q in questions for c in q.criteria for t in c.tags},
+                                  {t for q in questions for t in q.tags})
+
+
+def check_breakdowns_against_tags(spec: "BenchmarkSpec", item_tags: AbstractSet[str], example_tags: AbstractSet[str]) -> None:
+    """The same check from the tag sets a lazily loaded dataset gathered (no question kept for it)."""
     for i, b in enumerate(spec.report.breakdowns):
         tags = item_tags if b.by == "item_tag" else example_tags if b.by == "example_tag" else None
         if tags is None or any(t.startswith(b.prefix) for t in tags):

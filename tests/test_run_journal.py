@@ -130,3 +130,82 @@ def test_another_runs_journal_or_samples_are_refused(tmp_path: Path, env: dict[s
         assert srv.requests == []  # refused before any call
     assert (run / "samples.jsonl").read_text().startswith('{"journal": 1, "run": "000')
     assert before  # the finished run's file was left as it was until we replaced it by hand
+
+
+GEN_ARGS = [*ARGS[:3], "concurrency=2", "progress=plain", "stage=generate"]
+GEN_JOURNAL = "answers.journal.jsonl"
+
+
+def test_generate_kill9_then_same_command_without_cache_asks_only_unfinished(tmp_path: Path,
+                                                                             env: dict[str, str]) -> None:
+    run, ref = tmp_path / "run", tmp_path / "ref"
+    with FakeServer(SCRIPT, latency=1.0) as srv:
+        res = run_cli([*GEN_ARGS, f"hydra.run.dir={ref}", *model_args(srv.url)],
+                      dict(env, RUBRIC_ENGINE_CACHE=str(tmp_path / "refcache")))
+        assert res.returncode == 0, res.stderr
+        srv.reset()
+        proc = subprocess.Popen([EXE, *GEN_ARGS, f"hydra.run.dir={run}", *model_args(srv.url)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while len(complete_lines(run / GEN_JOURNAL)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        done = {r["id"] for r in complete_lines(run / GEN_JOURNAL)[1:]}
+        assert 4 <= len(done) < 12, "the kill must land midway"
+        assert not (run / "answers.jsonl").exists()
+        shutil.rmtree(tmp_path / "cache")  # the call cache is gone: only the journal can spare the calls
+        srv.reset()
+        res = run_cli([*GEN_ARGS, f"hydra.run.dir={run}", *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        cand, judge = asked(srv.requests)
+    every = {json.loads(x)["question_id"] for x in (ref / "answers.jsonl").read_text().splitlines()}
+    assert cand == Counter(every - done) and not judge  # each unfinished question asked once, no judge
+    assert f"resuming: {len(done)} of 12 questions already in {GEN_JOURNAL}" in res.stderr
+    assert (run / "answers.jsonl").read_bytes() == (ref / "answers.jsonl").read_bytes()
+    for d in (run, ref):  # a generate run's output is answers.jsonl: its journal is gone, no samples.jsonl
+        assert not (d / GEN_JOURNAL).exists() and not (d / "samples.jsonl").exists()
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (run, ref))
+    assert sa["counts"] == sb["counts"] and sa["tokens"] == sb["tokens"]
+
+
+def test_changed_data_or_sampling_params_is_another_run(tmp_path: Path, env: dict[str, str]) -> None:
+    run, data = tmp_path / "run", tmp_path / "rows.jsonl"
+    shutil.copy(DATA, data)
+    original = data.read_bytes()
+    rows = original.decode("utf-8").splitlines(keepends=True)
+    last = json.loads(rows[-1])
+    last["dialogue"][0]["content"] += "!"
+    changed = ("".join(rows[:-1]) + json.dumps(last, ensure_ascii=False) + "\n").encode("utf-8")
+    args = [*ARGS, f"data.path={data}", f"hydra.run.dir={run}"]
+    with FakeServer(SCRIPT) as srv:
+        res = run_cli([*args, *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["data_sha256"] and manifest["params"] == {"candidate": {}, "judge": [{}]}
+        for key, content, extra in (("data_sha256", changed, []),
+                                    ("params", original, ["candidate.params.temperature=0.7"])):
+            data.write_bytes(content)
+            srv.reset()
+            res = run_cli([*args, *model_args(srv.url), *extra], env)
+            assert res.returncode == 2, res.stderr
+            errors = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
+            assert len(errors) == 1 and "another run" in errors[0] and f"differs in: {key}" in errors[0], res.stderr
+            assert srv.requests == []  # refused before any call
+        res = run_cli([*args, *model_args(srv.url)], env)  # the same data and params: the same run (finished)
+        assert res.returncode == 0 and srv.requests == [], res.stderr
+
+
+def test_run_report_is_skipped_past_its_bound_in_one_line(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from rubric_engine.run_report import REPORT_MAX_QUESTIONS, write_run_report
+
+    (tmp_path / "samples.jsonl").write_text('{"id": "q1"}\n', encoding="utf-8")  # never read: the bound comes first
+    buf = io.StringIO()
+    assert write_run_report(tmp_path, Console(file=buf, width=300), questions=REPORT_MAX_QUESTIONS + 1) is None
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 1 and "report.html not written" in lines[0] and f"rubric-engine leaderboard {tmp_path}" in lines[0]
+    assert not (tmp_path / "report.html").exists()
