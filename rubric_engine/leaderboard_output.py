@@ -88,7 +88,8 @@ def _noise_note(p: Any) -> str:
     """', within judge noise (SD x)' when the gap is smaller than the judges' own noise (judge_noise.py)."""
     if p.noise is None:
         return ""
-    return f", {'within judge noise' if p.within_noise else 'larger than judge noise'} (noise SD {fmt(p.noise)})"
+    band = f"judge-only interval [{fmt(p.noise_lo)}, {fmt(p.noise_hi)}], " if getattr(p, "noise_lo", None) is not None else ""
+    return f", {'within judge noise' if p.within_noise else 'larger than judge noise'} ({band}noise SD {fmt(p.noise)})"
 
 
 def length_notes(lb: Leaderboard) -> list[str]:

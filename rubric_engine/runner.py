@@ -33,6 +33,7 @@ from .prompts import candidate_messages, check_templates
 from .redact import redact
 from .report import ProgressBoard, print_summary
 from .run_report import write_run_report
+from .sampling import check_samples, compact, merge_record, print_sampling, summary_sections
 from .scores import question_score, record_fields, score_summary
 from .scoring import QuestionScore
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
@@ -56,6 +57,7 @@ class RunSettings:
     jury_rule: str = "majority"  # any | all | majority
     repeats: int | None = None  # judge.repeats override; None: the spec's (default 1)
     tie: str | None = None  # judge.tie override; None: the spec's (default not_met)
+    samples: int = 1  # candidate.samples=K: K replies per question, each judged (sampling.py)
     benchmark_dirs: Sequence[str] = ()
     data_path: str | None = None
     data_cache_dir: str | None = None
@@ -89,6 +91,7 @@ class _Outcome:
     truncated: bool = False  # the candidate's reply was cut off (finish_reason "length")
     judge: JudgeResult | None = None
     score: QuestionScore | None = None
+    samples: list["_Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
 
 
 class EmptyReply(ModelCallError):
@@ -173,6 +176,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
     judges = judges_of(settings, spec)
     judge_spec = judges[0]
+    k_samples = _samples(settings, need_candidate)
     mocks = [m.name for m in (settings.candidate if need_candidate else None,
                               *(judges if settings.stage != "generate" else ())) if m is not None and is_mock(m.model)]
     if mocks:
@@ -192,8 +196,9 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     # Repeats and juries need every question's votes for their noise / jury sections, which the journal
     # does not keep: such a run starts its journal afresh and resumes from the call cache (nothing re-paid
     # while the cache is there), so those sections always cover every scored question.
-    panel_mode = settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1)
+    panel_mode = settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1 or k_samples > 1)
     panel_results: list[tuple[Question, Any]] = []
+    nested_records: dict[str, dict[str, Any]] = {}  # compact records for the hierarchical interval (sampling.py)
     if journaled and panel_mode:
         (out / rundir.SAMPLES_FILE).unlink(missing_ok=True)
     elif journaled:  # read what an interrupted run of this same command left, before writing anything
@@ -220,11 +225,13 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
 
     def finished(o: _Outcome) -> None:
         """One question is final: score it, append its record to the journal, keep only compact values."""
-        if o.judge is not None and o.judge.verdicts is not None:
-            o.score = question_score(spec, o.question.criteria, [v.hit for v in o.judge.verdicts])
-        rec = _sample(spec, o)
+        for x in o.samples or [o]:
+            if x.judge is not None and x.judge.verdicts is not None:
+                x.score = question_score(spec, x.question.criteria, [v.hit for v in x.judge.verdicts])
+        rec = merge_record([_sample(spec, x) for x in o.samples]) if o.samples else _sample(spec, o)
         if panel_mode:
-            panel_results.append((o.question, o.judge))
+            panel_results.extend((x.question, x.judge) for x in o.samples or [o])
+            nested_records[o.question.id] = compact(rec)
         if writer is not None:
             writer.append(rec)
         else:
@@ -250,6 +257,12 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
         panel_results.sort(key=lambda pair: order[pair[0].id])
         summary.update(panel_sections(spec, panel_results, [j.name for j in judges],
                                       _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie))
+    if settings.stage != "generate" and (_repeats(settings, spec) > 1 or k_samples > 1):
+        by_id = {q.id: q for q in questions}
+        summary.update(summary_sections(spec, [nested_records[q.id] for q in questions if q.id in nested_records],
+                                        lambda rec: list(by_id[str(rec["id"])].criteria), samples=k_samples,
+                                        repeats=_repeats(settings, spec), rule=settings.jury_rule,
+                                        tie=settings.tie or spec.judge.tie))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     if journaled:  # the journal becomes the question-ordered samples.jsonl; answers.jsonl is read from it
@@ -264,6 +277,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved(), results)
         print_panel(summary, results)
+        print_sampling(summary, results)
     results.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
 
@@ -301,6 +315,8 @@ def _identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judges: l
     panel = {"jury": [[j.name, j.model, j.api_base, j.revision] for j in judges], "jury_rule": settings.jury_rule,
              "repeats": _repeats(settings, spec), "tie": settings.tie or spec.judge.tie} \
         if len(judges) > 1 or _repeats(settings, spec) > 1 else {}  # a single grading keeps its old identity
+    if settings.samples > 1:
+        panel["samples"] = settings.samples
     return {**panel, "benchmark": spec.name, "spec_hash": digest, "stage": settings.stage,
             "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
             "answers": str(settings.answers or settings.from_run or "") or None,
@@ -326,6 +342,18 @@ def _start_litellm_early(settings: RunSettings) -> None:
         from .models import preload_litellm
 
         preload_litellm()
+
+
+def _samples(settings: RunSettings, need_candidate: bool) -> int:
+    """candidate.samples, checked: K > 1 needs the candidate called (not an answers file) and judging."""
+    k = check_samples(settings.samples)
+    if k > 1 and not need_candidate:
+        raise ConfigError(f"candidate.samples={k} needs the candidate called (an answers file or from_run holds one "
+                          "reply per question); drop answers=/from_run= or use candidate.samples=1")
+    if k > 1 and settings.stage == "generate":
+        raise ConfigError(f"candidate.samples={k} with stage=generate: answers.jsonl holds one reply per question; "
+                          "use stage=full (every sample is judged) or candidate.samples=1")
+    return k
 
 
 def _repeats(settings: RunSettings, spec: BenchmarkSpec) -> int:
@@ -364,8 +392,9 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
     judge = Panel(clients, [j.name for j in judges], spec, _repeats(settings, spec), settings.jury_rule,
                   settings.tie or spec.judge.tie) if clients else None
     with ProgressBoard(settings.progress, console) as board:
-        gen_bar = board.stage("generate", len(questions)) if cand else None
-        judge_bar = board.stage("judge", len(questions)) if judge else None
+        k = max(1, settings.samples)
+        gen_bar = board.stage("generate", k * len(questions)) if cand else None
+        judge_bar = board.stage("judge", k * len(questions)) if judge else None
         stages.update({"generate": gen_bar, "judge": judge_bar})
 
         def notify(text: str) -> None:
@@ -376,13 +405,14 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             if client is not None:
                 client.notify = notify
 
-        async def one(o: _Outcome) -> None:
+        async def one(o: _Outcome, s: int = 0) -> None:
+            """One reply of a question (sample s: its own candidate cache key, its own judge repeat keys)."""
             q = o.question
             if cand is not None:
                 assert gen_bar is not None
                 gen_bar.start()
                 try:
-                    res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate)
+                    res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate, repeat=s)
                     o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
                     o.response, o.truncated = res.text, res.finish_reason == "length"
                 except EmptyReply as exc:
@@ -408,7 +438,7 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
             assert judge_bar is not None
             if o.response is not None:
                 judge_bar.start()
-                o.judge = await judge.judge(q, o.response)
+                o.judge = await judge.judge(q, o.response, first_repeat=s * judge.repeats)
             jr = o.judge
             if jr is not None and jr.error:
                 log.info("judge error on %s: %s", q.id, jr.error)
@@ -421,7 +451,11 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list
         async def worker() -> None:
             for q in pending:  # shared: each question is taken by exactly one worker
                 o = _Outcome(q)
-                await one(o)
+                if k > 1:  # candidate.samples: K replies, started together, merged into one record
+                    o.samples = [_Outcome(q) for _ in range(k)]
+                    await asyncio.gather(*(one(x, s) for s, x in enumerate(o.samples)))
+                else:
+                    await one(o)
                 finished(o)
 
         try:

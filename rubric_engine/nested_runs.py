@@ -1,0 +1,91 @@
+"""The leaderboard's intervals for runs with candidate samples or repeated gradings (hierarchical bootstrap).
+
+Why apart from leaderboard.py: the values a hierarchical bootstrap needs (each sample scored under every
+multiset of its gradings) are rebuilt from the stored records with the run's own spec (`sampling.nested_of`,
+the function the run itself used), which needs the spec as a BenchmarkSpec; leaderboard.py stays a reader of
+summaries. A run made with one reply graded once keeps the plain question bootstrap (bootstrap.py).
+
+Judge-noise-only component of a paired difference: the same paired bootstrap with questions and samples held
+at the observed ones and only the gradings resampled; a gap is "within judge noise" when that interval
+includes 0 and has some width (docs/judge-noise.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import DataError
+from .nested import LEVELS, Nested, nested_stats, paired_nested
+from .rundir import SAMPLES_FILE, SPEC_FILE
+from .sampling import nested_of
+from .scores import criteria_from_record
+
+__all__ = ["params_of", "is_nested", "row_interval", "pair_difference"]
+
+_BUILT: dict[int, tuple[Any, Nested]] = {}  # id(run) -> (run, values): one build per run per process
+
+
+def params_of(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """samples, repeats, rule, tie of a run: from its interval's `nested` block (runs made with this
+    version), else from its noise / jury sections (repeated runs made before it), else one of each."""
+    nested = (summary.get("interval") or {}).get("nested")
+    if nested:
+        return {"samples": int(nested["candidate_samples"]), "repeats": int(nested["repeats"]),
+                "rule": nested["rule"], "tie": nested["tie"]}
+    jury = summary.get("jury") or {}
+    return {"samples": 1, "repeats": int((summary.get("noise") or {}).get("repeats") or 1),
+            "rule": jury.get("rule", "majority"), "tie": jury.get("tie", "not_met")}
+
+
+def is_nested(run: Any) -> bool:
+    p = params_of(run.summary)
+    return p["samples"] > 1 or p["repeats"] > 1
+
+
+def _nested(run: Any) -> Nested:
+    got = _BUILT.get(id(run))
+    if got is not None and got[0] is run:
+        return got[1]
+    from pydantic import ValidationError
+
+    from .spec import BenchmarkSpec
+
+    try:
+        spec = BenchmarkSpec.model_validate({k: v for k, v in run.spec.items() if not k.startswith("_")})
+    except ValidationError as exc:
+        raise DataError(str(run.dir / SPEC_FILE), f"not a valid resolved spec ({exc.errors()[0]['msg']})",
+                        fix="re-run the benchmark so the run holds a current spec") from None
+    p = params_of(run.summary)
+    try:
+        values = nested_of(spec, run.samples, criteria_from_record, p["repeats"], p["rule"], p["tie"])
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise DataError(str(run.dir / SAMPLES_FILE), f"cannot rebuild its samples and gradings ({exc})",
+                        fix="re-score the run") from None
+    _BUILT[id(run)] = (run, values)
+    return values
+
+
+def _levels(*values: Nested) -> list[str]:
+    return [lv for lv in LEVELS if lv == "questions" or (lv == "samples" and any(v.samples > 1 for v in values))
+            or (lv == "repeats" and any(v.repeats > 1 for v in values))]
+
+
+def row_interval(run: Any, n_boot: int, seed: int, alpha: float, scale: float) -> tuple[float, float, float]:
+    """(point, lo, hi) of a sampled or repeated run, resampling questions, samples and gradings."""
+    values = _nested(run)
+    st = nested_stats(values, n_boot, seed, alpha, scale=scale, levels=_levels(values))
+    return st["point"], st["lo"], st["hi"]
+
+
+def pair_difference(run_a: Any, run_b: Any, n_boot: int, seed: int, alpha: float, scale: float) -> dict[str, Any]:
+    """The paired hierarchical difference and its judge-noise-only component (None when neither run was
+    graded more than once: the judge noise is then unmeasured and nothing is marked)."""
+    a, b = _nested(run_a), _nested(run_b)
+    d = paired_nested(a, b, n_boot, seed, alpha, scale=scale, levels=_levels(a, b))
+    d.update(noise=None, noise_lo=None, noise_hi=None, within_noise=False)
+    if max(a.repeats, b.repeats) > 1:
+        only = paired_nested(a, b, n_boot, seed, alpha, scale=scale, levels=("repeats",))
+        d.update(noise=only["std"], noise_lo=only["lo"], noise_hi=only["hi"],
+                 within_noise=only["lo"] <= 0.0 <= only["hi"] and only["hi"] > only["lo"])
+    return d

@@ -1,0 +1,190 @@
+"""Candidate sampling (`candidate.samples=K`) through the console script against tests/fakeserver.py.
+
+The scripted candidate answers the n-th request for a question with reply "REPLY[qid] S<n>", so the K
+samples of a question differ; the scripted judge reads (qid, n) from the reply it grades and answers a
+fixed function of (qid, n, check), optionally flipping each verdict with probability p. Every expected
+number below is computed from that script alone, not from the engine's code.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import re
+import statistics
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakeserver import FakeServer, Reply
+from test_cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+QA = ROOT / "data" / "reference_qa.csv"
+ROWS = list(csv.DictReader(QA.open(encoding="utf-8")))
+CHECKS = {r["id"]: json.loads(r["checks"]) for r in ROWS}
+BY_TEXT = {r["question"]: r["id"] for r in ROWS}
+REPLY = re.compile(r"REPLY\[(\w+)\] S(\d+)")
+
+
+def met(q: str, n: int, i: int) -> bool:
+    """The judge's verdict on check i of sample-reply n of question q (no noise)."""
+    return (sum(map(ord, q)) + 3 * n + 5 * i) % 3 != 0
+
+
+class Script:
+    """Candidate and judge on one server, told apart by model name."""
+
+    def __init__(self, p: float = 0.0, fail: tuple[str, int] | None = None) -> None:
+        self.p, self.fail = p, fail
+        self.seen: dict[Any, int] = {}
+        self.lock = threading.Lock()
+
+    def arrival(self, key: Any) -> int:
+        with self.lock:
+            n = self.seen.get(key, 0)
+            self.seen[key] = n + 1
+        return n
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        text = "\n".join(str(m.get("content", "")) for m in body["messages"])
+        if body["model"] == "cand":
+            qid = BY_TEXT[str(body["messages"][-1]["content"]).strip()]
+            n = self.arrival(qid)
+            if self.fail == (qid, n):
+                return Reply(status=500)
+            return Reply(text=f"REPLY[{qid}] S{n}")
+        found = REPLY.search(text)
+        assert found is not None, text
+        qid, n = found.group(1), int(found.group(2))
+        r = self.arrival((qid, n))
+        items = [{"n": i, "why": "r", "passed": met(qid, n, i) != (random.Random(f"{qid}|{n}|{i}|{r}").random() < self.p)}
+                 for i in range(1, len(CHECKS[qid]) + 1)]
+        return Reply(text=json.dumps({"checks": items}))
+
+
+def models(url: str) -> list[str]:
+    return ["candidate=openai_compatible", "candidate.model=openai/cand", f"candidate.api_base={url}",
+            "candidate.name=cand", "candidate.api_key_env=FAKE_KEY", "candidate.params={temperature: 0.7}",
+            "judge=openai_compatible", "judge.model=openai/judge", f"judge.api_base={url}",
+            "judge.name=judge", "judge.api_key_env=FAKE_KEY"]
+
+
+def qscore(q: str, n: int) -> float:
+    """reference_qa by hand: points of passed checks over positive points, clipped to [0, 1]."""
+    pos = sum(c["points"] for c in CHECKS[q] if c["points"] > 0)
+    got = sum(c["points"] for i, c in enumerate(CHECKS[q], 1) if met(q, n, i))
+    return min(1.0, max(0.0, got / pos))
+
+
+def run(tmp_path: Path, env: dict[str, str], srv: FakeServer, name: str, *args: str) -> Any:
+    return run_cli(["benchmark=reference_qa", "progress=plain", f"hydra.run.dir={tmp_path / name}",
+                    *models(srv.url), *args], env, cwd=tmp_path)
+
+
+def load(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    return (json.loads((out / "summary.json").read_text()),
+            [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()])
+
+
+def test_sampled_run_scores_the_mean_over_samples_and_reports_the_spread(tmp_path: Path, env: dict[str, str]) -> None:
+    k = 3
+    with FakeServer(Script()) as srv:
+        res = run(tmp_path, env, srv, "run", f"candidate.samples={k}")
+        assert res.returncode == 0, res.stderr
+        cand = [b for b in srv.requests if b["model"] == "cand"]
+        assert len(cand) == k * len(CHECKS) and len(srv.requests) == 2 * k * len(CHECKS)
+        assert all(b.get("temperature") == 0.7 for b in cand)  # the entry's temperature, every sample
+        summary, records = load(tmp_path / "run")
+        # the same command again in another directory: every sample and grading from the cache, same pairing
+        before = len(srv.requests)
+        res2 = run(tmp_path, env, srv, "again", f"candidate.samples={k}")
+        assert res2.returncode == 0, res2.stderr
+        assert len(srv.requests) == before
+        summary2, records2 = load(tmp_path / "again")
+    assert summary2["overall"] == summary["overall"] and summary2["sampling"] == summary["sampling"]
+    assert [[e["response"] for e in r["samples"]] for r in records2] == [[e["response"] for e in r["samples"]] for r in records]
+    expected = 100 * statistics.fmean(statistics.fmean(qscore(q, n) for n in range(k)) for q in CHECKS)
+    assert summary["overall"] == pytest.approx(expected, abs=1e-9)
+    assert summary["sampling"]["samples"] == k and summary["interval"]["nested"]["levels"] == ["questions", "samples"]
+    pairing: dict[str, list[int]] = {}
+    for rec in records:
+        assert len(rec["samples"]) == k and rec["response"] == rec["samples"][0]["response"]
+        ns = [int(REPLY.search(e["response"]).group(2)) for e in rec["samples"]]  # type: ignore[union-attr]
+        assert sorted(ns) == list(range(k))  # every reply kept, once
+        pairing[rec["id"]] = ns
+        for e, n in zip(rec["samples"], ns):
+            assert [c["hit"] for c in e["criteria"]] == [met(rec["id"], n, i) for i in range(1, len(CHECKS[rec["id"]]) + 1)]
+            assert e["score"] == pytest.approx(qscore(rec["id"], n), abs=1e-12)
+        assert rec["score"] == pytest.approx(statistics.fmean(qscore(rec["id"], n) for n in range(k)), abs=1e-12)
+    g = summary["sampling"]["groups"]["overall"]
+    sd_q = statistics.fmean(100 * statistics.stdev([qscore(q, n) for n in range(k)]) for q in CHECKS)
+    assert g["question_score_sd"] == pytest.approx(sd_q, abs=1e-9)
+    per_sample = [100 * statistics.fmean(qscore(q, pairing[q][s]) for q in CHECKS) for s in range(k)]
+    assert g["sample_scores"] == pytest.approx(per_sample, abs=1e-9)
+    assert g["score_sd_across_samples"] == pytest.approx(statistics.stdev(per_sample), abs=1e-9)
+    shown = " ".join(res.stdout.split())
+    assert f"samples={k} replies per question" in shown and "interval resamples questions, then samples" in shown
+    # rescore reproduces the sampled summary exactly (interval and sampling block included)
+    res = run_cli(["rescore", str(tmp_path / "run"), f"out={tmp_path / 'rs'}"], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    again, _ = load(tmp_path / "rs")
+    again.pop("rescore")
+    assert again == summary
+    # the leaderboard's row interval is the run's own hierarchical interval
+    res = run_cli(["leaderboard", str(tmp_path / "run"), f"out={tmp_path / 'lb'}"], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (row,) = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["rows"]
+    assert (row["ci_lo"], row["ci_hi"]) == pytest.approx((summary["interval"]["lo"], summary["interval"]["hi"]), abs=1e-9)
+
+
+def test_a_failed_sample_makes_the_question_an_error_and_resumes(tmp_path: Path, env: dict[str, str]) -> None:
+    with FakeServer(Script(fail=("q03", 1))) as srv:
+        res = run(tmp_path, env, srv, "run", "candidate.samples=3", "max_retries=0")
+        assert res.returncode == 0, res.stderr
+        summary, records = load(tmp_path / "run")
+        (bad,) = [r for r in records if r["id"] == "q03"]
+        assert bad["score"] is None and bad["candidate_error"].startswith("sample ") and " of 3: " in bad["candidate_error"]
+        assert summary["counts"]["candidate_errors"] == 1 and summary["counts"]["scored"] == len(CHECKS) - 1
+        before = len(srv.requests)
+        res = run(tmp_path, env, srv, "run", "candidate.samples=3", "max_retries=0")  # same command: resumes
+        assert res.returncode == 0, res.stderr
+        # only the failed sample's candidate call and its grading are made again
+        assert len(srv.requests) - before == 2
+        summary, _ = load(tmp_path / "run")
+    assert summary["counts"]["scored"] == len(CHECKS) and summary["counts"]["candidate_errors"] == 0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5"])
+def test_bad_sample_count_is_one_line(tmp_path: Path, env: dict[str, str], value: str) -> None:
+    res = run_cli(["benchmark=reference_qa", "candidate=mock", "judge=mock", f"candidate.samples={value}",
+                   f"hydra.run.dir={tmp_path / 'x'}"], env, cwd=tmp_path)
+    assert res.returncode == 2
+    err = [line for line in res.stderr.splitlines() if line.startswith("rubric-engine: error")]
+    assert len(err) == 1 and "candidate.samples" in err[0] and ">= 1" in err[0], res.stderr
+
+
+def test_dry_run_multiplies_calls(tmp_path: Path, env: dict[str, str]) -> None:
+    k, judges, repeats = 3, 2, 2
+    jury = ",".join(f"{{name:j{i},model:openai/j{i},api_base:'http://127.0.0.1:9',api_key_env:FAKE_KEY}}"
+                    for i in range(judges))
+    res = run_cli(["benchmark=reference_qa", "candidate=openai_compatible", "candidate.model=openai/cand",
+                   "candidate.api_base=http://127.0.0.1:9", "candidate.api_key_env=FAKE_KEY",
+                   f"candidate.samples={k}", f"judge.repeats={repeats}", f"judge=[{jury}]", "dry_run=true",
+                   f"hydra.run.dir={tmp_path / 'dry'}"], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = " ".join(res.stdout.split())
+    total = len(CHECKS) * k * (1 + judges * repeats)
+    assert f"candidate.samples={k}: {total} calls in all = {k} sample(s) x (1 candidate + {judges} judge(s) x " \
+           f"{repeats} repeat(s))" in out, out
+
+
+def test_answers_file_cannot_be_sampled(tmp_path: Path, env: dict[str, str]) -> None:
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"id": q, "response": "x"}) + "\n" for q in CHECKS))
+    res = run_cli(["benchmark=reference_qa", "stage=score", f"answers={answers}", "judge=mock", "candidate.samples=2",
+                   f"hydra.run.dir={tmp_path / 'x'}"], env, cwd=tmp_path)
+    assert res.returncode == 2 and "candidate.samples=2 needs the candidate called" in res.stderr, res.stderr
