@@ -19,7 +19,10 @@ from typing import Any
 
 import pytest
 
+import numpy as np
+
 from fakeserver import FakeServer, Reply
+from rubric_engine.nested import Nested, multisets, paired_nested
 from test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,12 +30,12 @@ QA = ROOT / "data" / "reference_qa.csv"
 ROWS = list(csv.DictReader(QA.open(encoding="utf-8")))
 CHECKS = {r["id"]: json.loads(r["checks"]) for r in ROWS}
 BY_TEXT = {r["question"]: r["id"] for r in ROWS}
-REPLY = re.compile(r"REPLY\[(\w+)\] S(\d+)")
+REPLY = re.compile(r"REPLY\[(\w+)\] S(\d+) M(\w+)")
 
 
-def met(q: str, n: int, i: int) -> bool:
-    """The judge's verdict on check i of sample-reply n of question q (no noise)."""
-    return (sum(map(ord, q)) + 3 * n + 5 * i) % 3 != 0
+def met(q: str, n: int, i: int, model: str = "cand") -> bool:
+    """The judge's verdict on check i of sample-reply n of question q by candidate `model` (no noise)."""
+    return (sum(map(ord, q + model)) + 3 * n + 5 * i) % 3 != 0
 
 
 class Script:
@@ -43,6 +46,10 @@ class Script:
         self.seen: dict[Any, int] = {}
         self.lock = threading.Lock()
 
+    def verdict(self, model: str, qid: str, n: int, i: int, r: int) -> bool:
+        """Grading r of check i: the scripted verdict, flipped with probability p."""
+        return met(qid, n, i, model) != (random.Random(f"{model}|{qid}|{n}|{i}|{r}").random() < self.p)
+
     def arrival(self, key: Any) -> int:
         with self.lock:
             n = self.seen.get(key, 0)
@@ -51,38 +58,38 @@ class Script:
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         text = "\n".join(str(m.get("content", "")) for m in body["messages"])
-        if body["model"] == "cand":
-            qid = BY_TEXT[str(body["messages"][-1]["content"]).strip()]
-            n = self.arrival(qid)
+        if str(body["model"]).startswith("cand"):
+            qid, model = BY_TEXT[str(body["messages"][-1]["content"]).strip()], str(body["model"])
+            n = self.arrival((model, qid))
             if self.fail == (qid, n):
                 return Reply(status=500)
-            return Reply(text=f"REPLY[{qid}] S{n}")
+            return Reply(text=f"REPLY[{qid}] S{n} M{model}")
         found = REPLY.search(text)
         assert found is not None, text
-        qid, n = found.group(1), int(found.group(2))
-        r = self.arrival((qid, n))
-        items = [{"n": i, "why": "r", "passed": met(qid, n, i) != (random.Random(f"{qid}|{n}|{i}|{r}").random() < self.p)}
-                 for i in range(1, len(CHECKS[qid]) + 1)]
+        qid, n, model = found.group(1), int(found.group(2)), found.group(3)
+        r = self.arrival((model, qid, n))
+        items = [{"n": i, "why": "r", "passed": self.verdict(model, qid, n, i, r)} for i in range(1, len(CHECKS[qid]) + 1)]
         return Reply(text=json.dumps({"checks": items}))
 
 
-def models(url: str) -> list[str]:
-    return ["candidate=openai_compatible", "candidate.model=openai/cand", f"candidate.api_base={url}",
-            "candidate.name=cand", "candidate.api_key_env=FAKE_KEY", "candidate.params={temperature: 0.7}",
+def models(url: str, cand: str = "cand") -> list[str]:
+    return ["candidate=openai_compatible", f"candidate.model=openai/{cand}", f"candidate.api_base={url}",
+            f"candidate.name={cand}", "candidate.api_key_env=FAKE_KEY", "candidate.params={temperature: 0.7}",
             "judge=openai_compatible", "judge.model=openai/judge", f"judge.api_base={url}",
             "judge.name=judge", "judge.api_key_env=FAKE_KEY"]
 
 
-def qscore(q: str, n: int) -> float:
+def qscore(q: str, n: int, hits: Any = None) -> float:
     """reference_qa by hand: points of passed checks over positive points, clipped to [0, 1]."""
+    hits = hits or (lambda i: met(q, n, i))
     pos = sum(c["points"] for c in CHECKS[q] if c["points"] > 0)
-    got = sum(c["points"] for i, c in enumerate(CHECKS[q], 1) if met(q, n, i))
+    got = sum(c["points"] for i, c in enumerate(CHECKS[q], 1) if hits(i))
     return min(1.0, max(0.0, got / pos))
 
 
-def run(tmp_path: Path, env: dict[str, str], srv: FakeServer, name: str, *args: str) -> Any:
+def run(tmp_path: Path, env: dict[str, str], srv: FakeServer, name: str, *args: str, cand: str = "cand") -> Any:
     return run_cli(["benchmark=reference_qa", "progress=plain", f"hydra.run.dir={tmp_path / name}",
-                    *models(srv.url), *args], env, cwd=tmp_path)
+                    *models(srv.url, cand), *args], env, cwd=tmp_path)
 
 
 def load(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -188,3 +195,61 @@ def test_answers_file_cannot_be_sampled(tmp_path: Path, env: dict[str, str]) -> 
     res = run_cli(["benchmark=reference_qa", "stage=score", f"answers={answers}", "judge=mock", "candidate.samples=2",
                    f"hydra.run.dir={tmp_path / 'x'}"], env, cwd=tmp_path)
     assert res.returncode == 2 and "candidate.samples=2 needs the candidate called" in res.stderr, res.stderr
+
+
+def rebuilt(script: Script, records: list[dict[str, Any]], model: str, k: int, r: int) -> Nested:
+    """A run's hierarchical values from the script alone: which reply (n) each sample got is read from its
+    text; the gradings are the script's verdicts, combined by majority (R odd: no tie). Which of the
+    script's gradings (arrival order) became the engine's repeat g is found by matching the recorded votes
+    against the script's verdicts (each must be one of them)."""
+    sets = multisets(r)
+    arr = np.full((len(records), k, len(sets), 1), np.nan)
+    for qi, rec in enumerate(records):
+        q = rec["id"]
+        checks = range(1, len(CHECKS[q]) + 1)
+        for s, e in enumerate(rec["samples"]):
+            n = int(REPLY.search(e["response"]).group(2))  # type: ignore[union-attr]
+            scripted = {a: tuple(script.verdict(model, q, n, i, a) for i in checks) for a in range(r)}
+            arrival: list[int] = []
+            for g in range(r):
+                voted = tuple(c["votes"]["judge"][g] for c in e["criteria"])
+                arrival.append(next(a for a in range(r) if scripted[a] == voted and a not in arrival))
+            for j, ms in enumerate(sets):
+                def hits(i: int) -> bool:
+                    return sum(scripted[arrival[g]][i - 1] for g in ms) * 2 > len(ms)
+                arr[qi, s, j, 0] = qscore(q, n, hits)
+    return Nested([rec["id"] for rec in records], arr, r)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.25])
+def test_leaderboard_pairs_sampled_and_regraded_runs(tmp_path: Path, env: dict[str, str], p: float) -> None:
+    """Two candidates, 2 samples each graded 3 times by a judge flipping with probability p: the pair's
+    interval and its judge-noise-only interval equal the bootstrap of values rebuilt from the script; with
+    p = 0 re-grading moves nothing and nothing is marked."""
+    k, r = 2, 3
+    script = Script(p=p)
+    with FakeServer(script) as srv:
+        for cand in ("cand", "cand_b"):
+            res = run(tmp_path, env, srv, cand, f"candidate.samples={k}", f"judge.repeats={r}", cand=cand)
+            assert res.returncode == 0, res.stderr
+    res = run_cli(["leaderboard", str(tmp_path / "cand"), str(tmp_path / "cand_b"), f"out={tmp_path / 'lb'}",
+                   "bootstrap.samples=300"], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lb = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
+    (pair,) = lb["pairs"]
+    runs = {cand: load(tmp_path / cand) for cand in ("cand", "cand_b")}
+    for cand, (summary, _) in runs.items():
+        assert summary["interval"]["nested"]["levels"] == ["questions", "samples", "repeats"]
+    first = next(row["candidate"] for row in lb["rows"] if row["rank"] == 1)
+    second = "cand_b" if first == "cand" else "cand"
+    a, b = (rebuilt(script, runs[c][1], c, k, r) for c in (first, second))
+    full = paired_nested(a, b, 300, 0, 0.05, scale=100.0, levels=("questions", "samples", "repeats"))
+    only = paired_nested(a, b, 300, 0, 0.05, scale=100.0, levels=("repeats",))
+    assert (pair["diff"], pair["lo"], pair["hi"]) == pytest.approx((full["diff"], full["lo"], full["hi"]), abs=1e-9)
+    assert (pair["noise_lo"], pair["noise_hi"]) == pytest.approx((only["lo"], only["hi"]), abs=1e-9)
+    assert pair["within_noise"] == (only["lo"] <= 0 <= only["hi"] and only["hi"] > only["lo"])
+    if p == 0.0:
+        assert pair["noise"] == 0.0 and not pair["within_noise"]
+        assert "within judge noise" not in (tmp_path / "lb" / "leaderboard.md").read_text()
+    else:
+        assert pair["noise"] > 0
