@@ -12,6 +12,7 @@ includes 0 and has some width (docs/judge-noise.md).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +24,7 @@ from .scores import criteria_from_record
 
 __all__ = ["params_of", "is_nested", "row_interval", "pair_difference"]
 
-_BUILT: dict[int, tuple[Any, Nested]] = {}  # id(run) -> (run, values): one build per run per process
+_BUILT: dict[int, Nested] = {}  # id(run) -> values: one build per loaded run, dropped with the run
 
 
 def params_of(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -32,10 +33,10 @@ def params_of(summary: Mapping[str, Any]) -> dict[str, Any]:
     nested = (summary.get("interval") or {}).get("nested")
     if nested:
         return {"samples": int(nested["candidate_samples"]), "repeats": int(nested["repeats"]),
-                "rule": nested["rule"], "tie": nested["tie"]}
+                "rule": nested["rule"], "tie": nested["tie"], "rules": bool(nested.get("failure_rules", True))}
     jury = summary.get("jury") or {}
     return {"samples": 1, "repeats": int((summary.get("noise") or {}).get("repeats") or 1),
-            "rule": jury.get("rule", "majority"), "tie": jury.get("tie", "not_met")}
+            "rule": jury.get("rule", "majority"), "tie": jury.get("tie", "not_met"), "rules": True}
 
 
 def is_nested(run: Any) -> bool:
@@ -45,8 +46,8 @@ def is_nested(run: Any) -> bool:
 
 def _nested(run: Any) -> Nested:
     got = _BUILT.get(id(run))
-    if got is not None and got[0] is run:
-        return got[1]
+    if got is not None:
+        return got
     from pydantic import ValidationError
 
     from .spec import BenchmarkSpec
@@ -58,11 +59,12 @@ def _nested(run: Any) -> Nested:
                         fix="re-run the benchmark so the run holds a current spec") from None
     p = params_of(run.summary)
     try:
-        values = nested_of(spec, run.samples, criteria_from_record, p["repeats"], p["rule"], p["tie"])
+        values = nested_of(spec, run.samples, criteria_from_record, p["repeats"], p["rule"], p["tie"], p["rules"])
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise DataError(str(run.dir / SAMPLES_FILE), f"cannot rebuild its samples and gradings ({exc})",
                         fix="re-score the run") from None
-    _BUILT[id(run)] = (run, values)
+    _BUILT[id(run)] = values
+    weakref.finalize(run, _BUILT.pop, id(run), None)  # a later object with the same id never sees these values
     return values
 
 

@@ -256,7 +256,8 @@ def summary_sections(spec: Any, records: Sequence[Mapping[str, Any]],
         st = nested_stats(n, n_boot, seed, scale=spec.scoring.scale, levels=levels)
         out["interval"] = {"samples": n_boot, "seed": seed, "alpha": 0.05, "lo": st["lo"], "hi": st["hi"],
                            "std": st["std"], "nested": {"levels": levels, "candidate_samples": samples,
-                                                         "repeats": repeats, "rule": rule, "tie": tie}}
+                                                         "repeats": repeats, "rule": rule, "tie": tie,
+                                                         "failure_rules": rules}}
     return out
 
 

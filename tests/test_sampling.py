@@ -253,3 +253,26 @@ def test_leaderboard_pairs_sampled_and_regraded_runs(tmp_path: Path, env: dict[s
         assert "within judge noise" not in (tmp_path / "lb" / "leaderboard.md").read_text()
     else:
         assert pair["noise"] > 0
+
+
+def test_rescore_without_failure_rules_keeps_the_leaderboard_interval(tmp_path: Path, env: dict[str, str]) -> None:
+    """heartbench_en (failure-rule items) with the offline mock models: a sampled, re-graded run re-scored
+    with failure_rules=off ranks with the interval its summary states (rule items left out when rebuilt)."""
+    res = run_cli(["benchmark=heartbench_en", "candidate=mock", "judge=mock", "candidate.samples=2", "judge.repeats=3",
+                   "progress=none", f"hydra.run.dir={tmp_path / 'run'}"], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    summary, _ = load(tmp_path / "run")
+    assert summary["interval"]["nested"]["failure_rules"] is True
+    for opts, name in (([], "same"), (["failure_rules=off", "scoring.formula=linear"], "norules")):
+        res = run_cli(["rescore", str(tmp_path / "run"), *opts, f"out={tmp_path / name}"], env, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        again, _ = load(tmp_path / name)
+        if name == "same":
+            again.pop("rescore")
+            assert again == summary
+            continue
+        assert again["interval"]["nested"]["failure_rules"] is False
+        res = run_cli(["leaderboard", str(tmp_path / name), f"out={tmp_path / 'lb'}"], env, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        (row,) = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["rows"]
+        assert (row["ci_lo"], row["ci_hi"]) == pytest.approx((again["interval"]["lo"], again["interval"]["hi"]), abs=1e-9)
