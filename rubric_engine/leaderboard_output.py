@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rubric_engine import nested_runs
 from rubric_engine.aggregate import ability_ids
 
 if TYPE_CHECKING:  # leaderboard.py imports this module, so its classes are for annotations only
@@ -75,6 +76,7 @@ def _notes(lb: Leaderboard) -> list[str]:
     t = lb.taxonomy
     out = [f"Intervals: percentile bootstrap, questions resampled with replacement ({lb.n_boot} resamples, "
            f"seed {lb.seed}); paired differences use the same draws for both models."]
+    out += [n for n in [nested_runs.note([r.run for r in lb.rows])] if n]
     if t.decay:
         out.append(f"Decay % = ({t.decay[0]} - {t.decay[1]}) / {t.decay[2]} x 100 (base: {t.decay[2]}).")
     out += [f"{p.a} - {p.b}: {fmt(p.diff)} [{fmt(p.lo)}, {fmt(p.hi)}] "

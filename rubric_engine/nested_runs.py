@@ -22,7 +22,7 @@ from .rundir import SAMPLES_FILE, SPEC_FILE
 from .sampling import nested_of
 from .scores import criteria_from_record
 
-__all__ = ["params_of", "is_nested", "row_interval", "pair_difference"]
+__all__ = ["params_of", "is_nested", "row_interval", "pair_difference", "note"]
 
 _BUILT: dict[int, Nested] = {}  # id(run) -> values: one build per loaded run, dropped with the run
 
@@ -66,6 +66,15 @@ def _nested(run: Any) -> Nested:
     _BUILT[id(run)] = values
     weakref.finalize(run, _BUILT.pop, id(run), None)  # a later object with the same id never sees these values
     return values
+
+
+def note(runs: Any) -> str:
+    """The sentence the leaderboard adds when some of its runs have samples or repeated gradings ('' if none)."""
+    if not any(r is not None and is_nested(r) for r in runs):
+        return ""
+    return ("Runs with candidate samples or repeated gradings: hierarchical bootstrap (questions, then each "
+            "question's samples, then each sample's gradings); a gap is marked as judge noise when the interval "
+            "of the difference with only the gradings resampled includes 0.")
 
 
 def _levels(*values: Nested) -> list[str]:
