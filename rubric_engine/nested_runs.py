@@ -19,7 +19,7 @@ from typing import Any
 from .errors import DataError
 from .nested import LEVELS, Nested, nested_stats, paired_nested
 from .rundir import SAMPLES_FILE, SPEC_FILE
-from .sampling import nested_of
+from .sampling import compact, nested_of
 from .scores import criteria_from_record
 
 __all__ = ["params_of", "is_nested", "row_interval", "pair_difference", "note"]
@@ -58,8 +58,15 @@ def _nested(run: Any) -> Nested:
         raise DataError(str(run.dir / SPEC_FILE), f"not a valid resolved spec ({exc.errors()[0]['msg']})",
                         fix="re-run the benchmark so the run holds a current spec") from None
     p = params_of(run.summary)
+    records: list[dict[str, Any]] = []  # streamed once; only verdicts, votes and scores are kept (no texts)
+    criteria: dict[str, list[Any]] = {}
     try:
-        values = nested_of(spec, run.samples, criteria_from_record, p["repeats"], p["rule"], p["tie"], p["rules"])
+        for rec in run.iter_samples():
+            if rec.get("score") is not None:
+                criteria[str(rec["id"])] = criteria_from_record(rec)
+            records.append(compact(rec))
+        values = nested_of(spec, records, lambda rec: criteria[str(rec["id"])], p["repeats"], p["rule"], p["tie"],
+                           p["rules"])
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise DataError(str(run.dir / SAMPLES_FILE), f"cannot rebuild its samples and gradings ({exc})",
                         fix="re-score the run") from None
