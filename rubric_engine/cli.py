@@ -118,6 +118,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
         progress=str(cfg.progress), trust_code=bool(opt("trust_code")),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
+        samples=1 if opt("samples") is None else opt("samples"),
     )
 
 
@@ -143,7 +144,8 @@ def _juror(node: Any, timeout: float | None) -> Any:
     return _model_spec(yaml.safe_load(found.read_text(encoding="utf-8")), "judge", timeout)
 
 
-_ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie"}  # run-level keys spelled under judge
+_ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie",  # run-level keys spelled under judge / candidate
+            "candidate.samples": "samples"}
 
 
 def _rewrite(argv: list[str]) -> list[str]:

@@ -197,18 +197,19 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     from .judge import shape_of
     from .models import cache_key
     from .prompts import candidate_messages, judge_messages
-    from .runner import _given_answers, _load, _repeats, judges_of
+    from .runner import _given_answers, _load, _repeats, _samples, judges_of
 
     spec, dataset, questions = _load(settings)
     judges = judges_of(settings, spec)
     repeats = _repeats(settings, spec)  # every judge grades every reply this many times
     given = _given_answers(settings, spec, [q.id for q in dataset.questions])
+    k = _samples(settings, given is None)  # candidate.samples: K replies per question, each graded (sampling.py)
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
     count = _counter()
     fmt = shape_of(spec).response_format()  # the format the judge is first asked with (part of the cache key)
     est: dict[str, Any] = {}
-    replies: dict[str, str | None] = dict(given) if given is not None else {}
+    replies: dict[tuple[str, int], str | None] = {(q, 0): a for q, a in given.items()} if given is not None else {}
 
     def cached(model: Any, msgs: list[dict[str, Any]], formats: tuple[Any, ...], repeat: int = 0) -> dict[str, Any] | None:
         for fmt in formats:
@@ -226,17 +227,17 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
             if model is None:
                 raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
             prompt = completion = n_cached = 0
-            calls = len(questions)
-            for q in questions:
+            calls = len(questions) * k
+            for q, s in ((q, s) for q in questions for s in range(k)):
                 if role == "candidate":
                     msgs = candidate_messages(spec, q)
-                    hit = cached(model, msgs, (None,))
-                    replies[q.id] = hit.get("text") if hit else None
+                    hit = cached(model, msgs, (None,), s)  # sample s: its own cache key
+                    replies[(q.id, s)] = hit.get("text") if hit else None
                     completion += int(hit.get("completion_tokens") or 0) if hit else reply_tokens
                     n_cached += hit is not None
                     prompt += count(model=model.model, messages=msgs)
                     continue
-                reply = replies.get(q.id)
+                reply = replies.get((q.id, s))
                 text = reply if reply is not None else ""
                 if spec.judge.verdict.granularity == "per_criterion":
                     units = [judge_messages(spec, q, text, c.index) for c in q.criteria]
@@ -244,7 +245,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                 else:
                     units = [judge_messages(spec, q, text)]
                 for r in range(repeats):  # each repeat is its own call with its own cache entry
-                    hits = [cached(model, m, (fmt, None), r) if reply is not None else None for m in units]
+                    hits = [cached(model, m, (fmt, None), s * repeats + r) if reply is not None else None for m in units]
                     n_cached += sum(h is not None for h in hits)
                     if all(h is not None for h in hits):
                         completion += sum(int(h.get("completion_tokens") or 0) for h in hits if h is not None)
@@ -255,7 +256,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
             if role != "candidate":
                 calls *= repeats
             est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
-                         "repeats": 1 if role == "candidate" else repeats,
+                         "repeats": 1 if role == "candidate" else repeats, "samples": k,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
     finally:
@@ -291,6 +292,12 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         total = sum(est[r]["calls"] for r in jroles)
         console.print(f"judge calls: {total:,} in all ({len(jroles)} judge(s) x {est[jroles[0]]['repeats']} "
                       "repeat(s) x the calls of one grading)", highlight=False)
+    first = next(iter(est.values()), None)
+    if first is not None and first["samples"] > 1:
+        total = sum(e["calls"] for e in est.values())
+        console.print(f"candidate.samples={first['samples']}: {total:,} calls in all = {first['samples']} sample(s) x "
+                      f"(1 candidate + {len(jroles)} judge(s) x {est[jroles[0]]['repeats'] if jroles else 0} repeat(s)) "
+                      "calls per question and call of one grading", highlight=False, soft_wrap=True)
     console.print("Prompt tokens: LiteLLM's token counter on the exact messages (a judge prompt whose reply is not "
                   "known yet adds ~400 tokens for it). Completion tokens: the cached replies' own counts, "
                   "else ~400 a candidate reply and ~60 a judge item.", soft_wrap=True)

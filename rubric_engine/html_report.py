@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine import html_views as views
+from rubric_engine import nested_runs
 from rubric_engine.aggregate import ability_ids
 from rubric_engine.leaderboard import fmt
 
@@ -86,7 +87,8 @@ def _leaderboard(lb: "Leaderboard") -> str:
             + f'<p class="note">Intervals: percentile bootstrap, questions resampled with replacement '
               f"({lb.n_boot} resamples, seed {lb.seed}); the aggregation is re-run on every resample. "
               "Questions with a judge or candidate error are left out of the scores and counted above. "
-              "Cost “+ ?”: the price of one part (candidate or judge) was unknown, so the sum is partial.</p>"
+              "Cost “+ ?”: the price of one part (candidate or judge) was unknown, so the sum is partial."
+              + (" " + _e(nested) if (nested := nested_runs.note([r.run for r in lb.rows])) else "") + "</p>"
             + ("<h3>Paired differences (adjacent ranks)</h3>"
                + _table(["A", "B", "A − B", _e(ci), "Excludes 0", "Questions", "Note"], pairs, left=(0, 1, 6))
                + '<p class="note">Both models are resampled with the same question draws, on the questions '

@@ -83,9 +83,11 @@ class Panel:
         """One judge, once: results are exactly judge_response's (no votes recorded)."""
         return len(self.clients) == 1 and self.repeats == 1
 
-    async def judge(self, question: Question, response: str) -> JudgeResult:
-        """Every judge, every repeat, started together (they pipeline under each client's concurrency)."""
-        calls = [judge_response(c, self.spec, question, response, repeat=r)
+    async def judge(self, question: Question, response: str, first_repeat: int = 0) -> JudgeResult:
+        """Every judge, every repeat, started together (they pipeline under each client's concurrency).
+        `first_repeat`: cache index of the first grading (candidate sample s grades with s x repeats + r, so
+        two samples with the same reply are still graded independently, each paid once)."""
+        calls = [judge_response(c, self.spec, question, response, repeat=first_repeat + r)
                  for c in self.clients for r in range(self.repeats)]
         results = list(await asyncio.gather(*calls))
         if self.plain:

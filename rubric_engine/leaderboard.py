@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from rubric_engine import nested_runs
 from rubric_engine.aggregate import ScoredQuestion
 from rubric_engine.bootstrap import bootstrap_stats, paired_difference
 from rubric_engine.errors import ConfigError, DataError
@@ -88,8 +89,10 @@ class PairDiff:
     excludes_zero: bool
     questions: int
     error: str | None = None
-    noise: float | None = None  # judge-noise SD of the difference (judge_noise.pair_noise); None: unmeasured
-    within_noise: bool = False  # |diff| < noise: the gap is no larger than the judge moves scores
+    noise: float | None = None  # judge-noise SD of the difference (judge-only bootstrap); None: unmeasured
+    within_noise: bool = False  # the judge-noise-only interval includes 0 (docs/judge-noise.md)
+    noise_lo: float | None = None  # the judge-noise-only interval of the difference (gradings resampled alone)
+    noise_hi: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -157,7 +160,9 @@ def _row(run: RunRecord, label: str, tax: Taxonomy, n_boot: int, seed: int, alph
     scored = _scored(run)
     lo = hi = None
     point = None
-    if scored:
+    if scored and nested_runs.is_nested(run):  # samples or repeated gradings: the hierarchical bootstrap
+        point, lo, hi = nested_runs.row_interval(run, n_boot, seed, alpha, tax.scale)
+    elif scored:
         try:
             st = bootstrap_stats(scored, tax.dimensions, n=n_boot, seed=seed, alpha=alpha, scale=tax.scale, how=tax.how)
             point, lo, hi = st["point"], st["lo"], st["hi"]
@@ -189,6 +194,15 @@ def compare(lb: Leaderboard, a: str | Row, b: str | Row, *, n_boot: int | None =
     """Paired bootstrap difference of any two rows (same question draws for both models)."""
     ra = a if isinstance(a, Row) else lb.row(a)
     rb = b if isinstance(b, Row) else lb.row(b)
+    if ra.run and rb.run and (nested_runs.is_nested(ra.run) or nested_runs.is_nested(rb.run)):
+        try:
+            h = nested_runs.pair_difference(ra.run, rb.run, lb.n_boot if n_boot is None else n_boot,
+                                            lb.seed if seed is None else seed, lb.alpha, lb.taxonomy.scale)
+        except ValueError as exc:
+            return PairDiff(ra.label, rb.label, None, None, None, False, 0, error=str(exc))
+        return PairDiff(ra.label, rb.label, h["diff"], h["lo"], h["hi"], bool(h["excludes_zero"]), int(h["questions"]),
+                        noise=h["noise"], within_noise=bool(h["within_noise"]), noise_lo=h["noise_lo"],
+                        noise_hi=h["noise_hi"])
     try:
         d = paired_difference(ra.scored, rb.scored, lb.taxonomy.dimensions,
                               n=lb.n_boot if n_boot is None else n_boot, seed=lb.seed if seed is None else seed,

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from rubric_engine import nested_runs
 from rubric_engine.aggregate import ability_ids
 from rubric_engine.errors import ConfigError
 from rubric_engine.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
@@ -71,6 +72,7 @@ def _notes(lb: Leaderboard) -> list[str]:
     t = lb.taxonomy
     out = [f"Intervals: percentile bootstrap, questions resampled with replacement ({lb.n_boot} resamples, "
            f"seed {lb.seed}); paired differences use the same draws for both models."]
+    out += [n for n in [nested_runs.note([r.run for r in lb.rows])] if n]
     if t.decay:
         out.append(f"Decay % = ({t.decay[0]} - {t.decay[1]}) / {t.decay[2]} x 100 (base: {t.decay[2]}).")
     out += [f"{p.a} - {p.b}: {fmt(p.diff)} [{fmt(p.lo)}, {fmt(p.hi)}] "
@@ -84,7 +86,8 @@ def _noise_note(p: Any) -> str:
     """', within judge noise (SD x)' when the gap is smaller than the judges' own noise (judge_noise.py)."""
     if p.noise is None:
         return ""
-    return f", {'within judge noise' if p.within_noise else 'larger than judge noise'} (noise SD {fmt(p.noise)})"
+    band = f"judge-only interval [{fmt(p.noise_lo)}, {fmt(p.noise_hi)}], " if getattr(p, "noise_lo", None) is not None else ""
+    return f", {'within judge noise' if p.within_noise else 'larger than judge noise'} ({band}noise SD {fmt(p.noise)})"
 
 
 def _markdown(lb: Leaderboard) -> str:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from . import rundir
 from .errors import ConfigError, DataError
+from .sampling import rescored_record, summary_sections
 from .scores import criteria_from_record, score_fields, score_summary
 from .scoring import FORMULAS
 from .selfpref import rank
@@ -56,6 +57,9 @@ def _spec(run: Any, formula: str | None, rules: bool) -> Any:
 
 def _rescored(spec: Any, rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
     """One samples.jsonl record with its score fields recomputed from its stored verdicts."""
+    if "samples" in rec:  # candidate.samples: every sample re-scored, then the question's means (sampling.py)
+        return rescored_record(rec, criteria_from_record(rec), rules, where,
+                               lambda criteria, hits: score_fields(spec, criteria, hits))
     out = dict(rec)
     hits = [c.get("hit") for c in rec.get("criteria") or []]
     if rec.get("judge_error") or rec.get("candidate_error") or all(h is None for h in hits):
@@ -83,6 +87,11 @@ def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool
     summary = dict(run.summary)
     try:
         summary.update(score_summary(spec, samples, scored_stage=summary.get("stage") != "generate"))
+        nested = (run.summary.get("interval") or {}).get("nested")
+        if nested:  # a sampled or repeated run: the same hierarchical interval and sampling block as the run's
+            summary.update(summary_sections(spec, samples, criteria_from_record, samples=int(nested["candidate_samples"]),
+                                            repeats=int(nested["repeats"]), rule=nested["rule"], tie=nested["tie"],
+                                            rules=rules))
     except ValueError as exc:
         raise DataError(where, str(exc)) from None
     original = run.summary.get("spec_hash")

@@ -15,6 +15,7 @@ from .datafetch import sha256_file
 from .errors import ConfigError
 from .jury import check_panel
 from .models import ModelSpec
+from .sampling import check_samples
 from .spec import BenchmarkSpec
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ def _identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judges: l
     panel = {"jury": [[j.name, j.model, j.api_base, j.revision] for j in judges], "jury_rule": settings.jury_rule,
              "repeats": _repeats(settings, spec), "tie": settings.tie or spec.judge.tie} \
         if len(judges) > 1 or _repeats(settings, spec) > 1 else {}  # a single grading keeps its old identity
+    if settings.samples > 1:
+        panel["samples"] = settings.samples
     return {**panel, "benchmark": spec.name, "spec_hash": digest, "stage": settings.stage,
             "data_sha256": data_sha256,
             "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
@@ -79,6 +82,18 @@ def _answers_sha256(settings: RunSettings) -> str | None:
     path = Path(settings.answers) if settings.answers else \
         Path(settings.from_run) / rundir.ANSWERS_FILE if settings.from_run else None
     return sha256_file(path) if path is not None and path.is_file() else None
+
+
+def _samples(settings: RunSettings, need_candidate: bool) -> int:
+    """candidate.samples, checked: K > 1 needs the candidate called (not an answers file) and judging."""
+    k = check_samples(settings.samples)
+    if k > 1 and not need_candidate:
+        raise ConfigError(f"candidate.samples={k} needs the candidate called (an answers file or from_run holds one "
+                          "reply per question); drop answers=/from_run= or use candidate.samples=1")
+    if k > 1 and settings.stage == "generate":
+        raise ConfigError(f"candidate.samples={k} with stage=generate: answers.jsonl holds one reply per question; "
+                          "use stage=full (every sample is judged) or candidate.samples=1")
+    return k
 
 
 def _repeats(settings: RunSettings, spec: BenchmarkSpec) -> int:

@@ -29,7 +29,8 @@ from .models import ModelSpec
 from .prompts import check_templates
 from .report import print_summary
 from .run_report import write_run_report
-from .runident import _identity, _repeats, _shipped, _shipped_name, _spec_hash, declared_judge, judges_of
+from .sampling import check_samples, compact, merge_record, print_sampling, summary_sections
+from .runident import _identity, _repeats, _samples, _shipped, _shipped_name, _spec_hash, declared_judge, judges_of
 from .runpipeline import _run_async
 from .runrecord import _Outcome, _sample
 from .runsummary import _summary
@@ -55,6 +56,7 @@ class RunSettings:
     jury_rule: str = "majority"  # any | all | majority
     repeats: int | None = None  # judge.repeats override; None: the spec's (default 1)
     tie: str | None = None  # judge.tie override; None: the spec's (default not_met)
+    samples: int = 1  # candidate.samples=K: K replies per question, each judged (sampling.py)
     benchmark_dirs: Sequence[str] = ()
     data_path: str | None = None
     data_cache_dir: str | None = None
@@ -145,6 +147,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
     judges = judges_of(settings, spec)
     judge_spec = judges[0]
+    k_samples = _samples(settings, need_candidate)
     mocks = [m.name for m in (settings.candidate if need_candidate else None,
                               *(judges if settings.stage != "generate" else ())) if m is not None and is_mock(m.model)]
     if mocks:
@@ -165,8 +168,9 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     # Repeats and juries need every question's votes for their noise / jury sections, which the journal
     # does not keep: such a run starts its journal afresh and resumes from the call cache (nothing re-paid
     # while the cache is there), so those sections always cover every scored question.
-    panel_mode = settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1)
+    panel_mode = settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1 or k_samples > 1)
     panel_results: list[tuple[Question, Any]] = []
+    nested_records: dict[str, dict[str, Any]] = {}  # compact records for the hierarchical interval (sampling.py)
     if panel_mode:
         journal.unlink(missing_ok=True)
     else:  # read what an interrupted run of this same command left, before writing anything
@@ -192,11 +196,13 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
 
     def finished(o: _Outcome) -> None:
         """One question is final: score it, append its record to the journal, keep only compact values."""
-        if o.judge is not None and o.judge.verdicts is not None:
-            o.score = question_score(spec, o.question.criteria, [v.hit for v in o.judge.verdicts])
-        rec = _sample(spec, o)
+        for x in o.samples or [o]:
+            if x.judge is not None and x.judge.verdicts is not None:
+                x.score = question_score(spec, x.question.criteria, [v.hit for v in x.judge.verdicts])
+        rec = merge_record([_sample(spec, x) for x in o.samples]) if o.samples else _sample(spec, o)
         if panel_mode:
-            panel_results.append((o.question, o.judge))
+            panel_results.extend((x.question, x.judge) for x in o.samples or [o])
+            nested_records[o.question.id] = compact(rec)
         assert writer is not None
         writer.append(rec)
         totals.add(rec)
@@ -221,6 +227,15 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
         panel_results.sort(key=lambda pair: order[pair[0].id])
         summary.update(panel_sections(spec, panel_results, [j.name for j in judges],
                                       _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie))
+    if settings.stage != "generate" and (_repeats(settings, spec) > 1 or k_samples > 1):
+        by_id = {q.id: q for q in questions}
+
+        def criteria_of(rec: dict[str, Any]) -> list[Any]:
+            return list(rows.question(by_id[str(rec["id"])]).criteria)  # re-read: refs hold no texts
+        summary.update(summary_sections(spec, [nested_records[q.id] for q in questions if q.id in nested_records],
+                                        criteria_of, samples=k_samples,
+                                        repeats=_repeats(settings, spec), rule=settings.jury_rule,
+                                        tie=settings.tie or spec.judge.tie))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:
@@ -235,6 +250,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     if settings.stage != "generate" and settings.progress != "none":
         print_summary(summary, spec.resolved(), results)
         print_panel(summary, results)
+        print_sampling(summary, results)
     results.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
 

@@ -66,8 +66,9 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequ
     judge = Panel(clients, [j.name for j in judges], spec, _repeats(settings, spec), settings.jury_rule,
                   settings.tie or spec.judge.tie) if clients else None
     with ProgressBoard(settings.progress, console) as board:
-        gen_bar = board.stage("generate", len(questions)) if cand else None
-        judge_bar = board.stage("judge", len(questions)) if judge else None
+        k = max(1, settings.samples)
+        gen_bar = board.stage("generate", k * len(questions)) if cand else None
+        judge_bar = board.stage("judge", k * len(questions)) if judge else None
         stages.update({"generate": gen_bar, "judge": judge_bar})
 
         def notify(text: str) -> None:
@@ -78,13 +79,14 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequ
             if client is not None:
                 client.notify = notify
 
-        async def one(o: _Outcome) -> None:
+        async def one(o: _Outcome, s: int = 0) -> None:
+            """One reply of a question (sample s: its own candidate cache key, its own judge repeat keys)."""
             q = o.question
             if cand is not None:
                 assert gen_bar is not None
                 gen_bar.start()
                 try:
-                    res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate)
+                    res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate, repeat=s)
                     o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
                     o.response, o.truncated = res.text, res.finish_reason == "length"
                 except EmptyReply as exc:
@@ -110,7 +112,7 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequ
             assert judge_bar is not None
             if o.response is not None:
                 judge_bar.start()
-                o.judge = await judge.judge(q, o.response)
+                o.judge = await judge.judge(q, o.response, first_repeat=s * judge.repeats)
             jr = o.judge
             if jr is not None and jr.error:
                 log.info("judge error on %s: %s", q.id, jr.error)
@@ -123,7 +125,11 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequ
         async def worker() -> None:
             for q in pending:  # shared: each question is taken by exactly one worker
                 o = _Outcome(q)
-                await one(o)
+                if k > 1:  # candidate.samples: K replies, started together, merged into one record
+                    o.samples = [_Outcome(q) for _ in range(k)]
+                    await asyncio.gather(*(one(x, s) for s, x in enumerate(o.samples)))
+                else:
+                    await one(o)
                 finished(o)
 
         try:

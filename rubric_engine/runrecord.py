@@ -6,7 +6,7 @@ leaderboard read back; building it is pure (no I/O), so it is kept away from the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .datatypes import Question
@@ -30,6 +30,7 @@ class _Outcome:
     truncated: bool = False  # the candidate's reply was cut off (finish_reason "length")
     judge: JudgeResult | None = None
     score: QuestionScore | None = None
+    samples: list["_Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
 
 
 def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:

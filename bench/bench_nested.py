@@ -1,0 +1,56 @@
+"""Speed of the hierarchical bootstrap (a script, not a test: no timed assertions in the suite).
+
+Why: a sampled or re-graded run computes a 1000-resample hierarchical interval at its end, and the
+leaderboard one per row and two per adjacent pair (the interval and the judge-noise-only component).
+Prints the time per 1000 resamples of HeartBench-sized values (296 questions, 15 abilities, K samples,
+R gradings) and its ratio to the question-only bootstrap (bootstrap.py) on the same questions.
+
+    python bench/bench_nested.py --questions 296 --samples 3 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+import numpy as np
+
+from rubric_engine.aggregate import ScoredQuestion
+from rubric_engine.bootstrap import bootstrap_overall
+from rubric_engine.nested import Nested, multisets, nested_stats
+
+ABILITIES = [f"a{i}" for i in range(15)]
+DIMS = {"d0": ABILITIES[:7], "d1": ABILITIES[7:11], "d2": ABILITIES[11:13], "d3": ABILITIES[13:14], "d4": ABILITIES[14:]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=296)
+    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--resamples", type=int, default=1000)
+    args = parser.parse_args()
+    rng = random.Random(1)
+    m, k, r = args.questions, args.samples, args.repeats
+    sets = len(multisets(r))
+    values = np.full((m, k, sets, len(ABILITIES)), np.nan)
+    qs = []
+    for i in range(m):
+        cols = rng.sample(range(len(ABILITIES)), rng.randint(3, 8))
+        values[i][:, :, cols] = np.array([[[rng.random() for _ in cols] for _ in range(sets)] for _ in range(k)])
+        scores = {ABILITIES[c]: float(values[i, 0, 0, c]) for c in cols}
+        qs.append(ScoredQuestion(f"q{i}", "normal", "", scores, sum(scores.values()) / len(scores), False))
+    nested = Nested([f"q{i}" for i in range(m)], values, r)
+    t0 = time.perf_counter()
+    nested_stats(nested, args.resamples)
+    t_nested = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    bootstrap_overall(qs, DIMS, n=args.resamples)
+    t_plain = time.perf_counter() - t0
+    print(f"{args.resamples} hierarchical resamples of {m} questions x {k} samples x {r} gradings: {t_nested:.3f} s; "
+          f"question-only bootstrap {t_plain:.3f} s; ratio {t_nested / t_plain:.2f}")
+
+
+if __name__ == "__main__":
+    main()
