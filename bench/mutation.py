@@ -44,7 +44,7 @@ CORE: dict[str, list[str]] = {
     "models": ["test_models.py", "test_models_faults.py"],
     "cache": ["test_cache.py", "test_cache_rules.py"],
     "dataset": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py"],
-    "spec": ["test_spec.py", "test_properties.py", "test_rules_pinned.py"],
+    "spec": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
     "specfile": ["test_spec.py", "test_specfile_rules.py"],
 }
 KILLED = {"killed", "timeout", "caught by type check"}  # mutmut's statuses that mean "a test noticed"
