@@ -219,3 +219,19 @@ def test_template_syntax_error_names_the_template_line(tmp_path: Path) -> None:
 def test_version_must_not_be_a_boolean(tmp_path: Path) -> None:
     d = write_spec(tmp_path, BASE.replace("version: 3", "version: true"))
     assert "version: Input should be a valid string (got True)" in error_of(d)
+
+
+@pytest.mark.slow
+def test_console_template_syntax_error_is_one_line_exit_2(tmp_path: Path) -> None:
+    """The same fault through the console script of this environment (was a traceback, exit 1)."""
+    import subprocess
+    import sys
+
+    d = write_spec(tmp_path)
+    (d / "judge.j2").write_text("line one\n{% if %}\n")
+    exe = Path(sys.executable).with_name("rubric-engine")
+    res = subprocess.run([str(exe), "validate", f"benchmark={d}"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"{d / 'judge.j2'}:2: judge.template: template syntax error: " in res.stderr
