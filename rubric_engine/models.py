@@ -13,123 +13,28 @@ imports it. Only accepted, successful results are cached; errors never are.
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import hashlib
-import json
 import logging
 import os
 import random
-import re
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Awaitable, Callable
 
 from rubric_engine.cache import ResultCache, default_cache_dir
+from rubric_engine.callfailures import STOPS_RUN_KINDS, Failure, Malformed, classify
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.mockmodel import is_mock
-from rubric_engine.redact import redact, register_secret
+from rubric_engine.modelspec import CACHE_KEY_VERSION, ModelSpec, cache_key, provider_key_env
+from rubric_engine.redact import register_secret
 
+# ModelSpec, cache_key, provider_key_env and CACHE_KEY_VERSION live in modelspec.py; ResultCache and
+# default_cache_dir in cache.py. They stay importable from here for existing callers.
 __all__ = ["ModelSpec", "CallResult", "CallStats", "ModelClient", "cache_key", "ResultCache",
-           "default_cache_dir", "provider_key_env", "CACHE_KEY_VERSION"]
+           "default_cache_dir", "provider_key_env", "CACHE_KEY_VERSION", "preload_litellm"]
 
-CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
-_NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries", "max_retries"})
-_RETRY_STATUS = frozenset({408, 409, 425, 429})
-_FATAL_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
-                          "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"})
-_MISSING_KEY = "Missing credentials"  # LiteLLM/OpenAI SDK wording when no key was found at all
-_KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
-_FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
-_STOPS_RUN_KINDS = frozenset({"auth", "forbidden", "not_found", "connection"})  # same failure for every question
 _LOOP_USERS: dict[int, int] = {}  # event-loop id -> ModelClients that made real calls in it (for aclose)
-
-
-def provider_key_env(model: str) -> str:
-    """The env var LiteLLM reads for `model`'s provider when no api_key_env is given."""
-    if "/" in model:
-        provider = model.split("/", 1)[0]
-    else:  # LiteLLM infers the provider from bare names
-        provider = next((p for p in ("claude", "gemini", "mistral", "deepseek") if model.startswith(p)), "openai")
-        provider = {"claude": "anthropic"}.get(provider, provider)
-    return _KEY_ENV_EXCEPTIONS.get(provider, f"{provider.upper()}_API_KEY")
-
-
-def _plain(value: Any) -> Any:
-    """Mappings/sequences (e.g. OmegaConf containers) -> dict/list, so specs hash and serialise."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One model as the user declared it. `params` are sampling params passed to LiteLLM."""
-
-    name: str
-    model: str
-    api_base: str | None = None
-    api_key_env: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-    timeout: float = 120.0
-    family: str | None = None  # maker / lineage (openai, anthropic, qwen, ...): the self-preference audit's unit
-    revision: str | None = None  # any string naming what is served behind `model` (part of the cache key)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise ConfigError(f"model {self.name!r}: 'model' must be a LiteLLM id like 'openai/gpt-4o' (got {self.model!r})")
-        if not self.timeout or self.timeout <= 0:
-            raise ConfigError(f"model {self.name!r}: timeout must be > 0 seconds (got {self.timeout!r})")
-        params = _plain(self.params or {})
-        if "api_key" in params:
-            raise ConfigError(f"model {self.name!r}: params.api_key is not allowed (it would be saved with the run); "
-                              "put the key in an environment variable and name it with api_key_env")
-        object.__setattr__(self, "params", params)
-        if self.family is not None:
-            fam = str(self.family).strip().lower()
-            if not _FAMILY_RE.fullmatch(fam):
-                raise ConfigError(f"model {self.name!r}: family must be a short name like 'openai' or 'qwen' "
-                                  f"(letters, digits, - _ .), got {self.family!r}")
-            object.__setattr__(self, "family", fam)
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout, self.family, self.revision,
-                     json.dumps(self.params, sort_keys=True, default=str)))
-
-    @classmethod
-    def from_config(cls, data: Mapping[str, Any], *, role: str, timeout: float | None = None) -> "ModelSpec":
-        """The one way a declared model (a conf/ entry, an override, a spec's judge) becomes a ModelSpec.
-
-        `timeout` is the run-wide override (`timeout=` on the command line): it wins over the entry's own
-        `timeout`, which wins over the default of 120 s.
-        """
-        data = _plain(dict(data))
-        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "family", "revision"}
-        unknown = sorted(set(data) - allowed)
-        if unknown:
-            hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
-                if any("key" in k for k in unknown) else ""
-            raise ConfigError(f"{role}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}{hint}")
-        model = data.get("model")
-        if not model:
-            raise ConfigError(f"{role}.model is not set; e.g. {role}.model=openai/<served-model-name>")
-        chosen = timeout if timeout is not None else data.get("timeout")
-        try:
-            seconds = float(chosen) if chosen is not None else 120.0
-        except (TypeError, ValueError):
-            raise ConfigError(f"{role}: timeout must be a number of seconds (got {chosen!r})") from None
-        return cls(name=str(data.get("name") or str(model).split("/", 1)[-1]), model=str(model),
-                   api_base=data.get("api_base") or None, api_key_env=data.get("api_key_env") or None,
-                   params=dict(data.get("params") or {}), timeout=seconds, family=data.get("family") or None,
-                   revision=None if data.get("revision") is None else str(data.get("revision")))
-
-    @property
-    def key_env(self) -> str:
-        """The env var holding this model's key (declared, or the provider's default)."""
-        return self.api_key_env or provider_key_env(self.model)
 
 
 @dataclass
@@ -162,19 +67,6 @@ class CallStats:
         return asdict(self)
 
 
-def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
-              repeat: int = 0) -> str:
-    """sha256 over what determines the answer; never the key, timeout, retries or concurrency.
-    `repeat` > 0 (an independent re-grading) gets its own key; 0 keeps the key of a single grading."""
-    params = {k: v for k, v in spec.params.items() if k not in _NOT_IN_KEY}
-    payload = {**({"repeat": repeat} if repeat else {}), "v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
-               "messages": _plain(messages), "params": params, "response_format": _plain(response_format)}
-    if spec.revision is not None:  # only when declared, so keys of entries without one stay as they were
-        payload["revision"] = spec.revision
-    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 class _RateLimiter:
     """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429."""
 
@@ -195,19 +87,6 @@ class _RateLimiter:
 
     def pause(self, seconds: float) -> None:
         self._paused_until = max(self._paused_until, self._clock() + seconds)
-
-
-class _Malformed(Exception):
-    """A 200 answer without usable choices: retryable like a 5xx."""
-
-
-@dataclass
-class _Failure:
-    fatal: bool
-    status: int | None
-    retry_after: float | None
-    detail: str
-    kind: str  # "context", "auth", ... chooses the advice in the message
 
 
 _PRELOAD: threading.Thread | None = None
@@ -239,75 +118,6 @@ def _litellm() -> Any:
     return litellm
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds from Retry-After-Ms / Retry-After (seconds or HTTP date) on the error's response."""
-    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
-    try:
-        lower = {str(k).lower(): str(v) for k, v in dict(headers or {}).items()}
-        if "retry-after-ms" in lower:
-            return max(0.0, float(lower["retry-after-ms"]) / 1000.0)
-        value = lower.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-    except Exception:  # noqa: BLE001 - an unreadable header means "no hint", not a crash
-        return None
-
-
-def _clean(text: str, secret: str | None) -> str:
-    """One line, no LiteLLM class-name prefixes, no secret, at most 300 chars."""
-    text = re.sub(r"\s+", " ", text).strip()
-    text = re.sub(r"^(litellm\.\w+:\s*)+", "", text)
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "***")
-    text = redact(text)
-    return text[:300] + ("..." if len(text) > 300 else "")
-
-
-def _refused(exc: BaseException) -> bool:
-    """A connection that could not be opened (LiteLLM reports it as a 500 'Connection error')."""
-    seen: set[int] = set()
-    node: BaseException | None = exc
-    while node is not None and id(node) not in seen:
-        seen.add(id(node))
-        names = {cls.__name__ for cls in type(node).__mro__}
-        if names & {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"}:
-            return False
-        if names & {"ConnectError", "ConnectionRefusedError"} or "Connection refused" in str(node):
-            return True
-        node = node.__cause__ or node.__context__
-    return "Connection error" in str(exc)
-
-
-def _classify(exc: BaseException, secret: str | None) -> _Failure:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    status = getattr(exc, "status_code", None)
-    status = status if isinstance(status, int) and not isinstance(status, bool) else None
-    detail = _clean(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), secret)
-    if _MISSING_KEY in str(exc):  # LiteLLM reports a key it could not find as HTTP 500: retrying cannot help
-        return _Failure(True, None, None, detail, "auth")
-    if "ContextWindowExceededError" in names:
-        return _Failure(True, status or 400, None, detail, "context")
-    if _refused(exc):
-        return _Failure(False, status, None, detail, "connection")
-    if isinstance(exc, (_Malformed, TimeoutError)) or names & {"Timeout", "APITimeoutError", "APIConnectionError"}:
-        return _Failure(False, status, None, detail, "transient")
-    if status is not None:
-        if status in _RETRY_STATUS or status >= 500:
-            return _Failure(False, status, _retry_after(exc), detail, "transient")
-        if 400 <= status < 500:
-            return _Failure(True, status, None, detail, {401: "auth", 403: "forbidden", 404: "not_found"}.get(status, "bad_request"))
-    if names & _FATAL_NAMES:
-        return _Failure(True, status, None, detail, "bad_request")
-    if type(exc).__name__ == "OpenAIError" and "api_key" in str(exc):  # SDK refused to start without a key
-        return _Failure(True, None, None, detail, "auth")
-    return _Failure(False, status, _retry_after(exc), detail, "transient")
-
-
 def _finish_reason(response: Any) -> str | None:
     choices = getattr(response, "choices", None) or [None]
     value = getattr(choices[0], "finish_reason", None)
@@ -315,13 +125,13 @@ def _finish_reason(response: Any) -> str | None:
 
 
 def _parse(response: Any) -> tuple[str, int, int]:
-    """(text, prompt_tokens, completion_tokens); raises _Malformed when there is no usable choice."""
+    """(text, prompt_tokens, completion_tokens); raises Malformed when there is no usable choice."""
     choices = getattr(response, "choices", None)
     if not choices:
-        raise _Malformed("malformed response: no choices")
+        raise Malformed("malformed response: no choices")
     message = getattr(choices[0], "message", None)
     if message is None:
-        raise _Malformed("malformed response: choice without a message")
+        raise Malformed("malformed response: choice without a message")
     content = getattr(message, "content", None)
     if content is None:
         text = ""  # empty completion: the caller decides what that means
@@ -330,7 +140,7 @@ def _parse(response: Any) -> tuple[str, int, int]:
     elif isinstance(content, list):
         text = "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
     else:
-        raise _Malformed(f"malformed response: content is {type(content).__name__}")
+        raise Malformed(f"malformed response: content is {type(content).__name__}")
     usage = getattr(response, "usage", None)
     return text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
 
@@ -484,12 +294,12 @@ class ModelClient:
         register_secret(os.environ.get(provider_key_env(self.spec.model)))
         return None  # LiteLLM reads the provider's own env var
 
-    def _backoff(self, attempt: int, failure: _Failure) -> float:
+    def _backoff(self, attempt: int, failure: Failure) -> float:
         if failure.retry_after is not None:
             return min(failure.retry_after, self.backoff_max)
         return random.uniform(0.0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
 
-    def _message(self, failure: _Failure) -> str:
+    def _message(self, failure: Failure) -> str:
         who = f"{self.role} model '{self.spec.name}'"
         advice = {
             "auth": f"set the API key in ${self.spec.key_env}",
@@ -537,7 +347,7 @@ class ModelClient:
                     response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout + 30.0)
                     text, prompt_tokens, completion_tokens = _parse(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
-                    failure, error = _classify(exc, api_key), exc
+                    failure, error = classify(exc, api_key), exc
                 else:
                     self._answered = True
                     cost = _cost(litellm, response)
@@ -554,7 +364,7 @@ class ModelClient:
                                                           attempts=attempts, stops_run=True)
                 elif failure.fatal:
                     err = FatalModelError(self.spec.model, self._message(failure), status=failure.status,
-                                          attempts=attempts, stops_run=failure.kind in _STOPS_RUN_KINDS)
+                                          attempts=attempts, stops_run=failure.kind in STOPS_RUN_KINDS)
                 else:
                     err = ModelCallError(self.spec.model, self._message(failure), status=failure.status,
                                          attempts=attempts)

@@ -10,35 +10,33 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from . import rundir, runstream
-from .aggregate import ScoredQuestion
 from .cache import ResultCache, default_cache_dir
 from .dataset import Question, load_dataset, select
-from .errors import ConfigError, FatalModelError, ModelCallError
+from .errors import ConfigError
 from .journal import JournalWriter, run_fingerprint
-from .judge import JudgeResult
 from .judge_noise import panel_sections, print_panel
-from .jury import Panel, check_panel
 from .mockmodel import is_mock
-from .models import ModelClient, ModelSpec
-from .prompts import candidate_messages, check_templates
-from .redact import redact
-from .report import ProgressBoard, print_summary
+from .models import ModelSpec
+from .prompts import check_templates
+from .report import print_summary
 from .run_report import write_run_report
-from .scores import question_score, record_fields, score_summary
-from .scoring import QuestionScore
+from .runident import _identity, _repeats, _shipped, _shipped_name, _spec_hash, declared_judge, judges_of
+from .runpipeline import _run_async
+from .runrecord import _Outcome, _sample
+from .runsummary import _summary
+from .scores import question_score
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 from .speccheck import check_breakdowns_against_data
 
-__all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge"]
+__all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge", "judges_of"]
 
 STAGES = ("full", "generate", "score")
 log = logging.getLogger("rubric_engine")  # Hydra writes it to <run dir>/rubric-engine.log
@@ -74,41 +72,6 @@ class RunSettings:
     progress: str = "auto"
     trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (formulas.py)
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class _Outcome:
-    """What happened to one question across both stages."""
-
-    question: Question
-    response: str | None = None
-    candidate_error: str | None = None
-    cand_tokens: tuple[int, int] = (0, 0)
-    cand_cost: float | None = None
-    cand_cached: int = 0
-    truncated: bool = False  # the candidate's reply was cut off (finish_reason "length")
-    judge: JudgeResult | None = None
-    score: QuestionScore | None = None
-
-
-class EmptyReply(ModelCallError):
-    """The candidate answered with no text (often a content filter): recorded, never cached."""
-
-    def __str__(self) -> str:  # the plain sentence: no model prefix or attempt count for a reply that came
-        return "the candidate returned an empty reply"
-
-
-def _accept_candidate(text: str) -> None:
-    if not text.strip():
-        raise EmptyReply("candidate", "the candidate returned an empty reply", attempts=1)
-
-
-def _first_leaf(group: BaseExceptionGroup) -> BaseException:
-    """The first real exception in a (nested) group: the CLI reports it in one line."""
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
 
 
 def check_api_keys(*specs: ModelSpec | None) -> None:
@@ -268,47 +231,6 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     return summary
 
 
-def _shipped_dir() -> Path | None:
-    from .specfile import _packaged_dir
-
-    found = _packaged_dir()
-    return found.resolve() if found else None
-
-
-def _shipped(spec: BenchmarkSpec) -> bool:
-    shipped = _shipped_dir()
-    return shipped is not None and spec.dir.resolve().parent == shipped
-
-
-def _shipped_name(name: str) -> bool:
-    shipped = _shipped_dir()
-    return shipped is not None and (shipped / name / "benchmark.yaml").is_file()
-
-
-def _spec_hash(spec: BenchmarkSpec) -> str:
-    fields = ("candidate.template", "candidate.system", "judge.template", "judge.system")
-    texts = {}
-    for f in fields:
-        section, name = f.split(".")
-        if getattr(getattr(spec, section), name, None):
-            texts[f] = spec.read_template(f)
-    return rundir.spec_hash(spec.resolved(), texts)
-
-
-def _identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judges: list[ModelSpec]) -> dict[str, Any]:
-    """What makes a run the same run: a directory is resumed only by a run with this same identity."""
-    cand, judge = settings.candidate, judges[0]
-    panel = {"jury": [[j.name, j.model, j.api_base, j.revision] for j in judges], "jury_rule": settings.jury_rule,
-             "repeats": _repeats(settings, spec), "tie": settings.tie or spec.judge.tie} \
-        if len(judges) > 1 or _repeats(settings, spec) > 1 else {}  # a single grading keeps its old identity
-    return {**panel, "benchmark": spec.name, "spec_hash": digest, "stage": settings.stage,
-            "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
-            "answers": str(settings.answers or settings.from_run or "") or None,
-            "judge": [judge.name, judge.model, judge.api_base, judge.revision] if settings.stage != "generate" else None,
-            "selection": {"subset": settings.subset, "limit": settings.limit,
-                          "ids": [str(i) for i in settings.ids] if settings.ids else None}}
-
-
 def _start_litellm_early(settings: RunSettings) -> None:
     """Start importing LiteLLM (seconds) while the spec and data load, when calls are certain: no
     cache, or no cache store yet. With a cache that may hold every answer it is left to the first
@@ -326,201 +248,3 @@ def _start_litellm_early(settings: RunSettings) -> None:
         from .models import preload_litellm
 
         preload_litellm()
-
-
-def _repeats(settings: RunSettings, spec: BenchmarkSpec) -> int:
-    return spec.judge.repeats if settings.repeats is None else settings.repeats
-
-
-def judges_of(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
-    """The run's judges (a jury, the judge given, or the one the spec declares), settings checked."""
-    if len(settings.jury) == 1:
-        raise ConfigError(f"a jury of one judge ({settings.jury[0].name}): give a list of 2+ judges, "
-                          f"or use judge={settings.jury[0].name} for a single judge")
-    judges = list(settings.jury) or [settings.judge or declared_judge(spec, settings.timeout)]
-    names = [j.name for j in judges]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"judge=[{','.join(names)}]: each juror needs its own name (set name: in each entry)")
-    check_panel(len(judges), _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie)
-    return judges
-
-
-def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:
-    """The judge the benchmark declares, built like every other model entry (its timeout included)."""
-    return ModelSpec.from_config(spec.judge.model.model_dump(exclude_none=True), role="judge", timeout=timeout)
-
-
-async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: list[Question],
-                     given: dict[str, str | None] | None, judges: list[ModelSpec],
-                     cache: ResultCache | None, console: Console,
-                     stages: dict[str, Any], finished: Callable[[_Outcome], None]) -> dict[str, dict[str, int]]:
-    """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
-    pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
-    (and in memory) does not grow with the number of questions.
-    `stages` receives the per-stage progress counters (their clocks give the wall time per stage)."""
-    limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
-    cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
-    clients = [ModelClient(j, role="judge", **limits) for j in judges] if settings.stage != "generate" else []
-    judge = Panel(clients, [j.name for j in judges], spec, _repeats(settings, spec), settings.jury_rule,
-                  settings.tie or spec.judge.tie) if clients else None
-    with ProgressBoard(settings.progress, console) as board:
-        gen_bar = board.stage("generate", len(questions)) if cand else None
-        judge_bar = board.stage("judge", len(questions)) if judge else None
-        stages.update({"generate": gen_bar, "judge": judge_bar})
-
-        def notify(text: str) -> None:
-            board.note(text)
-            log.info(text)
-
-        for client in (cand, *clients):
-            if client is not None:
-                client.notify = notify
-
-        async def one(o: _Outcome) -> None:
-            q = o.question
-            if cand is not None:
-                assert gen_bar is not None
-                gen_bar.start()
-                try:
-                    res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate)
-                    o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
-                    o.response, o.truncated = res.text, res.finish_reason == "length"
-                except EmptyReply as exc:
-                    got = getattr(exc, "call_result", None)
-                    reason = getattr(got, "finish_reason", None)
-                    o.candidate_error = str(exc) + (f" (finish_reason: {reason})" if reason else "")
-                except FatalModelError as exc:
-                    if exc.stops_run:
-                        raise
-                    o.candidate_error = redact(str(exc))
-                except ModelCallError as exc:
-                    o.candidate_error = redact(str(exc))
-                if o.candidate_error:
-                    log.info("candidate error on %s: %s", q.id, o.candidate_error)
-                gen_bar.advance(cached=bool(o.cand_cached), error=o.candidate_error is not None,
-                                tokens=sum(o.cand_tokens), cost=o.cand_cost)
-            else:
-                o.response = (given or {}).get(q.id)
-                if o.response is None:
-                    o.candidate_error = "no answer for this question in the answers file"
-            if judge is None:
-                return
-            assert judge_bar is not None
-            if o.response is not None:
-                judge_bar.start()
-                o.judge = await judge.judge(q, o.response)
-            jr = o.judge
-            if jr is not None and jr.error:
-                log.info("judge error on %s: %s", q.id, jr.error)
-            judge_bar.advance(cached=bool(jr and jr.cache_hits and jr.attempts == jr.cache_hits),
-                              error=bool(jr and jr.error),
-                              tokens=(jr.prompt_tokens + jr.completion_tokens) if jr else 0, cost=jr.cost if jr else None)
-
-        pending = iter(questions)
-
-        async def worker() -> None:
-            for q in pending:  # shared: each question is taken by exactly one worker
-                o = _Outcome(q)
-                await one(o)
-                finished(o)
-
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for _ in range(min(len(questions), 2 * max(1, settings.concurrency))):
-                    tg.create_task(worker())
-        except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
-            raise _first_leaf(group) from None
-        finally:
-            for client in (cand, *clients):
-                if client is not None:
-                    await client.aclose()
-    # "made": requests for results this invocation did not have; cache hits are counted apart
-    calls = {role: {"made": sum(c.stats.calls - c.stats.cache_hits for c in cs),
-                    "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs)}
-             for role, cs in (("candidate", [cand] if cand else []), ("judge", clients))}
-    return calls
-
-
-def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
-    """One samples.jsonl record: everything needed to audit or re-aggregate this question."""
-    q, jr = o.question, o.judge
-    rec: dict[str, Any] = {"id": q.id, "subset": q.subset, "scenario": q.scenario, "response": o.response,
-                           "candidate_error": o.candidate_error, "judge_error": None, "criteria": [],
-                           "abilities": {}, "score": None, "failed_rules": [], "catastrophic": False}
-    verdicts = {v.index: v for v in (jr.verdicts or [])} if jr else {}
-    if q.tags:
-        rec["tags"] = list(q.tags)
-    for c in q.criteria:
-        v = verdicts.get(c.index)
-        rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
-                                "weight": c.weight, "text": c.text,
-                                "reasoning": v.reasoning if v else None, "hit": v.hit if v else None,
-                                **_votes(jr, c.index),
-                                **({"tags": list(c.tags)} if c.tags else {})})
-    if jr is not None and jr.error:
-        rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
-    elif o.score is not None:
-        rec.update(record_fields(o.score))  # the same record fields `rescore` writes (scores.py)
-    rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
-                     "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
-    rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
-    rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
-    rec["truncated"] = o.truncated
-    return rec
-
-
-def _votes(jr: JudgeResult | None, index: int) -> dict[str, Any]:
-    """Every repeat's verdict of every judge on one criterion ({} for a single grading)."""
-    votes = getattr(jr, "votes", None)
-    if not votes:
-        return {}
-    return {"votes": {name: [next((v.hit for v in rep or [] if v.index == index), None) for rep in reps]
-                      for name, reps in votes.items()}}
-
-
-def _clip(text: str, limit: int = 20_000) -> str:
-    """A raw reply kept for audit, bounded: a 1 MB reply must not make samples.jsonl unreadable."""
-    return text if len(text) <= limit else text[:limit] + f" ... [{len(text) - limit} more characters not kept]"
-
-
-
-
-def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
-             totals: runstream.Totals, scored: Sequence[ScoredQuestion],
-             calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    judged = settings.stage != "generate"
-    cand = settings.candidate
-    return {
-        "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
-        "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": dataset.sha256,
-        "data_trust": dataset.trust,
-        "candidate": {"name": cand.name, "model": cand.model, "family": cand.family} if cand else _answers_candidate(settings),
-        "judge": {"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family} if judged else None,
-        # the same path `rescore` takes from samples.jsonl (scores.py): one aggregation, never two; the
-        # journal's compact per-question values stand in for the records
-        **score_summary(spec, compact, scored_stage=judged, scored=scored),
-        "tokens": totals.tokens,
-        "cost": totals.costs(),
-        "calls": dict(calls),
-        "selection": {"subset": settings.subset, "limit": settings.limit, "ids": list(settings.ids) if settings.ids else None},
-        "stage": settings.stage,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _answers_candidate(settings: RunSettings) -> dict[str, Any]:
-    """Score-only runs: from_run keeps the earlier run's candidate (name, model, family), so several
-    judges re-grading one run's replies stay attributable to the same candidate; else the file's name."""
-    if settings.from_run:
-        try:
-            prior = rundir.read_summary(Path(settings.from_run)).get("candidate")
-        except (OSError, ValueError):
-            prior = None
-        if isinstance(prior, dict) and prior.get("name"):
-            return {"name": str(prior["name"]), "model": prior.get("model"), "family": prior.get("family")}
-    return {"name": _answers_name(settings), "model": None, "family": None}
-
-
-def _answers_name(settings: RunSettings) -> str:
-    src = settings.from_run or settings.answers or "answers"
-    return Path(src).stem if settings.answers else Path(src).name

@@ -20,7 +20,9 @@ import pytest
 from fakeserver import FakeServer, Reply
 from rubric_engine.cache import ResultCache
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
-from rubric_engine.models import (CallResult, ModelClient, ModelSpec, _Failure, _retry_after, cache_key)
+from rubric_engine.callfailures import Failure, retry_after
+from rubric_engine.models import CallResult, ModelClient
+from rubric_engine.modelspec import ModelSpec, cache_key
 
 ROOT = Path(__file__).resolve().parents[1]
 MSGS = [{"role": "user", "content": "你好, hi"}]
@@ -134,22 +136,22 @@ def test_retry_after_parsing() -> None:
             super().__init__("x")
             self.litellm_response_headers = headers
 
-    assert _retry_after(Exc({"Retry-After": "7"})) == 7.0
-    assert _retry_after(Exc({"retry-after-ms": "250"})) == 0.25
+    assert retry_after(Exc({"Retry-After": "7"})) == 7.0
+    assert retry_after(Exc({"retry-after-ms": "250"})) == 0.25
     past = email.utils.formatdate(0, usegmt=True)
-    assert _retry_after(Exc({"Retry-After": past})) == 0.0  # a date already gone: retry now
+    assert retry_after(Exc({"Retry-After": past})) == 0.0  # a date already gone: retry now
     far = email.utils.formatdate(4_000_000_000, usegmt=True)  # the year 2096: a date is read as a date
-    assert (_retry_after(Exc({"Retry-After": far})) or 0) > 365 * 86400
-    assert _retry_after(Exc({"Retry-After": "soon"})) is None
-    assert _retry_after(Exc({})) is None
+    assert (retry_after(Exc({"Retry-After": far})) or 0) > 365 * 86400
+    assert retry_after(Exc({"Retry-After": "soon"})) is None
+    assert retry_after(Exc({})) is None
 
 
 def test_backoff_is_full_jitter_and_capped(fake_server: FakeServer) -> None:
     client = ModelClient(spec_for(fake_server), cache=None, backoff_base=1.0, backoff_max=5.0)
-    plain = _Failure(False, 500, None, "x", "transient")
+    plain = Failure(False, 500, None, "x", "transient")
     draws = [client._backoff(4, plain) for _ in range(200)]
     assert all(0 <= d <= 5.0 for d in draws) and max(draws) > 3.0 and min(draws) < 2.0
-    assert client._backoff(1, _Failure(False, 429, 99.0, "x", "transient")) == 5.0
+    assert client._backoff(1, Failure(False, 429, 99.0, "x", "transient")) == 5.0
 
 
 # -- fatal errors ------------------------------------------------------------------------------

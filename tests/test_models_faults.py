@@ -17,7 +17,9 @@ import pytest
 
 from fakeserver import FakeServer, Reply
 from rubric_engine.errors import FatalModelError, ModelCallError
-from rubric_engine.models import CallResult, ModelClient, ModelSpec, _classify, _retry_after
+from rubric_engine.callfailures import classify, retry_after
+from rubric_engine.models import CallResult, ModelClient
+from rubric_engine.modelspec import ModelSpec
 
 MSGS = [{"role": "user", "content": "hello"}]
 
@@ -128,7 +130,7 @@ def test_retry_after_http_date_in_the_past_means_now() -> None:
     class Exc(Exception):
         litellm_response_headers = {"Retry-After": email.utils.formatdate(0, usegmt=True)}
 
-    assert _retry_after(Exc("x")) == 0.0
+    assert retry_after(Exc("x")) == 0.0
 
 
 # -- the default "transient" classification --------------------------------------------------------------
@@ -136,7 +138,7 @@ def test_an_unrecognised_error_is_transient_and_retried() -> None:
     class Weird(Exception):
         pass
 
-    failure = _classify(Weird("socket said something odd"), None)
+    failure = classify(Weird("socket said something odd"), None)
     assert (failure.fatal, failure.kind, failure.status) == (False, "transient", None)
 
 

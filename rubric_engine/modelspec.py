@@ -1,0 +1,122 @@
+"""How a declared model becomes a `ModelSpec`, and the cache key of a call to it.
+
+Why apart from the client: the spec loader, the CLI, the runner and the localizer build specs and
+keys without making calls; none of them needs the retry loop or LiteLLM. `ModelSpec.from_config` is
+the one constructor for every declared model (a conf/ entry, an override, a spec's judge).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from rubric_engine.errors import ConfigError
+
+__all__ = ["ModelSpec", "cache_key", "provider_key_env", "CACHE_KEY_VERSION"]
+
+CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
+_NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries", "max_retries"})
+_KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
+_FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+
+
+def provider_key_env(model: str) -> str:
+    """The env var LiteLLM reads for `model`'s provider when no api_key_env is given."""
+    if "/" in model:
+        provider = model.split("/", 1)[0]
+    else:  # LiteLLM infers the provider from bare names
+        provider = next((p for p in ("claude", "gemini", "mistral", "deepseek") if model.startswith(p)), "openai")
+        provider = {"claude": "anthropic"}.get(provider, provider)
+    return _KEY_ENV_EXCEPTIONS.get(provider, f"{provider.upper()}_API_KEY")
+
+
+def _plain(value: Any) -> Any:
+    """Mappings/sequences (e.g. OmegaConf containers) -> dict/list, so specs hash and serialise."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model as the user declared it. `params` are sampling params passed to LiteLLM."""
+
+    name: str
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    timeout: float = 120.0
+    family: str | None = None  # maker / lineage (openai, anthropic, qwen, ...): the self-preference audit's unit
+    revision: str | None = None  # any string naming what is served behind `model` (part of the cache key)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError(f"model {self.name!r}: 'model' must be a LiteLLM id like 'openai/gpt-4o' (got {self.model!r})")
+        if not self.timeout or self.timeout <= 0:
+            raise ConfigError(f"model {self.name!r}: timeout must be > 0 seconds (got {self.timeout!r})")
+        params = _plain(self.params or {})
+        if "api_key" in params:
+            raise ConfigError(f"model {self.name!r}: params.api_key is not allowed (it would be saved with the run); "
+                              "put the key in an environment variable and name it with api_key_env")
+        object.__setattr__(self, "params", params)
+        if self.family is not None:
+            fam = str(self.family).strip().lower()
+            if not _FAMILY_RE.fullmatch(fam):
+                raise ConfigError(f"model {self.name!r}: family must be a short name like 'openai' or 'qwen' "
+                                  f"(letters, digits, - _ .), got {self.family!r}")
+            object.__setattr__(self, "family", fam)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout, self.family, self.revision,
+                     json.dumps(self.params, sort_keys=True, default=str)))
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any], *, role: str, timeout: float | None = None) -> "ModelSpec":
+        """The one way a declared model (a conf/ entry, an override, a spec's judge) becomes a ModelSpec.
+
+        `timeout` is the run-wide override (`timeout=` on the command line): it wins over the entry's own
+        `timeout`, which wins over the default of 120 s.
+        """
+        data = _plain(dict(data))
+        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "family", "revision"}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
+                if any("key" in k for k in unknown) else ""
+            raise ConfigError(f"{role}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}{hint}")
+        model = data.get("model")
+        if not model:
+            raise ConfigError(f"{role}.model is not set; e.g. {role}.model=openai/<served-model-name>")
+        chosen = timeout if timeout is not None else data.get("timeout")
+        try:
+            seconds = float(chosen) if chosen is not None else 120.0
+        except (TypeError, ValueError):
+            raise ConfigError(f"{role}: timeout must be a number of seconds (got {chosen!r})") from None
+        return cls(name=str(data.get("name") or str(model).split("/", 1)[-1]), model=str(model),
+                   api_base=data.get("api_base") or None, api_key_env=data.get("api_key_env") or None,
+                   params=dict(data.get("params") or {}), timeout=seconds, family=data.get("family") or None,
+                   revision=None if data.get("revision") is None else str(data.get("revision")))
+
+    @property
+    def key_env(self) -> str:
+        """The env var holding this model's key (declared, or the provider's default)."""
+        return self.api_key_env or provider_key_env(self.model)
+
+
+def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+              repeat: int = 0) -> str:
+    """sha256 over what determines the answer; never the key, timeout, retries or concurrency.
+    `repeat` > 0 (an independent re-grading) gets its own key; 0 keeps the key of a single grading."""
+    params = {k: v for k, v in spec.params.items() if k not in _NOT_IN_KEY}
+    payload = {**({"repeat": repeat} if repeat else {}), "v": CACHE_KEY_VERSION, "model": spec.model, "api_base": (spec.api_base or "").rstrip("/") or None,
+               "messages": _plain(messages), "params": params, "response_format": _plain(response_format)}
+    if spec.revision is not None:  # only when declared, so keys of entries without one stay as they were
+        payload["revision"] = spec.revision
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
