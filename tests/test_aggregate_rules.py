@@ -191,3 +191,41 @@ def test_scored_from_samples_numbers_records_from_one() -> None:
     good = {"id": "a", "subset": "", "scenario": "", "score": None}
     with pytest.raises(ValueError, match=r"^sample record 2 \(id 'b'\): missing key 'abilities'"):
         scored_from_samples([good, {"id": "b", "score": 0.1}])
+
+
+def test_tag_tables_are_sorted_not_in_order_of_appearance() -> None:
+    qs = [q("1", {"A": 1.0}, 1.0, tags=("theme:z", "theme:b")), q("2", {"A": 0.0}, 0.0, tags=("theme:a",))]
+    assert list(breakdown(qs, "example_tag", DIMS, prefix="theme:")) == ["theme:a", "theme:b", "theme:z"]
+
+
+def test_decay_with_a_missing_from_subset_is_none() -> None:
+    qs = [q("h", {"A": 0.5}, 0.5, "hard")]
+    assert aggregate(qs, DIMS, decay=("normal", "hard", "hard"))["subsets"]["decay_pct"] is None
+
+
+def test_ability_and_dimension_tables_use_the_declared_aggregation() -> None:
+    dims = {"d": ["A", "C"]}
+    qs = [q("1", {"A": 1.5, "C": 1.0}, 1.0), q("2", {"A": 0.0}, 0.0)]
+    # group clipping: A = mean(1.5, 0) = 0.75 (unclipped values), C = 1.0; dimension d per question:
+    # q1 = (1.5 + 1) / 2 = 1.25, q2 = 0 -> mean over questions 0.625; the macro mean would be (0.75 + 1) / 2 = 0.875
+    how = Aggregation(overall="mean_over_questions", clip="group")
+    r = aggregate(qs, dims, how=how, scale=1.0)
+    assert r["dimensions"] == {"d": pytest.approx(0.625)}
+    assert aggregate(qs, dims, scale=1.0)["dimensions"] == {"d": pytest.approx(0.875)}
+    one = [q("1", {"A": 1.5}, 1.5)]
+    assert aggregate(one, dims, how=how, scale=1.0)["abilities"] == {"A": 1.0, "C": None}  # clipped per group
+    assert aggregate(one, dims, scale=1.0)["abilities"] == {"A": 1.5, "C": None}
+
+
+def test_without_a_taxonomy_no_ability_table_even_if_questions_carry_groups() -> None:
+    assert aggregate([q("1", {"A": 1.0}, 1.0)], {}, how=PER_QUESTION)["abilities"] == {}
+
+
+@pytest.mark.parametrize("missing", ["id", "subset", "scenario"])
+def test_scored_from_samples_names_the_record_for_every_missing_key(missing: str) -> None:
+    rec = {"id": "x", "subset": "", "scenario": "", "score": 1.0, "catastrophic": False, "abilities": {}}
+    del rec[missing]
+    shown = "None" if missing == "id" else "'x'"
+    with pytest.raises(ValueError) as err:
+        scored_from_samples([rec])
+    assert str(err.value).startswith(f"sample record 1 (id {shown}): missing key '{missing}'")
