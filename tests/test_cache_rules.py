@@ -79,7 +79,7 @@ def test_unopenable_directory_message(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(CacheError) as err:
         ResultCache(tmp_path / "file" / "sub")
-    assert str(err.value).startswith(f"{tmp_path / 'file' / 'sub'}: cannot open the result cache (")
+    assert str(err.value).startswith(f"{tmp_path / 'file' / 'sub'}: cannot open the result cache (NotADirectoryError: ")
     assert str(err.value).endswith("choose a writable local directory with cache.dir= or $RUBRIC_ENGINE_CACHE "
                                    "(a corrupt cache: `rubric-engine cache clear`)")
 
@@ -108,12 +108,15 @@ def test_remove_files_deletes_only_the_stores_own_files(tmp_path: Path) -> None:
     store = tmp_path / "c"
     with ResultCache(store) as cache:
         cache.set("big", {"text": "y" * 200_000})  # large values live in a two-hex-digit sub-directory
+    (store / "cache.db-wal").write_bytes(b"")  # left by a crash
+    (store / "ab").mkdir(exist_ok=True)
+    (store / "ab" / "value.val").write_bytes(b"x")
     (store / "notes.txt").write_text("mine")
     (store / "keepdir").mkdir()
     (store / "abc").mkdir()  # not two hex digits
     own = sorted(p.name for p in store.iterdir() if p.name.startswith("cache.db") or
                  (p.is_dir() and len(p.name) == 2))
-    assert "cache.db" in own and any(len(n) == 2 for n in own)
+    assert "cache.db" in own and len([n for n in own if len(n) == 2]) >= 2 and len(own) >= 4
     assert ResultCache.remove_files(store) == len(own)
     assert sorted(p.name for p in store.iterdir()) == ["abc", "keepdir", "notes.txt"]
     assert ResultCache.remove_files(tmp_path / "absent") == 0
@@ -125,3 +128,9 @@ def test_remove_files_expands_home(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     ResultCache(tmp_path / "c").close()
     assert ResultCache.remove_files("~/c") >= 1
     assert not (tmp_path / "c" / "cache.db").exists()
+
+
+def test_nested_directories_are_created(tmp_path: Path) -> None:
+    with ResultCache(tmp_path / "a" / "b" / "calls") as cache:
+        cache.set("k", {"v": 1})
+    assert (tmp_path / "a" / "b" / "calls" / "cache.db").is_file()
