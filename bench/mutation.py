@@ -40,7 +40,7 @@ CORE: dict[str, list[str]] = {
     "scoring": ["test_scoring.py", "test_properties.py", "test_rules_pinned.py"],
     "aggregate": ["test_aggregate.py", "test_aggregate_rules.py", "test_rules_pinned.py"],
     "bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py"],
-    "judge": ["test_judge.py", "test_judge_per_criterion.py"],
+    "judge": ["test_judge.py", "test_judge_per_criterion.py", "test_judge_rules.py"],
     "models": ["test_models.py", "test_models_faults.py"],
     "callfailures": ["test_callfailures_rules.py", "test_models_faults.py"],
     "modelspec": ["test_modelspec_rules.py", "test_models.py"],

@@ -1,0 +1,68 @@
+"""judge: what one question's per-criterion calls add up to (replies, attempts, tokens, cache hits, cost)
+and how several failed criteria are reported, through the real client and the loopback server.
+Written against survivors of `python bench/mutation.py judge`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fakeserver import FakeServer, Reply
+from rubric_engine.judge import JudgeResult, add_usage, reask_message
+from rubric_engine.verdicts import Verdict
+from test_judge_per_criterion import crit, run, sample
+
+
+def test_per_criterion_usage_is_summed_over_every_reply(tmp_path: Path, fake_key: str) -> None:
+    spec, q = sample(tmp_path)
+    asked: dict[int, int] = {}
+
+    def handler(body: dict) -> Reply:
+        i = crit(body)
+        asked[i] = asked.get(i, 0) + 1
+        if i == 2 and asked[i] == 1:
+            return Reply(text="not json", usage=(100, 1))  # rejected, re-asked; its tokens still count
+        return Reply(text=json.dumps({"explanation": f"r{i}", "criteria_met": i != 4}), usage=(10 * i, i))
+
+    with FakeServer(handler) as srv:
+        r = run(srv, tmp_path, spec, q)
+        again = run(srv, tmp_path, spec, q)
+    assert r.error is None and [(v.index, v.hit) for v in r.verdicts] == [(1, True), (2, True), (3, True), (4, False)]
+    assert r.attempts == 5  # 4 criteria + 1 re-ask
+    # prompt tokens: 10 + (100 + 20) + 30 + 40; completion: 1 + (1 + 2) + 3 + 4
+    assert (r.prompt_tokens, r.completion_tokens) == (200, 11)
+    assert len(r.raw_replies) == 5 and "not json" in r.raw_replies and r.cache_hits == 0
+    assert again.cache_hits == 4 and again.attempts == 4 and again.error is None
+
+
+def test_several_failed_criteria_name_the_first_and_count_the_rest(tmp_path: Path, fake_key: str) -> None:
+    spec, q = sample(tmp_path)
+    with FakeServer(lambda b: Reply(text="no idea" if crit(b) in (2, 3) else
+                                    json.dumps({"explanation": "x", "criteria_met": True}))) as srv:
+        r = run(srv, tmp_path, spec, q)
+    assert r.verdicts is None
+    assert r.error.startswith("criterion 2: invalid verdict after 3 replies")
+    assert r.error.endswith(" (+1 more criteria failed)")
+    assert r.attempts == 1 + 3 + 3 + 1 and len(r.raw_replies) == 8
+
+
+def test_add_usage_sums_parts_and_keeps_unknown_cost_unknown() -> None:
+    a = JudgeResult([Verdict(1, "a", True)], None, ["x"], attempts=2, prompt_tokens=10, completion_tokens=3,
+                    cost=0.25, cache_hits=1)
+    b = JudgeResult(None, "bad", ["y", "z"], attempts=3, prompt_tokens=7, completion_tokens=5, cost=0.5, cache_hits=2)
+    out = JudgeResult(None, None)
+    add_usage(out, [a, b])
+    assert (out.raw_replies, out.attempts, out.prompt_tokens, out.completion_tokens, out.cache_hits) == (
+        ["x", "y", "z"], 5, 17, 8, 3)
+    assert out.cost == 0.75 and isinstance(out.cost, float)
+    unknown = JudgeResult(None, None)
+    add_usage(unknown, [a, JudgeResult(None, None, cost=None)])
+    assert unknown.cost is None  # never a partial sum
+    none = JudgeResult(None, None)
+    add_usage(none, [])
+    assert none.cost == 0.0 and none.attempts == 0
+
+
+def test_reask_message_says_what_was_wrong_and_how_many() -> None:
+    text = reask_message("item 2: 'met' must be true or false", 3)
+    assert "item 2: 'met' must be true or false" in text and "3" in text
