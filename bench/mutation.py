@@ -44,6 +44,10 @@ CORE: dict[str, list[str]] = {
     "models": ["test_models.py", "test_models_faults.py"],
     "callfailures": ["test_callfailures_rules.py", "test_models_faults.py"],
     "modelspec": ["test_modelspec_rules.py", "test_models.py"],
+    "judge": [
+        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, None)", "not None == not False"),
+        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, )", "dict.get's default is None; not None == not False"),
+    ],
     "cache": ["test_cache.py", "test_cache_rules.py"],
     "dataset": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py"],
     "spec": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],

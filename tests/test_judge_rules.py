@@ -66,3 +66,33 @@ def test_add_usage_sums_parts_and_keeps_unknown_cost_unknown() -> None:
 def test_reask_message_says_what_was_wrong_and_how_many() -> None:
     text = reask_message("item 2: 'met' must be true or false", 3)
     assert "item 2: 'met' must be true or false" in text and "3" in text
+
+
+def test_a_mock_judge_is_told_the_verdict_shape_of_both_granularities(tmp_path: Path) -> None:
+    """The offline `mock/` judge builds its verdict from the shape the judge layer describes; a wrong description
+    (field kinds, ids, item count, list key) makes its verdict unparsable and the question a judge error."""
+    import asyncio
+
+    from rubric_engine.dataset import parse_rows
+    from rubric_engine.judge import judge_response
+    from rubric_engine.models import ModelClient, ModelSpec
+    from rubric_engine.spec import load_spec
+
+    repo = Path(__file__).resolve().parents[1]
+    heart = load_spec(repo / "benchmarks" / "heartbench")
+    (hq,) = parse_rows(heart, repo / "tests" / "data" / "mini_heartbench.jsonl")[:1]
+    health, kq = sample(tmp_path)
+
+    async def go(spec, question) -> JudgeResult:  # type: ignore[no-untyped-def]
+        client = ModelClient(ModelSpec(name="mock-judge", model="mock/judge"), cache=None, role="judge")
+        try:
+            return await judge_response(client, spec, question, "I hear you.")
+        finally:
+            await client.aclose()
+
+    for spec, question in ((heart, hq), (health, kq)):
+        r = asyncio.run(go(spec, question))
+        assert r.error is None, r.error
+        assert [v.index for v in r.verdicts] == [c.index for c in question.criteria]
+        assert all(v.reasoning.startswith("[mock]") for v in r.verdicts) and r.attempts == len(
+            question.criteria if spec is health else [0])
