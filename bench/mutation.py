@@ -47,6 +47,7 @@ CORE: dict[str, list[str]] = {
     "judge": [
         ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, None)", "not None == not False"),
         ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, )", "dict.get's default is None; not None == not False"),
+        ("_complete", "repeat: int = 1) ->", "_ask always passes repeat"),
     ],
     "cache": ["test_cache.py", "test_cache_rules.py"],
     "dataset": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py"],

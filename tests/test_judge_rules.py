@@ -96,3 +96,37 @@ def test_a_mock_judge_is_told_the_verdict_shape_of_both_granularities(tmp_path: 
         assert [v.index for v in r.verdicts] == [c.index for c in question.criteria]
         assert all(v.reasoning.startswith("[mock]") for v in r.verdicts) and r.attempts == len(
             question.criteria if spec is health else [0])
+
+
+def test_after_the_format_fallback_invalid_replies_are_still_rejected_and_reasked(fake_key, tmp_path, spec,
+                                                                                   questions) -> None:
+    """Once a server refused json_schema, later calls go without it; their replies are still validated, so an
+    invalid one is re-asked and never cached."""
+    import asyncio
+
+    from rubric_engine.cache import ResultCache
+    from rubric_engine.judge import judge_response
+    from rubric_engine.models import ModelClient, ModelSpec
+
+    q1, q2 = questions[0], questions[1]
+    sent: list[str] = []
+
+    def handler(body: dict) -> str:
+        q = q1 if "回复一" in json.dumps(body["messages"], ensure_ascii=False) else q2
+        n = len(q.criteria) - (1 if q is q2 and "回复二" not in sent else 0)  # q2's first reply misses an item
+        if q is q2:
+            sent.append("回复二")
+        return json.dumps({"criteria": [{"id": i, "reasoning": "r", "met": True} for i in range(1, n + 1)]})
+
+    with FakeServer(handler, reject_json_schema=True) as srv:
+        async def go() -> tuple[JudgeResult, JudgeResult]:
+            client = ModelClient(ModelSpec(name="j", model="openai/j", api_base=srv.url, api_key_env="FAKE_KEY"),
+                                 cache=ResultCache(tmp_path / "cache"), backoff_base=0.01, role="judge")
+            try:
+                return (await judge_response(client, spec, q1, "回复一"), await judge_response(client, spec, q2, "回复二"))
+            finally:
+                await client.aclose()
+        a, b = asyncio.run(go())
+    assert a.error is None and b.error is None
+    assert b.attempts == 2 and len(b.verdicts) == len(q2.criteria)
+    assert [(r.get("response_format") or {}).get("type") for r in srv.requests] == ["json_schema", None, None, None]
