@@ -130,3 +130,61 @@ def test_after_the_format_fallback_invalid_replies_are_still_rejected_and_reaske
     assert a.error is None and b.error is None
     assert b.attempts == 2 and len(b.verdicts) == len(q2.criteria)
     assert [(r.get("response_format") or {}).get("type") for r in srv.requests] == ["json_schema", None, None, None]
+
+
+def _client(srv: FakeServer, tmp_path: Path):  # type: ignore[no-untyped-def]
+    from rubric_engine.cache import ResultCache
+    from rubric_engine.models import ModelClient, ModelSpec
+
+    return ModelClient(ModelSpec(name="j", model="openai/j", api_base=srv.url, api_key_env="FAKE_KEY"),
+                       cache=ResultCache(tmp_path / "cache"), backoff_base=0.01, role="judge")
+
+
+def _criteria_reply(n: int) -> str:
+    return json.dumps({"criteria": [{"id": i, "reasoning": "r", "met": i % 2 == 0} for i in range(1, n + 1)]})
+
+
+def test_reasked_and_repeated_verdicts_are_cached_under_the_original_request(fake_key, tmp_path, spec,
+                                                                              questions) -> None:
+    """Every reply is stored under the first request of its question (re-asks included) and a repeat grading
+    under its own key, on every path: json_schema accepted, refused mid-question, and known to be refused."""
+    import asyncio
+
+    from rubric_engine.judge import judge_response
+
+    q = questions[0]
+    n = len(q.criteria)
+    state = {"schema_ok": True, "replies": 0}
+
+    def handler(body: dict) -> Reply:
+        if body.get("response_format") and not state["schema_ok"]:
+            return Reply(status=400, error="response_format json_schema is not supported")
+        state["replies"] += 1
+        if state["replies"] == 1:  # the first answer misses an item; then the server stops taking json_schema
+            state["schema_ok"] = False
+            return Reply(text=_criteria_reply(n - 1))
+        return Reply(text=_criteria_reply(n))
+
+    async def judge_with(srv: FakeServer, *repeats: int) -> list[JudgeResult]:
+        client = _client(srv, tmp_path)
+        try:
+            return [await judge_response(client, spec, q, "我在。", repeat=r) for r in repeats]
+        finally:
+            await client.aclose()
+
+    with FakeServer(handler) as srv:
+        (first,) = asyncio.run(judge_with(srv, 0))  # invalid (json_schema) -> re-ask -> 400 -> re-ask without it
+        assert first.error is None and first.attempts == 2
+        sent = len(srv.requests)
+        (again,) = asyncio.run(judge_with(srv, 0))  # fresh client: 400 once, then the stored verdict
+        assert again.cache_hits == 1 and again.verdicts == first.verdicts
+        assert state["replies"] == 2 and len(srv.requests) == sent + 1
+        # one client that already knows the server refuses json_schema: repeat 1 is asked, repeat 0 and a
+        # second repeat 1 come from the cache
+        r0, r1, r1_again, r2 = asyncio.run(judge_with(srv, 0, 1, 1, 2))
+        assert [r.cache_hits for r in (r0, r1, r1_again, r2)] == [1, 0, 1, 0]
+        assert state["replies"] == 4
+        # a fresh client's first call (json_schema refused, then without): repeat 3 is its own entry too
+        (r3,) = asyncio.run(judge_with(srv, 3))
+        (r3_again,) = asyncio.run(judge_with(srv, 3))
+        assert (r3.cache_hits, r3_again.cache_hits, state["replies"]) == (0, 1, 5)
