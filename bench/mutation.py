@@ -44,13 +44,6 @@ CORE: dict[str, list[str]] = {
     "models": ["test_models.py", "test_models_faults.py"],
     "callfailures": ["test_callfailures_rules.py", "test_models_faults.py"],
     "modelspec": ["test_modelspec_rules.py", "test_models.py"],
-    "judge": [
-        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, None)", "not None == not False"),
-        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, )", "dict.get's default is None; not None == not False"),
-        ("_complete", "repeat: int = 1) ->", "_ask always passes repeat"),
-        *[("_complete", text, "a mock/ judge (the only one that reads expect) never refuses json_schema, so the "
-           "known-refused path never carries an expect") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
-    ],
     "cache": ["test_cache.py", "test_cache_rules.py"],
     "dataset": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py"],
     "spec": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
@@ -77,6 +70,13 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_clip", "(x is None or not on) and False", "_clip is only called with on=True and a number"),
         ("_clip", "x is None and not on", "_clip is only called with on=True and a number"),
         ("breakdown", "if (views) or True else None", "the statistic of no views is None already"),
+    ],
+    "judge": [
+        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, None)", "not None == not False"),
+        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, )", "dict.get's default is None; not None == not False"),
+        ("_complete", "repeat: int = 1) ->", "_ask always passes repeat"),
+        *[("_complete", text, "a mock/ judge (the only one that reads expect) never refuses json_schema, so the "
+           "known-refused path never carries an expect") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
     ],
     "cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
