@@ -165,10 +165,11 @@ def test_reasked_and_repeated_verdicts_are_cached_under_the_original_request(fak
             return Reply(text=_criteria_reply(n - 1))
         return Reply(text=_criteria_reply(n))
 
-    async def judge_with(srv: FakeServer, *repeats: int) -> list[JudgeResult]:
+    async def judge_with(srv: FakeServer, *repeats: int | None) -> list[JudgeResult]:
         client = _client(srv, tmp_path)
         try:
-            return [await judge_response(client, spec, q, "我在。", repeat=r) for r in repeats]
+            return [await (judge_response(client, spec, q, "我在。") if r is None else
+                           judge_response(client, spec, q, "我在。", repeat=r)) for r in repeats]
         finally:
             await client.aclose()
 
@@ -181,7 +182,7 @@ def test_reasked_and_repeated_verdicts_are_cached_under_the_original_request(fak
         assert state["replies"] == 2 and len(srv.requests) == sent + 1
         # one client that already knows the server refuses json_schema: repeat 1 is asked, repeat 0 and a
         # second repeat 1 come from the cache
-        r0, r1, r1_again, r2 = asyncio.run(judge_with(srv, 0, 1, 1, 2))
+        r0, r1, r1_again, r2 = asyncio.run(judge_with(srv, None, 1, 1, 2))  # None: the default, a single grading
         assert [r.cache_hits for r in (r0, r1, r1_again, r2)] == [1, 0, 1, 0]
         assert state["replies"] == 4
         # a fresh client's first call (json_schema refused, then without): repeat 3 is its own entry too
