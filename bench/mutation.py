@@ -138,8 +138,11 @@ def equivalent_reason(module: str, mutant: str, diff: str) -> str | None:
     return None
 
 
-def run(module: str, tests: list[str], max_children: int | None, show: bool) -> tuple[Counter[str], int]:
-    work = prepare(module, tests)
+def run(module: str, tests: list[str], max_children: int | None, show: bool,
+        resume: bool = False) -> tuple[Counter[str], int]:
+    work = SCRATCH / module
+    if not (resume and (work / "mutants").is_dir()):
+        work = prepare(module, tests)
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     cmd = [sys.executable, "-m", "mutmut", "run"]
@@ -172,6 +175,8 @@ def main() -> int:
     parser.add_argument("--all", action="store_true", help="every core module")
     parser.add_argument("--tests", nargs="+", help="test files instead of the module's default set")
     parser.add_argument("--max-children", type=int, default=None, help="parallel mutant runs (default: CPUs)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run in its scratch copy (mutmut skips mutants it has checked)")
     parser.add_argument("--show-survivors", action="store_true",
                         help="print the diff of every survivor (equivalent ones as one line with the reason)")
     args = parser.parse_args()
@@ -186,7 +191,7 @@ def main() -> int:
         tests = [Path(t).name for t in args.tests] if args.tests else CORE.get(module) or []
         if not tests:
             parser.error(f"no default tests for {module}: pass --tests")
-        statuses, code = run(module, tests, args.max_children, args.show_survivors)
+        statuses, code = run(module, tests, args.max_children, args.show_survivors, args.resume)
         total = sum(statuses.values())
         equivalent = statuses.get("equivalent", 0)
         killed = sum(n for s, n in statuses.items() if s in KILLED)
