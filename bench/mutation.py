@@ -75,6 +75,7 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, None)", "not None == not False"),
         ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, )", "dict.get's default is None; not None == not False"),
         ("_complete", "repeat: int = 1) ->", "_ask always passes repeat"),
+        ("_complete", "complete(messages, accept=accept,", "response_format=None is complete()'s default"),
         *[("_complete", text, "a mock/ judge (the only one that reads expect) never refuses json_schema, so the "
            "known-refused path never carries an expect") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
     ],

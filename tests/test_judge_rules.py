@@ -189,3 +189,23 @@ def test_reasked_and_repeated_verdicts_are_cached_under_the_original_request(fak
         (r3,) = asyncio.run(judge_with(srv, 3))
         (r3_again,) = asyncio.run(judge_with(srv, 3))
         assert (r3.cache_hits, r3_again.cache_hits, state["replies"]) == (0, 1, 5)
+
+
+def test_a_prompt_too_long_is_not_retried_without_response_format(fake_key, tmp_path, spec, questions) -> None:
+    """A 400 saying the context window is exceeded is the prompt's fault: asking again without json_schema
+    cannot help, so the question is a judge error after one request."""
+    import asyncio
+
+    from rubric_engine.judge import judge_response
+
+    with FakeServer(lambda body: Reply(status=400, error="This model's maximum context length is 8192 tokens. "
+                                       "However, your messages resulted in 9000 tokens.")) as srv:
+        async def go() -> JudgeResult:
+            client = _client(srv, tmp_path)
+            try:
+                return await judge_response(client, spec, questions[0], "我在。")
+            finally:
+                await client.aclose()
+        r = asyncio.run(go())
+    assert r.verdicts is None and "context window" in r.error
+    assert len(srv.requests) == 1 and srv.requests[0]["response_format"]["type"] == "json_schema"
