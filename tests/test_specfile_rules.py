@@ -172,3 +172,36 @@ def test_list_benchmarks_needs_a_spec_file_and_first_dir_wins(tmp_path: Path) ->
     found = list_benchmarks([tmp_path / "one", tmp_path / "two", tmp_path / "missing"])
     assert found == {"a": tmp_path / "one" / "a", "b": tmp_path / "two" / "b"}
     assert list(found) == ["a", "b"]
+
+
+def test_get_on_lists_and_mappings() -> None:
+    assert _get({"a": [1]}, ("a", 1)) is None  # one past the end
+    assert _get({"a": [1]}, ("a", "x")) is None  # a name on a list
+    assert _get({"a": {0: "zero"}}, ("a", 0)) == "zero"
+
+
+def test_search_path_without_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RUBRIC_ENGINE_BENCHMARKS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    path = benchmark_search_path()
+    assert path[0] == tmp_path / "benchmarks" and len(path) == 2
+
+
+def test_unknown_name_lists_the_default_search_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rubric_engine.spec import load_spec
+
+    monkeypatch.setenv("RUBRIC_ENGINE_BENCHMARKS", str(tmp_path / "mine"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError) as err:
+        load_spec("no_such_benchmark")
+    assert f"searched: {tmp_path / 'mine'}{os.pathsep}{tmp_path / 'benchmarks'}{os.pathsep}" in str(err.value)
+
+
+def test_a_chain_of_names_is_resolved_on_the_given_search_path(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    spec_file(lib, "name: grand\nlevel: 0\nkeep: 1\n", name="grand")
+    spec_file(lib, "extends: grand\nname: parent\nlevel: 1\n", name="parent")
+    child = spec_file(tmp_path / "elsewhere", "extends: parent\nname: child\n", name="child")
+    data, _, files = _load_chain(child.parent, [lib], [])
+    assert (data["level"], data["keep"], data["name"]) == (1, 1, "child")
+    assert [f.parent.name for f in files] == ["grand", "parent", "child"]
