@@ -104,7 +104,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_find", "get_close_matches(name, list(known), n=2)", "only the first close match is used"),
         ("_lookup", "range(len(key), -2, -1)", "key[:-1] was already looked up"),
         *[("_NoAliasLoader.compose_node", t, "_parse re-raises this error with its own text; only the line is kept")
-          for t in ("SpecError(f", '"in spec files"', '"XXin spec filesXX"', '"IN SPEC FILES"')],
+          for t in ('line + 1}", None, "YAML', 'line + 1}", "", None, fix=', 'line + 1}", "XXXX", "YAML',
+                    '"XXYAML aliases', '"yaml aliases (*name)', '"YAML ALIASES', '"in spec files", fix=None)',
+                    '"in spec files", )', '"XXin spec filesXX"', '"IN SPEC FILES"', 'fix="XXwrite the value',
+                    'fix="WRITE THE VALUE')],
         ("_NoAliasLoader.compose_node", "compose_node(None, index)", "parent/index feed PyYAML's path resolvers, "
          "which a SafeLoader does not use"),
         ("_NoAliasLoader.compose_node", "compose_node(parent, None)", "parent/index feed PyYAML's path resolvers, "
