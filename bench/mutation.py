@@ -181,18 +181,20 @@ def equivalent_reason(module: str, mutant: str, diff: str) -> str | None:
 
 
 def run(module: str, tests: list[str], max_children: int | None, show: bool,
-        resume: bool = False) -> tuple[Counter[str], int]:
+        resume: bool = False, summary: bool = False) -> tuple[Counter[str], int]:
     work = SCRATCH / module
-    if not (resume and (work / "mutants").is_dir()):
+    if not ((resume or summary) and (work / "mutants").is_dir()):
         work = prepare(module, tests)
+        summary = False
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     cmd = [sys.executable, "-m", "mutmut", "run"]
     if max_children:
         cmd += ["--max-children", str(max_children)]
-    log = work / "mutmut.log"
-    with log.open("w", encoding="utf-8") as fh:
-        code = subprocess.run(cmd, cwd=work, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+    code = 0
+    if not summary:
+        with (work / "mutmut.log").open("w", encoding="utf-8") as fh:
+            code = subprocess.run(cmd, cwd=work, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
     listing = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, env=env,
                              capture_output=True, text=True).stdout
     statuses: Counter[str] = Counter()
@@ -219,6 +221,8 @@ def main() -> int:
     parser.add_argument("--max-children", type=int, default=None, help="parallel mutant runs (default: CPUs)")
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run in its scratch copy (mutmut skips mutants it has checked)")
+    parser.add_argument("--summary", action="store_true",
+                        help="only re-read the results of the last run (e.g. after listing more equivalent mutants)")
     parser.add_argument("--show-survivors", action="store_true",
                         help="print the diff of every survivor (equivalent ones as one line with the reason)")
     args = parser.parse_args()
@@ -233,7 +237,7 @@ def main() -> int:
         tests = [Path(t).name for t in args.tests] if args.tests else CORE.get(module) or []
         if not tests:
             parser.error(f"no default tests for {module}: pass --tests")
-        statuses, code = run(module, tests, args.max_children, args.show_survivors, args.resume)
+        statuses, code = run(module, tests, args.max_children, args.show_survivors, args.resume, args.summary)
         total = sum(statuses.values())
         equivalent = statuses.get("equivalent", 0)
         killed = sum(n for s, n in statuses.items() if s in KILLED)
