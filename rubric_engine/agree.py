@@ -23,7 +23,7 @@ import numpy as np
 from . import agreement as st
 from .datatypes import Criterion
 from .errors import ConfigError
-from .kvargs import as_int, as_list, parse_kv
+from .cliargs import COMMANDS, as_int, as_list, parse
 from .labels import LabelSet, read_labels
 from .reviewitems import RunItems, load_items
 from .rundir import write_json
@@ -264,18 +264,17 @@ def agree_command(dirs: Sequence[Path], label_files: Sequence[Path], out: Path, 
 
 def agree_main(args: Sequence[str]) -> int:
     """CLI entry: `agree RUN_DIR ... labels=FILE,FILE ... [out=DIR]`."""
-    if not args or "--help" in args or "-h" in args:
+    if not args:  # --help: cliargs.parse prints the same help as every subcommand's
         print(USAGE)
         return 0
-    dirs, opts = parse_kv(args, {"labels": "", "out": "", "n_boot": "1000", "seed": "0", "by": ""}, "agree")
-    files = [Path(f) for f in as_list(opts["labels"])]
-    if not dirs:
-        raise ConfigError("agree: no run directory given; usage: rubric-engine agree RUN_DIR ... labels=FILE")
+    parsed = parse(COMMANDS["agree"], args)
+    dirs, opts = parsed.positionals, parsed.options
+    files = [Path(f) for f in as_list(opts.get("labels"))]
     if not files:
         raise ConfigError("agree: no labels file given; add labels=FILE[,FILE...] (saved from review.html, or a CSV)")
-    out = Path(opts["out"]) if opts["out"] else Path(dirs[0]) / "agreement"
-    result = agree_command([Path(d) for d in dirs], files, out, n_boot=as_int(opts["n_boot"], "n_boot", "agree"),
-                           seed=as_int(opts["seed"], "seed", "agree"), by=as_list(opts["by"]))
+    out = Path(opts["out"]) if opts.get("out") else Path(dirs[0]) / "agreement"
+    result = agree_command([Path(d) for d in dirs], files, out, n_boot=as_int(parsed.get("n_boot", "1000"), "n_boot", "agree"),
+                           seed=as_int(parsed.get("seed", "0"), "seed", "agree"), by=as_list(opts.get("by")))
     for w in result["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     for text in result["headline"].values():

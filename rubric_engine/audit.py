@@ -14,7 +14,7 @@ from typing import Any
 
 from . import rundir
 from .errors import ConfigError, DataError
-from .kvargs import as_int, parse_kv
+from .cliargs import COMMANDS, as_int, parse
 from .selfpref import JudgeAudit, audit_judges, is_pass, rank
 
 __all__ = ["audit_command", "audit_main", "collect_grid", "USAGE"]
@@ -145,7 +145,7 @@ def audit_command(dirs: Sequence[Path], *, families: Mapping[str, str] | None = 
     from rich.console import Console
     from rich.table import Table
 
-    from .leaderboard import collect_runs
+    from .runs import collect_runs
 
     grid = collect_grid(collect_runs([Path(d) for d in dirs]), families or {})
     audits = audit_judges(grid["passes"], grid["judges"], grid["families"], grid["scores"], n_boot=n_boot, seed=seed,
@@ -195,20 +195,11 @@ def audit_command(dirs: Sequence[Path], *, families: Mapping[str, str] | None = 
 
 def audit_main(argv: Sequence[str]) -> int:
     """Parse `audit` arguments: positional run / sweep dirs, key=value options."""
-    if any(a in ("-h", "--help") for a in argv):
-        from .cliargs import COMMANDS, HelpRequested
-
-        raise HelpRequested(COMMANDS["audit"].help())  # one help style for every subcommand (cliargs)
-    existing = [a for a in argv if Path(a).exists()]  # sweep job dirs have '=' in their names
-    families = {a.split("=", 1)[0][len("family."):]: a.split("=", 1)[1].strip().lower()
-                for a in argv if a.startswith("family.") and "=" in a and a not in existing}
-    rest = [a for a in argv if a not in existing and not (a.startswith("family.") and "=" in a)]
-    positional, opts = parse_kv(rest, {"n_boot": 1000, "seed": 0, "out": None}, "audit")
-    dirs = [Path(a) for a in [*existing, *positional]]
-    if not dirs:
-        raise ConfigError(f"audit: no run directory given; usage: {USAGE}")
+    parsed = parse(COMMANDS["audit"], argv)  # run dirs may be sweep job dirs named key=value
+    dirs, opts = [Path(a) for a in parsed.positionals], parsed.options
+    families = {k[len("family."):]: v.strip().lower() for k, v in opts.items() if k.startswith("family.")}
     if any(not v for v in families.values()):
         raise ConfigError(f"audit: family.NAME= needs a family, e.g. family.my-judge=openai; usage: {USAGE}")
-    n_boot, seed = as_int(opts["n_boot"], "n_boot", "audit", 1), as_int(opts["seed"], "seed", "audit")
+    n_boot, seed = as_int(parsed.get("n_boot", "1000"), "n_boot", "audit", 1), as_int(parsed.get("seed", "0"), "seed", "audit")
     audit_command(dirs, families=families, n_boot=n_boot, seed=seed, out=Path(opts["out"]) if opts.get("out") else None)
     return 0

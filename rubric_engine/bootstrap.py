@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from rubric_engine.aggregate import ScoredQuestion, ability_ids, overall
 from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
@@ -76,6 +76,15 @@ def _macro(vectors: Sequence[_Vector], draw: Sequence[int], k: int, clip: bool =
     return min(1.0, max(0.0, value)) if clip else value
 
 
+def _draws(m: int, n: int, seed: int) -> Iterator[list[int]]:
+    """n resamples (with replacement) of the indices 0..m-1, from random.Random(seed): one stream of draws
+    for every interval, so a single and a paired bootstrap with the same seed draw the same questions."""
+    rng = random.Random(seed)
+    population = range(m)
+    for _ in range(n):
+        yield rng.choices(population, k=m)
+
+
 def _interval(values: list[float], alpha: float) -> tuple[float, float]:
     values.sort()
     return percentile(values, alpha / 2), percentile(values, 1 - alpha / 2)
@@ -100,28 +109,16 @@ def bootstrap_stats(
     point = overall(scored, dimensions, how)
     assert point is not None  # every question has >= 1 ability (checked in _vectors)
     clip = how.clip in ("group", "overall")
-    rng = random.Random(seed)
-    m = len(vectors)
-    population = range(m)
-    values = [_macro(vectors, rng.choices(population, k=m), k, clip) * scale for _ in range(n)]
+    values = [_macro(vectors, draw, k, clip) * scale for draw in _draws(len(vectors), n, seed)]
     mean = sum(values) / n
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
     lo, hi = _interval(values, alpha)
     return {"point": point * scale, "lo": lo, "hi": hi, "std": std}
 
 
-def bootstrap_overall(
-    scored: Sequence[ScoredQuestion],
-    dimensions: Mapping[str, Sequence[str]],
-    n: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    *,
-    scale: float = 100.0,
-    how: Aggregation = DEFAULT_AGGREGATION,
-) -> tuple[float, float, float]:
-    """(point, lo, hi): the overall score and its percentile bootstrap interval, times `scale`."""
-    s = bootstrap_stats(scored, dimensions, n, seed, alpha, scale=scale, how=how)
+def bootstrap_overall(*args: Any, **kwargs: Any) -> tuple[float, float, float]:
+    """(point, lo, hi) of `bootstrap_stats` (same arguments): the overall and its percentile interval."""
+    s = bootstrap_stats(*args, **kwargs)
     return s["point"], s["lo"], s["hi"]
 
 
@@ -173,13 +170,8 @@ def paired_difference(
     point_a, point_b = overall(common_a, dimensions, how), overall(common_b, dimensions, how)
     clip = how.clip in ("group", "overall")
     assert point_a is not None and point_b is not None
-    rng = random.Random(seed)
     m = len(vec_a)
-    population = range(m)
-    values: list[float] = []
-    for _ in range(n):
-        draw = rng.choices(population, k=m)
-        values.append((_macro(vec_a, draw, k, clip) - _macro(vec_b, draw, k, clip)) * scale)
+    values = [(_macro(vec_a, draw, k, clip) - _macro(vec_b, draw, k, clip)) * scale for draw in _draws(m, n, seed)]
     lo, hi = _interval(values, alpha)
     return {
         "diff": (point_a - point_b) * scale,

@@ -1,8 +1,8 @@
 """The `rubric-engine` command: a small dispatcher in front of a Hydra app.
 
 Why a dispatcher: `@hydra.main` owns the whole command line, so subcommands (validate, cache,
-leaderboard, new, localize) are routed before Hydra sees argv. Hydra lives only in this module;
-everything it calls is plain Python taking plain values.
+leaderboard, new, localize, ...) are routed before Hydra sees argv (subcommands.py). Hydra lives only
+in this module; everything it calls is plain Python taking plain values.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import os
 import re
 import secrets
 import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError, RubricEngineError
+from .rundir import SUMMARY_FILE
+from .runs import ERROR_FILE  # a failed sweep job's one line (the leaderboard lists it as not ranked)
+from .subcommands import SUBCOMMANDS, fail, is_config_library_error, one_line, run_subcommand
 
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
 
 CONFIG_MODULE = "rubric_engine.conf"
-SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit")
 
 
 def _slug(value: Any) -> str:
@@ -159,15 +160,6 @@ def _rewrite(argv: list[str]) -> list[str]:
     return out
 
 
-def _one_line(exc: BaseException) -> str:
-    """The error as one redacted line; an unexpected exception is named as such."""
-    from .redact import redact
-
-    text = str(exc) if isinstance(exc, RubricEngineError) else \
-        f"internal error ({type(exc).__name__}: {exc}); rerun with debug=true and report it"
-    return redact(" ".join(text.split()))
-
-
 def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:
     value = OmegaConf.select(cfg, key, default=None)
     if value is None and optional:
@@ -209,16 +201,6 @@ def nothing_scored(summary: dict[str, Any]) -> str | None:
     return None
 
 
-def _fail(exc: BaseException, debug: bool, original: BaseException | None = None, code: int = 2) -> int:
-    """One line on stderr (plus a hint, or the traceback with debug=true); returns the exit code."""
-    if debug:
-        traceback.print_exception(original or exc)
-    print(f"rubric-engine: error: {_one_line(exc)}", file=sys.stderr)
-    if not debug:
-        print("(add debug=true for the full traceback)", file=sys.stderr)
-    return code
-
-
 def _run_job(cfg: DictConfig) -> int:
     """One run inside Hydra; in a sweep a failure is written to the job dir, never raised."""
     from .runner import run_benchmark
@@ -227,7 +209,7 @@ def _run_job(cfg: DictConfig) -> int:
     out_dir = Path(hc.runtime.output_dir)
     sweeping = hc.mode == RunMode.MULTIRUN
     if sweeping:
-        (out_dir / _ERROR_FILE).unlink(missing_ok=True)  # a re-run job in a reused sweep dir starts clean
+        (out_dir / ERROR_FILE).unlink(missing_ok=True)  # a re-run job in a reused sweep dir starts clean
     try:
         if cfg.dry_run:
             from .commands import print_estimate
@@ -239,7 +221,7 @@ def _run_job(cfg: DictConfig) -> int:
         if why:
             print(f"rubric-engine: {why}", file=sys.stderr)
             if hc.mode == RunMode.MULTIRUN:
-                (out_dir / "error.txt").write_text(f"{why}\n", encoding="utf-8")
+                (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
             return 1
         return 0
     except KeyboardInterrupt:
@@ -250,12 +232,11 @@ def _run_job(cfg: DictConfig) -> int:
         # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
         if sweeping:
             out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / _ERROR_FILE).write_text(f"{_one_line(exc)}\n", encoding="utf-8")
-        return _fail(exc, bool(cfg.debug))
+            (out_dir / ERROR_FILE).write_text(f"{one_line(exc)}\n", encoding="utf-8")
+        return fail(exc, bool(cfg.debug))
 
 
 _exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
-_ERROR_FILE = "error.txt"  # a failed sweep job's one line (the leaderboard lists it as not ranked)
 
 
 @dataclass
@@ -304,7 +285,7 @@ def _build_leaderboard() -> None:
         return
     _sweep.leaderboard_done = True
     try:
-        from .leaderboard import leaderboard_command
+        from .leaderboard_output import leaderboard_command
 
         leaderboard_command([_sweep.dir], out_dir=_sweep.dir, n_boot=_sweep.n_boot, seed=_sweep.seed)
     except RubricEngineError as exc:
@@ -320,7 +301,7 @@ def _finish_sweep(code: int) -> int:
         return code
     _build_leaderboard()
     started = sorted(p.parent for p in _sweep.dir.rglob(".hydra") if p.is_dir())  # every job that began
-    failed = [job for job in started if not (job / "summary.json").is_file()]  # error.txt, or it died
+    failed = [job for job in started if not (job / SUMMARY_FILE).is_file()]  # error.txt, or it died
     if failed:
         print(f"rubric-engine: {len(failed)} sweep job(s) failed or did not finish, not ranked (see error.txt "
               f"in {', '.join(str(job) for job in failed)})", file=sys.stderr)
@@ -333,95 +314,6 @@ def _compose(overrides: list[str]) -> DictConfig:
 
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         return compose(config_name="config", overrides=overrides)
-
-
-def _overrides(parsed: Any, positional_key: str | None = None) -> list[str]:
-    """A subcommand's key=value options (and its positional, as `positional_key=`) as Hydra overrides."""
-    over = [f"{k}={v}" for k, v in parsed.options.items() if k != "debug"]
-    if positional_key and parsed.positionals:
-        over.append(f"{positional_key}={parsed.positionals[0]}")
-    return over
-
-
-def _subcommand(name: str, args: list[str]) -> int:
-    from .cliargs import COMMANDS, HelpRequested, parse
-
-    debug = any(a.lower() in ("debug=true", "--debug") for a in args)
-    try:
-        if name in ("review", "agree", "rescore", "audit"):  # key=value via kvargs; help comes from cliargs
-            if any(a in ("-h", "--help") for a in args):
-                raise HelpRequested(COMMANDS[name].help())
-            args = [a for a in args if a.partition("=")[0] != "debug"]
-            parsed = None
-        else:
-            parsed = parse(COMMANDS[name], args)
-        if name == "validate":
-            from .commands import validate_command
-
-            cfg = _compose(_overrides(parsed, "benchmark"))
-            return validate_command(str(cfg.benchmark), list(cfg.benchmark_dirs or []), cfg.data.path, cfg.data.cache_dir,
-                                    trust_code=bool(OmegaConf.select(cfg, "trust_code", default=False)))
-        if name == "data":
-            from .commands import data_command
-
-            action = parsed.positionals[0] if parsed.positionals else "fetch"
-            cfg = _compose(_overrides(parsed))
-            return data_command(action, str(cfg.benchmark), list(cfg.benchmark_dirs or []), cfg.data.cache_dir)
-        if name == "cache":
-            from .commands import cache_command
-
-            return cache_command(parsed.positionals[0] if parsed.positionals else "info", parsed.options.get("cache.dir"))
-        if name == "leaderboard":
-            from .leaderboard import leaderboard_main
-
-            return leaderboard_main(args)
-        if name == "new":
-            from .scaffold import new_command
-
-            return new_command(args)
-        if name == "review":
-            from .review import review_main
-
-            return review_main(args)
-        if name == "agree":
-            from .agree import agree_main
-
-            return agree_main(args)
-        if name == "rescore":
-            from .rescore import rescore_main
-
-            return rescore_main(args)
-        if name == "audit":
-            from .audit import audit_main
-
-            return audit_main(args)
-        from .localize import localize_command
-
-        return localize_command([a for a in args if a.partition("=")[0] != "debug"])
-    except HelpRequested as text:
-        try:
-            print(text, flush=True)
-        except BrokenPipeError:  # `rubric-engine x --help | head`: the reader left, which is fine
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except RubricEngineError as exc:
-        return _fail(exc, debug)
-    except Exception as exc:  # Hydra's own errors (bad override, unknown group option)
-        if _is_hydra_error(exc):
-            return _fail(ConfigError(_one_line(exc)), debug, exc)
-        raise
-
-
-def _is_hydra_error(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith(("hydra", "omegaconf"))
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    bad = getattr(exc, "override", None)  # Hydra's OverrideParseException names the override it choked on
-    if isinstance(bad, str) and bad not in text:
-        text = f"cannot parse override {bad!r}: {text}"
-    return text[:400] + ("..." if len(text) > 400 else "")
 
 
 def _force_params(arg: str) -> str:
@@ -458,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: subcommands, --version, override checks, then the Hydra app."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
-        sys.exit(_subcommand(argv[0], argv[1:]))
+        sys.exit(run_subcommand(argv[0], argv[1:], _compose))
     if argv[:1] in (["--version"], ["-V"]):
         print(f"rubric-engine {_version()}")
         sys.exit(0)
@@ -469,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
 
         check_overrides(argv)
     except RubricEngineError as exc:
-        sys.exit(_fail(exc, debug))
+        sys.exit(fail(exc, debug))
     argv = [_force_params(a) for a in argv]
     sys.argv = [sys.argv[0], *argv, *_user_search_path(argv)]
     # Ray (hydra/launcher=ray) reports usage statistics over the network unless told not to; an
@@ -482,11 +374,11 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit as exc:  # a crashed sweep job that Hydra reported itself
         code = exc.code if isinstance(exc.code, int) else 1
     except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
-        if _is_hydra_error(exc):
-            sys.exit(_fail(ConfigError(_one_line(exc)), debug, exc))
+        if is_config_library_error(exc):
+            sys.exit(fail(ConfigError(one_line(exc)), debug, exc))
         if debug:
             raise
-        code = _fail(exc, False, exc, code=1)
+        code = fail(exc, False, exc, code=1)
     sys.exit(_finish_sweep(max(code, _exit_code)))
 
 

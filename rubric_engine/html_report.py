@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine import html_views as views
 from rubric_engine.aggregate import ability_ids
-from rubric_engine.leaderboard import fmt  # leaderboard imports this module lazily, so no cycle
+from rubric_engine.leaderboard import fmt
 
 if TYPE_CHECKING:
     from rubric_engine.leaderboard import Leaderboard, Row
@@ -218,13 +218,16 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -
 
 
 def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
-    samples = row.run.samples if row.run is not None else []
-    errs = [str(s.get("id")) for s in samples if s.get("judge_error") or s.get("candidate_error")]
-    summary = (f"{_e(row.label)} — {len(samples)} questions, {row.counts['judge_errors']} judge errors, "
+    """One model's questions, streamed from its samples.jsonl (no run's records are held between rows)."""
+    run = row.run
+    errs = [str(s.get("id")) for s in (run.iter_samples() if run else ())
+            if s.get("judge_error") or s.get("candidate_error")]
+    summary = (f"{_e(row.label)} — {run.records if run else 0} questions, {row.counts['judge_errors']} judge errors, "
                f"{row.counts['candidate_errors']} candidate errors")
     err_line = f'<p class="err">Questions with errors: {_e(", ".join(errs))}</p>' if errs else ""
     return (f'<details class="model"><summary>{summary}</summary>{err_line}'
-            + "".join(_question(s, lb, turns.get(str(s.get("id")))) for s in samples) + "</details>")
+            + "".join(_question(s, lb, turns.get(str(s.get("id")))) for s in (run.iter_samples() if run else ()))
+            + "</details>")
 
 
 def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rubric_engine.aggregate import NO_SCENARIO, ability_ids, group_members
-from rubric_engine.leaderboard_output import fmt
+from rubric_engine.leaderboard import fmt
 
 if TYPE_CHECKING:
     from rubric_engine.leaderboard import Leaderboard, Row
@@ -203,7 +203,9 @@ def side_by_side(lb: "Leaderboard", turns: Mapping[str, Sequence[tuple[str, str,
     if len(rows) < 2:
         return ""
     t = lb.taxonomy
-    by_model = [{str(s.get("id")): s for s in r.run.samples} for r in rows]  # type: ignore[union-attr]
+    keep = ("score", "candidate_error", "judge_error", "response")  # what a column shows, not whole records
+    by_model = [{str(s.get("id")): {k: s.get(k) for k in keep} for s in r.run.iter_samples()}  # type: ignore[union-attr]
+                for r in rows]
     qids = list(dict.fromkeys(q for m in by_model for q in m))
     out = []
     for q in qids:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 
 from .errors import DataError
 from .reviewitems import RunItems
+from .rundir import iter_jsonl
 
 __all__ = ["Label", "LabelSet", "read_labels", "parse_met"]
 
@@ -75,12 +75,12 @@ def parse_met(value: Any) -> bool | str | None:
 
 def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
     """(row number, row) pairs; JSONL rows are numbered by line, CSV rows as a spreadsheet shows them."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(str(path), f"cannot read the labels file ({exc.__class__.__name__}: {exc})",
-                        fix="give a JSONL or CSV file saved as UTF-8") from None
     if path.suffix.lower() == ".csv":
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(str(path), f"cannot read the labels file ({exc.__class__.__name__}: {exc})",
+                            fix="give a JSONL or CSV file saved as UTF-8") from None
         reader = csv.DictReader(io.StringIO(text, newline=""))
         required = (id_field, *_REQUIRED)
         missing = [c for c in required if c not in (reader.fieldnames or [])]
@@ -88,19 +88,8 @@ def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
             raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
                             fix=f"a labels CSV needs the columns {', '.join(required)}")
         return [(reader.line_num, dict(r)) for r in reader]  # line_num: the row's last physical line
-    out = []
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(str(path), f"not valid JSON ({exc.msg})", line=n,
-                            fix=f"each line must be one JSON object with {id_field}, criterion_index, rater, met") from None
-        if not isinstance(row, dict):
-            raise DataError(str(path), "expected a JSON object", line=n)
-        out.append((n, row))
-    return out
+    return list(iter_jsonl(path, error=DataError,
+                           fix=f"each line must be one JSON object with {id_field}, criterion_index, rater, met"))
 
 
 def read_labels(files: Sequence[Path], data: RunItems) -> LabelSet:

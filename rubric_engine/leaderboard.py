@@ -1,116 +1,40 @@
-"""From stored run directories to a leaderboard (ranking, intervals, paired differences, files).
+"""Ranking stored runs: rows, bootstrap intervals and paired differences of a leaderboard.
 
-Everything here reads only what a run left on disk (summary.json, samples.jsonl and
-spec.resolved.json), so a leaderboard can be rebuilt after a sweep crashed half-way, on another
-machine, or without the benchmark installed. The headline numbers are the runs' own summaries;
-the intervals come from resampling the questions in samples.jsonl and re-running the aggregation.
-Writing and printing a built leaderboard lives in leaderboard_output.py (its public names are re-exported here).
+The headline numbers are the runs' own summaries; the intervals come from resampling the questions
+(the compact per-question scores runs.load_run streams out of samples.jsonl) and re-running the
+aggregation. Reading run directories lives in runs.py; writing, printing and the command in
+leaderboard_output.py, which imports this module (as html_report and html_views do), never the
+other way round: no import circle (tests/test_structure.py checks it).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Sequence
 
-from rubric_engine.aggregate import ScoredQuestion, scored_from_samples
-from rubric_engine.bootstrap import bootstrap_overall, paired_difference
-from rubric_engine.judge_noise import pair_noise
-from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
+from rubric_engine.aggregate import ScoredQuestion
+from rubric_engine.bootstrap import bootstrap_stats, paired_difference
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.leaderboard_output import fmt, print_leaderboard, write_leaderboard  # re-exported
-from rubric_engine.rundir import MANIFEST_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, read_manifest
-
-if TYPE_CHECKING:
-    from rich.console import Console
+from rubric_engine.judge_noise import pair_noise
+from rubric_engine.rundir import SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE
+from rubric_engine.runs import (RERUN, RunRecord, Taxonomy, collect_runs, failed_jobs, find_run_dirs,
+                                incomplete_runs, load_run)
 
 __all__ = [
-    "Taxonomy", "RunRecord", "Row", "PairDiff", "Leaderboard", "find_run_dirs", "failed_jobs", "load_run",
-    "collect_runs", "build_leaderboard", "compare", "write_leaderboard", "print_leaderboard",
-    "leaderboard_command", "leaderboard_main", "fmt",
+    "Row", "PairDiff", "Leaderboard", "build_leaderboard", "compare", "fmt", "length_notes",
+    # reading runs lives in runs.py; these names stay importable from here
+    "Taxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
 ]
 
 _COUNTS = ("questions", "scored", "judge_errors", "candidate_errors", "catastrophic")
-_RERUN = "re-run or re-score this run directory"
-_ERROR_FILE = "error.txt"  # what the CLI leaves in a sweep job dir whose run failed
 
 
-@dataclass(frozen=True)
-class Taxonomy:
-    """What the reports need from the resolved spec, with English labels (ids where none)."""
-
-    dimensions: dict[str, list[str]]
-    labels: dict[str, str]  # dimension / ability id -> display label
-    subsets: list[str]  # in report order
-    subset_labels: dict[str, str]
-    scenario_labels: dict[str, str]  # data label -> display label
-    decay: tuple[str, str, str] | None  # (from, to, base)
-    scale: float
-    how: Aggregation = DEFAULT_AGGREGATION  # the spec's declared aggregation (bootstrap re-runs it)
-    has_rules: bool = True  # the spec has failure rules (else no catastrophic column)
-    has_subsets: bool = True  # the spec declares subsets (else no subset table or chart)
-    breakdowns: tuple[tuple[str, str, str], ...] = ()  # (id, title, by) of the spec's report.breakdowns
-
-    @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], where: str) -> "Taxonomy":
-        def en(obj: Any, default: str) -> str:  # obj: {labels: {en: ..}} or {en: ..} directly
-            labels = obj.get("labels", obj) if isinstance(obj, Mapping) else None
-            return str(labels.get("en") or default) if isinstance(labels, Mapping) else default
-
-        try:
-            dims: dict[str, list[str]] = {}
-            labels: dict[str, str] = {}
-            for d in (spec["taxonomy"] or {"dimensions": []})["dimensions"]:
-                dims[d["id"]] = [a["id"] for a in d["abilities"]]
-                labels[d["id"]] = en(d, d["id"])
-                labels.update({a["id"]: en(a, a["id"]) for a in d["abilities"]})
-        except (KeyError, TypeError) as exc:
-            raise DataError(where, f"taxonomy.dimensions is missing or malformed ({exc!r})",
-                            fix="re-run the benchmark so the run directory holds a complete resolved spec") from None
-        report = spec.get("report") or {}
-        subsets = report.get("subsets") or {}
-        data_subsets = (spec.get("data") or {}).get("subsets") or list(subsets)
-        decay = report.get("decay")
-        agg = {k: v for k, v in (spec.get("aggregation") or {}).items()
-               if k in ("question", "overall", "clip", "no_positive_points")}
-        return cls(
-            dimensions=dims, labels=labels,
-            subsets=list(dict.fromkeys([*subsets, *data_subsets])),
-            subset_labels={s: en(v, s) for s, v in subsets.items()},
-            scenario_labels={s: en(v, s) for s, v in (report.get("scenarios") or {}).items()},
-            # "from_" too: a spec dumped without by_alias writes the pydantic field name
-            decay=(decay.get("from", decay.get("from_")), decay["to"], decay["base"]) if decay else None,
-            scale=float((spec.get("scoring") or {}).get("scale", 100.0)),
-            how=Aggregation(**agg), has_rules=bool(spec.get("failure_rules")),
-            has_subsets=bool(subsets or data_subsets),
-            breakdowns=tuple((b["id"], en(b, b["id"]), b["by"]) for b in report.get("breakdowns") or []),
-        )
-
-    def label(self, key: str) -> str:
-        return self.labels.get(key, key)
-
-
-@dataclass
-class RunRecord:
-    """One run directory as read from disk (candidate / judge: the display names in summary.json)."""
-
-    dir: Path
-    summary: dict[str, Any]
-    spec: dict[str, Any]
-    samples: list[dict[str, Any]]
-    benchmark: str = ""
-    candidate: str = ""
-    judge: str = ""
-
-    def __post_init__(self) -> None:
-        s = self.summary
-        self.benchmark = self.benchmark or str(s.get("benchmark", ""))
-        self.candidate = self.candidate or str(s["candidate"]["name"])
-        self.judge = self.judge or str(s["judge"]["name"])
+def fmt(x: float | None, digits: int = 2) -> str:
+    """One number format for every text output; a missing number is shown as a dash, never as 0."""
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
 @dataclass
@@ -199,165 +123,22 @@ class Leaderboard:
             "decay": dict(zip(("from", "to", "base"), t.decay)) if t.decay else None,
             "rows": [r.to_dict() for r in self.rows], "pairs": [p.to_dict() for p in self.pairs],
             "warnings": self.warnings,
-            "length_notes": _length_notes(self),
+            "length_notes": length_notes(self),
         }
 
 
-def _length_notes(lb: "Leaderboard") -> list[str]:
-    from rubric_engine.leaderboard_output import length_notes
+def length_notes(lb: Leaderboard) -> list[str]:
+    """One line per run whose score and reply length correlate strongly (summary.json's `length`)."""
+    from rubric_engine.lengths import strong_note
 
-    return length_notes(lb)
-
-
-def _natural(p: Path) -> list[Any]:
-    """Sort key so sweep job dirs 2 < 10."""
-    return [int(s) if s.isdigit() else s for s in re.split(r"(\d+)", str(p))]
-
-
-def find_run_dirs(root: Path) -> list[Path]:
-    """Run dirs at or below root (a dir holding summary.json is a run; its inside is not searched)."""
-    root = Path(root)
-    if not root.is_dir():
-        raise ConfigError(f"{root}: not a directory; pass run directories (holding {SUMMARY_FILE}) "
-                          "or sweep directories")
-    found: list[Path] = []
-    for here, subdirs, files in os.walk(root):
-        if SUMMARY_FILE in files:
-            found.append(Path(here))
-            subdirs.clear()
-        else:
-            subdirs[:] = [d for d in subdirs if not d.startswith(".")]
-    if not found:
-        raise ConfigError(f"{root}: no {SUMMARY_FILE} in this directory or below; pass a run directory "
-                          f"(it holds {SUMMARY_FILE}) or a sweep directory containing run directories")
-    return sorted(found, key=_natural)
-
-
-def failed_jobs(dirs: Sequence[Path]) -> list[str]:
-    """Warnings for job dirs that hold error.txt but no summary.json: a failed job must not vanish
-    from a sweep's leaderboard without a word."""
-    out: list[str] = []
-    for root in dirs:
-        for here, subdirs, files in os.walk(root):
-            started = ".hydra" in subdirs  # Hydra writes it when a job starts, before our code runs
-            subdirs[:] = [d for d in subdirs if not d.startswith(".")]
-            if SUMMARY_FILE in files:
-                continue
-            if _ERROR_FILE in files:
-                first = (Path(here) / _ERROR_FILE).read_text(encoding="utf-8", errors="replace").strip()
-                out.append(f"{here}: run failed, not ranked ({first.splitlines()[0] if first else 'no message'})")
-            elif started and not subdirs:  # e.g. a Ray or joblib worker killed mid-job (out of memory)
-                out.append(f"{here}: run did not finish (no {SUMMARY_FILE}: still running, or its process died), "
-                           "not ranked")
-    return sorted(out, key=lambda w: _natural(Path(w)))
-
-
-def _read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(str(path), f"missing {what}", fix=_RERUN) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(str(path), f"not valid JSON ({exc})", fix=_RERUN) from None
-    if not isinstance(data, dict):
-        raise DataError(str(path), f"expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _read_spec(run_dir: Path, summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The resolved spec stored with the run; the installed benchmark only as a fallback."""
-    path = run_dir / SPEC_FILE
-    if path.exists():
-        return _read_json(path, "resolved spec")
-    try:
-        from rubric_engine.spec import load_spec  # lazily: only for runs that lack their resolved spec
-
-        return load_spec(str(summary.get("benchmark"))).resolved()
-    except Exception as exc:  # noqa: BLE001 - whatever failed, the fix is the same
-        raise DataError(str(path), f"missing, and benchmark {summary.get('benchmark')!r} could not be loaded ({exc})",
-                        fix="restore the run's spec.resolved.json or install the benchmark") from None
-
-
-def load_run(run_dir: Path) -> RunRecord:
-    """Read and check one run dir; every problem names the file (and line) to fix."""
-    run_dir = Path(run_dir)
-    spath = run_dir / SUMMARY_FILE
-    summary = _read_json(spath, SUMMARY_FILE)
-    for key in ("benchmark", "candidate", "judge", "overall", "counts"):
-        if key not in summary:
-            raise DataError(str(spath), f"missing key {key!r}", fix=_RERUN)
-    for key in ("candidate", "judge"):
-        if not isinstance(summary[key], dict) or "name" not in summary[key]:
-            raise DataError(str(spath), f"{key}.name is missing", fix=_RERUN)
-    samples: list[dict[str, Any]] = []
-    sample_path = run_dir / SAMPLES_FILE
-    try:
-        with sample_path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(str(sample_path), f"not valid JSON ({exc.msg})", line=n) from None
-                if not isinstance(rec, dict):
-                    raise DataError(str(sample_path), "expected a JSON object", line=n)
-                samples.append(rec)
-    except FileNotFoundError:
-        raise DataError(str(sample_path), "missing; intervals need the per-question scores",
-                        fix="re-score this run directory") from None
-    return RunRecord(dir=run_dir, summary=summary, spec=_read_spec(run_dir, summary), samples=samples)
-
-
-def incomplete_runs(dirs: Sequence[Path]) -> list[str]:
-    """'not ranked' lines for run dirs whose manifest does not say complete (killed, or being written)."""
-    out: list[str] = []
-    for d in dirs:
-        for here, subdirs, files in os.walk(d):
-            subdirs[:] = [x for x in subdirs if not x.startswith(".")]
-            if MANIFEST_FILE in files:
-                state = (read_manifest(Path(here)) or {}).get("state")
-                if state != "complete":
-                    out.append(f"{here}: run {state or 'without a state'}, not ranked (its files may be partial)")
-    return sorted(out, key=lambda w: _natural(Path(w)))
-
-
-def _complete(run_dir: Path) -> bool:
-    manifest = read_manifest(run_dir)
-    return manifest is None or manifest.get("state") == "complete"  # None: a run made before manifests
-
-
-def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False) -> list[RunRecord]:
-    """All complete runs under the given dirs (each once), all of one benchmark and one spec hash."""
-    if not dirs:
-        raise ConfigError("no directories given; pass run directories or sweep directories")
-    seen: dict[Path, None] = {}
-    for d in dirs:
-        for run_dir in find_run_dirs(Path(d)):
-            if _complete(run_dir):
-                seen.setdefault(run_dir.resolve(), None)
-    if not seen:
-        raise ConfigError("no complete run to rank: " + "; ".join(incomplete_runs(dirs)))
-    runs = [load_run(p) for p in seen]
-    hashes = {r.summary.get("spec_hash") for r in runs} - {None}
-    if len(hashes) > 1 and not allow_mixed_specs:
-        listing = "; ".join(f"{r.dir}: {str(r.summary.get('spec_hash'))[:12]}" for r in runs)
-        raise ConfigError(f"these runs used different versions of the spec (rules or prompts differ), so their "
-                          f"scores are not comparable ({listing}); rank one version at a time, or pass "
-                          "allow_mixed_specs=true to rank them anyway")
-    names = sorted({r.benchmark for r in runs})
-    if len(names) > 1:
-        listing = "; ".join(f"{r.dir}: {r.benchmark}" for r in runs)
-        raise ConfigError(f"runs of different benchmarks cannot share a leaderboard ({listing}); "
-                          "pass the directories of one benchmark at a time")
-    return runs
+    notes = (strong_note(r.label, r.run.summary.get("length") if r.run else None) for r in lb.rows)
+    return [n for n in notes if n]
 
 
 def _scored(run: RunRecord) -> list[ScoredQuestion]:
-    try:
-        return scored_from_samples(run.samples)
-    except ValueError as exc:
-        raise DataError(str(run.dir / SAMPLES_FILE), str(exc)) from None
+    if run.scored_error is not None:
+        raise DataError(str(run.dir / SAMPLES_FILE), run.scored_error)
+    return run.scored
 
 
 def _labels(runs: Sequence[RunRecord]) -> list[str]:
@@ -378,10 +159,10 @@ def _row(run: RunRecord, label: str, tax: Taxonomy, n_boot: int, seed: int, alph
     point = None
     if scored:
         try:
-            point, lo, hi = bootstrap_overall(scored, tax.dimensions, n=n_boot, seed=seed, alpha=alpha,
-                                              scale=tax.scale, how=tax.how)
+            st = bootstrap_stats(scored, tax.dimensions, n=n_boot, seed=seed, alpha=alpha, scale=tax.scale, how=tax.how)
+            point, lo, hi = st["point"], st["lo"], st["hi"]
         except ValueError as exc:  # e.g. an ability the run's own taxonomy does not know
-            raise DataError(str(run.dir / SAMPLES_FILE), str(exc), fix=_RERUN) from None
+            raise DataError(str(run.dir / SAMPLES_FILE), str(exc), fix=RERUN) from None
     if (point is None) != (s.get("overall") is None) or (
             point is not None and not math.isclose(point, s["overall"], rel_tol=1e-9, abs_tol=1e-6)):
         warnings.append(f"{run.dir / SUMMARY_FILE}: overall {s.get('overall')} differs from {point} recomputed "
@@ -450,51 +231,3 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
     lb.pairs = [compare(lb, a, b) for a, b in zip(rows, rows[1:])]
     lb.warnings += [f"{p.a} vs {p.b}: {p.error}" for p in lb.pairs if p.error]
     return lb
-
-
-def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
-                        console: "Console | None" = None, allow_mixed_specs: bool = False,
-                        agreement: Path | None = None) -> tuple[Leaderboard, dict[str, Path]]:
-    """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
-    (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
-    from rich.console import Console
-
-    dirs = [Path(d) for d in dirs]
-    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs), n_boot=n_boot, seed=seed)
-    lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs)
-    target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
-    from rubric_engine.html_views import find_agreement
-
-    if agreement is not None and not Path(agreement).is_file():
-        raise ConfigError(f"leaderboard: agreement={agreement}: no such file; pass the agreement.json written by "
-                          "`rubric-engine agree`")
-    files = write_leaderboard(lb, target, agreement=agreement or find_agreement([target, *dirs]))
-    console = console or Console()
-    print_leaderboard(lb, console)
-    console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)
-    return lb, files
-
-
-def leaderboard_main(argv: Sequence[str]) -> int:
-    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N] [agreement=FILE]`.
-    Errors raise ConfigError (the shared key=value style of cliargs)."""
-    from .cliargs import COMMANDS, parse
-
-    parsed = parse(COMMANDS["leaderboard"], argv)
-    opts = parsed.options
-
-    def integer(key: str, default: int, least: int) -> int:
-        try:
-            value = int(opts.get(key) or default)
-        except ValueError:
-            raise ConfigError(f"leaderboard: {key}={opts[key]!r} is not an integer") from None
-        if value < least:
-            raise ConfigError(f"leaderboard: {key} must be at least {least}, got {value}")
-        return value
-
-    out = Path(opts["out"]).expanduser() if opts.get("out") else None
-    leaderboard_command([Path(d) for d in parsed.positionals], out,
-                        n_boot=integer("bootstrap.samples", 1000, 1), seed=integer("bootstrap.seed", 0, 0),
-                        allow_mixed_specs=str(opts.get("allow_mixed_specs", "false")).lower() in ("true", "1", "yes"),
-                        agreement=Path(opts["agreement"]).expanduser() if opts.get("agreement") else None)
-    return 0

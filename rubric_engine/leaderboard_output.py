@@ -1,30 +1,26 @@
-"""The output side of a leaderboard: console tables, leaderboard.json/.csv/.md, charts and report.html.
+"""The output side of a leaderboard: console tables, leaderboard.json/.csv/.md, charts and report.html,
+and `leaderboard_command` (collect, rank, write, print) that the CLI and the end of a sweep call.
 
-Why apart from leaderboard.py: ranking reads run directories and computes; this module only presents a built
-Leaderboard, so a new output format never touches the statistics. leaderboard.py re-exports the public names.
+Why apart from leaderboard.py: ranking computes; this module only presents a built Leaderboard, so a new
+output format never touches the statistics. It imports leaderboard.py, never the other way round.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rubric_engine.aggregate import ability_ids
+from rubric_engine.errors import ConfigError
+from rubric_engine.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
+from rubric_engine.runs import collect_runs, failed_jobs, incomplete_runs
 
-if TYPE_CHECKING:  # leaderboard.py imports this module, so its classes are for annotations only
+if TYPE_CHECKING:
     from rich.console import Console
 
-    from rubric_engine.leaderboard import Leaderboard, Row
-
-__all__ = ["fmt", "write_leaderboard", "print_leaderboard"]
-
-
-def fmt(x: float | None, digits: int = 2) -> str:
-    """One number format for every text output; a missing number is shown as a dash, never as 0."""
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+__all__ = ["fmt", "write_leaderboard", "print_leaderboard", "leaderboard_command", "length_notes"]
 
 
 def _subsets(lb: Leaderboard) -> list[str]:
@@ -89,14 +85,6 @@ def _noise_note(p: Any) -> str:
     if p.noise is None:
         return ""
     return f", {'within judge noise' if p.within_noise else 'larger than judge noise'} (noise SD {fmt(p.noise)})"
-
-
-def length_notes(lb: Leaderboard) -> list[str]:
-    """One line per run whose score and reply length correlate strongly (summary.json's `length`)."""
-    from rubric_engine.lengths import strong_note
-
-    notes = (strong_note(r.label, r.run.summary.get("length") if r.run else None) for r in lb.rows)
-    return [n for n in notes if n]
 
 
 def _markdown(lb: Leaderboard) -> str:
@@ -189,8 +177,7 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
 
 def _length_points(r: Row, scale: float) -> tuple[list[float], list[float], str]:
     """(characters, question score on the spec's scale, rho note) for one row's scored questions."""
-    pts = [(float(len(s["response"])), float(s["score"]) * scale) for s in (r.run.samples if r.run else [])
-           if s.get("score") is not None and isinstance(s.get("response"), str)]
+    pts = [(float(chars), score * scale) for chars, score in (r.run.lengths if r.run else [])]
     rho = (((r.run.summary.get("length") or {}).get("overall") or {}).get("chars")) if r.run else None
     note = f"(rho {rho['rho']:+.2f})" if rho else ""
     return [x for x, _ in pts], [y for _, y in pts], note
@@ -214,3 +201,26 @@ def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None
         console.print(table)
     for note in _notes(lb):
         console.print(note, style="yellow" if note.startswith("warning:") else None, highlight=False, markup=False)
+
+
+def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
+                        console: Console | None = None, allow_mixed_specs: bool = False,
+                        agreement: Path | None = None) -> tuple[Leaderboard, dict[str, Path]]:
+    """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
+    (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
+    from rich.console import Console
+
+    dirs = [Path(d) for d in dirs]
+    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs), n_boot=n_boot, seed=seed)
+    lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs)
+    target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
+    from rubric_engine.html_views import find_agreement
+
+    if agreement is not None and not Path(agreement).is_file():
+        raise ConfigError(f"leaderboard: agreement={agreement}: no such file; pass the agreement.json written by "
+                          "`rubric-engine agree`")
+    files = write_leaderboard(lb, target, agreement=agreement or find_agreement([target, *dirs]))
+    console = console or Console()
+    print_leaderboard(lb, console)
+    console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)
+    return lb, files

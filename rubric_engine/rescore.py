@@ -21,7 +21,6 @@ from pydantic import ValidationError
 
 from . import rundir
 from .errors import ConfigError, DataError
-from .kvargs import parse_kv
 from .scores import criteria_from_record, score_fields, score_summary
 from .scoring import FORMULAS
 from .selfpref import rank
@@ -168,7 +167,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
     from rich.console import Console
     from rich.table import Table
 
-    from .leaderboard import Taxonomy, collect_runs
+    from .runs import Taxonomy, collect_runs
 
     if formula is not None and formula not in FORMULAS:
         raise ConfigError(f"rescore: unknown scoring.formula {formula!r}; known: {', '.join(FORMULAS)}")
@@ -230,17 +229,11 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
 
 def rescore_main(argv: Sequence[str]) -> int:
     """Parse `rescore` arguments: positional run dirs, key=value options."""
-    if any(a in ("-h", "--help") for a in argv):
-        from .cliargs import COMMANDS, HelpRequested
+    from .cliargs import COMMANDS, parse
 
-        raise HelpRequested(COMMANDS["rescore"].help())  # one help style for every subcommand (cliargs)
-    existing = [a for a in argv if Path(a).exists()]  # sweep job dirs have '=' in their names
-    positional, opts = parse_kv([a for a in argv if a not in existing],
-                                {"scoring.formula": None, "failure_rules": "on", "out": None}, "rescore")
-    dirs = [Path(a) for a in [*existing, *positional]]
-    if not dirs:
-        raise ConfigError(f"rescore: no run directory given; usage: {USAGE}")
-    rules = str(opts["failure_rules"]).lower()
+    parsed = parse(COMMANDS["rescore"], argv)  # run dirs may be sweep job dirs named key=value
+    dirs, opts = [Path(a) for a in parsed.positionals], parsed.options
+    rules = str(parsed.get("failure_rules", "on")).lower()
     if rules not in ("on", "off", "true", "false"):
         raise ConfigError(f"rescore: failure_rules must be on or off, got {opts['failure_rules']!r}")
     rescore_command(dirs, Path(opts["out"]) if opts.get("out") else None, opts.get("scoring.formula") or None,

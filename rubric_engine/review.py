@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .kvargs import as_int, as_list, parse_kv
+from .cliargs import COMMANDS, HelpRequested, as_int, as_list, parse
 from .review_html import ReviewCriterion, ReviewQuestion, render_review_page
 from .reviewitems import Item, RunItems, load_items
 from .rundir import write_json
@@ -142,19 +142,18 @@ def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
 
 def review_main(args: Sequence[str]) -> int:
     """CLI entry: `review export RUN_DIR ... key=value ...`."""
-    if not args or args[0] in ("-h", "--help", "help") or "--help" in args or "-h" in args:
+    if any(a in ("-h", "--help") for a in args):
+        raise HelpRequested(COMMANDS["review"].help())  # one help style for every subcommand (cliargs)
+    if not args or args[0] == "help":
         print(USAGE)
         return 0
     if args[0] != "export":
         raise ConfigError(f"review: unknown action {args[0]!r}; use `rubric-engine review export RUN_DIR ...`")
-    dirs, opts = parse_kv(args[1:], {"n": "100", "seed": "0", "stratify": "[ability,subset]", "out": "review",
-                                     "unit": "item"}, "review export")
-    if not dirs:
-        raise ConfigError("review export: no run directory given; usage: rubric-engine review export RUN_DIR ... n=100")
-    sheet = export_review([Path(d) for d in dirs], Path(opts["out"]), n=as_int(opts["n"], "n", "review export", 1),
-                          seed=as_int(opts["seed"], "seed", "review export"), stratify=as_list(opts["stratify"]),
-                          unit=str(opts["unit"]))
-    out = Path(opts["out"])
+    parsed = parse(COMMANDS["review"], args[1:])
+    out = Path(parsed.get("out", "review"))  # type: ignore[arg-type]
+    sheet = export_review([Path(d) for d in parsed.positionals], out, n=as_int(parsed.get("n", "100"), "n", "review export", 1),
+                          seed=as_int(parsed.get("seed", "0"), "seed", "review export"),
+                          stratify=as_list(parsed.get("stratify", "[ability,subset]")), unit=str(parsed.get("unit", "item")))
     print(f"review sheet {sheet['sheet_id']}: {sheet['n']} items from {sheet['replies']} replies "
           f"({len(sheet['runs'])} run(s)) -> {out / 'review.html'}, {out / 'review.csv'}", file=sys.stdout)
     return 0

@@ -14,15 +14,14 @@ so breakdowns and stratification can use them without this module knowing them.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import DataError
-from .leaderboard import RunRecord, Taxonomy, collect_runs
-from .rundir import ANSWERS_FILE, SAMPLES_FILE, SPEC_FILE
+from .runs import RunRecord, Taxonomy, collect_runs
+from .rundir import ANSWERS_FILE, SAMPLES_FILE, SPEC_FILE, iter_jsonl
 
 __all__ = ["Item", "Verdict", "RunItems", "load_items", "reply_hash", "item_key"]
 
@@ -101,14 +100,8 @@ def _dialogues(run: RunRecord) -> dict[str, list[tuple[str, str, str]]]:
     path = run.dir / ANSWERS_FILE
     if not path.is_file():
         return out
-    for n, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(str(path), f"not valid JSON ({exc.msg})", line=n) from None
-        turns = row.get(dia_f) if isinstance(row, dict) else None
+    for _, row in iter_jsonl(path, error=DataError, fix=""):
+        turns = row.get(dia_f)
         if isinstance(turns, list):
             out[str(row.get(id_f))] = [(str(t.get(role_f, "")), str(roles.get(t.get(role_f), "")), str(t.get(text_f, "")))
                                        for t in turns if isinstance(t, dict)]

@@ -30,7 +30,8 @@ def write_run_report(run_dir: Path, console: "Console | None" = None, *, n_boot:
         return None
     try:
         from rubric_engine import html_views
-        from rubric_engine.leaderboard import build_leaderboard, load_run
+        from rubric_engine.leaderboard import build_leaderboard
+        from rubric_engine.runs import load_run
         from rubric_engine.leaderboard_output import write_leaderboard
 
         lb = build_leaderboard([load_run(run_dir)], n_boot=n_boot)

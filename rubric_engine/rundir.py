@@ -13,12 +13,12 @@ import uuid
 from datetime import datetime, timezone
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .datatypes import Question
-from .errors import AnswersError, ConfigError
+from .errors import AnswersError, ConfigError, DataError, RubricEngineError
 
 __all__ = [
     "ANSWERS_FILE",
@@ -34,6 +34,7 @@ __all__ = [
     "write_json",
     "write_jsonl",
     "read_jsonl",
+    "iter_jsonl",
     "read_summary",
     "answer_rows",
     "read_answers",
@@ -123,12 +124,23 @@ MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSONL row; `answers=/dev/zero` must sto
 MAX_FILE_BYTES = 2 * 1024 * 1024 * 1024
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a JSON Lines file; raise AnswersError naming file and line on a bad row.
+def _jsonl_error(error: type[RubricEngineError], path: Path, line: int | None, message: str,
+                 fix: str) -> RubricEngineError:
+    """`error` naming file, line and fix: a DataError takes them as fields, any other class as one message."""
+    if issubclass(error, DataError):
+        return error(str(path), message, line=line, fix=fix)
+    where = f"{path}:{line}" if line is not None else str(path)
+    return error(f"{where}: {message}" + (f"; {fix}" if fix else ""))
 
-    Rows are split on "\\n" only (a reply may hold U+2028, U+2029 or U+0085, which str.splitlines()
-    would treat as line ends); a UTF-8 BOM is accepted; reading stops with one line past a size bound."""
-    rows: list[dict[str, Any]] = []
+
+def iter_jsonl(path: Path, *, error: type[RubricEngineError] = AnswersError,
+               fix: str = "each line must be one JSON object") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) for each non-blank line of a JSON Lines file, read one line at a time.
+
+    The one JSONL reader of the engine (answers, samples, labels): rows are split on "\\n" only (a reply
+    may hold U+2028, U+2029 or U+0085, which str.splitlines() would treat as line ends); a UTF-8 BOM is
+    accepted; reading stops with one line past a size bound. A bad row raises `error` (AnswersError by
+    default; a DataError subclass gets file, line and `fix` as its fields) naming the file and line."""
     total = 0
     try:
         with open(path, "rb") as fh:
@@ -138,8 +150,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
                     break
                 total += len(raw)
                 if len(raw) > MAX_LINE_BYTES or total > MAX_FILE_BYTES:
-                    raise AnswersError(f"{path}:{n}: the file is larger than this reader allows "
-                                       f"({MAX_LINE_BYTES // 2**20} MB per line, {MAX_FILE_BYTES // 2**30} GB in all); "
+                    raise _jsonl_error(error, path, n, f"the file is larger than this reader allows "
+                                       f"({MAX_LINE_BYTES // 2**20} MB per line, {MAX_FILE_BYTES // 2**30} GB in all)",
                                        "is it the right file?")
                 line = raw.decode("utf-8")
                 if n == 1:
@@ -149,14 +161,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise AnswersError(f"{path}:{n}: not valid JSON ({exc.msg}); each line must be one JSON object") \
-                        from None
+                    raise _jsonl_error(error, path, n, f"not valid JSON ({exc.msg})", fix) from None
                 if not isinstance(row, dict):
-                    raise AnswersError(f"{path}:{n}: expected a JSON object, got {type(row).__name__}")
-                rows.append(row)
+                    raise _jsonl_error(error, path, n, f"expected a JSON object, got {type(row).__name__}", fix)
+                yield n, row
     except (OSError, UnicodeDecodeError) as exc:
-        raise AnswersError(f"{path}: cannot read the file ({exc.__class__.__name__}: {exc})") from None
-    return rows
+        raise _jsonl_error(error, path, None, f"cannot read the file ({exc.__class__.__name__}: {exc})",
+                           "") from None
+
+
+def read_jsonl(path: Path, *, error: type[RubricEngineError] = AnswersError,
+               fix: str = "each line must be one JSON object") -> list[dict[str, Any]]:
+    """Every row of a JSON Lines file (see iter_jsonl for the checks and the error raised)."""
+    return [row for _, row in iter_jsonl(path, error=error, fix=fix)]
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:

@@ -4,21 +4,15 @@ English sample against tests/fakeserver.py; the judge's verdicts are a fixed fun
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
+from conftest import EXE, REPO, QuestionScript, model_args, read_rows, run_cli
 from fakeserver import FakeServer, Reply
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "data" / "heartbench_en_sample.jsonl"
-ROWS = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
-BY_ID = {r["question_id"]: r for r in ROWS}
-EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+SAMPLE = REPO / "data" / "heartbench_en_sample.jsonl"
+ROWS, BY_ID = read_rows(SAMPLE)
+__all__ = ["EXE", "ROWS", "BY_ID", "HOSTILE", "judge_hit", "make_runs"]
 REPLY_RE = re.compile(r"REPLY\[(\w+)\|(\w+)\]")
 HOSTILE = "</script><script>window.PWNED=1</script><b>bold?</b> & <img src=x onerror=alert(1)>"
 
@@ -32,34 +26,22 @@ def judge_hit(cand: str, qid: str, index: int) -> bool:
     return (sum(map(ord, qid + cand)) + 3 * index) % 5 < 2
 
 
-class Script:
+class Script(QuestionScript):
     """Candidates name themselves and the question in the reply; the judge answers per item."""
 
     def __init__(self) -> None:
-        self.turns = sorted(((tuple(t["content"] for t in r["dialogue"]), r["question_id"]) for r in ROWS),
-                            key=lambda x: -len(x[0]))
+        super().__init__(ROWS)
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        text = "\n".join(str(m.get("content", "")) for m in body["messages"])
-        if body["model"] == "judge":
-            code, qid = REPLY_RE.search(text).groups()  # type: ignore[union-attr]
-            cand = NAMES[code]
-            n = len(BY_ID[qid]["rubric"])
-            verdict = {"criteria": [{"id": i, "reasoning": f"JUDGE-REASONING-{qid}-{i}", "met": judge_hit(cand, qid, i)}
-                                    for i in range(1, n + 1)]}
-            return Reply(text=json.dumps(verdict), usage=(100, 50))
-        qid = next(q for turns, q in self.turns if all(t in text for t in turns))
-        cand = body["model"]
+    def judge(self, model: str, text: str) -> Reply:
+        code, qid = REPLY_RE.search(text).groups()  # type: ignore[union-attr]
+        cand = NAMES[code]
+        return self.verdict(len(BY_ID[qid]["rubric"]), lambda i: judge_hit(cand, qid, i),
+                            lambda i: f"JUDGE-REASONING-{qid}-{i}")
+
+    def candidate(self, cand: str, qid: str) -> Reply:
         extra = HOSTILE if qid == ROWS[0]["question_id"] and cand == "cand_a" else "I hear you. 我在这里。"
         return Reply(text=f"REPLY[{CODES[cand]}|{qid}] {extra}" + " more" * (len(qid) + sum(map(ord, qid + cand)) % 40),
                      usage=(40, 20))
-
-
-def model_args(url: str, cand: str) -> list[str]:
-    return ["candidate=openai_compatible", f"candidate.model=openai/{cand}", f"candidate.api_base={url}",
-            f"candidate.name={cand}", "candidate.api_key_env=FAKE_KEY",
-            "judge=openai_compatible", "judge.model=openai/judge", f"judge.api_base={url}",
-            "judge.name=judge", "judge.api_key_env=FAKE_KEY"]
 
 
 def make_runs(root: Path, env: dict[str, str], candidates: tuple[str, ...] = ("cand_a",)) -> list[Path]:
@@ -68,8 +50,8 @@ def make_runs(root: Path, env: dict[str, str], candidates: tuple[str, ...] = ("c
     with FakeServer(Script()) as srv:
         for cand in candidates:
             run_dir = root / cand
-            res = subprocess.run([EXE, "benchmark=heartbench_en", "progress=plain", f"hydra.run.dir={run_dir}",
-                                  *model_args(srv.url, cand)], env=env, capture_output=True, text=True, timeout=300)
+            res = run_cli(["benchmark=heartbench_en", "progress=plain", f"hydra.run.dir={run_dir}",
+                           *model_args(srv.url, cand)], env)
             assert res.returncode == 0, res.stderr
             dirs.append(run_dir)
     return dirs

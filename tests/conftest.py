@@ -10,11 +10,15 @@ and otherwise skips with one line saying so. Nothing here reads data at import t
 
 from __future__ import annotations
 
+import functools
+import http.server
+import json
 import os
-import shutil
+import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -32,11 +36,102 @@ REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "tests" / "data" / "mini_heartbench.jsonl"
 HEARTBENCH_SHA256 = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"
 HEARTBENCH_FILE = "question_all.jsonl"
-EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test, never another on PATH
 MISSING = ("real HeartBench data not found: put it in ../shared/heartbench/, set $RUBRIC_ENGINE_HEARTBENCH, "
            "or run `rubric-engine data fetch benchmark=heartbench`")
 
-__all__ = ["fake_server", "fake_key", "FakeServer", "Reply", "MINI", "REPO", "EXE", "heartbench_dir"]
+__all__ = ["fake_server", "fake_key", "FakeServer", "Reply", "MINI", "REPO", "EXE", "heartbench_dir", "read_rows",
+           "run_cli", "clean_env", "model_args", "QuestionScript"]
+
+
+# ------------------------------------------------------------------ scripted console-script runs (shared)
+
+def read_rows(path: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """A HeartBench-shaped JSONL file as (rows, rows by question_id)."""
+    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return rows, {r["question_id"]: r for r in rows}
+
+
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 300, **kw: Any) -> subprocess.CompletedProcess:
+    """The console script of the environment under test, output captured as text."""
+    return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def clean_env(root: Path) -> dict[str, str]:
+    """Environment for console-script runs: no real API keys, a private cache under root, FAKE_KEY set."""
+    e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    e.update(RUBRIC_ENGINE_CACHE=str(root / "cache"), FAKE_KEY="sk-test", XDG_CACHE_HOME=str(root / "xdg"))
+    return e
+
+
+def model_args(url: str, candidate: str = "cand", judge: str = "judge") -> list[str]:
+    """Candidate and judge entries pointing at a fake server (model ids openai/<name>, key from FAKE_KEY)."""
+    return ["candidate=openai_compatible", f"candidate.model=openai/{candidate}", f"candidate.api_base={url}",
+            f"candidate.name={candidate}", "candidate.api_key_env=FAKE_KEY",
+            "judge=openai_compatible", f"judge.model=openai/{judge}", f"judge.api_base={url}",
+            f"judge.name={judge}", "judge.api_key_env=FAKE_KEY"]
+
+
+class QuestionScript:
+    """Base of the fake server's scripts: a request to one of `judges` goes to `judge(model, text)`, any
+    other to `candidate(model, question id)`, the question found from the dialogue turns in the prompt."""
+
+    judges: frozenset[str] = frozenset({"judge"})
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        # longest dialogues first, so a question whose turns all appear in the prompt is found
+        # before a shorter question that shares its opening turn
+        self.turns = sorted(((tuple(t["content"] for t in r["dialogue"]), r["question_id"]) for r in rows),
+                            key=lambda x: -len(x[0]))
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        text = self.text(body)
+        if body["model"] in self.judges:
+            return self.judge(body["model"], text)
+        return self.candidate(body["model"], self.question(text))
+
+    def judge(self, model: str, text: str) -> Reply:
+        raise NotImplementedError
+
+    def candidate(self, model: str, qid: str) -> Reply:
+        raise NotImplementedError
+
+    @staticmethod
+    def text(body: dict[str, Any]) -> str:
+        """Every message of a request body as one text."""
+        return "\n".join(str(m.get("content", "")) for m in body["messages"])
+
+    def question(self, text: str) -> str:
+        return next(q for turns, q in self.turns if all(t in text for t in turns))
+
+    @staticmethod
+    def verdict(n: int, met: Any, reasoning: Any = lambda i: f"item {i}") -> Reply:
+        """The judge's reply for items 1..n: met(i) and reasoning(i) per item, in the default verdict shape."""
+        items = [{"id": i, "reasoning": reasoning(i), "met": met(i)} for i in range(1, n + 1)]
+        return Reply(text=json.dumps({"criteria": items}), usage=(100, 50))
+
+
+@pytest.fixture
+def static_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path, list[str]]]:
+    """Serves tmp_path/www on 127.0.0.1 (proxies off); yields (base url, directory, request paths seen)."""
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    www = tmp_path / "www"
+    www.mkdir()
+    seen: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            seen.append(self.path)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(www)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}", www, seen
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 def heartbench_dir() -> Path | None:
@@ -99,9 +194,7 @@ def real_questions(spec, heartbench_file):
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """Environment for console-script runs: no real API keys, a private cache, FAKE_KEY set."""
-    e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    e.update(RUBRIC_ENGINE_CACHE=str(tmp_path / "cache"), FAKE_KEY="sk-test", XDG_CACHE_HOME=str(tmp_path / "xdg"))
-    return e
+    return clean_env(tmp_path)
 
 
 @pytest.fixture(scope="session")
@@ -111,6 +204,4 @@ def review_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     from agree_runs import make_runs
 
     root = tmp_path_factory.mktemp("review_runs")
-    e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    e.update(RUBRIC_ENGINE_CACHE=str(root / "cache"), FAKE_KEY="sk-test", XDG_CACHE_HOME=str(root / "xdg"))
-    return make_runs(root, e, ("cand_a", "cand_b", "cand_c"))
+    return make_runs(root, clean_env(root), ("cand_a", "cand_b", "cand_c"))

@@ -15,21 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from conftest import REPO, QuestionScript, clean_env, read_rows, run_cli
 from fakeserver import FakeServer, Reply
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "data" / "heartbench_en_sample.jsonl"
-ROWS = [json.loads(x) for x in SAMPLE.read_text(encoding="utf-8").splitlines() if x.strip()]
-BY_ID = {r["question_id"]: r for r in ROWS}
-EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+SAMPLE = REPO / "data" / "heartbench_en_sample.jsonl"
+ROWS, BY_ID = read_rows(SAMPLE)
+__all__ = ["build_grid", "run_cli", "CANDIDATES", "JUDGES", "ROWS", "BY_ID"]
 RULE_LABEL = "其他"  # the failure-rule data label of the HeartBench family of specs (data, not engine code)
 
 CANDIDATES = {"c_oa1": "openai", "c_oa2": "openai", "c_an": "anthropic", "c_go": "google"}
@@ -61,25 +56,26 @@ def judge_pass(judge: str, qid: str, i: int, cand: str, rule: bool) -> bool:
     return ok
 
 
-class GridScript:
-    def __init__(self) -> None:
-        self.turns = sorted(((tuple(t["content"] for t in r["dialogue"]), r["question_id"]) for r in ROWS),
-                            key=lambda x: -len(x[0]))
+class GridScript(QuestionScript):
+    judges = frozenset({*JUDGES, LENGTH_JUDGE})
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        text = "\n".join(str(m.get("content", "")) for m in body["messages"])
-        model = body["model"]
-        if model in JUDGES or model == LENGTH_JUDGE:
-            qid = re.search(r"REPLY\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
-            cand = re.search(r"MODEL\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
-            items = []
-            for i, it in enumerate(BY_ID[qid]["rubric"], 1):
-                rule = it["dimension"] == RULE_LABEL
-                ok = judge_pass(model, qid, i, cand, rule)
-                met = ok if (not rule and it["score"] > 0) else not ok
-                items.append({"id": i, "reasoning": "scripted", "met": met})
-            return Reply(text=json.dumps({"criteria": items}), usage=(100, 50))
-        qid = next(q for turns, q in self.turns if all(t in text for t in turns))
+    def __init__(self) -> None:
+        super().__init__(ROWS)
+
+    def judge(self, model: str, text: str) -> Reply:
+        qid = re.search(r"REPLY\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
+        cand = re.search(r"MODEL\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
+        rubric = BY_ID[qid]["rubric"]
+
+        def met(i: int) -> bool:
+            it = rubric[i - 1]
+            rule = it["dimension"] == RULE_LABEL
+            ok = judge_pass(model, qid, i, cand, rule)
+            return ok if (not rule and it["score"] > 0) else not ok
+
+        return self.verdict(len(rubric), met, lambda i: "scripted")
+
+    def candidate(self, model: str, qid: str) -> Reply:
         n = words(qid, model)
         return Reply(text=f"REPLY[{qid}] MODEL[{model}] " + "I hear you. " * n, usage=(40, 3 * n + 4))
 
@@ -89,21 +85,11 @@ def entry(name: str, family: str, url: str) -> str:
             f"params: {{}}\nfamily: {family}\n")
 
 
-def make_env(tmp: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    e.update(RUBRIC_ENGINE_CACHE=str(tmp / "cache"), FAKE_KEY="sk-test", XDG_CACHE_HOME=str(tmp / "xdg"))
-    return e
-
-
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 600, **kw: Any) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, **kw)
-
-
 def build_grid(tmp: Path, candidates: dict[str, str] | None = None,
                judges: dict[str, str] | None = None, progress: str = "none") -> dict[str, Any]:
     """Run the sweep (default: 4 x 4 = 16 jobs); returns {"sweep", "env", "dirs": {(candidate, judge): run dir}}."""
     candidates, judges = candidates or CANDIDATES, judges or JUDGES
-    env = make_env(tmp)
+    env = clean_env(tmp)
     conf, sweep = tmp / "conf", tmp / "sweep"
     env["RUBRIC_ENGINE_CONFIG_DIRS"] = str(conf)  # user model entries, as README documents them
     with FakeServer(GridScript()) as srv:
@@ -113,7 +99,7 @@ def build_grid(tmp: Path, candidates: dict[str, str] | None = None,
                 (conf / group / f"{name}.yaml").write_text(entry(name, fam, srv.url), encoding="utf-8")
         res = run_cli(["-m", "benchmark=heartbench_en", f"progress={progress}", "bootstrap.samples=20",
                        f"hydra.sweep.dir={sweep}",
-                       f"candidate={','.join(candidates)}", f"judge={','.join(judges)}"], env)
+                       f"candidate={','.join(candidates)}", f"judge={','.join(judges)}"], env, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     dirs = {}
     for p in sweep.glob("*/summary.json"):

@@ -12,7 +12,6 @@ import math
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -20,13 +19,12 @@ from typing import Any
 
 import pytest
 
-from conftest import MINI
+from conftest import EXE, MINI, QuestionScript, model_args, read_rows, run_cli
 from fakeserver import FakeServer, Reply
 
 DATA = MINI  # the project's own 12 HeartBench-shaped questions: these tests run on a bare clone
-ROWS = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
-BY_ID = {r["question_id"]: r for r in ROWS}
-EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test, never another on PATH
+ROWS, BY_ID = read_rows(DATA)
+__all__ = ["DATA", "EXE", "ROWS", "BY_ID", "REPLY_RE", "Script", "hit", "model_args", "run_cli"]
 REPLY_RE = re.compile(r"REPLY\[(\w{6})\]")
 
 
@@ -35,23 +33,17 @@ def hit(qid: str, index: int) -> bool:
     return (sum(map(ord, qid)) + 3 * index) % 5 < 2
 
 
-class Script:
+class Script(QuestionScript):
     """Fake server behaviour: candidate replies name their question; the judge answers per item."""
 
     def __init__(self) -> None:
-        # longest dialogues first, so a question whose turns all appear in the prompt is found
-        # before a shorter question that shares its opening turn
-        self.turns = sorted(((tuple(t["content"] for t in r["dialogue"]), r["question_id"]) for r in ROWS),
-                            key=lambda x: -len(x[0]))
+        super().__init__(ROWS)
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        text = "\n".join(str(m.get("content", "")) for m in body["messages"])
-        if body["model"] == "judge":
-            qid = REPLY_RE.search(text).group(1)  # type: ignore[union-attr]
-            n = len(BY_ID[qid]["rubric"])
-            verdict = {"criteria": [{"id": i, "reasoning": f"item {i}", "met": hit(qid, i)} for i in range(1, n + 1)]}
-            return Reply(text=json.dumps(verdict), usage=(100, 50))
-        qid = next(q for turns, q in self.turns if all(t in text for t in turns))
+    def judge(self, model: str, text: str) -> Reply:
+        qid = REPLY_RE.search(text).group(1)  # type: ignore[union-attr]
+        return self.verdict(len(BY_ID[qid]["rubric"]), lambda i: hit(qid, i))
+
+    def candidate(self, model: str, qid: str) -> Reply:
         return Reply(text=f"REPLY[{qid}] 我在这里，愿意听你说。", usage=(40, 20))
 
 
@@ -73,17 +65,6 @@ def expected(ids: list[str]) -> dict[str, Any]:
             per_ability[label].append(s)
     ability_means = [sum(v) / len(v) for v in per_ability.values()]
     return {"overall": 100 * sum(ability_means) / len(ability_means), "n_abilities": len(ability_means)}
-
-
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 300, **kw: Any) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, **kw)
-
-
-def model_args(url: str) -> list[str]:
-    return ["candidate=openai_compatible", "candidate.model=openai/cand", f"candidate.api_base={url}",
-            "candidate.name=cand", "candidate.api_key_env=FAKE_KEY",
-            "judge=openai_compatible", "judge.model=openai/judge", f"judge.api_base={url}",
-            "judge.name=judge", "judge.api_key_env=FAKE_KEY"]
 
 
 IDS = [r["question_id"] for r in ROWS[:10]]

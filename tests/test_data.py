@@ -4,13 +4,10 @@ quirks and selection (on the project's mini file)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import http.server
 import json
-import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
@@ -114,33 +111,9 @@ def test_spec_data_path_relative_to_spec_dir(spec: BenchmarkSpec, tmp_path: Path
 
 # ------------------------------------------------------------------------------------------------ download
 
-@pytest.fixture
-def http_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path, list[str]]]:
-    """A tiny static server on 127.0.0.1 serving tmp_path/www; yields (base url, dir, request paths)."""
-    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1")
-    www = tmp_path / "www"
-    www.mkdir()
-    seen: list[str] = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            seen.append(self.path)
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(www)))
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}", www, seen
-    finally:
-        srv.shutdown()
-        srv.server_close()
-
-
-def test_download_once_and_verify(spec: BenchmarkSpec, http_dir: tuple[str, Path, list[str]], tmp_path: Path,
+def test_download_once_and_verify(spec: BenchmarkSpec, static_server: tuple[str, Path, list[str]], tmp_path: Path,
                                   mini_file: Path) -> None:
-    base, www, seen = http_dir
+    base, www, seen = static_server
     (www / "question_all.jsonl").write_bytes(mini_file.read_bytes())
     SHA = sha256_file(mini_file)  # noqa: N806 - the pinned hash of the file served
     remote = with_data(spec, url=f"{base}/question_all.jsonl", sha256=SHA)
@@ -155,9 +128,9 @@ def test_download_once_and_verify(spec: BenchmarkSpec, http_dir: tuple[str, Path
     assert sorted(p.name for p in target.parent.iterdir()) == ["question_all.jsonl"]  # no temp file left
 
 
-def test_download_bad_sha256(spec: BenchmarkSpec, http_dir: tuple[str, Path, list[str]], tmp_path: Path,
+def test_download_bad_sha256(spec: BenchmarkSpec, static_server: tuple[str, Path, list[str]], tmp_path: Path,
                             mini_file: Path) -> None:
-    base, www, _ = http_dir
+    base, www, _ = static_server
     (www / "question_all.jsonl").write_bytes(mini_file.read_bytes()[:-10])
     url = f"{base}/question_all.jsonl"
     actual = sha256_file(www / "question_all.jsonl")
@@ -170,8 +143,8 @@ def test_download_bad_sha256(spec: BenchmarkSpec, http_dir: tuple[str, Path, lis
     assert list((cache / SHA).iterdir()) == []  # the bad file is gone
 
 
-def test_download_failure(spec: BenchmarkSpec, http_dir: tuple[str, Path, list[str]], tmp_path: Path) -> None:
-    base, _, _ = http_dir
+def test_download_failure(spec: BenchmarkSpec, static_server: tuple[str, Path, list[str]], tmp_path: Path) -> None:
+    base, _, _ = static_server
     with pytest.raises(DataError) as info:
         load_dataset(with_data(spec, url=f"{base}/missing.jsonl"), cache_dir=tmp_path / "c")
     assert "download failed" in str(info.value) and "data.path=" in str(info.value)

@@ -3,12 +3,9 @@ are rejected. The download is served by a static HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
-import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -22,29 +19,6 @@ SHA = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"
 
 def with_data(spec: BenchmarkSpec, **changes: Any) -> BenchmarkSpec:
     return spec.model_copy(update={"data": spec.data.model_copy(update=changes)})
-
-
-@pytest.fixture
-def static_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path, list[str]]]:
-    """Serves tmp_path/www on 127.0.0.1; yields (base url, directory, request paths seen)."""
-    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("no_proxy", "127.0.0.1")
-    www = tmp_path / "www"
-    www.mkdir()
-    seen: list[str] = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            seen.append(self.path)
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(www)))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}", www, seen
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def test_a_tampered_cached_download_is_rechecked_and_fetched_again(

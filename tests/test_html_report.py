@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from rubric_engine.html_report import render_html
-from rubric_engine.leaderboard import build_leaderboard, collect_runs, write_leaderboard
+from rubric_engine.leaderboard import build_leaderboard
+from rubric_engine.leaderboard_output import write_leaderboard
+from rubric_engine.runs import collect_runs
 from test_leaderboard import make_run
 
 EVIL = "<script>alert('x')</script> & <b>bold</b> see https://example.com/x"

@@ -22,14 +22,10 @@ import pytest
 from rubric_engine.aggregate import aggregate, scored_from_samples
 from rubric_engine.dataset import Criterion
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.leaderboard import (
-    build_leaderboard,
-    collect_runs,
-    compare,
-    leaderboard_command,
-    leaderboard_main,
-    write_leaderboard,
-)
+from rubric_engine.leaderboard import build_leaderboard, compare
+from rubric_engine.leaderboard_output import leaderboard_command, write_leaderboard
+from rubric_engine.runs import collect_runs
+from rubric_engine.subcommands import leaderboard_main
 from rubric_engine.scoring import score_question
 
 SPEC: dict[str, Any] = {

@@ -19,7 +19,9 @@ import pytest
 from rubric_engine.aggregate import group_members
 from rubric_engine.bootstrap import bootstrap_overall
 from rubric_engine.html_views import subset_intervals
-from rubric_engine.leaderboard import build_leaderboard, collect_runs, write_leaderboard
+from rubric_engine.leaderboard import build_leaderboard
+from rubric_engine.leaderboard_output import write_leaderboard
+from rubric_engine.runs import collect_runs
 from test_html_report import Page, _page
 from test_leaderboard import make_run
 
