@@ -154,8 +154,11 @@ def _records(file: Path, fmt: str) -> Iterable[tuple[_Line, Any]]:
 
 
 def _csv_cell(value: str | None) -> Any:
-    """A CSV cell: JSON arrays / objects (dialogue, rubric, tags) are decoded, anything else stays text."""
+    """A CSV cell: JSON arrays / objects (dialogue, rubric, tags) are decoded, an empty cell is an absent value
+    (no tags, no reference), anything else stays text."""
     v = (value or "").strip()
+    if not v:
+        return None
     if v[:1] in "[{":
         try:
             return json.loads(v)

@@ -32,7 +32,7 @@ _ALL = {"criteria", "n_criteria"}
 
 def template_variables(spec: "BenchmarkSpec", field: str) -> set[str]:
     """Names a template reads (jinja2's static analysis), to tell an all-criteria from a per-criterion template."""
-    source = spec.template_path(field).read_text(encoding="utf-8")
+    source = spec.read_template(field)  # bounded, BOM-tolerant, errors as SpecError
     return set(jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(source)))
 
 
@@ -71,7 +71,10 @@ def _check_judge(spec: "BenchmarkSpec", fail: Fail) -> None:
     path = spec.template_path("judge.template")
     if not path.is_file():
         return  # reported by the template check
-    used = template_variables(spec, "judge.template")
+    try:
+        used = template_variables(spec, "judge.template")
+    except jinja2.TemplateSyntaxError:
+        return  # reported by the template check, with the template's file:line (it was a traceback)
     if per and used & _ALL:
         fail(("judge", "template"), f"an all-criteria template ({', '.join(sorted(used & _ALL))}) with per_criterion "
              "judging", j.template, "a per_criterion template uses `criterion` (one item), not criteria/n_criteria")

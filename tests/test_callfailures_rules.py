@@ -1,0 +1,121 @@
+"""callfailures: which failures are retried, which stop, what kind they are, how long Retry-After asks for,
+and the one cleaned line a user reads. Pure functions of an exception, so tested with exceptions shaped
+like LiteLLM's (recognised by class name; the HTTP path is in test_models_faults.py and test_cli_faults.py).
+Written against survivors of `python bench/mutation.py callfailures`."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+
+import pytest
+
+from rubric_engine.callfailures import STOPS_RUN_KINDS, Failure, Malformed, classify, clean, refused, retry_after
+
+
+def named(name: str, status: int | None = None, headers: dict[str, str] | None = None,
+          base: type[Exception] = Exception) -> type[Exception]:
+    def init(self: Exception, msg: str = "") -> None:
+        base.__init__(self, msg)
+        if status is not None:
+            self.status_code = status  # type: ignore[attr-defined]
+        if headers is not None:
+            self.litellm_response_headers = headers  # type: ignore[attr-defined]
+    return type(name, (base,), {"__init__": init})
+
+
+@pytest.mark.parametrize("status, fatal, kind", [
+    (400, True, "bad_request"), (401, True, "auth"), (403, True, "forbidden"), (404, True, "not_found"),
+    (422, True, "bad_request"), (499, True, "bad_request"),
+    (408, False, "transient"), (409, False, "transient"), (425, False, "transient"), (429, False, "transient"),
+    (500, False, "transient"), (503, False, "transient"), (599, False, "transient"),
+])
+def test_status_decides_retry_and_kind(status: int, fatal: bool, kind: str) -> None:
+    f = classify(named("APIError", status)("boom"), None)
+    assert (f.fatal, f.status, f.kind) == (fatal, status, kind)
+
+
+def test_transient_status_carries_retry_after_fatal_does_not() -> None:
+    assert classify(named("RateLimitError", 429, {"Retry-After": "3"})("slow down"), None).retry_after == 3.0
+    assert classify(named("APIError", 400, {"Retry-After": "3"})("bad"), None).retry_after is None
+    assert classify(named("Weird", None, {"retry-after": "2"})("odd"), None) == Failure(False, None, 2.0, "odd",
+                                                                                       "transient")
+
+
+def test_missing_credentials_is_an_auth_stop_even_as_http_500() -> None:
+    f = classify(named("InternalServerError", 500)("OpenAIException - Missing credentials. Please pass an api_key"),
+                 None)
+    assert f == Failure(True, None, None, "OpenAIException - Missing credentials. Please pass an api_key", "auth")
+    assert "auth" in STOPS_RUN_KINDS and "bad_request" not in STOPS_RUN_KINDS
+
+
+def test_sdk_refusing_to_start_without_a_key() -> None:
+    f = classify(named("OpenAIError")("The api_key client option must be set"), None)
+    assert (f.fatal, f.kind) == (True, "auth")
+    assert classify(named("OpenAIError")("something else"), None).fatal is False
+
+
+def test_context_window_is_fatal_with_400() -> None:
+    f = classify(named("ContextWindowExceededError")("too long"), None)
+    assert (f.fatal, f.status, f.kind) == (True, 400, "context")
+    assert classify(named("ContextWindowExceededError", 413)("too long"), None).status == 413
+
+
+@pytest.mark.parametrize("name", ["AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
+                                  "UnprocessableEntityError", "UnsupportedParamsError",
+                                  "ContentPolicyViolationError"])
+def test_fatal_class_names_without_status(name: str) -> None:
+    f = classify(named(name)("no"), None)
+    assert (f.fatal, f.kind, f.status) == (True, "bad_request", None)
+
+
+@pytest.mark.parametrize("exc", [Malformed("no choices"), TimeoutError("t"), named("Timeout")("t"),
+                                 named("APITimeoutError")("t"), named("APIConnectionError")("reset by peer")])
+def test_timeouts_and_malformed_replies_are_transient(exc: Exception) -> None:
+    f = classify(exc, None)
+    assert (f.fatal, f.kind, f.retry_after) == (False, "transient", None)
+
+
+def test_refused_connection_is_its_own_kind() -> None:
+    assert classify(named("APIConnectionError", 500)("Connection error."), None).kind == "connection"
+    cause = ConnectionRefusedError("[Errno 111] Connection refused")
+    outer = named("APIConnectionError")("wrapped")
+    outer.__cause__ = cause
+    assert refused(outer) and classify(outer, None) == Failure(False, None, None, "wrapped", "connection")
+    ctx = named("APIConnectionError")("wrapped")
+    ctx.__context__ = named("ConnectError")("x")
+    assert refused(ctx)
+    timed = named("APIConnectionError")("Connection error.")
+    timed.__cause__ = named("TimeoutException")("read timed out")
+    assert not refused(timed)  # a timeout inside is not a refusal, whatever the outer text says
+    loop = named("APIConnectionError")("a")
+    loop.__context__ = loop
+    assert not refused(loop)
+
+
+def test_detail_is_the_class_name_when_the_message_is_empty() -> None:
+    assert classify(named("APIError", 500)(""), None).detail == "APIError:"
+
+
+def test_clean_is_one_short_line_without_the_secret() -> None:
+    assert clean("litellm.RateLimitError: litellm.APIError:   too\n\n many  calls ", None) == "too many calls"
+    assert clean("key sk-abcd1234 refused", "sk-abcd1234") == "key *** refused"
+    assert clean("key abc refused", "abc") == "key abc refused"  # a secret under 4 characters is not masked
+    assert clean("x" * 300, None) == "x" * 300
+    assert clean("y" * 301, None) == "y" * 300 + "..."
+    assert classify(named("APIError", 500)("token sk-abcd1234 bad"), "sk-abcd1234").detail == "token *** bad"
+
+
+def test_retry_after_header_forms() -> None:
+    class Response:
+        headers = {"Retry-After": "4"}
+
+    exc = named("RateLimitError")("x")
+    exc.response = Response()  # type: ignore[attr-defined]
+    assert retry_after(exc) == 4.0  # from the HTTP response when LiteLLM did not copy the headers
+    assert retry_after(named("E", None, {"Retry-After-Ms": "1500", "Retry-After": "9"})("x")) == 1.5  # ms wins
+    assert retry_after(named("E", None, {"retry-after-ms": "-5"})("x")) == 0.0
+    assert retry_after(named("E", None, {"retry-after": "-5"})("x")) == 0.0
+    soon = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    assert 3500 < (retry_after(named("E", None, {"Retry-After": soon})("x")) or 0) <= 3600
+    assert retry_after(named("E", None, {"Retry-After-Ms": "soon"})("x")) is None  # unreadable: no hint

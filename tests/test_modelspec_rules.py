@@ -1,0 +1,119 @@
+"""modelspec: a declared model -> ModelSpec (errors word for word, timeouts, family), the provider's key
+variable, and what the cache key does and does not depend on. Written against survivors of
+`python bench/mutation.py modelspec`."""
+
+from __future__ import annotations
+
+import pytest
+
+from rubric_engine.errors import ConfigError
+from rubric_engine.modelspec import CACHE_KEY_VERSION, ModelSpec, cache_key, provider_key_env
+
+MSG = [{"role": "user", "content": "你好"}]
+
+
+@pytest.mark.parametrize("model, env", [
+    ("openai/gpt-4o", "OPENAI_API_KEY"), ("anthropic/claude-x", "ANTHROPIC_API_KEY"),
+    ("together_ai/llama", "TOGETHERAI_API_KEY"), ("gpt-4o", "OPENAI_API_KEY"),
+    ("claude-3-haiku", "ANTHROPIC_API_KEY"), ("gemini-pro", "GEMINI_API_KEY"), ("mistral-large", "MISTRAL_API_KEY"),
+    ("deepseek-chat", "DEEPSEEK_API_KEY"), ("openrouter/a/b", "OPENROUTER_API_KEY"),
+])
+def test_provider_key_env(model: str, env: str) -> None:
+    assert provider_key_env(model) == env
+    assert ModelSpec("m", model).key_env == env
+    assert ModelSpec("m", model, api_key_env="MINE").key_env == "MINE"
+
+
+def test_from_config_fills_defaults() -> None:
+    s = ModelSpec.from_config({"model": "openai/served-name"}, role="judge")
+    assert s == ModelSpec(name="served-name", model="openai/served-name", timeout=120.0)
+    assert (s.api_base, s.api_key_env, s.params, s.family, s.revision) == (None, None, {}, None, None)
+    full = ModelSpec.from_config({"name": "n", "model": "m/x", "api_base": "http://h/v1", "api_key_env": "K",
+                                  "params": {"temperature": 0}, "timeout": "30", "family": " Qwen ",
+                                  "revision": 7}, role="candidate")
+    assert full == ModelSpec("n", "m/x", "http://h/v1", "K", {"temperature": 0}, 30.0, "qwen", "7")
+    blank = ModelSpec.from_config({"model": "m/x", "api_base": "", "api_key_env": "", "family": ""}, role="judge")
+    assert (blank.api_base, blank.api_key_env, blank.family) == (None, None, None)
+
+
+def test_run_wide_timeout_wins_over_the_entry() -> None:
+    assert ModelSpec.from_config({"model": "m/x", "timeout": 30}, role="judge", timeout=5).timeout == 5.0
+    assert ModelSpec.from_config({"model": "m/x", "timeout": 30}, role="judge").timeout == 30.0
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_config({"model": "m/x", "timeout": "soon"}, role="judge")
+    assert str(err.value) == "judge: timeout must be a number of seconds (got 'soon')"
+
+
+def test_from_config_errors() -> None:
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_config({"model": "m/x", "api_key": "sk", "colour": 1}, role="judge")
+    assert str(err.value) == ("judge: unknown key(s) api_key, colour; allowed: api_base, api_key_env, family, model, "
+                              "name, params, revision, timeout (API keys are never put in config: name the environment "
+                              "variable with api_key_env)")
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_config({"model": "m/x", "colour": 1}, role="judge")
+    assert str(err.value).endswith("revision, timeout")
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_config({"name": "x"}, role="candidate")
+    assert str(err.value) == "candidate.model is not set; e.g. candidate.model=openai/<served-model-name>"
+
+
+def test_spec_checks() -> None:
+    with pytest.raises(ConfigError) as err:
+        ModelSpec("n", "  ")
+    assert str(err.value) == "model 'n': 'model' must be a LiteLLM id like 'openai/gpt-4o' (got '  ')"
+    for bad in (0, -1.0):
+        with pytest.raises(ConfigError) as err:
+            ModelSpec("n", "m/x", timeout=bad)
+        assert str(err.value) == f"model 'n': timeout must be > 0 seconds (got {bad!r})"
+    with pytest.raises(ConfigError) as err:
+        ModelSpec("n", "m/x", params={"api_key": "sk"})
+    assert str(err.value).startswith("model 'n': params.api_key is not allowed")
+    with pytest.raises(ConfigError) as err:
+        ModelSpec("n", "m/x", family="Open AI!")
+    assert str(err.value) == ("model 'n': family must be a short name like 'openai' or 'qwen' (letters, digits, - _ .), "
+                              "got 'Open AI!'")
+    assert ModelSpec("n", "m/x", family="a" * 64).family == "a" * 64
+    with pytest.raises(ConfigError):
+        ModelSpec("n", "m/x", family="a" * 65)
+
+
+def test_specs_with_equal_fields_hash_equal() -> None:
+    a = ModelSpec("n", "m/x", params={"t": [1, 2]})
+    b = ModelSpec("n", "m/x", params={"t": (1, 2)})
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert hash(a) != hash(ModelSpec("n", "m/x", params={"t": [2, 1]}))
+    assert hash(a) != hash(ModelSpec("n", "m/x", params={"t": [1, 2]}, revision="r"))
+
+
+def test_cache_key_ignores_key_timeout_and_retries() -> None:
+    base = ModelSpec("n", "openai/x", api_base="http://h/v1/", params={"temperature": 0})
+    key = cache_key(base, MSG, None)
+    same = ModelSpec("other-name", "openai/x", api_base="http://h/v1", api_key_env="K", timeout=5,
+                     params={"temperature": 0, "timeout": 9, "request_timeout": 9, "num_retries": 3, "max_retries": 3})
+    assert cache_key(same, MSG, None) == key  # trailing slash, name, key variable, timeouts, retries: same answer
+    assert cache_key(base, MSG, None, repeat=0) == key
+    for changed in (ModelSpec("n", "openai/y", api_base="http://h/v1", params={"temperature": 0}),
+                    ModelSpec("n", "openai/x", api_base="http://other/v1", params={"temperature": 0}),
+                    ModelSpec("n", "openai/x", api_base="http://h/v1", params={"temperature": 1}),
+                    ModelSpec("n", "openai/x", api_base="http://h/v1", params={"temperature": 0}, revision="r2")):
+        assert cache_key(changed, MSG, None) != key
+    assert cache_key(base, MSG, {"type": "json_object"}) != key
+    assert cache_key(base, [{"role": "user", "content": "你好!"}], None) != key
+    assert cache_key(base, MSG, None, repeat=1) != key != cache_key(base, MSG, None, repeat=2)
+    assert len(key) == 64 and int(key, 16) >= 0 and CACHE_KEY_VERSION == 1
+
+
+def test_cache_key_is_pinned() -> None:
+    """The recipe is part of every stored cache: changing it silently re-asks every model (bump the version)."""
+    import hashlib
+    import json
+
+    spec = ModelSpec("n", "openai/x", params={"temperature": 0})
+    payload = {"v": 1, "model": "openai/x", "api_base": None, "messages": MSG, "params": {"temperature": 0},
+               "response_format": None}
+    expected = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    assert cache_key(spec, MSG, None) == expected
+    payload.update(repeat=2, revision="r")
+    expected = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    assert cache_key(ModelSpec("n", "openai/x", params={"temperature": 0}, revision="r"), MSG, None, repeat=2) == expected
