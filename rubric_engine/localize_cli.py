@@ -12,9 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .cliargs import COMMANDS, parse
+from .cliargs import COMMANDS, as_int, as_list, parse
 from .errors import ConfigError
-from .kvargs import as_int, as_list
 from .localize import REPORT_FILE, LocalizeOptions, apply_review, localize
 
 __all__ = ["parse_options", "localize_command"]

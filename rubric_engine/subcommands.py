@@ -91,8 +91,8 @@ def _dispatch(name: str, args: list[str], compose: Compose) -> int:
 
         parsed = parse(COMMANDS[name], args)
         return cache_command(parsed.positionals[0] if parsed.positionals else "info", parsed.options.get("cache.dir"))
-    if name == "localize":  # checked (help, unknown keys) here; localize.parse_options converts the values
-        from .localize import localize_command
+    if name == "localize":  # checked (help, unknown keys) here; localize_cli.parse_options converts the values
+        from .localize_cli import localize_command
 
         parse(COMMANDS[name], args)
         return localize_command([a for a in args if a.partition("=")[0] != "debug"])
