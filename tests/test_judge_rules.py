@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from fakeserver import FakeServer, Reply
-from rubric_engine.judge import JudgeResult, add_usage, reask_message
-from rubric_engine.verdicts import Verdict
+from rubric_engine.judge import JudgeResult, add_usage
+from rubric_engine.verdicts import Verdict, VerdictShape
 from test_judge_per_criterion import crit, run, sample
 
 
@@ -64,8 +64,8 @@ def test_add_usage_sums_parts_and_keeps_unknown_cost_unknown() -> None:
 
 
 def test_reask_message_says_what_was_wrong_and_how_many() -> None:
-    text = reask_message("item 2: 'met' must be true or false", 3)
-    assert "item 2: 'met' must be true or false" in text and "3" in text
+    text = VerdictShape().reask("item 2: 'met' must be true or false", 3)
+    assert "item 2: 'met' must be true or false" in text and "exactly 3 items" in text and "1 to 3" in text
 
 
 def test_a_mock_judge_is_told_the_verdict_shape_of_both_granularities(tmp_path: Path) -> None:
