@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Callable
@@ -19,7 +18,7 @@ import pytest
 
 from fakeserver import FakeServer, Reply
 
-EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+from conftest import EXE  # the console script of the environment under test, never another on PATH
 SECRET = "sk-live-0123456789abcdefSECRET"  # what a real key looks like; must never reach a file or a stream
 N_ITEMS = re.compile(r"Rubric \((\d+) items\)")
 

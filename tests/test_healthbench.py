@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ from rubric_engine.scoring import score_question
 from rubric_engine.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
-EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+from conftest import EXE  # the console script of the environment under test, never another on PATH
 AXES = ["axis:accuracy", "axis:completeness", "axis:communication_quality", "axis:context_awareness",
         "axis:instruction_following"]
 THEMES = ["theme:emergency_referrals", "theme:hedging", "theme:global_health", "theme:context_seeking"]

@@ -241,7 +241,7 @@ def test_leaderboard_cli_takes_an_agreement_file(runs: Path, tmp_path: Path) -> 
     import subprocess
     import sys
 
-    exe = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+    exe = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test
     agreement = tmp_path / "elsewhere" / "agreement.json"
     agreement.parent.mkdir()
     agreement.write_text(json.dumps({"headline": {"judge-x": "judge-x vs the human majority: raw 77.7%"},

@@ -9,7 +9,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from rubric_engine.spec import load_spec
 REPO = Path(__file__).resolve().parents[1]
 QA = REPO / "benchmarks" / "reference_qa"
 HB = REPO / "benchmarks" / "healthbench"
-EXE = shutil.which("rubric-engine") or str(Path(sys.executable).with_name("rubric-engine"))
+from conftest import EXE  # the console script of the environment under test, never another on PATH
 
 
 def run_cli(args: list[str], env: dict[str, str], **kw: Any) -> subprocess.CompletedProcess:
