@@ -247,7 +247,7 @@ class BenchmarkSpec(_Model):
         for loc in (locale or self.locale, "en"):
             if labels.get(loc):
                 return str(labels[loc])
-        return str(next(iter(labels.values()), ""))
+        return str(next((v for v in labels.values() if v), ""))  # the first non-empty one
 
     def origin(self, key: str | Key) -> tuple[Path, int] | None:
         """(file, line) that declared a key path such as 'judge.template' (None if defaulted)."""

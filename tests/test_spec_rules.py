@@ -97,6 +97,7 @@ def test_label_prefers_locale_then_en_then_first(spec: BenchmarkSpec) -> None:
     assert spec.label(act.abilities[0]) == ""  # no labels at all
     assert spec.label({"en": "", "zh": "空"}) == "空"
     assert spec.label({"de": "Erste", "fr": "Zweite"}) == "Erste"
+    assert spec.label({"de": "", "fr": "Zweite"}) == "Zweite"  # an empty first label falls through
     assert spec.label({"zh": 7}) == "7"
 
 
