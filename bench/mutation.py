@@ -79,6 +79,15 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("_complete", text, "a mock/ judge (the only one that reads expect) never refuses json_schema, so the "
            "known-refused path never carries an expect") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
     ],
+    "modelspec": [
+        *[("provider_key_env", t, "only the part before the first '/' is read") for t in (
+            'model.split("/", )[0]', 'model.split("/", 2)[0]')],
+        *[("provider_key_env", t, "the provider is upper-cased into the variable name and neither has an "
+           "exception entry") for t in ('"deepseek") if model.startswith(p)), "OPENAI")', '{"claude": "ANTHROPIC"}')],
+        ("__post_init__", "self.timeout < 0:", "a timeout of 0 is already refused by `not self.timeout`"),
+        ("cache_key", "ensure_ascii=None", "None is as falsy as False"),
+        ("cache_key", 'text.encode("UTF-8")', "codec names are case-insensitive"),
+    ],
     "dataset": [
         *[("sha256_file", t, "the digest does not depend on the read size") for t in (
             "fh.read(None)", "fh.read(2 << 20)", "fh.read(1 << 21)")],

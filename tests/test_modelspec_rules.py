@@ -117,3 +117,51 @@ def test_cache_key_is_pinned() -> None:
     payload.update(repeat=2, revision="r")
     expected = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
     assert cache_key(ModelSpec("n", "openai/x", params={"temperature": 0}, revision="r"), MSG, None, repeat=2) == expected
+
+
+@pytest.mark.parametrize("key, fix", [
+    ("model", "candidate.model=openai/<served-model-name>"),
+    ("api_base", "candidate.api_base=http://<host>:<port>/v1 (the server's OpenAI-compatible URL)"),
+])
+def test_a_mandatory_value_left_unset_is_named_with_its_fix(key: str, fix: str) -> None:
+    """An entry's `???` (e.g. candidate=openai_compatible without candidate.api_base) is one config line."""
+    data = {"model": "openai/x", "api_base": "http://h/v1", key: "???"}
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_config(data, role="candidate")
+    assert str(err.value) == f"candidate.{key} is not set and this model entry needs it; add {fix}"
+
+
+def test_the_default_name_is_the_id_after_the_provider() -> None:
+    assert ModelSpec.from_config({"model": "openrouter/meta/llama-3"}, role="judge").name == "meta/llama-3"
+    assert ModelSpec.from_config({"model": "gpt-4o"}, role="judge").name == "gpt-4o"
+
+
+def test_a_key_in_params_is_refused_with_the_fix() -> None:
+    with pytest.raises(ConfigError) as err:
+        ModelSpec("n", "m/x", params={"api_key": "sk"})
+    assert str(err.value) == ("model 'n': params.api_key is not allowed (it would be saved with the run); put the key "
+                              "in an environment variable and name it with api_key_env")
+
+
+def test_hash_ignores_param_order_and_takes_any_value() -> None:
+    a = ModelSpec("n", "m/x", params={"temperature": 0, "top_p": 1})
+    b = ModelSpec("n", "m/x", params={"top_p": 1, "temperature": 0})
+    assert a == b and hash(a) == hash(b)
+
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque"
+    assert isinstance(hash(ModelSpec("n", "m/x", params={"x": Opaque()})), int)
+
+
+def test_cache_key_reads_values_json_cannot_spell_as_text() -> None:
+    class Tagged:
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        def __str__(self) -> str:
+            return self.tag
+    spec = ModelSpec("n", "openai/x")
+    one = cache_key(spec, [{"role": "user", "content": Tagged("a")}], None)
+    assert one != cache_key(spec, [{"role": "user", "content": Tagged("b")}], None)
+    assert one == cache_key(spec, [{"role": "user", "content": "a"}], None)
