@@ -298,7 +298,7 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
               seen: dict[str, int] | None = None) -> Question:
     """One row as a validated Question: its id, dialogue, rubric, metadata columns and subset value."""
     f = spec.data.fields
-    qid = _question_id(r, raw, f.id, seen)
+    qid = _row_id(r, raw, f.id, seen)
     turns = _turns(spec, r, raw)
     crits = _criteria(spec, r, raw, qid, quirks.weighted_rule)
     meta = _meta(spec, r, raw, qid, quirks)
@@ -309,7 +309,7 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
                     extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
 
 
-def _question_id(r: _Row, raw: dict[str, Any], name: str, seen: dict[str, int] | None) -> str:
+def _row_id(r: _Row, raw: dict[str, Any], name: str, seen: dict[str, int] | None) -> str:
     qid = r.get(raw, name, "id")
     if isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
         raise r.err(f"{name}: expected a non-empty string id", fix=f"got {qid!r}")
