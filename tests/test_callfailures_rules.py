@@ -119,3 +119,41 @@ def test_retry_after_header_forms() -> None:
     soon = email.utils.formatdate(time.time() + 3600, usegmt=True)
     assert 3500 < (retry_after(named("E", None, {"Retry-After": soon})("x")) or 0) <= 3600
     assert retry_after(named("E", None, {"Retry-After-Ms": "soon"})("x")) is None  # unreadable: no hint
+
+
+@pytest.mark.parametrize("exc", [named("Timeout")("Connection refused"), named("APITimeoutError")("Connection refused"),
+                                 named("TimeoutException")("Connection refused"), TimeoutError("Connection refused")])
+def test_a_timeout_is_never_a_refusal_whatever_its_text(exc: Exception) -> None:
+    assert not refused(exc)
+    assert classify(exc, None).kind == "transient"
+
+
+@pytest.mark.parametrize("exc", [ConnectionRefusedError("errno 111"), named("ConnectError")("x"),
+                                 named("APIError")("upstream: Connection refused by host")])
+def test_a_refusal_is_known_by_class_or_by_the_words(exc: Exception) -> None:
+    assert refused(exc)
+    assert not refused(named("APIError")("upstream: connection refused by host"))  # the words as LiteLLM spells them
+
+
+@pytest.mark.parametrize("name", ["Timeout", "APITimeoutError", "APIConnectionError"])
+def test_timeout_and_connection_classes_are_transient_whatever_their_status(name: str) -> None:
+    f = classify(named(name, 400)("reset by peer"), None)
+    assert (f.fatal, f.kind, f.status, f.detail) == (False, "transient", 400, "reset by peer")
+
+
+def test_status_and_detail_are_carried_on_every_kind() -> None:
+    ctx = classify(named("ContextWindowExceededError")("too long"), None)
+    assert ctx.detail == "too long"
+    conn = classify(named("APIConnectionError", 502)("Connection error."), None)
+    assert (conn.kind, conn.status) == ("connection", 502)
+    assert classify(named("APITimeoutError", 504)("t"), None).status == 504
+
+
+@pytest.mark.parametrize("bogus", [True, "500", 500.0])
+def test_a_status_that_is_not_an_integer_is_ignored(bogus: object) -> None:
+    f = classify(named("APIError", bogus)("odd"), None)  # type: ignore[arg-type]
+    assert (f.status, f.kind, f.fatal) == (None, "transient", False)
+
+
+def test_a_four_character_secret_is_masked() -> None:
+    assert clean("key abcd refused", "abcd") == "key *** refused"
