@@ -14,6 +14,7 @@ L=1.0 s: 900 calls in 18.3 s vs ideal 9.4 s (1.95x; 96 in flight = 3 x C); L=3.0
 loaded machine, as for a single judge (bench_calls.py, bench_per_criterion.py), not waiting between jurors.
 Again on 2026-11-22 (load average 9-10): L=1.0 s, N=600, J=3, C=32: 41-46 s vs ideal 18.75 s (2.2-2.45x);
 the calls took 11.7 s of CPU (6.5 ms each), 63% of a core for the ideal wall time (docs/scaling.md).
+On the quiet machine (load 0.5-0.8), same arguments: 21.8 s vs 18.8 s (1.16x), 9.3 s CPU.
 """
 
 from __future__ import annotations
