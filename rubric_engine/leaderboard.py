@@ -118,10 +118,15 @@ class Leaderboard:
 
     def to_dict(self) -> dict[str, Any]:
         t = self.taxonomy
+        method = "percentile interval; questions resampled with replacement, aggregate re-run"
+        nested = [r.label for r in self.rows if r.run is not None and nested_runs.is_nested(r.run)]
+        if nested:  # say which rows' intervals also carry sampling / judge noise (docs/judge-noise.md)
+            method += (f"; for {', '.join(nested)} (candidate samples or repeated gradings) hierarchical: questions, "
+                       "then each question's samples, then their gradings resampled")
         return {
             "schema_version": 1, "benchmark": self.benchmark, "benchmark_version": self.benchmark_version,
             "bootstrap": {"n": self.n_boot, "seed": self.seed, "alpha": self.alpha, "unit": "question",
-                          "method": "percentile interval; questions resampled with replacement, aggregate re-run"},
+                          "method": method},
             "taxonomy": {"dimensions": t.dimensions, "labels": t.labels, "subsets": t.subsets},
             "decay": dict(zip(("from", "to", "base"), t.decay)) if t.decay else None,
             "rows": [r.to_dict() for r in self.rows], "pairs": [p.to_dict() for p in self.pairs],

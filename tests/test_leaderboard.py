@@ -267,6 +267,7 @@ def test_files_written_and_consistent(sweep: Path, tmp_path: Path) -> None:
 
     data = json.loads(files["json"].read_text(encoding="utf-8"))
     assert data["benchmark"] == "toybench" and data["bootstrap"]["n"] == 200
+    assert "hierarchical" not in data["bootstrap"]["method"]  # plain runs: questions only
     assert data["decay"] == {"from": "normal", "to": "hard", "base": "hard"}
     with files["csv"].open(encoding="utf-8", newline="") as fh:
         records = list(csv.DictReader(fh))

@@ -236,6 +236,8 @@ def test_leaderboard_pairs_sampled_and_regraded_runs(tmp_path: Path, env: dict[s
                    "bootstrap.samples=300"], env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     lb = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
+    method = lb["bootstrap"]["method"]  # the rows' intervals are hierarchical, and the file says so
+    assert "(candidate samples or repeated gradings) hierarchical" in method and "cand_b" in method, method
     (pair,) = lb["pairs"]
     runs = {cand: load(tmp_path / cand) for cand in ("cand", "cand_b")}
     for cand, (summary, _) in runs.items():
