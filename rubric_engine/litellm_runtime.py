@@ -17,6 +17,8 @@ and settings the user never gave the engine. Both are `setdefault`: a user who s
 from __future__ import annotations
 
 import asyncio
+import gc
+import importlib
 import logging
 import os
 import sys
@@ -28,6 +30,11 @@ from rubric_engine.callfailures import Malformed
 __all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "reply_cost"]
 
 _ENV_BEFORE_IMPORT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
+# What LiteLLM's first acompletion imports lazily (~470 modules, 0.5 s of CPU measured on the development
+# machine: the proxy's types through its prompt helpers, and the OpenAI SDK's resources when its client
+# is first used). Imported with LiteLLM instead, so the first call of a run costs what later ones do
+# (bench/bench_run.py, docs/scaling.md). A name missing in another LiteLLM version is skipped.
+_FIRST_CALL_MODULES = ("litellm.proxy.openai_files_endpoints.common_utils", "openai.resources.chat")
 
 
 class LiteLLMRuntime:
@@ -39,6 +46,10 @@ class LiteLLMRuntime:
         self._announced = False  # the 'loading LiteLLM' line is shown once per process
         self._loop_users: dict[int, int] = {}  # event-loop id -> open ModelClients that made real calls in it
         self._lock = threading.Lock()
+        # The command line sets this (cli.py): the cyclic GC is paused while LiteLLM imports (its
+        # import triggers full collections that find nothing, 0.8 s of CPU measured) and the objects
+        # alive after it are frozen out of later collections. Off for Python callers: the GC is theirs.
+        self.quiet_gc = False
 
     @property
     def loading(self) -> bool:
@@ -71,12 +82,25 @@ class LiteLLMRuntime:
             return self._module
         if "litellm" not in sys.modules:
             _prepare_environment()
-        import litellm  # noqa: PLC0415 - deliberate lazy import (seconds of start-up)
+        quiet = self.quiet_gc and gc.isenabled()
+        if quiet:
+            gc.disable()
+        try:
+            import litellm  # noqa: PLC0415 - deliberate lazy import (seconds of start-up)
 
-        litellm.suppress_debug_info = True
-        litellm.set_verbose = False
-        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
-            logging.getLogger(name).setLevel(logging.ERROR)
+            litellm.suppress_debug_info = True
+            litellm.set_verbose = False
+            for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+                logging.getLogger(name).setLevel(logging.ERROR)
+            for name in _FIRST_CALL_MODULES:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # noqa: BLE001 - a warm-up only: the first call imports what it needs
+                    pass
+        finally:
+            if quiet:
+                gc.freeze()
+                gc.enable()
         self._module = litellm
         return litellm
 

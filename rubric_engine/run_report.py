@@ -4,6 +4,8 @@ Why its own entry: a user who runs one model wants the same page a sweep gets (d
 verdicts, heatmaps) without calling `leaderboard`. It reads back only what the run wrote, like the
 leaderboard does, and embeds its charts from a temporary directory so the run directory gains one
 file, report.html. A report that cannot be built never costs the run: the reason is one warning line.
+The command line has it built by a helper process that loaded its libraries during the run
+(report_worker.py); without one (Python callers, or a worker that failed) it is built here.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from rubric_engine.rundir import SAMPLES_FILE
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["write_run_report", "REPORT_FILE", "REPORT_MAX_QUESTIONS"]
+__all__ = ["write_run_report", "build_report", "REPORT_FILE", "REPORT_MAX_QUESTIONS"]
 
 REPORT_FILE = "report.html"
 # The page embeds every question (dialogue, reply, verdicts): about 6 KB of HTML and tens of KB of
@@ -40,22 +42,41 @@ def write_run_report(run_dir: Path, console: "Console | None" = None, *, n_boot:
                           f"one page holds in bounded memory; build it anyway with: rubric-engine leaderboard {run_dir}",
                           highlight=False, markup=False, soft_wrap=True)
         return None
-    try:
-        from rubric_engine import html_views
-        from rubric_engine.leaderboard import build_leaderboard
-        from rubric_engine.runs import load_run
-        from rubric_engine.leaderboard_output import write_leaderboard
+    from rubric_engine import report_worker
 
-        lb = build_leaderboard([load_run(run_dir)], n_boot=n_boot)
-        with tempfile.TemporaryDirectory(prefix="rubric-engine-report-") as tmp:
-            built = write_leaderboard(lb, Path(tmp), agreement=html_views.find_agreement([run_dir]),
-                                     chart_formats=("png",))["html"]  # only the embedded PNGs
-            target = run_dir / REPORT_FILE
-            target.write_bytes(built.read_bytes())
-        return target
+    try:
+        if report_worker.active():
+            try:
+                answer = report_worker.build(run_dir, n_boot)
+            except report_worker.WorkerFailed:
+                return build_report(run_dir, n_boot=n_boot)  # built here instead; a failure is the warning below
+            if "error" in answer:
+                raise _Failed(str(answer["error"]))  # already "Type: message", as the worker saw it
+            return Path(answer["ok"])
+        return build_report(run_dir, n_boot=n_boot)
     except Exception as exc:  # noqa: BLE001 - the scores are written; a report failure must not hide them
         if console is not None:
-            console.print(f"warning: report.html not written ({type(exc).__name__}: {exc}); "
-                          f"build it with: rubric-engine leaderboard {run_dir}", highlight=False, markup=False,
-                          soft_wrap=True)
+            why = str(exc) if isinstance(exc, _Failed) else f"{type(exc).__name__}: {exc}"
+            console.print(f"warning: report.html not written ({why}); build it with: rubric-engine leaderboard "
+                          f"{run_dir}", highlight=False, markup=False, soft_wrap=True)
         return None
+
+
+class _Failed(Exception):
+    """The worker's reason a report could not be built."""
+
+
+def build_report(run_dir: Path, *, n_boot: int = 1000) -> Path:
+    """report.html in run_dir from its finished files (raises on failure: the caller words the warning)."""
+    from rubric_engine import html_views
+    from rubric_engine.leaderboard import build_leaderboard
+    from rubric_engine.leaderboard_output import write_leaderboard
+    from rubric_engine.runs import load_run
+
+    lb = build_leaderboard([load_run(run_dir)], n_boot=n_boot)
+    with tempfile.TemporaryDirectory(prefix="rubric-engine-report-") as tmp:
+        built = write_leaderboard(lb, Path(tmp), agreement=html_views.find_agreement([run_dir]),
+                                  chart_formats=("png",))["html"]  # only the embedded PNGs
+        target = run_dir / REPORT_FILE
+        target.write_bytes(built.read_bytes())
+    return target
