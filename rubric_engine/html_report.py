@@ -164,7 +164,8 @@ def _images(images: Mapping[str, Path]) -> str:
     out = []
     for name, path in images.items():
         data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-        out.append(f'<figure><img alt="{_e(name)} chart" src="data:image/png;base64,{data}">'
+        kind = "image/svg+xml" if Path(path).suffix == ".svg" else "image/png"  # an <img> never runs an SVG's scripts
+        out.append(f'<figure><img alt="{_e(name)} chart" src="data:{kind};base64,{data}">'
                    f"<figcaption class=\"note\">{_e(name)}</figcaption></figure>")
     return "".join(out) or '<p class="note">No charts.</p>'
 

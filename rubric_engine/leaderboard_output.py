@@ -130,8 +130,9 @@ def _radar(lb: Leaderboard) -> tuple[str, list[str], dict[str, list[float | None
 
 def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = None,
                       chart_formats: tuple[str, ...] = ("png", "svg")) -> dict[str, Path]:
-    """leaderboard.json/.csv/.md, radar and subsets charts (PNG + SVG) and report.html in out_dir;
-    agreement: an agreement.json for the report (default: one already in out_dir)."""
+    """leaderboard.json/.csv/.md, the charts (in `chart_formats`, PNG and SVG by default) and report.html
+    (embedding the charts in the first of those formats) in out_dir; agreement: an agreement.json for the
+    report (default: one already in out_dir)."""
     from rubric_engine import charts, html_report, html_views
 
     out = Path(out_dir)
@@ -147,32 +148,33 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
     t, subs, abilities = lb.taxonomy, _subsets(lb), ability_ids(lb.taxonomy.dimensions)
     base = f" (decay base: {t.subset_labels.get(t.decay[2], t.decay[2])})" if t.decay else ""
     images: dict[str, Path] = {}
+    shown = chart_formats[0] if chart_formats else "png"  # the page embeds the first format asked
     ci = html_views.subset_intervals(lb) if subs else {}
     radar = _radar(lb)
     if radar is not None:  # a radar only for a breakdown with 3 or more groups
         name, axes, values = radar
         charts.radar_chart(axes, values, out / "radar", title=f"{lb.benchmark}: {name}", max_value=t.scale,
-                           formats=chart_formats)
-        images[f"{name} (radar)"] = out / "radar.png"
+                           formats=chart_formats or (shown,))
+        images[f"{name} (radar)"] = out / f"radar.{shown}"
     if subs:  # the subset / decay chart only when the spec declares subsets
         charts.subsets_chart([t.subset_labels.get(x, x) for x in subs], {r.label: [r.subsets.get(x) for x in subs]
                              for r in lb.rows}, out / "subsets", title=f"{lb.benchmark}: subsets{base}",
                              notes={r.label: f"decay {fmt(r.decay_pct, 1)}%" for r in lb.rows if r.decay_pct is not None},
                              intervals={r.label: [ci.get(r.label, {}).get(x) for x in subs] for r in lb.rows},
-                             formats=chart_formats)
-        images["Subsets"] = out / "subsets.png"
-    for name in ("radar", "subsets"):
-        for ext in charts.FORMATS:
-            if (out / f"{name}.{ext}").is_file():
-                files[f"{name}_{ext}"] = out / f"{name}.{ext}"
+                             formats=chart_formats or (shown,))
+        images["Subsets"] = out / f"subsets.{shown}"
     if any(r.run is not None for r in lb.rows):
         labels = [r.label for r in lb.rows]
         charts.length_chart({(r.label if labels.count(r.label) == 1 else f"{r.label} ({r.judge})"): _length_points(r, t.scale)
                              for r in lb.rows if r.run is not None},
-                            out / "length", title=f"{lb.benchmark}: reply length vs question score", max_value=t.scale)
-        for ext in charts.FORMATS:
-            files[f"length_{ext}"] = out / f"length.{ext}"
-        images["Reply length vs question score (one point per question; Spearman rho in the title)"] = files["length_png"]
+                            out / "length", title=f"{lb.benchmark}: reply length vs question score", max_value=t.scale,
+                            formats=chart_formats or (shown,))
+        images["Reply length vs question score (one point per question; Spearman rho in the title)"] = \
+            out / f"length.{shown}"
+    for name in ("radar", "subsets", "length"):
+        for ext in chart_formats or (shown,):
+            if (out / f"{name}.{ext}").is_file():
+                files[f"{name}_{ext}"] = out / f"{name}.{ext}"
     agreement = agreement or html_views.find_agreement([out])
     files["html"] = html_report.write_html(lb, out / "report.html", images=images, subset_ci=ci, agreement=agreement)
     return files
