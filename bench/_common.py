@@ -8,6 +8,7 @@ imports, data loading), not one function.
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing
 import os
@@ -27,7 +28,52 @@ _BESIDE = Path(sys.executable).with_name("rubric-engine")  # the environment run
 EXE = str(_BESIDE) if _BESIDE.exists() else (shutil.which("rubric-engine") or str(_BESIDE))
 
 __all__ = ["write_synthetic", "ServerProcess", "run_engine", "engine_args", "drive_clients", "ROOT", "EXE",
-           "KEY_ENV"]
+           "KEY_ENV", "options", "timed", "print_call_rate", "ABILITIES", "DIMS", "scored_questions"]
+
+# A HeartBench-sized taxonomy for the statistics benches: 15 abilities in 5 dimensions.
+ABILITIES = [f"a{i}" for i in range(15)]
+DIMS = {"d0": ABILITIES[:7], "d1": ABILITIES[7:11], "d2": ABILITIES[11:13], "d3": ABILITIES[13:14], "d4": ABILITIES[14:]}
+
+
+def options(doc: str | None, argv: list[str] | None = None, **defaults: Any) -> argparse.Namespace:
+    """The command line every bench script has: `--name VALUE` for each default (typed like it), the
+    script's docstring's first line as the description."""
+    ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    for name, default in defaults.items():
+        ap.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    return ap.parse_args(argv)
+
+
+def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float, Any]:
+    """(wall seconds, result) of one call."""
+    t0 = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return time.perf_counter() - t0, result
+
+
+def scored_questions(n: int, seed: int = 1) -> list[Any]:
+    """n ScoredQuestions over ABILITIES, 3-8 random abilities each (the statistics benches' data)."""
+    import random  # noqa: PLC0415
+
+    from rubric_engine.aggregate import ScoredQuestion  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        scores = {a: rng.random() for a in rng.sample(ABILITIES, rng.randint(3, 8))}
+        out.append(ScoredQuestion(f"q{i}", "normal", "", scores, sum(scores.values()) / len(scores), False))
+    return out
+
+
+def print_call_rate(wall: float, ideal: float, calls: int, cpu: float, concurrency: int, latency: float,
+                    goal: float = 1.3) -> None:
+    """The call benches' two result lines: wall time against the ideal, and the CPU the calls took (which
+    says whether the ideal is reachable at all on this machine, at its load)."""
+    print(f"  wall {wall:.1f}s vs ideal {ideal:.1f}s -> ratio {wall / ideal:.2f}x (goal <= {goal}x); "
+          f"{calls / wall:.1f} calls/s vs ideal {calls / ideal:.1f} calls/s (C={concurrency}, L={latency}s)")
+    print(f"  CPU {cpu:.1f}s ({1000 * cpu / calls:.2f} ms per call): the calls need {cpu / ideal:.0%} of one core "
+          f"for the ideal wall time; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
 
 _ITEM_RE = re.compile(r"^(\d+)\. \[", re.M)  # "1. [label][weight] text" in the judge prompt
 _LABELS = ["好奇心", "情绪感知", "情绪理解", "温暖", "第一人称使用", "言语表达"]

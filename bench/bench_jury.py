@@ -19,10 +19,8 @@ On the quiet machine (load 0.5-0.8), same arguments: 21.8 s vs 18.8 s (1.16x), 9
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import re
 import sys
 import time
@@ -30,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import KEY_ENV, ROOT, drive_clients  # noqa: E402
+from _common import KEY_ENV, ROOT, drive_clients, options, print_call_rate  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from rubric_engine.dataset import load_dataset  # noqa: E402
@@ -71,13 +69,7 @@ def jury_work(n: int, jurors: int, repeats: int, concurrency: int) -> Any:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=600)
-    ap.add_argument("--jurors", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--latency", type=float, default=1.0)
-    ap.add_argument("--concurrency", type=int, default=32)
-    a = ap.parse_args()
+    a = options(__doc__, n=600, jurors=3, repeats=1, latency=1.0, concurrency=32)
     wall, errors, requests, max_in_flight, cpu = drive_clients(a.latency, _reply,
                                                           jury_work(a.n, a.jurors, a.repeats, a.concurrency))
     calls = a.n * a.jurors * a.repeats
@@ -86,10 +78,8 @@ def main() -> None:
           f"C={a.concurrency} per juror")
     print(f"  requests seen {requests}, max in flight {max_in_flight} (ideal {a.jurors * a.concurrency}), "
           f"judge errors {errors}")
-    print(f"  wall {wall:.1f}s vs ideal {ideal:.1f}s -> ratio {wall / ideal:.2f}x (goal <= 1.3x)")
+    print_call_rate(wall, ideal, calls, cpu, a.concurrency, a.latency)
 
-    print(f"  CPU {cpu:.1f}s ({1000 * cpu / calls:.2f} ms per call): the calls need {cpu / ideal:.0%} of one core "
-          f"for the ideal wall time; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 if __name__ == "__main__":
     main()

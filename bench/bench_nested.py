@@ -10,27 +10,22 @@ R gradings) and its ratio to the question-only bootstrap (bootstrap.py) on the s
 
 from __future__ import annotations
 
-import argparse
 import random
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from rubric_engine.aggregate import ScoredQuestion
-from rubric_engine.bootstrap import bootstrap_overall
-from rubric_engine.nested import Nested, multisets, nested_stats
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ABILITIES, DIMS, options, timed  # noqa: E402
 
-ABILITIES = [f"a{i}" for i in range(15)]
-DIMS = {"d0": ABILITIES[:7], "d1": ABILITIES[7:11], "d2": ABILITIES[11:13], "d3": ABILITIES[13:14], "d4": ABILITIES[14:]}
+from rubric_engine.aggregate import ScoredQuestion  # noqa: E402
+from rubric_engine.bootstrap import bootstrap_overall  # noqa: E402
+from rubric_engine.nested import Nested, multisets, nested_stats  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=296)
-    parser.add_argument("--samples", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--resamples", type=int, default=1000)
-    args = parser.parse_args()
+    args = options(__doc__, questions=296, samples=3, repeats=3, resamples=1000)
     rng = random.Random(1)
     m, k, r = args.questions, args.samples, args.repeats
     sets = len(multisets(r))
@@ -42,12 +37,8 @@ def main() -> None:
         scores = {ABILITIES[c]: float(values[i, 0, 0, c]) for c in cols}
         qs.append(ScoredQuestion(f"q{i}", "normal", "", scores, sum(scores.values()) / len(scores), False))
     nested = Nested([f"q{i}" for i in range(m)], values, r)
-    t0 = time.perf_counter()
-    nested_stats(nested, args.resamples)
-    t_nested = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    bootstrap_overall(qs, DIMS, n=args.resamples)
-    t_plain = time.perf_counter() - t0
+    t_nested, _ = timed(nested_stats, nested, args.resamples)
+    t_plain, _ = timed(bootstrap_overall, qs, DIMS, n=args.resamples)
     print(f"{args.resamples} hierarchical resamples of {m} questions x {k} samples x {r} gradings: {t_nested:.3f} s; "
           f"question-only bootstrap {t_plain:.3f} s; ratio {t_nested / t_plain:.2f}")
 

@@ -16,17 +16,15 @@ per-criterion call cost ~0.15 ms of it; the rest is LiteLLM / the OpenAI SDK per
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import KEY_ENV, ROOT, drive_clients  # noqa: E402
+from _common import KEY_ENV, ROOT, drive_clients, options, print_call_rate  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from rubric_engine.datatypes import Criterion, Question, Turn  # noqa: E402
@@ -66,12 +64,7 @@ def per_criterion_work(qs: list[Question], concurrency: int) -> Any:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=5000)
-    ap.add_argument("--criteria", type=int, default=11)
-    ap.add_argument("--latency", type=float, default=0.5)
-    ap.add_argument("--concurrency", type=int, default=64)
-    a = ap.parse_args()
+    a = options(__doc__, n=5000, criteria=11, latency=0.5, concurrency=64)
     wall, errors, requests, max_in_flight, cpu = drive_clients(
         a.latency, _reply, per_criterion_work(questions(a.n, a.criteria), a.concurrency))
     calls = a.n * a.criteria
@@ -79,10 +72,7 @@ def main() -> None:
     print(f"per-criterion judging: {a.n} examples x {a.criteria} criteria = {calls} calls, latency {a.latency}s, "
           f"C={a.concurrency}")
     print(f"  requests seen {requests}, max in flight {max_in_flight}, judge errors {errors}")
-    print(f"  wall {wall:.1f}s vs ideal {ideal:.1f}s -> ratio {wall / ideal:.2f}x (goal <= 1.3x); "
-          f"{calls / wall:.1f} calls/s vs ideal {a.concurrency / a.latency:.1f} calls/s")
-    print(f"  CPU {cpu:.1f}s ({1000 * cpu / calls:.2f} ms per call): the calls need {cpu / ideal:.0%} of one core "
-          f"for the ideal wall time; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print_call_rate(wall, ideal, calls, cpu, a.concurrency, a.latency)
 
 
 if __name__ == "__main__":
