@@ -130,8 +130,8 @@ def _serve(latency: float, conn: Any, reply: Callable[[dict[str, Any]], Any] | N
 
     with FakeServer(reply or _reply, latency=latency) as srv:
         conn.send(srv.url)
-        while conn.recv() == "stats":
-            conn.send((len(srv.requests), srv.max_in_flight))
+        while (cmd := conn.recv()) in ("stats", "times"):
+            conn.send((len(srv.requests), srv.max_in_flight) if cmd == "stats" else list(srv.request_times))
 
 
 class ServerProcess:
@@ -156,6 +156,12 @@ class ServerProcess:
         self._conn.send("stats")
         return self._conn.recv()
 
+    def request_times(self) -> list[float]:
+        """time.monotonic() at the arrival of every request so far (the clock is the machine's, so it
+        compares with the same clock read in this process)."""
+        self._conn.send("times")
+        return self._conn.recv()
+
     def __exit__(self, *exc: Any) -> None:
         self._conn.send("stop")
         self._proc.join(10)
@@ -171,20 +177,25 @@ def engine_args(url: str, data: Path, out: Path, cache: Path, concurrency: int, 
 
 
 def run_engine(args: list[str]) -> dict[str, float]:
-    """Run a command; wall time, CPU seconds (user+sys) and peak RSS (MB) of that process alone."""
+    """Run a command; wall time, CPU seconds (user+sys, with the child processes it waited for, e.g. the
+    report worker) and peak RSS (MB, the largest of those processes), and its start and end on
+    time.monotonic() (`start`, `end`: to place the fake server's request times)."""
     env = {**os.environ, KEY_ENV: "sk-bench"}
     with tempfile.TemporaryFile() as errf:
+        start = time.monotonic()
         t0 = time.perf_counter()
         proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=errf)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        end = time.monotonic()
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             errf.seek(0)
             raise SystemExit(f"run failed ({proc.returncode}): {' '.join(args[:3])} ...\n"
                              f"{errf.read().decode('utf-8', 'replace')[-2000:]}")
     per_unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss * per_unit / 1e6}
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss * per_unit / 1e6,
+            "start": start, "end": end}
 
 
 def drive_clients(latency: float, reply: Callable[[dict[str, Any]], Any],
