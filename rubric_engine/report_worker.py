@@ -59,15 +59,17 @@ class _Worker:
         return answer
 
     def close(self) -> None:
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-            self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
+        """End the worker at once: it holds nothing unsaved between requests (each answer is read before
+        the next), and one still warming up must not hold back the exit of a run that failed early."""
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+        if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        self.proc.wait()
 
 
 _WORKER: _Worker | None = None
@@ -89,7 +91,7 @@ def active() -> bool:
 
 
 def stop() -> None:
-    """Close the worker's input and wait for it to end (idempotent)."""
+    """End the worker and reap it (idempotent)."""
     global _WORKER
     if _WORKER is not None:
         worker, _WORKER = _WORKER, None
