@@ -38,7 +38,8 @@ class _Worker:
         # Its own process group: Ctrl-C at the terminal is for the run, which then closes the worker's input.
         self.proc = subprocess.Popen([sys.executable, "-I", "-m", "rubric_engine.report_worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     encoding="utf-8", close_fds=True, process_group=0)
+                                     encoding="utf-8", close_fds=True,
+                                     **({"process_group": 0} if os.name == "posix" else {}))
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -81,7 +82,7 @@ def start() -> bool:
     if _WORKER is None:
         try:
             _WORKER = _Worker()
-        except OSError:
+        except (OSError, ValueError):  # no interpreter to start, no pipes: the run builds its page itself
             return False
     return True
 
