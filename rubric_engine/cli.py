@@ -7,7 +7,6 @@ in this module; everything it calls is plain Python taking plain values.
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 import secrets
@@ -25,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from .errors import ConfigError, RubricEngineError
 from .rundir import SUMMARY_FILE
 from .runs import ERROR_FILE  # a failed sweep job's one line (the leaderboard lists it as not ranked)
+from .startup import shut_down, start_up, start_up_done
 from .subcommands import SUBCOMMANDS, fail, is_config_library_error, one_line, run_subcommand
 
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
@@ -220,7 +220,7 @@ def _run_job(cfg: DictConfig) -> int:
             print_estimate(settings_from_config(cfg, out_dir))
             return 0
         settings = settings_from_config(cfg, out_dir)
-        _collect_from_here()
+        start_up_done()
         summary = run_benchmark(settings)
         why = nothing_scored(summary)
         if why:
@@ -351,32 +351,6 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-_NO_REPORT = re.compile(r"^(stage=generate|dry_run=(true|1|yes)|-m|--multirun|-h|--help|--hydra-help|-c|--cfg|"
-                        r"--info|-i|--shell-completion|-sc|hydra\.mode=MULTIRUN)$", re.I)
-
-
-def _collect_from_here() -> None:
-    """Start-up is over (Hydra, our modules): freeze what it left out of later collections and turn the
-    cyclic GC back on; LiteLLM's import pauses it again while it runs (litellm_runtime.quiet_gc)."""
-    from .litellm_runtime import RUNTIME
-
-    RUNTIME.quiet_gc = True
-    gc.freeze()
-    gc.enable()
-
-
-def _start_up(argv: list[str]) -> None:
-    """What a run does before Hydra composes its config, measured in bench/bench_run.py: the cyclic GC
-    paused while modules load (full collections during imports find nothing and cost ~1 s of CPU), and,
-    when this command will write a report.html, its worker process started so that it loads matplotlib
-    on the other core while this one loads LiteLLM and makes the calls."""
-    gc.disable()
-    if not any(_NO_REPORT.match(a) for a in argv):
-        from . import report_worker
-
-        report_worker.start()
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: subcommands, --version, override checks, then the Hydra app."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -385,14 +359,11 @@ def main(argv: list[str] | None = None) -> None:
     if argv[:1] in (["--version"], ["-V"]):
         print(f"rubric-engine {_version()}")
         sys.exit(0)
-    from . import report_worker
-
-    _start_up(argv)
+    start_up(argv)
     try:
         _main(argv)
     finally:
-        report_worker.stop()
-        gc.enable()
+        shut_down()
 
 
 def _main(argv: list[str]) -> None:

@@ -22,10 +22,30 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["start", "stop", "active", "build", "WorkerFailed"]
+__all__ = ["start", "stop", "active", "build", "build_report", "WorkerFailed", "REPORT_FILE"]
+
+REPORT_FILE = "report.html"
+
+
+def build_report(run_dir: Path, *, n_boot: int = 1000) -> Path:
+    """report.html in run_dir from its finished files, here or in the worker (raises on failure: the caller
+    words the warning, run_report.write_run_report)."""
+    from rubric_engine import html_views
+    from rubric_engine.leaderboard import build_leaderboard
+    from rubric_engine.leaderboard_output import write_leaderboard
+    from rubric_engine.runs import load_run
+
+    lb = build_leaderboard([load_run(run_dir)], n_boot=n_boot)
+    with tempfile.TemporaryDirectory(prefix="rubric-engine-report-") as tmp:
+        built = write_leaderboard(lb, Path(tmp), agreement=html_views.find_agreement([run_dir]),
+                                  chart_formats=("png",))["html"]  # only the embedded PNGs
+        target = run_dir / REPORT_FILE
+        target.write_bytes(built.read_bytes())
+    return target
 
 
 class WorkerFailed(Exception):
@@ -116,7 +136,6 @@ def _warm_up() -> None:
     import io
 
     from rubric_engine import charts, html_report, html_views, leaderboard, leaderboard_output, runs  # noqa: F401
-    from rubric_engine.run_report import build_report  # noqa: F401
 
     fig, ax = charts._figure(2, 2)  # noqa: SLF001 - the same canvas the charts use
     ax.set_title("warm-up")
@@ -129,8 +148,6 @@ def _serve(inp: IO[str], out: IO[str]) -> None:
         _warm_up()
     except Exception:  # noqa: BLE001 - the real build below reports its own failure
         pass
-    from rubric_engine.run_report import build_report
-
     for line in inp:
         try:
             request = json.loads(line)

@@ -10,18 +10,18 @@ The command line has it built by a helper process that loaded its libraries duri
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rubric_engine import report_worker
+from rubric_engine.report_worker import REPORT_FILE
 from rubric_engine.rundir import SAMPLES_FILE
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["write_run_report", "build_report", "REPORT_FILE", "REPORT_MAX_QUESTIONS"]
+__all__ = ["write_run_report", "REPORT_FILE", "REPORT_MAX_QUESTIONS"]
 
-REPORT_FILE = "report.html"
 # The page embeds every question (dialogue, reply, verdicts): about 6 KB of HTML and tens of KB of
 # memory per question while it is built. Past this many questions the run skips it (one line), so a
 # run's memory stays flat in the number of questions (docs/scaling.md); `leaderboard` builds it on request.
@@ -42,18 +42,16 @@ def write_run_report(run_dir: Path, console: "Console | None" = None, *, n_boot:
                           f"one page holds in bounded memory; build it anyway with: rubric-engine leaderboard {run_dir}",
                           highlight=False, markup=False, soft_wrap=True)
         return None
-    from rubric_engine import report_worker
-
     try:
         if report_worker.active():
             try:
                 answer = report_worker.build(run_dir, n_boot)
-            except report_worker.WorkerFailed:
-                return build_report(run_dir, n_boot=n_boot)  # built here instead; a failure is the warning below
+            except report_worker.WorkerFailed:  # built here instead; a failure is the warning below
+                return report_worker.build_report(run_dir, n_boot=n_boot)
             if "error" in answer:
                 raise _Failed(str(answer["error"]))  # already "Type: message", as the worker saw it
             return Path(answer["ok"])
-        return build_report(run_dir, n_boot=n_boot)
+        return report_worker.build_report(run_dir, n_boot=n_boot)
     except Exception as exc:  # noqa: BLE001 - the scores are written; a report failure must not hide them
         if console is not None:
             why = str(exc) if isinstance(exc, _Failed) else f"{type(exc).__name__}: {exc}"
@@ -64,19 +62,3 @@ def write_run_report(run_dir: Path, console: "Console | None" = None, *, n_boot:
 
 class _Failed(Exception):
     """The worker's reason a report could not be built."""
-
-
-def build_report(run_dir: Path, *, n_boot: int = 1000) -> Path:
-    """report.html in run_dir from its finished files (raises on failure: the caller words the warning)."""
-    from rubric_engine import html_views
-    from rubric_engine.leaderboard import build_leaderboard
-    from rubric_engine.leaderboard_output import write_leaderboard
-    from rubric_engine.runs import load_run
-
-    lb = build_leaderboard([load_run(run_dir)], n_boot=n_boot)
-    with tempfile.TemporaryDirectory(prefix="rubric-engine-report-") as tmp:
-        built = write_leaderboard(lb, Path(tmp), agreement=html_views.find_agreement([run_dir]),
-                                  chart_formats=("png",))["html"]  # only the embedded PNGs
-        target = run_dir / REPORT_FILE
-        target.write_bytes(built.read_bytes())
-    return target

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rubric_engine import report_worker, run_report
+from rubric_engine import report_worker
 from rubric_engine.run_report import write_run_report
 from test_leaderboard import make_run
 
@@ -37,7 +37,7 @@ def test_the_worker_builds_the_page_and_serves_the_next_run(tmp_path: Path, work
     def not_here(*a, **k):  # the run's process must not build it: the worker does
         raise AssertionError("built in the run's process")
 
-    monkeypatch.setattr(run_report, "build_report", not_here)
+    monkeypatch.setattr(report_worker, "build_report", not_here)
     for name, model in (("a", "model-a"), ("b", "model-b")):
         run = make_run(tmp_path / name, model, 0.7)
         console, buf = _console()
