@@ -29,6 +29,9 @@ from typing import IO, Any
 __all__ = ["start", "stop", "active", "build", "build_report", "WorkerFailed", "REPORT_FILE"]
 
 REPORT_FILE = "report.html"
+# A page of REPORT_MAX_QUESTIONS questions takes well under a minute; a worker silent for this long is
+# hung, and the run builds its page itself rather than wait for ever.
+ANSWER_TIMEOUT = 600.0
 
 
 def build_report(run_dir: Path, *, n_boot: int = 1000) -> Path:
@@ -66,6 +69,11 @@ class _Worker:
         try:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
+            if os.name == "posix":  # (one answer line per request: nothing is buffered before it)
+                import select
+
+                if not select.select([self.proc.stdout], [], [], ANSWER_TIMEOUT)[0]:
+                    raise WorkerFailed(f"report worker silent for {ANSWER_TIMEOUT:.0f} s")
             line = self.proc.stdout.readline()
         except (OSError, ValueError) as exc:
             raise WorkerFailed(f"report worker gone ({exc})") from None
@@ -102,7 +110,7 @@ def start() -> bool:
     if _WORKER is None:
         try:
             _WORKER = _Worker()
-        except (OSError, ValueError):  # no interpreter to start, no pipes: the run builds its page itself
+        except (OSError, ValueError, TypeError):  # no interpreter or no pipes: the run builds its page itself
             return False
     return True
 

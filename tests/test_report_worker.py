@@ -1,7 +1,8 @@
 """The report worker (report_worker.py): a real helper process builds report.html for the run that asks,
 serves several runs, and never costs a run its report: a dead worker means the page is built in the
 run's process, a page the worker cannot build is the same one warning line as without a worker, and
-the worker ends with its input (Ctrl-C at the terminal is for the run, not for it).
+the worker ends with its input (Ctrl-C at the terminal is for the run, not for it), and a hung one is
+given up.
 
 The console-script tests of runs (test_cli.py, test_run_journal.py, ...) go through the worker too:
 the command line starts one for every run that writes a report.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,13 @@ def test_ctrl_c_at_the_terminal_is_not_for_the_worker_which_ends_with_its_input(
     assert os.getpgid(worker.proc.pid) != os.getpgid(0)
     report_worker.stop()
     assert worker.proc.poll() is not None and not report_worker.active()
+
+
+def test_a_hung_worker_is_given_up_and_the_page_built_here(tmp_path: Path, worker, monkeypatch) -> None:
+    monkeypatch.setattr(report_worker, "ANSWER_TIMEOUT", 1.0)
+    os.kill(worker.proc.pid, signal.SIGSTOP)  # alive but never answering
+    run = make_run(tmp_path / "run", "model-a", 0.7)
+    console, buf = _console()
+    assert write_run_report(run, console, n_boot=20) == run / "report.html"
+    assert "model-a" in (run / "report.html").read_text(encoding="utf-8") and buf.getvalue() == ""
+    assert not report_worker.active() and worker.proc.poll() is not None  # ended, not left stopped
