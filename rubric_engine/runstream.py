@@ -10,9 +10,7 @@ journal once. See docs/scaling.md.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -133,19 +131,6 @@ def _index(path: Path) -> dict[str, int]:
     return offsets
 
 
-def _atomic_lines(path: Path, lines: Callable[[Callable[[str], None]], None]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            lines(out.write)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, samples: bool = True) -> None:
     """Write answers.jsonl (each benchmark row, read again from the data file, plus its response) from the
     journal, then rewrite the journal as question-ordered samples.jsonl (no header), or remove it when
@@ -156,18 +141,18 @@ def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, sa
             src.seek(offsets[ref.id])
             return json.loads(src.readline())
 
-        def answers(write: Callable[[str], None]) -> None:
+        def answers() -> Iterator[str]:
             for ref in rows.refs:
                 row = dict(rows.row(ref) or {id_field: ref.id})
                 row["response"] = record(ref).get("response")
-                write(json.dumps(row, ensure_ascii=False) + "\n")
+                yield json.dumps(row, ensure_ascii=False) + "\n"
 
-        def ordered(write: Callable[[str], None]) -> None:
+        def ordered() -> Iterator[str]:
             for ref in rows.refs:
-                write(json.dumps(record(ref), ensure_ascii=False) + "\n")
+                yield json.dumps(record(ref), ensure_ascii=False) + "\n"
 
-        _atomic_lines(out / rundir.ANSWERS_FILE, answers)
+        rundir.write_lines(out / rundir.ANSWERS_FILE, answers(), fsync=True)
         if samples:
-            _atomic_lines(out / rundir.SAMPLES_FILE, ordered)
+            rundir.write_lines(out / rundir.SAMPLES_FILE, ordered(), fsync=True)
     if not samples:
         journal.unlink()
