@@ -14,6 +14,7 @@ so the n-th arrival is the n-th repeat / sample in every run, and a fresh script
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import threading
@@ -23,6 +24,7 @@ from typing import Any
 
 from conftest import EXE, MINI, QuestionScript, kill_after_lines, model_args, read_rows, run_cli
 from fakeserver import FakeServer, Reply
+from rubric_engine.journal import run_fingerprint
 from test_run_journal import same_files
 
 ROWS, BY_ID = read_rows(MINI)
@@ -116,3 +118,36 @@ def test_candidate_samples_resume_from_their_journal_without_cache(tmp_path: Pat
     killed_and_resumed(tmp_path, env, ["candidate.samples=3"], (3, 3))
     summary = (tmp_path / "ref" / "summary.json").read_text()
     assert '"sampling"' in summary and '"nested"' in summary
+
+
+def test_panel_journal_cut_mid_line_is_repaired_and_another_runs_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    """What a crash leaves (header, whole records, the next one cut mid-line) in a jury-with-repeats run: one
+    line said, only the cut question and those after it asked, the same files; another run's header: exit 2."""
+    run, ref = tmp_path / "run", tmp_path / "ref"
+    with FakeServer(Arrivals()) as srv:
+        jury = [f"judge=[{','.join(_juror(srv.url, j) for j in ('ja', 'jb'))}]", "judge.repeats=2"]
+        args = [*ARGS, *model_args(srv.url)[:5], *jury]
+        res = run_cli([*args, f"hydra.run.dir={ref}"], env, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        manifest = json.loads((ref / "manifest.json").read_text())
+        fp = run_fingerprint({k: v for k, v in manifest.items()
+                              if k not in ("run_id", "state", "started", "resumed", "finished")})
+        lines = (ref / "samples.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+        run.mkdir()
+        shutil.copy(ref / "manifest.json", run / "manifest.json")
+        header = json.dumps({"journal": 1, "run": fp, "questions": 12}) + "\n"
+        (run / "samples.jsonl").write_text(header + "".join(lines[:5]) + lines[5][: len(lines[5]) // 2], encoding="utf-8")
+        shutil.rmtree(tmp_path / "cache")
+        srv.handler, _ = Arrivals(), srv.reset()
+        res = run_cli([*args, f"hydra.run.dir={run}"], env, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        cand, judge = asked(srv.requests)
+        said = [x for x in res.stderr.splitlines() if "incomplete record" in x]
+        assert len(said) == 1 and "line 7" in said[0], res.stderr
+        rerun = [json.loads(x)["id"] for x in lines[5:]]
+        assert cand == Counter(rerun) and judge == Counter({q: 4 for q in rerun})
+        same_files(run, ref)
+        (run / "samples.jsonl").write_text(json.dumps({"journal": 1, "run": "0" * 64}) + "\n", encoding="utf-8")
+        srv.reset()
+        res = run_cli([*args, f"hydra.run.dir={run}"], env, cwd=tmp_path)
+        assert res.returncode == 2 and "belongs to another run" in res.stderr and srv.requests == []
