@@ -120,6 +120,9 @@ class ModelClient:
         self._runtime = runtime
         self._request: dict[str, Any] | None = None  # what every request of this client sends (built once)
         self._key: str | None = None  # the key value sent (None: LiteLLM reads the provider's variable)
+        # set by structured.py once this client's server refused response_format json_schema (HTTP 400):
+        # a fact about this endpoint, so later structured requests go without it at once
+        self.json_schema_refused = False
 
     async def __aenter__(self) -> "ModelClient":
         return self
