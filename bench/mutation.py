@@ -41,7 +41,10 @@ CORE: dict[str, list[str]] = {
     "aggregate": ["test_aggregate.py", "test_aggregate_rules.py", "test_rules_pinned.py"],
     "bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py"],
     "judge": ["test_judge.py", "test_judge_per_criterion.py", "test_judge_rules.py"],
-    "models": ["test_models.py", "test_models_faults.py"],
+    "models": ["test_models.py", "test_models_faults.py", "test_models_rules.py"],
+    "litellm_runtime": ["test_litellm_runtime_rules.py", "test_models.py", "test_models_faults.py"],
+    "structured": ["test_structured_rules.py", "test_judge.py", "test_judge_rules.py", "test_judge_per_criterion.py"],
+    "verdicts": ["test_verdicts_rules.py", "test_judge.py", "test_judge_rules.py", "test_properties.py"],
     "callfailures": ["test_callfailures_rules.py", "test_models_faults.py"],
     "modelspec": ["test_modelspec_rules.py", "test_models.py"],
     "cache": ["test_cache.py", "test_cache_rules.py"],
@@ -71,13 +74,30 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_clip", "x is None and not on", "_clip is only called with on=True and a number"),
         ("breakdown", "if (views) or True else None", "the statistic of no views is None already"),
     ],
-    "judge": [
-        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, None)", "not None == not False"),
-        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, )", "dict.get's default is None; not None == not False"),
-        ("_complete", "repeat: int = 1) ->", "_ask always passes repeat"),
+    # (the judge's entries for uses_json_schema and _complete moved with those functions to structured.py)
+    "structured": [
         ("_complete", "complete(messages, accept=accept,", "response_format=None is complete()'s default"),
-        *[("_complete", text, "a mock/ judge (the only one that reads expect) never refuses json_schema, so the "
+        *[("_complete", text, "a mock/ model (the only one that reads expect) never refuses json_schema, so the "
            "known-refused path never carries an expect") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
+    ],
+    "models": [
+        ("ModelClient.complete", "if (self.cache is not None) or True else None", "without a cache the key is "
+         "computed and never read (every later use is guarded by the cache)"),
+        *[("ModelClient.complete", t, "key is None exactly when self.cache is None") for t in (
+            "if key is not None or self.cache is not None:",)],
+        *[("ModelClient.__init__", t, "_semaphore() builds a new one whenever _sem is None or bound to another loop: "
+           "'' is neither the running loop nor a semaphore it reuses") for t in (
+            'self._sem: asyncio.Semaphore | None = ""', 'self._sem_loop: asyncio.AbstractEventLoop | None = ""')],
+        ("ModelClient.__init__", "self._answered = None", "None is as falsy as False"),
+        ("ModelClient.__init__", 'self._key: str | None = ""', "_base_request() sets it before the first request, "
+         "the only place it is read after"),
+        *[("ModelClient._call", t, "the outer guard fires only when a provider path ignores timeout=; LiteLLM's "
+           "OpenAI path honours it (a hang ends at the spec's timeout, test_models.py), so reaching the guard "
+           "means waiting 30 s in a test") for t in ("self.spec.timeout + 31.0)", "acompletion(**kwargs), None)")],
+        ("ModelClient._call", "reply_cost(None, response)", "LiteLLM's acompletion always puts response_cost in "
+         "_hidden_params (None when unpriced), so reply_cost never reaches litellm.completion_cost on this path"),
+        ("ModelClient._call", "failure.detail[:81]", "the width of a progress line; the failures without a status "
+         "(malformed replies) have details shorter than 80 characters"),
     ],
     "modelspec": [
         *[("provider_key_env", t, "only the part before the first '/' is read") for t in (
