@@ -96,6 +96,11 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            "means waiting 30 s in a test") for t in ("self.spec.timeout + 31.0)", "acompletion(**kwargs), None)")],
         ("ModelClient._call", "reply_cost(None, response)", "LiteLLM's acompletion always puts response_cost in "
          "_hidden_params (None when unpriced), so reply_cost never reaches litellm.completion_cost on this path"),
+        ("ModelClient._base_request", '"num_retries": 0, "max_retries": 1}', "with num_retries=0 this LiteLLM "
+         "sends one request whatever max_retries says (measured against the fake server's 500); max_retries=0 is "
+         "sent for versions and providers that hand it to the SDK"),
+        *[("ModelClient._mock", t, "mock_tokens is 1 for any text of up to 4 characters, as for '' (a message "
+           "without content)") for t in ('m.get("content", None)', 'm.get("content", )', 'm.get("content", "XXXX")')],
         ("ModelClient._call", "failure.detail[:81]", "the width of a progress line; the failures without a status "
          "(malformed replies) have details shorter than 80 characters"),
     ],

@@ -13,6 +13,7 @@ import asyncio
 import json
 import random
 import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from fakeserver import FakeServer, Reply
 from rubric_engine.cache import ResultCache
 from rubric_engine.errors import FatalModelError, ModelCallError
 from rubric_engine.litellm_runtime import LiteLLMRuntime
-from rubric_engine.mockmodel import mock_reply, mock_tokens
+from rubric_engine.mockmodel import VerdictShape as MockShape, mock_reply, mock_tokens
 from rubric_engine.models import CallResult, ModelClient
 from rubric_engine.modelspec import ModelSpec, cache_key
 from rubric_engine.redact import redact
@@ -187,6 +188,14 @@ def test_mock_replies_are_counted_and_never_cached(cache: ResultCache) -> None:
     assert len(cache) == 0
 
 
+def test_a_mock_model_answers_what_the_caller_expects() -> None:
+    shape = MockShape(items=2, list_key="criteria", fields={"id": "id", "reasoning": "text", "met": "bool"})
+    c = ModelClient(ModelSpec(name="m", model="mock/judge"), cache=None)
+    [res] = calls(c, {"expect": shape})
+    assert res.text == mock_reply("mock/judge", MSGS, shape)
+    assert [i["id"] for i in json.loads(res.text)["criteria"]] == [1, 2]
+
+
 def test_a_refused_mock_reply_carries_its_result() -> None:
     c = ModelClient(ModelSpec(name="m", model="mock/any"), cache=None)
 
@@ -216,7 +225,7 @@ def test_a_local_server_without_a_key_entry_gets_the_placeholder_key(fake_server
 
 def test_the_entrys_key_is_registered_for_redaction(fake_server: FakeServer,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    secret = "entrykey" + "7f3a9c1e5b"  # not key-shaped: only the registry can mask it
+    secret = "entrykey" + uuid.uuid4().hex[:12]  # new per run (the registry is per process); not key-shaped
     monkeypatch.setenv("FAKE_KEY", secret)
     [res] = calls(client_for(fake_server))
     assert isinstance(res, CallResult) and fake_server.auth_headers == [f"Bearer {secret}"]
@@ -237,7 +246,7 @@ def test_the_providers_own_key_is_registered_for_redaction(fake_server: FakeServ
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """No api_base: LiteLLM reads $OPENAI_API_KEY (and here $OPENAI_BASE_URL, pointed at the fake server; a
     dead proxy catches any request that would leave the machine). The key it sends is registered."""
-    secret = "provkey" + "c0ffee4242"
+    secret = "provkey" + uuid.uuid4().hex[:12]
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     _only_loopback(monkeypatch, fake_server.url)
     c = ModelClient(ModelSpec(name="p", model="openai/fake-model"), cache=None, max_retries=0)
@@ -393,6 +402,35 @@ def test_a_client_used_in_a_second_loop_takes_that_loop_too(fake_server: FakeSer
     a = asyncio.run(first())
     b = asyncio.run(second())
     assert runtime.used == [a, b] and runtime.released == [b]
+
+
+def test_a_client_back_in_a_loop_it_holds_does_not_take_it_twice(fake_server: FakeServer) -> None:
+    runtime = RecordingRuntime()
+    c = client_for(fake_server, runtime=runtime)
+    a, b = asyncio.new_event_loop(), asyncio.new_event_loop()
+    try:
+        for i, loop in enumerate((a, b, a)):
+            loop.run_until_complete(c.complete([{"role": "user", "content": f"m{i}"}]))
+        assert runtime.used == [id(a), id(b)]
+        a.run_until_complete(c.aclose())
+        b.run_until_complete(c.aclose())
+        assert runtime.released == [id(a), id(b)] and runtime._loop_users == {}
+    finally:
+        for loop in (a, b):  # as asyncio.run does: cancel what LiteLLM left running (its logging worker)
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+
+def test_stats_as_a_dict(fake_server: FakeServer) -> None:
+    c = client_for(fake_server)
+    calls(c, {})
+    d = c.stats.as_dict()
+    assert d == {"calls": 1, "cache_hits": 0, "errors": 0, "retries": 0, "requests": 1, "rejected": 0,
+                 "prompt_tokens": 10, "completion_tokens": 5, "cost": 0.0, "cost_unknown_calls": 1}
 
 
 def test_closing_a_client_that_made_no_real_call_releases_nothing() -> None:
