@@ -101,6 +101,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
          "sent for versions and providers that hand it to the SDK"),
         *[("ModelClient._mock", t, "mock_tokens is 1 for any text of up to 4 characters, as for '' (a message "
            "without content)") for t in ('m.get("content", None)', 'm.get("content", )', 'm.get("content", "XXXX")')],
+        *[("ModelClient._call", t, "FatalModelError derives stops_run from the status when not told (401/403/404 "
+           "or none stop the run), which agrees with STOPS_RUN_KINDS for every fatal failure: LiteLLM's error "
+           "classes all carry their HTTP status, and the statusless ones (missing key) are auth") for t in (
+            "attempts=attempts, stops_run=None)", "^attempts=attempts, )")],
         ("ModelClient._call", "failure.detail[:81]", "the width of a progress line; the failures without a status "
          "(malformed replies) have details shorter than 80 characters"),
     ],

@@ -458,6 +458,7 @@ def test_nothing_listening_stops_the_run_with_what_was_tried() -> None:
     [err] = calls(c)
     assert type(err) is FatalModelError and err.stops_run is True
     assert err.model == "openai/fake-model" and err.attempts == 2 and err.detail
+    assert err.status == 500  # LiteLLM reports a refused connection as HTTP 500 'Connection error'; kept as said
     assert str(err).startswith("openai/fake-model") and f"candidate model 'local': {err.detail}; " in str(err)
 
 
