@@ -41,7 +41,7 @@ CORE: dict[str, list[str]] = {
     "aggregate": ["test_aggregate.py", "test_aggregate_rules.py", "test_rules_pinned.py"],
     "bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py"],
     "judge": ["test_judge.py", "test_judge_per_criterion.py", "test_judge_rules.py"],
-    "models": ["test_models.py", "test_models_faults.py", "test_models_rules.py"],
+    "models": ["test_models.py", "test_models_faults.py", "test_models_rules.py", "test_structured_rules.py"],
     "litellm_runtime": ["test_litellm_runtime_rules.py", "test_models.py", "test_models_faults.py"],
     "structured": ["test_structured_rules.py", "test_judge.py", "test_judge_rules.py", "test_judge_per_criterion.py"],
     "verdicts": ["test_verdicts_rules.py", "test_judge.py", "test_judge_rules.py", "test_properties.py"],
@@ -88,6 +88,8 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("ModelClient.__init__", t, "_semaphore() builds a new one whenever _sem is None or bound to another loop: "
            "'' is neither the running loop nor a semaphore it reuses") for t in (
             'self._sem: asyncio.Semaphore | None = ""', 'self._sem_loop: asyncio.AbstractEventLoop | None = ""')],
+        ("ModelClient.__init__", "self.json_schema_refused = None", "read only as `not client.json_schema_refused`: "
+         "None is as falsy as False"),
         ("ModelClient.__init__", "self._answered = None", "None is as falsy as False"),
         ("ModelClient.__init__", 'self._key: str | None = ""', "_base_request() sets it before the first request, "
          "the only place it is read after"),
