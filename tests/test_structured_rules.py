@@ -19,7 +19,8 @@ from rubric_engine.cache import ResultCache
 from rubric_engine.errors import FatalModelError
 from rubric_engine.models import ModelClient
 from rubric_engine.modelspec import ModelSpec
-from rubric_engine.structured import Outcome, ask_structured, one_line, uses_json_schema
+from rubric_engine.mockmodel import VerdictShape as MockShape
+from rubric_engine.structured import Outcome, Unusable, ask_structured, one_line, uses_json_schema
 
 ASK = [{"role": "system", "content": "answer with a number"}, {"role": "user", "content": "how many?"}]
 FORMAT = {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}, "strict": True}}
@@ -176,3 +177,41 @@ def test_a_bad_key_with_the_format_is_not_mistaken_for_a_refused_format(fake_ser
 
 def test_one_line() -> None:
     assert one_line("  a\n b\t\tc  ") == "a b c"
+
+
+def test_repeat_with_the_format_is_an_independent_entry(fake_server: FakeServer, cache: ResultCache) -> None:
+    fake_server.queue(Reply(text='{"n": 1}'), Reply(text='{"n": 2}'))
+    [a] = ask(client_for(fake_server, cache), response_format=FORMAT)
+    [b] = ask(client_for(fake_server, cache), response_format=FORMAT, repeat=1)
+    [b2] = ask(client_for(fake_server, cache), response_format=FORMAT, repeat=1)
+    assert (a.value, b.value, b2.value, b2.cached, len(fake_server.requests)) == (1, 2, 2, True, 2)
+    assert [r.get("response_format") for r in fake_server.requests] == [FORMAT, FORMAT]
+
+
+def test_the_defaults_name_a_reply_of_a_model(fake_server: FakeServer) -> None:
+    fake_server.queue(Reply(text="x"), Reply(status=503))
+
+    async def main() -> list[Outcome[int]]:
+        client = client_for(fake_server, None)
+        try:
+            return [await ask_structured(client, ASK, number, reask=reask, max_reasks=0) for _ in range(2)]
+        finally:
+            await client.aclose()
+
+    bad, failed = asyncio.run(main())
+    assert bad.error == "invalid reply after 1 replies: no integer n in 'x'"
+    assert failed.error.startswith("model call failed: openai/fake-model [HTTP 503]")
+
+
+def test_a_mock_model_is_told_what_to_answer_with_or_without_a_format() -> None:
+    shape = MockShape(items=1, list_key=None, fields={"n": "id"})
+    client = ModelClient(ModelSpec(name="m", model="mock/any"), cache=None)
+    plain = ask(client, expect=shape)
+    client = ModelClient(ModelSpec(name="m", model="mock/any"), cache=None)
+    formatted = ask(client, expect=shape, response_format=FORMAT)
+    assert [o.value for o in plain + formatted] == [1, 1] and [o.attempts for o in plain + formatted] == [1, 1]
+
+
+def test_an_unusable_reply_says_its_problem() -> None:
+    exc = Unusable("no integer n", "five")
+    assert (str(exc), exc.problem, exc.text, exc.call_result) == ("no integer n", "no integer n", "five", None)
