@@ -18,7 +18,7 @@ from fakeserver import FakeServer, Reply
 from rubric_engine.cache import ResultCache
 from rubric_engine.errors import FatalModelError
 from rubric_engine.models import ModelClient
-from rubric_engine.modelspec import ModelSpec
+from rubric_engine.modelspec import ModelSpec, cache_key
 from rubric_engine.mockmodel import VerdictShape as MockShape
 from rubric_engine.structured import Outcome, Unusable, ask_structured, one_line, uses_json_schema
 
@@ -215,3 +215,17 @@ def test_a_mock_model_is_told_what_to_answer_with_or_without_a_format() -> None:
 def test_an_unusable_reply_says_its_problem() -> None:
     exc = Unusable("no integer n", "five")
     assert (str(exc), exc.problem, exc.text, exc.call_result) == ("no integer n", "no integer n", "five", None)
+
+
+def test_a_cached_reply_the_parser_now_refuses_is_re_asked_from_the_model(fake_server: FakeServer,
+                                                                          cache: ResultCache) -> None:
+    """A reply cached by an earlier version whose parser was laxer: the re-ask must reach the model (it used
+    to be answered from the same cache entry again, so the unit failed with no request and never recovered)."""
+    client = client_for(fake_server, cache)
+    cache.set(cache_key(client.spec, ASK, None, 0), {"text": "stale", "prompt_tokens": 3, "completion_tokens": 1})
+    fake_server.queue(Reply(text='{"n": 5}', usage=(8, 2)))
+    [out] = ask(client)
+    assert (out.value, out.replies, out.attempts, out.cache_hits, out.cached) == (5, ["stale", '{"n": 5}'], 2, 1, False)
+    assert (out.prompt_tokens, out.completion_tokens, len(fake_server.requests)) == (11, 3, 1)
+    [again] = ask(client_for(fake_server, cache))  # the repaired reply replaced the stale entry
+    assert (again.value, again.cached, again.attempts, len(fake_server.requests)) == (5, True, 1, 1)
