@@ -1,5 +1,8 @@
 """Verdict shapes (verdicts.py): the JSON schema a judge is sent, what a reply must be, and the words it is
 told when it is not. Pure functions, so tested directly; the judge tests drive the same parser over HTTP.
+
+Every shape is built inside the test (fixtures), never at import: mutation testing imports this module once
+and forks per mutant, so a shape built at import would not see a mutated VerdictShape.__init__.
 """
 
 from __future__ import annotations
@@ -11,8 +14,21 @@ import pytest
 from rubric_engine.verdicts import (MAX_NESTING, MAX_REPLY_CHARS, DEFAULT_SHAPE, Verdict, VerdictError, VerdictShape,
                                     _nesting, extract_json)
 
-OBJ = VerdictShape("object", reasoning="explanation", met="criteria_met")
-CUSTOM = VerdictShape("list", list_key="items", id="n", reasoning="why", met="ok")
+
+
+@pytest.fixture
+def list_shape() -> VerdictShape:
+    return VerdictShape()
+
+
+@pytest.fixture
+def object_shape() -> VerdictShape:
+    return VerdictShape("object", reasoning="explanation", met="criteria_met")
+
+
+@pytest.fixture
+def custom_shape() -> VerdictShape:
+    return VerdictShape("list", list_key="items", id="n", reasoning="why", met="ok")
 
 
 def items(*rows: tuple) -> str:
@@ -26,7 +42,7 @@ def problem(shape: VerdictShape, text: str, n: int) -> str:
 
 
 # -- the schema sent with response_format ---------------------------------------------------------------------
-def test_the_list_schema_sent_to_the_judge() -> None:
+def test_the_list_schema_sent_to_the_judge(list_shape: VerdictShape) -> None:
     item = {"additionalProperties": False, "title": "criterion_verdict", "type": "object",
             "required": ["id", "reasoning", "met"], "properties": {
                 "id": {"description": "the criterion number, 1..n", "title": "Id", "type": "integer"},
@@ -34,41 +50,47 @@ def test_the_list_schema_sent_to_the_judge() -> None:
                               "type": "string"},
                 "met": {"description": "true if the criterion applies to the response, else false", "title": "Met",
                         "type": "boolean"}}}
-    assert DEFAULT_SHAPE.schema() == {
+    assert list_shape.schema() == {
         "additionalProperties": False, "title": "verdict", "type": "object", "required": ["criteria"],
         "properties": {"criteria": {"description": "one entry per criterion, ids 1..n in order", "items": item,
                                     "title": "Criteria", "type": "array"}}}
-    assert list(DEFAULT_SHAPE.schema()["properties"]["criteria"]["items"]["properties"]) == ["id", "reasoning", "met"]
-    assert DEFAULT_SHAPE.response_format() == {"type": "json_schema", "json_schema": {
-        "name": "verdict", "schema": DEFAULT_SHAPE.schema(), "strict": True}}
-    assert "$defs" not in json.dumps(DEFAULT_SHAPE.schema()) and "$ref" not in json.dumps(DEFAULT_SHAPE.schema())
+    assert list(list_shape.schema()["properties"]["criteria"]["items"]["properties"]) == ["id", "reasoning", "met"]
+    assert list_shape.response_format() == {"type": "json_schema", "json_schema": {
+        "name": "verdict", "schema": list_shape.schema(), "strict": True}}
+    assert "$defs" not in json.dumps(list_shape.schema()) and "$ref" not in json.dumps(list_shape.schema())
 
 
-def test_the_object_schema_uses_the_specs_names() -> None:
-    assert OBJ.schema() == {
+def test_the_object_schema_uses_the_specs_names(object_shape: VerdictShape, custom_shape: VerdictShape) -> None:
+    assert object_shape.schema() == {
         "additionalProperties": False, "title": "verdict", "type": "object", "required": ["explanation", "criteria_met"],
         "properties": {
             "explanation": {"description": "short reasoning, written before deciding", "title": "Explanation",
                             "type": "string"},
             "criteria_met": {"description": "true if the criterion applies to the response, else false",
                              "title": "Criteria Met", "type": "boolean"}}}
-    assert CUSTOM.schema()["required"] == ["items"]
-    assert CUSTOM.schema()["properties"]["items"]["items"]["required"] == ["n", "why", "ok"]
+    assert custom_shape.schema()["required"] == ["items"]
+    assert custom_shape.schema()["properties"]["items"]["items"]["required"] == ["n", "why", "ok"]
 
 
-def test_examples_in_each_shape() -> None:
-    assert DEFAULT_SHAPE.example() == '{"criteria": [{"id": 1, "reasoning": "...", "met": true}, ...]}'
-    assert OBJ.example() == '{"explanation": "...", "criteria_met": true}'
-    assert CUSTOM.example() == '{"items": [{"n": 1, "why": "...", "ok": true}, ...]}'
+def test_the_default_shape_is_the_list_shape_with_default_names(list_shape: VerdictShape) -> None:
+    assert DEFAULT_SHAPE.response_format() == list_shape.response_format()
+    assert (list_shape.shape, list_shape.list_key, list_shape.id, list_shape.reasoning, list_shape.met) == (
+        "list", "criteria", "id", "reasoning", "met")
 
 
-def test_the_reask_turns() -> None:
-    assert DEFAULT_SHAPE.reask("P", 3) == (
+def test_examples_in_each_shape(list_shape: VerdictShape, object_shape: VerdictShape, custom_shape: VerdictShape) -> None:
+    assert list_shape.example() == '{"criteria": [{"id": 1, "reasoning": "...", "met": true}, ...]}'
+    assert object_shape.example() == '{"explanation": "...", "criteria_met": true}'
+    assert custom_shape.example() == '{"items": [{"n": 1, "why": "...", "ok": true}, ...]}'
+
+
+def test_the_reask_turns(list_shape: VerdictShape, object_shape: VerdictShape) -> None:
+    assert list_shape.reask("P", 3) == (
         'Your previous reply could not be used: P. Reply again with only one JSON object of the form '
         '{"criteria": [{"id": 1, "reasoning": "...", "met": true}, ...]} containing exactly 3 items, ids 1 to 3 each '
         'exactly once (one per criterion, in order), each with a "reasoning" string and "met" true or false. '
         'No other text.')
-    assert OBJ.reask("P", 1) == (
+    assert object_shape.reask("P", 1) == (
         'Your previous reply could not be used: P. Reply again with only one JSON object of the form '
         '{"explanation": "...", "criteria_met": true}: "explanation" a string, "criteria_met" true or false. '
         'No other text.')
@@ -129,64 +151,64 @@ def test_nesting_ignores_brackets_inside_strings() -> None:
 
 
 # -- one criterion per call (object shape) ------------------------------------------------------------------------
-def test_object_shape_parses_one_verdict() -> None:
-    assert OBJ.parse('{"explanation": "fine", "criteria_met": "1"}', 1) == [Verdict(1, "fine", True)]
-    assert OBJ.parse('{"explanation": "no", "criteria_met": 0}', 1) == [Verdict(1, "no", False)]
+def test_object_shape_parses_one_verdict(object_shape: VerdictShape) -> None:
+    assert object_shape.parse('{"explanation": "fine", "criteria_met": "1"}', 1) == [Verdict(1, "fine", True)]
+    assert object_shape.parse('{"explanation": "no", "criteria_met": 0}', 1) == [Verdict(1, "no", False)]
 
 
-def test_object_shape_problems_are_worded_for_the_judge() -> None:
-    assert problem(OBJ, '{"explanation": 3, "criteria_met": "yes"}', 1) == (
+def test_object_shape_problems_are_worded_for_the_judge(object_shape: VerdictShape) -> None:
+    assert problem(object_shape, '{"explanation": 3, "criteria_met": "yes"}', 1) == (
         '"explanation" must be a string (got 3); "criteria_met" must be true or false (got \'yes\')')
 
 
 # -- all criteria at once (list shape) ----------------------------------------------------------------------------
-def test_list_shape_sorted_by_id_with_lenient_numbers() -> None:
+def test_list_shape_sorted_by_id_with_lenient_numbers(list_shape: VerdictShape) -> None:
     text = json.dumps({"criteria": [{"id": "2", "reasoning": "b", "met": "0"}, {"id": 1, "reasoning": "a", "met": 1}]})
-    assert DEFAULT_SHAPE.parse(text, 2) == [Verdict(1, "a", True), Verdict(2, "b", False)]
-    assert DEFAULT_SHAPE.parse(items((1, "a", " 1 ")), 1) == [Verdict(1, "a", True)]
+    assert list_shape.parse(text, 2) == [Verdict(1, "a", True), Verdict(2, "b", False)]
+    assert list_shape.parse(items((1, "a", " 1 ")), 1) == [Verdict(1, "a", True)]
 
 
-def test_list_shape_needs_the_list_key() -> None:
-    assert problem(DEFAULT_SHAPE, '{"criteria": {"id": 1}}', 1) == 'the JSON must be an object with a "criteria" list'
-    assert problem(CUSTOM, '{"criteria": []}', 1) == 'the JSON must be an object with a "items" list'
+def test_list_shape_needs_the_list_key(list_shape: VerdictShape, custom_shape: VerdictShape) -> None:
+    assert problem(list_shape, '{"criteria": {"id": 1}}', 1) == 'the JSON must be an object with a "criteria" list'
+    assert problem(custom_shape, '{"criteria": []}', 1) == 'the JSON must be an object with a "items" list'
 
 
-def test_list_shape_names_every_problem() -> None:
+def test_list_shape_names_every_problem(list_shape: VerdictShape) -> None:
     text = json.dumps({"criteria": ["x", {"reasoning": "r", "met": True}, {"id": True, "reasoning": "r", "met": True},
                                      {"id": 2, "reasoning": 5, "met": "yes"}]})
-    assert problem(DEFAULT_SHAPE, text, 2) == (
+    assert problem(list_shape, text, 2) == (
         "expected exactly 2 items (one per criterion), got 4; item #1 is not an object; "
         'item #2 has no integer "id" (got None); item #3 has no integer "id" (got True); '
         "id 2: \"reasoning\" must be a string (got 5); id 2: \"met\" must be true or false (got 'yes'); "
         "and 1 more problem(s)")
 
 
-def test_list_shape_ids_missing_duplicated_and_out_of_range() -> None:
-    assert problem(DEFAULT_SHAPE, items((1, "a", True), (1, "b", False), (4, "c", True)), 3) == (
+def test_list_shape_ids_missing_duplicated_and_out_of_range(list_shape: VerdictShape) -> None:
+    assert problem(list_shape, items((1, "a", True), (1, "b", False), (4, "c", True)), 3) == (
         "missing id(s): 2, 3; duplicate id(s): 1; id(s) out of range 1..3: 4")
-    assert problem(DEFAULT_SHAPE, items((0, "a", True)), 1) == "missing id(s): 1; id(s) out of range 1..1: 0"
-    assert problem(DEFAULT_SHAPE, items((1, "a", True)), 2) == (
+    assert problem(list_shape, items((0, "a", True)), 1) == "missing id(s): 1; id(s) out of range 1..1: 0"
+    assert problem(list_shape, items((1, "a", True)), 2) == (
         "expected exactly 2 items (one per criterion), got 1; missing id(s): 2")
 
 
-def test_at_most_six_problems_are_shown() -> None:
+def test_at_most_six_problems_are_shown(list_shape: VerdictShape) -> None:
     bad = json.dumps({"criteria": ["x"] * 6})
-    assert problem(DEFAULT_SHAPE, bad, 6) == "; ".join(f"item #{i} is not an object" for i in range(1, 7)) + (
+    assert problem(list_shape, bad, 6) == "; ".join(f"item #{i} is not an object" for i in range(1, 7)) + (
         "; and 1 more problem(s)")  # the seventh: missing ids
     five = json.dumps({"criteria": ["x"] * 5})
-    assert problem(DEFAULT_SHAPE, five, 5) == "; ".join(f"item #{i} is not an object" for i in range(1, 6)) + (
+    assert problem(list_shape, five, 5) == "; ".join(f"item #{i} is not an object" for i in range(1, 6)) + (
         "; missing id(s): 1, 2, 3, 4, 5")
 
 
-def test_custom_names_are_read_and_unknown_keys_ignored() -> None:
+def test_custom_names_are_read_and_unknown_keys_ignored(custom_shape: VerdictShape) -> None:
     text = json.dumps({"items": [{"n": 1, "why": "w", "ok": False, "extra": "ignored"}]})
-    assert CUSTOM.parse(text, 1) == [Verdict(1, "w", False)]
+    assert custom_shape.parse(text, 1) == [Verdict(1, "w", False)]
     text = json.dumps({"items": [{"n": 1, "why": ["w"], "ok": 0.5}]})
-    assert problem(CUSTOM, text, 1) == "id 1: \"why\" must be a string (got ['w']); id 1: \"ok\" must be true or " \
+    assert problem(custom_shape, text, 1) == "id 1: \"why\" must be a string (got ['w']); id 1: \"ok\" must be true or " \
                                        "false (got 0.5)"
 
 
-def test_a_newline_in_a_problem_stays_one_line() -> None:
+def test_a_newline_in_a_problem_stays_one_line(list_shape: VerdictShape, object_shape: VerdictShape) -> None:
     text = json.dumps({"criteria": [{"id": 1, "reasoning": "r", "met": "a\nb"}]})
-    assert "\n" not in problem(DEFAULT_SHAPE, text, 1)
-    assert "\n" not in problem(OBJ, json.dumps({"explanation": "r", "criteria_met": "a\nb"}), 1)
+    assert "\n" not in problem(list_shape, text, 1)
+    assert "\n" not in problem(object_shape, json.dumps({"explanation": "r", "criteria_met": "a\nb"}), 1)
