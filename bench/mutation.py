@@ -78,7 +78,11 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
     "structured": [
         ("_complete", "complete(messages, accept=accept,", "response_format=None is complete()'s default"),
         *[("_complete", text, "a mock/ model (the only one that reads expect) never refuses json_schema, so the "
-           "known-refused path never carries an expect") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
+           "known-refused path never carries an expect (the same lines of the first call are killed by "
+           "test_structured_rules.py)") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
+        *[("ask_structured", t, "the loop runs at least once (max_reasks >= 0: the spec's ge=0, localize's 1) and "
+           "ends without a value only after a refused reply set the problem") for t in ('problem = None',
+                                                                                         'problem = "XXXX"')],
     ],
     "models": [
         ("ModelClient.complete", "if (self.cache is not None) or True else None", "without a cache the key is "
