@@ -112,6 +112,29 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("ModelClient._call", "failure.detail[:81]", "the width of a progress line; the failures without a status "
          "(malformed replies) have details shorter than 80 characters"),
     ],
+    "verdicts": [
+        *[(fn, t, "the caller words the problem itself (_item: '\"met\" must be true or false', parse: 'has no "
+           "integer \"id\"'); this text is never shown") for fn, ts in (
+            ("_as_int", ('ValueError(None)', '"XXnot an integerXX"', '"NOT AN INTEGER"')),
+            ("_as_bool", ('ValueError(None)', '"XXnot a booleanXX"', '"NOT A BOOLEAN"')),
+            ("_as_str", ('ValueError(None)', '"XXnot a stringXX"', '"NOT A STRING"'))) for t in ts],
+        *[("_inline_refs", t, "a $ref is '#/$defs/<Name>': its last part is the same for any split, and the "
+           "definitions pydantic writes for these shapes hold no further $ref") for t in (
+            ']], None)', 'rsplit("/", )', 'rsplit("/", 2)', '1)[+1]', '_inline_refs(v, None)')],
+        *[("VerdictShape.__init__", t, "a model's class name appears only in $defs/$ref, which _inline_refs "
+           "removes; the titles come from ConfigDict") for t in (
+            '"XXCriterionVerdictXX"', '"criterionverdict"', '"CRITERIONVERDICT"', '"XXVerdictReplyXX"',
+            '"verdictreply"', '"VERDICTREPLY"')],
+        *[("VerdictShape.schema", t, "only the list shape has $defs, and without any $ref the definitions are "
+           "never read") for t in ('schema.get("$defs", None)', 'schema.get("$defs", )')],
+        *[("VerdictShape._item", t, "every error of a dict validated field by field names its field (loc is "
+           "never empty)") for t in ('if (e["loc"]) or True else', 'else "XX?XX"')],
+        *[("VerdictShape._item", t, "parse checks the id before the item model, so the model reports only "
+           "reasoning or met") for t in ('if (name == self.reasoning) or True else', '"XXan integerXX"',
+                                          '"AN INTEGER"')],
+        ("VerdictShape.parse", "VerdictError(None)", "extract_json returns only objects decoded from a '{' (a dict "
+         "or an error), so the object shape's non-dict check never fires"),
+    ],
     "modelspec": [
         *[("provider_key_env", t, "only the part before the first '/' is read") for t in (
             'model.split("/", )[0]', 'model.split("/", 2)[0]')],

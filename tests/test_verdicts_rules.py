@@ -212,3 +212,24 @@ def test_a_newline_in_a_problem_stays_one_line(list_shape: VerdictShape, object_
     text = json.dumps({"criteria": [{"id": 1, "reasoning": "r", "met": "a\nb"}]})
     assert "\n" not in problem(list_shape, text, 1)
     assert "\n" not in problem(object_shape, json.dumps({"explanation": "r", "criteria_met": "a\nb"}), 1)
+
+
+def test_an_object_verdict_ignores_an_id_and_other_objects(object_shape: VerdictShape) -> None:
+    text = '{"note": 1} then {"id": 7, "explanation": "x", "criteria_met": true}'
+    assert object_shape.parse(text, 1) == [Verdict(1, "x", True)]
+    two = '{"explanation": "x", "criteria_met": true} or {"explanation": "y", "criteria_met": false}'
+    assert problem(object_shape, two, 1) == "the reply holds 2 verdict objects; give exactly one"
+
+
+def test_several_duplicate_and_out_of_range_ids_are_listed(list_shape: VerdictShape) -> None:
+    text = items((1, "a", True), (1, "b", True), (2, "c", True), (2, "d", True), (5, "e", True), (6, "f", True))
+    assert problem(list_shape, text, 2) == ("expected exactly 2 items (one per criterion), got 6; "
+                                            "duplicate id(s): 1, 2; id(s) out of range 1..2: 5, 6")
+
+
+def test_a_field_name_with_a_line_break_is_shown_on_one_line() -> None:
+    obj = VerdictShape("object", reasoning="why", met="o\nk")
+    assert problem(obj, json.dumps({"why": "r", "o\nk": "yes"}), 1) == "\"o k\" must be true or false (got 'yes')"
+    lst = VerdictShape("list", met="o\nk")
+    text = json.dumps({"criteria": [{"id": 1, "reasoning": "r", "o\nk": "yes"}]})
+    assert problem(lst, text, 1) == "id 1: \"o k\" must be true or false (got 'yes')"
