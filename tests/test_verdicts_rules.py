@@ -233,3 +233,10 @@ def test_a_field_name_with_a_line_break_is_shown_on_one_line() -> None:
     lst = VerdictShape("list", met="o\nk")
     text = json.dumps({"criteria": [{"id": 1, "reasoning": "r", "o\nk": "yes"}]})
     assert problem(lst, text, 1) == "id 1: \"o k\" must be true or false (got 'yes')"
+
+
+def test_a_broken_brace_before_the_objects_is_skipped_one_brace_at_a_time() -> None:
+    assert extract_json('so {maybe} {"a": 1} {"b": 2}') == {"a": 1}
+    one = items((1, "r", True))
+    with pytest.raises(VerdictError, match="holds 2 verdict objects"):
+        extract_json("{oops " + one + " " + one, "criteria")
