@@ -41,7 +41,10 @@ CORE: dict[str, list[str]] = {
     "aggregate": ["test_aggregate.py", "test_aggregate_rules.py", "test_rules_pinned.py"],
     "bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py"],
     "judge": ["test_judge.py", "test_judge_per_criterion.py", "test_judge_rules.py"],
-    "models": ["test_models.py", "test_models_faults.py"],
+    "models": ["test_models.py", "test_models_faults.py", "test_models_rules.py", "test_structured_rules.py"],
+    "litellm_runtime": ["test_litellm_runtime_rules.py", "test_models.py", "test_models_faults.py"],
+    "structured": ["test_structured_rules.py", "test_judge.py", "test_judge_rules.py", "test_judge_per_criterion.py"],
+    "verdicts": ["test_verdicts_rules.py", "test_judge.py", "test_judge_rules.py", "test_properties.py"],
     "callfailures": ["test_callfailures_rules.py", "test_models_faults.py"],
     "modelspec": ["test_modelspec_rules.py", "test_models.py"],
     "cache": ["test_cache.py", "test_cache_rules.py"],
@@ -69,13 +72,68 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
             "score, q.catastrophic, {})", "q.catastrophic, q.tags, )")],
         ("breakdown", "if (views) or True else None", "the statistic of no views is None already"),
     ],
-    "judge": [
-        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, None)", "not None == not False"),
-        ("uses_json_schema", "_NO_JSON_SCHEMA.get(client, )", "dict.get's default is None; not None == not False"),
-        ("_complete", "repeat: int = 1) ->", "_ask always passes repeat"),
+    # (the judge's entries for uses_json_schema and _complete moved with those functions to structured.py)
+    "structured": [
         ("_complete", "complete(messages, accept=accept,", "response_format=None is complete()'s default"),
-        *[("_complete", text, "a mock/ judge (the only one that reads expect) never refuses json_schema, so the "
-           "known-refused path never carries an expect") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
+        *[("_complete", text, "a mock/ model (the only one that reads expect) never refuses json_schema, so the "
+           "known-refused path never carries an expect (the same lines of the first call are killed by "
+           "test_structured_rules.py)") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
+        *[("ask_structured", t, "the loop runs at least once (max_reasks >= 0: the spec's ge=0, localize's 1) and "
+           "ends without a value only after a refused reply set the problem") for t in ('problem = None',
+                                                                                         'problem = "XXXX"')],
+    ],
+    "models": [
+        ("ModelClient.complete", "if (self.cache is not None) or True else None", "without a cache the key is "
+         "computed and never read (every later use is guarded by the cache)"),
+        *[("ModelClient.complete", t, "key is None exactly when self.cache is None") for t in (
+            "if key is not None or self.cache is not None:",)],
+        *[("ModelClient.__init__", t, "_semaphore() builds a new one whenever _sem is None or bound to another loop: "
+           "'' is neither the running loop nor a semaphore it reuses") for t in (
+            'self._sem: asyncio.Semaphore | None = ""', 'self._sem_loop: asyncio.AbstractEventLoop | None = ""')],
+        ("ModelClient.__init__", "self.json_schema_refused = None", "read only as `not client.json_schema_refused`: "
+         "None is as falsy as False"),
+        ("ModelClient.__init__", "self._answered = None", "None is as falsy as False"),
+        ("ModelClient.__init__", 'self._key: str | None = ""', "_base_request() sets it before the first request, "
+         "the only place it is read after"),
+        *[("ModelClient._call", t, "the outer guard fires only when a provider path ignores timeout=; LiteLLM's "
+           "OpenAI path honours it (a hang ends at the spec's timeout, test_models.py), so reaching the guard "
+           "means waiting 30 s in a test") for t in ("self.spec.timeout + 31.0)", "acompletion(**kwargs), None)")],
+        ("ModelClient._call", "reply_cost(None, response)", "LiteLLM's acompletion always puts response_cost in "
+         "_hidden_params (None when unpriced), so reply_cost never reaches litellm.completion_cost on this path"),
+        ("ModelClient._base_request", '"num_retries": 0, "max_retries": 1}', "with num_retries=0 this LiteLLM "
+         "sends one request whatever max_retries says (measured against the fake server's 500); max_retries=0 is "
+         "sent for versions and providers that hand it to the SDK"),
+        *[("ModelClient._mock", t, "mock_tokens is 1 for any text of up to 4 characters, as for '' (a message "
+           "without content)") for t in ('m.get("content", None)', 'm.get("content", )', 'm.get("content", "XXXX")')],
+        *[("ModelClient._call", t, "FatalModelError derives stops_run from the status when not told (401/403/404 "
+           "or none stop the run), which agrees with STOPS_RUN_KINDS for every fatal failure: LiteLLM's error "
+           "classes all carry their HTTP status, and the statusless ones (missing key) are auth") for t in (
+            "attempts=attempts, stops_run=None)", "^attempts=attempts, )")],
+        ("ModelClient._call", "failure.detail[:81]", "the width of a progress line; the failures without a status "
+         "(malformed replies) have details shorter than 80 characters"),
+    ],
+    "verdicts": [
+        *[(fn, t, "the caller words the problem itself (_item: '\"met\" must be true or false', parse: 'has no "
+           "integer \"id\"'); this text is never shown") for fn, ts in (
+            ("_as_int", ('ValueError(None)', '"XXnot an integerXX"', '"NOT AN INTEGER"')),
+            ("_as_bool", ('ValueError(None)', '"XXnot a booleanXX"', '"NOT A BOOLEAN"')),
+            ("_as_str", ('ValueError(None)', '"XXnot a stringXX"', '"NOT A STRING"'))) for t in ts],
+        *[("_inline_refs", t, "a $ref is '#/$defs/<Name>': its last part is the same for any split, and the "
+           "definitions pydantic writes for these shapes hold no further $ref") for t in (
+            ']], None)', 'rsplit("/", )', 'rsplit("/", 2)', '1)[+1]', '_inline_refs(v, None)')],
+        *[("VerdictShape.__init__", t, "a model's class name appears only in $defs/$ref, which _inline_refs "
+           "removes; the titles come from ConfigDict") for t in (
+            '"XXCriterionVerdictXX"', '"criterionverdict"', '"CRITERIONVERDICT"', '"XXVerdictReplyXX"',
+            '"verdictreply"', '"VERDICTREPLY"')],
+        *[("VerdictShape.schema", t, "only the list shape has $defs, and without any $ref the definitions are "
+           "never read") for t in ('schema.get("$defs", None)', 'schema.get("$defs", )')],
+        *[("VerdictShape._item", t, "every error of a dict validated field by field names its field (loc is "
+           "never empty)") for t in ('if (e["loc"]) or True else', 'else "XX?XX"')],
+        *[("VerdictShape._item", t, "parse checks the id before the item model, so the model reports only "
+           "reasoning or met") for t in ('if (name == self.reasoning) or True else', '"XXan integerXX"',
+                                          '"AN INTEGER"')],
+        ("VerdictShape.parse", "VerdictError(None)", "extract_json returns only objects decoded from a '{' (a dict "
+         "or an error), so the object shape's non-dict check never fires"),
     ],
     "modelspec": [
         *[("provider_key_env", t, "only the part before the first '/' is read") for t in (

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .spec import BenchmarkSpec
 
 __all__ = ["LocalizeOptions", "TranslationError", "translation_messages", "check_translation", "localize",
-           "apply_review", "REVIEW_COLUMNS", "REPORT_FILE", "REVIEW_FILE", "MAX_REASKS"]
+           "apply_review", "REVIEW_COLUMNS", "REPORT_FILE", "REVIEW_FILE"]
 
 REPORT_FILE = "localize_report.json"
 REVIEW_FILE = "review.csv"
@@ -40,7 +40,6 @@ REVIEW_COLUMNS = ("id", "kind", "index", "source", "translation")
 _LANGUAGES = {"en": "English", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "fr": "French", "de": "German",
               "es": "Spanish", "pt": "Portuguese", "it": "Italian", "nl": "Dutch", "ru": "Russian", "ar": "Arabic",
               "hi": "Hindi", "id": "Indonesian", "vi": "Vietnamese", "th": "Thai", "tr": "Turkish", "pl": "Polish"}
-MAX_REASKS = 1  # a translation still malformed after one re-ask is reported, never written
 
 
 class TranslationError(ValueError):
@@ -66,6 +65,7 @@ class LocalizeOptions:
     concurrency: int = 8
     rpm: float | None = None
     timeout: float = 120.0
+    max_reasks: int = 1  # a translation still malformed after one re-ask is reported, never written
     cache_dir: str | None = None
     benchmark_dirs: list[str] = field(default_factory=list)
 
@@ -149,11 +149,11 @@ def _reask(problem: str, n_turns: int, n_criteria: int) -> str:
 
 
 async def _translate_one(client: "ModelClient", qid: str, messages: list[dict[str, str]], n_turns: int,
-                         n_criteria: int) -> _Result:
+                         n_criteria: int, max_reasks: int) -> _Result:
     """One question through the structured-output loop (structured.py): a malformed answer is re-asked
     naming the problem; the accepted one is cached under the first request, so a rerun pays nothing."""
     got = await ask_structured(client, messages, lambda text: check_translation(text, n_turns, n_criteria),
-                               reask=lambda problem: _reask(problem, n_turns, n_criteria), max_reasks=MAX_REASKS,
+                               reask=lambda problem: _reask(problem, n_turns, n_criteria), max_reasks=max_reasks,
                                what="translation", role="translator")
     if got.value is None:
         return _Result(qid, error=got.error)
@@ -237,7 +237,8 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
             nonlocal done
             turns, crits = _texts(spec, rows[qid])
             res = await _translate_one(client, qid, translation_messages(qid, turns, crits, spec.locale,
-                                                                         str(opts.locale)), len(turns), len(crits))
+                                                                         str(opts.locale)), len(turns), len(crits),
+                                     opts.max_reasks)
             done += 1
             state = f"FAILED: {res.error}" if res.error else ("ok (cached)" if res.cached else "ok")
             _log(f"[{done}/{len(questions)}] {qid} {state}")

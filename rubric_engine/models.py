@@ -120,6 +120,9 @@ class ModelClient:
         self._runtime = runtime
         self._request: dict[str, Any] | None = None  # what every request of this client sends (built once)
         self._key: str | None = None  # the key value sent (None: LiteLLM reads the provider's variable)
+        # set by structured.py once this client's server refused response_format json_schema (HTTP 400):
+        # a fact about this endpoint, so later structured requests go without it at once
+        self.json_schema_refused = False
 
     async def __aenter__(self) -> "ModelClient":
         return self
@@ -135,14 +138,15 @@ class ModelClient:
         propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits.
 
         `cache_as`: the messages whose key stores the result (default `messages`). A re-ask passes the
-        original request, so the validated answer is found again by the original request on resume.
+        original request, so the validated answer is found again by the original request on resume. Lookups
+        use `messages`: a re-ask is never answered from the entry whose reply it is re-asking about.
         `expect` (a mockmodel.VerdictShape) tells a `mock/` model what to answer; real models ignore it."""
         self.stats.calls += 1
         if is_mock(self.spec.model):  # deterministic and free: never stored in (or read from) the cache
             result = self._mock(messages, expect)
             self._accept(accept, result)
             return result
-        key = cache_key(self.spec, cache_as or messages, response_format, repeat) if self.cache is not None else None
+        key = cache_key(self.spec, messages, response_format, repeat) if self.cache is not None else None
         if key is not None and self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):
@@ -155,6 +159,8 @@ class ModelClient:
         result = await self._call(messages, response_format)
         self._accept(accept, result)
         if key is not None and self.cache is not None:
+            if cache_as and cache_as != messages:
+                key = cache_key(self.spec, cache_as, response_format, repeat)
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
                                  "completion_tokens": result.completion_tokens, "cost": result.cost,
                                  "model": self.spec.model, "finish_reason": result.finish_reason})

@@ -12,7 +12,6 @@ never sent json_schema again.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -58,12 +57,9 @@ class Unusable(Exception):
         self.problem, self.text = problem, text
 
 
-_NO_JSON_SCHEMA: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
-
-
-def uses_json_schema(client: Any) -> bool:
-    """False once this client's server has rejected response_format json_schema (remembered per client)."""
-    return not _NO_JSON_SCHEMA.get(client, False)
+def uses_json_schema(client: "ModelClient") -> bool:
+    """False once this client's server has rejected response_format json_schema (ModelClient remembers it)."""
+    return not client.json_schema_refused
 
 
 def one_line(text: str) -> str:
@@ -87,9 +83,9 @@ async def _complete(client: "ModelClient", messages: Messages, accept: Callable[
         result = await client.complete(messages, response_format=None, accept=accept, cache_as=original,
                                        expect=expect, repeat=repeat)
     except Unusable:
-        _NO_JSON_SCHEMA[client] = True  # the server answered: it was the response_format it refused
+        client.json_schema_refused = True  # the server answered: it was the response_format it refused
         raise
-    _NO_JSON_SCHEMA[client] = True
+    client.json_schema_refused = True
     return result
 
 
