@@ -45,7 +45,10 @@ CORE: dict[str, list[str]] = {
     "callfailures": ["test_callfailures_rules.py", "test_models_faults.py"],
     "modelspec": ["test_modelspec_rules.py", "test_models.py"],
     "cache": ["test_cache.py", "test_cache_rules.py"],
-    "dataset": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py"],
+    "dataset": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_data_lazy.py",
+                "test_dataset_rules.py"],
+    "dataquirks": ["test_data.py", "test_data_faults.py", "test_dataset_rules.py", "test_dataquirks_rules.py"],
+    "datafetch": ["test_data.py", "test_data_tofu.py", "test_dataset_rules.py", "test_datafetch_rules.py"],
     "spec": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
     "specfile": ["test_spec.py", "test_specfile_rules.py"],
 }
