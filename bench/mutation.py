@@ -48,7 +48,8 @@ CORE: dict[str, list[str]] = {
     "dataset": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_data_lazy.py",
                 "test_dataset_rules.py"],
     "dataquirks": ["test_data.py", "test_data_faults.py", "test_dataset_rules.py", "test_dataquirks_rules.py"],
-    "datafetch": ["test_data.py", "test_data_tofu.py", "test_dataset_rules.py", "test_datafetch_rules.py"],
+    "datafetch": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py",
+                  "test_datafetch_rules.py"],
     "spec": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
     "specfile": ["test_spec.py", "test_specfile_rules.py"],
 }
@@ -92,6 +93,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("cache_key", 'text.encode("UTF-8")', "codec names are case-insensitive"),
     ],
     "dataset": [
+        ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),
+        ("_number", '"XX.eEXX"', "text with an X is no number either way and stays text"),
+    ],
+    "datafetch": [
         *[("sha256_file", t, "the digest does not depend on the read size") for t in (
             "fh.read(None)", "fh.read(2 << 20)", "fh.read(1 << 21)")],
         *[("fetch", t, "the digest does not depend on the read size") for t in (
@@ -104,8 +109,6 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("fetch", "mkstemp(prefix=", "the temporary file lands in the system temp dir; os.replace still works "
          "when that is on the same file system, as here"),
         ("fetch", "timeout: float = 61.0)", "the default download timeout is a tuning constant"),
-        ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),
-        ("_number", '"XX.eEXX"', "text with an X is no number either way and stays text"),
     ],
     "specfile": [
         *[("_packaged_dir", t, "the fallback for a package without importlib resources finds the same spec files "
