@@ -93,6 +93,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("cache_key", 'text.encode("UTF-8")', "codec names are case-insensitive"),
     ],
     "dataset": [
+        ("_Row.err", 'fix: str = "XXXX"', "every caller passes fix="),
+        *[("index_rows", t, "the first JSONL row (offset 0) is also held in memory, but row() and load() test "
+           "ref.offset < 0 themselves and still read it from the file: only one question's memory changes")
+          for t in ("where.offset <= 0", "where.offset < 1")],
         ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),
         ("_number", '"XX.eEXX"', "text with an X is no number either way and stays text"),
     ],

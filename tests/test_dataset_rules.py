@@ -356,3 +356,105 @@ def test_capital_exponent_weight_in_csv(tmp_path: Path) -> None:
 def test_select_one_id_given_as_text(tmp_path: Path) -> None:
     qs = parse_rows(HEART, write(tmp_path, [row("q10"), row("q1"), row("0")]))
     assert select(qs, ids="q10") == [qs[0]]
+
+
+# ------------------------------------------------------------------------------------- rows read again (lazy)
+
+def crc_twin(line: bytes, crc: int, hole: bytes = b"@@@@@@@@") -> bytes:
+    """`line` with its `hole` filled by ASCII letters chosen so that crc32(result) == crc.
+
+    crc32 over messages of one length is affine in their bits, so flipping the low five bits of each hole
+    byte (0x40-0x5f stays printable, never a quote, newline or non-ASCII byte) spans every crc: a changed
+    row whose crc matches the validated one is possible, and its errors must still name file and line."""
+    import zlib
+
+    start = line.index(hole)
+    bits = [(start + i, b) for i in range(len(hole)) for b in range(5)]
+    base = zlib.crc32(line)
+    rows = []  # one equation per crc bit, over the hole's bits (Gaussian elimination over GF(2))
+    for pos, b in bits:
+        flipped = bytearray(line)
+        flipped[pos] ^= 1 << b
+        rows.append(zlib.crc32(bytes(flipped)) ^ base)
+    want, chosen, pivots = crc ^ base, [], []
+    for k, col in enumerate(rows):  # reduce each column against the pivots so far
+        combo = 1 << k
+        for p_col, p_combo, p_bit in pivots:
+            if col >> p_bit & 1:
+                col, combo = col ^ p_col, combo ^ p_combo
+        if col:
+            pivots.append((col, combo, col.bit_length() - 1))
+    for p_col, p_combo, p_bit in sorted(pivots, key=lambda p: -p[2]):
+        if want >> p_bit & 1:
+            want ^= p_col
+            chosen.append(p_combo)
+    assert want == 0, "the hole is too small to reach every crc"
+    mask = 0
+    for combo in chosen:
+        mask ^= combo
+    out = bytearray(line)
+    for k, (pos, b) in enumerate(bits):
+        if mask >> k & 1:
+            out[pos] ^= 1 << b
+    assert zlib.crc32(bytes(out)) == crc
+    return bytes(out)
+
+
+def lazy_with_second_row(tmp_path: Path, second: bytes) -> tuple[Path, Any]:
+    """A two-row file loaded lazily, then its second line swapped for a same-length line of the same crc."""
+    import zlib
+
+    f = tmp_path / "rows.jsonl"
+    first = json.dumps(row("a"), ensure_ascii=False).encode() + b"\n"
+    valid = json.dumps(row("b", pad="x" * len(second)), ensure_ascii=False).encode() + b"\n"
+    f.write_bytes(first + valid)
+    questions = load_dataset(HEART, f, lazy=True).questions
+    twin = crc_twin(second.ljust(len(valid) - 1) + b"\n", zlib.crc32(valid))
+    assert len(twin) == len(valid) and b"\n" not in twin[:-1]
+    f.write_bytes(first + twin)
+    return f, questions
+
+
+def test_a_crc_twin_row_that_is_not_json_is_reported_with_file_and_line(tmp_path: Path) -> None:
+    f, questions = lazy_with_second_row(tmp_path, b'{"question_id": "b", @@@@@@@@')
+    with pytest.raises(DataError) as err:
+        questions.row(questions.refs[1])
+    assert str(err.value).startswith(f"{f}:2: invalid JSON")
+    assert questions[0].id == "a"
+
+
+def test_a_crc_twin_row_that_is_not_utf8_is_reported_with_file_and_line(tmp_path: Path) -> None:
+    f, questions = lazy_with_second_row(tmp_path, b'{"question_id": "\xff\xfe", "x": "@@@@@@@@"}')
+    with pytest.raises(DataError) as err:
+        questions[1]
+    assert str(err.value).startswith(f"{f}:2: ") and "UTF-8" in str(err.value)
+
+
+def test_a_crc_twin_row_that_is_no_valid_question_is_reported_with_file_and_line(tmp_path: Path) -> None:
+    bad = json.dumps({**row("b"), "rubric": [], "x": "@@@@@@@@"}, ensure_ascii=False).encode()
+    f, questions = lazy_with_second_row(tmp_path, bad)
+    assert questions.row(questions.refs[1])["rubric"] == []  # the row itself reads: the question is refused
+    with pytest.raises(DataError) as err:
+        questions[1]
+    assert str(err.value) == f"{f}:2: rubric: empty or not a list; every question needs at least one rubric item"
+
+
+def test_a_changed_row_error_says_what_to_do(tmp_path: Path) -> None:
+    f = write(tmp_path, [row("a"), row("b")])
+    questions = load_dataset(HEART, f, lazy=True).questions
+    write(tmp_path, [row("a"), row("B")])
+    with pytest.raises(DataError) as err:
+        questions[1]
+    assert str(err.value) == (f"{f}:2: row of question 'b' changed since the run validated the file; restore the "
+                              "data file, or start the run afresh in a new run directory")
+
+
+def test_index_rows_without_a_warnings_list(tmp_path: Path) -> None:
+    from rubric_engine.dataset import index_rows
+
+    f = write(tmp_path, [row("a", primary_scene=""), row("b")])
+    rows = index_rows(HEART, f)
+    assert [q.id for q in rows] == ["a", "b"] and [r.line for r in rows.refs] == [1, 2]
+    warnings: list[str] = []
+    index_rows(HEART, f, warnings)
+    assert warnings == ["1 question(s) have an empty 'primary_scene': a"]
