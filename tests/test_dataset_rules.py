@@ -458,3 +458,16 @@ def test_index_rows_without_a_warnings_list(tmp_path: Path) -> None:
     warnings: list[str] = []
     index_rows(HEART, f, warnings)
     assert warnings == ["1 question(s) have an empty 'primary_scene': a"]
+
+
+def test_a_spec_without_data_names_its_last_file_or_its_name(tmp_path: Path) -> None:
+    spec = with_data(HEART, url=None, path=None)
+    with pytest.raises(DataError) as err:
+        load_dataset(spec, cache_dir=tmp_path)
+    assert str(err.value) == (f"{HEART.files[-1]}: the spec declares neither data.url nor data.path; "
+                              "pass data.path=<file>")
+    built = spec.model_copy()
+    built._files = []  # a spec built in Python has no files
+    with pytest.raises(DataError) as err:
+        load_dataset(built, cache_dir=tmp_path)
+    assert str(err.value) == "heartbench: the spec declares neither data.url nor data.path; pass data.path=<file>"
