@@ -46,7 +46,7 @@ CORE: dict[str, list[str]] = {
     "modelspec": ["test_modelspec_rules.py", "test_models.py"],
     "cache": ["test_cache.py", "test_cache_rules.py"],
     "dataset": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_data_lazy.py",
-                "test_dataset_rules.py"],
+                "test_dataset_rules.py", "test_dataquirks_rules.py"],
     "dataquirks": ["test_data.py", "test_data_faults.py", "test_dataset_rules.py", "test_dataquirks_rules.py"],
     "datafetch": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py",
                   "test_datafetch_rules.py"],
@@ -97,6 +97,8 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("index_rows", t, "the first JSONL row (offset 0) is also held in memory, but row() and load() test "
            "ref.offset < 0 themselves and still read it from the file: only one question's memory changes")
           for t in ("where.offset <= 0", "where.offset < 1")],
+        ("_meta", "r.text(raw, name, None) if", "`name in raw` was just checked, so get() never raises and the "
+         "spec key is read only by its missing-field error"),
         ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),
         ("_number", '"XX.eEXX"', "text with an X is no number either way and stays text"),
     ],

@@ -471,3 +471,48 @@ def test_a_spec_without_data_names_its_last_file_or_its_name(tmp_path: Path) -> 
     with pytest.raises(DataError) as err:
         load_dataset(built, cache_dir=tmp_path)
     assert str(err.value) == "heartbench: the spec declares neither data.url nor data.path; pass data.path=<file>"
+
+
+# --------------------------------------------------------------------------------- row errors, word for word
+
+def one_row_error(tmp_path: Path, text: str, spec: BenchmarkSpec = HEART) -> str:
+    f = tmp_path / "rows.jsonl"
+    f.write_text(json.dumps(row("a"), ensure_ascii=False) + "\n" + text + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        parse_rows(spec, f)
+    return str(err.value).replace(str(f), "<file>")
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"dialogue": [{"role": "A"}]}, "<file>:2: dialogue[0]: missing field 'content'; add it, or fix "
+     "data.fields.turn_content in the spec (keys here: role)"),
+    ({"dialogue": [{"role": "A", "content": 3}]}, "<file>:2: dialogue[0]: content: expected a non-empty string; got 3"),
+    ({"primary_scene": ["家庭"]}, "<file>:2: primary_scene: expected a non-empty string; got ['家庭']"),
+    ({"rubric": [{"dimension": "温暖", "score": 1}]}, "<file>:2: rubric[0]: missing field 'content'; add it, or fix "
+     "data.fields.item_text in the spec (keys here: dimension, score)"),
+])
+def test_field_errors_word_for_word(tmp_path: Path, edit: dict[str, Any], message: str) -> None:
+    assert one_row_error(tmp_path, json.dumps(row("b", **edit), ensure_ascii=False)) == message
+
+
+def test_a_row_missing_a_top_level_field_word_for_word(tmp_path: Path) -> None:
+    for name, key in (("dialogue", "dialogue"), ("rubric", "rubric"), ("question_id", "id")):
+        r = row("b")
+        del r[name]
+        keys = ", ".join(r)
+        assert one_row_error(tmp_path, json.dumps(r, ensure_ascii=False)) == (
+            f"<file>:2: missing field {name!r}; add it, or fix data.fields.{key} in the spec (keys here: {keys})")
+
+
+def test_a_row_that_is_not_an_object_or_not_json_word_for_word(tmp_path: Path) -> None:
+    assert one_row_error(tmp_path, "[1, 2]") == "<file>:2: row is a JSON list, not an object; each line must hold one " \
+                                                "JSON object"
+    assert one_row_error(tmp_path, '{"question_id": "b",') == (
+        "<file>:2: invalid JSON: Expecting property name enclosed in double quotes (column 21); each line must be "
+        "one complete JSON object (JSON Lines)")
+
+
+def test_example_tags_error_word_for_word(tmp_path: Path) -> None:
+    spec = with_data(HEART, fields=HEART.data.fields.model_copy(update={"example_tags": "tags"}))
+    assert one_row_error(tmp_path, json.dumps(row("b", tags="theme:t")), spec) == (
+        "<file>:2: tags: expected a list of strings; got 'theme:t' (data.fields.example_tags)")
