@@ -490,6 +490,12 @@ def one_row_error(tmp_path: Path, text: str, spec: BenchmarkSpec = HEART) -> str
     ({"primary_scene": ["家庭"]}, "<file>:2: primary_scene: expected a non-empty string; got ['家庭']"),
     ({"rubric": [{"dimension": "温暖", "score": 1}]}, "<file>:2: rubric[0]: missing field 'content'; add it, or fix "
      "data.fields.item_text in the spec (keys here: dimension, score)"),
+    ({"dialogue": []}, "<file>:2: dialogue: empty or not a list; every question needs at least one dialogue turn"),
+    ({"dialogue": ["hi"]}, "<file>:2: dialogue[0]: turn is not an object; got 'hi'"),
+    ({"dialogue": [{"role": "C", "content": "x"}]}, "<file>:2: dialogue[0]: unknown role 'C'; allowed roles "
+     "(data.roles): A, B"),
+    ({"rubric": [{"dimension": "温暖", "score": 1, "content": ""}]}, "<file>:2: rubric[0]: content: expected a "
+     "non-empty string; got ''"),
 ])
 def test_field_errors_word_for_word(tmp_path: Path, edit: dict[str, Any], message: str) -> None:
     assert one_row_error(tmp_path, json.dumps(row("b", **edit), ensure_ascii=False)) == message
