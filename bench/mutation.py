@@ -102,6 +102,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),
         ("_number", '"XX.eEXX"', "text with an X is no number either way and stays text"),
     ],
+    "dataquirks": [
+        *[("DataQuirks.note", t, "the default is only ever the left side of `or`: None or x is x, as False or x is")
+          for t in ("signs.get(c.ability, None)", "signs.get(c.ability, )")],
+    ],
     "datafetch": [
         *[("sha256_file", t, "the digest does not depend on the read size") for t in (
             "fh.read(None)", "fh.read(2 << 20)", "fh.read(1 << 21)")],
