@@ -60,7 +60,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("no_proxy", "127.0.0.1")
     srv = Server()
-    threading.Thread(target=srv.httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield srv
     finally:

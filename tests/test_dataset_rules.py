@@ -252,7 +252,7 @@ def www(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unt
             pass
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{srv.server_address[1]}", root
     finally:
