@@ -522,3 +522,15 @@ def test_example_tags_error_word_for_word(tmp_path: Path) -> None:
     spec = with_data(HEART, fields=HEART.data.fields.model_copy(update={"example_tags": "tags"}))
     assert one_row_error(tmp_path, json.dumps(row("b", tags="theme:t")), spec) == (
         "<file>:2: tags: expected a list of strings; got 'theme:t' (data.fields.example_tags)")
+
+
+def test_select_all_subsets_numeric_ids_file_order_and_limit_zero(tmp_path: Path) -> None:
+    qs = parse_rows(HEART, write(tmp_path, [row(3), row("b", difficulty="hard"), row(1), row("d", difficulty="hard")]))
+    assert select(qs, subset="all") == qs and select(qs, subset=None) == qs and select(qs, limit=0) == []
+    assert select(qs, ids=[1, 3]) == [qs[0], qs[2]]  # ids given as numbers match text ids; file order, not ids order
+    assert select(qs, subset="hard", ids=["d", "b", "3"][:2]) == [qs[1], qs[3]]
+    assert select(qs, subset="hard", ids=["3"]) == []  # an id outside the subset: known, but not selected
+    mixed = [qs[0].__class__(**{**qs[0].__dict__, "subset": ""}), qs[1]]
+    with pytest.raises(ConfigError) as err:
+        select(mixed, subset="normal")
+    assert str(err.value) == "unknown subset 'normal'; allowed: hard, all"  # an empty subset is not offered
