@@ -111,13 +111,6 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
             "fh.read(None)", "fh.read(2 << 20)", "fh.read(1 << 21)")],
         *[("fetch", t, "the digest does not depend on the read size") for t in (
             "resp.read(None)", "resp.read(2 << 20)", "resp.read(1 << 21)")],
-        *[("fetch", t, "only the temporary file's name changes; it is renamed or deleted") for t in (
-            "prefix=None, suffix", 'prefix=f".{name}.", suffix=None)', "(dir=target.parent, suffix=",
-            'prefix=f".{name}.", )', 'suffix="XX.partXX"', 'suffix=".PART"')],
-        ("fetch", "mkstemp(dir=None,", "the temporary file lands in the system temp dir; os.replace still works "
-         "when that is on the same file system, as here"),
-        ("fetch", "mkstemp(prefix=", "the temporary file lands in the system temp dir; os.replace still works "
-         "when that is on the same file system, as here"),
         ("fetch", "timeout: float = 61.0)", "the default download timeout is a tuning constant"),
     ],
     "specfile": [

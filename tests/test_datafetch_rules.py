@@ -27,6 +27,7 @@ class Server:
 
     def __init__(self) -> None:
         self.requests: list[str] = []
+        self.asked = threading.Event()  # set once a request arrived (the client has made its temp file by then)
         self.release = threading.Event()
         self.body = BODY
         server = self
@@ -37,6 +38,7 @@ class Server:
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 server.requests.append(self.path)
+                server.asked.set()
                 kind = self.path.strip("/").split("/")[0]
                 if kind not in ("ok", "stall", "cut"):
                     self.send_error(404, "Nothing here")
@@ -178,3 +180,34 @@ def test_a_cached_unpinned_file_without_its_record_is_recorded_then_checked(serv
     path.write_bytes(b"changed")
     with pytest.raises(DataError, match="the cached file changed"):
         fetch(url, None, tmp_path / "c", [])
+
+
+def test_a_download_in_progress_is_a_hidden_part_file_beside_its_target(server: Server, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beside the target, so the final rename stays on one file system (atomic); never in the system temp dir."""
+    import tempfile
+
+    elsewhere = tmp_path / "system-tmp"
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    pin = hashlib.sha256(BODY).hexdigest()
+    failed: list[BaseException] = []
+
+    def download() -> None:
+        try:
+            fetch(f"{server.base}/stall/rows.jsonl", pin, tmp_path / "c", [], timeout=30)
+        except DataError as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=download)
+    worker.start()
+    try:
+        assert server.asked.wait(30)
+        (part,) = (tmp_path / "c" / pin).iterdir()
+        assert part.name.startswith(".rows.jsonl.") and part.name.endswith(".part") and part.name != ".rows.jsonl..part"
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        server.release.set()
+        worker.join(30)
+    assert [str(e).split(": ", 1)[1][:16] for e in failed] == ["download cut off"]
+    assert files_under(tmp_path / "c") == []
