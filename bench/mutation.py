@@ -112,6 +112,8 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("fetch", t, "the digest does not depend on the read size") for t in (
             "resp.read(None)", "resp.read(2 << 20)", "resp.read(1 << 21)")],
         ("fetch", "timeout: float = 61.0)", "the default download timeout is a tuning constant"),
+        *[("fetch", t, "header names are case-insensitive (email.message.Message.get)") for t in (
+            'headers.get("content-length")', 'headers.get("CONTENT-LENGTH")')],
     ],
     "specfile": [
         *[("_packaged_dir", t, "the fallback for a package without importlib resources finds the same spec files "

@@ -40,6 +40,13 @@ class Server:
                 server.requests.append(self.path)
                 server.asked.set()
                 kind = self.path.strip("/").split("/")[0]
+                if kind == "big":
+                    body = bytes(range(256)) * (10 << 10)  # 2.5 MiB: more than one read of the download loop
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 if kind not in ("ok", "stall", "cut"):
                     self.send_error(404, "Nothing here")
                     return
@@ -211,3 +218,9 @@ def test_a_download_in_progress_is_a_hidden_part_file_beside_its_target(server: 
         worker.join(30)
     assert [str(e).split(": ", 1)[1][:16] for e in failed] == ["download cut off"]
     assert files_under(tmp_path / "c") == []
+
+
+def test_a_download_larger_than_one_read_is_whole(server: Server, tmp_path: Path) -> None:
+    body = bytes(range(256)) * (10 << 10)
+    path, digest = fetch(f"{server.base}/big/blob.bin", None, tmp_path / "c", [])
+    assert path.read_bytes() == body and digest == hashlib.sha256(body).hexdigest() == sha256_file(path)
