@@ -47,6 +47,14 @@ class Server:
                     self.end_headers()
                     self.wfile.write(body)
                     return
+                if kind in ("nolength", "badlength"):  # the body ends when the connection closes
+                    self.send_response(200)
+                    if kind == "badlength":
+                        self.send_header("Content-Length", "about 60")
+                    self.end_headers()
+                    self.wfile.write(server.body)
+                    self.close_connection = True
+                    return
                 if kind not in ("ok", "stall", "cut"):
                     self.send_error(404, "Nothing here")
                     return
@@ -224,3 +232,9 @@ def test_a_download_larger_than_one_read_is_whole(server: Server, tmp_path: Path
     body = bytes(range(256)) * (10 << 10)
     path, digest = fetch(f"{server.base}/big/blob.bin", None, tmp_path / "c", [])
     assert path.read_bytes() == body and digest == hashlib.sha256(body).hexdigest() == sha256_file(path)
+
+
+@pytest.mark.parametrize("kind", ["nolength", "badlength"])
+def test_a_body_without_a_usable_length_is_read_to_the_end(server: Server, tmp_path: Path, kind: str) -> None:
+    path, digest = fetch(f"{server.base}/{kind}/rows.jsonl", None, tmp_path / "c", [])
+    assert path.read_bytes() == BODY and digest == hashlib.sha256(BODY).hexdigest()
