@@ -238,3 +238,25 @@ def test_a_download_larger_than_one_read_is_whole(server: Server, tmp_path: Path
 def test_a_body_without_a_usable_length_is_read_to_the_end(server: Server, tmp_path: Path, kind: str) -> None:
     path, digest = fetch(f"{server.base}/{kind}/rows.jsonl", None, tmp_path / "c", [])
     assert path.read_bytes() == BODY and digest == hashlib.sha256(BODY).hexdigest()
+
+
+@pytest.mark.slow
+def test_data_fetch_of_a_cut_off_download_is_one_line_and_exit_2(server: Server, tmp_path: Path) -> None:
+    """The same failure through the console script: one line saying what to do, nothing left in the cache."""
+    from conftest import REPO, clean_env, run_cli
+
+    bench = tmp_path / "remote_bench"
+    bench.mkdir()
+    (bench / "benchmark.yaml").write_text(f"extends: heartbench\nname: remote_bench\ndata:\n  url: {server.base}/cut/"
+                                          f"rows.jsonl\n  sha256: {hashlib.sha256(BODY * 2).hexdigest()}\n",
+                                          encoding="utf-8")
+    env = dict(clean_env(tmp_path), no_proxy="127.0.0.1", NO_PROXY="127.0.0.1")
+    res = run_cli(["data", "fetch", f"benchmark={bench}", f"benchmark_dirs=[{REPO / 'benchmarks'}]",
+                   f"data.cache_dir={tmp_path / 'dc'}"], env, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    errors = [line for line in res.stderr.splitlines() if line.startswith("rubric-engine: error:")]
+    assert len(errors) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert errors[0] == (f"rubric-engine: error: {server.base}/cut/rows.jsonl: download cut off: {len(BODY)} of "
+                         f"{2 * len(BODY)} bytes arrived (the server closed the connection early); run the same "
+                         "command again, or download the file and pass data.path=<file>")
+    assert files_under(tmp_path / "dc") == []
