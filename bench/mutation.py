@@ -71,8 +71,6 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
             "ScoredQuestion(None, q.subset", "ScoredQuestion(q.id, None, q.scenario", "q.subset, None, part",
             "score, None, q.tags, {})", "q.catastrophic, None, {})", "q.tags, None)", "score, q.tags, {})",
             "score, q.catastrophic, {})", "q.catastrophic, q.tags, )")],
-        ("_clip", "(x is None or not on) and False", "_clip is only called with on=True and a number"),
-        ("_clip", "x is None and not on", "_clip is only called with on=True and a number"),
         ("breakdown", "if (views) or True else None", "the statistic of no views is None already"),
     ],
     "judge": [

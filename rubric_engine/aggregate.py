@@ -54,8 +54,8 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _clip(x: float | None, on: bool) -> float | None:
-    return None if x is None or not on else min(1.0, max(0.0, x))
+def _clip(x: float) -> float:
+    return min(1.0, max(0.0, x))
 
 
 def ability_ids(dimensions: Mapping[str, Sequence[str]]) -> list[str]:
@@ -77,7 +77,7 @@ def _statistic(scored: Sequence[ScoredQuestion], ids: Sequence[str], how: Aggreg
                                      f"known: {', '.join(ids)}")
                 sums[ability].append(v)
         value = _mean([m for m in (_mean(v) for v in sums.values()) if m is not None])
-    return value if value is None or not clip else _clip(value, True)
+    return value if value is None or not clip else _clip(value)
 
 
 def overall(scored: Sequence[ScoredQuestion], dimensions: Mapping[str, Sequence[str]],
