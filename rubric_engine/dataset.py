@@ -89,7 +89,7 @@ def _decode(file: Path, n: int, raw: bytes) -> str:
 
 def _json_line(file: Path, line: int, text: str) -> Any:
     try:
-        return json.loads(text.rstrip("\r\n"))  # with its newline, a cut-off line's error points at "column 1"
+        return json.loads(text.rstrip())  # with its newline, a cut-off line's error would point at "column 1"
     except json.JSONDecodeError as exc:
         raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=line,
                         fix="each line must be one complete JSON object (JSON Lines)") from exc

@@ -513,9 +513,10 @@ def test_a_row_missing_a_top_level_field_word_for_word(tmp_path: Path) -> None:
 def test_a_row_that_is_not_an_object_or_not_json_word_for_word(tmp_path: Path) -> None:
     assert one_row_error(tmp_path, "[1, 2]") == "<file>:2: row is a JSON list, not an object; each line must hold one " \
                                                 "JSON object"
-    assert one_row_error(tmp_path, '{"question_id": "b",') == (
-        "<file>:2: invalid JSON: Expecting property name enclosed in double quotes (column 21); each line must be "
-        "one complete JSON object (JSON Lines)")
+    for cut in ('{"question_id": "b",', '{"question_id": "b",  \t', '{"question_id": "b",\r'):
+        assert one_row_error(tmp_path, cut) == (  # the column where the text ends, not 1 on the next line
+            "<file>:2: invalid JSON: Expecting property name enclosed in double quotes (column 21); each line must "
+            "be one complete JSON object (JSON Lines)")
 
 
 def test_example_tags_error_word_for_word(tmp_path: Path) -> None:
