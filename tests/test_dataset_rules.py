@@ -491,6 +491,11 @@ def one_row_error(tmp_path: Path, text: str, spec: BenchmarkSpec = HEART) -> str
     ({"rubric": [{"dimension": "温暖", "score": 1}]}, "<file>:2: rubric[0]: missing field 'content'; add it, or fix "
      "data.fields.item_text in the spec (keys here: dimension, score)"),
     ({"dialogue": []}, "<file>:2: dialogue: empty or not a list; every question needs at least one dialogue turn"),
+    ({"dialogue": [{"content": "x"}]}, "<file>:2: dialogue[0]: missing field 'role'; add it, or fix "
+     "data.fields.turn_role in the spec (keys here: content)"),
+    ({"rubric": [{"score": 1, "content": "x"}]}, "<file>:2: rubric[0]: missing field 'dimension'; add it, or fix "
+     "data.fields.item_label in the spec (keys here: score, content)"),
+    ({"rubric": [["温暖", 1]]}, "<file>:2: rubric[0]: item is not an object; got ['温暖', 1]"),
     ({"dialogue": ["hi"]}, "<file>:2: dialogue[0]: turn is not an object; got 'hi'"),
     ({"dialogue": [{"role": "C", "content": "x"}]}, "<file>:2: dialogue[0]: unknown role 'C'; allowed roles "
      "(data.roles): A, B"),
