@@ -95,7 +95,8 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("index_rows", t, "the first JSONL row (offset 0) is also held in memory, but row() and load() test "
            "ref.offset < 0 themselves and still read it from the file: only one question's memory changes")
           for t in ("where.offset <= 0", "where.offset < 1")],
-        ("_turns", '"turn_content", where, None)))', "empty_ok=None is as falsy as False in both of text()'s tests"),
+        *[(fn, t, "empty_ok=None is as falsy as False in both of text()'s tests") for fn, t in (
+            ("_turns", '"turn_content", where, None)))'), ("_criteria", '"item_text", where, None), ability'))],
         ("_meta", "r.text(raw, name, None) if", "`name in raw` was just checked, so get() never raises and the "
          "spec key is read only by its missing-field error"),
         ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),

@@ -496,6 +496,10 @@ def one_row_error(tmp_path: Path, text: str, spec: BenchmarkSpec = HEART) -> str
     ({"rubric": [{"score": 1, "content": "x"}]}, "<file>:2: rubric[0]: missing field 'dimension'; add it, or fix "
      "data.fields.item_label in the spec (keys here: score, content)"),
     ({"rubric": [["温暖", 1]]}, "<file>:2: rubric[0]: item is not an object; got ['温暖', 1]"),
+    ({"rubric": [{"dimension": "温暖", "content": "x"}]}, "<file>:2: rubric[0]: missing field 'score'; add it, or fix "
+     "data.fields.item_weight in the spec (keys here: dimension, content)"),
+    ({"rubric": [{"dimension": "温暖", "score": None, "content": "x"}]}, "<file>:2: rubric[0]: score: non-numeric "
+     "weight None; weights must be numbers (null is allowed only for failure-rule items)"),
     ({"dialogue": ["hi"]}, "<file>:2: dialogue[0]: turn is not an object; got 'hi'"),
     ({"dialogue": [{"role": "C", "content": "x"}]}, "<file>:2: dialogue[0]: unknown role 'C'; allowed roles "
      "(data.roles): A, B"),
@@ -540,3 +544,25 @@ def test_select_all_subsets_numeric_ids_file_order_and_limit_zero(tmp_path: Path
     with pytest.raises(ConfigError) as err:
         select(mixed, subset="normal")
     assert str(err.value) == "unknown subset 'normal'; allowed: hard, all"  # an empty subset is not offered
+
+
+@pytest.mark.parametrize("label", ["同理心", ["温暖"], 3])
+def test_a_label_outside_the_taxonomy_word_for_word(tmp_path: Path, label: Any) -> None:
+    known = ", ".join([*HEART.label_to_ability(), *HEART.label_to_rule()])
+    text = json.dumps(row("b", rubric=[{"dimension": label, "score": 1, "content": "x"}]), ensure_ascii=False)
+    assert one_row_error(tmp_path, text) == (f"<file>:2: rubric[0]: label {label!r} is not in the taxonomy; known "
+                                             f"labels: {known}; add it to an ability's or rule's data_labels")
+
+
+def test_item_tags_error_word_for_word(tmp_path: Path) -> None:
+    spec = with_data(HEART, fields=HEART.data.fields.model_copy(update={"item_tags": "tags"}))
+    rubric = [{"dimension": "温暖", "score": 1, "content": "x", "tags": "axis:a"}]
+    assert one_row_error(tmp_path, json.dumps(row("b", rubric=rubric), ensure_ascii=False), spec) == (
+        "<file>:2: rubric[0]: tags: expected a list of strings; got 'axis:a' (data.fields.item_tags)")
+
+
+def test_items_without_a_label_field_have_an_empty_label(tmp_path: Path) -> None:
+    f = tmp_path / "qa.csv"
+    f.write_text('id,question,reference,topics,checks\nq1,hi,,,"[{""check"": ""x"", ""points"": 1}]"\n')
+    (q,) = parse_rows(with_data(QA, path=str(f)), f)
+    assert [(c.label, c.ability, c.rule) for c in q.criteria] == [("", None, None)]
