@@ -97,6 +97,7 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
           for t in ("where.offset <= 0", "where.offset < 1")],
         *[(fn, t, "empty_ok=None is as falsy as False in both of text()'s tests") for fn, t in (
             ("_turns", '"turn_content", where, None)))'), ("_criteria", '"item_text", where, None), ability'))],
+        ("_decode", 'raw.decode("UTF-8")', "codec names are case-insensitive"),
         ("_meta", "r.text(raw, name, None) if", "`name in raw` was just checked, so get() never raises and the "
          "spec key is read only by its missing-field error"),
         ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),

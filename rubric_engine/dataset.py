@@ -286,7 +286,7 @@ def _scan(spec: BenchmarkSpec, file: Path, warnings: list[str], quirks: DataQuir
     for where, raw in _records(file, spec.data.format):
         r = _Row(file, where.number, raw)
         q = _question(spec, r, raw, quirks, seen)
-        quirks.note(spec, q, raw)
+        quirks.note(spec, q)
         out.append(keep(q, where))
     if not out:
         raise DataError(str(file), "no rows", fix="the file is empty: point data.path at the benchmark's data file")

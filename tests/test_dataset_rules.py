@@ -566,3 +566,51 @@ def test_items_without_a_label_field_have_an_empty_label(tmp_path: Path) -> None
     f.write_text('id,question,reference,topics,checks\nq1,hi,,,"[{""check"": ""x"", ""points"": 1}]"\n')
     (q,) = parse_rows(with_data(QA, path=str(f)), f)
     assert [(c.label, c.ability, c.rule) for c in q.criteria] == [("", None, None)]
+
+
+def test_file_level_errors_word_for_word(tmp_path: Path) -> None:
+    f = tmp_path / "rows.jsonl"
+    f.write_bytes(json.dumps(row("a")).encode() + b"\n" + "\ufeff".encode() + json.dumps(row("b")).encode() + b"\n")
+    with pytest.raises(DataError) as err:
+        parse_rows(HEART, f)  # a BOM is dropped from the first line only: mid-file it marks two files joined
+    assert str(err.value).startswith(f"{f}:2: invalid JSON: Unexpected UTF-8 BOM")
+    f.write_bytes(b"X" + json.dumps(row("a")).encode() + b"\n")
+    with pytest.raises(DataError) as err:
+        parse_rows(HEART, f)  # only the BOM is dropped, nothing else at the start
+    assert str(err.value).startswith(f"{f}:1: invalid JSON: Expecting value (column 1)")
+    f.write_bytes(json.dumps(row("a")).encode() + b"\n" + b'{"question_id": "\xff"}\n')
+    with pytest.raises(DataError) as err:
+        parse_rows(HEART, f)
+    assert str(err.value) == f"{f}:2: not valid UTF-8 (invalid start byte at byte 17); save the file as UTF-8"
+    f.write_text("\n \n")
+    with pytest.raises(DataError) as err:
+        parse_rows(HEART, f)
+    assert str(err.value) == f"{f}: no rows; the file is empty: point data.path at the benchmark's data file"
+
+
+def test_json_file_errors_name_the_row(tmp_path: Path) -> None:
+    spec = with_data(HEART, format="json")
+    f = tmp_path / "rows.json"
+    f.write_text(json.dumps([row("a"), row("b", dialogue=[])], ensure_ascii=False))
+    with pytest.raises(DataError) as err:
+        parse_rows(spec, f)
+    assert str(err.value) == (f"{f}:2: dialogue: empty or not a list; every question needs at least one dialogue "
+                              "turn")  # line = the row's 1-based position in the array
+    f.write_text(json.dumps({"rows": []}))
+    with pytest.raises(DataError) as err:
+        parse_rows(spec, f)
+    assert str(err.value) == (f"{f}: the file holds a JSON dict, not an array of rows; data.format json expects "
+                              "[ {...}, {...} ]; for one object a line use jsonl")
+    f.write_text("[\n{}\n")
+    with pytest.raises(DataError) as err:
+        parse_rows(spec, f)
+    assert str(err.value) == (f"{f}:3: invalid JSON: Expecting ',' delimiter (column 1); data.format json expects one JSON "
+                              "array of row objects")
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"question_id": ""}, "<file>:2: question_id: expected a non-empty string id; got ''"),
+    ({"question_id": "a"}, "<file>:2: duplicate id 'a' (field 'question_id'); first seen at line 1; ids must be unique"),
+])
+def test_id_errors_word_for_word(tmp_path: Path, edit: dict[str, Any], message: str) -> None:
+    assert one_row_error(tmp_path, json.dumps(row("b", **edit), ensure_ascii=False)) == message
