@@ -39,7 +39,7 @@ FOLDED = ("conf", "benchmarks", "data")  # package-dir mappings from pyproject.t
 CORE: dict[str, list[str]] = {
     "scoring": ["test_scoring.py", "test_properties.py", "test_rules_pinned.py"],
     "aggregate": ["test_aggregate.py", "test_aggregate_rules.py", "test_rules_pinned.py"],
-    "bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py"],
+    "bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py", "test_bootstrap_rules.py"],
     "judge": ["test_judge.py", "test_judge_per_criterion.py", "test_judge_rules.py"],
     "models": ["test_models.py", "test_models_faults.py"],
     "callfailures": ["test_callfailures_rules.py", "test_models_faults.py"],
@@ -102,6 +102,11 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
          "spec key is read only by its missing-field error"),
         ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),
         ("_number", '"XX.eEXX"', "text with an X is no number either way and stays text"),
+    ],
+    "bootstrap": [
+        ("_vectors", "for q in scored], 2", "under a mean over questions only index 0 is ever filled, and _macro "
+         "averages only the indices that have counts"),
+        ("_macro", "clip: bool = True", "bootstrap_stats and paired_difference always pass clip"),
     ],
     "dataquirks": [
         *[("DataQuirks.note", t, "the default is only ever the left side of `or`: None or x is x, as False or x is")
