@@ -107,6 +107,8 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_vectors", "for q in scored], 2", "under a mean over questions only index 0 is ever filled, and _macro "
          "averages only the indices that have counts"),
         ("_macro", "clip: bool = True", "bootstrap_stats and paired_difference always pass clip"),
+        ("paired_difference", "assert point_a is not None or point_b is not None", "_vectors already refused a "
+         "question without abilities, so neither point is None (the assert only narrows the type)"),
     ],
     "dataquirks": [
         *[("DataQuirks.note", t, "the default is only ever the left side of `or`: None or x is x, as False or x is")

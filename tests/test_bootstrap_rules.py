@@ -61,8 +61,11 @@ def test_stats_equal_an_independent_resampling(how: Aggregation, low: float, hig
 
 
 @pytest.mark.parametrize("how", HOWS, ids=lambda h: f"{h.overall}-{h.clip}")
-def test_paired_difference_equals_an_independent_resampling(how: Aggregation) -> None:
-    a, b = questions(40, seed=7, low=-0.6, high=1.6), questions(40, seed=7, low=-0.9, high=1.2)
+@pytest.mark.parametrize("range_a, range_b", [((0.6, 1.8), (-0.9, 0.4)), ((-0.9, 0.4), (0.6, 1.8))],
+                         ids=["a-high", "a-low"])
+def test_paired_difference_equals_an_independent_resampling(how: Aggregation, range_a: tuple[float, float],
+                                                             range_b: tuple[float, float]) -> None:
+    a, b = questions(40, seed=7, low=range_a[0], high=range_a[1]), questions(40, seed=7, low=range_b[0], high=range_b[1])
     got = paired_difference(a, b, DIMS, n=200, seed=4, how=how)
     va, vb = reference(a, how, 200, 4), reference(b, how, 200, 4)
     diffs = [x - y for x, y in zip(va, vb)]
