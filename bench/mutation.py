@@ -37,7 +37,8 @@ FOLDED = ("conf", "benchmarks", "data")  # package-dir mappings from pyproject.t
 
 # module -> the in-process tests that exercise it (console-script tests cannot see mutants)
 CORE: dict[str, list[str]] = {
-    "scoring": ["test_scoring.py", "test_properties.py", "test_rules_pinned.py"],
+    "scoring": ["test_scoring.py", "test_properties.py", "test_rules_pinned.py", "test_spec_language.py",
+                "test_aggregate.py", "test_aggregate_rules.py", "test_healthbench.py", "test_scoring_rules.py"],
     "aggregate": ["test_aggregate.py", "test_aggregate_rules.py", "test_rules_pinned.py"],
     "bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py", "test_bootstrap_rules.py"],
     "judge": ["test_judge.py", "test_judge_per_criterion.py", "test_judge_rules.py"],
@@ -109,6 +110,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_macro", "clip: bool = True", "bootstrap_stats and paired_difference always pass clip"),
         ("paired_difference", "assert point_a is not None or point_b is not None", "_vectors already refused a "
          "question without abilities, so neither point is None (the assert only narrows the type)"),
+    ],
+    "scoring": [
+        ("_rules_by_id", "known: {'XX, XX'.join(EFFECTS)}", "EFFECTS holds one name, so the separator never shows"),
+        ("_clipped", "clipped.__doc__ = None", "a docstring; no code reads it"),
     ],
     "dataquirks": [
         *[("DataQuirks.note", t, "the default is only ever the left side of `or`: None or x is x, as False or x is")
