@@ -89,3 +89,24 @@ def test_errors_word_for_word() -> None:
     assert str(err.value) == "criterion 1 (''): exactly one of ability / rule must be set"
     assert score_question([item(1, 1.0, None)], [True], "met_over_positive", {}, [],
                           Aggregation(question="all_items")).score == 1.0  # no group needed when scoring all items
+
+
+def test_the_public_formulas_are_the_raw_ones_clipped_to_0_1() -> None:
+    from rubric_engine.scoring import FORMULAS, RAW_FORMULAS
+
+    assert set(FORMULAS) == set(RAW_FORMULAS)
+    assert FORMULAS["met_over_positive"](3.0, 0.0, 2.0, {}) == 1.0 and RAW_FORMULAS["met_over_positive"](
+        3.0, 0.0, 2.0, {}) == 1.5
+    assert FORMULAS["met_over_positive"](-1.0, -1.0, 2.0, {}) == 0.0
+    seen: list[Any] = []
+    RAW_FORMULAS["probe"] = lambda raw, lo, hi, params: seen.append((raw, lo, hi, params)) or 0.5
+    try:
+        from rubric_engine.scoring import _clipped
+
+        assert _clipped(RAW_FORMULAS["probe"])(1.0, -2.0, 3.0, {"p": 1}) == 0.5
+        assert seen == [(1.0, -2.0, 3.0, {"p": 1})]
+    finally:
+        del RAW_FORMULAS["probe"]
+    for name, fn in RAW_FORMULAS.items():
+        for args in ((1.0, -1.0, 3.0), (2.5, -0.5, 2.0), (-1.0, -2.0, 1.0)):
+            assert FORMULAS[name](*args, {}) == min(1.0, max(0.0, fn(*args, {}))), (name, args)
