@@ -114,6 +114,9 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
     "scoring": [
         ("_rules_by_id", "known: {'XX, XX'.join(EFFECTS)}", "EFFECTS holds one name, so the separator never shows"),
         ("_clipped", "clipped.__doc__ = None", "a docstring; no code reads it"),
+        *[("_add", t, "a zero weight adds 0.0 to either sum") for t in ("if w <= 0:", "elif w >= 0:")],
+        *[("score_question", t, "only whether n_scored is zero is read, and it is never zero after an item")
+          for t in ("n_scored = 1", "n_scored -= 1", "n_scored += 2")],
     ],
     "dataquirks": [
         *[("DataQuirks.note", t, "the default is only ever the left side of `or`: None or x is x, as False or x is")

@@ -110,3 +110,14 @@ def test_the_public_formulas_are_the_raw_ones_clipped_to_0_1() -> None:
     for name, fn in RAW_FORMULAS.items():
         for args in ((1.0, -1.0, 3.0), (2.5, -0.5, 2.0), (-1.0, -2.0, 1.0)):
             assert FORMULAS[name](*args, {}) == min(1.0, max(0.0, fn(*args, {}))), (name, args)
+
+
+def test_a_fired_rule_zeroes_an_all_items_question_but_never_invents_a_score() -> None:
+    how = Aggregation(question="all_items")
+    crits = [item(1, 2.0), item(2, None, None, rule="rc")]
+    assert score_question(crits, [True, True], "met_over_positive", {}, [Rule()], how).score == 0.0
+    assert score_question(crits, [True, False], "met_over_positive", {}, [Rule()], how).score == 1.0
+    excluded = Aggregation(question="all_items", no_positive_points="exclude")
+    none = score_question([item(1, -1.0), item(2, None, None, rule="rc")], [False, True], "met_over_positive", {},
+                          [Rule()], excluded)
+    assert none.catastrophic and none.score is None  # nothing to score stays nothing, not 0
