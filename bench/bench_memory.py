@@ -5,7 +5,7 @@ server at zero latency, C=64, generate + judge, fresh cache. Prints each run's p
 engine process alone, data loading included) and the per-question slope between sizes, so the
 streaming-journal work (issue "Scale", target: 100,000 questions under 1 GB) can be measured.
 
-    python bench/bench_memory.py [--sizes 296 10000 100000] [--concurrency 64]
+    python bench/bench_memory.py [--sizes 296 10000 100000] [--concurrency 64] [--extra judge.repeats=3 ...]
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[296, 10_000, 100_000])
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--extra", nargs="*", default=[],
+                    help="overrides added to every run, e.g. judge.repeats=3 candidate.samples=2 (panel runs)")
     args = ap.parse_args(argv)
     rows: list[tuple[int, float, float, float]] = []
     with ServerProcess(0.0) as srv:
@@ -31,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                 tmp = Path(tmp_s)
                 data = write_synthetic(n, tmp / "rows.jsonl")
                 mb = data.stat().st_size / 1e6
-                res = run_engine(engine_args(srv.url, data, tmp / "run", tmp / "cache", args.concurrency, "full"))
+                res = run_engine([*engine_args(srv.url, data, tmp / "run", tmp / "cache", args.concurrency, "full"),
+                                  *args.extra])
                 rows.append((n, res["rss_mb"], res["wall"], mb))
                 slope = ""
                 if len(rows) > 1:

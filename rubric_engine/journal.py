@@ -2,7 +2,7 @@
 
 Why: a run must not hold every outcome until the end (memory grows with the benchmark), and a run
 killed with kill -9 must resume without re-paying finished questions even when the call cache is
-gone or on another machine. Not yet wired into the runner: docs/scaling.md is the plan.
+gone or on another machine. The runner writes and resumes every run through it (docs/scaling.md).
 
 Layout: line 1 is a header `{"journal": 1, "run": <fingerprint>, ...}`; every later line is one
 question's record with an `id`. A crash can leave only the last line incomplete: reading repairs

@@ -1,7 +1,9 @@
-"""summary.json's `noise` (judge.repeats > 1) and `jury` (several judges) sections, from typed results.
+"""summary.json's `noise` (judge.repeats > 1) and `jury` (several judges) sections, folded from the journal.
 
-Why apart from the runner: these are pure numbers over the votes a Panel kept (jury.py); the runner only
-hands over (question, result) pairs. Definitions (docs/judge-noise.md):
+Why apart from the runner: these are pure numbers over every vote of every grading, which each samples.jsonl
+record keeps (`criteria[].votes`, per sample under `samples`); the runner streams the finished journal in
+question order through `PanelFold`, which keeps only compact values per question (counts, a few floats,
+one byte per vote), never the records or typed results. Definitions (docs/judge-noise.md):
 
 - flip rate: share of (judge, question, criterion) units whose K repeat verdicts are not all equal, with a
   95% percentile bootstrap interval over questions (1000 resamples, seed 0). With an independent flip
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,25 +27,27 @@ import numpy as np
 from .aggregate import ScoredQuestion, aggregate, scored_question
 from .agreement import krippendorff_alpha, multi_rater_alpha
 from .datatypes import Question
-from .jury import PanelResult, combine
+from .jury import combine
 from .scoring import score_question
-from .verdicts import Verdict
 
 if TYPE_CHECKING:
     from .spec import BenchmarkSpec
 
-__all__ = ["panel_sections", "flip_rate", "print_panel"]
+__all__ = ["PanelFold", "gradings", "flip_rate", "print_panel"]
 
 OVERALL = "overall"
+
+# one grading of one reply: (criterion indices in order, votes[judge][repeat][position] = met)
+Grading = tuple[Sequence[int], Mapping[str, Sequence[Sequence[bool]]]]
 
 
 def _sd(values: Sequence[float]) -> float | None:
     return statistics.stdev(values) if len(values) >= 2 else None
 
 
-def _scored(spec: "BenchmarkSpec", q: Question, verdicts: list[Verdict]) -> ScoredQuestion | None:
-    qs = score_question(q.criteria, [v.hit for v in verdicts], spec.formula(), spec.scoring.params,
-                        spec.failure_rules, spec.aggregation_rule())
+def _scored(spec: "BenchmarkSpec", q: Question, hits: Sequence[bool]) -> ScoredQuestion | None:
+    qs = score_question(q.criteria, list(hits), spec.formula(), spec.scoring.params, spec.failure_rules,
+                        spec.aggregation_rule())
     return scored_question(q, qs)
 
 
@@ -54,14 +58,18 @@ def _aggregate(spec: "BenchmarkSpec", scored: Sequence[ScoredQuestion]) -> dict[
 
 def flip_rate(units: Sequence[tuple[str, bool]], n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Share of flipped units [(question id, flipped)], with a bootstrap interval over questions."""
-    if not units:
-        return {"rate": None, "units": 0, "ci": None}
     by_q: dict[str, list[int]] = {}
     for qid, flipped in units:
         by_q.setdefault(qid, [0, 0])
         by_q[qid][0] += int(flipped)
         by_q[qid][1] += 1
-    counts = list(by_q.values())
+    return _flip_rate(list(by_q.values()), n_boot, seed)
+
+
+def _flip_rate(counts: Sequence[Sequence[int]], n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """flip_rate from [flipped, units] per question (first-seen order): what PanelFold keeps."""
+    if not counts:
+        return {"rate": None, "units": 0, "ci": None}
     rate = sum(c[0] for c in counts) / sum(c[1] for c in counts)
     rng = random.Random(seed)
     reps = []
@@ -70,86 +78,114 @@ def flip_rate(units: Sequence[tuple[str, bool]], n_boot: int = 1000, seed: int =
         reps.append(sum(c[0] for c in draw) / sum(c[1] for c in draw))
     reps.sort()
     lo, hi = reps[int(0.025 * (n_boot - 1))], reps[int(0.975 * (n_boot - 1))]
-    return {"rate": rate, "units": len(units), "ci": [lo, hi]}
+    return {"rate": rate, "units": sum(c[1] for c in counts), "ci": [lo, hi]}
 
 
-def _noise(spec: "BenchmarkSpec", done: Sequence[tuple[Question, PanelResult]], repeats: int, rule: str,
-           tie: str) -> dict[str, Any]:
-    units: dict[str, list[tuple[str, bool]]] = {OVERALL: []}
-    per_repeat: list[list[ScoredQuestion]] = [[] for _ in range(repeats)]
-    q_sd: dict[str, list[float]] = {OVERALL: []}
-    for q, res in done:
+def gradings(rec: Mapping[str, Any], names: Sequence[str], repeats: int) -> Iterator[Grading]:
+    """Every judged reply of a samples.jsonl record (each sample of a sampled one) with its votes; replies
+    whose candidate or judge failed are left out (they are counted as errors elsewhere)."""
+    for entry in rec["samples"] if "samples" in rec else [rec]:
+        if entry.get("candidate_error") or entry.get("judge_error"):
+            continue
+        marks = entry.get("criteria") or []
+        if any("votes" not in c for c in marks):
+            continue  # not graded by a panel (no votes kept)
+        yield ([int(c["index"]) for c in marks],
+               {n: [[bool(c["votes"][n][r]) for c in marks] for r in range(repeats)] for n in names})
+
+
+class PanelFold:
+    """The noise and jury sections, folded one grading at a time in question order (`add`), then `sections`.
+
+    Kept per question: flip counts per group, one ScoredQuestion per repeat and per judge, a few SDs and
+    one byte per (criterion, judge) for the agreement matrix: no texts, no records."""
+
+    def __init__(self, spec: "BenchmarkSpec", names: Sequence[str], repeats: int, rule: str, tie: str) -> None:
+        self.spec, self.names, self.repeats, self.rule, self.tie = spec, list(names), repeats, rule, tie
+        self.flips: dict[str, dict[str, list[int]]] = {OVERALL: {}}  # group -> question id -> [flipped, units]
+        self.per_repeat: list[list[ScoredQuestion]] = [[] for _ in range(repeats)]
+        self.q_sd: dict[str, list[float]] = {OVERALL: []}
+        self.own: dict[str, list[ScoredQuestion]] = {n: [] for n in self.names}  # each judge alone
+        self.cols: dict[str, tuple[list[str], bytearray]] = {OVERALL: ([], bytearray())}  # group -> (ids, votes)
+
+    def add(self, q: Question, grading: Grading) -> None:
+        indices, votes = grading
         ability = {c.index: c.ability for c in q.criteria}
-        for reps in res.votes.values():
-            for pos, first in enumerate(reps[0] or []):
-                flipped = len({(r or [])[pos].hit for r in reps}) > 1
-                units[OVERALL].append((q.id, flipped))
-                if ability.get(first.index):
-                    units.setdefault(str(ability[first.index]), []).append((q.id, flipped))
+        groups = [str(ability[index]) if ability.get(index) else None for index in indices]  # None: no ability
+        if self.repeats > 1:
+            self._noise(q, groups, votes)
+        if len(self.names) > 1:
+            self._jury(q, groups, votes)
+
+    def _noise(self, q: Question, groups: Sequence[str | None], votes: Mapping[str, Sequence[Sequence[bool]]]) -> None:
+        for reps in votes.values():
+            for pos, group in enumerate(groups):
+                flipped = len({r[pos] for r in reps}) > 1
+                for g in (OVERALL,) if group is None else (OVERALL, group):
+                    c = self.flips.setdefault(g, {}).setdefault(q.id, [0, 0])
+                    c[0] += int(flipped)
+                    c[1] += 1
         rep_scores = []
-        for r in range(repeats):
-            ballots = [reps[r] or [] for reps in res.votes.values()]
-            verdicts = [Verdict(v.index, v.reasoning, combine([b[i].hit for b in ballots], rule, tie))
-                        for i, v in enumerate(ballots[0])]
-            sq = _scored(spec, q, verdicts)
+        for r in range(self.repeats):
+            ballots = [reps[r] for reps in votes.values()]
+            hits = [combine([b[i] for b in ballots], self.rule, self.tie) for i in range(len(ballots[0]))]
+            sq = _scored(self.spec, q, hits)
             if sq is not None:
-                per_repeat[r].append(sq)
+                self.per_repeat[r].append(sq)
                 rep_scores.append(sq)
-        if len(rep_scores) == repeats:
-            q_sd[OVERALL].append(statistics.stdev([s.score for s in rep_scores]) * spec.scoring.scale)
+        if len(rep_scores) == self.repeats:
+            scale = self.spec.scoring.scale
+            self.q_sd[OVERALL].append(statistics.stdev([s.score for s in rep_scores]) * scale)
             for a in rep_scores[0].abilities:
                 if all(a in s.abilities for s in rep_scores):
-                    q_sd.setdefault(a, []).append(statistics.stdev([s.abilities[a] for s in rep_scores])
-                                                  * spec.scoring.scale)
-    runs = [_aggregate(spec, scored) for scored in per_repeat]
-    groups = list(dict.fromkeys([OVERALL, *units, *q_sd, *(runs[0]["abilities"] if runs else {})]))
-    out: dict[str, Any] = {"repeats": repeats, "groups": {}}
-    for g in groups:
-        values = [r["overall"] if g == OVERALL else r["abilities"].get(g) for r in runs]
-        known = [v for v in values if v is not None]
-        sds = q_sd.get(g, [])
-        out["groups"][g] = {"flip_rate": flip_rate(units.get(g, [])),
-                            "question_score_sd": sum(sds) / len(sds) if sds else None,
-                            "score_sd_across_repeats": _sd(known) if len(known) == len(values) else None,
-                            "repeat_scores": values}
-    return out
+                    self.q_sd.setdefault(a, []).append(statistics.stdev([s.abilities[a] for s in rep_scores]) * scale)
 
+    def _jury(self, q: Question, groups: Sequence[str | None], votes: Mapping[str, Sequence[Sequence[bool]]]) -> None:
+        own = {n: [combine([rep[i] for rep in votes[n]], "majority", self.tie) for i in range(len(groups))]
+               for n in self.names}  # each judge over its repeats: always a majority (jury.Panel)
+        for n in self.names:
+            if (sq := _scored(self.spec, q, own[n])) is not None:
+                self.own[n].append(sq)
+        for pos, group in enumerate(groups):
+            col = bytes(int(own[n][pos]) for n in self.names)
+            for g in (OVERALL,) if group is None else (OVERALL, group):
+                ids, marks = self.cols.setdefault(g, ([], bytearray()))
+                ids.append(q.id)
+                marks += col
 
-def _jury(spec: "BenchmarkSpec", done: Sequence[tuple[Question, PanelResult]], names: Sequence[str],
-          rule: str, tie: str) -> dict[str, Any]:
-    judges: dict[str, Any] = {}
-    for name in names:
-        scored = [s for q, res in done if (s := _scored(spec, q, res.judge_verdicts[name])) is not None]
-        judges[name] = _aggregate(spec, scored)
-    cols: dict[str, list[tuple[str, list[float]]]] = {OVERALL: []}
-    for q, res in done:
-        ability = {c.index: c.ability for c in q.criteria}
-        for pos, v in enumerate(res.judge_verdicts[names[0]]):
-            col = [float(res.judge_verdicts[n][pos].hit) for n in names]
-            cols[OVERALL].append((q.id, col))
-            if ability.get(v.index):
-                cols.setdefault(str(ability[v.index]), []).append((q.id, col))
-    alpha: dict[str, Any] = {}
-    for g, items in cols.items():
-        matrix = np.array([c for _, c in items], dtype=float).T if items else np.zeros((len(names), 0))
-        if g == OVERALL:
-            alpha[g] = multi_rater_alpha(matrix, [qid for qid, _ in items], n_boot=200) if items else None
-        else:
-            alpha[g] = {"krippendorff_alpha": krippendorff_alpha(matrix), "units": len(items)}
-    return {"rule": rule, "tie": tie, "judges": judges, "alpha": alpha}
+    def sections(self) -> dict[str, Any]:
+        """`noise` (repeats > 1) and `jury` (2+ judges)."""
+        out: dict[str, Any] = {}
+        if self.repeats > 1:
+            out["noise"] = self._noise_section()
+        if len(self.names) > 1:
+            out["jury"] = self._jury_section()
+        return out
 
+    def _noise_section(self) -> dict[str, Any]:
+        runs = [_aggregate(self.spec, scored) for scored in self.per_repeat]
+        groups = list(dict.fromkeys([OVERALL, *self.flips, *self.q_sd, *(runs[0]["abilities"] if runs else {})]))
+        out: dict[str, Any] = {"repeats": self.repeats, "groups": {}}
+        for g in groups:
+            values = [r["overall"] if g == OVERALL else r["abilities"].get(g) for r in runs]
+            known = [v for v in values if v is not None]
+            sds = self.q_sd.get(g, [])
+            out["groups"][g] = {"flip_rate": _flip_rate(list(self.flips.get(g, {}).values())),
+                                "question_score_sd": sum(sds) / len(sds) if sds else None,
+                                "score_sd_across_repeats": _sd(known) if len(known) == len(values) else None,
+                                "repeat_scores": values}
+        return out
 
-def panel_sections(spec: "BenchmarkSpec", results: Sequence[tuple[Question, Any]], names: Sequence[str],
-                   repeats: int, rule: str, tie: str) -> dict[str, Any]:
-    """The summary keys a repeated or jury run adds: `noise` (repeats > 1) and `jury` (2+ judges).
-    Questions whose judging failed are left out (they are counted as judge errors elsewhere)."""
-    done = [(q, r) for q, r in results if isinstance(r, PanelResult) and r.verdicts is not None]
-    out: dict[str, Any] = {}
-    if repeats > 1:
-        out["noise"] = _noise(spec, done, repeats, rule, tie)
-    if len(names) > 1:
-        out["jury"] = _jury(spec, done, names, rule, tie)
-    return out
+    def _jury_section(self) -> dict[str, Any]:
+        judges = {n: _aggregate(self.spec, self.own[n]) for n in self.names}
+        alpha: dict[str, Any] = {}
+        for g, (ids, marks) in self.cols.items():
+            matrix = np.frombuffer(bytes(marks), dtype=np.uint8).reshape(-1, len(self.names)).astype(float).T
+            if g == OVERALL:
+                alpha[g] = multi_rater_alpha(matrix, ids, n_boot=200) if ids else None
+            else:
+                alpha[g] = {"krippendorff_alpha": krippendorff_alpha(matrix), "units": len(ids)}
+        return {"rule": self.rule, "tie": self.tie, "judges": judges, "alpha": alpha}
 
 
 def print_panel(summary: dict[str, Any], console: Any) -> None:

@@ -109,14 +109,25 @@ def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
     write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
-def write_text(path: Path, text: str, *, bom: bool = False) -> None:
-    """The one atomic writer (temp file + rename): a kill never leaves half a file. `bom` starts the file
-    with a UTF-8 BOM, which lets spreadsheets detect UTF-8 in a CSV."""
+def write_text(path: Path, text: str, *, bom: bool = False, fsync: bool = False) -> None:
+    """Write `text` atomically (write_lines); `bom` starts the file with a UTF-8 BOM, which lets spreadsheets
+    detect UTF-8 in a CSV."""
+    write_lines(path, (text,), bom=bom, fsync=fsync)
+
+
+def write_lines(path: Path, lines: Iterable[str], *, bom: bool = False, fsync: bool = False) -> None:
+    """The one atomic writer (temp file + rename): a kill never leaves half a file. `lines` are written as
+    they come (a generator keeps one line in memory); `fsync` makes the content durable before the rename,
+    for a file that replaces the run's journal (a power cut must leave one or the other, whole)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
-            fh.write(text)
+            for line in lines:
+                fh.write(line)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -23,13 +23,13 @@ from .dataset import load_dataset, select
 from .datatypes import Dataset, Question, QuestionRows
 from .errors import ConfigError
 from .journal import JournalWriter, run_fingerprint
-from .judge_noise import panel_sections, print_panel
+from .judge_noise import print_panel
 from .mockmodel import is_mock
 from .models import ModelSpec
 from .prompts import check_templates
 from .report import print_summary
 from .run_report import write_run_report
-from .sampling import check_samples, compact, merge_record, print_sampling, summary_sections
+from .sampling import merge_record, print_sampling
 from .runident import _identity, _repeats, _samples, _shipped, _shipped_name, _spec_hash, declared_judge, judges_of
 from .runpipeline import _run_async
 from .runrecord import _Outcome, _sample
@@ -164,23 +164,15 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
     fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
     totals = runstream.Totals()
-    done: set[str] = set()
-    # Repeats and juries need every question's votes for their noise / jury sections, which the journal
-    # does not keep: such a run starts its journal afresh and resumes from the call cache (nothing re-paid
-    # while the cache is there), so those sections always cover every scored question.
-    panel_mode = settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1 or k_samples > 1)
-    panel_results: list[tuple[Question, Any]] = []
-    nested_records: dict[str, dict[str, Any]] = {}  # compact records for the hierarchical interval (sampling.py)
-    if panel_mode:
-        journal.unlink(missing_ok=True)
-    else:  # read what an interrupted run of this same command left, before writing anything
-        state = runstream.resume(journal, fp, totals.add)
-        done = state.done
-        if state.repaired:
-            console.print(state.repaired, highlight=False, soft_wrap=True)
-        if done:
-            console.print(f"resuming: {len(done)} of {len(questions)} questions already in {journal.name}; "
-                          f"running the other {len(questions) - len(done)}", highlight=False, soft_wrap=True)
+    # read what an interrupted run of this same command left, before writing anything: every stage, panel runs
+    # (repeats, juries, candidate samples) included, since each record keeps every vote their sections need
+    state = runstream.resume(journal, fp, totals.add)
+    done = state.done
+    if state.repaired:
+        console.print(state.repaired, highlight=False, soft_wrap=True)
+    if done:
+        console.print(f"resuming: {len(done)} of {len(questions)} questions already in {journal.name}; "
+                      f"running the other {len(questions) - len(done)}", highlight=False, soft_wrap=True)
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
     todo = rows.view([r for r in questions if r.id not in done])
@@ -200,9 +192,6 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
             if x.judge is not None and x.judge.verdicts is not None:
                 x.score = question_score(spec, x.question.criteria, [v.hit for v in x.judge.verdicts])
         rec = merge_record([_sample(spec, x) for x in o.samples]) if o.samples else _sample(spec, o)
-        if panel_mode:
-            panel_results.extend((x.question, x.judge) for x in o.samples or [o])
-            nested_records[o.question.id] = compact(rec)
         assert writer is not None
         writer.append(rec)
         totals.add(rec)
@@ -221,26 +210,21 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
                        totals.scored_in_order(questions) if settings.stage != "generate" else [], calls,
                        totals.compact_in_order(questions))
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
-    if settings.stage != "generate" and (len(judges) > 1 or _repeats(settings, spec) > 1):
+    repeats = _repeats(settings, spec)
+    offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
+    if settings.stage != "generate" and (len(judges) > 1 or repeats > 1):
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
-        order = {q.id: i for i, q in enumerate(questions)}  # question order, not completion order: deterministic
-        panel_results.sort(key=lambda pair: order[pair[0].id])
-        summary.update(panel_sections(spec, panel_results, [j.name for j in judges],
-                                      _repeats(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie))
-    if settings.stage != "generate" and (_repeats(settings, spec) > 1 or k_samples > 1):
-        by_id = {q.id: q for q in questions}
-
-        def criteria_of(rec: dict[str, Any]) -> list[Any]:
-            return list(rows.question(by_id[str(rec["id"])]).criteria)  # re-read: refs hold no texts
-        summary.update(summary_sections(spec, [nested_records[q.id] for q in questions if q.id in nested_records],
-                                        criteria_of, samples=k_samples,
-                                        repeats=_repeats(settings, spec), rule=settings.jury_rule,
-                                        tie=settings.tie or spec.judge.tie))
+    if settings.stage != "generate" and (len(judges) > 1 or repeats > 1 or k_samples > 1):
+        # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
+        summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=repeats,
+                                                samples=k_samples, rule=settings.jury_rule,
+                                                tie=settings.tie or spec.judge.tie, offsets=offsets))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:
     # is removed, its answers being the output)
-    runstream.finish_files(out, journal, rows, spec.data.fields.id, samples=settings.stage != "generate")
+    runstream.finish_files(out, journal, rows, spec.data.fields.id, samples=settings.stage != "generate",
+                           offsets=offsets)
     rundir.finish_run(out, manifest)
     # report.html beside the results (bounded: none past REPORT_MAX_QUESTIONS); a failure is one warning
     write_run_report(out, console, questions=len(questions))

@@ -3,16 +3,15 @@
 Why a module of its own: the runner appends each finished question to `samples.jsonl` (a journal,
 rubric_engine/journal.py) and must not hold the records; everything the summary needs is folded
 into `Totals` as the records pass (on resume while reading the journal, then as questions finish),
-and the final question-ordered `samples.jsonl` / `answers.jsonl` are written by streaming over the
-journal once. See docs/scaling.md.
+the sections of repeats, juries and candidate samples by one pass over the finished journal in
+question order (`panel_sections`), and the final question-ordered `samples.jsonl` / `answers.jsonl`
+are written by streaming over the journal once more. See docs/scaling.md.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -20,11 +19,14 @@ from typing import Any
 
 from . import rundir
 from .aggregate import ScoredQuestion, scored_from_samples
-from .datatypes import QuestionRef, QuestionRows
+from .datatypes import Question, QuestionRef, QuestionRows
 from .errors import DataError
 from .journal import JournalState, read_journal
+from .judge_noise import PanelFold, gradings
+from .sampling import SectionsFold
+from .spec import BenchmarkSpec
 
-__all__ = ["Totals", "resume", "finish_files", "GENERATE_JOURNAL"]
+__all__ = ["Totals", "resume", "index", "ordered_records", "panel_sections", "finish_files", "GENERATE_JOURNAL"]
 
 # stage=generate's journal: the same format as samples.jsonl, but the run's output is answers.jsonl,
 # so the journal is removed once answers.jsonl is written (a generate run leaves no samples.jsonl)
@@ -120,7 +122,7 @@ def resume(path: Path, fp: str, on_record: Callable[[Mapping[str, Any]], None]) 
     return state
 
 
-def _index(path: Path) -> dict[str, int]:
+def index(path: Path) -> dict[str, int]:
     """Byte offset of each question's record in a journal (or a finished samples.jsonl)."""
     offsets: dict[str, int] = {}
     pos = 0
@@ -133,41 +135,67 @@ def _index(path: Path) -> dict[str, int]:
     return offsets
 
 
-def _atomic_lines(path: Path, lines: Callable[[Callable[[str], None]], None]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            lines(out.write)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def ordered_records(journal: Path, refs: Sequence[QuestionRef],
+                    offsets: Mapping[str, int] | None = None) -> Iterator[tuple[QuestionRef, dict[str, Any]]]:
+    """Each question's record from the journal, in question order (not completion order), one at a time."""
+    offsets = index(journal) if offsets is None else offsets
+    with journal.open("rb") as src:
+        for ref in refs:
+            if ref.id in offsets:
+                src.seek(offsets[ref.id])
+                yield ref, json.loads(src.readline())
 
 
-def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, samples: bool = True) -> None:
+def panel_sections(spec: BenchmarkSpec, journal: Path, rows: QuestionRows, names: Sequence[str], *, repeats: int,
+                   samples: int, rule: str, tie: str, offsets: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """summary.json's `noise` / `jury` (judge_noise.py) and `sampling` / hierarchical `interval` (sampling.py)
+    of a run with repeats, a jury or candidate samples: one pass over the finished journal in question order,
+    every vote read from the records (nothing held from the run); a question's criteria are read again from
+    its data row, as the run scored them."""
+    panel = PanelFold(spec, names, repeats, rule, tie) if len(names) > 1 or repeats > 1 else None
+    fold = SectionsFold(spec, samples=samples, repeats=repeats, rule=rule, tie=tie) if repeats > 1 or samples > 1 else None
+    for ref, rec in ordered_records(journal, rows.refs, offsets):
+        held: list[Question] = []
+
+        def question(ref: QuestionRef = ref, held: list[Question] = held) -> Question:
+            if not held:
+                held.append(rows.question(ref))
+            return held[0]
+
+        if panel is not None:
+            for grading in gradings(rec, names, repeats):
+                panel.add(question(), grading)
+        if fold is not None:
+            fold.add(rec, lambda _: list(question().criteria))
+    out = panel.sections() if panel is not None else {}
+    out.update(fold.sections() if fold is not None else {})
+    return out
+
+
+def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, samples: bool = True,
+                 offsets: Mapping[str, int] | None = None) -> None:
     """Write answers.jsonl (each benchmark row, read again from the data file, plus its response) from the
     journal, then rewrite the journal as question-ordered samples.jsonl (no header), or remove it when
-    `samples` is false (stage=generate); one record in memory at a time."""
-    offsets = _index(journal)
+    `samples` is false (stage=generate); one record in memory at a time. `offsets`: the journal's index
+    (`index`) when the caller has it already."""
+    offsets = index(journal) if offsets is None else offsets
     with journal.open("rb") as src:
         def record(ref: QuestionRef) -> dict[str, Any]:
             src.seek(offsets[ref.id])
             return json.loads(src.readline())
 
-        def answers(write: Callable[[str], None]) -> None:
+        def answers() -> Iterator[str]:
             for ref in rows.refs:
                 row = dict(rows.row(ref) or {id_field: ref.id})
                 row["response"] = record(ref).get("response")
-                write(json.dumps(row, ensure_ascii=False) + "\n")
+                yield json.dumps(row, ensure_ascii=False) + "\n"
 
-        def ordered(write: Callable[[str], None]) -> None:
+        def ordered() -> Iterator[str]:
             for ref in rows.refs:
-                write(json.dumps(record(ref), ensure_ascii=False) + "\n")
+                yield json.dumps(record(ref), ensure_ascii=False) + "\n"
 
-        _atomic_lines(out / rundir.ANSWERS_FILE, answers)
+        rundir.write_lines(out / rundir.ANSWERS_FILE, answers(), fsync=True)
         if samples:
-            _atomic_lines(out / rundir.SAMPLES_FILE, ordered)
+            rundir.write_lines(out / rundir.SAMPLES_FILE, ordered(), fsync=True)
     if not samples:
         journal.unlink()

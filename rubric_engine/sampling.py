@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from .errors import ConfigError, DataError
 from .jury import combine
 from .nested import LEVELS, MAX_RESAMPLED_REPEATS, Nested, multisets, nested_stats
 
-__all__ = ["check_samples", "merge_record", "rescored_record", "nested_of", "summary_sections", "compact",
+__all__ = ["check_samples", "merge_record", "rescored_record", "nested_of", "summary_sections", "SectionsFold", "compact",
            "print_sampling", "call_counts"]
 
 OVERALL = "overall"
@@ -166,99 +166,138 @@ def _combined(c: Mapping[str, Any], ms: Sequence[int], rule: str, tie: str) -> b
     return per_judge[0] if len(per_judge) == 1 else combine(per_judge, rule, tie)
 
 
-def nested_of(spec: Any, records: Sequence[Mapping[str, Any]], criteria_of: Callable[[Mapping[str, Any]], list[Criterion]],
-              repeats: int, rule: str = "majority", tie: str = "not_met", rules: bool = True) -> Nested:
-    """The hierarchical bootstrap's values for the scored records (question order kept): each (question,
-    sample) scored under every multiset of its gradings (up to MAX_RESAMPLED_REPEATS repeats)."""
-    from .scores import question_score  # the one per-question scoring path (scores.py)
+class _NestedRows:
+    """The hierarchical bootstrap's values built one scored record at a time (question order kept): each
+    (question, sample) scored under every multiset of its gradings (up to MAX_RESAMPLED_REPEATS repeats)."""
 
-    how = spec.aggregation_rule()
-    columns = ["__score__"] if how.overall == "mean_over_questions" else spec.ability_ids()
-    col = {c: i for i, c in enumerate(columns)}
-    r = repeats if 1 < repeats <= MAX_RESAMPLED_REPEATS else 1
-    sets = multisets(r)
-    scored = [rec for rec in records if rec.get("score") is not None]
-    k = max((len(_entries(rec)) for rec in scored), default=1)
-    values = np.full((len(scored), k, len(sets), len(columns)), np.nan)
-    for qi, rec in enumerate(scored):
-        criteria = criteria_of(rec)
-        keep = [i for i, c in enumerate(criteria) if rules or c.rule is None]
+    def __init__(self, spec: Any, repeats: int, rule: str, tie: str, rules: bool) -> None:
+        self.spec, self.rule, self.tie, self.rules = spec, rule, tie, rules
+        how = spec.aggregation_rule()
+        self.columns = ["__score__"] if how.overall == "mean_over_questions" else spec.ability_ids()
+        self.col = {c: i for i, c in enumerate(self.columns)}
+        self.clip = how.clip in ("group", "overall")
+        self.r = repeats if 1 < repeats <= MAX_RESAMPLED_REPEATS else 1
+        self.sets = multisets(self.r)
+        self.ids: list[str] = []
+        self.rows: list[np.ndarray] = []  # per question: (samples, multisets, columns)
+
+    def add(self, rec: Mapping[str, Any], criteria: list[Criterion]) -> None:
+        from .scores import question_score  # the one per-question scoring path (scores.py)
+
+        keep = [i for i, c in enumerate(criteria) if self.rules or c.rule is None]
         entries = _entries(rec)
-        if len(entries) != k:
-            raise ValueError(f"question {rec.get('id')!r} has {len(entries)} samples, others {k}")
+        if self.rows and len(entries) != self.rows[0].shape[0]:
+            raise ValueError(f"question {rec.get('id')!r} has {len(entries)} samples, others {self.rows[0].shape[0]}")
+        values = np.full((len(entries), len(self.sets), len(self.columns)), np.nan)
         for s, e in enumerate(entries):
             marks = e.get("criteria") or []
             done: dict[tuple[bool, ...], np.ndarray] = {}
-            for j, ms in enumerate(sets):
-                hits = tuple(_combined(marks[i], ms, rule, tie) if r > 1 else bool(marks[i]["hit"]) for i in keep)
+            for j, ms in enumerate(self.sets):
+                hits = tuple(_combined(marks[i], ms, self.rule, self.tie) if self.r > 1 else bool(marks[i]["hit"])
+                             for i in keep)
                 if hits not in done:
-                    qs = question_score(spec, [criteria[i] for i in keep], list(hits))
-                    row = np.full(len(columns), np.nan)
-                    if "__score__" in col:
+                    qs = question_score(self.spec, [criteria[i] for i in keep], list(hits))
+                    row = np.full(len(self.columns), np.nan)
+                    if "__score__" in self.col:
                         row[0] = qs.score
                     else:
                         for a, g in qs.abilities.items():
-                            row[col[a]] = g.score
+                            row[self.col[a]] = g.score
                     done[hits] = row
-                values[qi, s, j] = done[hits]
-    return Nested([str(rec["id"]) for rec in scored], values, r, how.clip in ("group", "overall"))
+                values[s, j] = done[hits]
+        self.ids.append(str(rec["id"]))
+        self.rows.append(values)
+
+    def nested(self) -> Nested:
+        values = (np.stack(self.rows) if self.rows
+                  else np.full((0, 1, len(self.sets), len(self.columns)), np.nan))
+        return Nested(self.ids, values, self.r, self.clip)
 
 
-def _per_sample(records: Sequence[Mapping[str, Any]], k: int) -> list[list[Any]]:
-    """Sample s of every scored question, as ScoredQuestions (aggregate's input)."""
-    out: list[list[Any]] = [[] for _ in range(k)]
+def nested_of(spec: Any, records: Iterable[Mapping[str, Any]], criteria_of: Callable[[Mapping[str, Any]], list[Criterion]],
+              repeats: int, rule: str = "majority", tie: str = "not_met", rules: bool = True) -> Nested:
+    """The hierarchical bootstrap's values for the scored records (question order kept): each (question,
+    sample) scored under every multiset of its gradings (up to MAX_RESAMPLED_REPEATS repeats)."""
+    rows = _NestedRows(spec, repeats, rule, tie, rules)
     for rec in records:
-        if rec.get("score") is None:
-            continue
-        for s, e in enumerate(rec["samples"]):
-            out[s] += scored_from_samples([{"id": rec["id"], "subset": rec.get("subset"), "scenario": rec.get("scenario"),
-                                            "tags": rec.get("tags"), "score": e["score"], "abilities": e["abilities"],
-                                            "catastrophic": e["catastrophic"], "item_tags": e.get("item_tags") or {}}])
-    return out
+        if rec.get("score") is not None:
+            rows.add(rec, criteria_of(rec))
+    return rows.nested()
 
 
-def _spread(spec: Any, records: Sequence[Mapping[str, Any]], k: int) -> dict[str, Any]:
-    """summary.json's `sampling`: per-question SD across samples (mean over questions) and the SD of the
-    K overall (and ability) scores, sample s scored from every question's s-th reply."""
-    scale = spec.scoring.scale
-    runs = [aggregate(sq, spec.dimensions_map(), scale=scale, how=spec.aggregation_rule()) for sq in _per_sample(records, k)]
-    q_sd: dict[str, list[float]] = {OVERALL: []}
-    for rec in records:
+class SectionsFold:
+    """summary.json's `sampling` block and hierarchical `interval`, folded one record at a time in question
+    order (`add`, then `sections`): per question only its bootstrap values and a few scores are kept, so a
+    run computes them by streaming its journal, and `rescore` from its stored records, the same way."""
+
+    def __init__(self, spec: Any, *, samples: int, repeats: int, rule: str = "majority", tie: str = "not_met",
+                 rules: bool = True) -> None:
+        self.spec, self.samples, self.repeats, self.rule, self.tie, self.rules = spec, samples, repeats, rule, tie, rules
+        self.nested = _NestedRows(spec, repeats, rule, tie, rules)
+        self.per_sample: list[list[Any]] = [[] for _ in range(samples)]  # sample s of every scored question
+        self.q_sd: dict[str, list[float]] = {OVERALL: []}
+
+    def add(self, rec: Mapping[str, Any], criteria_of: Callable[[Mapping[str, Any]], list[Criterion]]) -> None:
         if rec.get("score") is None:
-            continue
+            return
+        if self.samples > 1:
+            self._spread(rec)
+        self.nested.add(rec, criteria_of(rec))
+
+    def _spread(self, rec: Mapping[str, Any]) -> None:
+        scale = self.spec.scoring.scale
         entries = rec["samples"]
-        q_sd[OVERALL].append(statistics.stdev([float(e["score"]) for e in entries]) * scale)
+        for s, e in enumerate(entries):
+            self.per_sample[s] += scored_from_samples([{
+                "id": rec["id"], "subset": rec.get("subset"), "scenario": rec.get("scenario"), "tags": rec.get("tags"),
+                "score": e["score"], "abilities": e["abilities"], "catastrophic": e["catastrophic"],
+                "item_tags": e.get("item_tags") or {}}])
+        self.q_sd[OVERALL].append(statistics.stdev([float(e["score"]) for e in entries]) * scale)
         for a in entries[0]["abilities"]:
-            q_sd.setdefault(a, []).append(statistics.stdev([float(e["abilities"][a]["score"]) for e in entries]) * scale)
-    groups: dict[str, Any] = {}
-    for g in dict.fromkeys([OVERALL, *spec.ability_ids()]):
-        values = [r["overall"] if g == OVERALL else r["abilities"].get(g) for r in runs]
-        sds = q_sd.get(g, [])
-        groups[g] = {"question_score_sd": _mean(sds) if sds else None,
-                     "score_sd_across_samples": statistics.stdev(values) if None not in values and len(values) > 1 else None,
-                     "sample_scores": values}
-    return {"samples": k, "groups": groups}
+            self.q_sd.setdefault(a, []).append(statistics.stdev([float(e["abilities"][a]["score"]) for e in entries]) * scale)
+
+    def _sampling(self) -> dict[str, Any]:
+        """Per-question SD across samples (mean over questions) and the SD of the K overall (and ability)
+        scores, sample s scored from every question's s-th reply."""
+        spec = self.spec
+        runs = [aggregate(sq, spec.dimensions_map(), scale=spec.scoring.scale, how=spec.aggregation_rule())
+                for sq in self.per_sample]
+        groups: dict[str, Any] = {}
+        for g in dict.fromkeys([OVERALL, *spec.ability_ids()]):
+            values = [r["overall"] if g == OVERALL else r["abilities"].get(g) for r in runs]
+            sds = self.q_sd.get(g, [])
+            groups[g] = {"question_score_sd": _mean(sds) if sds else None,
+                         "score_sd_across_samples": statistics.stdev(values) if None not in values and len(values) > 1 else None,
+                         "sample_scores": values}
+        return {"samples": self.samples, "groups": groups}
+
+    def sections(self, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+        """`sampling` (samples > 1) and `interval` from the hierarchical bootstrap; {} when nothing scored."""
+        out: dict[str, Any] = {}
+        if self.samples > 1:
+            out["sampling"] = self._sampling()
+        n = self.nested.nested()
+        if n.ids:
+            levels = [lv for lv in LEVELS if lv == "questions" or (lv == "samples" and self.samples > 1)
+                      or (lv == "repeats" and n.repeats > 1)]
+            st = nested_stats(n, n_boot, seed, scale=self.spec.scoring.scale, levels=levels)
+            out["interval"] = {"samples": n_boot, "seed": seed, "alpha": 0.05, "lo": st["lo"], "hi": st["hi"],
+                               "std": st["std"], "nested": {"levels": levels, "candidate_samples": self.samples,
+                                                             "repeats": self.repeats, "rule": self.rule, "tie": self.tie,
+                                                             "failure_rules": self.rules}}
+        return out
 
 
-def summary_sections(spec: Any, records: Sequence[Mapping[str, Any]],
+def summary_sections(spec: Any, records: Iterable[Mapping[str, Any]],
                      criteria_of: Callable[[Mapping[str, Any]], list[Criterion]], *, samples: int, repeats: int,
                      rule: str = "majority", tie: str = "not_met", rules: bool = True, n_boot: int = 1000,
                      seed: int = 0) -> dict[str, Any]:
     """The summary keys of a sampled or repeated run: `interval` from the hierarchical bootstrap (questions,
     samples, gradings) and, with samples > 1, `sampling`. Records in question order; {} when nothing scored."""
-    out: dict[str, Any] = {}
-    if samples > 1:
-        out["sampling"] = _spread(spec, records, samples)
-    n = nested_of(spec, records, criteria_of, repeats, rule, tie, rules)
-    if n.ids:
-        levels = [lv for lv in LEVELS if lv == "questions" or (lv == "samples" and samples > 1)
-                  or (lv == "repeats" and n.repeats > 1)]
-        st = nested_stats(n, n_boot, seed, scale=spec.scoring.scale, levels=levels)
-        out["interval"] = {"samples": n_boot, "seed": seed, "alpha": 0.05, "lo": st["lo"], "hi": st["hi"],
-                           "std": st["std"], "nested": {"levels": levels, "candidate_samples": samples,
-                                                         "repeats": repeats, "rule": rule, "tie": tie,
-                                                         "failure_rules": rules}}
-    return out
+    fold = SectionsFold(spec, samples=samples, repeats=repeats, rule=rule, tie=tie, rules=rules)
+    for rec in records:
+        fold.add(rec, criteria_of)
+    return fold.sections(n_boot, seed)
 
 
 def print_sampling(summary: Mapping[str, Any], console: Any) -> None:

@@ -14,9 +14,11 @@ import functools
 import http.server
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -41,7 +43,7 @@ MISSING = ("real HeartBench data not found: put it in ../shared/heartbench/, set
            "or run `rubric-engine data fetch benchmark=heartbench`")
 
 __all__ = ["fake_server", "fake_key", "FakeServer", "Reply", "MINI", "REPO", "EXE", "heartbench_dir", "read_rows",
-           "run_cli", "clean_env", "model_args", "QuestionScript"]
+           "run_cli", "clean_env", "model_args", "QuestionScript", "complete_lines", "kill_after_lines"]
 
 
 # ------------------------------------------------------------------ scripted console-script runs (shared)
@@ -55,6 +57,29 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 300, **kw: Any) -> subprocess.CompletedProcess:
     """The console script of the environment under test, output captured as text."""
     return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def complete_lines(path: Path) -> list[dict[str, Any]]:
+    """The whole lines of a JSONL file (a journal being written: a line without its newline is left out)."""
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_bytes().split(b"\n")[:-1]]
+
+
+def kill_after_lines(cmd: list[str], journal: Path, n: int, env: dict[str, str], *, cwd: Path | None = None,
+                     timeout: float = 120) -> list[dict[str, Any]]:
+    """Start `cmd`, wait until `journal` holds `n` whole lines (its header included), kill it with SIGKILL and
+    return the whole lines left. A process that ends first is not killed: the caller's "midway" check fails."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while len(complete_lines(journal)) < n and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    return complete_lines(journal)
 
 
 def clean_env(root: Path) -> dict[str, str]:

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from conftest import kill_after_lines
 from fakeserver import FakeServer
 from rubric_engine.journal import run_fingerprint
 from test_cli import DATA, EXE, REPLY_RE, Script, model_args, run_cli
@@ -34,12 +32,6 @@ def asked(requests: list[dict[str, Any]]) -> tuple[Counter, Counter]:
         else:
             cand[next(q for turns, q in SCRIPT.turns if all(t in text for t in turns))] += 1
     return cand, judge
-
-
-def complete_lines(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_bytes().split(b"\n")[:-1]]
 
 
 def same_files(a: Path, b: Path) -> None:
@@ -62,13 +54,7 @@ def test_kill9_then_same_command_without_cache_asks_only_unfinished(tmp_path: Pa
         assert res.returncode == 0, res.stderr
         srv.reset()
         cmd = [EXE, *ARGS, f"hydra.run.dir={run}", *model_args(srv.url)]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while len(complete_lines(run / "samples.jsonl")) < 5 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        done = {r["id"] for r in complete_lines(run / "samples.jsonl")[1:]}
+        done = {r["id"] for r in kill_after_lines(cmd, run / "samples.jsonl", 5, env)[1:]}
         assert 4 <= len(done) < 12, "the kill must land midway"
         shutil.rmtree(tmp_path / "cache")  # the call cache is gone: only the journal can spare the calls
         srv.reset()
@@ -144,14 +130,8 @@ def test_generate_kill9_then_same_command_without_cache_asks_only_unfinished(tmp
                       dict(env, RUBRIC_ENGINE_CACHE=str(tmp_path / "refcache")))
         assert res.returncode == 0, res.stderr
         srv.reset()
-        proc = subprocess.Popen([EXE, *GEN_ARGS, f"hydra.run.dir={run}", *model_args(srv.url)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while len(complete_lines(run / GEN_JOURNAL)) < 5 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        done = {r["id"] for r in complete_lines(run / GEN_JOURNAL)[1:]}
+        cmd = [EXE, *GEN_ARGS, f"hydra.run.dir={run}", *model_args(srv.url)]
+        done = {r["id"] for r in kill_after_lines(cmd, run / GEN_JOURNAL, 5, env)[1:]}
         assert 4 <= len(done) < 12, "the kill must land midway"
         assert not (run / "answers.jsonl").exists()
         shutil.rmtree(tmp_path / "cache")  # the call cache is gone: only the journal can spare the calls

@@ -157,11 +157,17 @@ def test_a_failed_sample_makes_the_question_an_error_and_resumes(tmp_path: Path,
         assert bad["score"] is None and bad["candidate_error"].startswith("sample ") and " of 3: " in bad["candidate_error"]
         assert summary["counts"]["candidate_errors"] == 1 and summary["counts"]["scored"] == len(CHECKS) - 1
         before = len(srv.requests)
-        res = run(tmp_path, env, srv, "run", "candidate.samples=3", "max_retries=0")  # same command: resumes
+        # the same command into the same directory: its journal holds every question, an error included (final
+        # there, as for a single grading), so nothing is asked
+        res = run(tmp_path, env, srv, "run", "candidate.samples=3", "max_retries=0")
         assert res.returncode == 0, res.stderr
-        # only the failed sample's candidate call and its grading are made again
+        assert len(srv.requests) == before and load(tmp_path / "run")[0]["counts"] == summary["counts"]
+        # into a new directory: the cache answers every other sample and grading; only the failed sample's
+        # candidate call and its grading are made again
+        res = run(tmp_path, env, srv, "again", "candidate.samples=3", "max_retries=0")
+        assert res.returncode == 0, res.stderr
         assert len(srv.requests) - before == 2
-        summary, _ = load(tmp_path / "run")
+        summary, _ = load(tmp_path / "again")
     assert summary["counts"]["scored"] == len(CHECKS) and summary["counts"]["candidate_errors"] == 0
 
 
