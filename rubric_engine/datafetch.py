@@ -52,6 +52,8 @@ def fetch(url: str, sha256: str | None, cache_dir: str | Path | None = None,
             raise DataError(str(target), f"sha256 {digest} differs from {first_use.read_text().strip()} recorded when "
                             "it was first downloaded (trust on first use): the cached file changed",
                             fix=f"delete {target.parent} to download and trust it again, or pin data.sha256")
+        if sha256 is None and not first_use.is_file():  # killed between the rename and the record: record it now
+            _record(url, digest, first_use, warnings)
         if sha256 is None or digest == sha256:
             return target, digest
         target.unlink()
@@ -60,11 +62,18 @@ def fetch(url: str, sha256: str | None, cache_dir: str | Path | None = None,
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
-        h = hashlib.sha256()
+        h, size = hashlib.sha256(), 0
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             for chunk in iter(lambda: resp.read(1 << 20), b""):
                 h.update(chunk)
                 out.write(chunk)
+                size += len(chunk)
+            announced = resp.headers.get("Content-Length")
+        if announced is not None and announced.strip().isdigit() and size < int(announced):
+            # http.client ends a chunked read of a short body quietly instead of raising IncompleteRead
+            raise DataError(url, f"download cut off: {size} of {int(announced)} bytes arrived (the server closed "
+                            "the connection early)",
+                            fix="run the same command again, or download the file and pass data.path=<file>")
         digest = h.hexdigest()
         if sha256 and digest != sha256:
             raise DataError(url, f"downloaded file has sha256 {digest} but the spec expects {sha256} "
@@ -79,7 +88,12 @@ def fetch(url: str, sha256: str | None, cache_dir: str | Path | None = None,
     finally:
         tmp.unlink(missing_ok=True)
     if not sha256:
-        first_use.write_text(digest + "\n")
-        warnings.append(f"the spec pins no data.sha256: {url} was trusted on first use; its sha256 {digest} is "
-                        f"recorded in {first_use} and checked on every later use")
+        _record(url, digest, first_use, warnings)
     return target, digest
+
+
+def _record(url: str, digest: str, first_use: Path, warnings: list[str]) -> None:
+    """Trust on first use: the digest is kept beside the file and checked on every later use."""
+    first_use.write_text(digest + "\n")
+    warnings.append(f"the spec pins no data.sha256: {url} was trusted on first use; its sha256 {digest} is "
+                    f"recorded in {first_use} and checked on every later use")

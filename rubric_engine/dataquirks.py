@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .datatypes import Question
 from .errors import DataError
@@ -34,7 +34,7 @@ class DataQuirks:
     item_tags: set[str] = field(default_factory=set)
     example_tags: set[str] = field(default_factory=set)
 
-    def note(self, spec: BenchmarkSpec, q: Question, raw: dict[str, Any]) -> None:
+    def note(self, spec: BenchmarkSpec, q: Question) -> None:
         if spec.data.roles[q.dialogue[-1].role] != "user":
             self.last_not_user.append(q.id)
         signs: dict[str, bool] = {}

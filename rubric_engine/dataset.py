@@ -89,7 +89,7 @@ def _decode(file: Path, n: int, raw: bytes) -> str:
 
 def _json_line(file: Path, line: int, text: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text.rstrip())  # with its newline, a cut-off line's error would point at "column 1"
     except json.JSONDecodeError as exc:
         raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=line,
                         fix="each line must be one complete JSON object (JSON Lines)") from exc
@@ -286,7 +286,7 @@ def _scan(spec: BenchmarkSpec, file: Path, warnings: list[str], quirks: DataQuir
     for where, raw in _records(file, spec.data.format):
         r = _Row(file, where.number, raw)
         q = _question(spec, r, raw, quirks, seen)
-        quirks.note(spec, q, raw)
+        quirks.note(spec, q)
         out.append(keep(q, where))
     if not out:
         raise DataError(str(file), "no rows", fix="the file is empty: point data.path at the benchmark's data file")

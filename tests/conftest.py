@@ -151,7 +151,7 @@ def static_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[t
             seen.append(self.path)
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(www)))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{srv.server_address[1]}", www, seen
     finally:

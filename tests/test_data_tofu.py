@@ -21,7 +21,7 @@ def served(tmp_path: Path):
     (root / "rows.jsonl").write_text('{"a": 1}\n')
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
     srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield f"http://127.0.0.1:{srv.server_address[1]}/rows.jsonl", root
     srv.shutdown()
 

@@ -252,7 +252,7 @@ def www(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unt
             pass
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{srv.server_address[1]}", root
     finally:
@@ -356,3 +356,261 @@ def test_capital_exponent_weight_in_csv(tmp_path: Path) -> None:
 def test_select_one_id_given_as_text(tmp_path: Path) -> None:
     qs = parse_rows(HEART, write(tmp_path, [row("q10"), row("q1"), row("0")]))
     assert select(qs, ids="q10") == [qs[0]]
+
+
+# ------------------------------------------------------------------------------------- rows read again (lazy)
+
+def crc_twin(line: bytes, crc: int, hole: bytes = b"@@@@@@@@") -> bytes:
+    """`line` with its `hole` filled by ASCII letters chosen so that crc32(result) == crc.
+
+    crc32 over messages of one length is affine in their bits, so flipping the low five bits of each hole
+    byte (0x40-0x5f stays printable, never a quote, newline or non-ASCII byte) spans every crc: a changed
+    row whose crc matches the validated one is possible, and its errors must still name file and line."""
+    import zlib
+
+    start = line.index(hole)
+    bits = [(start + i, b) for i in range(len(hole)) for b in range(5)]
+    base = zlib.crc32(line)
+    rows = []  # one equation per crc bit, over the hole's bits (Gaussian elimination over GF(2))
+    for pos, b in bits:
+        flipped = bytearray(line)
+        flipped[pos] ^= 1 << b
+        rows.append(zlib.crc32(bytes(flipped)) ^ base)
+    want, chosen, pivots = crc ^ base, [], []
+    for k, col in enumerate(rows):  # reduce each column against the pivots so far
+        combo = 1 << k
+        for p_col, p_combo, p_bit in pivots:
+            if col >> p_bit & 1:
+                col, combo = col ^ p_col, combo ^ p_combo
+        if col:
+            pivots.append((col, combo, col.bit_length() - 1))
+    for p_col, p_combo, p_bit in sorted(pivots, key=lambda p: -p[2]):
+        if want >> p_bit & 1:
+            want ^= p_col
+            chosen.append(p_combo)
+    assert want == 0, "the hole is too small to reach every crc"
+    mask = 0
+    for combo in chosen:
+        mask ^= combo
+    out = bytearray(line)
+    for k, (pos, b) in enumerate(bits):
+        if mask >> k & 1:
+            out[pos] ^= 1 << b
+    assert zlib.crc32(bytes(out)) == crc
+    return bytes(out)
+
+
+def lazy_with_second_row(tmp_path: Path, second: bytes) -> tuple[Path, Any]:
+    """A two-row file loaded lazily, then its second line swapped for a same-length line of the same crc."""
+    import zlib
+
+    f = tmp_path / "rows.jsonl"
+    first = json.dumps(row("a"), ensure_ascii=False).encode() + b"\n"
+    valid = json.dumps(row("b", pad="x" * len(second)), ensure_ascii=False).encode() + b"\n"
+    f.write_bytes(first + valid)
+    questions = load_dataset(HEART, f, lazy=True).questions
+    twin = crc_twin(second.ljust(len(valid) - 1) + b"\n", zlib.crc32(valid))
+    assert len(twin) == len(valid) and b"\n" not in twin[:-1]
+    f.write_bytes(first + twin)
+    return f, questions
+
+
+def test_a_crc_twin_row_that_is_not_json_is_reported_with_file_and_line(tmp_path: Path) -> None:
+    f, questions = lazy_with_second_row(tmp_path, b'{"question_id": "b", @@@@@@@@')
+    with pytest.raises(DataError) as err:
+        questions.row(questions.refs[1])
+    assert str(err.value).startswith(f"{f}:2: invalid JSON")
+    assert questions[0].id == "a"
+
+
+def test_a_crc_twin_row_that_is_not_utf8_is_reported_with_file_and_line(tmp_path: Path) -> None:
+    f, questions = lazy_with_second_row(tmp_path, b'{"question_id": "\xff\xfe", "x": "@@@@@@@@"}')
+    with pytest.raises(DataError) as err:
+        questions[1]
+    assert str(err.value).startswith(f"{f}:2: ") and "UTF-8" in str(err.value)
+
+
+def test_a_crc_twin_row_that_is_no_valid_question_is_reported_with_file_and_line(tmp_path: Path) -> None:
+    bad = json.dumps({**row("b"), "rubric": [], "x": "@@@@@@@@"}, ensure_ascii=False).encode()
+    f, questions = lazy_with_second_row(tmp_path, bad)
+    assert questions.row(questions.refs[1])["rubric"] == []  # the row itself reads: the question is refused
+    with pytest.raises(DataError) as err:
+        questions[1]
+    assert str(err.value) == f"{f}:2: rubric: empty or not a list; every question needs at least one rubric item"
+
+
+def test_a_changed_row_error_says_what_to_do(tmp_path: Path) -> None:
+    f = write(tmp_path, [row("a"), row("b")])
+    questions = load_dataset(HEART, f, lazy=True).questions
+    write(tmp_path, [row("a"), row("B")])
+    with pytest.raises(DataError) as err:
+        questions[1]
+    assert str(err.value) == (f"{f}:2: row of question 'b' changed since the run validated the file; restore the "
+                              "data file, or start the run afresh in a new run directory")
+
+
+def test_index_rows_without_a_warnings_list(tmp_path: Path) -> None:
+    from rubric_engine.dataset import index_rows
+
+    f = write(tmp_path, [row("a", primary_scene=""), row("b")])
+    rows = index_rows(HEART, f)
+    assert [q.id for q in rows] == ["a", "b"] and [r.line for r in rows.refs] == [1, 2]
+    warnings: list[str] = []
+    index_rows(HEART, f, warnings)
+    assert warnings == ["1 question(s) have an empty 'primary_scene': a"]
+
+
+def test_a_spec_without_data_names_its_last_file_or_its_name(tmp_path: Path) -> None:
+    spec = with_data(HEART, url=None, path=None)
+    with pytest.raises(DataError) as err:
+        load_dataset(spec, cache_dir=tmp_path)
+    assert str(err.value) == (f"{HEART.files[-1]}: the spec declares neither data.url nor data.path; "
+                              "pass data.path=<file>")
+    built = spec.model_copy()
+    built._files = []  # a spec built in Python has no files
+    with pytest.raises(DataError) as err:
+        load_dataset(built, cache_dir=tmp_path)
+    assert str(err.value) == "heartbench: the spec declares neither data.url nor data.path; pass data.path=<file>"
+
+
+# --------------------------------------------------------------------------------- row errors, word for word
+
+def one_row_error(tmp_path: Path, text: str, spec: BenchmarkSpec = HEART) -> str:
+    f = tmp_path / "rows.jsonl"
+    f.write_text(json.dumps(row("a"), ensure_ascii=False) + "\n" + text + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        parse_rows(spec, f)
+    return str(err.value).replace(str(f), "<file>")
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"dialogue": [{"role": "A"}]}, "<file>:2: dialogue[0]: missing field 'content'; add it, or fix "
+     "data.fields.turn_content in the spec (keys here: role)"),
+    ({"dialogue": [{"role": "A", "content": 3}]}, "<file>:2: dialogue[0]: content: expected a non-empty string; got 3"),
+    ({"primary_scene": ["家庭"]}, "<file>:2: primary_scene: expected a non-empty string; got ['家庭']"),
+    ({"rubric": [{"dimension": "温暖", "score": 1}]}, "<file>:2: rubric[0]: missing field 'content'; add it, or fix "
+     "data.fields.item_text in the spec (keys here: dimension, score)"),
+    ({"dialogue": []}, "<file>:2: dialogue: empty or not a list; every question needs at least one dialogue turn"),
+    ({"dialogue": [{"content": "x"}]}, "<file>:2: dialogue[0]: missing field 'role'; add it, or fix "
+     "data.fields.turn_role in the spec (keys here: content)"),
+    ({"rubric": [{"score": 1, "content": "x"}]}, "<file>:2: rubric[0]: missing field 'dimension'; add it, or fix "
+     "data.fields.item_label in the spec (keys here: score, content)"),
+    ({"rubric": [["温暖", 1]]}, "<file>:2: rubric[0]: item is not an object; got ['温暖', 1]"),
+    ({"rubric": [{"dimension": "温暖", "content": "x"}]}, "<file>:2: rubric[0]: missing field 'score'; add it, or fix "
+     "data.fields.item_weight in the spec (keys here: dimension, content)"),
+    ({"rubric": [{"dimension": "温暖", "score": None, "content": "x"}]}, "<file>:2: rubric[0]: score: non-numeric "
+     "weight None; weights must be numbers (null is allowed only for failure-rule items)"),
+    ({"dialogue": ["hi"]}, "<file>:2: dialogue[0]: turn is not an object; got 'hi'"),
+    ({"dialogue": [{"role": "C", "content": "x"}]}, "<file>:2: dialogue[0]: unknown role 'C'; allowed roles "
+     "(data.roles): A, B"),
+    ({"rubric": [{"dimension": "温暖", "score": 1, "content": ""}]}, "<file>:2: rubric[0]: content: expected a "
+     "non-empty string; got ''"),
+])
+def test_field_errors_word_for_word(tmp_path: Path, edit: dict[str, Any], message: str) -> None:
+    assert one_row_error(tmp_path, json.dumps(row("b", **edit), ensure_ascii=False)) == message
+
+
+def test_a_row_missing_a_top_level_field_word_for_word(tmp_path: Path) -> None:
+    for name, key in (("dialogue", "dialogue"), ("rubric", "rubric"), ("question_id", "id")):
+        r = row("b")
+        del r[name]
+        keys = ", ".join(r)
+        assert one_row_error(tmp_path, json.dumps(r, ensure_ascii=False)) == (
+            f"<file>:2: missing field {name!r}; add it, or fix data.fields.{key} in the spec (keys here: {keys})")
+
+
+def test_a_row_that_is_not_an_object_or_not_json_word_for_word(tmp_path: Path) -> None:
+    assert one_row_error(tmp_path, "[1, 2]") == "<file>:2: row is a JSON list, not an object; each line must hold one " \
+                                                "JSON object"
+    for cut in ('{"question_id": "b",', '{"question_id": "b",  \t', '{"question_id": "b",\r'):
+        assert one_row_error(tmp_path, cut) == (  # the column where the text ends, not 1 on the next line
+            "<file>:2: invalid JSON: Expecting property name enclosed in double quotes (column 21); each line must "
+            "be one complete JSON object (JSON Lines)")
+
+
+def test_example_tags_error_word_for_word(tmp_path: Path) -> None:
+    spec = with_data(HEART, fields=HEART.data.fields.model_copy(update={"example_tags": "tags"}))
+    assert one_row_error(tmp_path, json.dumps(row("b", tags="theme:t")), spec) == (
+        "<file>:2: tags: expected a list of strings; got 'theme:t' (data.fields.example_tags)")
+
+
+def test_select_all_subsets_numeric_ids_file_order_and_limit_zero(tmp_path: Path) -> None:
+    qs = parse_rows(HEART, write(tmp_path, [row(3), row("b", difficulty="hard"), row(1), row("d", difficulty="hard")]))
+    assert select(qs, subset="all") == qs and select(qs, subset=None) == qs and select(qs, limit=0) == []
+    assert select(qs, ids=[1, 3]) == [qs[0], qs[2]]  # ids given as numbers match text ids; file order, not ids order
+    assert select(qs, subset="hard", ids=["d", "b", "3"][:2]) == [qs[1], qs[3]]
+    assert select(qs, subset="hard", ids=["3"]) == []  # an id outside the subset: known, but not selected
+    mixed = [qs[0].__class__(**{**qs[0].__dict__, "subset": ""}), qs[1]]
+    with pytest.raises(ConfigError) as err:
+        select(mixed, subset="normal")
+    assert str(err.value) == "unknown subset 'normal'; allowed: hard, all"  # an empty subset is not offered
+
+
+@pytest.mark.parametrize("label", ["同理心", ["温暖"], 3])
+def test_a_label_outside_the_taxonomy_word_for_word(tmp_path: Path, label: Any) -> None:
+    known = ", ".join([*HEART.label_to_ability(), *HEART.label_to_rule()])
+    text = json.dumps(row("b", rubric=[{"dimension": label, "score": 1, "content": "x"}]), ensure_ascii=False)
+    assert one_row_error(tmp_path, text) == (f"<file>:2: rubric[0]: label {label!r} is not in the taxonomy; known "
+                                             f"labels: {known}; add it to an ability's or rule's data_labels")
+
+
+def test_item_tags_error_word_for_word(tmp_path: Path) -> None:
+    spec = with_data(HEART, fields=HEART.data.fields.model_copy(update={"item_tags": "tags"}))
+    rubric = [{"dimension": "温暖", "score": 1, "content": "x", "tags": "axis:a"}]
+    assert one_row_error(tmp_path, json.dumps(row("b", rubric=rubric), ensure_ascii=False), spec) == (
+        "<file>:2: rubric[0]: tags: expected a list of strings; got 'axis:a' (data.fields.item_tags)")
+
+
+def test_items_without_a_label_field_have_an_empty_label(tmp_path: Path) -> None:
+    f = tmp_path / "qa.csv"
+    f.write_text('id,question,reference,topics,checks\nq1,hi,,,"[{""check"": ""x"", ""points"": 1}]"\n')
+    (q,) = parse_rows(with_data(QA, path=str(f)), f)
+    assert [(c.label, c.ability, c.rule) for c in q.criteria] == [("", None, None)]
+
+
+def test_file_level_errors_word_for_word(tmp_path: Path) -> None:
+    f = tmp_path / "rows.jsonl"
+    f.write_bytes(json.dumps(row("a")).encode() + b"\n" + "\ufeff".encode() + json.dumps(row("b")).encode() + b"\n")
+    with pytest.raises(DataError) as err:
+        parse_rows(HEART, f)  # a BOM is dropped from the first line only: mid-file it marks two files joined
+    assert str(err.value).startswith(f"{f}:2: invalid JSON: Unexpected UTF-8 BOM")
+    f.write_bytes(b"X" + json.dumps(row("a")).encode() + b"\n")
+    with pytest.raises(DataError) as err:
+        parse_rows(HEART, f)  # only the BOM is dropped, nothing else at the start
+    assert str(err.value).startswith(f"{f}:1: invalid JSON: Expecting value (column 1)")
+    f.write_bytes(json.dumps(row("a")).encode() + b"\n" + b'{"question_id": "\xff"}\n')
+    with pytest.raises(DataError) as err:
+        parse_rows(HEART, f)
+    assert str(err.value) == f"{f}:2: not valid UTF-8 (invalid start byte at byte 17); save the file as UTF-8"
+    f.write_text("\n \n")
+    with pytest.raises(DataError) as err:
+        parse_rows(HEART, f)
+    assert str(err.value) == f"{f}: no rows; the file is empty: point data.path at the benchmark's data file"
+
+
+def test_json_file_errors_name_the_row(tmp_path: Path) -> None:
+    spec = with_data(HEART, format="json")
+    f = tmp_path / "rows.json"
+    f.write_text(json.dumps([row("a"), row("b", dialogue=[])], ensure_ascii=False))
+    with pytest.raises(DataError) as err:
+        parse_rows(spec, f)
+    assert str(err.value) == (f"{f}:2: dialogue: empty or not a list; every question needs at least one dialogue "
+                              "turn")  # line = the row's 1-based position in the array
+    f.write_text(json.dumps({"rows": []}))
+    with pytest.raises(DataError) as err:
+        parse_rows(spec, f)
+    assert str(err.value) == (f"{f}: the file holds a JSON dict, not an array of rows; data.format json expects "
+                              "[ {...}, {...} ]; for one object a line use jsonl")
+    f.write_text("[\n{}\n")
+    with pytest.raises(DataError) as err:
+        parse_rows(spec, f)
+    assert str(err.value) == (f"{f}:3: invalid JSON: Expecting ',' delimiter (column 1); data.format json expects one JSON "
+                              "array of row objects")
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"question_id": ""}, "<file>:2: question_id: expected a non-empty string id; got ''"),
+    ({"question_id": "a"}, "<file>:2: duplicate id 'a' (field 'question_id'); first seen at line 1; ids must be unique"),
+])
+def test_id_errors_word_for_word(tmp_path: Path, edit: dict[str, Any], message: str) -> None:
+    assert one_row_error(tmp_path, json.dumps(row("b", **edit), ensure_ascii=False)) == message
