@@ -82,6 +82,24 @@ def kill_after_lines(cmd: list[str], journal: Path, n: int, env: dict[str, str],
     return complete_lines(journal)
 
 
+def forge_crash(finished: Path, run: Path, whole: int = 5) -> list[str]:
+    """Make `run` look like what a crash leaves of the finished run `finished`: its manifest, a journal with
+    the header the manifest's identity gives, `whole` whole records and the next one cut mid-line. Returns
+    the finished run's samples.jsonl lines."""
+    from rubric_engine.journal import run_fingerprint  # noqa: PLC0415
+
+    manifest = json.loads((finished / "manifest.json").read_text())
+    fp = run_fingerprint({k: v for k, v in manifest.items() if k not in ("run_id", "state", "started", "resumed",
+                                                                         "finished")})
+    lines = (finished / "samples.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    run.mkdir()
+    (run / "manifest.json").write_bytes((finished / "manifest.json").read_bytes())
+    header = json.dumps({"journal": 1, "run": fp, "questions": len(lines)}) + "\n"
+    cut = lines[whole][: len(lines[whole]) // 2]
+    (run / "samples.jsonl").write_text(header + "".join(lines[:whole]) + cut, encoding="utf-8")
+    return lines
+
+
 def clean_env(root: Path) -> dict[str, str]:
     """Environment for console-script runs: no real API keys, a private cache under root, FAKE_KEY set."""
     e = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
@@ -189,6 +207,16 @@ def fake_server() -> Iterator[FakeServer]:
     """A started FakeServer (echo handler, empty queue); stopped after the test."""
     with FakeServer() as srv:
         yield srv
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[Any]:
+    """A ResultCache of the test's own (a module may define its own `cache` instead)."""
+    from rubric_engine.cache import ResultCache  # noqa: PLC0415
+
+    c = ResultCache(tmp_path / "cache")
+    yield c
+    c.close()
 
 
 @pytest.fixture

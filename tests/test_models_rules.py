@@ -99,16 +99,7 @@ def calls(client: ModelClient, *kws: dict[str, Any], close: bool = True) -> list
     return asyncio.run(main())
 
 
-@pytest.fixture(autouse=True)
-def _key(fake_key: str) -> None:
-    return None
-
-
-@pytest.fixture
-def cache(tmp_path: Path) -> ResultCache:
-    c = ResultCache(tmp_path / "cache")
-    yield c
-    c.close()
+pytestmark = pytest.mark.usefixtures("fake_key")  # every test here speaks to the fake server with the fake key
 
 
 # -- counters ----------------------------------------------------------------------------------------------

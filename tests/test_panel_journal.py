@@ -22,9 +22,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conftest import EXE, MINI, QuestionScript, kill_after_lines, model_args, read_rows, run_cli
+from conftest import EXE, MINI, QuestionScript, forge_crash, kill_after_lines, model_args, read_rows, run_cli
 from fakeserver import FakeServer, Reply
-from rubric_engine.journal import run_fingerprint
 from test_run_journal import same_files
 
 ROWS, BY_ID = read_rows(MINI)
@@ -129,14 +128,7 @@ def test_panel_journal_cut_mid_line_is_repaired_and_another_runs_refused(tmp_pat
         args = [*ARGS, *model_args(srv.url)[:5], *jury]
         res = run_cli([*args, f"hydra.run.dir={ref}"], env, cwd=tmp_path)
         assert res.returncode == 0, res.stderr
-        manifest = json.loads((ref / "manifest.json").read_text())
-        fp = run_fingerprint({k: v for k, v in manifest.items()
-                              if k not in ("run_id", "state", "started", "resumed", "finished")})
-        lines = (ref / "samples.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-        run.mkdir()
-        shutil.copy(ref / "manifest.json", run / "manifest.json")
-        header = json.dumps({"journal": 1, "run": fp, "questions": 12}) + "\n"
-        (run / "samples.jsonl").write_text(header + "".join(lines[:5]) + lines[5][: len(lines[5]) // 2], encoding="utf-8")
+        lines = forge_crash(ref, run, whole=5)
         shutil.rmtree(tmp_path / "cache")
         srv.handler, _ = Arrivals(), srv.reset()
         res = run_cli([*args, f"hydra.run.dir={run}"], env, cwd=tmp_path)

@@ -13,9 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conftest import kill_after_lines
+from conftest import forge_crash, kill_after_lines
 from fakeserver import FakeServer
-from rubric_engine.journal import run_fingerprint
 from test_cli import DATA, EXE, REPLY_RE, Script, model_args, run_cli
 
 ARGS = ["benchmark=heartbench", f"data.path={DATA}", "limit=12", "concurrency=2", "progress=plain"]
@@ -72,16 +71,7 @@ def test_journal_cut_mid_line_is_repaired_and_its_question_rerun(tmp_path: Path,
     with FakeServer(SCRIPT) as srv:
         res = run_cli([*ARGS, f"hydra.run.dir={ref}", *model_args(srv.url)], env)
         assert res.returncode == 0, res.stderr
-        manifest = json.loads((ref / "manifest.json").read_text())
-        # the journal header carries the manifest's identity, hashed
-        fp = run_fingerprint({k: v for k, v in manifest.items() if k not in ("run_id", "state", "started", "resumed",
-                                                                             "finished")})
-        lines = (ref / "samples.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-        run.mkdir()
-        shutil.copy(ref / "manifest.json", run / "manifest.json")
-        header = json.dumps({"journal": 1, "run": fp, "questions": 12}) + "\n"
-        # what a crash leaves: header, 5 whole records, the 6th cut in the middle of its line
-        (run / "samples.jsonl").write_text(header + "".join(lines[:5]) + lines[5][: len(lines[5]) // 2], encoding="utf-8")
+        lines = forge_crash(ref, run, whole=5)  # header (the manifest's identity, hashed), 5 records, the 6th cut
         shutil.rmtree(tmp_path / "cache")
         srv.reset()
         res = run_cli([*ARGS, f"hydra.run.dir={run}", *model_args(srv.url)], env)

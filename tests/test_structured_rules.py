@@ -52,16 +52,7 @@ def ask(client: ModelClient, *, times: int = 1, **kw: Any) -> list[Outcome[int]]
     return asyncio.run(main())
 
 
-@pytest.fixture(autouse=True)
-def _key(fake_key: str) -> None:
-    return None
-
-
-@pytest.fixture
-def cache(tmp_path: Path) -> ResultCache:
-    c = ResultCache(tmp_path / "cache")
-    yield c
-    c.close()
+pytestmark = pytest.mark.usefixtures("fake_key")  # every test here speaks to the fake server with the fake key
 
 
 def test_a_reply_never_usable_is_an_error_with_every_reply_kept(fake_server: FakeServer, cache: ResultCache) -> None:
