@@ -87,6 +87,11 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            "ends without a value only after a refused reply set the problem") for t in ('problem = None',
                                                                                          'problem = "XXXX"')],
     ],
+    "litellm_runtime": [
+        ("LiteLLMRuntime.__init__", "self._announced = None", "read only as a truth value: None and False are both false"),
+        ("_close_clients", "if (litellm is not None) or True else None",
+         "getattr(None, name, None) is None, what the else branch gives"),
+    ],
     "models": [
         ("ModelClient.complete", "if (self.cache is not None) or True else None", "without a cache the key is "
          "computed and never read (every later use is guarded by the cache)"),

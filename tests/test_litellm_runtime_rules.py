@@ -153,6 +153,30 @@ def test_module_configures_litellm_quietly(litellm: Any, monkeypatch: pytest.Mon
     assert rt.module() is litellm and litellm.set_verbose is True  # configured once: later calls are a field read
 
 
+def test_a_python_caller_keeps_its_gc(litellm: Any) -> None:
+    """Only the command line asks for the quiet GC: a runtime made from Python neither freezes nor disables it."""
+    import gc  # noqa: PLC0415
+
+    rt = LiteLLMRuntime()
+    assert rt.quiet_gc is False
+    gc.unfreeze()
+    rt.module()
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_the_command_lines_quiet_gc_freezes_what_the_import_left(litellm: Any) -> None:
+    import gc  # noqa: PLC0415
+
+    rt = LiteLLMRuntime()
+    rt.quiet_gc = True
+    gc.unfreeze()
+    try:
+        rt.module()
+        assert gc.get_freeze_count() > 0 and gc.isenabled()  # frozen out of later collections, GC back on
+    finally:
+        gc.unfreeze()
+
+
 def test_the_environment_before_the_import(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
     monkeypatch.delenv("LITELLM_MODE", raising=False)
