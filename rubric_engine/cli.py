@@ -213,15 +213,14 @@ def _run_job(cfg: DictConfig) -> int:
     sweeping = hc.mode == RunMode.MULTIRUN
     if sweeping:
         (out_dir / ERROR_FILE).unlink(missing_ok=True)  # a re-run job in a reused sweep dir starts clean
+    start_up_done()  # Hydra has composed: the GC paused by start_up is back on for whatever the job does
     try:
         if cfg.dry_run:
             from .commands import print_estimate
 
             print_estimate(settings_from_config(cfg, out_dir))
             return 0
-        settings = settings_from_config(cfg, out_dir)
-        start_up_done()
-        summary = run_benchmark(settings)
+        summary = run_benchmark(settings_from_config(cfg, out_dir))
         why = nothing_scored(summary)
         if why:
             print(f"rubric-engine: {why}", file=sys.stderr)
