@@ -55,7 +55,7 @@ def scored_questions(n: int, seed: int = 1) -> list[Any]:
     """n ScoredQuestions over ABILITIES, 3-8 random abilities each (the statistics benches' data)."""
     import random  # noqa: PLC0415
 
-    from rubric_engine.aggregate import ScoredQuestion  # noqa: PLC0415
+    from rubric_engine.scoring.aggregate import ScoredQuestion  # noqa: PLC0415
 
     rng = random.Random(seed)
     out = []
@@ -211,8 +211,8 @@ def drive_clients(latency: float, reply: Callable[[dict[str, Any]], Any],
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from rubric_engine.cache import ResultCache  # noqa: PLC0415
-    from rubric_engine.models import ModelClient, ModelSpec  # noqa: PLC0415
+    from rubric_engine.models.cache import ResultCache  # noqa: PLC0415
+    from rubric_engine.models.client import ModelClient, ModelSpec  # noqa: PLC0415
 
     os.environ[KEY_ENV] = "sk-bench"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import DIMS, options, scored_questions, timed  # noqa: E402
 
-from rubric_engine.bootstrap import bootstrap_overall  # noqa: E402
+from rubric_engine.stats.bootstrap import bootstrap_overall  # noqa: E402
 
 
 def main() -> None:

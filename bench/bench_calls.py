@@ -30,9 +30,9 @@ if str(ROOT) not in sys.path:
 
 sys.path.insert(0, str(ROOT / "bench"))
 from _common import ServerProcess  # noqa: E402
-from rubric_engine.cache import ResultCache  # noqa: E402
-from rubric_engine.models import ModelClient  # noqa: E402
-from rubric_engine.modelspec import ModelSpec  # noqa: E402
+from rubric_engine.models.cache import ResultCache  # noqa: E402
+from rubric_engine.models.client import ModelClient  # noqa: E402
+from rubric_engine.models.entries import ModelSpec  # noqa: E402
 
 __all__ = ["run_stages", "cached_rescore", "rescore_command", "time_subprocess", "main"]
 
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     from fakeserver import FakeServer  # noqa: PLC0415
 
     os.environ[KEY_ENV] = "sk-bench"
-    from rubric_engine.litellm_runtime import RUNTIME  # noqa: PLC0415
+    from rubric_engine.models.litellm_runtime import RUNTIME  # noqa: PLC0415
 
     t0 = time.perf_counter()
     RUNTIME.module()  # paid once per process; excluded from the stage timings, reported on its own

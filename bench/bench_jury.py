@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import KEY_ENV, ROOT, drive_clients, options, print_call_rate  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-from rubric_engine.dataset import load_dataset  # noqa: E402
-from rubric_engine.jury import Panel  # noqa: E402
-from rubric_engine.models import ModelClient  # noqa: E402
-from rubric_engine.modelspec import ModelSpec  # noqa: E402
-from rubric_engine.spec import load_spec  # noqa: E402
+from rubric_engine.dataset.load import load_dataset  # noqa: E402
+from rubric_engine.judge.panels import Panel  # noqa: E402
+from rubric_engine.models.client import ModelClient  # noqa: E402
+from rubric_engine.models.entries import ModelSpec  # noqa: E402
+from rubric_engine.spec.schema import load_spec  # noqa: E402
 
 
 def _reply(body: dict[str, Any]) -> Any:

@@ -27,8 +27,8 @@ MEASURE = r"""
 import json, resource, sys
 from pathlib import Path
 mode, dirs = sys.argv[1], [Path(p) for p in sys.argv[2:]]
-from rubric_engine.leaderboard import build_leaderboard
-from rubric_engine.runs import collect_runs
+from rubric_engine.results.leaderboard import build_leaderboard
+from rubric_engine.store.runs import collect_runs
 runs = collect_runs(dirs)
 held = []
 if mode == "whole":  # the earlier reader: every record of every run, parsed and kept

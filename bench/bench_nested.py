@@ -19,9 +19,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ABILITIES, DIMS, options, timed  # noqa: E402
 
-from rubric_engine.aggregate import ScoredQuestion  # noqa: E402
-from rubric_engine.bootstrap import bootstrap_overall  # noqa: E402
-from rubric_engine.nested import Nested, multisets, nested_stats  # noqa: E402
+from rubric_engine.scoring.aggregate import ScoredQuestion  # noqa: E402
+from rubric_engine.stats.bootstrap import bootstrap_overall  # noqa: E402
+from rubric_engine.stats.nested import Nested, multisets, nested_stats  # noqa: E402
 
 
 def main() -> None:

@@ -28,10 +28,10 @@ from _common import KEY_ENV, ROOT, drive_clients, options, print_call_rate  # no
 
 sys.path.insert(0, str(ROOT))
 from rubric_engine.datatypes import Criterion, Question, Turn  # noqa: E402
-from rubric_engine.judge import judge_response  # noqa: E402
-from rubric_engine.models import ModelClient  # noqa: E402
-from rubric_engine.modelspec import ModelSpec  # noqa: E402
-from rubric_engine.spec import load_spec  # noqa: E402
+from rubric_engine.judge.grading import judge_response  # noqa: E402
+from rubric_engine.models.client import ModelClient  # noqa: E402
+from rubric_engine.models.entries import ModelSpec  # noqa: E402
+from rubric_engine.spec.schema import load_spec  # noqa: E402
 
 
 def _reply(body: dict[str, Any]) -> Any:

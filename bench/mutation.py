@@ -10,13 +10,13 @@ not kill a mutant. Needs `pip install -e ".[dev]"` in a venv of its own (mutmut 
 which the `test` extra's irrCAC forbids); the default test sets import nothing from `test` beyond pytest
 and hypothesis.
 
-    python bench/mutation.py scoring               # one module, its default tests
-    python bench/mutation.py bootstrap --max-children 2
+    python bench/mutation.py scoring.question               # one module, its default tests
+    python bench/mutation.py stats.bootstrap --max-children 2
     python bench/mutation.py --all                 # every core module (slow: run it outside CI)
-    python bench/mutation.py judge --tests tests/test_judge.py tests/test_properties.py
-    python bench/mutation.py scoring --show-survivors   # print each surviving mutant's diff
+    python bench/mutation.py judge.grading --tests tests/test_judge.py tests/test_properties.py
+    python bench/mutation.py scoring.question --show-survivors   # print each surviving mutant's diff
 
-Output: one line per module, e.g. `scoring  killed 180/200 = 90.0%  (survived 18, timeout 0, no tests 2)`.
+Output: one line per module, e.g. `scoring.question  killed 180/200 = 90.0%  (survived 18, timeout 0, no tests 2)`.
 """
 
 from __future__ import annotations
@@ -37,25 +37,25 @@ FOLDED = ("conf", "benchmarks", "data")  # package-dir mappings from pyproject.t
 
 # module -> the in-process tests that exercise it (console-script tests cannot see mutants)
 CORE: dict[str, list[str]] = {
-    "scoring": ["test_scoring.py", "test_properties.py", "test_rules_pinned.py", "test_spec_language.py",
+    "scoring.question": ["test_scoring.py", "test_properties.py", "test_rules_pinned.py", "test_spec_language.py",
                 "test_aggregate.py", "test_aggregate_rules.py", "test_healthbench.py", "test_scoring_rules.py"],
-    "aggregate": ["test_aggregate.py", "test_aggregate_rules.py", "test_rules_pinned.py"],
-    "bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py", "test_bootstrap_rules.py"],
-    "judge": ["test_judge.py", "test_judge_per_criterion.py", "test_judge_rules.py"],
-    "models": ["test_models.py", "test_models_faults.py", "test_models_rules.py", "test_structured_rules.py"],
-    "litellm_runtime": ["test_litellm_runtime_rules.py", "test_models.py", "test_models_faults.py"],
-    "structured": ["test_structured_rules.py", "test_judge.py", "test_judge_rules.py", "test_judge_per_criterion.py"],
-    "verdicts": ["test_verdicts_rules.py", "test_judge.py", "test_judge_rules.py", "test_properties.py"],
-    "callfailures": ["test_callfailures_rules.py", "test_models_faults.py"],
-    "modelspec": ["test_modelspec_rules.py", "test_models.py"],
-    "cache": ["test_cache.py", "test_cache_rules.py"],
-    "dataset": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_data_lazy.py",
+    "scoring.aggregate": ["test_aggregate.py", "test_aggregate_rules.py", "test_rules_pinned.py"],
+    "stats.bootstrap": ["test_bootstrap.py", "test_bootstrap_level.py", "test_properties.py", "test_bootstrap_rules.py"],
+    "judge.grading": ["test_judge.py", "test_judge_per_criterion.py", "test_judge_rules.py"],
+    "models.client": ["test_models.py", "test_models_faults.py", "test_models_rules.py", "test_structured_rules.py"],
+    "models.litellm_runtime": ["test_litellm_runtime_rules.py", "test_models.py", "test_models_faults.py"],
+    "judge.structured": ["test_structured_rules.py", "test_judge.py", "test_judge_rules.py", "test_judge_per_criterion.py"],
+    "judge.verdicts": ["test_verdicts_rules.py", "test_judge.py", "test_judge_rules.py", "test_properties.py"],
+    "models.failures": ["test_callfailures_rules.py", "test_models_faults.py"],
+    "models.entries": ["test_modelspec_rules.py", "test_models.py"],
+    "models.cache": ["test_cache.py", "test_cache_rules.py"],
+    "dataset.load": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_data_lazy.py",
                 "test_dataset_rules.py", "test_dataquirks_rules.py"],
-    "dataquirks": ["test_data.py", "test_data_faults.py", "test_dataset_rules.py", "test_dataquirks_rules.py"],
-    "datafetch": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py",
+    "dataset.quirks": ["test_data.py", "test_data_faults.py", "test_dataset_rules.py", "test_dataquirks_rules.py"],
+    "dataset.fetch": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py",
                   "test_datafetch_rules.py"],
-    "spec": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
-    "specfile": ["test_spec.py", "test_specfile_rules.py"],
+    "spec.schema": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
+    "spec.files": ["test_spec.py", "test_specfile_rules.py"],
 }
 KILLED = {"killed", "timeout", "caught by type check"}  # mutmut's statuses that mean "a test noticed"
 GOAL = 90.0  # percent of non-equivalent mutants killed, per module (issue 16); the exit code is 1 below it
@@ -66,7 +66,7 @@ GOAL = 90.0  # percent of non-equivalent mutants killed, per module (issue 16); 
 # shift the list; a listed mutant that a test does kill is simply counted as killed.
 _FIELDS_UNREAD = "the statistic reads only abilities and score of a group view"
 EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
-    "aggregate": [
+    "scoring.aggregate": [
         *[("_item_view", text, _FIELDS_UNREAD) for text in (
             "ScoredQuestion(None, q.subset", "ScoredQuestion(q.id, None, q.scenario", "q.subset, None, {name",
             "value, None, q.tags, {})", "q.catastrophic, None, {})", "q.tags, None)", "value, q.tags, {})",
@@ -78,7 +78,7 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("breakdown", "if (views) or True else None", "the statistic of no views is None already"),
     ],
     # (the judge's entries for uses_json_schema and _complete moved with those functions to structured.py)
-    "structured": [
+    "judge.structured": [
         ("_complete", "complete(messages, accept=accept,", "response_format=None is complete()'s default"),
         *[("_complete", text, "a mock/ model (the only one that reads expect) never refuses json_schema, so the "
            "known-refused path never carries an expect (the same lines of the first call are killed by "
@@ -87,12 +87,12 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            "ends without a value only after a refused reply set the problem") for t in ('problem = None',
                                                                                          'problem = "XXXX"')],
     ],
-    "litellm_runtime": [
+    "models.litellm_runtime": [
         ("LiteLLMRuntime.__init__", "self._announced = None", "read only as a truth value: None and False are both false"),
         ("_close_clients", "if (litellm is not None) or True else None",
          "getattr(None, name, None) is None, what the else branch gives"),
     ],
-    "models": [
+    "models.client": [
         ("ModelClient.complete", "if (self.cache is not None) or True else None", "without a cache the key is "
          "computed and never read (every later use is guarded by the cache)"),
         *[("ModelClient.complete", t, "key is None exactly when self.cache is None") for t in (
@@ -122,7 +122,7 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("ModelClient._call", "failure.detail[:81]", "the width of a progress line; the failures without a status "
          "(malformed replies) have details shorter than 80 characters"),
     ],
-    "verdicts": [
+    "judge.verdicts": [
         *[(fn, t, "the caller words the problem itself (_item: '\"met\" must be true or false', parse: 'has no "
            "integer \"id\"'); this text is never shown") for fn, ts in (
             ("_as_int", ('ValueError(None)', '"XXnot an integerXX"', '"NOT AN INTEGER"')),
@@ -145,7 +145,7 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("VerdictShape.parse", "VerdictError(None)", "extract_json returns only objects decoded from a '{' (a dict "
          "or an error), so the object shape's non-dict check never fires"),
     ],
-    "modelspec": [
+    "models.entries": [
         *[("provider_key_env", t, "only the part before the first '/' is read") for t in (
             'model.split("/", )[0]', 'model.split("/", 2)[0]')],
         *[("provider_key_env", t, "the provider is upper-cased into the variable name and neither has an "
@@ -154,7 +154,7 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("cache_key", "ensure_ascii=None", "None is as falsy as False"),
         ("cache_key", 'text.encode("UTF-8")', "codec names are case-insensitive"),
     ],
-    "dataset": [
+    "dataset.load": [
         ("_Row.err", 'fix: str = "XXXX"', "every caller passes fix="),
         *[("index_rows", t, "the first JSONL row (offset 0) is also held in memory, but row() and load() test "
            "ref.offset < 0 themselves and still read it from the file: only one question's memory changes")
@@ -167,25 +167,25 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_csv_cell", 'v[:1] in "XX[{XX"', "a cell starting with X is tried as JSON, fails, and stays text"),
         ("_number", '"XX.eEXX"', "text with an X is no number either way and stays text"),
     ],
-    "bootstrap": [
+    "stats.bootstrap": [
         ("_vectors", "for q in scored], 2", "under a mean over questions only index 0 is ever filled, and _macro "
          "averages only the indices that have counts"),
         ("_macro", "clip: bool = True", "bootstrap_stats and paired_difference always pass clip"),
         ("paired_difference", "assert point_a is not None or point_b is not None", "_vectors already refused a "
          "question without abilities, so neither point is None (the assert only narrows the type)"),
     ],
-    "scoring": [
+    "scoring.question": [
         ("_rules_by_id", "known: {'XX, XX'.join(EFFECTS)}", "EFFECTS holds one name, so the separator never shows"),
         ("_clipped", "clipped.__doc__ = None", "a docstring; no code reads it"),
         *[("_add", t, "a zero weight adds 0.0 to either sum") for t in ("if w <= 0:", "elif w >= 0:")],
         *[("score_question", t, "only whether n_scored is zero is read, and it is never zero after an item")
           for t in ("n_scored = 1", "n_scored -= 1", "n_scored += 2")],
     ],
-    "dataquirks": [
+    "dataset.quirks": [
         *[("DataQuirks.note", t, "the default is only ever the left side of `or`: None or x is x, as False or x is")
           for t in ("signs.get(c.ability, None)", "signs.get(c.ability, )")],
     ],
-    "datafetch": [
+    "dataset.fetch": [
         *[("sha256_file", t, "the digest does not depend on the read size") for t in (
             "fh.read(None)", "fh.read(2 << 20)", "fh.read(1 << 21)")],
         *[("fetch", t, "the digest does not depend on the read size") for t in (
@@ -194,11 +194,11 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("fetch", t, "header names are case-insensitive (email.message.Message.get)") for t in (
             'headers.get("content-length")', 'headers.get("CONTENT-LENGTH")')],
     ],
-    "specfile": [
+    "spec.files": [
         *[("_packaged_dir", t, "the fallback for a package without importlib resources finds the same spec files "
            "(a checkout's benchmarks/); unreachable when the package is installed") for t in (
             "Path(None)", "os.fspath(None)", 'files("XXrubric_engine', 'files("RUBRIC_ENGINE', "p = None",
-            'parents[1] * "benchmarks"', "parents[2]", '"XXbenchmarksXX"', '"BENCHMARKS"', "(p.is_dir()) or True")],
+            'parents[2] * "benchmarks"', "parents[3]", '"XXbenchmarksXX"', '"BENCHMARKS"', "(p.is_dir()) or True")],
         ("_find", "get_close_matches(name, list(known), )", "only the first close match is used"),
         ("_find", "get_close_matches(name, list(known), n=2)", "only the first close match is used"),
         ("_lookup", "range(len(key), -2, -1)", "key[:-1] was already looked up"),
@@ -219,7 +219,7 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("_load_chain", '"/" in parent and os.sep in parent', "os.sep is / on POSIX"),
         ("_load_chain", '"XX/XX" in parent or os.sep in parent', "os.sep is / on POSIX"),
     ],
-    "cache": [
+    "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
         ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),
         *[(f"ResultCache.{fn}", text, "retry= only matters when SQLite's lock wait (60 s) runs out under "
@@ -231,6 +231,11 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("ResultCache.set", "allow_nan=None)", "json.dumps treats None like False"),
     ],
 }
+
+
+def source(module: str) -> str:
+    """'scoring.question' -> 'scoring/question.py': a module named by its dotted path inside the package."""
+    return module.replace(".", "/") + ".py"
 
 
 def prepare(module: str, tests: list[str]) -> Path:
@@ -251,7 +256,7 @@ def prepare(module: str, tests: list[str]) -> Path:
     (work / "pyproject.toml").write_text(
         "[tool.mutmut]\n"
         f'source_paths = ["{PACKAGE}"]\n'
-        f'only_mutate = ["{PACKAGE}/{module}.py"]\n'
+        f'only_mutate = ["{PACKAGE}/{source(module)}"]\n'
         f"also_copy = [{', '.join(repr(n).replace(chr(39), chr(34)) for n in FOLDED)}]\n"
         f"pytest_add_cli_args_test_selection = [{selection}]\n"
         'pytest_add_cli_args = ["-q", "-p", "no:cacheprovider", "-m", "not slow"]\n'
@@ -262,7 +267,7 @@ def prepare(module: str, tests: list[str]) -> Path:
 
 
 def function_of(mutant: str) -> str:
-    """'rubric_engine.cache.xǁResultCacheǁget__mutmut_3' -> 'ResultCache.get'; 'x__mean__mutmut_1' -> '_mean'."""
+    """'rubric_engine.models.cache.xǁResultCacheǁget__mutmut_3' -> 'ResultCache.get'; 'x__mean__mutmut_1' -> '_mean'."""
     mangled = mutant.rsplit(".", 1)[-1].rsplit("__mutmut_", 1)[0]
     if mangled.startswith("x\u01c1"):
         return mangled[2:].replace("\u01c1", ".")
@@ -328,7 +333,7 @@ def main() -> int:
     modules = list(CORE) if args.all else args.modules
     if not modules:
         parser.error("name at least one module, or --all")
-    unknown = [m for m in modules if not (ROOT / PACKAGE / f"{m}.py").is_file()]
+    unknown = [m for m in modules if not (ROOT / PACKAGE / source(m)).is_file()]
     if unknown:
         parser.error(f"no module {', '.join(unknown)} in {PACKAGE}/")
     worst = 0
@@ -343,7 +348,7 @@ def main() -> int:
         share = 100.0 * killed / (total - equivalent) if total > equivalent else 0.0
         others = ", ".join(f"{s} {n}" for s, n in sorted(statuses.items())
                            if s not in KILLED and s != "equivalent") or "none"
-        print(f"{module:<10} killed {killed}/{total - equivalent} non-equivalent = {share:.1f}%  "
+        print(f"{module:<24} killed {killed}/{total - equivalent} non-equivalent = {share:.1f}%  "
               f"({total} mutants, {equivalent} equivalent; not killed: {others})"
               + ("" if code == 0 else f"  [mutmut exit {code}; see {SCRATCH.name}/{module}/mutmut.log]"),
               flush=True)

@@ -7,7 +7,7 @@ The engine is callable from Python without Hydra::
                                         candidate=ModelSpec(name="gpt-4o", model="openai/gpt-4o",
                                                             api_key_env="OPENAI_API_KEY")))
 
-Public names are resolved lazily (PEP 562), so `import rubric_engine.aggregate` does not pay for rich,
+Public names are resolved lazily (PEP 562), so `import rubric_engine.scoring.aggregate` does not pay for rich,
 diskcache, jinja2 or pydantic. LiteLLM is imported only when a model call is really made; Hydra only by
 the CLI.
 """
@@ -21,14 +21,15 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    "run_benchmark": "runner", "RunSettings": "runner",
-    "load_spec": "spec", "BenchmarkSpec": "spec",
-    "load_dataset": "dataset", "select": "dataset",
+    "run_benchmark": "run.runner", "RunSettings": "run.runner",
+    "load_spec": "spec.schema", "BenchmarkSpec": "spec.schema",
+    "load_dataset": "dataset.load", "select": "dataset.load",
     "Dataset": "datatypes", "Question": "datatypes", "Criterion": "datatypes", "Turn": "datatypes",
-    "ModelSpec": "modelspec", "ModelClient": "models", "CallResult": "models", "ResultCache": "cache",
-    "judge_response": "judge", "JudgeResult": "judge", "Verdict": "judge",
-    "score_question": "scoring", "QuestionScore": "scoring", "FORMULAS": "scoring",
-    "aggregate": "aggregate", "ScoredQuestion": "aggregate",
+    "ModelSpec": "models.entries", "ModelClient": "models.client", "CallResult": "models.client",
+    "ResultCache": "models.cache",
+    "judge_response": "judge.grading", "JudgeResult": "judge.grading", "Verdict": "judge.grading",
+    "score_question": "scoring.question", "QuestionScore": "scoring.question", "FORMULAS": "scoring.question",
+    "aggregate": "scoring.aggregate", "ScoredQuestion": "scoring.aggregate",
     "RubricEngineError": "errors", "SpecError": "errors", "DataError": "errors", "ConfigError": "errors",
     "ModelCallError": "errors", "FatalModelError": "errors", "AnswersError": "errors", "CacheError": "errors",
 }
@@ -50,15 +51,15 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; never executed
-    from .aggregate import ScoredQuestion, aggregate
-    from .cache import ResultCache
-    from .dataset import load_dataset, select
-    from .datatypes import Criterion, Dataset, Question, Turn
-    from .errors import (AnswersError, CacheError, ConfigError, DataError, FatalModelError, ModelCallError,
-                         RubricEngineError, SpecError)
-    from .judge import JudgeResult, Verdict, judge_response
-    from .models import CallResult, ModelClient
-    from .modelspec import ModelSpec
-    from .runner import RunSettings, run_benchmark
-    from .scoring import FORMULAS, QuestionScore, score_question
-    from .spec import BenchmarkSpec, load_spec
+    from rubric_engine.dataset.load import load_dataset, select
+    from rubric_engine.datatypes import Criterion, Dataset, Question, Turn
+    from rubric_engine.errors import (AnswersError, CacheError, ConfigError, DataError, FatalModelError, ModelCallError,
+                                      RubricEngineError, SpecError)
+    from rubric_engine.judge.grading import JudgeResult, Verdict, judge_response
+    from rubric_engine.models.cache import ResultCache
+    from rubric_engine.models.client import CallResult, ModelClient
+    from rubric_engine.models.entries import ModelSpec
+    from rubric_engine.run.runner import RunSettings, run_benchmark
+    from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate
+    from rubric_engine.scoring.question import FORMULAS, QuestionScore, score_question
+    from rubric_engine.spec.schema import BenchmarkSpec, load_spec

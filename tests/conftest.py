@@ -31,8 +31,8 @@ if _TESTS not in sys.path:  # `from fakeserver import ...` works from any test m
     sys.path.insert(0, _TESTS)
 
 from fakeserver import FakeServer, Reply  # noqa: E402
-from rubric_engine.dataset import default_data_cache_dir, load_dataset  # noqa: E402
-from rubric_engine.spec import load_spec  # noqa: E402
+from rubric_engine.dataset.load import default_data_cache_dir, load_dataset  # noqa: E402
+from rubric_engine.spec.schema import load_spec  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "tests" / "data" / "mini_heartbench.jsonl"
@@ -86,7 +86,7 @@ def forge_crash(finished: Path, run: Path, whole: int = 5) -> list[str]:
     """Make `run` look like what a crash leaves of the finished run `finished`: its manifest, a journal with
     the header the manifest's identity gives, `whole` whole records and the next one cut mid-line. Returns
     the finished run's samples.jsonl lines."""
-    from rubric_engine.journal import run_fingerprint  # noqa: PLC0415
+    from rubric_engine.run.journal import run_fingerprint  # noqa: PLC0415
 
     manifest = json.loads((finished / "manifest.json").read_text())
     fp = run_fingerprint({k: v for k, v in manifest.items() if k not in ("run_id", "state", "started", "resumed",
@@ -212,7 +212,7 @@ def fake_server() -> Iterator[FakeServer]:
 @pytest.fixture
 def cache(tmp_path: Path) -> Iterator[Any]:
     """A ResultCache of the test's own (a module may define its own `cache` instead)."""
-    from rubric_engine.cache import ResultCache  # noqa: PLC0415
+    from rubric_engine.models.cache import ResultCache  # noqa: PLC0415
 
     c = ResultCache(tmp_path / "cache")
     yield c

@@ -355,7 +355,7 @@ def test_unicode_line_separators_in_replies_survive_a_rescore(srv: FakeServer, t
 
 
 def test_answers_with_bom_and_integer_like_ids(tmp_path: Path) -> None:
-    from rubric_engine.rundir import read_answers
+    from rubric_engine.store.layout import read_answers
 
     f = tmp_path / "answers.jsonl"
     f.write_bytes("\ufeff".encode() + b'{"qid": 7, "response": "hi\xe2\x80\xa8there"}\n{"qid": "8", "response": "yo"}\n')
@@ -456,7 +456,7 @@ def test_readme_params_override_works(tmp_path: Path) -> None:
 
 
 def test_unquoted_version_keeps_its_text(tmp_path: Path) -> None:
-    from rubric_engine.spec import load_spec
+    from rubric_engine.spec.schema import load_spec
 
     bench = hostile_spec(tmp_path)
     yaml_file = bench / "benchmark.yaml"

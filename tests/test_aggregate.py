@@ -1,4 +1,4 @@
-"""rubric_engine.aggregate: hand-computed cases, samples.jsonl parsing, and a property test on real data."""
+"""rubric_engine.scoring.aggregate: hand-computed cases, samples.jsonl parsing, and a property test on real data."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import MISSING, heartbench_dir
 
-from rubric_engine.aggregate import ScoredQuestion, aggregate, overall, scored_from_samples
-from rubric_engine.dataset import Criterion
-from rubric_engine.scoring import score_question
+from rubric_engine.dataset.load import Criterion
+from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, overall, scored_from_samples
+from rubric_engine.scoring.question import score_question
 
 
 

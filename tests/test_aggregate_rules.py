@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from rubric_engine.aggregate import (NO_SCENARIO, ScoredQuestion, aggregate, breakdown, breakdowns,
-                                     group_members, overall, scored_from_samples, scored_question)
-from rubric_engine.scoring import AbilityScore, Aggregation, QuestionScore
 from rubric_engine.datatypes import Question
+from rubric_engine.scoring.aggregate import (NO_SCENARIO, ScoredQuestion, aggregate, breakdown, breakdowns,
+                                             group_members, overall, scored_from_samples, scored_question)
+from rubric_engine.scoring.question import AbilityScore, Aggregation, QuestionScore
 
 DIMS = {"x": ["A", "C"], "y": ["B"]}
 PER_QUESTION = Aggregation(overall="mean_over_questions")

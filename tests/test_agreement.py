@@ -11,7 +11,7 @@ from irrCAC.raw import CAC
 from scipy import stats as sps
 from sklearn.metrics import cohen_kappa_score
 
-from rubric_engine import agreement as st
+from rubric_engine.stats import agreement as st
 
 nan = math.nan
 

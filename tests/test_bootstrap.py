@@ -1,4 +1,4 @@
-"""rubric_engine.bootstrap: degenerate intervals, reproducibility, paired comparisons.
+"""rubric_engine.stats.bootstrap: degenerate intervals, reproducibility, paired comparisons.
 
 The interval level is pinned in test_bootstrap_level.py; speed is measured by bench/bench_bootstrap.py."""
 
@@ -9,8 +9,8 @@ import statistics
 
 import pytest
 
-from rubric_engine.aggregate import ScoredQuestion, aggregate, overall
-from rubric_engine.bootstrap import _macro, _vectors, bootstrap_overall, paired_difference, percentile
+from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, overall
+from rubric_engine.stats.bootstrap import _macro, _vectors, bootstrap_overall, paired_difference, percentile
 
 ABILITIES = [f"a{i}" for i in range(15)]
 DIMS = {"d0": ABILITIES[:7], "d1": ABILITIES[7:11], "d2": ABILITIES[11:13], "d3": ABILITIES[13:14], "d4": ABILITIES[14:]}

@@ -14,8 +14,8 @@ import statistics
 
 import pytest
 
-from rubric_engine.aggregate import ScoredQuestion, overall
-from rubric_engine.bootstrap import bootstrap_overall, paired_difference
+from rubric_engine.scoring.aggregate import ScoredQuestion, overall
+from rubric_engine.stats.bootstrap import bootstrap_overall, paired_difference
 
 DIMS = {"d0": ["a", "b", "c"], "d1": ["d"]}
 Z = {0.05: 1.959964, 0.10: 1.644854}  # two-sided normal quantiles (textbook values)
@@ -120,7 +120,7 @@ def test_one_resample_is_allowed_zero_alpha_is_not() -> None:
 
 
 def test_messages_name_the_problem() -> None:
-    from rubric_engine.bootstrap import percentile
+    from rubric_engine.stats.bootstrap import percentile
 
     with pytest.raises(ValueError, match=r"^percentile of an empty sequence$"):
         percentile([], 0.5)

@@ -10,9 +10,9 @@ import statistics
 
 import pytest
 
-from rubric_engine.aggregate import ScoredQuestion, overall
-from rubric_engine.bootstrap import bootstrap_stats, paired_difference, percentile
-from rubric_engine.scoring import Aggregation
+from rubric_engine.scoring.aggregate import ScoredQuestion, overall
+from rubric_engine.scoring.question import Aggregation
+from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference, percentile
 
 DIMS = {"d0": ["a", "b"], "d1": ["c"]}
 HOWS = [Aggregation(overall=o, clip=c) for o in ("macro_over_groups", "mean_over_questions")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.cache import CacheError, ResultCache, default_cache_dir
+from rubric_engine.models.cache import CacheError, ResultCache, default_cache_dir
 
 
 def test_values_are_stored_as_sorted_readable_json_text(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from rubric_engine.callfailures import STOPS_RUN_KINDS, Failure, Malformed, classify, clean, refused, retry_after
+from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, Malformed, classify, clean, refused, retry_after
 
 
 def named(name: str, status: int | None = None, headers: dict[str, str] | None = None,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.leaderboard import build_leaderboard
-from rubric_engine.leaderboard_output import write_leaderboard
-from rubric_engine.runs import collect_runs
+from rubric_engine.report.leaderboard import write_leaderboard
+from rubric_engine.results.leaderboard import build_leaderboard
+from rubric_engine.store.runs import collect_runs
 from test_html_report import _page
 from test_leaderboard import make_run
 

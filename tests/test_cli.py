@@ -228,9 +228,9 @@ def test_dry_run_counts_calls_and_calls_nothing(tmp_path: Path, env: dict[str, s
     import os
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
-    from rubric_engine.dataset import load_dataset, select
-    from rubric_engine.prompts import candidate_messages
-    from rubric_engine.spec import load_spec
+    from rubric_engine.dataset.load import load_dataset, select
+    from rubric_engine.judge.prompts import candidate_messages
+    from rubric_engine.spec.schema import load_spec
     spec = load_spec("heartbench")
     qs = select(load_dataset(spec, DATA).questions, limit=5)
     counted = sum(litellm.token_counter(model="openai/cand", messages=candidate_messages(spec, q)) for q in qs)

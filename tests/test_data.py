@@ -11,9 +11,9 @@ from typing import Any, Callable
 
 import pytest
 
-from rubric_engine.dataset import Dataset, Question, load_dataset, select, sha256_file
+from rubric_engine.dataset.load import Dataset, Question, load_dataset, select, sha256_file
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.spec import BenchmarkSpec, load_spec
+from rubric_engine.spec.schema import BenchmarkSpec, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.dataset import QuestionRef, QuestionRows, load_dataset, select
+from rubric_engine.dataset.load import QuestionRef, QuestionRows, load_dataset, select
 from rubric_engine.errors import DataError
-from rubric_engine.spec import BenchmarkSpec, load_spec
+from rubric_engine.spec.schema import BenchmarkSpec, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.dataset import fetch, sha256_file
+from rubric_engine.dataset.load import fetch, sha256_file
 from rubric_engine.errors import DataError
 
 

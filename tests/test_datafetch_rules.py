@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.datafetch import fetch, sha256_file
+from rubric_engine.dataset.fetch import fetch, sha256_file
 from rubric_engine.errors import DataError
 
 BODY = b'{"question_id": "a"}\n' * 3

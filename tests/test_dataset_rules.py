@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.dataset import default_data_cache_dir, load_dataset, parse_rows, select, sha256_file
+from rubric_engine.dataset.load import default_data_cache_dir, load_dataset, parse_rows, select, sha256_file
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.spec import BenchmarkSpec, load_spec
+from rubric_engine.spec.schema import BenchmarkSpec, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 HEART = load_spec(ROOT / "benchmarks" / "heartbench")
@@ -263,7 +263,7 @@ def www(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unt
 def test_unpinned_download_is_trusted_on_first_use_with_its_path(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import hashlib
 
-    from rubric_engine.dataset import fetch
+    from rubric_engine.dataset.load import fetch
 
     base, root = www
     write(root, [row("a")], "rows.jsonl")
@@ -283,7 +283,7 @@ def test_unpinned_download_is_trusted_on_first_use_with_its_path(www, tmp_path: 
 
 
 def test_a_url_without_a_file_name_is_stored_as_data(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from rubric_engine.dataset import fetch
+    from rubric_engine.dataset.load import fetch
 
     base, root = www
     (root / "index.html").write_text("x")
@@ -292,7 +292,7 @@ def test_a_url_without_a_file_name_is_stored_as_data(www, tmp_path: Path) -> Non
 
 
 def test_a_changed_first_use_file_is_refused(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from rubric_engine.dataset import fetch
+    from rubric_engine.dataset.load import fetch
 
     base, root = www
     (root / "f.jsonl").write_text("one")
@@ -309,7 +309,7 @@ def test_a_changed_first_use_file_is_refused(www, tmp_path: Path) -> None:  # ty
 def test_download_error_messages(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import socket
 
-    from rubric_engine.dataset import fetch
+    from rubric_engine.dataset.load import fetch
 
     base, root = www
     (root / "f.jsonl").write_text("one")
@@ -450,7 +450,7 @@ def test_a_changed_row_error_says_what_to_do(tmp_path: Path) -> None:
 
 
 def test_index_rows_without_a_warnings_list(tmp_path: Path) -> None:
-    from rubric_engine.dataset import index_rows
+    from rubric_engine.dataset.load import index_rows
 
     f = write(tmp_path, [row("a", primary_scene=""), row("b")])
     rows = index_rows(HEART, f)

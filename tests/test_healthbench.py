@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from fakeserver import FakeServer, Reply
-from rubric_engine.aggregate import aggregate, breakdowns, scored_question
-from rubric_engine.bootstrap import bootstrap_stats
-from rubric_engine.dataset import parse_rows
-from rubric_engine.scoring import score_question
-from rubric_engine.spec import load_spec
+from rubric_engine.dataset.load import parse_rows
+from rubric_engine.scoring.aggregate import aggregate, breakdowns, scored_question
+from rubric_engine.scoring.question import score_question
+from rubric_engine.spec.schema import load_spec
+from rubric_engine.stats.bootstrap import bootstrap_stats
 
 REPO = Path(__file__).resolve().parents[1]
 from conftest import EXE  # the console script of the environment under test, never another on PATH

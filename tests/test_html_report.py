@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.html_report import render_html
-from rubric_engine.leaderboard import build_leaderboard
-from rubric_engine.leaderboard_output import write_leaderboard
-from rubric_engine.runs import collect_runs
+from rubric_engine.report.html_page import render_html
+from rubric_engine.report.leaderboard import write_leaderboard
+from rubric_engine.results.leaderboard import build_leaderboard
+from rubric_engine.store.runs import collect_runs
 from test_leaderboard import make_run
 
 EVIL = "<script>alert('x')</script> & <b>bold</b> see https://example.com/x"

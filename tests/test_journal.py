@@ -1,4 +1,4 @@
-"""The run journal (rubric_engine.journal): append, batch fsync, resume reading, crash repair, refusal."""
+"""The run journal (rubric_engine.run.journal): append, batch fsync, resume reading, crash repair, refusal."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.journal import JournalWriter, read_journal, run_fingerprint
+from rubric_engine.run.journal import JournalWriter, read_journal, run_fingerprint
 
 FP = run_fingerprint({"spec": "abc", "data": "123", "candidate": {"model": "openai/x"}, "limit": 5})
 
@@ -86,7 +86,7 @@ def test_kill_9_loses_at_most_the_unsynced_batch(tmp_path: Path) -> None:
     path = tmp_path / "samples.jsonl"
     script = textwrap.dedent(f"""
         import sys, time
-        from rubric_engine.journal import JournalWriter
+        from rubric_engine.run.journal import JournalWriter
         j = JournalWriter({str(path)!r}, {FP!r}, batch=4, interval=3600)
         for i in range(10):
             j.append({{"id": f"q{{i}}", "pad": "x" * 3000}})

@@ -11,11 +11,11 @@ from typing import Any, Callable
 import pytest
 from fakeserver import FakeServer, Reply
 
-from rubric_engine.cache import ResultCache
 from rubric_engine.errors import FatalModelError
-from rubric_engine.judge import (RESPONSE_FORMAT, JudgeResult, VerdictError, judge_response, parse_verdict,
-                                 uses_json_schema, verdict_schema)
-from rubric_engine.models import ModelClient, ModelSpec
+from rubric_engine.judge.grading import (RESPONSE_FORMAT, JudgeResult, VerdictError, judge_response, parse_verdict,
+                                         uses_json_schema, verdict_schema)
+from rubric_engine.models.cache import ResultCache
+from rubric_engine.models.client import ModelClient, ModelSpec
 
 
 

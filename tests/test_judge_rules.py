@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from fakeserver import FakeServer, Reply
-from rubric_engine.judge import JudgeResult, add_usage
-from rubric_engine.verdicts import Verdict, VerdictShape
+from rubric_engine.judge.grading import JudgeResult, add_usage
+from rubric_engine.judge.verdicts import Verdict, VerdictShape
 from test_judge_per_criterion import crit, run, sample
 
 
@@ -73,10 +73,10 @@ def test_a_mock_judge_is_told_the_verdict_shape_of_both_granularities(tmp_path: 
     (field kinds, ids, item count, list key) makes its verdict unparsable and the question a judge error."""
     import asyncio
 
-    from rubric_engine.dataset import parse_rows
-    from rubric_engine.judge import judge_response
-    from rubric_engine.models import ModelClient, ModelSpec
-    from rubric_engine.spec import load_spec
+    from rubric_engine.dataset.load import parse_rows
+    from rubric_engine.judge.grading import judge_response
+    from rubric_engine.models.client import ModelClient, ModelSpec
+    from rubric_engine.spec.schema import load_spec
 
     repo = Path(__file__).resolve().parents[1]
     heart = load_spec(repo / "benchmarks" / "heartbench")
@@ -104,9 +104,9 @@ def test_after_the_format_fallback_invalid_replies_are_still_rejected_and_reaske
     invalid one is re-asked and never cached."""
     import asyncio
 
-    from rubric_engine.cache import ResultCache
-    from rubric_engine.judge import judge_response
-    from rubric_engine.models import ModelClient, ModelSpec
+    from rubric_engine.judge.grading import judge_response
+    from rubric_engine.models.cache import ResultCache
+    from rubric_engine.models.client import ModelClient, ModelSpec
 
     q1, q2 = questions[0], questions[1]
     sent: list[str] = []
@@ -133,8 +133,8 @@ def test_after_the_format_fallback_invalid_replies_are_still_rejected_and_reaske
 
 
 def _client(srv: FakeServer, tmp_path: Path):  # type: ignore[no-untyped-def]
-    from rubric_engine.cache import ResultCache
-    from rubric_engine.models import ModelClient, ModelSpec
+    from rubric_engine.models.cache import ResultCache
+    from rubric_engine.models.client import ModelClient, ModelSpec
 
     return ModelClient(ModelSpec(name="j", model="openai/j", api_base=srv.url, api_key_env="FAKE_KEY"),
                        cache=ResultCache(tmp_path / "cache"), backoff_base=0.01, role="judge")
@@ -150,7 +150,7 @@ def test_reasked_and_repeated_verdicts_are_cached_under_the_original_request(fak
     under its own key, on every path: json_schema accepted, refused mid-question, and known to be refused."""
     import asyncio
 
-    from rubric_engine.judge import judge_response
+    from rubric_engine.judge.grading import judge_response
 
     q = questions[0]
     n = len(q.criteria)
@@ -196,7 +196,7 @@ def test_a_prompt_too_long_is_not_retried_without_response_format(fake_key, tmp_
     cannot help, so the question is a judge error after one request."""
     import asyncio
 
-    from rubric_engine.judge import judge_response
+    from rubric_engine.judge.grading import judge_response
 
     with FakeServer(lambda body: Reply(status=400, error="This model's maximum context length is 8192 tokens. "
                                        "However, your messages resulted in 9000 tokens.")) as srv:

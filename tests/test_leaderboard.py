@@ -19,14 +19,14 @@ from typing import Any, Sequence
 
 import pytest
 
-from rubric_engine.aggregate import aggregate, scored_from_samples
-from rubric_engine.dataset import Criterion
+from rubric_engine.cli.subcommands import leaderboard_main
+from rubric_engine.dataset.load import Criterion
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.leaderboard import build_leaderboard, compare
-from rubric_engine.leaderboard_output import leaderboard_command, write_leaderboard
-from rubric_engine.runs import collect_runs
-from rubric_engine.subcommands import leaderboard_main
-from rubric_engine.scoring import score_question
+from rubric_engine.report.leaderboard import leaderboard_command, write_leaderboard
+from rubric_engine.results.leaderboard import build_leaderboard, compare
+from rubric_engine.scoring.aggregate import aggregate, scored_from_samples
+from rubric_engine.scoring.question import score_question
+from rubric_engine.store.runs import collect_runs
 
 SPEC: dict[str, Any] = {
     "name": "toybench",

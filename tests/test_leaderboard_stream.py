@@ -15,13 +15,13 @@ from typing import Any
 
 from test_leaderboard import DIMS, make_run, make_sweep
 
-from rubric_engine.aggregate import scored_from_samples
-from rubric_engine.bootstrap import bootstrap_stats, paired_difference
-from rubric_engine.html_report import _drilldown, _question
-from rubric_engine.leaderboard import build_leaderboard
-from rubric_engine.leaderboard_output import _length_points, write_leaderboard
-from rubric_engine.runs import collect_runs
-from rubric_engine.scoring import Aggregation
+from rubric_engine.report.html_page import _drilldown, _question
+from rubric_engine.report.leaderboard import _length_points, write_leaderboard
+from rubric_engine.results.leaderboard import build_leaderboard
+from rubric_engine.scoring.aggregate import scored_from_samples
+from rubric_engine.scoring.question import Aggregation
+from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference
+from rubric_engine.store.runs import collect_runs
 
 N_BOOT, SEED = 300, 5
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rubric_engine.lengths import (length_block, resample_counts, spearman, spearman_counts, spearman_interval,
-                                   strong_note)
+from rubric_engine.stats.lengths import (length_block, resample_counts, spearman, spearman_counts, spearman_interval,
+                                         strong_note)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.callfailures import Malformed
-from rubric_engine.litellm_runtime import (RUNTIME, LiteLLMRuntime, _close_clients, _prepare_environment,
-                                           finish_reason, parse_reply, reply_cost)
+from rubric_engine.models.failures import Malformed
+from rubric_engine.models.litellm_runtime import (RUNTIME, LiteLLMRuntime, _close_clients, _prepare_environment,
+                                                  finish_reason, parse_reply, reply_cost)
 
 
 def reply(content: Any = "hi", *, usage: Any = None, finish: Any = "stop", message: bool = True) -> Any:

@@ -17,9 +17,9 @@ import pytest
 
 from conftest import MINI
 from fakeserver import FakeServer, Reply
+from rubric_engine.authoring.localize import TranslationError, check_translation
+from rubric_engine.cli.localize import localize_command, parse_options
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.localize import TranslationError, check_translation
-from rubric_engine.localize_cli import localize_command, parse_options
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = MINI  # the project's own HeartBench-shaped file: runs on a bare clone

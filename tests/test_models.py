@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from fakeserver import FakeServer, Reply
-from rubric_engine.cache import ResultCache
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
-from rubric_engine.callfailures import Failure, retry_after
-from rubric_engine.models import CallResult, ModelClient
-from rubric_engine.modelspec import ModelSpec, cache_key
+from rubric_engine.models.cache import ResultCache
+from rubric_engine.models.client import CallResult, ModelClient
+from rubric_engine.models.entries import ModelSpec, cache_key
+from rubric_engine.models.failures import Failure, retry_after
 
 ROOT = Path(__file__).resolve().parents[1]
 MSGS = [{"role": "user", "content": "你好, hi"}]
@@ -284,8 +284,8 @@ def test_fully_cached_run_never_imports_litellm(fake_server: FakeServer, cache: 
     cache.close()
     script = textwrap.dedent(f"""
         import asyncio, sys
-        from rubric_engine.cache import ResultCache
-        from rubric_engine.models import ModelClient, ModelSpec
+        from rubric_engine.models.cache import ResultCache
+        from rubric_engine.models.client import ModelClient, ModelSpec
         spec = ModelSpec(name="fake", model="openai/fake-model", api_base={fake_server.url!r}, api_key_env="FAKE_KEY")
         async def main():
             async with ModelClient(spec, cache=ResultCache({str(tmp_path / "cache")!r})) as c:
@@ -313,7 +313,7 @@ def test_fresh_run_closes_its_http_clients(fake_server: FakeServer) -> None:
     """aclose() leaves no 'Unclosed client session' / unclosed transport warnings (litellm #13251)."""
     script = textwrap.dedent(f"""
         import asyncio, gc
-        from rubric_engine.models import ModelClient, ModelSpec
+        from rubric_engine.models.client import ModelClient, ModelSpec
         spec = ModelSpec(name="fake", model="openai/fake-model", api_base={fake_server.url!r}, api_key_env="FAKE_KEY")
         async def main():
             async with ModelClient(spec, cache=None, role="candidate") as a, \\

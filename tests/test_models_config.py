@@ -68,7 +68,7 @@ def test_dotenv_in_the_working_directory_is_not_read(dotenv_dir: Path) -> None:
     with FakeServer() as srv:
         srv.handler = lambda body: Reply(text="hello")
         env = {**_env(dotenv_dir), "OPENAI_BASE_URL": srv.url, "OPENAI_API_BASE": srv.url}
-        code = "import sys; from rubric_engine.cli import main; sys.argv[0] = 'rubric-engine'; main()"
+        code = "import sys; from rubric_engine.cli.main import main; sys.argv[0] = 'rubric-engine'; main()"
         res = subprocess.run([sys.executable, "-c", code, "benchmark=heartbench", f"data.path={DATA}",
                               "progress=none", "limit=1", "stage=generate", "max_retries=0",
                               f"hydra.run.dir={dotenv_dir / 'run'}", "candidate=openai_compatible",
@@ -84,7 +84,7 @@ def test_dotenv_in_the_working_directory_is_not_read(dotenv_dir: Path) -> None:
 @pytest.mark.parametrize("key", ["model", "api_base"])
 def test_unset_mandatory_entry_value_names_the_override(key: str) -> None:
     from rubric_engine.errors import ConfigError
-    from rubric_engine.modelspec import ModelSpec
+    from rubric_engine.models.entries import ModelSpec
 
     entry = {"model": "openai/m", "api_base": "http://127.0.0.1:1/v1", key: "???"}
     with pytest.raises(ConfigError, match=rf"^judge\.{key} is not set .*; add judge\.{key}="):
@@ -106,6 +106,6 @@ def test_unset_mandatory_entry_value_names_the_override(key: str) -> None:
 def test_key_shaped_text_is_redacted_in_any_case(text: str, expected: str) -> None:
     """Each pattern runs only when its marker is present (judge replies are long): the markers must be
     found in any letter case the pattern accepts."""
-    from rubric_engine.redact import redact
+    from rubric_engine.models.redact import redact
 
     assert redact(text) == expected

@@ -17,9 +17,9 @@ import pytest
 
 from fakeserver import FakeServer, Reply
 from rubric_engine.errors import FatalModelError, ModelCallError
-from rubric_engine.callfailures import classify, retry_after
-from rubric_engine.models import CallResult, ModelClient
-from rubric_engine.modelspec import ModelSpec
+from rubric_engine.models.client import CallResult, ModelClient
+from rubric_engine.models.entries import ModelSpec
+from rubric_engine.models.failures import classify, retry_after
 
 MSGS = [{"role": "user", "content": "hello"}]
 

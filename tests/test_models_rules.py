@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from fakeserver import FakeServer, Reply
-from rubric_engine.cache import ResultCache
 from rubric_engine.errors import FatalModelError, ModelCallError
-from rubric_engine.litellm_runtime import LiteLLMRuntime
-from rubric_engine.mockmodel import VerdictShape as MockShape, mock_reply, mock_tokens
-from rubric_engine.models import CallResult, ModelClient
-from rubric_engine.modelspec import ModelSpec, cache_key
-from rubric_engine.redact import redact
+from rubric_engine.models.cache import ResultCache
+from rubric_engine.models.client import CallResult, ModelClient
+from rubric_engine.models.entries import ModelSpec, cache_key
+from rubric_engine.models.litellm_runtime import LiteLLMRuntime
+from rubric_engine.models.mock import VerdictShape as MockShape, mock_reply, mock_tokens
+from rubric_engine.models.redact import redact
 
 MSGS = [{"role": "user", "content": "hello there"}]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rubric_engine.errors import ConfigError
-from rubric_engine.modelspec import CACHE_KEY_VERSION, ModelSpec, cache_key, provider_key_env
+from rubric_engine.models.entries import CACHE_KEY_VERSION, ModelSpec, cache_key, provider_key_env
 
 MSG = [{"role": "user", "content": "你好"}]
 

@@ -16,11 +16,11 @@ from itertools import product
 import numpy as np
 import pytest
 
-from rubric_engine.aggregate import ScoredQuestion, overall
-from rubric_engine.bootstrap import percentile
-from rubric_engine.nested import LEVELS, Nested, multisets, nested_stats, paired_nested, point
-from rubric_engine.sampling import merge_scores
-from rubric_engine.scoring import Aggregation
+from rubric_engine.scoring.aggregate import ScoredQuestion, overall
+from rubric_engine.scoring.question import Aggregation
+from rubric_engine.stats.bootstrap import percentile
+from rubric_engine.stats.nested import LEVELS, Nested, multisets, nested_stats, paired_nested, point
+from rubric_engine.stats.sampling import merge_scores
 
 
 def table(m: int, k: int, r: int, cols: int, seed: int) -> dict[tuple[int, int, tuple[int, ...]], list[float]]:

@@ -21,9 +21,9 @@ import pytest
 
 from conftest import EXE, MINI, REPO
 from fakeserver import FakeServer, Reply
-from rubric_engine.cliargs import COMMANDS
-from rubric_engine.judge import parse_verdict
-from rubric_engine.mockmodel import VerdictShape, mock_verdict
+from rubric_engine.cli.args import COMMANDS
+from rubric_engine.judge.grading import parse_verdict
+from rubric_engine.models.mock import VerdictShape, mock_verdict
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:

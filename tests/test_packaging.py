@@ -10,6 +10,7 @@ import sys
 import sysconfig
 import tomllib
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,11 @@ def test_wheel_installs_and_runs_the_keyless_quickstart(tmp_path: Path, env: dic
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist),
                     str(REPO)], check=True, capture_output=True, text=True, timeout=600)
     (wheel,) = dist.glob("rubric_engine-*.whl")
+    # every module of every subpackage is in the wheel (a subpackage missing from pyproject's list is not)
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = {n for n in zf.namelist() if n.startswith("rubric_engine/") and n.endswith(".py")}
+    source = {p.relative_to(REPO).as_posix() for p in (REPO / "rubric_engine").rglob("*.py")}
+    assert source - shipped == set(), f"modules missing from the wheel: {sorted(source - shipped)}"
     clean = tmp_path / "venv"
     venv.create(clean, with_pip=False)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(clean), "platbase": str(clean)}))

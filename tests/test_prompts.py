@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.dataset import Criterion, Question, Turn
+from rubric_engine.dataset.load import Criterion, Question, Turn
 from rubric_engine.errors import SpecError
-from rubric_engine.prompts import candidate_messages, criteria_vars, judge_messages
-from rubric_engine.spec import load_spec
+from rubric_engine.judge.prompts import candidate_messages, criteria_vars, judge_messages
+from rubric_engine.spec.schema import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(params=["mini", "real"])
 def every_question(request, spec):
     """Every question of the mini file, then of the real HeartBench file (skipped when absent)."""
-    from rubric_engine.dataset import load_dataset
+    from rubric_engine.dataset.load import load_dataset
 
     path = request.getfixturevalue("mini_file" if request.param == "mini" else "heartbench_file")
     return load_dataset(spec, path).questions

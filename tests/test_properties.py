@@ -19,13 +19,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rubric_engine.aggregate import ScoredQuestion, aggregate, overall
-from rubric_engine.bootstrap import percentile
 from rubric_engine.datatypes import Criterion
-from rubric_engine.judge import Verdict, parse_verdict
-from rubric_engine.scoring import FORMULAS, log_normalised, score_question
-from rubric_engine.specfile import deep_merge
-from rubric_engine.spec import load_spec
+from rubric_engine.judge.grading import Verdict, parse_verdict
+from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, overall
+from rubric_engine.scoring.question import FORMULAS, log_normalised, score_question
+from rubric_engine.spec.files import deep_merge
+from rubric_engine.spec.schema import load_spec
+from rubric_engine.stats.bootstrap import percentile
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ROOT = Path(__file__).resolve().parents[1]

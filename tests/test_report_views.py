@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.aggregate import group_members
-from rubric_engine.bootstrap import bootstrap_overall
-from rubric_engine.html_views import subset_intervals
-from rubric_engine.leaderboard import build_leaderboard
-from rubric_engine.leaderboard_output import write_leaderboard
-from rubric_engine.runs import collect_runs
+from rubric_engine.report.html_views import subset_intervals
+from rubric_engine.report.leaderboard import write_leaderboard
+from rubric_engine.results.leaderboard import build_leaderboard
+from rubric_engine.scoring.aggregate import group_members
+from rubric_engine.stats.bootstrap import bootstrap_overall
+from rubric_engine.store.runs import collect_runs
 from test_html_report import Page, _page
 from test_leaderboard import make_run
 
@@ -144,7 +144,7 @@ def test_agreement_section_from_agreement_json(runs: Path, tmp_path: Path) -> No
 
 
 def test_single_run_report_from_run_report(runs: Path, tmp_path: Path) -> None:
-    from rubric_engine.run_report import write_run_report
+    from rubric_engine.report.run_page import write_run_report
 
     run = tmp_path / "one"
     shutil.copytree(runs / "1", run)

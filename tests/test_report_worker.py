@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rubric_engine import report_worker
-from rubric_engine.run_report import write_run_report
+from rubric_engine.report import worker as report_worker
+from rubric_engine.report.run_page import write_run_report
 from test_leaderboard import make_run
 
 

@@ -80,7 +80,7 @@ def test_rescore_makes_no_call_and_never_imports_litellm(runs: dict[str, Any], t
     d = runs["dirs"][("c_an", g.LENGTH_JUDGE)]
     code = (
         "import sys\n"
-        "from rubric_engine.cli import main\n"
+        "from rubric_engine.cli.main import main\n"
         "try:\n"
         f"    main(['rescore', {str(d)!r}, 'scoring.formula=met_over_positive', 'out={tmp_path}'])\n"
         "except SystemExit as exc:\n"

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rubric_engine.aggregate import NO_SCENARIO, ScoredQuestion, aggregate
 from rubric_engine.datatypes import Criterion
-from rubric_engine.judge import Verdict, VerdictError, parse_verdict
-from rubric_engine.report import print_summary
-from rubric_engine.scoring import score_question
-from rubric_engine.spec import FailureRule, Scoring, load_spec
+from rubric_engine.judge.grading import Verdict, VerdictError, parse_verdict
+from rubric_engine.report.console import print_summary
+from rubric_engine.scoring.aggregate import NO_SCENARIO, ScoredQuestion, aggregate
+from rubric_engine.scoring.question import score_question
+from rubric_engine.spec.schema import FailureRule, Scoring, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

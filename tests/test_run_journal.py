@@ -171,7 +171,7 @@ def test_run_report_is_skipped_past_its_bound_in_one_line(tmp_path: Path) -> Non
 
     from rich.console import Console
 
-    from rubric_engine.run_report import REPORT_MAX_QUESTIONS, write_run_report
+    from rubric_engine.report.run_page import REPORT_MAX_QUESTIONS, write_run_report
 
     (tmp_path / "samples.jsonl").write_text('{"id": "q1"}\n', encoding="utf-8")  # never read: the bound comes first
     buf = io.StringIO()

@@ -22,7 +22,7 @@ import pytest
 import numpy as np
 
 from fakeserver import FakeServer, Reply
-from rubric_engine.nested import Nested, multisets, paired_nested
+from rubric_engine.stats.nested import Nested, multisets, paired_nested
 from test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

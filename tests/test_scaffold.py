@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from rubric_engine.authoring.scaffold import default_parent, new_command
 from rubric_engine.errors import ConfigError, SpecError
-from rubric_engine.scaffold import default_parent, new_command
-from rubric_engine.spec import load_spec
+from rubric_engine.spec.schema import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -80,7 +80,7 @@ def test_bad_arguments(argv: list[str], message: str) -> None:
 
 
 def test_cli_dispatches_new(tmp_path: Path) -> None:
-    from rubric_engine.cli import main
+    from rubric_engine.cli.main import main
 
     with pytest.raises(SystemExit) as info:
         main(["new", "via_cli", f"dir={tmp_path}"])

@@ -1,4 +1,4 @@
-"""Hand-computed checks of rubric_engine.scoring (the arithmetic is written out next to each case)."""
+"""Hand-computed checks of rubric_engine.scoring.question (the arithmetic is written out next to each case)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from rubric_engine.dataset import Criterion
-from rubric_engine.scoring import FORMULAS, AbilityScore, score_question
+from rubric_engine.dataset.load import Criterion
+from rubric_engine.scoring.question import FORMULAS, AbilityScore, score_question
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rubric_engine.dataset import Criterion
-from rubric_engine.scoring import Aggregation, score_question
+from rubric_engine.dataset.load import Criterion
+from rubric_engine.scoring.question import Aggregation, score_question
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def test_errors_word_for_word() -> None:
 
 
 def test_the_public_formulas_are_the_raw_ones_clipped_to_0_1() -> None:
-    from rubric_engine.scoring import FORMULAS, RAW_FORMULAS
+    from rubric_engine.scoring.question import FORMULAS, RAW_FORMULAS
 
     assert set(FORMULAS) == set(RAW_FORMULAS)
     assert FORMULAS["met_over_positive"](3.0, 0.0, 2.0, {}) == 1.0 and RAW_FORMULAS["met_over_positive"](
@@ -101,7 +101,7 @@ def test_the_public_formulas_are_the_raw_ones_clipped_to_0_1() -> None:
     seen: list[Any] = []
     RAW_FORMULAS["probe"] = lambda raw, lo, hi, params: seen.append((raw, lo, hi, params)) or 0.5
     try:
-        from rubric_engine.scoring import _clipped
+        from rubric_engine.scoring.question import _clipped
 
         assert _clipped(RAW_FORMULAS["probe"])(1.0, -2.0, 3.0, {"p": 1}) == 0.5
         assert seen == [(1.0, -2.0, 3.0, {"p": 1})]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rubric_engine.selfpref import audit_judges, is_pass, rank
+from rubric_engine.stats.selfpref import audit_judges, is_pass, rank
 
 FAM = {"A": "x", "B": "y", "C": "z", "cx": "x", "cy": "y"}
 

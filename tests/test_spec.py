@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 
 from rubric_engine.errors import SpecError
-from rubric_engine.spec import (
-    BenchmarkSpec,
-    benchmark_search_path,
-    deep_merge,
-    known_formulas,
-    list_benchmarks,
-    load_spec,
-)
+from rubric_engine.spec.schema import (BenchmarkSpec, benchmark_search_path, deep_merge, known_formulas,
+                                       list_benchmarks, load_spec)
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -195,7 +189,7 @@ def test_search_path_shadowing_and_names(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_known_formulas_come_from_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rubric_engine import scoring
+    from rubric_engine.scoring import question as scoring
 
     assert known_formulas() == ("log_normalised", "linear", "met_over_positive")
     monkeypatch.setitem(scoring.FORMULAS, "new_formula", scoring.linear)  # registered in scoring only...

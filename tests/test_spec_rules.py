@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rubric_engine.errors import SpecError
-from rubric_engine.scoring import Aggregation
-from rubric_engine.spec import MAX_TEMPLATE_BYTES, BenchmarkSpec, load_spec
+from rubric_engine.scoring.question import Aggregation
+from rubric_engine.spec.schema import MAX_TEMPLATE_BYTES, BenchmarkSpec, load_spec
 
 TAXONOMY = """\
 taxonomy:

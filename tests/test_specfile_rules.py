@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from rubric_engine.errors import SpecError
-from rubric_engine.specfile import (MAX_SPEC_BYTES, _fmt, _get, _load_chain, _lookup, _parse, _split_key,
-                                    benchmark_search_path, deep_merge, list_benchmarks)
+from rubric_engine.spec.files import (MAX_SPEC_BYTES, _fmt, _get, _load_chain, _lookup, _parse, _split_key,
+                                      benchmark_search_path, deep_merge, list_benchmarks)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -188,7 +188,7 @@ def test_search_path_without_the_variable(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_unknown_name_lists_the_default_search_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rubric_engine.spec import load_spec
+    from rubric_engine.spec.schema import load_spec
 
     monkeypatch.setenv("RUBRIC_ENGINE_BENCHMARKS", str(tmp_path / "mine"))
     monkeypatch.chdir(tmp_path)

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from fakeserver import FakeServer, Reply
-from rubric_engine.cache import ResultCache
 from rubric_engine.errors import FatalModelError
-from rubric_engine.models import ModelClient
-from rubric_engine.modelspec import ModelSpec, cache_key
-from rubric_engine.mockmodel import VerdictShape as MockShape
-from rubric_engine.structured import Outcome, Unusable, ask_structured, one_line, uses_json_schema
+from rubric_engine.judge.structured import Outcome, Unusable, ask_structured, one_line, uses_json_schema
+from rubric_engine.models.cache import ResultCache
+from rubric_engine.models.client import ModelClient
+from rubric_engine.models.entries import ModelSpec, cache_key
+from rubric_engine.models.mock import VerdictShape as MockShape
 
 ASK = [{"role": "system", "content": "answer with a number"}, {"role": "user", "content": "how many?"}]
 FORMAT = {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}, "strict": True}}

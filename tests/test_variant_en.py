@@ -18,10 +18,10 @@ from conftest import MINI
 from rich.console import Console
 
 from fakeserver import FakeServer, Reply
-from rubric_engine.dataset import load_dataset
+from rubric_engine.dataset.load import load_dataset
 from rubric_engine.errors import SpecError
-from rubric_engine.prompts import candidate_messages, judge_messages
-from rubric_engine.spec import BenchmarkSpec, load_spec
+from rubric_engine.judge.prompts import candidate_messages, judge_messages
+from rubric_engine.spec.schema import BenchmarkSpec, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 EN_DIR = ROOT / "benchmarks" / "heartbench_en"
@@ -106,7 +106,7 @@ def test_prompts_render_in_english(en: BenchmarkSpec) -> None:
 
 
 def test_validate_command_counts(en: BenchmarkSpec) -> None:
-    from rubric_engine.commands import validate_command
+    from rubric_engine.cli.commands import validate_command
 
     buf = io.StringIO()
     assert validate_command("heartbench_en", [str(ROOT / "benchmarks")], None, None,

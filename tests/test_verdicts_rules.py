@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from rubric_engine.verdicts import (MAX_NESTING, MAX_REPLY_CHARS, DEFAULT_SHAPE, Verdict, VerdictError, VerdictShape,
-                                    _nesting, extract_json)
+from rubric_engine.judge.verdicts import (MAX_NESTING, MAX_REPLY_CHARS, DEFAULT_SHAPE, Verdict, VerdictError,
+                                          VerdictShape, _nesting, extract_json)
 
 
 

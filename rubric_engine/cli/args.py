@@ -1,0 +1,258 @@
+"""One argument style and one parser for every `rubric-engine` subcommand: positionals, then key=value.
+
+Why one module: a user who learnt `rubric-engine benchmark=my_bench limit=5` should not meet
+`--extends X` in one subcommand and `out=X` in the next. Every subcommand is declared once in COMMANDS
+(usage, positionals, keys, examples); `parse` gives `--help` to all of them, rejects unknown keys with a
+"did you mean" and never imports Hydra, so it also serves code that runs before Hydra starts.
+`as_int` / `as_list` turn option values into numbers and lists with the same one-line errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.errors import ConfigError
+
+__all__ = ["Command", "Parsed", "HelpRequested", "COMMANDS", "parse", "as_int", "as_list", "did_you_mean",
+           "config_dirs", "CONFIG_DIRS_ENV"]
+
+CONFIG_DIRS_ENV = "RUBRIC_ENGINE_CONFIG_DIRS"
+COMMON = {"debug": "true: show the full traceback on errors"}
+
+
+class HelpRequested(Exception):
+    """Raised by `parse` for -h / --help; its message is the help text (print it, exit 0)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """How one subcommand is called: `positionals` are (METAVAR, help); a METAVAR ending in ... repeats."""
+
+    name: str
+    summary: str
+    positionals: Sequence[tuple[str, str]] = ()
+    options: Mapping[str, str] = field(default_factory=dict)
+    required_positionals: int = 0
+    examples: Sequence[str] = ()
+    details_from: str = ""  # "module:NAME" of a longer description kept beside the command's code
+    unknown_word: str = "key"  # "unknown <word> 'k'": review, agree, rescore and audit have always said "option"
+    missing: str = ""  # the error for a missing required positional (default: "missing METAVAR")
+
+    def details(self) -> str:
+        """The command's own long description, without its usage lines (they would repeat ours)."""
+        if not self.details_from:
+            return ""
+        import importlib
+
+        module, name = self.details_from.split(":")
+        text = str(getattr(importlib.import_module(module), name))
+        return text.split("\n\n", 1)[1].strip() if "\n\n" in text else ""
+
+    def usage(self) -> str:
+        pos = " ".join(m if i < self.required_positionals else f"[{m}]" for i, (m, _) in enumerate(self.positionals))
+        opts = " ".join(f"[{k}=...]" for k in self.options)
+        return " ".join(x for x in (f"rubric-engine {self.name}", pos, opts) if x)
+
+    def help(self) -> str:
+        width = max([len(m) for m, _ in self.positionals] + [len(k) + 4 for k in {**self.options, **COMMON}] + [8])
+        lines = [f"usage: {self.usage()}", "", self.summary, ""]
+        if self.details():
+            lines += [self.details(), ""]
+        if self.positionals:
+            lines += ["arguments:"] + [f"  {m:<{width}}  {h}" for m, h in self.positionals] + [""]
+        lines += ["options (key=value):"] + [f"  {k + '=...':<{width}}  {h}" for k, h in {**self.options, **COMMON}.items()]
+        if self.examples:
+            lines += ["", "examples:"] + [f"  {e}" for e in self.examples]
+        return "\n".join(lines)
+
+
+@dataclass
+class Parsed:
+    positionals: list[str]
+    options: dict[str, str]
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The option's value, or `default` when it was not given (or given empty)."""
+        value = self.options.get(key)
+        return default if value is None or value == "" else value
+
+    @property
+    def debug(self) -> bool:
+        return self.options.get("debug", "false").lower() in ("true", "1", "yes")
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """' (did you mean X?)' for the closest known word, or ''."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _pattern_key(key: str, known: Mapping[str, str]) -> bool:
+    """`family.my-judge` matches a declared `family.NAME` (a key with a user-chosen last part)."""
+    return any(k.endswith(".NAME") and key.startswith(k[:-4]) and len(key) > len(k) - 4 for k in known)
+
+
+def parse(cmd: Command, args: Sequence[str]) -> Parsed:
+    """Split args into positionals and key=value options; -h/--help raises HelpRequested.
+
+    The one parser of every subcommand's arguments. An argument is a positional when it has no `=`, when
+    its key holds a `/` or starts with `.` (a path), or, for commands taking DIR..., when it names an
+    existing path (sweep job directories are named `key=value`). Unknown keys and `--options` are one-line
+    ConfigErrors with a "did you mean"; nothing is converted here (see as_int, as_list)."""
+    if any(a in ("-h", "--help") for a in args):
+        raise HelpRequested(cmd.help())
+    known = {**cmd.options, **COMMON}
+    repeats = bool(cmd.positionals) and cmd.positionals[-1][0].endswith("...")
+    out = Parsed([], {})
+    for a in args:
+        key, eq, value = a.partition("=")
+        if a.startswith("-"):
+            bare = key.lstrip("-").replace("-", "_")
+            hint = f"; write {bare}=VALUE" if bare in known else ""
+            raise ConfigError(f"{cmd.name}: unknown option {a!r}{hint}; usage: {cmd.usage()} (see --help)")
+        if eq and key and "/" not in key and not key.startswith(".") and not (repeats and Path(a).exists()):
+            if key not in known and not _pattern_key(key, known):
+                raise ConfigError(f"{cmd.name}: unknown {cmd.unknown_word} {key!r}{did_you_mean(key, list(known))}; "
+                                  f"known keys: {', '.join(known)} (see `rubric-engine {cmd.name} --help`)")
+            out.options[key] = value
+            continue
+        if not cmd.positionals:
+            raise ConfigError(f"{cmd.name}: argument {a!r} is not key=value; usage: {cmd.usage()}")
+        out.positionals.append(a)
+    if len(out.positionals) > len(cmd.positionals) and not repeats:
+        extra = out.positionals[len(cmd.positionals)]
+        raise ConfigError(f"{cmd.name}: unexpected argument {extra!r}; usage: {cmd.usage()}")
+    if len(out.positionals) < cmd.required_positionals:
+        missing = cmd.missing or f"missing {cmd.positionals[len(out.positionals)][0]}"
+        raise ConfigError(f"{cmd.name}: {missing}; usage: {cmd.usage()}")
+    return out
+
+
+def as_int(value: Any, key: str, command: str, minimum: int = 0) -> int:
+    """An option's whole number, at least `minimum`; a one-line ConfigError otherwise."""
+    try:
+        n = int(str(value))
+    except ValueError:
+        raise ConfigError(f"{command}: {key}={value!r} is not a whole number") from None
+    if n < minimum:
+        raise ConfigError(f"{command}: {key} must be at least {minimum}, got {n}")
+    return n
+
+
+def as_list(value: Any) -> list[str]:
+    """`a,b`, `[a,b]` or a list -> ['a', 'b']; '' or None -> []."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    text = str(value).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    return [p.strip().strip("'\"") for p in text.split(",") if p.strip()]
+
+
+def config_dirs(cwd: Path | None = None) -> list[Path]:
+    """User directories holding model entries (`candidate/<name>.yaml`, `judge/<name>.yaml`), in order:
+    $RUBRIC_ENGINE_CONFIG_DIRS (os.pathsep-separated), then ./conf when it has candidate/ or judge/."""
+    found: list[Path] = []
+    for part in os.environ.get(CONFIG_DIRS_ENV, "").split(os.pathsep):
+        if part.strip():
+            found.append(Path(part).expanduser().resolve())
+    local = (cwd or Path.cwd()) / "conf"
+    if (local / "candidate").is_dir() or (local / "judge").is_dir():
+        found.append(local.resolve())
+    unique: list[Path] = []
+    for d in found:
+        if d not in unique:
+            unique.append(d)
+    return unique
+
+
+_RUN_DIRS: dict[str, Any] = {"unknown_word": "option", "missing": "no run directory given"}
+_BENCH = "a benchmark name on the search path, or a spec directory"
+COMMANDS: dict[str, Command] = {
+    "validate": Command(
+        "validate", "Check a benchmark spec and its data; print the taxonomy and scenario tables with counts.",
+        [("BENCHMARK", _BENCH + " (same as benchmark=)")],
+        {"benchmark": _BENCH, "benchmark_dirs": "[DIR,...] searched first for specs",
+         "data.path": "a local data file instead of the pinned download", "data.cache_dir": "where downloads are kept",
+         "trust_code": "true: a spec's module:function scoring formula may be imported (runs its code)"},
+        examples=["rubric-engine validate my_bench", "rubric-engine validate benchmark=my_bench data.path=rows.jsonl"]),
+    "cache": Command(
+        "cache", "Show or empty the durable cache of completed model calls.",
+        [("ACTION", "info (default) or clear")], {"cache.dir": "the cache directory (default: $RUBRIC_ENGINE_CACHE "
+                                                   "or $XDG_CACHE_HOME/rubric-engine/calls)"},
+        examples=["rubric-engine cache info", "rubric-engine cache clear cache.dir=/tmp/calls"]),
+    "leaderboard": Command(
+        "leaderboard", "Rank stored run directories (or sweep directories holding them) with bootstrap intervals.",
+        [("DIR...", "run or sweep directories")],
+        {"out": "output directory (default: the one DIR given, or ./leaderboard)",
+         "bootstrap.samples": "bootstrap resamples (default 1000)", "bootstrap.seed": "bootstrap seed (default 0)",
+         "allow_mixed_specs": "true: rank runs made with different versions of the spec (different spec_hash)",
+         "agreement": "an agreement.json (from `agree`) to show in report.html (default: one in out= or a DIR)"},
+        required_positionals=1, examples=["rubric-engine leaderboard multirun/my_bench/2026-11-22_10-00-00"]),
+    "new": Command(
+        "new", "Create a benchmark variant that extends another, with copies of its templates to edit.",
+        [("NAME", "the new benchmark's name")],
+        {"extends": "the parent benchmark (default: the configured benchmark)",
+         "dir": "where to create it (default: ./benchmarks)", "locale": "the variant's locale (default: the parent's)"},
+        required_positionals=1, examples=["rubric-engine new my_variant extends=my_bench locale=en"]),
+    "localize": Command(
+        "localize", "Translate and culturally adapt a benchmark's data with a model; writes a review CSV.",
+        (), {"source": "the benchmark to translate", "target": "the new benchmark's name",
+             "locale": "target locale, e.g. en", "model": "LiteLLM model id of the translator",
+             "api_base": "translator server URL", "api_key_env": "env var holding the translator's key",
+             "data.path": "local source data file", "data.cache_dir": "where downloads are kept",
+             "limit": "first N questions", "ids": "a,b,... selected question ids", "out": "output directory",
+             "review": "an edited review CSV to apply", "concurrency": "calls in flight",
+             "rpm": "requests-per-minute cap", "timeout": "seconds per call", "cache.dir": "call cache directory",
+             "benchmark_dirs": "[DIR,...] searched first for specs"},
+        examples=["rubric-engine localize source=my_bench target=my_bench_en locale=en model=openai/gpt-4o"]),
+    "review": Command(
+        "review export", "Export a blind, stratified review sheet (review.html, review.csv, sheet.json) of judged items "
+                  "from run directories, for people to label.",
+        [("RUN_DIR...", "run directories (several candidates or judges)")],
+        {"n": "items to sample (default 100)", "seed": "sampling seed (default 0)",
+         "stratify": "[FIELD,...] item fields to stratify by (default [ability,subset])",
+         "unit": "item (default) or reply: sample whole replies", "out": "output directory (default review/)"},
+        required_positionals=1, examples=["rubric-engine review export outputs/run1 outputs/run2 n=200 out=sheet"],
+        details_from="rubric_engine.validity.review:USAGE", **_RUN_DIRS),
+    "agree": Command(
+        "agree", "Judge-human and human-human agreement on labelled items; writes agreement.json, .md and .html.",
+        [("RUN_DIR...", "run directories whose verdicts were labelled")],
+        {"labels": "FILE[,FILE...] labels saved from review.html, the filled review.csv, or JSONL/CSV",
+         "out": "output directory (default RUN_DIR/agreement)", "by": "[FIELD,...] extra breakdowns",
+         "n_boot": "bootstrap resamples (default 1000)", "seed": "bootstrap seed (default 0)"},
+        required_positionals=1, examples=["rubric-engine agree outputs/run1 labels=labels.jsonl"],
+        details_from="rubric_engine.validity.agree:USAGE", **_RUN_DIRS),
+    "rescore": Command(
+        "rescore", "Recompute every score of stored runs from their verdicts (samples.jsonl); no model is called. "
+                   "Writes summary.json, samples.jsonl, spec.resolved.json and a complete manifest per run, plus "
+                   "compare.md / compare.json: which abilities and ranks move.",
+        [("RUN_DIR...", "run or sweep directories")],
+        {"scoring.formula": "log_normalised, linear or met_over_positive (default: the run's own)",
+         "failure_rules": "on (default) or off", "out": "output directory (default: RUN_DIR/rescore-<formula>[-norules]/)"},
+        required_positionals=1, examples=["rubric-engine rescore outputs/run1 scoring.formula=linear failure_rules=off"],
+        **_RUN_DIRS),
+    "audit": Command(
+        "audit", "Self-preference audit: for each judge, the share of items the other judges' majority failed that "
+                 "it passes, for candidates of its own family vs other families (bootstrap interval over questions), "
+                 "and each candidate's rank under each judge alone. Writes audit.json and audit.md.",
+        [("RUN_DIR...", "run or sweep directories: every judge grading every candidate's same replies")],
+        {"family.NAME": "the family of model NAME when its entry has no family: (e.g. family.my-judge=openai)",
+         "n_boot": "bootstrap resamples (default 1000)", "seed": "bootstrap seed (default 0)",
+         "out": "output directory (default: the one DIR given, else ./audit)"},
+        required_positionals=1, examples=["rubric-engine audit multirun/my_bench/2026-11-22_10-00-00 family.local-qwen=qwen"],
+        **_RUN_DIRS),
+    "data": Command(
+        "data", "Download a benchmark's pinned data into the data cache (checked against its sha256) and print "
+                "the path.", [("ACTION", "fetch (default) or path (print where it is, download nothing)")],
+        {"benchmark": _BENCH, "benchmark_dirs": "[DIR,...] searched first for specs",
+         "data.cache_dir": "where downloads are kept (default: $XDG_CACHE_HOME/rubric-engine/data)"},
+        examples=["rubric-engine data fetch benchmark=my_bench"]),
+}

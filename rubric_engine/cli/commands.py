@@ -1,0 +1,304 @@
+"""Subcommands that make no model call: `validate`, `cache info|clear`, and the dry-run estimate.
+
+Why apart from the runner: these must stay cheap (no LiteLLM import unless a price is looked up)
+and they answer questions a user asks before spending money.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rubric_engine.errors import ConfigError
+
+__all__ = ["validate_command", "cache_command", "data_command", "print_estimate", "estimate_calls"]
+
+
+def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: str | None,
+                     cache_dir: str | None, console: Console | None = None, trust_code: bool = False) -> int:
+    """Load and check a spec and its data; print what the spec declares, with counts from the data."""
+    from rubric_engine.dataset.load import load_dataset
+    from rubric_engine.spec.checks import check_breakdowns_against_data
+    from rubric_engine.spec.schema import benchmark_search_path, load_spec
+
+    console = console or Console()
+    spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs), trust_code)
+    ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
+    check_breakdowns_against_data(spec, ds.questions)
+    qs = ds.questions
+    from rubric_engine.judge.prompts import check_templates
+
+    check_templates(spec, qs)  # an undefined variable or a sandbox violation fails here, before any call
+    items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
+    rule_items = Counter(c.rule for q in qs for c in q.criteria if c.rule)
+    n_items = sum(1 for q in qs for c in q.criteria if c.rule is None)
+    trust = {"pinned": "checked against the spec's data.sha256", "first_use": "trusted on first use (recorded "
+             "at the first download, checked on every later use)", "local": "local file, hashed as given"}[ds.trust]
+    console.print(f"[bold]{spec.name}[/] {spec.version} ({spec.locale}) from {', '.join(str(f) for f in spec.files)}",
+                  highlight=False, soft_wrap=True)
+    console.print(f"data: {ds.source} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
+    jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
+    console.print(f"judge: {jm.name} ({jm.model})" + (f" at {jm.api_base}" if jm.api_base else "")
+                  + (f", key from ${jm.api_key_env}" if jm.api_key_env else ""), highlight=False, soft_wrap=True)
+    subsets = Counter(q.subset for q in qs if q.subset)
+    parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
+             f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
+    if spec.failure_rules:
+        parts.append(f"{sum(rule_items.values())} failure-rule items")
+    agg = spec.aggregation
+    console.print(", ".join(parts), highlight=False, soft_wrap=True)
+    console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
+                  f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
+                  f"{spec.judge.verdict.granularity}", highlight=False, soft_wrap=True)
+
+    if spec.taxonomy is not None:
+        tax = Table(title="Taxonomy")
+        for col in ("Dimension", "Ability", "Label in data", "Items"):
+            tax.add_column(col, justify="right" if col == "Items" else "left")
+        for dim in spec.taxonomy.dimensions:
+            for i, ab in enumerate(dim.abilities):
+                tax.add_row(spec.label(dim.labels, "en") if i == 0 else "", spec.label(ab.labels, "en"),
+                            ", ".join(ab.data_labels), str(items.get(ab.id, 0)))
+        for rule in spec.failure_rules:
+            tax.add_row("(failure rule)", spec.label(rule.labels, "en"), ", ".join(rule.data_labels),
+                        str(rule_items.get(rule.id, 0)))
+        console.print(tax)
+    for b in spec.report.breakdowns:
+        if b.by in ("ability", "dimension"):
+            continue  # shown by the taxonomy table
+        counts = _group_counts(qs, b.by, b.prefix)
+        t = Table(title=f"{spec.label(b.labels, 'en') or b.id} ({b.by}{': ' + b.prefix if b.prefix else ''})")
+        for col in ("Group", "English", "Questions"):
+            t.add_column(col, justify="right" if col == "Questions" else "left")
+        names = {"scenario": spec.report.scenarios, "subset": spec.report.subsets}.get(b.by, {})
+        for group, n in counts.most_common():
+            labels = b.groups.get(group) or names.get(group)
+            t.add_row(group or "(empty)", spec.label(labels, "en") if labels else "", str(n))
+        console.print(t)
+    for w in ds.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+    console.print("[green]ok[/]: spec and data are valid")
+    return 0
+
+
+def _group_counts(questions: Sequence[Any], by: str, prefix: str) -> Counter[str]:
+    """Questions per group of a breakdown (a question counts once per group it has)."""
+    counts: Counter[str] = Counter()
+    for q in questions:
+        if by == "subset":
+            counts.update([q.subset] if q.subset else [])
+        elif by == "scenario":
+            counts.update([q.scenario])
+        elif by == "example_tag":
+            counts.update(t for t in dict.fromkeys(q.tags) if t.startswith(prefix))
+        elif by == "item_tag":
+            counts.update({t for c in q.criteria for t in c.tags if t.startswith(prefix)})
+    return counts
+
+
+def cache_command(action: str = "info", directory: str | None = None, console: Console | None = None) -> int:
+    """`rubric-engine cache [info|clear] [cache.dir=DIR]`: the durable store of completed calls."""
+    from rubric_engine.models.cache import ResultCache, default_cache_dir
+
+    console = console or Console()
+    if action not in ("info", "clear"):
+        raise ConfigError(f"cache: unknown action {action!r}; use 'info' or 'clear'")
+    path = Path(directory) if directory else default_cache_dir()
+    if action == "info" and not path.exists():
+        console.print(f"cache {path}: empty (not created yet)", highlight=False, soft_wrap=True)
+        return 0
+    from rubric_engine.errors import CacheError
+
+    try:
+        cache = ResultCache(path)
+        if action == "clear":
+            n = cache.clear()
+            cache.close()
+            console.print(f"cache {path}: removed {n} entries", highlight=False, soft_wrap=True)
+            return 0
+    except CacheError as exc:
+        if action != "clear":
+            raise
+        ResultCache.remove_files(path)
+        console.print(f"cache {path}: it could not be read ({exc.__cause__ or exc}); removed its files",
+                      highlight=False, soft_wrap=True)
+        return 0
+    try:
+        info = cache.info()
+        console.print(f"cache {info['directory']}: {info['entries']} completed calls, "
+                      f"{info['size_bytes'] / 1e6:.1f} MB on disk (nothing is evicted; `cache clear` empties it)",
+                      highlight=False, soft_wrap=True)
+    finally:
+        cache.close()
+    return 0
+
+
+def data_command(action: str, benchmark: str, benchmark_dirs: Sequence[str], cache_dir: str | None) -> int:
+    """`rubric-engine data fetch|path benchmark=NAME`: the benchmark's pinned download, checked by sha256.
+
+    Why a command: tests and offline machines need the data before the first run, and a user should see
+    where it lives. Prints the file's path (stdout); `path` downloads nothing and exits 1 when absent.
+    """
+    import urllib.parse
+
+    from rubric_engine.dataset.load import default_data_cache_dir, fetch
+    from rubric_engine.spec.schema import benchmark_search_path, load_spec
+
+    if action not in ("fetch", "path"):
+        raise ConfigError(f"data: unknown action {action!r}; use 'fetch' or 'path'")
+    spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs))
+    if spec.data_path() is not None:
+        print(spec.data_path())  # shipped with the spec: nothing to download
+        return 0
+    if not spec.data.url:
+        raise ConfigError(f"data: benchmark {spec.name!r} declares no data.url to fetch")
+    if action == "path":
+        name = Path(urllib.parse.urlparse(spec.data.url).path).name or "data"
+        target = Path(cache_dir or default_data_cache_dir()).expanduser() / (spec.data.sha256 or "") / name
+        print(target)
+        if not target.is_file():
+            print(f"rubric-engine: not downloaded yet; run: rubric-engine data fetch benchmark={benchmark}",
+                  file=sys.stderr)
+            return 1
+        return 0
+    warnings: list[str] = []
+    print(f"fetching {spec.data.url} ...", file=sys.stderr, flush=True)
+    path, digest = fetch(spec.data.url, spec.data.sha256, cache_dir, warnings)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"ok: sha256 {digest}", file=sys.stderr)
+    print(path)
+    return 0
+
+
+def _counter() -> Any:
+    """LiteLLM's offline token counter (its bundled tokenizers; the price map read locally, never fetched)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm.token_counter
+
+
+def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_per_item: int = 60) -> dict[str, Any]:
+    """Calls, cached calls and tokens per role, without calling any model.
+
+    Prompt tokens come from LiteLLM's token counter on the exact messages. A judge call counts as cached
+    when the reply it judges is known (a cached candidate reply, or the answers file) and the verdict for
+    that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
+    """
+    from rubric_engine.judge.grading import shape_of
+    from rubric_engine.judge.prompts import candidate_messages, judge_messages
+    from rubric_engine.models.cache import ResultCache, default_cache_dir
+    from rubric_engine.models.client import cache_key
+    from rubric_engine.run.runner import _given_answers, _load, _repeats, _samples, judges_of
+
+    spec, dataset, questions = _load(settings)
+    judges = judges_of(settings, spec)
+    repeats = _repeats(settings, spec)  # every judge grades every reply this many times
+    given = _given_answers(settings, spec, [q.id for q in dataset.questions])
+    k = _samples(settings, given is None)  # candidate.samples: K replies per question, each graded (sampling.py)
+    cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
+    cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
+    count = _counter()
+    fmt = shape_of(spec).response_format()  # the format the judge is first asked with (part of the cache key)
+    est: dict[str, Any] = {}
+    replies: dict[tuple[str, int], str | None] = {(q, 0): a for q, a in given.items()} if given is not None else {}
+
+    def cached(model: Any, msgs: list[dict[str, Any]], formats: tuple[Any, ...], repeat: int = 0) -> dict[str, Any] | None:
+        for fmt in formats:
+            hit = cache.get(cache_key(model, msgs, fmt, repeat)) if cache is not None else None
+            if hit is not None:
+                return hit
+        return None
+
+    try:
+        roles = [] if given is not None else [("candidate", settings.candidate)]
+        roles += [("judge" if len(judges) == 1 else f"judge {j.name}", j) for j in judges]
+        if settings.stage == "generate":
+            roles = [r for r in roles if r[0] == "candidate"]
+        for role, model in roles:
+            if model is None:
+                raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
+            prompt = completion = n_cached = 0
+            calls = len(questions) * k
+            for q, s in ((q, s) for q in questions for s in range(k)):
+                if role == "candidate":
+                    msgs = candidate_messages(spec, q)
+                    hit = cached(model, msgs, (None,), s)  # sample s: its own cache key
+                    replies[(q.id, s)] = hit.get("text") if hit else None
+                    completion += int(hit.get("completion_tokens") or 0) if hit else reply_tokens
+                    n_cached += hit is not None
+                    prompt += count(model=model.model, messages=msgs)
+                    continue
+                reply = replies.get((q.id, s))
+                text = reply if reply is not None else ""
+                if spec.judge.verdict.granularity == "per_criterion":
+                    units = [judge_messages(spec, q, text, c.index) for c in q.criteria]
+                    calls += len(q.criteria) - 1
+                else:
+                    units = [judge_messages(spec, q, text)]
+                for r in range(repeats):  # each repeat is its own call with its own cache entry
+                    hits = [cached(model, m, (fmt, None), s * repeats + r) if reply is not None else None for m in units]
+                    n_cached += sum(h is not None for h in hits)
+                    if all(h is not None for h in hits):
+                        completion += sum(int(h.get("completion_tokens") or 0) for h in hits if h is not None)
+                    else:
+                        completion += judge_reply_tokens_per_item * len(q.criteria)
+                prompt += repeats * sum(count(model=model.model, messages=m) + (reply_tokens if reply is None else 0)
+                                        for m in units)  # a reply not known yet adds ~reply_tokens to each prompt
+            if role != "candidate":
+                calls *= repeats
+            est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
+                         "repeats": 1 if role == "candidate" else repeats, "samples": k,
+                         "prompt_tokens": prompt, "completion_tokens": completion,
+                         "cost": _price(model.model, prompt, completion)}
+    finally:
+        if cache is not None:
+            cache.close()
+    return est
+
+
+def _price(model: str, prompt: int, completion: int) -> float | None:
+    """Price from LiteLLM's bundled price list (never fetched over the network); None if unknown."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    info = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
+    if not info or info.get("input_cost_per_token") is None:
+        return None
+    return prompt * info["input_cost_per_token"] + completion * (info.get("output_cost_per_token") or 0.0)
+
+
+def print_estimate(settings: Any, console: Console | None = None) -> dict[str, Any]:
+    console = console or Console()
+    est = estimate_calls(settings)
+    t = Table(title="Dry run: estimated calls, tokens and cost (no model was called)")
+    for col in ("Role", "Model", "Calls", "Already cached", "Prompt tokens", "Completion tokens", "Cost"):
+        t.add_column(col, justify="left" if col in ("Role", "Model") else "right", overflow="fold")
+    for role, e in est.items():
+        cost = "unknown price" if e["cost"] is None else f"${e['cost']:.2f}"
+        t.add_row(role, e["model"], str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
+                  f"~{e['completion_tokens']:,}", cost)
+    console.print(t)
+    jroles = [r for r in est if r.startswith("judge")]
+    if jroles and (len(jroles) > 1 or est[jroles[0]]["repeats"] > 1):
+        total = sum(est[r]["calls"] for r in jroles)
+        console.print(f"judge calls: {total:,} in all ({len(jroles)} judge(s) x {est[jroles[0]]['repeats']} "
+                      "repeat(s) x the calls of one grading)", highlight=False)
+    first = next(iter(est.values()), None)
+    if first is not None and first["samples"] > 1:
+        total = sum(e["calls"] for e in est.values())
+        console.print(f"candidate.samples={first['samples']}: {total:,} calls in all = {first['samples']} sample(s) x "
+                      f"(1 candidate + {len(jroles)} judge(s) x {est[jroles[0]]['repeats'] if jroles else 0} repeat(s)) "
+                      "calls per question and call of one grading", highlight=False, soft_wrap=True)
+    console.print("Prompt tokens: LiteLLM's token counter on the exact messages (a judge prompt whose reply is not "
+                  "known yet adds ~400 tokens for it). Completion tokens: the cached replies' own counts, "
+                  "else ~400 a candidate reply and ~60 a judge item.", soft_wrap=True)
+    return est

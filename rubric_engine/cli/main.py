@@ -1,0 +1,398 @@
+"""The `rubric-engine` command: a small dispatcher in front of a Hydra app.
+
+Why a dispatcher: `@hydra.main` owns the whole command line, so subcommands (validate, cache,
+leaderboard, new, localize, ...) are routed before Hydra sees argv (subcommands.py). Hydra lives only
+in this module; everything it calls is plain Python taking plain values.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from rubric_engine.cli.startup import shut_down, start_up, start_up_done
+from rubric_engine.cli.subcommands import SUBCOMMANDS, fail, is_config_library_error, one_line, run_subcommand
+from rubric_engine.errors import ConfigError, RubricEngineError
+from rubric_engine.store.layout import SUMMARY_FILE
+from rubric_engine.store.runs import ERROR_FILE  # a failed sweep job's one line (the leaderboard lists it as not ranked)
+
+__all__ = ["main", "settings_from_config", "SweepLeaderboard"]
+
+CONFIG_MODULE = "rubric_engine.conf"
+
+
+def _slug(value: Any) -> str:
+    """A directory-safe name for a benchmark given by name or by path."""
+    name = Path(str(value).rstrip("/\\")).name or str(value)
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+_MAX_DIR_BYTES = 200  # file systems allow 255 bytes per name; room is left for the job number prefix
+
+
+def _dir_safe(value: Any) -> str:
+    """A sweep job's override string as one directory name: no slashes, bounded, and never a cut value.
+
+    Whole `key=value` items are kept while they fit; the rest is replaced by `+N-more-<hash>`, so two
+    jobs never share a name and no name shows a value it did not run with (`limit=4` for `limit=40`).
+    """
+    text = re.sub(r"[/\\:]+", "_", str(value)) or "run"
+    if len(text.encode("utf-8")) <= _MAX_DIR_BYTES:
+        return text
+    items = re.split(r",(?=[\w.+~@-]+=)", text)
+    digest = __import__("hashlib").sha256(text.encode("utf-8")).hexdigest()[:8]
+    kept: list[str] = []
+    room = _MAX_DIR_BYTES - len(f",+{len(items)}-more-{digest}")
+    for item in items:  # an item too long to fit is dropped whole; shorter ones after it still count
+        if len(",".join([*kept, item]).encode("utf-8")) <= room:
+            kept.append(item)
+    return ",".join(kept) + f"{',' if kept else ''}+{len(items) - len(kept)}-more-{digest}"
+
+
+_LAUNCH_ID = f"{os.getpid()}{secrets.token_hex(2)}"  # with sub-second time: two launches never share a dir
+
+
+def _launch_id() -> str:
+    return _LAUNCH_ID
+
+
+for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_id", _launch_id)):
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _fn)
+
+
+def _model_spec(node: Any, role: str, timeout: float | None) -> Any:
+    from rubric_engine.models.client import ModelSpec
+
+    if node is None:
+        return None
+    data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    given = _overridden_keys()
+    if f"{role}.api_base" in given and f"{role}.api_key_env" not in given and isinstance(data, dict):
+        # An endpoint moved on the command line gets a key only when the same command line names it:
+        # `candidate=gpt-4o candidate.api_base=http://elsewhere` must not carry $OPENAI_API_KEY there.
+        data["api_key_env"] = None
+    return ModelSpec.from_config(data, role=role, timeout=timeout)  # type: ignore[arg-type]
+
+
+def _overridden_keys() -> set[str]:
+    """Keys set on the command line of this Hydra job (empty outside Hydra)."""
+    if not HydraConfig.initialized():
+        return set()
+    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+
+
+def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
+    """Turn the composed Hydra config into the engine's plain `RunSettings`."""
+    from rubric_engine.run.runner import RunSettings
+
+    def opt(key: str) -> Any:
+        return OmegaConf.select(cfg, key, default=None)
+
+    ids = opt("ids")
+    if isinstance(ids, str):
+        ids = [s for s in re.split(r"[,\s]+", ids) if s]
+    if ids is not None and not ids:
+        raise ConfigError("ids=[] selects no question; list ids (ids=[a,b]) or leave ids out to run every question")
+    if ids is not None:
+        ids = [str(i) for i in ids]  # ids are compared as strings everywhere
+    _check_values(cfg)
+    jury = [_juror(j, opt("timeout")) for j in (opt("jury.judges") or [])]
+    return RunSettings(
+        benchmark=str(cfg.benchmark), out_dir=out_dir,
+        candidate=_model_spec(opt("candidate"), "candidate", opt("timeout")),
+        judge=_model_spec(opt("judge"), "judge", opt("timeout")), timeout=opt("timeout"),
+        benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
+        subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
+        answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
+        max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
+        progress=str(cfg.progress), trust_code=bool(opt("trust_code")),
+        jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
+        samples=1 if opt("samples") is None else opt("samples"),
+    )
+
+
+def _juror(node: Any, timeout: float | None) -> Any:
+    """One jury entry: a judge entry's name (user config dirs first, then conf/judge/) or an inline entry."""
+    from importlib import resources
+
+    import yaml
+
+    from rubric_engine.cli.args import config_dirs
+
+    if isinstance(node, DictConfig):
+        return _model_spec(node, "judge", timeout)
+    name = str(node)
+    found = None
+    if re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        places = [Path(d) / "judge" / f"{name}.yaml" for d in config_dirs()]
+        found = next((p for p in [*places, resources.files(CONFIG_MODULE) / "judge" / f"{name}.yaml"]
+                      if p.is_file()), None)
+    if found is None:
+        raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/ "
+                          "or inline entries {name: x, model: provider/model, ...}")
+    return _model_spec(yaml.safe_load(found.read_text(encoding="utf-8")), "judge", timeout)
+
+
+_ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie",  # run-level keys spelled under judge / candidate
+            "candidate.samples": "samples"}
+
+
+def _rewrite(argv: list[str]) -> list[str]:
+    """`judge=[a,b,c]` (a jury) and `judge.repeats=K` / `judge.tie=X` as plain config keys: `judge` is a
+    Hydra config group, whose list form would merge the entries into one instead of keeping a list."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if eq and key.lstrip("+") == "judge" and value.lstrip().startswith("["):
+            arg = f"jury.judges={value}"
+        elif eq and key.lstrip("+") in _ALIASES:
+            arg = f"{_ALIASES[key.lstrip('+')]}={value}"
+        out.append(arg)
+    return out
+
+
+def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{key}={value} is not valid; give a whole number >= {minimum}"
+                          + (" (or null)" if optional else ""))
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """Command-line values are checked before use: one line each, never a cast that silently rounds."""
+    _whole(cfg, "concurrency", 1)
+    _whole(cfg, "max_retries", 0)
+    _whole(cfg, "limit", 0, optional=True)
+    for key in ("rpm", "timeout"):
+        value = OmegaConf.select(cfg, key, default=None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise ConfigError(f"{key}={value} is not valid; give a number > 0 (or null)")
+    progress = OmegaConf.select(cfg, "progress", default="auto")
+    if progress not in ("auto", "rich", "plain", "none"):
+        raise ConfigError(f"progress={progress} is not valid; use auto, rich, plain or none")
+    for key in ("cache.enabled", "dry_run", "debug"):
+        value = OmegaConf.select(cfg, key, default=False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value} is not valid; use true or false")
+
+
+def nothing_scored(summary: dict[str, Any]) -> str | None:
+    """Why a finished run counts as failed (exit 1), or None: a run that scored nothing is not a success."""
+    c = summary.get("counts", {})
+    n, cand, judge = c.get("questions", 0), c.get("candidate_errors", 0), c.get("judge_errors", 0)
+    if summary.get("stage") == "generate":
+        if n and cand >= n:
+            return f"nothing was generated: all {n} candidate calls failed ({cand} errors); see answers.jsonl"
+        return None
+    if c.get("scored", 0) == 0:
+        return (f"nothing was scored: 0 of {n} questions ({cand} candidate errors, {judge} judge errors); "
+                "see samples.jsonl for each error")
+    return None
+
+
+def _run_job(cfg: DictConfig) -> int:
+    """One run inside Hydra; in a sweep a failure is written to the job dir, never raised."""
+    from rubric_engine.run.runner import run_benchmark
+
+    hc = HydraConfig.get()
+    out_dir = Path(hc.runtime.output_dir)
+    sweeping = hc.mode == RunMode.MULTIRUN
+    if sweeping:
+        (out_dir / ERROR_FILE).unlink(missing_ok=True)  # a re-run job in a reused sweep dir starts clean
+    start_up_done()  # Hydra has composed: the GC paused by start_up is back on for whatever the job does
+    try:
+        if cfg.dry_run:
+            from rubric_engine.cli.commands import print_estimate
+
+            print_estimate(settings_from_config(cfg, out_dir))
+            return 0
+        summary = run_benchmark(settings_from_config(cfg, out_dir))
+        why = nothing_scored(summary)
+        if why:
+            print(f"rubric-engine: {why}", file=sys.stderr)
+            if hc.mode == RunMode.MULTIRUN:
+                (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
+            return 1
+        return 0
+    except KeyboardInterrupt:
+        print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - every failure is one line (traceback only with debug=true)
+        # In a sweep an error in one job must not stop the others or the leaderboard: Hydra's sweeper
+        # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
+        if sweeping:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / ERROR_FILE).write_text(f"{one_line(exc)}\n", encoding="utf-8")
+        return fail(exc, bool(cfg.debug))
+
+
+_exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
+
+
+@dataclass
+class _Sweep:
+    """The sweep this process launched, recorded by the callback (it runs in this process)."""
+
+    dir: Path
+    n_boot: int
+    seed: int
+    dry_run: bool = False
+    leaderboard_done: bool = False
+
+
+_sweep: _Sweep | None = None
+
+
+@hydra.main(config_path="pkg://" + CONFIG_MODULE, config_name="config", version_base="1.3")
+def _hydra_app(cfg: DictConfig) -> None:
+    global _exit_code
+    code = _run_job(cfg)
+    _exit_code = max(_exit_code, code)
+
+
+class SweepLeaderboard(Callback):
+    """At the end of a sweep, build the leaderboard from the job directories that finished.
+
+    Both hooks run in the process that launched the sweep, whatever the launcher; jobs may run in
+    other processes or machines (Ray, joblib), so they report only through their run directories."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global _sweep
+        _sweep = _Sweep(Path(config.hydra.sweep.dir),
+                        n_boot=int(OmegaConf.select(config, "bootstrap.samples", default=1000)),
+                        seed=int(OmegaConf.select(config, "bootstrap.seed", default=0)),
+                        dry_run=bool(OmegaConf.select(config, "dry_run", default=False)))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if _sweep is None:
+            self.on_multirun_start(config)
+        _build_leaderboard()
+
+
+def _build_leaderboard() -> None:
+    """Rank the sweep's finished jobs once; failed jobs appear among the warnings as not ranked."""
+    if _sweep is None or _sweep.leaderboard_done:
+        return
+    _sweep.leaderboard_done = True
+    try:
+        from rubric_engine.report.leaderboard import leaderboard_command
+
+        leaderboard_command([_sweep.dir], out_dir=_sweep.dir, n_boot=_sweep.n_boot, seed=_sweep.seed)
+    except RubricEngineError as exc:
+        print(f"rubric-engine: leaderboard not built: {exc}", file=sys.stderr)
+
+
+def _finish_sweep(code: int) -> int:
+    """After a sweep: the leaderboard even if the sweeper raised (a job crashed outside our handling,
+    a worker died), and an exit code that sees failures of jobs that ran in other processes."""
+    if _sweep is None:
+        return code
+    if _sweep.dry_run:
+        return code
+    _build_leaderboard()
+    started = sorted(p.parent for p in _sweep.dir.rglob(".hydra") if p.is_dir())  # every job that began
+    failed = [job for job in started if not (job / SUMMARY_FILE).is_file()]  # error.txt, or it died
+    if failed:
+        print(f"rubric-engine: {len(failed)} sweep job(s) failed or did not finish, not ranked (see error.txt "
+              f"in {', '.join(str(job) for job in failed)})", file=sys.stderr)
+        code = max(code, 2)
+    return code
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def _force_params(arg: str) -> str:
+    """`candidate.params.temperature=0`, `candidate.params={temperature:0}` (as README writes it) and
+    `candidate.timeout=30` set keys the shipped entries leave out or merge into an empty node: Hydra wants
+    `++` for those, so add it rather than answer with Hydra's "use +" advice."""
+    if re.match(r"^(candidate|judge)\.(params(\.[^=]+)?|timeout)=", arg):
+        return "++" + arg
+    return arg
+
+
+def _user_search_path(argv: list[str]) -> list[str]:
+    """`hydra.searchpath=[...]` for the user's config directories (cliargs.config_dirs), so entries such as
+    ./conf/candidate/<name>.yaml work after `pip install`. Hydra searches them after the package's configs:
+    new names work, and a shipped entry is never silently replaced."""
+    from rubric_engine.cli.args import config_dirs
+
+    if any(a.startswith(("hydra.searchpath=", "+hydra.searchpath=")) for a in argv):
+        return []
+    dirs = [d for d in config_dirs() if d.resolve() != Path(__file__).resolve().parents[2] / "conf"]
+    return [f"hydra.searchpath=[{','.join(repr('file://' + str(d)) for d in dirs)}]"] if dirs else []
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rubric-engine")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: subcommands, --version, override checks, then the Hydra app."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        sys.exit(run_subcommand(argv[0], argv[1:], _compose))
+    if argv[:1] in (["--version"], ["-V"]):
+        print(f"rubric-engine {_version()}")
+        sys.exit(0)
+    start_up(argv)
+    try:
+        _main(argv)
+    finally:
+        shut_down()
+
+
+def _main(argv: list[str]) -> None:
+    debug = any(a.lower() == "debug=true" for a in argv)
+    argv = _rewrite(argv)
+    try:
+        from rubric_engine.cli.overrides import check_overrides
+
+        check_overrides(argv)
+    except RubricEngineError as exc:
+        sys.exit(fail(exc, debug))
+    argv = [_force_params(a) for a in argv]
+    sys.argv = [sys.argv[0], *argv, *_user_search_path(argv)]
+    # Ray (hydra/launcher=ray) reports usage statistics over the network unless told not to; an
+    # evaluation run sends nothing its user did not ask for. RAY_USAGE_STATS_ENABLED=1 turns them on.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's errors reach us, and become one line below
+    code = 0
+    try:
+        _hydra_app()
+    except SystemExit as exc:  # a crashed sweep job that Hydra reported itself
+        code = exc.code if isinstance(exc.code, int) else 1
+    except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
+        if is_config_library_error(exc):
+            sys.exit(fail(ConfigError(one_line(exc)), debug, exc))
+        if debug:
+            raise
+        code = fail(exc, False, exc, code=1)
+    sys.exit(_finish_sweep(max(code, _exit_code)))
+
+
+if __name__ == "__main__":
+    main()

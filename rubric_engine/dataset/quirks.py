@@ -1,0 +1,76 @@
+"""Whole-file data checks and counted warnings, gathered row by row while a data file is validated.
+
+Why apart from row parsing (dataset.py): a row is checked on its own, but some problems only show
+across rows (a column only some rows lack) and every known quirk is reported once, with a count,
+never silently fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rubric_engine.datatypes import Question
+from rubric_engine.errors import DataError
+
+if TYPE_CHECKING:
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["DataQuirks"]
+
+
+@dataclass
+class DataQuirks:
+    """What the whole-file checks and the counted warnings need, gathered row by row."""
+
+    empty_scen: dict[str, list[str]] = field(default_factory=dict)
+    absent: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    weighted_rule: list[str] = field(default_factory=list)
+    only_negative: int = 0
+    no_rule: list[str] = field(default_factory=list)
+    last_not_user: list[str] = field(default_factory=list)
+    item_tags: set[str] = field(default_factory=set)
+    example_tags: set[str] = field(default_factory=set)
+
+    def note(self, spec: BenchmarkSpec, q: Question) -> None:
+        if spec.data.roles[q.dialogue[-1].role] != "user":
+            self.last_not_user.append(q.id)
+        signs: dict[str, bool] = {}
+        for c in q.criteria:
+            if c.ability is not None:
+                signs[c.ability] = signs.get(c.ability, False) or (c.weight or 0) > 0
+            self.item_tags.update(c.tags)
+        self.example_tags.update(q.tags)
+        self.only_negative += sum(1 for positive in signs.values() if not positive)
+        if spec.failure_rules and not any(c.rule for c in q.criteria):
+            self.no_rule.append(q.id)
+
+    def finish(self, file: Path, rows: int) -> list[str]:
+        """A column only some rows lack is an error; the rest are counted warnings, never silent fixes."""
+        out = []
+        for (k, name), lines in self.absent.items():
+            if len(lines) < rows:
+                raise DataError(str(file), f"missing field {name!r} (other rows have it)", line=lines[0],
+                                fix=f"add it to every row, or fix data.fields.{k} in the spec")
+            out.append(f"no row has the field {name!r} (data.fields.{k}): {k} left empty for all "
+                       f"{rows} questions, so nothing can be selected or reported by it")
+        out += [f"{len(ids)} question(s) have an empty {name!r}: {_ids(ids)}" for name, ids in self.empty_scen.items()]
+        if self.only_negative:
+            out.append(f"{self.only_negative} (question, ability) pair(s) have only negative-weight items (max = 0): "
+                       "such an ability can only lose points in that question")
+        if self.no_rule:
+            out.append(f"{len(self.no_rule)} question(s) have no failure-rule item, so no failure rule can fire "
+                       f"there: {_ids(self.no_rule)}")
+        if self.weighted_rule:
+            out.append(f"{len(self.weighted_rule)} failure-rule item(s) carry a weight "
+                       f"(question:weight {_ids(self.weighted_rule)})")
+        if self.last_not_user:
+            out.append(f"{len(self.last_not_user)} dialogue(s) do not end with a 'user' turn: "
+                       f"{_ids(self.last_not_user)}")
+        return out
+
+
+def _ids(ids: Sequence[str], n: int = 5) -> str:
+    return ", ".join(ids[:n]) + (f", ... (+{len(ids) - n})" if len(ids) > n else "")

@@ -1,0 +1,142 @@
+"""The judge protocol: verdicts through the one structured-output loop, and per-criterion judging.
+
+Why so strict: a verdict is a list of binary hits aligned with the rubric items; a reply with one item
+too few or too many, a duplicated id or a "maybe" would silently shift or invent hits. So a reply is used
+only if it has exactly one boolean verdict per item; otherwise the judge is re-asked with a message saying
+exactly what was wrong, and after `max_reasks` re-asks the question is recorded as a judge error (never
+padded, never defaulted). The loop (re-asks, caching under the original request, the response_format
+fallback) is structured.py's, shared with `localize`; the verdict shape (field names; a list for all
+criteria in one call, one object for one criterion per call) comes from the spec (verdicts.py).
+
+With judge.verdict.granularity = per_criterion, each criterion is one call, each cached on its own; the
+calls of one question are started together, so they pipeline under the client's concurrency limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.datatypes import Question
+from rubric_engine.judge.prompts import judge_messages
+from rubric_engine.judge.structured import ask_structured, uses_json_schema
+from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictError, VerdictShape
+from rubric_engine.models.mock import VerdictShape as MockShape
+
+if TYPE_CHECKING:  # spec.py imports nothing from here; this keeps the import graph one-way
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["Verdict", "VerdictError", "VerdictShape", "JudgeResult", "RESPONSE_FORMAT", "verdict_schema",
+           "parse_verdict", "judge_response", "add_usage", "uses_json_schema", "shape_of"]
+
+
+def verdict_schema() -> dict[str, Any]:
+    """JSON Schema of the default verdict for OpenAI strict mode."""
+    return DEFAULT_SHAPE.schema()
+
+
+RESPONSE_FORMAT: dict[str, Any] = DEFAULT_SHAPE.response_format()
+
+
+def parse_verdict(text: str, n: int) -> list[Verdict]:
+    """Parse a reply in the default shape for n criteria; sorted by id, or VerdictError."""
+    return DEFAULT_SHAPE.parse(text, n)
+
+
+@functools.lru_cache(maxsize=32)
+def _shape(shape: str, list_key: str, id_: str, reasoning: str, met: str) -> VerdictShape:
+    return VerdictShape(shape, list_key, id_, reasoning, met)
+
+
+def shape_of(spec: "BenchmarkSpec") -> VerdictShape:
+    """The spec's verdict shape (built once per distinct declaration)."""
+    v = spec.judge.verdict
+    return _shape(v.shape, v.list_key, v.id, v.reasoning, v.met)
+
+
+@dataclass
+class JudgeResult:
+    """Outcome of judging one response. verdicts is None exactly when error is set.
+
+    attempts = judge replies asked for (1 + re-asks; HTTP retries not counted; summed over a question's
+    per-criterion calls); tokens and cost are summed over every reply received (cost None when any reply's
+    cost is unknown); cache_hits = replies from cache.
+    """
+
+    verdicts: list[Verdict] | None
+    error: str | None
+    raw_replies: list[str] = field(default_factory=list)
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = 0.0
+    cache_hits: int = 0
+
+
+# -- calling ------------------------------------------------------------------------------------------
+
+def _mock_shape(shape: VerdictShape, n: int) -> MockShape:
+    """What a valid verdict looks like, told to a `mock/` judge so it can build one (real models ignore it)."""
+    fields = {shape.id: "id"} if shape.shape == "list" else {}
+    fields.update({shape.reasoning: "text", shape.met: "bool"})
+    return MockShape(items=n, list_key=shape.list_key if shape.shape == "list" else None, fields=fields)
+
+
+async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
+                         max_reasks: int | None = None, repeat: int = 0) -> JudgeResult:
+    """Judge one response; see the module docstring. Raises FatalModelError for 401/403/404 and for calls
+    refused before any request (no key): both would fail the same way for every question.
+    `repeat` > 0 is an independent re-grading (judge.repeats): its own cache entries (jury.py)."""
+    if max_reasks is None:
+        max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
+    shape = shape_of(spec)
+    if shape.shape == "list":
+        return await _ask(client, judge_messages(spec, question, response), shape, len(question.criteria),
+                          max_reasks, repeat=repeat)
+    units = [_ask(client, judge_messages(spec, question, response, c.index), shape, 1, max_reasks, c.index, repeat)
+             for c in question.criteria]
+    return _merge(await asyncio.gather(*units))
+
+
+def add_usage(out: JudgeResult, parts: list[JudgeResult]) -> None:
+    """Sum the replies, attempts, tokens and cache hits of several judge results into `out`; the cost is
+    unknown (None) as soon as one part's cost is unknown, never a partial sum."""
+    for p in parts:
+        out.raw_replies += p.raw_replies
+        out.attempts += p.attempts
+        out.prompt_tokens += p.prompt_tokens
+        out.completion_tokens += p.completion_tokens
+        out.cache_hits += p.cache_hits
+    costs = [p.cost for p in parts]
+    out.cost = None if None in costs else float(sum(c for c in costs if c is not None))
+
+
+def _merge(parts: list[JudgeResult]) -> JudgeResult:
+    """One question's result from its per-criterion results: an error if any criterion has none."""
+    out = JudgeResult(verdicts=None, error=None)
+    add_usage(out, parts)
+    errors = [(i, p.error) for i, p in enumerate(parts, 1) if p.error]
+    if errors:
+        more = f" (+{len(errors) - 1} more criteria failed)" if len(errors) > 1 else ""
+        out.error = f"criterion {errors[0][0]}: {errors[0][1]}{more}"
+    else:
+        out.verdicts = [v for p in parts for v in (p.verdicts or [])]
+    return out
+
+
+async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: VerdictShape, n: int,
+               max_reasks: int, index: int | None = None, repeat: int = 0) -> JudgeResult:
+    """A verdict for n criteria (or for criterion `index` alone) through the one structured-output loop."""
+    got = await ask_structured(client, messages, lambda text: shape.parse(text, n),
+                               reask=lambda problem: shape.reask(problem, n), max_reasks=max_reasks,
+                               what="verdict", role="judge", response_format=shape.response_format(),
+                               expect=_mock_shape(shape, n), repeat=repeat)
+    verdicts = got.value
+    if verdicts is not None and index is not None:
+        verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit) for v in verdicts]
+    return JudgeResult(verdicts=verdicts, error=got.error, raw_replies=got.replies, attempts=got.attempts,
+                       prompt_tokens=got.prompt_tokens, completion_tokens=got.completion_tokens, cost=got.cost,
+                       cache_hits=got.cache_hits)

@@ -1,0 +1,129 @@
+"""Repeated judging and juries: more judge calls through judge.py's one loop, combined before scoring.
+
+Why one path: `judge.repeats=K` and `judge=[a,b,c]` are only more calls of `judge_response` (the repeat
+index is part of each call's cache key, each judge has its own client). Their verdicts are combined by
+one pure function, `combine` (a vote per criterion: majority with a declared tie rule, or any / all),
+first over a judge's repeats, then over the judges. If any call of a question fails, the question is a
+judge error (recorded, never scored on the remaining votes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rubric_engine.datatypes import Question
+from rubric_engine.errors import ConfigError
+from rubric_engine.judge.grading import JudgeResult, add_usage, judge_response
+from rubric_engine.judge.verdicts import Verdict
+
+if TYPE_CHECKING:
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["RULES", "TIES", "Panel", "PanelResult", "combine", "check_panel"]
+
+RULES = ("majority", "any", "all")
+TIES = ("not_met", "met")
+
+
+def combine(votes: Sequence[bool], rule: str = "majority", tie: str = "not_met") -> bool:
+    """The combined verdict of several votes on one criterion (repeats of one judge, or the judges).
+
+    majority: more than half met; an exact tie is decided by `tie` (not_met by default). any: one met
+    vote suffices. all: every vote must be met."""
+    if not votes:
+        raise ValueError("combine() needs at least one vote")
+    if rule == "any":
+        return any(votes)
+    if rule == "all":
+        return all(votes)
+    met = sum(1 for v in votes if v)
+    if 2 * met == len(votes):
+        return tie == "met"
+    return 2 * met > len(votes)
+
+
+def check_panel(n_judges: int, repeats: int, rule: str, tie: str) -> None:
+    """One clear line for each setting that cannot run."""
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ConfigError(f"judge.repeats={repeats!r}: must be a whole number >= 1 (how many times each reply is "
+                          "judged; 1 = once)")
+    if rule not in RULES:
+        raise ConfigError(f"jury.rule={rule!r} is not a rule; use one of {', '.join(RULES)}")
+    if tie not in TIES:
+        raise ConfigError(f"judge.tie={tie!r} is not a tie rule; use one of {', '.join(TIES)}")
+    if n_judges < 1:
+        raise ConfigError("no judge: pass judge=<name> or a jury judge=[a,b,c]")
+
+
+@dataclass
+class PanelResult(JudgeResult):
+    """A question's combined result; `votes[judge][repeat]` keeps every call's verdicts (None on error)."""
+
+    votes: dict[str, list[list[Verdict] | None]] = field(default_factory=dict)
+    judge_verdicts: dict[str, list[Verdict]] = field(default_factory=dict)  # each judge over its repeats
+
+
+@dataclass
+class Panel:
+    """Judges x repeats for one run. `names` label the judges in samples and the summary."""
+
+    clients: Sequence["ModelClient"]
+    names: Sequence[str]
+    spec: "BenchmarkSpec"
+    repeats: int = 1
+    rule: str = "majority"
+    tie: str = "not_met"
+
+    @property
+    def plain(self) -> bool:
+        """One judge, once: results are exactly judge_response's (no votes recorded)."""
+        return len(self.clients) == 1 and self.repeats == 1
+
+    async def judge(self, question: Question, response: str, first_repeat: int = 0) -> JudgeResult:
+        """Every judge, every repeat, started together (they pipeline under each client's concurrency).
+        `first_repeat`: cache index of the first grading (candidate sample s grades with s x repeats + r, so
+        two samples with the same reply are still graded independently, each paid once)."""
+        calls = [judge_response(c, self.spec, question, response, repeat=first_repeat + r)
+                 for c in self.clients for r in range(self.repeats)]
+        results = list(await asyncio.gather(*calls))
+        if self.plain:
+            return results[0]
+        return self._merge(results)
+
+    def _merge(self, results: list[JudgeResult]) -> PanelResult:
+        out = PanelResult(verdicts=None, error=None)
+        add_usage(out, results)
+        k = self.repeats
+        for j, name in enumerate(self.names):
+            out.votes[name] = [r.verdicts for r in results[j * k:(j + 1) * k]]
+        failed = [(name, i, r.error) for j, name in enumerate(self.names)
+                  for i, r in enumerate(results[j * k:(j + 1) * k], 1) if r.error]
+        if failed:
+            name, rep, err = failed[0]
+            more = f" (+{len(failed) - 1} more failed calls)" if len(failed) > 1 else ""
+            out.error = f"judge {name} repeat {rep}: {err}{more}"
+            return out
+        for name, reps in out.votes.items():
+            out.judge_verdicts[name] = _vote(reps, "majority", self.tie)  # repeats: always a majority
+        if len(self.names) == 1:
+            out.verdicts = out.judge_verdicts[self.names[0]]
+        else:
+            out.verdicts = _vote(list(out.judge_verdicts.values()), self.rule, self.tie)
+        return out
+
+
+def _vote(ballots: Sequence[list[Verdict] | None], rule: str, tie: str) -> list[Verdict]:
+    """Combine aligned verdict lists criterion by criterion; the reasoning kept is the first vote that
+    agrees with the outcome (so a sample shows a reason for the verdict it reports)."""
+    lists = [b for b in ballots if b is not None]
+    out: list[Verdict] = []
+    for pos, first in enumerate(lists[0]):
+        votes = [b[pos] for b in lists]
+        hit = combine([v.hit for v in votes], rule, tie)
+        reason = next((v.reasoning for v in votes if v.hit == hit), first.reasoning)
+        out.append(Verdict(index=first.index, reasoning=reason, hit=hit))
+    return out

@@ -1,0 +1,132 @@
+"""A durable on-disk store of model-call results, shared safely by threads and processes.
+
+Why our own store and not LiteLLM's cache: LiteLLM's disk-cache key ignores `api_base`, it evicts
+silently at 1 GiB and it does blocking I/O inside async calls. A benchmark's answers are expensive
+data, so this store never evicts (`eviction_policy="none"`), never drops a write silently
+(`set` raises), and keeps values as JSON text so the database stays inspectable with sqlite3.
+
+Keys are built by `rubric_engine.models.client.cache_key`; this module only stores and reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import diskcache
+
+from rubric_engine.errors import CacheError
+
+__all__ = ["ResultCache", "CacheError", "default_cache_dir"]
+
+_SIZE_LIMIT = 2**62  # effectively unlimited: eviction is also disabled below
+_TIMEOUT = 60.0  # seconds SQLite waits for a lock held by another process before raising
+
+
+def default_cache_dir() -> Path:
+    """$RUBRIC_ENGINE_CACHE, else $XDG_CACHE_HOME/rubric-engine/calls (XDG default ~/.cache)."""
+    explicit = os.environ.get("RUBRIC_ENGINE_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "rubric-engine" / "calls"
+
+
+class ResultCache:
+    """Key -> JSON-object store on diskcache.Cache. Values must be JSON-serialisable dicts."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory).expanduser()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._cache = diskcache.Cache(str(self.directory), eviction_policy="none",
+                                          size_limit=_SIZE_LIMIT, timeout=_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - any failure here means "cannot use this directory"
+            raise CacheError(f"{self.directory}: cannot open the result cache ({type(exc).__name__}: {exc}); "
+                             "choose a writable local directory with cache.dir= or $RUBRIC_ENGINE_CACHE (a corrupt cache: `rubric-engine cache clear`)") from exc
+
+    # -- read / write ----------------------------------------------------------------------
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored dict, or None when absent. An unreadable entry is treated as absent."""
+        try:
+            raw = self._cache.get(key, default=None, retry=True)
+        except Exception as exc:  # noqa: BLE001
+            raise self._error("read", exc) from exc
+        if raw is None:
+            return None
+        try:
+            value = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def set(self, key: str, value: dict[str, Any]) -> None:
+        """Store `value`; raises CacheError instead of ever dropping a write."""
+        try:
+            text = json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise CacheError(f"{self.directory}: value for key {key[:16]}... is not JSON-serialisable ({exc})") from exc
+        try:
+            ok = self._cache.set(key, text, retry=True)
+        except Exception as exc:  # noqa: BLE001
+            raise self._error("write", exc) from exc
+        if not ok:
+            raise CacheError(f"{self.directory}: the cache refused a write (key {key[:16]}...); "
+                             "check free disk space and that the directory is on a local disk")
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._cache
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    # -- maintenance -----------------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        """{'directory', 'entries', 'size_bytes'} for `rubric-engine cache info`."""
+        try:
+            return {"directory": str(self.directory), "entries": len(self._cache),
+                    "size_bytes": int(self._cache.volume())}
+        except Exception as exc:  # noqa: BLE001
+            raise self._error("read", exc) from exc
+
+    def clear(self) -> int:
+        """Delete every entry; returns how many were removed."""
+        try:
+            return int(self._cache.clear(retry=True))
+        except Exception as exc:  # noqa: BLE001
+            raise self._error("clear", exc) from exc
+
+    @staticmethod
+    def remove_files(directory: str | Path) -> int:
+        """Delete the store's own files (cache.db*, its value sub-directories) when it cannot even be
+        opened (a corrupt database): `cache clear` must work exactly when the cache is broken."""
+        import re
+        import shutil
+
+        directory, removed = Path(directory).expanduser(), 0
+        for entry in directory.iterdir() if directory.is_dir() else []:
+            if entry.is_file() and entry.name.startswith("cache.db"):
+                entry.unlink()
+                removed += 1
+            elif entry.is_dir() and re.fullmatch(r"[0-9a-f]{2}", entry.name):
+                shutil.rmtree(entry)
+                removed += 1
+        return removed
+
+    def close(self) -> None:
+        self._cache.close()
+
+    def __enter__(self) -> "ResultCache":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ResultCache({str(self.directory)!r})"
+
+    def _error(self, what: str, exc: Exception) -> CacheError:
+        return CacheError(f"{self.directory}: cannot {what} the result cache ({type(exc).__name__}: {exc}); "
+                          "check disk space and permissions, and keep the cache on a local disk")

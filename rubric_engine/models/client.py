@@ -1,0 +1,309 @@
+"""Model calls through LiteLLM with our own retries, rate limits and a durable result cache.
+
+Why our own retry loop: LiteLLM's retries silently need `tenacity`, and for `openai/` models the
+OpenAI SDK retries too, so retries compound unpredictably. We call with `num_retries=0,
+max_retries=0` and retry here: 429 / 5xx / timeouts / connection errors / malformed bodies, with
+exponential backoff + full jitter, honouring Retry-After. Errors retrying cannot fix
+(400/401/403/404/422, context too long) raise `FatalModelError` at once with one actionable line.
+
+Why the cache is checked first: `import litellm` costs seconds, so a fully cached re-score never
+imports it. Only accepted, successful results are cached; errors never are.
+
+Around the client: modelspec.py (what a model is, the cache key), callfailures.py (what a failure
+means), litellm_runtime.py (LiteLLM in this process: import, reading replies, closing clients).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Awaitable, Callable
+
+from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
+from rubric_engine.models.cache import ResultCache, default_cache_dir
+from rubric_engine.models.entries import CACHE_KEY_VERSION, ModelSpec, cache_key, provider_key_env
+from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
+from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, reply_cost
+from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
+from rubric_engine.models.redact import register_secret
+
+# ModelSpec, cache_key, provider_key_env and CACHE_KEY_VERSION live in modelspec.py; ResultCache and
+# default_cache_dir in cache.py. They stay importable from here for existing callers.
+__all__ = ["ModelSpec", "CallResult", "CallStats", "ModelClient", "cache_key", "ResultCache",
+           "default_cache_dir", "provider_key_env", "CACHE_KEY_VERSION", "preload_litellm"]
+
+
+def preload_litellm() -> None:
+    """Start importing LiteLLM on a thread now, for a caller that knows calls will be made."""
+    RUNTIME.preload()
+
+@dataclass
+class CallResult:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None  # USD; None when LiteLLM has no price for the model
+    cached: bool
+    attempts: int  # HTTP requests made for this result (0 for a cache hit)
+    finish_reason: str | None = None  # "stop", "length" (cut off), "content_filter", ... as the provider says
+
+
+@dataclass
+class CallStats:
+    """Counters for one client. Tokens and cost count only requests made in this process."""
+
+    calls: int = 0  # complete() invocations
+    cache_hits: int = 0
+    errors: int = 0  # complete() calls that raised ModelCallError / FatalModelError
+    retries: int = 0  # extra HTTP attempts after a retryable failure
+    requests: int = 0  # HTTP requests sent
+    rejected: int = 0  # results the caller's accept() refused (not cached)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0  # sum over calls whose cost is known
+    cost_unknown_calls: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _RateLimiter:
+    """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429."""
+
+    def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+        self.interval = 60.0 / rpm if rpm else 0.0
+        self._next = 0.0
+        self._paused_until = 0.0
+        self._clock, self._sleep = clock, sleep
+
+    async def wait(self) -> None:
+        now = self._clock()
+        slot = max(now, self._next, self._paused_until)
+        if self.interval:
+            self._next = slot + self.interval  # reserved before sleeping: no await between read and write
+        if slot > now:
+            await self._sleep(slot - now)
+
+    def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
+
+
+class ModelClient:
+    """Calls one model with caching, a concurrency cap, an rpm cap and retries. See module docstring."""
+
+    def __init__(self, spec: ModelSpec, *, cache: ResultCache | None, concurrency: int = 8, rpm: float | None = None,
+                 max_retries: int = 4, backoff_base: float = 1.0, backoff_max: float = 60.0,
+                 role: str = "candidate", clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 runtime: LiteLLMRuntime = RUNTIME) -> None:
+        """`clock` and `sleep` exist so tests can check pauses and spacing without measuring wall time."""
+        for bad, what in ((concurrency < 1, f"concurrency must be >= 1 (got {concurrency})"),
+                          (rpm is not None and rpm <= 0, f"rpm must be > 0, or null for no limit (got {rpm})"),
+                          (max_retries < 0, f"max_retries must be >= 0 (got {max_retries})")):
+            if bad:
+                raise ConfigError(f"{role}: {what}")
+        self.spec, self.cache, self.role = spec, cache, role
+        self.concurrency, self.rpm, self.max_retries = concurrency, rpm, max_retries
+        self.backoff_base, self.backoff_max = backoff_base, backoff_max
+        self.stats = CallStats()
+        self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
+        self._limiter = _RateLimiter(rpm, clock, sleep)
+        self._sleep = sleep
+        self._sem: asyncio.Semaphore | None = None
+        self._sem_loop: asyncio.AbstractEventLoop | None = None
+        self._loops: set[int] = set()
+        self._answered = False  # a server answered once: later connection errors are per-question
+        self._runtime = runtime
+        self._request: dict[str, Any] | None = None  # what every request of this client sends (built once)
+        self._key: str | None = None  # the key value sent (None: LiteLLM reads the provider's variable)
+        # set by structured.py once this client's server refused response_format json_schema (HTTP 400):
+        # a fact about this endpoint, so later structured requests go without it at once
+        self.json_schema_refused = False
+
+    async def __aenter__(self) -> "ModelClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
+                       accept: Callable[[str], None] | None = None,
+                       cache_as: list[dict[str, Any]] | None = None, expect: Any = None,
+                       repeat: int = 0) -> CallResult:
+        """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, and the exception
+        propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits.
+
+        `cache_as`: the messages whose key stores the result (default `messages`). A re-ask passes the
+        original request, so the validated answer is found again by the original request on resume. Lookups
+        use `messages`: a re-ask is never answered from the entry whose reply it is re-asking about.
+        `expect` (a mockmodel.VerdictShape) tells a `mock/` model what to answer; real models ignore it."""
+        self.stats.calls += 1
+        if is_mock(self.spec.model):  # deterministic and free: never stored in (or read from) the cache
+            result = self._mock(messages, expect)
+            self._accept(accept, result)
+            return result
+        key = cache_key(self.spec, messages, response_format, repeat) if self.cache is not None else None
+        if key is not None and self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None and isinstance(hit.get("text"), str):
+                self.stats.cache_hits += 1
+                result = CallResult(hit["text"], int(hit.get("prompt_tokens") or 0),
+                                    int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0,
+                                    hit.get("finish_reason"))
+                self._accept(accept, result)
+                return result
+        result = await self._call(messages, response_format)
+        self._accept(accept, result)
+        if key is not None and self.cache is not None:
+            if cache_as and cache_as != messages:
+                key = cache_key(self.spec, cache_as, response_format, repeat)
+            self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
+                                 "completion_tokens": result.completion_tokens, "cost": result.cost,
+                                 "model": self.spec.model, "finish_reason": result.finish_reason})
+        return result
+
+    async def aclose(self) -> None:
+        """Close LiteLLM's HTTP clients for this loop once no other open ModelClient uses them."""
+        loop = asyncio.get_running_loop()
+        self._sem, self._sem_loop = None, None
+        if id(loop) not in self._loops:
+            return
+        self._loops.discard(id(loop))
+        await self._runtime.release_loop(loop)
+
+    # -- internals -------------------------------------------------------------------------
+    def _accept(self, accept: Callable[[str], None] | None, result: CallResult) -> None:
+        """Run the caller's check; a rejection carries the result (`exc.call_result`) so its tokens count."""
+        try:
+            if accept is not None:
+                accept(result.text)
+        except Exception as exc:
+            self.stats.rejected += 1
+            try:
+                exc.call_result = result  # type: ignore[attr-defined]
+            except AttributeError:  # exceptions with __slots__
+                pass
+            raise
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._sem is None or self._sem_loop is not loop:  # asyncio primitives bind to one loop
+            self._sem, self._sem_loop = asyncio.Semaphore(self.concurrency), loop
+            if id(loop) not in self._loops:
+                self._loops.add(id(loop))
+                self._runtime.use_loop(loop)
+        return self._sem
+
+    def _base_request(self) -> dict[str, Any]:
+        """What every request of this client sends, resolved once at its first real call (the key too)."""
+        if self._request is None:
+            key = self._api_key()  # a missing key raises here, at every call, until it is set
+            base: dict[str, Any] = {**self.spec.params, "model": self.spec.model, "timeout": self.spec.timeout,
+                                    "num_retries": 0, "max_retries": 0}
+            if self.spec.api_base:
+                base["api_base"] = self.spec.api_base
+            if key:
+                base["api_key"] = key
+            self._key, self._request = key, base
+        return self._request
+
+    def _api_key(self) -> str | None:
+        env = self.spec.api_key_env
+        if env:
+            value = os.environ.get(env)
+            if not value:
+                self.stats.errors += 1
+                raise FatalModelError(self.spec.model, f"{self.role} model '{self.spec.name}': environment variable "
+                                      f"${env} is not set; export it with the API key", attempts=0)
+            register_secret(value)
+            return value
+        if self.spec.api_base:
+            # A custom endpoint gets a key only when its entry names the variable: never the provider's
+            # own key from the environment (a spec or an override may point api_base anywhere).
+            return "no-key"  # local OpenAI-compatible servers ignore the key but the SDK demands one
+        register_secret(os.environ.get(provider_key_env(self.spec.model)))
+        return None  # LiteLLM reads the provider's own env var
+
+    def _backoff(self, attempt: int, failure: Failure) -> float:
+        if failure.retry_after is not None:
+            return min(failure.retry_after, self.backoff_max)
+        return random.uniform(0.0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
+
+    def _message(self, failure: Failure) -> str:
+        who = f"{self.role} model '{self.spec.name}'"
+        advice = {
+            "auth": f"set the API key in ${self.spec.key_env}",
+            "forbidden": f"check that the key in ${self.spec.key_env} may use this model",
+            "not_found": f"check the model id '{self.spec.model}'" + (f" and api_base {self.spec.api_base}"
+                                                                     if self.spec.api_base else ""),
+            "context": "the prompt is longer than the model's context window; use a longer-context model",
+            "bad_request": "check the request params this provider accepts",
+            "transient": "check the provider's status, or raise max_retries / lower concurrency or rpm",
+            "connection": "check that the server is running and reachable" + (f" at {self.spec.api_base}"
+                                                                            if self.spec.api_base else ""),
+        }[failure.kind]
+        return f"{who}: {failure.detail}; {advice}"
+
+    def _mock(self, messages: list[dict[str, Any]], expect: Any) -> CallResult:
+        """An offline, deterministic answer (see mockmodel.py); LiteLLM is never imported for it."""
+        text = mock_reply(self.spec.model, messages, expect)
+        prompt = sum(mock_tokens(str(m.get("content", ""))) for m in messages)
+        self.stats.requests += 1
+        self.stats.prompt_tokens += prompt
+        self.stats.completion_tokens += mock_tokens(text)
+        return CallResult(text, prompt, mock_tokens(text), 0.0, False, 1)
+
+    async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
+        kwargs = {**self._base_request(), "messages": messages}
+        if response_format:
+            kwargs["response_format"] = response_format
+        if self.notify is not None and self._runtime.announce_once():
+            self.notify("loading LiteLLM for the first model call (a few seconds) ...")
+        litellm = self._runtime.module()
+        attempts = 0
+        while True:
+            attempts += 1
+            async with self._semaphore():
+                await self._limiter.wait()
+                self.stats.requests += 1
+                try:  # outer guard in case a provider path ignores timeout=
+                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout + 30.0)
+                    text, prompt_tokens, completion_tokens = parse_reply(response)
+                except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
+                    failure, error = classify(exc, self._key), exc
+                else:
+                    self._answered = True
+                    cost = reply_cost(litellm, response)
+                    self.stats.prompt_tokens += prompt_tokens
+                    self.stats.completion_tokens += completion_tokens
+                    self.stats.cost += cost or 0.0
+                    self.stats.cost_unknown_calls += cost is None
+                    return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts,
+                                      finish_reason(response))
+            if failure.fatal or attempts > self.max_retries:
+                self.stats.errors += 1
+                if failure.kind == "connection" and not self._answered:  # no server there: every call would fail
+                    err: ModelCallError = FatalModelError(self.spec.model, self._message(failure), status=failure.status,
+                                                          attempts=attempts, stops_run=True)
+                elif failure.fatal:
+                    err = FatalModelError(self.spec.model, self._message(failure), status=failure.status,
+                                          attempts=attempts, stops_run=failure.kind in STOPS_RUN_KINDS)
+                else:
+                    err = ModelCallError(self.spec.model, self._message(failure), status=failure.status,
+                                         attempts=attempts)
+                err.detail = failure.detail  # type: ignore[attr-defined]  # the provider's own words, for callers
+                raise err from error
+            delay = self._backoff(attempts, failure)
+            if failure.retry_after is not None:
+                self._limiter.pause(delay)  # the provider asked everyone on this key to wait
+            self.stats.retries += 1
+            if self.notify is not None:
+                why = f"HTTP {failure.status}" if failure.status else failure.detail[:80]
+                wait = "rate limit: waiting as asked (Retry-After)" if failure.retry_after is not None else "backing off"
+                self.notify(f"{self.role} '{self.spec.name}': {why}; retry {attempts}/{self.max_retries} in "
+                            f"{delay:.1f}s ({wait})")
+            await self._sleep(delay)

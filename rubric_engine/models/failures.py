@@ -1,0 +1,106 @@
+"""What a failed model call means: retry it or not, how long the provider asks us to wait, and the
+one line a user reads about it.
+
+Why apart from the client: the rules are pure functions of an exception (its class names, status,
+headers, text) and are tested as such; the client only acts on the `Failure` they return. LiteLLM's
+exception classes are recognised by name, so this module never imports LiteLLM.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from dataclasses import dataclass
+
+from rubric_engine.models.redact import redact
+
+__all__ = ["Failure", "Malformed", "classify", "clean", "retry_after", "STOPS_RUN_KINDS"]
+
+_RETRY_STATUS = frozenset({408, 409, 425, 429})
+_FATAL_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
+                          "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"})
+_MISSING_KEY = "Missing credentials"  # LiteLLM/OpenAI SDK wording when no key was found at all
+STOPS_RUN_KINDS = frozenset({"auth", "forbidden", "not_found", "connection"})  # same failure for every question
+
+
+class Malformed(Exception):
+    """A 200 answer without usable choices: retryable like a 5xx."""
+
+
+@dataclass
+class Failure:
+    fatal: bool
+    status: int | None
+    retry_after: float | None
+    detail: str
+    kind: str  # "context", "auth", ... chooses the advice in the message
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds from Retry-After-Ms / Retry-After (seconds or HTTP date) on the error's response."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    try:
+        lower = {str(k).lower(): str(v) for k, v in dict(headers or {}).items()}
+        if "retry-after-ms" in lower:
+            return max(0.0, float(lower["retry-after-ms"]) / 1000.0)
+        value = lower.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except Exception:  # noqa: BLE001 - an unreadable header means "no hint", not a crash
+        return None
+
+
+def clean(text: str, secret: str | None) -> str:
+    """One line, no LiteLLM class-name prefixes, no secret, at most 300 chars."""
+    text = re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"^(litellm\.\w+:\s*)+", "", text)
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    text = redact(text)
+    return text[:300] + ("..." if len(text) > 300 else "")
+
+
+def refused(exc: BaseException) -> bool:
+    """A connection that could not be opened (LiteLLM reports it as a 500 'Connection error')."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        names = {cls.__name__ for cls in type(node).__mro__}
+        if names & {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"}:
+            return False
+        if names & {"ConnectError", "ConnectionRefusedError"} or "Connection refused" in str(node):
+            return True
+        node = node.__cause__ or node.__context__
+    return "Connection error" in str(exc)
+
+
+def classify(exc: BaseException, secret: str | None) -> Failure:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    detail = clean(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), secret)
+    if _MISSING_KEY in str(exc):  # LiteLLM reports a key it could not find as HTTP 500: retrying cannot help
+        return Failure(True, None, None, detail, "auth")
+    if "ContextWindowExceededError" in names:
+        return Failure(True, status or 400, None, detail, "context")
+    if refused(exc):
+        return Failure(False, status, None, detail, "connection")
+    if isinstance(exc, (Malformed, TimeoutError)) or names & {"Timeout", "APITimeoutError", "APIConnectionError"}:
+        return Failure(False, status, None, detail, "transient")
+    if status is not None:
+        if status in _RETRY_STATUS or status >= 500:
+            return Failure(False, status, retry_after(exc), detail, "transient")
+        if 400 <= status < 500:
+            return Failure(True, status, None, detail, {401: "auth", 403: "forbidden", 404: "not_found"}.get(status, "bad_request"))
+    if names & _FATAL_NAMES:
+        return Failure(True, status, None, detail, "bad_request")
+    if type(exc).__name__ == "OpenAIError" and "api_key" in str(exc):  # SDK refused to start without a key
+        return Failure(True, None, None, detail, "auth")
+    return Failure(False, status, retry_after(exc), detail, "transient")

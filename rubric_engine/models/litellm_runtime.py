@@ -1,0 +1,186 @@
+"""LiteLLM in this process: imported once (on a thread while start-up runs, or at the first real call),
+configured once, read through one function per reply, and its HTTP clients closed per event loop.
+
+Why one object: importing LiteLLM is process-wide and costs seconds, so whether it is loading, whether
+the 'loading LiteLLM' line was shown, and which event loops still have open model clients are facts
+about the process, not about one ModelClient. They live on `RUNTIME`, the one `LiteLLMRuntime`; the
+clients share it. Nothing here runs per call except `module()` (a field read once loaded) and the
+reply readers.
+
+Before the import: `LITELLM_LOCAL_MODEL_COST_MAP=True` (the shipped price map, no network fetch) and
+`LITELLM_MODE=PRODUCTION`, because in its default DEV mode LiteLLM's import runs python-dotenv's
+`load_dotenv()`, which loads a `.env` found above LiteLLM's install directory (a project checkout with
+its venv inside) or, from a notebook, `python -c` or under a debugger, in the working directory: keys
+and settings the user never gave the engine. Both are `setdefault`: a user who sets them keeps theirs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib
+import logging
+import os
+import sys
+import threading
+from typing import Any
+
+from rubric_engine.models.failures import Malformed
+
+__all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "reply_cost"]
+
+_ENV_BEFORE_IMPORT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
+# What LiteLLM's first acompletion imports lazily (~470 modules, 0.5 s of CPU measured on the development
+# machine: the proxy's types through its prompt helpers, and the OpenAI SDK's resources when its client
+# is first used). Imported with LiteLLM instead, so the first call of a run costs what later ones do
+# (bench/bench_run.py, docs/scaling.md). A name missing in another LiteLLM version is skipped.
+_FIRST_CALL_MODULES = ("litellm.proxy.openai_files_endpoints.common_utils", "openai.resources.chat")
+
+
+class LiteLLMRuntime:
+    """The process's LiteLLM: lazy import, optional preloading, per-loop client bookkeeping."""
+
+    def __init__(self) -> None:
+        self._module: Any = None
+        self._preload: threading.Thread | None = None
+        self._announced = False  # the 'loading LiteLLM' line is shown once per process
+        self._loop_users: dict[int, int] = {}  # event-loop id -> open ModelClients that made real calls in it
+        self._lock = threading.Lock()
+        # The command line sets this (cli.py): the cyclic GC is paused while LiteLLM imports (its
+        # import triggers full collections that find nothing, 0.8 s of CPU measured) and the objects
+        # alive after it are frozen out of later collections. Off for Python callers: the GC is theirs.
+        self.quiet_gc = False
+
+    @property
+    def loading(self) -> bool:
+        """True while a first call would wait for LiteLLM's import (not yet imported, or still importing)."""
+        if self._module is not None:
+            return False
+        return "litellm" not in sys.modules or (self._preload is not None and self._preload.is_alive())
+
+    def preload(self) -> None:
+        """Start importing LiteLLM in a daemon thread, for a caller that knows calls will be made.
+
+        Imports are thread-safe (per-module import locks), so `module()` in the event loop simply waits
+        for the module the thread is loading. Idempotent."""
+        with self._lock:
+            if self._preload is None and self._module is None and "litellm" not in sys.modules:
+                _prepare_environment()
+                self._preload = threading.Thread(target=self.module, name="litellm-import", daemon=True)
+                self._preload.start()
+
+    def announce_once(self) -> bool:
+        """True the first time it is asked while LiteLLM is still loading: show the one 'loading' line."""
+        if self._announced or not self.loading:
+            return False
+        self._announced = True
+        return True
+
+    def module(self) -> Any:
+        """The configured `litellm` module (imported on first use, then a field read)."""
+        if self._module is not None:
+            return self._module
+        if "litellm" not in sys.modules:
+            _prepare_environment()
+        quiet = self.quiet_gc and gc.isenabled()
+        if quiet:
+            gc.disable()
+        try:
+            import litellm  # noqa: PLC0415 - deliberate lazy import (seconds of start-up)
+
+            litellm.suppress_debug_info = True
+            litellm.set_verbose = False
+            for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+                logging.getLogger(name).setLevel(logging.ERROR)
+            for name in _FIRST_CALL_MODULES:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # noqa: BLE001 - a warm-up only: the first call imports what it needs
+                    pass
+        finally:
+            if quiet:
+                gc.freeze()
+                gc.enable()
+        self._module = litellm
+        return litellm
+
+    def use_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A client starts making real calls in `loop`."""
+        self._loop_users[id(loop)] = self._loop_users.get(id(loop), 0) + 1
+
+    async def release_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A client is done with `loop`; the last one closes LiteLLM's HTTP clients bound to it."""
+        left = self._loop_users.get(id(loop), 1) - 1
+        if left > 0:
+            self._loop_users[id(loop)] = left
+            return
+        self._loop_users.pop(id(loop), None)
+        await _close_clients(loop)
+
+
+RUNTIME = LiteLLMRuntime()
+
+
+def _prepare_environment() -> None:
+    for name, value in _ENV_BEFORE_IMPORT.items():
+        os.environ.setdefault(name, value)
+
+
+async def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
+    """Close and forget LiteLLM's cached HTTP clients bound to `loop` (litellm #13251)."""
+    litellm = sys.modules.get("litellm")
+    cache = getattr(litellm, "in_memory_llm_clients_cache", None) if litellm is not None else None
+    if cache is None:
+        return
+    suffix = f"-{id(loop)}"
+    for key in [k for k in list(getattr(cache, "cache_dict", {})) if str(k).endswith(suffix)]:
+        client = cache.cache_dict.pop(key, None)
+        getattr(cache, "ttl_dict", {}).pop(key, None)
+        close = getattr(client, "aclose", None) or getattr(client, "close", None)
+        try:
+            result = close() if callable(close) else None
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception:  # noqa: BLE001 - best effort at shutdown
+            pass
+
+
+def finish_reason(response: Any) -> str | None:
+    choices = getattr(response, "choices", None) or [None]
+    value = getattr(choices[0], "finish_reason", None)
+    return str(value) if value else None
+
+
+def parse_reply(response: Any) -> tuple[str, int, int]:
+    """(text, prompt_tokens, completion_tokens); raises Malformed when there is no usable choice."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        raise Malformed("malformed response: no choices")
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        raise Malformed("malformed response: choice without a message")
+    content = getattr(message, "content", None)
+    if content is None:
+        text = ""  # empty completion: the caller decides what that means
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
+    else:
+        raise Malformed(f"malformed response: content is {type(content).__name__}")
+    usage = getattr(response, "usage", None)
+    return text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+
+
+def reply_cost(litellm: Any, response: Any) -> float | None:
+    """USD cost, or None when unknown. LiteLLM already priced the response (hidden params); reuse
+    that, since a second completion_cost() raising for unmapped models costs ~2 ms of CPU per call."""
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and "response_cost" in hidden:
+        value = hidden["response_cost"]
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    try:
+        value = litellm.completion_cost(completion_response=response)
+    except Exception:  # noqa: BLE001 - unmapped models raise; unknown cost is None, never 0
+        return None
+    return float(value) if isinstance(value, (int, float)) else None

@@ -1,0 +1,275 @@
+"""The leaderboard as one self-contained HTML file.
+
+Self-contained because reports get mailed, attached to CI runs and opened offline: the CSS is
+inline, the charts are embedded as base64 PNG data URIs, one small inline script (html_views.SCRIPT)
+adds sorting, filtering, search and the two-model picker, and nothing points to any URL. Every piece
+of text from a run (dialogue, model output, judge reasoning, labels) goes through html.escape, because
+model outputs are untrusted text. The drill-down uses <details> so the page stays readable without
+JavaScript. The font list names CJK fonts, so Chinese data never renders as boxes.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from rubric_engine.report import html_views as views
+from rubric_engine.results import intervals as nested_runs
+from rubric_engine.results.leaderboard import fmt
+from rubric_engine.scoring.aggregate import ability_ids
+
+if TYPE_CHECKING:
+    from rubric_engine.results.leaderboard import Leaderboard, Row
+
+__all__ = ["render_html", "write_html"]
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans CJK SC","Source Han Sans SC","PingFang SC",
+"Hiragino Sans GB","Microsoft YaHei","Noto Sans",sans-serif;margin:24px auto;max-width:1200px;
+color:#1d1d1f;line-height:1.4;padding:0 16px}
+h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;margin:8px 0;font-size:0.9em}
+th,td{border:1px solid #d0d0d0;padding:4px 8px;text-align:right;vertical-align:top}
+th{background:#f3f3f5;white-space:nowrap}td.t,th.t{text-align:left}
+tr:nth-child(even) td{background:#fafafa}
+.note{color:#555;font-size:0.9em}.warn{color:#8a4b00}
+.err{background:#ffe9e9 !important;border-left:4px solid #d00}
+.cat{background:#fff4dc !important}
+details{margin:4px 0}details.model>summary{font-size:1.1em;font-weight:600;cursor:pointer}
+details.q{margin-left:16px;border:1px solid #e4e4e4;padding:4px 8px;border-radius:4px}
+pre{font-family:inherit;white-space:pre-wrap;word-break:break-word;background:#f7f7f9;padding:8px;border-radius:4px}
+.hit{color:#0a6b0a;font-weight:600}.bad{color:#b00000;font-weight:600}.miss{color:#777}
+img{max-width:100%;height:auto;border:1px solid #eee}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def _f(x: float | None, digits: int = 2) -> str:
+    return _e(fmt(x, digits))
+
+
+def _table(head: Iterable[str], rows: Iterable[Iterable[str]], left: Iterable[int] = (0,), sortable: bool = True) -> str:
+    """Cells are already-escaped HTML; the `left` columns are text (left-aligned), the rest numbers;
+    sortable tables get click-to-sort headers and a filter box from the inline script."""
+    text = set(left)
+
+    def cls(i: int) -> str:
+        return ' class="t"' if i in text else ""
+
+    sort = ' class="sortable"' if sortable else ""
+    out = [f'<div class="tw"><table{sort}><thead><tr>', *(f"<th{cls(i)}>{h}</th>" for i, h in enumerate(head)), "</tr></thead><tbody>"]
+    for row in rows:
+        out.append("<tr>" + "".join(f"<td{cls(i)}>{c}</td>" for i, c in enumerate(row)) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def _leaderboard(lb: "Leaderboard") -> str:
+    ci = f"{100 * (1 - lb.alpha):.0f}% CI"
+    cat = lb.taxonomy.has_rules
+    head = ["#", "Model", "Judge", "Overall", _e(ci), "Scored", "Judge errors", "Candidate errors",
+            *(["Catastrophic"] if cat else []), "Cost $"]
+    rows = []
+    for r in lb.rows:
+        c = r.counts
+        rows.append([str(r.rank), _e(r.label), _e(r.judge), f"<b>{_f(r.overall)}</b>",
+                     f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}]", f"{c['scored']}/{c['questions']}",
+                     f'<span class="{"warn" if c["judge_errors"] else ""}">{c["judge_errors"]}</span>',
+                     str(c["candidate_errors"]), *([str(c["catastrophic"])] if cat else []), _e(r.cost_text())])
+    pairs = [[_e(p.a), _e(p.b), _f(p.diff), f"[{_f(p.lo)}, {_f(p.hi)}]", "yes" if p.excludes_zero else "no",
+              str(p.questions), _e(p.error or ("within judge noise" if p.within_noise else ""))] for p in lb.pairs]
+    return (_table(head, rows, left=(1, 2))
+            + f'<p class="note">Intervals: percentile bootstrap, questions resampled with replacement '
+              f"({lb.n_boot} resamples, seed {lb.seed}); the aggregation is re-run on every resample. "
+              "Questions with a judge or candidate error are left out of the scores and counted above. "
+              "Cost “+ ?”: the price of one part (candidate or judge) was unknown, so the sum is partial."
+              + (" " + _e(nested) if (nested := nested_runs.note([r.run for r in lb.rows])) else "") + "</p>"
+            + ("<h3>Paired differences (adjacent ranks)</h3>"
+               + _table(["A", "B", "A − B", _e(ci), "Excludes 0", "Questions", "Note"], pairs, left=(0, 1, 6))
+               + '<p class="note">Both models are resampled with the same question draws, on the questions '
+                 "scored for both; an interval that excludes 0 means the ranking of the pair is resolved.</p>"
+               if len(lb.rows) > 1 else ""))
+
+
+def _dimensions(lb: "Leaderboard") -> str:
+    t = lb.taxonomy
+    rows = [[_e(r.label), *[_f(r.dimensions.get(d)) for d in t.dimensions]] for r in lb.rows]
+    return _table(["Model", *[_e(t.label(d)) for d in t.dimensions]], rows)
+
+
+def _abilities(lb: "Leaderboard") -> str:
+    t = lb.taxonomy
+    rows = [[_e(t.label(d)), _e(t.label(a)), *[_f(r.abilities.get(a)) for r in lb.rows]]
+            for d, abilities in t.dimensions.items() for a in abilities]
+    return _table(["Dimension", "Ability", *[_e(r.label) for r in lb.rows]], rows, left=(0, 1))
+
+
+def _subsets(lb: "Leaderboard", ci: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    t = lb.taxonomy
+    names = list(dict.fromkeys([*t.subsets, *(s for r in lb.rows for s in r.subsets)]))
+    head = ["Model", *[_e(t.subset_labels.get(s, s)) for s in names]]
+    note = ""
+    if t.decay:
+        src, dst, base = (_e(t.subset_labels.get(s, s)) for s in t.decay)
+        head.append(f"Decay % (base: {base})")
+        note = (f'<p class="note">Decay % = ({src} − {dst}) / {base} × 100. The base matters: the same drop is '
+                f"a larger percentage of the lower score. This report uses <b>{base}</b> as the base.</p>")
+    def cell(r: "Row", s: str) -> str:
+        iv = (ci or {}).get(r.label, {}).get(s)
+        return _f(r.subsets.get(s)) + (f' <span class="note">[{_f(iv[0])}, {_f(iv[1])}]</span>' if iv else "")
+
+    rows = [[_e(r.label), *[cell(r, s) for s in names], *([_f(r.decay_pct, 1)] if t.decay else [])]
+            for r in lb.rows]
+    if ci:
+        note += (f'<p class="note">Brackets: {100 * (1 - lb.alpha):.0f}% bootstrap interval of each subset score '
+                 "(that subset's questions resampled), drawn as error bars in the subsets chart.</p>")
+    return _table(head, rows) + note
+
+
+def _scenarios(lb: "Leaderboard") -> str:
+    t = lb.taxonomy
+    names = list(dict.fromkeys(s for r in lb.rows for s in r.scenarios))
+    rows = [[_e(t.scenario_labels.get(s, s)), *[_f(r.scenarios.get(s)) for r in lb.rows]] for s in names]
+    return _table(["Scenario", *[_e(r.label) for r in lb.rows]], rows)
+
+
+def _breakdown(lb: "Leaderboard", bid: str) -> str:
+    groups = list(dict.fromkeys(g for r in lb.rows for g in r.breakdowns.get(bid, {})))
+    rows = [[_e(g), *[_f(r.breakdowns.get(bid, {}).get(g)) for r in lb.rows]] for g in groups]
+    return _table(["Group", *[_e(r.label) for r in lb.rows]], rows)
+
+
+def _tables(lb: "Leaderboard", subset_ci: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """Only the tables the spec declares: taxonomy tables with a taxonomy, subsets when declared, tag
+    breakdowns by their titles, scenarios when the data has them."""
+    t, out = lb.taxonomy, []
+    if t.dimensions:
+        out += ["<h2>Dimensions</h2>", _dimensions(lb), "<h2>Abilities</h2>", _abilities(lb)]
+    for bid, title, by in t.breakdowns:
+        if by in ("item_tag", "example_tag"):
+            out += [f"<h2>{_e(title)}</h2>", _breakdown(lb, bid)]
+    if t.has_subsets:
+        out += ["<h2>Subsets</h2>", _subsets(lb, subset_ci)]
+    if any(r.scenarios for r in lb.rows):
+        out += ["<h2>Scenarios</h2>", _scenarios(lb)]
+    return out
+
+
+def _images(images: Mapping[str, Path]) -> str:
+    out = []
+    for name, path in images.items():
+        data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        kind = "image/svg+xml" if Path(path).suffix == ".svg" else "image/png"  # an <img> never runs an SVG's scripts
+        out.append(f'<figure><img alt="{_e(name)} chart" src="data:{kind};base64,{data}">'
+                   f"<figcaption class=\"note\">{_e(name)}</figcaption></figure>")
+    return "".join(out) or '<p class="note">No charts.</p>'
+
+
+def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
+    rows = []
+    for c in sample.get("criteria") or []:
+        hit = c.get("hit")
+        what = (lb.taxonomy.label(c["ability"]) if c.get("ability") else f"rule: {c['rule']}" if c.get("rule")
+                else ", ".join(c.get("tags") or []))
+        bad = c.get("rule") is not None or (c.get("weight") is not None and c["weight"] < 0)
+        cls = ("bad" if bad else "hit") if hit else "miss"  # a hit on a penalty item is bad news
+        rows.append([_e(c.get("index")), _e(c.get("label")), _e(what), _e(c.get("weight")), _e(c.get("text")),
+                     f'<span class="{cls}">{"hit" if hit else ("miss" if hit is False else "—")}</span>',
+                     _e(c.get("reasoning"))])
+    if not rows:
+        return ""
+    return _table(["#", "Label", "Ability / rule / tags", "Weight", "Criterion", "Hit", "Judge reasoning"], rows,
+                  left=range(7), sortable=False)
+
+
+def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -> str:
+    t = lb.taxonomy
+    score = sample.get("score")
+    err_j, err_c = sample.get("judge_error"), sample.get("candidate_error")
+    classes = "q" + (" err" if err_j or err_c else "") + (" cat" if sample.get("catastrophic") else "")
+    scen = sample.get("scenario") or ""
+    flags = " · JUDGE ERROR" if err_j else (" · CANDIDATE ERROR" if err_c else "")
+    flags += " · catastrophic" if sample.get("catastrophic") else ""
+    sub = sample.get("subset") or ""
+    where = [t.subset_labels.get(sub, sub)] if sub else []
+    where += [t.scenario_labels.get(scen, scen)] if scen else []
+    head = (f"{_e(sample.get('id'))} · " + "".join(f"{_e(w)} · " for w in where) + "score "
+            f"{_f(None if score is None else score * t.scale)}{_e(flags)}")
+    body = []
+    if err_c:
+        body.append(f'<p class="err">Candidate error: {_e(err_c)}</p>')
+    if err_j:
+        body.append(f'<p class="err">Judge error: {_e(err_j)}</p>')
+        for raw in sample.get("judge_raw") or []:
+            body.append(f"<p class=\"note\">Judge reply:</p><pre>{_e(raw)}</pre>")
+    if sample.get("failed_rules"):
+        body.append(f'<p class="warn">Failure rules fired: {_e(", ".join(sample["failed_rules"]))}</p>')
+    abilities = sample.get("abilities") or {}
+    if abilities:
+        parts = [f"{t.label(a)} {fmt(None if v.get('score') is None else v['score'] * t.scale)}"
+                 for a, v in abilities.items() if isinstance(v, Mapping)]
+        body.append(f'<p class="note">Ability scores: {_e(", ".join(parts))}</p>')
+    body.append(views.dialogue(turns))
+    body.append(f"<p class=\"note\">Reply:</p><pre>{_e(sample.get('response'))}</pre>")
+    body.append(_criteria(sample, lb))
+    return f'<details class="{classes}"><summary>{head}</summary>{"".join(body)}</details>'
+
+
+def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
+    """One model's questions, streamed from its samples.jsonl (no run's records are held between rows)."""
+    run = row.run
+    errs = [str(s.get("id")) for s in (run.iter_samples() if run else ())
+            if s.get("judge_error") or s.get("candidate_error")]
+    summary = (f"{_e(row.label)} — {run.records if run else 0} questions, {row.counts['judge_errors']} judge errors, "
+               f"{row.counts['candidate_errors']} candidate errors")
+    err_line = f'<p class="err">Questions with errors: {_e(", ".join(errs))}</p>' if errs else ""
+    return (f'<details class="model"><summary>{summary}</summary>{err_line}'
+            + "".join(_question(s, lb, turns.get(str(s.get("id")))) for s in (run.iter_samples() if run else ()))
+            + "</details>")
+
+
+def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
+                subset_ci: Mapping[str, Mapping[str, Any]] | None = None, agreement: Path | None = None) -> str:
+    """The whole report as a string; images: caption -> PNG file to embed; subset_ci: label -> subset ->
+    (lo, hi); agreement: an agreement.json whose headline and pair table join the page."""
+    turns = views.dialogues(lb)
+    title = f"{lb.benchmark} {lb.benchmark_version} " + (f"run: {lb.rows[0].label}" if len(lb.rows) == 1 else "leaderboard")
+    warn = "".join(f'<li class="warn">{_e(w)}</li>' for w in lb.warnings)
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title><style>{_CSS}{views.CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="note">{len(lb.rows)} run{"s" if len(lb.rows) != 1 else ""}; ' + (f"{len(ability_ids(lb.taxonomy.dimensions))} abilities in "
+        f"{len(lb.taxonomy.dimensions)} dimensions; " if lb.taxonomy.dimensions else "")
+        + f"scores 0–{lb.taxonomy.scale:g}.</p>",
+        f"<ul>{warn}</ul>" if warn else "",
+        "<h2>Leaderboard</h2>", _leaderboard(lb),
+        *_tables(lb, subset_ci),
+        views.heatmaps(lb),
+        views.load_agreement(Path(agreement)) if agreement is not None else "",
+        "<h2>Charts</h2>", _images(images or {}),
+        views.side_by_side(lb, turns),
+        "<h2>Per-question drill-down</h2>",
+        '<p class="note">Open a model, then a question: the dialogue, the reply, each criterion with the judge\'s '
+        "reasoning and verdict. Questions with errors are highlighted in red, catastrophic ones in amber.</p>",
+        '<div id="drill">', *(_drilldown(lb, r, turns) for r in lb.rows), "</div>",
+        f"<script>{views.SCRIPT}</script>",
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def write_html(lb: "Leaderboard", path: Path, images: Mapping[str, Path] | None = None, **kw: Any) -> Path:
+    """Write render_html() to path (UTF-8) and return the path; kw: render_html's keywords."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(lb, images, **kw), encoding="utf-8")
+    return path

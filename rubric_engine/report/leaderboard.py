@@ -1,0 +1,232 @@
+"""The output side of a leaderboard: console tables, leaderboard.json/.csv/.md, charts and report.html,
+and `leaderboard_command` (collect, rank, write, print) that the CLI and the end of a sweep call.
+
+Why apart from leaderboard.py: ranking computes; this module only presents a built Leaderboard, so a new
+output format never touches the statistics. It imports leaderboard.py, never the other way round.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from rubric_engine.errors import ConfigError
+from rubric_engine.results import intervals as nested_runs
+from rubric_engine.results.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
+from rubric_engine.scoring.aggregate import ability_ids
+from rubric_engine.store.runs import collect_runs, failed_jobs, incomplete_runs
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["fmt", "write_leaderboard", "print_leaderboard", "leaderboard_command", "length_notes"]
+
+
+def _subsets(lb: Leaderboard) -> list[str]:
+    if not lb.taxonomy.has_subsets:
+        return []
+    extra = [s for r in lb.rows for s in r.subsets if s not in lb.taxonomy.subsets]
+    return list(dict.fromkeys([*lb.taxonomy.subsets, *extra]))
+
+
+def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) for Markdown and the console: three narrow tables rather than one that is
+    unreadable in 80 columns; compact (console) drops the judge column when all runs share a judge."""
+    t, subs = lb.taxonomy, _subsets(lb)
+    judges = sorted({r.judge for r in lb.rows})
+    show_judge = not compact or len(judges) > 1
+    title = f"{lb.benchmark} {lb.benchmark_version}" + ("" if show_judge else f" (judge: {judges[0]})")
+    ranking = [[str(r.rank), r.label, *([r.judge] if show_judge else []), fmt(r.overall),
+                f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]", f"{r.counts['scored']}/{r.counts['questions']}",
+                f"{r.counts['judge_errors']}/{r.counts['candidate_errors']}"] for r in lb.rows]
+    dims = [[r.label, *[fmt(r.dimensions.get(d)) for d in t.dimensions]] for r in lb.rows]
+    cat = t.has_rules
+    subsets = [[r.label, *[fmt(r.subsets.get(x)) for x in subs], *([fmt(r.decay_pct, 1)] if t.decay and subs else []),
+                *([str(r.counts["catastrophic"])] if cat else []), r.cost_text()] for r in lb.rows]
+    last_title = ", ".join([*(["Subsets"] if subs else []), *(["catastrophic failures"] if cat else []), "cost"])
+    out = [(title, ["#", "Model", *(["Judge"] if show_judge else []), "Overall", f"{100 * (1 - lb.alpha):.0f}% CI",
+                    "Scored", "Err j/c" if compact else "Errors judge/cand."], ranking)]
+    if t.dimensions:
+        out.append(("Dimensions", ["Model", *[t.label(d) for d in t.dimensions]], dims))
+    for bid, btitle, groups in _tag_breakdowns(lb):
+        out.append((btitle, ["Model", *groups], [[r.label, *[fmt(r.breakdowns.get(bid, {}).get(g)) for g in groups]]
+                                                 for r in lb.rows]))
+    out.append((last_title[0].upper() + last_title[1:], ["Model", *[t.subset_labels.get(x, x) for x in subs],
+                *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
+    return out
+
+
+def _tag_breakdowns(lb: Leaderboard) -> list[tuple[str, str, list[str]]]:
+    """(id, title, groups) of the spec's tag breakdowns (taxonomy, subset and scenario tables exist already)."""
+    out = []
+    for bid, title, by in lb.taxonomy.breakdowns:
+        if by in ("item_tag", "example_tag"):
+            groups = list(dict.fromkeys(g for r in lb.rows for g in r.breakdowns.get(bid, {})))
+            out.append((bid, title, groups))
+    return out
+
+
+def _notes(lb: Leaderboard) -> list[str]:
+    t = lb.taxonomy
+    out = [f"Intervals: percentile bootstrap, questions resampled with replacement ({lb.n_boot} resamples, "
+           f"seed {lb.seed}); paired differences use the same draws for both models."]
+    out += [n for n in [nested_runs.note([r.run for r in lb.rows])] if n]
+    if t.decay:
+        out.append(f"Decay % = ({t.decay[0]} - {t.decay[1]}) / {t.decay[2]} x 100 (base: {t.decay[2]}).")
+    out += [f"{p.a} - {p.b}: {fmt(p.diff)} [{fmt(p.lo)}, {fmt(p.hi)}] "
+            f"({'differs' if p.excludes_zero else 'not distinguishable'}, {p.questions} questions"
+            f"{_noise_note(p)})" for p in lb.pairs if not p.error]  # failed pairs are among the warnings
+    out += length_notes(lb)
+    return out + [f"warning: {w}" for w in lb.warnings]
+
+
+def _noise_note(p: Any) -> str:
+    """', within judge noise (SD x)' when the gap is smaller than the judges' own noise (judge_noise.py)."""
+    if p.noise is None:
+        return ""
+    band = f"judge-only interval [{fmt(p.noise_lo)}, {fmt(p.noise_hi)}], " if getattr(p, "noise_lo", None) is not None else ""
+    return f", {'within judge noise' if p.within_noise else 'larger than judge noise'} ({band}noise SD {fmt(p.noise)})"
+
+
+def _markdown(lb: Leaderboard) -> str:
+    def cell(x: str) -> str:
+        return x.replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"# {lb.benchmark} {lb.benchmark_version} leaderboard"]
+    for title, head, rows in _tables(lb):
+        lines += ["", f"## {title}", "", "| " + " | ".join(map(cell, head)) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join([*lines, "", *(f"- {cell(n)}" for n in _notes(lb))]) + "\n"
+
+
+def _csv_record(lb: Leaderboard, r: Row) -> dict[str, Any]:
+    """Prefixed column names (dim., ability., subset.) so ids can never collide."""
+    t = lb.taxonomy
+    return {"rank": r.rank, "label": r.label, "candidate": r.candidate, "candidate_model": r.candidate_model,
+            "judge": r.judge, "judge_model": r.judge_model, "overall": r.overall, "ci_lo": r.ci_lo, "ci_hi": r.ci_hi,
+            **{f"dim.{d}": r.dimensions.get(d) for d in t.dimensions},
+            **{f"ability.{a}": r.abilities.get(a) for a in ability_ids(t.dimensions)},
+            **{f"subset.{x}": r.subsets.get(x) for x in _subsets(lb)},
+            **{f"{bid}.{g}": r.breakdowns.get(bid, {}).get(g) for bid, _, groups in _tag_breakdowns(lb) for g in groups},
+            "decay_pct": r.decay_pct, "decay_base": r.decay_base, **r.counts,
+            **{f"cost_{k}": v for k, v in r.cost.items()}, "stage": r.stage, "run_dir": r.run_dir,
+            "gap_to_next": next(("within judge noise" if p.within_noise else "" for p in lb.pairs if p.a == r.label), "")}
+
+
+def _radar(lb: Leaderboard) -> tuple[str, list[str], dict[str, list[float | None]]] | None:
+    """(title, axes, values per model) of the first breakdown with >= 3 groups: the abilities if the spec
+    has a taxonomy with 3 or more, else a tag breakdown; None when no breakdown has 3 groups."""
+    t, abilities = lb.taxonomy, ability_ids(lb.taxonomy.dimensions)
+    if len(abilities) >= 3:
+        return "abilities", [t.label(a) for a in abilities], {r.label: [r.abilities.get(a) for a in abilities]
+                                                              for r in lb.rows}
+    for bid, title, groups in _tag_breakdowns(lb):
+        if len(groups) >= 3:
+            return title, groups, {r.label: [r.breakdowns.get(bid, {}).get(g) for g in groups] for r in lb.rows}
+    return None
+
+
+def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = None,
+                      chart_formats: tuple[str, ...] = ("png", "svg")) -> dict[str, Path]:
+    """leaderboard.json/.csv/.md, the charts (in `chart_formats`, PNG and SVG by default) and report.html
+    (embedding the charts in the first of those formats) in out_dir; agreement: an agreement.json for the
+    report (default: one already in out_dir)."""
+    from rubric_engine.report import charts, html_views
+    from rubric_engine.report import html_page as html_report
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"json": out / "leaderboard.json", "csv": out / "leaderboard.csv", "md": out / "leaderboard.md"}
+    files["json"].write_text(json.dumps(lb.to_dict(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    records = [_csv_record(lb, r) for r in lb.rows]
+    with files["csv"].open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows({k: ("" if v is None else v) for k, v in rec.items()} for rec in records)
+    files["md"].write_text(_markdown(lb), encoding="utf-8")
+    t, subs, abilities = lb.taxonomy, _subsets(lb), ability_ids(lb.taxonomy.dimensions)
+    base = f" (decay base: {t.subset_labels.get(t.decay[2], t.decay[2])})" if t.decay else ""
+    images: dict[str, Path] = {}
+    shown = chart_formats[0] if chart_formats else "png"  # the page embeds the first format asked
+    ci = html_views.subset_intervals(lb) if subs else {}
+    radar = _radar(lb)
+    if radar is not None:  # a radar only for a breakdown with 3 or more groups
+        name, axes, values = radar
+        charts.radar_chart(axes, values, out / "radar", title=f"{lb.benchmark}: {name}", max_value=t.scale,
+                           formats=chart_formats or (shown,))
+        images[f"{name} (radar)"] = out / f"radar.{shown}"
+    if subs:  # the subset / decay chart only when the spec declares subsets
+        charts.subsets_chart([t.subset_labels.get(x, x) for x in subs], {r.label: [r.subsets.get(x) for x in subs]
+                             for r in lb.rows}, out / "subsets", title=f"{lb.benchmark}: subsets{base}",
+                             notes={r.label: f"decay {fmt(r.decay_pct, 1)}%" for r in lb.rows if r.decay_pct is not None},
+                             intervals={r.label: [ci.get(r.label, {}).get(x) for x in subs] for r in lb.rows},
+                             formats=chart_formats or (shown,))
+        images["Subsets"] = out / f"subsets.{shown}"
+    if any(r.run is not None for r in lb.rows):
+        labels = [r.label for r in lb.rows]
+        charts.length_chart({(r.label if labels.count(r.label) == 1 else f"{r.label} ({r.judge})"): _length_points(r, t.scale)
+                             for r in lb.rows if r.run is not None},
+                            out / "length", title=f"{lb.benchmark}: reply length vs question score", max_value=t.scale,
+                            formats=chart_formats or (shown,))
+        images["Reply length vs question score (one point per question; Spearman rho in the title)"] = \
+            out / f"length.{shown}"
+    for name in ("radar", "subsets", "length"):
+        for ext in chart_formats or (shown,):
+            if (out / f"{name}.{ext}").is_file():
+                files[f"{name}_{ext}"] = out / f"{name}.{ext}"
+    agreement = agreement or html_views.find_agreement([out])
+    files["html"] = html_report.write_html(lb, out / "report.html", images=images, subset_ci=ci, agreement=agreement)
+    return files
+
+
+def _length_points(r: Row, scale: float) -> tuple[list[float], list[float], str]:
+    """(characters, question score on the spec's scale, rho note) for one row's scored questions."""
+    pts = [(float(chars), score * scale) for chars, score in (r.run.lengths if r.run else [])]
+    rho = (((r.run.summary.get("length") or {}).get("overall") or {}).get("chars")) if r.run else None
+    note = f"(rho {rho['rho']:+.2f})" if rho else ""
+    return [x for x, _ in pts], [y for _, y in pts], note
+
+
+def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None:
+    """The two tables, the paired differences of adjacent ranks and the warnings, on a rich console."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    for title, head, rows in _tables(lb, compact=True):
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for i, h in enumerate(head):
+            text = h in ("Model", "Judge")  # names fold onto two lines rather than vanish
+            table.add_column(h, justify="left" if text else "right", no_wrap=not text, overflow="fold",
+                             min_width=min(12, max(len(r[i]) for r in rows)) if text else None)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    for note in _notes(lb):
+        console.print(note, style="yellow" if note.startswith("warning:") else None, highlight=False, markup=False)
+
+
+def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
+                        console: Console | None = None, allow_mixed_specs: bool = False,
+                        agreement: Path | None = None) -> tuple[Leaderboard, dict[str, Path]]:
+    """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
+    (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
+    from rich.console import Console
+
+    dirs = [Path(d) for d in dirs]
+    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs), n_boot=n_boot, seed=seed)
+    lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs)
+    target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
+    from rubric_engine.report.html_views import find_agreement
+
+    if agreement is not None and not Path(agreement).is_file():
+        raise ConfigError(f"leaderboard: agreement={agreement}: no such file; pass the agreement.json written by "
+                          "`rubric-engine agree`")
+    files = write_leaderboard(lb, target, agreement=agreement or find_agreement([target, *dirs]))
+    console = console or Console()
+    print_leaderboard(lb, console)
+    console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)
+    return lb, files

@@ -1,0 +1,252 @@
+"""Ranking stored runs: rows, bootstrap intervals and paired differences of a leaderboard.
+
+The headline numbers are the runs' own summaries; the intervals come from resampling the questions
+(the compact per-question scores runs.load_run streams out of samples.jsonl) and re-running the
+aggregation. Reading run directories lives in runs.py; writing, printing and the command in
+leaderboard_output.py, which imports this module (as html_report and html_views do), never the
+other way round: no import circle (tests/test_structure.py checks it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.results import intervals as nested_runs
+from rubric_engine.scoring.aggregate import ScoredQuestion
+from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference
+from rubric_engine.stats.noise import pair_noise
+from rubric_engine.store.layout import SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE
+from rubric_engine.store.runs import (RERUN, RunRecord, Taxonomy, collect_runs, failed_jobs, find_run_dirs,
+                                      incomplete_runs, load_run)
+
+__all__ = [
+    "Row", "PairDiff", "Leaderboard", "build_leaderboard", "compare", "fmt", "length_notes",
+    # reading runs lives in runs.py; these names stay importable from here
+    "Taxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
+]
+
+_COUNTS = ("questions", "scored", "judge_errors", "candidate_errors", "catastrophic")
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    """One number format for every text output; a missing number is shown as a dash, never as 0."""
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+@dataclass
+class Row:
+    """One leaderboard row; numbers on the spec's scale (0-100), None where there is no number."""
+
+    label: str  # display name: the candidate, plus the run dir name when (candidate, judge) repeats
+    candidate: str
+    candidate_model: str
+    judge: str
+    judge_model: str
+    run_dir: str
+    overall: float | None
+    ci_lo: float | None
+    ci_hi: float | None
+    dimensions: dict[str, float | None]
+    abilities: dict[str, float | None]
+    subsets: dict[str, float | None]
+    decay_pct: float | None
+    decay_base: str | None
+    scenarios: dict[str, float | None]
+    counts: dict[str, int]
+    cost: dict[str, float | None]  # candidate, judge, total (total None unless both prices were known)
+    stage: str
+    breakdowns: dict[str, dict[str, float | None]] = field(default_factory=dict)  # summary.json "breakdowns"
+    rank: int = 0
+    run: RunRecord | None = field(default=None, repr=False, compare=False)
+    scored: list[ScoredQuestion] = field(default_factory=list, repr=False, compare=False)
+
+    def cost_text(self) -> str:
+        """Total cost for tables; '+ ?' marks an unknown part, so a partial sum never passes as the whole."""
+        known = [v for v in (self.cost["candidate"], self.cost["judge"]) if v is not None]
+        if not known:
+            return "—"
+        return fmt(sum(known), 4) + (" + ?" if len(known) < 2 else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        skip = {"run", "scored"}
+        return {k: v for k, v in self.__dict__.items() if k not in skip}
+
+
+@dataclass(frozen=True)
+class PairDiff:
+    """overall(a) - overall(b) on the questions both scored, with a paired bootstrap interval."""
+
+    a: str
+    b: str
+    diff: float | None
+    lo: float | None
+    hi: float | None
+    excludes_zero: bool
+    questions: int
+    error: str | None = None
+    noise: float | None = None  # judge-noise SD of the difference (judge-only bootstrap); None: unmeasured
+    within_noise: bool = False  # the judge-noise-only interval includes 0 (docs/judge-noise.md)
+    noise_lo: float | None = None  # the judge-noise-only interval of the difference (gradings resampled alone)
+    noise_hi: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Leaderboard:
+    benchmark: str
+    benchmark_version: str
+    taxonomy: Taxonomy
+    rows: list[Row]
+    pairs: list[PairDiff]
+    n_boot: int
+    seed: int
+    alpha: float
+    warnings: list[str] = field(default_factory=list)
+
+    def row(self, label: str) -> Row:
+        for r in self.rows:
+            if r.label == label:
+                return r
+        raise ConfigError(f"no leaderboard row named {label!r}; rows: {', '.join(r.label for r in self.rows)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.taxonomy
+        method = "percentile interval; questions resampled with replacement, aggregate re-run"
+        nested = [r.label for r in self.rows if r.run is not None and nested_runs.is_nested(r.run)]
+        if nested:  # say which rows' intervals also carry sampling / judge noise (docs/judge-noise.md)
+            method += (f"; for {', '.join(nested)} (candidate samples or repeated gradings) hierarchical: questions, "
+                       "then each question's samples, then their gradings resampled")
+        return {
+            "schema_version": 1, "benchmark": self.benchmark, "benchmark_version": self.benchmark_version,
+            "bootstrap": {"n": self.n_boot, "seed": self.seed, "alpha": self.alpha, "unit": "question",
+                          "method": method},
+            "taxonomy": {"dimensions": t.dimensions, "labels": t.labels, "subsets": t.subsets},
+            "decay": dict(zip(("from", "to", "base"), t.decay)) if t.decay else None,
+            "rows": [r.to_dict() for r in self.rows], "pairs": [p.to_dict() for p in self.pairs],
+            "warnings": self.warnings,
+            "length_notes": length_notes(self),
+        }
+
+
+def length_notes(lb: Leaderboard) -> list[str]:
+    """One line per run whose score and reply length correlate strongly (summary.json's `length`)."""
+    from rubric_engine.stats.lengths import strong_note
+
+    notes = (strong_note(r.label, r.run.summary.get("length") if r.run else None) for r in lb.rows)
+    return [n for n in notes if n]
+
+
+def _scored(run: RunRecord) -> list[ScoredQuestion]:
+    if run.scored_error is not None:
+        raise DataError(str(run.dir / SAMPLES_FILE), run.scored_error)
+    return run.scored
+
+
+def _labels(runs: Sequence[RunRecord]) -> list[str]:
+    """Candidate names; the run dir name added where (candidate, judge) repeats (path if names clash)."""
+    keys = [(r.candidate, r.judge) for r in runs]
+    names = [r.dir.name for r in runs]
+    if len(set(names)) < len(names):
+        common = Path(os.path.commonpath([str(r.dir) for r in runs]))
+        names = [str(r.dir.relative_to(common)) or r.dir.name for r in runs]
+    return [f"{r.candidate} [{n}]" if keys.count(k) > 1 else r.candidate for r, k, n in zip(runs, keys, names)]
+
+
+def _row(run: RunRecord, label: str, tax: Taxonomy, n_boot: int, seed: int, alpha: float,
+         warnings: list[str]) -> Row:
+    s = run.summary
+    scored = _scored(run)
+    lo = hi = None
+    point = None
+    if scored and nested_runs.is_nested(run):  # samples or repeated gradings: the hierarchical bootstrap
+        point, lo, hi = nested_runs.row_interval(run, n_boot, seed, alpha, tax.scale)
+    elif scored:
+        try:
+            st = bootstrap_stats(scored, tax.dimensions, n=n_boot, seed=seed, alpha=alpha, scale=tax.scale, how=tax.how)
+            point, lo, hi = st["point"], st["lo"], st["hi"]
+        except ValueError as exc:  # e.g. an ability the run's own taxonomy does not know
+            raise DataError(str(run.dir / SAMPLES_FILE), str(exc), fix=RERUN) from None
+    if (point is None) != (s.get("overall") is None) or (
+            point is not None and not math.isclose(point, s["overall"], rel_tol=1e-9, abs_tol=1e-6)):
+        warnings.append(f"{run.dir / SUMMARY_FILE}: overall {s.get('overall')} differs from {point} recomputed "
+                        f"from {SAMPLES_FILE}; re-score the run (the table shows the summary's number)")
+    sub = dict(s.get("subsets") or {})
+    decay_pct, decay_base = sub.pop("decay_pct", None), sub.pop("decay_base", None)
+    cost = dict(s.get("cost") or {})
+    parts = (cost.get("candidate"), cost.get("judge"))
+    return Row(
+        label=label, candidate=run.candidate, candidate_model=str(s["candidate"].get("model", "")),
+        judge=run.judge, judge_model=str(s["judge"].get("model", "")), run_dir=str(run.dir),
+        overall=s.get("overall"), ci_lo=lo, ci_hi=hi,
+        dimensions=dict(s.get("dimensions") or {}), abilities=dict(s.get("abilities") or {}),
+        subsets=sub, decay_pct=decay_pct, decay_base=decay_base or (tax.decay[2] if tax.decay else None),
+        scenarios=dict(s.get("scenarios") or {}),
+        counts={k: int((s.get("counts") or {}).get(k, 0)) for k in _COUNTS},
+        cost={"candidate": parts[0], "judge": parts[1], "total": None if None in parts else sum(parts)},
+        stage=str(s.get("stage", "")), run=run, scored=scored, breakdowns=dict(s.get("breakdowns") or {}),
+    )
+
+
+def compare(lb: Leaderboard, a: str | Row, b: str | Row, *, n_boot: int | None = None,
+            seed: int | None = None) -> PairDiff:
+    """Paired bootstrap difference of any two rows (same question draws for both models)."""
+    ra = a if isinstance(a, Row) else lb.row(a)
+    rb = b if isinstance(b, Row) else lb.row(b)
+    if ra.run and rb.run and (nested_runs.is_nested(ra.run) or nested_runs.is_nested(rb.run)):
+        try:
+            h = nested_runs.pair_difference(ra.run, rb.run, lb.n_boot if n_boot is None else n_boot,
+                                            lb.seed if seed is None else seed, lb.alpha, lb.taxonomy.scale)
+        except ValueError as exc:
+            return PairDiff(ra.label, rb.label, None, None, None, False, 0, error=str(exc))
+        return PairDiff(ra.label, rb.label, h["diff"], h["lo"], h["hi"], bool(h["excludes_zero"]), int(h["questions"]),
+                        noise=h["noise"], within_noise=bool(h["within_noise"]), noise_lo=h["noise_lo"],
+                        noise_hi=h["noise_hi"])
+    try:
+        d = paired_difference(ra.scored, rb.scored, lb.taxonomy.dimensions,
+                              n=lb.n_boot if n_boot is None else n_boot, seed=lb.seed if seed is None else seed,
+                              alpha=lb.alpha, scale=lb.taxonomy.scale, how=lb.taxonomy.how)
+    except ValueError as exc:
+        return PairDiff(ra.label, rb.label, None, None, None, False, 0, error=str(exc))
+    noise = pair_noise(ra.run.summary, rb.run.summary) if ra.run and rb.run else None
+    return PairDiff(ra.label, rb.label, d["diff"], d["lo"], d["hi"], bool(d["excludes_zero"]), int(d["questions"]),
+                    noise=noise, within_noise=noise is not None and d["diff"] is not None and abs(d["diff"]) < noise)
+
+
+def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: int = 0,
+                      alpha: float = 0.05) -> Leaderboard:
+    """One row per run, best overall first, plus paired differences of adjacent ranks."""
+    if not runs:
+        raise ConfigError("no runs to rank")
+    tax = Taxonomy.from_spec(runs[0].spec, str(runs[0].dir / SPEC_FILE))
+    warnings: list[str] = []
+    for r in runs[1:]:
+        other = Taxonomy.from_spec(r.spec, str(r.dir / SPEC_FILE))
+        if other.dimensions != tax.dimensions:
+            raise ConfigError(f"{r.dir / SPEC_FILE}: taxonomy differs from {runs[0].dir / SPEC_FILE}; "
+                              "rank runs of one benchmark version together")
+    for key in ("benchmark_version", "data_sha256", "questions"):
+        values = {str(r.summary.get(key, (r.summary.get("counts") or {}).get(key))) for r in runs}
+        if len(values) > 1:
+            warnings.append(f"runs differ in {key} ({', '.join(sorted(values))}); scores may not be comparable")
+    rows = [_row(r, lab, tax, n_boot, seed, alpha, warnings) for r, lab in zip(runs, _labels(runs))]
+    rows.sort(key=lambda r: (r.overall is None, -(r.overall or 0.0), r.label))
+    for i, r in enumerate(rows, 1):
+        prev = rows[i - 2] if i > 1 else None
+        # equal overall scores share a rank (1, 2, 2, 4): the order within a tie is only alphabetical
+        r.rank = prev.rank if prev is not None and prev.overall == r.overall else i
+        if r.counts["judge_errors"] or r.counts["candidate_errors"]:
+            warnings.append(f"{r.label}: {r.counts['judge_errors']} judge errors and {r.counts['candidate_errors']} "
+                            f"candidate errors are left out of its scores ({r.counts['scored']}/"
+                            f"{r.counts['questions']} scored)")
+    lb = Leaderboard(benchmark=runs[0].benchmark, benchmark_version=str(runs[0].summary.get("benchmark_version", "")),
+                     taxonomy=tax, rows=rows, pairs=[], n_boot=n_boot, seed=seed, alpha=alpha, warnings=warnings)
+    lb.pairs = [compare(lb, a, b) for a, b in zip(rows, rows[1:])]
+    lb.warnings += [f"{p.a} vs {p.b}: {p.error}" for p in lb.pairs if p.error]
+    return lb

@@ -1,0 +1,250 @@
+"""`rubric-engine rescore`: recompute a run's scores from its stored verdicts, with no model call.
+
+Why: the first experiments on a rubric benchmark change how verdicts become scores (raw counts vs
+the log-normalised formula, failure rules on or off), not the verdicts themselves; paying the
+judge again for that would be waste. The scores are recomputed by scores.py, the very functions a
+run uses, so re-scoring with the run's own formula gives back its summary exactly. LiteLLM is
+never imported here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.scoring.question import FORMULAS
+from rubric_engine.stats.sampling import rescored_record, summary_sections
+from rubric_engine.stats.scores import criteria_from_record, score_fields, score_summary
+from rubric_engine.stats.selfpref import rank
+from rubric_engine.store import layout as rundir
+
+__all__ = ["rescore_run", "rescore_command", "rescore_main", "compare_summaries", "USAGE"]
+
+USAGE = ("rubric-engine rescore RUN_DIR [RUN_DIR...] [scoring.formula=log_normalised|linear|met_over_positive] "
+         "[failure_rules=on|off] [out=DIR]")
+
+
+def _spec(run: Any, formula: str | None, rules: bool) -> Any:
+    """The run's resolved spec as a BenchmarkSpec, with the formula / failure rules asked for."""
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+    data = {k: v for k, v in run.spec.items() if not k.startswith("_")}
+    try:
+        spec = BenchmarkSpec.model_validate(data)
+    except ValidationError as exc:
+        raise DataError(str(run.dir / rundir.SPEC_FILE), f"not a valid resolved spec ({exc.error_count()} error(s): "
+                        f"{exc.errors()[0]['msg']})", fix="re-run the benchmark so the run holds a current spec") from None
+    update: dict[str, Any] = {}
+    if formula is not None:
+        update["scoring"] = spec.scoring.model_copy(update={"formula": formula})
+    if not rules:
+        update["failure_rules"] = []
+    if not update:
+        return spec
+    spec = spec.model_copy(update=update)
+    if formula is not None:
+        spec._formula = None  # model_copy keeps the old formula's resolved callable: drop it
+    return spec
+
+
+def _rescored(spec: Any, rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+    """One samples.jsonl record with its score fields recomputed from its stored verdicts."""
+    if "samples" in rec:  # candidate.samples: every sample re-scored, then the question's means (sampling.py)
+        return rescored_record(rec, criteria_from_record(rec), rules, where,
+                               lambda criteria, hits: score_fields(spec, criteria, hits))
+    out = dict(rec)
+    hits = [c.get("hit") for c in rec.get("criteria") or []]
+    if rec.get("judge_error") or rec.get("candidate_error") or all(h is None for h in hits):
+        return out  # never judged (a counted error): stays unscored
+    criteria = criteria_from_record(rec)
+    if any(h not in (True, False) for h in hits):
+        raise DataError(where, f"question {rec.get('id')!r} has a score but a criterion without a verdict",
+                        fix="re-score the run from its answers (stage=score from_run=...)")
+    if not rules:
+        keep = [i for i, c in enumerate(criteria) if c.rule is None]
+        criteria, hits = [criteria[i] for i in keep], [hits[i] for i in keep]
+    out.pop("item_tags", None)  # written again by score_fields when the question has item tags
+    try:
+        out.update(score_fields(spec, criteria, hits))
+    except ValueError as exc:
+        raise DataError(where, f"question {rec.get('id')!r}: {exc}") from None
+    return out
+
+
+def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool = True) -> dict[str, Any]:
+    """Re-score one loaded run (leaderboard.RunRecord) into out_dir; returns the new summary."""
+    spec = _spec(run, formula, rules)
+    where = str(run.dir / rundir.SAMPLES_FILE)
+    samples = [_rescored(spec, rec, rules, where) for rec in run.samples]
+    summary = dict(run.summary)
+    try:
+        summary.update(score_summary(spec, samples, scored_stage=summary.get("stage") != "generate"))
+        nested = (run.summary.get("interval") or {}).get("nested")
+        if nested:  # a sampled or repeated run: the same hierarchical interval and sampling block as the run's
+            summary.update(summary_sections(spec, samples, criteria_from_record, samples=int(nested["candidate_samples"]),
+                                            repeats=int(nested["repeats"]), rule=nested["rule"], tie=nested["tie"],
+                                            rules=rules))
+    except ValueError as exc:
+        raise DataError(where, str(exc)) from None
+    original = run.summary.get("spec_hash")
+    changed = spec.scoring.formula != (run.spec.get("scoring") or {}).get("formula") or not rules
+    if changed and original:
+        # other scoring rules than the run's spec: the summary must not claim that spec's hash
+        summary["spec_hash"] = _rescored_hash(original, spec.scoring.formula, rules)
+    summary["rescore"] = {"from": str(run.dir), "formula": spec.scoring.formula, "failure_rules": rules,
+                          "spec_hash_from": original,
+                          "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          "note": "scores recomputed from the stored verdicts; tokens, cost and calls are the original run's"}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    identity = {"benchmark": summary.get("benchmark"), "spec_hash": summary.get("spec_hash"), "stage": "rescore",
+                "rescore_of": str(run.dir), "formula": spec.scoring.formula, "failure_rules": rules}
+    manifest = rundir.begin_run(out_dir, identity)  # running until every file is written, like a run
+    resolved = {**spec.model_dump(mode="json", by_alias=True), "_files": run.spec.get("_files", [])}
+    rundir.write_json(out_dir / rundir.SPEC_FILE, resolved)
+    rundir.write_jsonl(out_dir / rundir.SAMPLES_FILE, samples)
+    rundir.write_json(out_dir / rundir.SUMMARY_FILE, summary)
+    rundir.finish_run(out_dir, manifest)
+    return summary
+
+
+def _rescored_hash(original: str, formula: str, rules: bool) -> str:
+    """The spec hash of a re-scored summary: the original spec's hash with the rescore's own scoring rules."""
+    text = json.dumps({"spec_hash": original, "rescore": {"formula": formula, "failure_rules": rules}}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def compare_summaries(pairs: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]],
+                      labels: Mapping[str, str]) -> dict[str, Any]:
+    """Side by side, per run: overall, dimensions and abilities before / after with their ranks;
+    across runs: each run's rank before / after."""
+    runs = []
+    for name, old, new in pairs:
+        rows = []
+        for key in ("dimensions", "abilities"):
+            before, after = dict(old.get(key) or {}), dict(new.get(key) or {})
+            rb, ra = rank(before), rank(after)
+            for k in before:
+                b, a = before[k], after.get(k)
+                rows.append({"kind": key[:-1] if key == "abilities" else "dimension", "id": k,
+                             "label": labels.get(k, k), "before": b, "after": a,
+                             "delta": None if a is None or b is None else a - b,
+                             "rank_before": rb[k], "rank_after": ra.get(k),
+                             "moved": rb[k] != ra.get(k)})
+        runs.append({"run": name, "overall_before": old.get("overall"), "overall_after": new.get("overall"),
+                     "catastrophic_before": (old.get("counts") or {}).get("catastrophic"),
+                     "catastrophic_after": (new.get("counts") or {}).get("catastrophic"), "rows": rows})
+    rb = rank({r["run"]: r["overall_before"] for r in runs})
+    ra = rank({r["run"]: r["overall_after"] for r in runs})
+    for r in runs:
+        r["rank_before"], r["rank_after"] = rb[r["run"]], ra[r["run"]]
+    return {"runs": runs}
+
+
+def _fmt(x: float | None, signed: bool = False) -> str:
+    return "—" if x is None else (f"{x:+.2f}" if signed else f"{x:.2f}")
+
+
+def _markdown(cmp: Mapping[str, Any], formula: str, rules: bool) -> str:
+    lines = [f"# Re-scored: formula {formula}, failure rules {'on' if rules else 'off'}", ""]
+    if len(cmp["runs"]) > 1:
+        lines += ["| run | overall before | overall after | rank before | rank after |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {r['run']} | {_fmt(r['overall_before'])} | {_fmt(r['overall_after'])} | {r['rank_before']} "
+                  f"| {r['rank_after']} |" for r in cmp["runs"]]
+        lines.append("")
+    for r in cmp["runs"]:
+        lines += [f"## {r['run']}", "", f"overall {_fmt(r['overall_before'])} -> {_fmt(r['overall_after'])}; "
+                  f"catastrophic {r['catastrophic_before']} -> {r['catastrophic_after']}", "",
+                  "| | id | before | after | delta | rank before | rank after |", "|---|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {row['kind']} | {row['label']} | {_fmt(row['before'])} | {_fmt(row['after'])} | "
+                  f"{_fmt(row['delta'], True)} | {row['rank_before'] or '—'} | {row['rank_after'] or '—'}"
+                  f"{' (moved)' if row['moved'] else ''} |" for row in r["rows"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str | None = None,
+                    rules: bool = True, console: Any = None) -> dict[str, Any]:
+    """Re-score every run under `dirs`; write each into out (or beside the one run) plus compare.md/json."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rubric_engine.store.runs import Taxonomy, collect_runs
+
+    if formula is not None and formula not in FORMULAS:
+        raise ConfigError(f"rescore: unknown scoring.formula {formula!r}; known: {', '.join(FORMULAS)}")
+    runs = collect_runs([Path(d) for d in dirs])
+    shown = formula or str((runs[0].spec.get("scoring") or {}).get("formula", "as-run"))
+    tag = f"rescore-{shown}{'' if rules else '-norules'}"
+    # Default: inside each run dir (RUN_DIR/rescore-<formula>/): "next to" its summary, and never picked up
+    # as an extra run when a parent sweep dir is ranked (run dirs are not searched below their summary.json).
+    common = Path(os.path.commonpath([str(r.dir.resolve()) for r in runs])) if len(runs) > 1 else None
+    pairs = []
+    beside = out is None
+    for run in runs:
+        name = run.dir.name if common is None else str(run.dir.resolve().relative_to(common))
+        if out is None:
+            target = run.dir / tag
+        else:
+            target = Path(out) if common is None else Path(out) / name
+        dup = sum((r.candidate, r.judge) == (run.candidate, run.judge) for r in runs) > 1
+        pairs.append((f"{run.candidate} ({run.judge})" + (f" [{name}]" if dup else ""), run.summary,
+                      rescore_run(run, target, formula, rules), target))
+    if out is None:
+        out = runs[0].dir / tag if common is None else (Path(dirs[0]) if len(dirs) == 1 else Path("."))
+        stem = "compare" if common is None else f"{tag}-compare"
+    else:
+        stem = "compare"
+    out = Path(out)
+    tax = Taxonomy.from_spec(runs[0].spec, str(runs[0].dir / rundir.SPEC_FILE))
+    cmp = {"formula": shown, "failure_rules": rules, "outputs": {name: str(target) for name, _, _, target in pairs},
+           **compare_summaries([(name, old, new) for name, old, new, _ in pairs], tax.labels)}
+    rundir.write_json(out / f"{stem}.json", cmp)
+    (out / f"{stem}.md").write_text(_markdown(cmp, shown, rules), encoding="utf-8")
+    console = console or Console()
+    if len(cmp["runs"]) == 1:
+        r = cmp["runs"][0]
+        t = Table(title=f"{r['run']}: overall {_fmt(r['overall_before'])} -> {_fmt(r['overall_after'])} "
+                        f"(formula {shown}, failure rules {'on' if rules else 'off'})")
+        for col in ("", "before", "after", "delta", "rank"):
+            t.add_column(col, justify="left" if not col else "right")
+        for row in r["rows"]:
+            rank = f"{row['rank_before'] or '—'} -> {row['rank_after'] or '—'}"
+            label = f"  {row['label']}" if row["kind"] == "ability" else f"[bold]{row['label']}"
+            t.add_row(label, _fmt(row["before"]), _fmt(row["after"]), _fmt(row["delta"], True),
+                      f"[bold]{rank}" if row["moved"] else rank)
+    else:
+        t = Table(title=f"Re-scored with formula {shown}, failure rules {'on' if rules else 'off'}")
+        for col in ("Run", "overall before", "overall after", "rank", "abilities whose rank moves"):
+            t.add_column(col, justify="left" if col == "Run" else "right", overflow="fold")
+        for r in cmp["runs"]:
+            rank = f"{r['rank_before'] or '—'} -> {r['rank_after'] or '—'}"
+            t.add_row(r["run"], _fmt(r["overall_before"]), _fmt(r["overall_after"]),
+                      f"[bold]{rank}" if r["rank_before"] != r["rank_after"] else rank,
+                      str(sum(row["moved"] for row in r["rows"] if row["kind"] == "ability")))
+    console.print(t)
+    where = pairs[0][3] if len(pairs) == 1 else f"{len(pairs)} run dirs (RUN_DIR/{tag}/)" if beside else out
+    console.print(f"re-scored without any model call: {where}; side by side: {out / (stem + '.md')}",
+                  highlight=False, markup=False)
+    return cmp
+
+
+def rescore_main(argv: Sequence[str]) -> int:
+    """Parse `rescore` arguments: positional run dirs, key=value options."""
+    from rubric_engine.cli.args import COMMANDS, parse
+
+    parsed = parse(COMMANDS["rescore"], argv)  # run dirs may be sweep job dirs named key=value
+    dirs, opts = [Path(a) for a in parsed.positionals], parsed.options
+    rules = str(parsed.get("failure_rules", "on")).lower()
+    if rules not in ("on", "off", "true", "false"):
+        raise ConfigError(f"rescore: failure_rules must be on or off, got {opts['failure_rules']!r}")
+    rescore_command(dirs, Path(opts["out"]) if opts.get("out") else None, opts.get("scoring.formula") or None,
+                    rules in ("on", "true"))
+    return 0

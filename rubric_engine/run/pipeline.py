@@ -1,0 +1,150 @@
+"""The async pipeline: each question flows generate -> judge through a fixed pool of workers.
+
+Why apart from the runner: this is the only part that talks to models; the runner around it
+loads, resumes, journals and writes files. Each finished question goes to a callback and is
+dropped, so memory does not grow with the number of questions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from rubric_engine.datatypes import Question
+from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.judge.panels import Panel
+from rubric_engine.judge.prompts import candidate_messages
+from rubric_engine.models.cache import ResultCache
+from rubric_engine.models.client import ModelClient, ModelSpec
+from rubric_engine.models.redact import redact
+from rubric_engine.report.console import ProgressBoard
+from rubric_engine.run.identity import _repeats
+from rubric_engine.run.record import _Outcome
+from rubric_engine.spec.schema import BenchmarkSpec
+
+if TYPE_CHECKING:
+    from rubric_engine.run.runner import RunSettings
+
+log = logging.getLogger("rubric_engine")
+
+
+class EmptyReply(ModelCallError):
+    """The candidate answered with no text (often a content filter): recorded, never cached."""
+
+    def __str__(self) -> str:  # the plain sentence: no model prefix or attempt count for a reply that came
+        return "the candidate returned an empty reply"
+
+
+def _accept_candidate(text: str) -> None:
+    if not text.strip():
+        raise EmptyReply("candidate", "the candidate returned an empty reply", attempts=1)
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first real exception in a (nested) group: the CLI reports it in one line."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequence[Question],
+                     given: dict[str, str | None] | None, judges: list[ModelSpec],
+                     cache: ResultCache | None, console: Console,
+                     stages: dict[str, Any], finished: Callable[[_Outcome], None]) -> dict[str, dict[str, int]]:
+    """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
+    pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
+    (and in memory) does not grow with the number of questions.
+    `stages` receives the per-stage progress counters (their clocks give the wall time per stage)."""
+    limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
+    cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
+    clients = [ModelClient(j, role="judge", **limits) for j in judges] if settings.stage != "generate" else []
+    judge = Panel(clients, [j.name for j in judges], spec, _repeats(settings, spec), settings.jury_rule,
+                  settings.tie or spec.judge.tie) if clients else None
+    with ProgressBoard(settings.progress, console) as board:
+        k = max(1, settings.samples)
+        gen_bar = board.stage("generate", k * len(questions)) if cand else None
+        judge_bar = board.stage("judge", k * len(questions)) if judge else None
+        stages.update({"generate": gen_bar, "judge": judge_bar})
+
+        def notify(text: str) -> None:
+            board.note(text)
+            log.info(text)
+
+        for client in (cand, *clients):
+            if client is not None:
+                client.notify = notify
+
+        async def one(o: _Outcome, s: int = 0) -> None:
+            """One reply of a question (sample s: its own candidate cache key, its own judge repeat keys)."""
+            q = o.question
+            if cand is not None:
+                assert gen_bar is not None
+                gen_bar.start()
+                try:
+                    res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate, repeat=s)
+                    o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
+                    o.response, o.truncated = res.text, res.finish_reason == "length"
+                except EmptyReply as exc:
+                    got = getattr(exc, "call_result", None)
+                    reason = getattr(got, "finish_reason", None)
+                    o.candidate_error = str(exc) + (f" (finish_reason: {reason})" if reason else "")
+                except FatalModelError as exc:
+                    if exc.stops_run:
+                        raise
+                    o.candidate_error = redact(str(exc))
+                except ModelCallError as exc:
+                    o.candidate_error = redact(str(exc))
+                if o.candidate_error:
+                    log.info("candidate error on %s: %s", q.id, o.candidate_error)
+                gen_bar.advance(cached=bool(o.cand_cached), error=o.candidate_error is not None,
+                                tokens=sum(o.cand_tokens), cost=o.cand_cost)
+            else:
+                o.response = (given or {}).get(q.id)
+                if o.response is None:
+                    o.candidate_error = "no answer for this question in the answers file"
+            if judge is None:
+                return
+            assert judge_bar is not None
+            if o.response is not None:
+                judge_bar.start()
+                o.judge = await judge.judge(q, o.response, first_repeat=s * judge.repeats)
+            jr = o.judge
+            if jr is not None and jr.error:
+                log.info("judge error on %s: %s", q.id, jr.error)
+            judge_bar.advance(cached=bool(jr and jr.cache_hits and jr.attempts == jr.cache_hits),
+                              error=bool(jr and jr.error),
+                              tokens=(jr.prompt_tokens + jr.completion_tokens) if jr else 0, cost=jr.cost if jr else None)
+
+        pending = iter(questions)
+
+        async def worker() -> None:
+            for q in pending:  # shared: each question is taken by exactly one worker
+                o = _Outcome(q)
+                if k > 1:  # candidate.samples: K replies, started together, merged into one record
+                    o.samples = [_Outcome(q) for _ in range(k)]
+                    await asyncio.gather(*(one(x, s) for s, x in enumerate(o.samples)))
+                else:
+                    await one(o)
+                finished(o)
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(min(len(questions), 2 * max(1, settings.concurrency))):
+                    tg.create_task(worker())
+        except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
+            raise _first_leaf(group) from None
+        finally:
+            for client in (cand, *clients):
+                if client is not None:
+                    await client.aclose()
+    # "made": requests for results this invocation did not have; cache hits are counted apart
+    calls = {role: {"made": sum(c.stats.calls - c.stats.cache_hits for c in cs),
+                    "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs)}
+             for role, cs in (("candidate", [cand] if cand else []), ("judge", clients))}
+    return calls
+

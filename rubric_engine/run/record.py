@@ -1,0 +1,78 @@
+"""One question's outcome and its samples.jsonl record.
+
+Why apart from the runner: the record is the run's audit trail and what `rescore` and the
+leaderboard read back; building it is pure (no I/O), so it is kept away from the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubric_engine.datatypes import Question
+from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.models.redact import redact
+from rubric_engine.scoring.question import QuestionScore
+from rubric_engine.spec.schema import BenchmarkSpec
+from rubric_engine.stats.scores import record_fields
+
+
+@dataclass
+class _Outcome:
+    """What happened to one question across both stages."""
+
+    question: Question
+    response: str | None = None
+    candidate_error: str | None = None
+    cand_tokens: tuple[int, int] = (0, 0)
+    cand_cost: float | None = None
+    cand_cached: int = 0
+    truncated: bool = False  # the candidate's reply was cut off (finish_reason "length")
+    judge: JudgeResult | None = None
+    score: QuestionScore | None = None
+    samples: list["_Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
+
+
+def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
+    """One samples.jsonl record: everything needed to audit or re-aggregate this question."""
+    q, jr = o.question, o.judge
+    rec: dict[str, Any] = {"id": q.id, "subset": q.subset, "scenario": q.scenario, "response": o.response,
+                           "candidate_error": o.candidate_error, "judge_error": None, "criteria": [],
+                           "abilities": {}, "score": None, "failed_rules": [], "catastrophic": False}
+    verdicts = {v.index: v for v in (jr.verdicts or [])} if jr else {}
+    if q.tags:
+        rec["tags"] = list(q.tags)
+    for c in q.criteria:
+        v = verdicts.get(c.index)
+        rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
+                                "weight": c.weight, "text": c.text,
+                                "reasoning": v.reasoning if v else None, "hit": v.hit if v else None,
+                                **_votes(jr, c.index),
+                                **({"tags": list(c.tags)} if c.tags else {})})
+    if jr is not None and jr.error:
+        rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
+    elif o.score is not None:
+        rec.update(record_fields(o.score))  # the same record fields `rescore` writes (scores.py)
+    rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
+                     "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
+    rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
+    rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
+    rec["truncated"] = o.truncated
+    return rec
+
+
+def _votes(jr: JudgeResult | None, index: int) -> dict[str, Any]:
+    """Every repeat's verdict of every judge on one criterion ({} for a single grading)."""
+    votes = getattr(jr, "votes", None)
+    if not votes:
+        return {}
+    return {"votes": {name: [next((v.hit for v in rep or [] if v.index == index), None) for rep in reps]
+                      for name, reps in votes.items()}}
+
+
+def _clip(text: str, limit: int = 20_000) -> str:
+    """A raw reply kept for audit, bounded: a 1 MB reply must not make samples.jsonl unreadable."""
+    return text if len(text) <= limit else text[:limit] + f" ... [{len(text) - limit} more characters not kept]"
+
+
+

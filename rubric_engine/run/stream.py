@@ -1,0 +1,201 @@
+"""The run directory as a stream: the journal's identity, resuming from it, compact totals, the final files.
+
+Why a module of its own: the runner appends each finished question to `samples.jsonl` (a journal,
+rubric_engine/run/journal.py) and must not hold the records; everything the summary needs is folded
+into `Totals` as the records pass (on resume while reading the journal, then as questions finish),
+the sections of repeats, juries and candidate samples by one pass over the finished journal in
+question order (`panel_sections`), and the final question-ordered `samples.jsonl` / `answers.jsonl`
+are written by streaming over the journal once more. See docs/scaling.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.datatypes import Question, QuestionRef, QuestionRows
+from rubric_engine.errors import DataError
+from rubric_engine.run.journal import JournalState, read_journal
+from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
+from rubric_engine.spec.schema import BenchmarkSpec
+from rubric_engine.stats.noise import PanelFold, gradings
+from rubric_engine.stats.sampling import SectionsFold
+from rubric_engine.store import layout as rundir
+
+__all__ = ["Totals", "resume", "index", "ordered_records", "panel_sections", "finish_files", "GENERATE_JOURNAL"]
+
+# stage=generate's journal: the same format as samples.jsonl, but the run's output is answers.jsonl,
+# so the journal is removed once answers.jsonl is written (a generate run leaves no samples.jsonl)
+GENERATE_JOURNAL = "answers.journal.jsonl"
+
+
+@dataclass
+class Totals:
+    """Compact per-question values the summary needs, folded in record by record (no record is kept)."""
+
+    questions: int = 0
+    judge_errors: int = 0
+    candidate_errors: int = 0
+    unscored: int = 0  # judged, no error, no score (no positive points under `exclude`)
+    truncated: int = 0  # candidate replies cut at the token limit
+    tokens: dict[str, dict[str, int]] = field(default_factory=lambda: {
+        r: {"prompt": 0, "completion": 0} for r in ("candidate", "judge")})
+    # exact sums (Fraction), so the total does not depend on the order questions finished in
+    cost: dict[str, Fraction | None] = field(default_factory=lambda: {"candidate": None, "judge": None})
+    scored: dict[str, ScoredQuestion] = field(default_factory=dict)
+    # what scores.score_summary reads of each record (counts, length analysis), without the texts
+    compact: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        self.questions += 1
+        response = rec.get("response")
+        self.compact[str(rec["id"])] = {
+            "judge_error": bool(rec.get("judge_error")), "candidate_error": bool(rec.get("candidate_error")),
+            "truncated": bool(rec.get("truncated")), "score": rec.get("score"),
+            "response_chars": len(response) if isinstance(response, str) else None,
+            "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
+            "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
+                          if isinstance(v, Mapping)}}
+        self.judge_errors += bool(rec.get("judge_error"))
+        self.candidate_errors += bool(rec.get("candidate_error"))
+        self.truncated += bool(rec.get("truncated"))
+        if rec.get("score") is None and not rec.get("judge_error") and not rec.get("candidate_error"):
+            self.unscored += 1
+        for role in ("candidate", "judge"):
+            for k in ("prompt", "completion"):
+                self.tokens[role][k] += int(rec["tokens"][role][k])
+            c = rec["cost"][role]
+            if c is not None:
+                self.cost[role] = (self.cost[role] or Fraction(0)) + Fraction(c)
+        for sq in scored_from_samples([rec]):
+            self.scored[sq.id] = sq
+
+    def costs(self) -> dict[str, float | None]:
+        """Cost per role; None where no call was priced (never a made-up zero)."""
+        return {r: None if c is None else float(c) for r, c in self.cost.items()}
+
+    def compact_in_order(self, questions: Sequence[QuestionRef]) -> list[dict[str, Any]]:
+        """The compact records in question order (one per question that has a record)."""
+        return [self.compact[q.id] for q in questions if q.id in self.compact]
+
+    def scored_in_order(self, questions: Sequence[QuestionRef]) -> list[ScoredQuestion]:
+        """Question order, whatever order the questions finished in: sums and the bootstrap's resamples
+        then come out the same for a resumed run as for an uninterrupted one."""
+        return [self.scored[q.id] for q in questions if q.id in self.scored]
+
+
+def _first_line(path: Path) -> dict[str, Any] | None:
+    with path.open("rb") as fh:
+        line = fh.readline()
+    try:
+        first = json.loads(line)
+    except ValueError:
+        return None
+    return first if isinstance(first, dict) else None
+
+
+def resume(path: Path, fp: str, on_record: Callable[[Mapping[str, Any]], None]) -> JournalState:
+    """Read what the journal at `path` already holds for this run; call only after `rundir.begin_run`
+    accepted the directory (its manifest names this same run). A journal (header line) is streamed,
+    checked against `fp` and repaired; a finished samples.jsonl (question order, no header: the run
+    completed, or was killed after its last question) counts whole."""
+    if not path.exists() or path.stat().st_size == 0:
+        return JournalState()
+    first = _first_line(path)
+    if first is not None and "journal" in first:
+        return read_journal(path, fp, on_record)
+    state = JournalState()
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            try:
+                rec = json.loads(line)
+                qid = rec["id"]
+            except (ValueError, TypeError, KeyError):
+                raise DataError(str(path), "unreadable record", line=n,
+                                fix="move the file away to run this again") from None
+            state.done.add(qid)
+            on_record(rec)
+    return state
+
+
+def index(path: Path) -> dict[str, int]:
+    """Byte offset of each question's record in a journal (or a finished samples.jsonl)."""
+    offsets: dict[str, int] = {}
+    pos = 0
+    with path.open("rb") as fh:
+        for raw in fh:
+            rec = json.loads(raw)
+            if "id" in rec and "journal" not in rec:
+                offsets[rec["id"]] = pos
+            pos += len(raw)
+    return offsets
+
+
+def ordered_records(journal: Path, refs: Sequence[QuestionRef],
+                    offsets: Mapping[str, int] | None = None) -> Iterator[tuple[QuestionRef, dict[str, Any]]]:
+    """Each question's record from the journal, in question order (not completion order), one at a time."""
+    offsets = index(journal) if offsets is None else offsets
+    with journal.open("rb") as src:
+        for ref in refs:
+            if ref.id in offsets:
+                src.seek(offsets[ref.id])
+                yield ref, json.loads(src.readline())
+
+
+def panel_sections(spec: BenchmarkSpec, journal: Path, rows: QuestionRows, names: Sequence[str], *, repeats: int,
+                   samples: int, rule: str, tie: str, offsets: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """summary.json's `noise` / `jury` (judge_noise.py) and `sampling` / hierarchical `interval` (sampling.py)
+    of a run with repeats, a jury or candidate samples: one pass over the finished journal in question order,
+    every vote read from the records (nothing held from the run); a question's criteria are read again from
+    its data row, as the run scored them."""
+    panel = PanelFold(spec, names, repeats, rule, tie) if len(names) > 1 or repeats > 1 else None
+    fold = SectionsFold(spec, samples=samples, repeats=repeats, rule=rule, tie=tie) if repeats > 1 or samples > 1 else None
+    for ref, rec in ordered_records(journal, rows.refs, offsets):
+        held: list[Question] = []
+
+        def question(ref: QuestionRef = ref, held: list[Question] = held) -> Question:
+            if not held:
+                held.append(rows.question(ref))
+            return held[0]
+
+        if panel is not None:
+            for grading in gradings(rec, names, repeats):
+                panel.add(question(), grading)
+        if fold is not None:
+            fold.add(rec, lambda _: list(question().criteria))
+    out = panel.sections() if panel is not None else {}
+    out.update(fold.sections() if fold is not None else {})
+    return out
+
+
+def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, samples: bool = True,
+                 offsets: Mapping[str, int] | None = None) -> None:
+    """Write answers.jsonl (each benchmark row, read again from the data file, plus its response) from the
+    journal, then rewrite the journal as question-ordered samples.jsonl (no header), or remove it when
+    `samples` is false (stage=generate); one record in memory at a time. `offsets`: the journal's index
+    (`index`) when the caller has it already."""
+    offsets = index(journal) if offsets is None else offsets
+    with journal.open("rb") as src:
+        def record(ref: QuestionRef) -> dict[str, Any]:
+            src.seek(offsets[ref.id])
+            return json.loads(src.readline())
+
+        def answers() -> Iterator[str]:
+            for ref in rows.refs:
+                row = dict(rows.row(ref) or {id_field: ref.id})
+                row["response"] = record(ref).get("response")
+                yield json.dumps(row, ensure_ascii=False) + "\n"
+
+        def ordered() -> Iterator[str]:
+            for ref in rows.refs:
+                yield json.dumps(record(ref), ensure_ascii=False) + "\n"
+
+        rundir.write_lines(out / rundir.ANSWERS_FILE, answers(), fsync=True)
+        if samples:
+            rundir.write_lines(out / rundir.SAMPLES_FILE, ordered(), fsync=True)
+    if not samples:
+        journal.unlink()

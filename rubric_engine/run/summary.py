@@ -1,0 +1,63 @@
+"""The run's summary.json from the compact totals the journal folded in.
+
+Why apart from the runner: the summary is the stable output (docs/outputs.md); one function
+builds it from `runstream.Totals`, whether the run was resumed or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.models.client import ModelSpec
+from rubric_engine.run import stream as runstream
+from rubric_engine.scoring.aggregate import ScoredQuestion
+from rubric_engine.spec.schema import BenchmarkSpec
+from rubric_engine.stats.scores import score_summary
+from rubric_engine.store import layout as rundir
+
+if TYPE_CHECKING:
+    from rubric_engine.run.runner import RunSettings
+
+
+def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
+             totals: runstream.Totals, scored: Sequence[ScoredQuestion],
+             calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    judged = settings.stage != "generate"
+    cand = settings.candidate
+    return {
+        "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
+        "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": dataset.sha256,
+        "data_trust": dataset.trust,
+        "candidate": {"name": cand.name, "model": cand.model, "family": cand.family} if cand else _answers_candidate(settings),
+        "judge": {"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family} if judged else None,
+        # the same path `rescore` takes from samples.jsonl (scores.py): one aggregation, never two; the
+        # journal's compact per-question values stand in for the records
+        **score_summary(spec, compact, scored_stage=judged, scored=scored),
+        "tokens": totals.tokens,
+        "cost": totals.costs(),
+        "calls": dict(calls),
+        "selection": {"subset": settings.subset, "limit": settings.limit, "ids": list(settings.ids) if settings.ids else None},
+        "stage": settings.stage,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _answers_candidate(settings: RunSettings) -> dict[str, Any]:
+    """Score-only runs: from_run keeps the earlier run's candidate (name, model, family), so several
+    judges re-grading one run's replies stay attributable to the same candidate; else the file's name."""
+    if settings.from_run:
+        try:
+            prior = rundir.read_summary(Path(settings.from_run)).get("candidate")
+        except (OSError, ValueError):
+            prior = None
+        if isinstance(prior, dict) and prior.get("name"):
+            return {"name": str(prior["name"]), "model": prior.get("model"), "family": prior.get("family")}
+    return {"name": _answers_name(settings), "model": None, "family": None}
+
+
+def _answers_name(settings: RunSettings) -> str:
+    src = settings.from_run or settings.answers or "answers"
+    return Path(src).stem if settings.answers else Path(src).name

@@ -1,0 +1,160 @@
+"""Cross-field rules of the spec language that pydantic cannot express: formula, aggregation, judge
+granularity vs template vs verdict shape, breakdowns; and the breakdown check against the data.
+
+Why its own module: each rule turns a spec that mixes incompatible choices into one line naming the key
+and what is allowed, before any call is paid for. spec.py calls `check_language` from its `_check`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.util
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Sequence
+
+import jinja2
+import jinja2.meta
+
+from rubric_engine.errors import SpecError
+from rubric_engine.scoring.formulas import FormulaProblem, known_names, resolve_formula
+
+if TYPE_CHECKING:
+    from rubric_engine.datatypes import Question
+    from rubric_engine.spec.schema import BenchmarkSpec, ModelRef
+
+__all__ = ["check_language", "check_model", "check_breakdowns_against_data", "template_variables"]
+
+Fail = Callable[..., None]
+_ALL = {"criteria", "n_criteria"}
+
+
+def template_variables(spec: "BenchmarkSpec", field: str) -> set[str]:
+    """Names a template reads (jinja2's static analysis), to tell an all-criteria from a per-criterion template."""
+    source = spec.read_template(field)  # bounded, BOM-tolerant, errors as SpecError
+    return set(jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(source)))
+
+
+def _check_formula(spec: "BenchmarkSpec", fail: Fail, trust_code: bool) -> None:
+    try:
+        spec._formula = resolve_formula(spec.scoring.formula, trust_code)
+    except FormulaProblem as exc:
+        close = difflib.get_close_matches(spec.scoring.formula, known_names(), n=1)
+        fail(("scoring", "formula"), str(exc), spec.scoring.formula,
+             exc.fix + (f"; did you mean {close[0]!r}?" if close else ""))
+
+
+def _check_scoring(spec: "BenchmarkSpec", fail: Fail) -> None:
+    sc = spec.aggregation
+    if spec.taxonomy is None:
+        if sc.question == "mean_over_groups":
+            fail(("aggregation", "question"), "mean_over_groups needs a taxonomy (its abilities are the groups)",
+                 sc.question, "without a taxonomy use all_items")
+        if sc.overall == "macro_over_groups":
+            fail(("aggregation", "overall"), "macro_over_groups needs a taxonomy (its abilities are the groups)",
+                 sc.overall, "without a taxonomy use mean_over_questions")
+
+
+def _check_judge(spec: "BenchmarkSpec", fail: Fail) -> None:
+    j, v = spec.judge, spec.judge.verdict
+    per = v.granularity == "per_criterion"
+    if per and v.shape != "object":
+        fail(("judge", "verdict", "shape"), "per_criterion judging needs a one-object verdict", v.shape,
+             "allowed with judge.verdict.granularity=per_criterion: object")
+    if not per and v.shape != "list":
+        fail(("judge", "verdict", "shape"), "all_criteria judging needs a list verdict", v.shape,
+             "allowed with judge.verdict.granularity=all_criteria: list")
+    names = [v.reasoning, v.met] + ([v.id] if not per else [])
+    if len(set(names)) != len(names) or not all(n.isidentifier() for n in names + [v.list_key]):
+        fail(("judge", "verdict"), "verdict field names must be distinct identifiers", v.model_dump())
+    path = spec.template_path("judge.template")
+    if not path.is_file():
+        return  # reported by the template check
+    try:
+        used = template_variables(spec, "judge.template")
+    except jinja2.TemplateSyntaxError:
+        return  # reported by the template check, with the template's file:line (it was a traceback)
+    if per and used & _ALL:
+        fail(("judge", "template"), f"an all-criteria template ({', '.join(sorted(used & _ALL))}) with per_criterion "
+             "judging", j.template, "a per_criterion template uses `criterion` (one item), not criteria/n_criteria")
+    if per and "criterion" not in used:
+        fail(("judge", "template"), "a per_criterion template must show the criterion", j.template,
+             "use {{ criterion.text }} (and criterion.weight / criterion.tags) in the template")
+    if not per and "criterion" in used:
+        fail(("judge", "template"), "a per-criterion template with all_criteria judging", j.template,
+             "set judge.verdict.granularity: per_criterion, or list every item with `criteria`")
+
+
+def _check_breakdowns(spec: "BenchmarkSpec", fail: Fail) -> None:
+    seen: set[str] = set()
+    f = spec.data.fields
+    for i, b in enumerate(spec.report.breakdowns):
+        key = ("report", "breakdowns", i)
+        if b.id in seen:
+            fail(key + ("id",), "duplicate breakdown id", b.id)
+        seen.add(b.id)
+        if b.by in ("ability", "dimension") and spec.taxonomy is None:
+            fail(key + ("by",), f"{'an' if b.by[0] in 'aeiou' else 'a'} {b.by} breakdown needs a taxonomy", b.by,
+                 "allowed without one: subset, scenario, item_tag, example_tag")
+        need = {"subset": f.subset, "scenario": f.scenario, "item_tag": f.item_tags, "example_tag": f.example_tags}
+        if b.by in need and not need[b.by]:
+            field = {"item_tag": "item_tags", "example_tag": "example_tags"}.get(b.by, b.by)
+            fail(key + ("by",), f"a {b.by} breakdown needs data.fields.{field}", b.by,
+                 f"map data.fields.{field} to the data's column, or drop this breakdown")
+        if b.prefix and b.by not in ("item_tag", "example_tag"):
+            fail(key + ("prefix",), f"prefix applies only to item_tag / example_tag breakdowns, not {b.by}", b.prefix)
+
+
+def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) -> None:
+    """Every rule above; `fail(key, message, value, fix)` raises the SpecError."""
+    _check_formula(spec, fail, trust_code)
+    _check_scoring(spec, fail)
+    _check_judge(spec, fail)
+    _check_breakdowns(spec, fail)
+
+
+def check_breakdowns_against_data(spec: "BenchmarkSpec", questions: Sequence["Question"]) -> None:
+    """A tag breakdown whose prefix no item / example carries would print an empty table: an error instead."""
+    check_breakdowns_against_tags(spec, {t for q in questions for c in q.criteria for t in c.tags},
+                                  {t for q in questions for t in q.tags})
+
+
+def check_breakdowns_against_tags(spec: "BenchmarkSpec", item_tags: AbstractSet[str], example_tags: AbstractSet[str]) -> None:
+    """The same check from the tag sets a lazily loaded dataset gathered (no question kept for it)."""
+    for i, b in enumerate(spec.report.breakdowns):
+        tags = item_tags if b.by == "item_tag" else example_tags if b.by == "example_tag" else None
+        if tags is None or any(t.startswith(b.prefix) for t in tags):
+            continue
+        where = spec.origin(("report", "breakdowns", i, "prefix")) or spec.origin(("report", "breakdowns", i))
+        prefixes = sorted({t.split(":", 1)[0] + ":" if ":" in t else t for t in tags})
+        raise SpecError(f"{where[0]}:{where[1]}" if where else str(spec.files[-1] if spec.files else spec.name),
+                        f"report.breakdowns[{i}].prefix", f"no {b.by.replace('_', ' ')} in the data starts with this",
+                        value=b.prefix, fix=f"prefixes in the data: {', '.join(prefixes[:20]) or '(none)'}")
+
+
+@functools.lru_cache(maxsize=1)
+def _litellm_models() -> dict[str, Any]:
+    """LiteLLM's bundled model map, read without importing litellm (that import costs seconds)."""
+    found = importlib.util.find_spec("litellm")
+    try:
+        path = Path(str(found.origin)).parent / "model_prices_and_context_window_backup.json"  # type: ignore
+        return {k: v for k, v in json.loads(path.read_text("utf-8")).items() if isinstance(v, dict)}
+    except (AttributeError, OSError, ValueError):
+        return {}
+
+
+def check_model(ref: "ModelRef", where: str, key: str) -> None:
+    """Catch a misspelt model id now rather than after the candidate calls were paid for."""
+    if "/" not in ref.model:
+        raise SpecError(where, key, "the model must be a LiteLLM id 'provider/model'", value=ref.model,
+                        fix="e.g. anthropic/claude-sonnet-4-5-20250929 or openai/gpt-4o-2024-11-20")
+    provider, _, rest = ref.model.partition("/")
+    table = _litellm_models()
+    names = [k for k, v in table.items() if v.get("litellm_provider") == provider]
+    if ref.api_base or not names or ref.model in table or rest in names:
+        return  # self-hosted endpoint, a provider LiteLLM's map doesn't cover, or a known model
+    close = difflib.get_close_matches(rest, names, n=3)
+    fix = f"did you mean {', '.join(provider + '/' + c for c in close)}? " if close else ""
+    raise SpecError(where, key, f"unknown {provider} model", value=ref.model, fix=fix + "use a model id "
+                    "LiteLLM knows, or set api_base for a self-hosted / OpenAI-compatible server")

@@ -1,0 +1,409 @@
+"""Benchmark specs: the pydantic models of `benchmark.yaml`, their cross-field checks and load_spec.
+
+Why pydantic with extra="forbid" plus our own pass over PyYAML nodes: a typo in a spec must fail loudly with
+the file, the line, the key path and the fix, instead of being ignored or surfacing as a wrong number later.
+Reading the files (YAML with line numbers, `extends`, the search path) lives in specfile.py; its public names
+are re-exported here so callers keep importing them from rubric_engine.spec.schema.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import types
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import jinja2
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from rubric_engine.errors import SpecError
+from rubric_engine.scoring.question import FORMULAS, Aggregation
+from rubric_engine.spec.checks import check_language, check_model
+from rubric_engine.spec.files import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key,
+                                      benchmark_search_path, deep_merge, list_benchmarks)
+
+__all__ = [
+    "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
+    "Candidate", "VerdictFields", "Breakdown",
+    "ModelRef", "Judge", "Decay", "Report", "BenchmarkSpec", "SPEC_FILE",
+    "load_spec", "benchmark_search_path", "list_benchmarks", "known_formulas", "deep_merge",
+]
+
+_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
+MAX_TEMPLATE_BYTES = 256 * 1024  # spec templates come from strangers: a prompt template is a few KB
+Labels = dict[str, str]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Ability(_Model):
+    id: str
+    labels: Labels
+    data_labels: list[str] = Field(min_length=1)
+
+
+class Dimension(_Model):
+    id: str
+    labels: Labels
+    abilities: list[Ability] = Field(min_length=1)
+
+
+class Taxonomy(_Model):
+    dimensions: list[Dimension] = Field(min_length=1)
+
+
+class FailureRule(_Model):
+    id: str
+    labels: Labels = {}
+    data_labels: list[str] = Field(min_length=1)
+    effect: Literal["zero_question"] = "zero_question"
+    fires_when: Literal["hit", "hit_positive_weight"] = "hit"
+
+
+class DataFields(_Model):
+    """Data column names: the engine never hard-codes a benchmark's names."""
+    id: str = "id"
+    dialogue: str = "dialogue"
+    rubric: str = "rubric"
+    subset: str | None = None
+    scenario: str | None = None
+    secondary_scenario: str | None = None
+    turn_role: str = "role"
+    turn_content: str = "content"
+    item_label: str | None = "label"  # null: items carry no label (no taxonomy, no failure rule)
+    item_weight: str = "weight"
+    item_text: str = "text"
+    item_tags: str | None = None  # a list of strings per rubric item (e.g. "axis:accuracy")
+    example_tags: str | None = None  # a list of strings per row (e.g. "theme:...")
+    reference: str | None = None  # a reference answer shown to the judge as `reference`
+
+
+class DataSpec(_Model):
+    url: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    path: str | None = None
+    format: Literal["jsonl", "json", "csv"] = "jsonl"
+    fields: DataFields = DataFields()
+    # speaker label in the data -> chat role; "other" is a third party (sent to a chat model as assistant)
+    roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)
+    subsets: list[str] = []
+
+
+class Scoring(_Model):
+    formula: str = "log_normalised"  # a built-in name, an entry point of rubric_engine.formulas, or module:function
+    params: dict[str, Any] = {}
+    scale: float = 100.0
+
+
+class AggregationSpec(_Model):
+    """The declared aggregation (see scoring.Aggregation); the defaults are per-question clipping, question
+    score = mean over its taxonomy groups, overall = macro mean over groups, the formula decides a group
+    without positive points."""
+    question: Literal["mean_over_groups", "all_items"] = "mean_over_groups"
+    overall: Literal["macro_over_groups", "mean_over_questions"] = "macro_over_groups"
+    clip: Literal["question", "group", "overall", "none"] = "question"
+    no_positive_points: Literal["formula", "exclude", "one", "zero"] = "formula"
+
+
+class Candidate(_Model):
+    mode: Literal["single_message", "chat_turns"] = "single_message"
+    template: str | None = None
+    system: str | None = None
+
+
+class ModelRef(_Model):
+    """A model as a spec declares it (mirrors models.ModelSpec; an API key is never stored)."""
+    name: str
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    params: dict[str, Any] = {}
+    timeout: float | None = Field(default=None, gt=0)  # seconds per request; None: the run's default (120)
+    family: str | None = None  # maker / lineage, for `rubric-engine audit`
+    revision: str | None = None  # names what is served behind `model`; part of the cache key
+
+
+class VerdictFields(_Model):
+    """The verdict JSON the judge must return: a list of items (all criteria in one call) or one object
+    (one criterion per call), with these field names. `granularity` sits here, not beside judge.template,
+    because it decides the shape: all_criteria <-> list, per_criterion <-> object."""
+    granularity: Literal["all_criteria", "per_criterion"] = "all_criteria"
+    shape: Literal["list", "object"] = "list"
+    list_key: str = "criteria"  # list shape: {"<list_key>": [{<id>, <reasoning>, <met>}, ...]}
+    id: str = "id"
+    reasoning: str = "reasoning"
+    met: str = "met"
+
+
+class Judge(_Model):
+    model: ModelRef
+    system: str | None = None
+    template: str
+    verdict: VerdictFields = VerdictFields()
+    max_reasks: int = Field(default=2, ge=0)
+    repeats: int = Field(default=1, ge=1)  # grade every reply this many times; per-criterion majority (jury.py)
+    tie: Literal["not_met", "met"] = "not_met"  # an even split of repeats or jurors counts as this
+
+
+class Decay(_Model):
+    from_: str = Field(alias="from")
+    to: str
+    base: str
+
+
+class Breakdown(_Model):
+    """One score table: which groups (taxonomy level, data field or tag prefix) it is computed over."""
+    id: str
+    by: Literal["ability", "dimension", "subset", "scenario", "item_tag", "example_tag"]
+    prefix: str = ""  # item_tag / example_tag: only tags starting with this (e.g. "axis:")
+    labels: Labels = {}  # the table's title per locale
+    groups: dict[str, Labels] = {}  # display labels per group
+
+
+class Report(_Model):
+    subsets: dict[str, Labels] = {}
+    decay: Decay | None = None
+    scenarios: dict[str, Labels] = {}
+    breakdowns: list[Breakdown] = []
+
+
+class BenchmarkSpec(_Model):
+    """A resolved benchmark spec (after `extends`); helpers answer the questions other modules ask."""
+    name: str
+    version: str = "1"
+    locale: str = "en"
+    description: str = ""
+    citation: str | None = None
+    extends: str | None = None
+    data: DataSpec
+    taxonomy: Taxonomy | None = None
+    failure_rules: list[FailureRule] = []
+    scoring: Scoring = Scoring()
+    aggregation: AggregationSpec = AggregationSpec()
+    candidate: Candidate = Candidate()
+    judge: Judge
+    report: Report = Report()
+    _dir: Path = PrivateAttr(default=Path("."))
+    _files: list[Path] = PrivateAttr(default_factory=list)
+    _origins: dict[Key, tuple[Path, int]] = PrivateAttr(default_factory=dict)
+    _formula: Any = PrivateAttr(default=None)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    @property
+    def dir(self) -> Path:
+        """Directory of the benchmark asked for (the last file of the extends chain)."""
+        return self._dir
+
+    @property
+    def files(self) -> list[Path]:
+        """The chain of spec files, base first."""
+        return list(self._files)
+
+    def _dims(self) -> list[Dimension]:
+        return self.taxonomy.dimensions if self.taxonomy else []
+
+    def ability_ids(self) -> list[str]:
+        return [a.id for d in self._dims() for a in d.abilities]
+
+    def dimensions_map(self) -> dict[str, list[str]]:
+        return {d.id: [a.id for a in d.abilities] for d in self._dims()}
+
+    def ability_dimension(self) -> dict[str, str]:
+        return {a.id: d.id for d in self._dims() for a in d.abilities}
+
+    def label_to_ability(self) -> dict[str, str]:
+        return {lab: a.id for d in self._dims() for a in d.abilities for lab in a.data_labels}
+
+    def aggregation_rule(self) -> Aggregation:
+        """The scoring core's Aggregation for this spec."""
+        sc = self.aggregation
+        return Aggregation(question=sc.question, overall=sc.overall, clip=sc.clip,
+                           no_positive_points=sc.no_positive_points)
+
+    def formula(self) -> Any:
+        """The scoring formula as a callable fn(raw, lo, hi, params) (resolved when the spec was checked)."""
+        return self._formula or self.scoring.formula
+
+    def declared_breakdowns(self) -> list[tuple[str, str, str]]:
+        """(id, kind, prefix) of every report.breakdowns entry, for aggregate.breakdowns."""
+        return [(b.id, b.by, b.prefix) for b in self.report.breakdowns]
+
+    def label_to_rule(self) -> dict[str, str]:
+        return {lab: r.id for r in self.failure_rules for lab in r.data_labels}
+
+    def label(self, labels: Mapping[str, str] | Any, locale: str | None = None) -> str:
+        """Display label in `locale` (default: the spec's), else en, else the first one."""
+        labels = getattr(labels, "labels", labels) or {}
+        for loc in (locale or self.locale, "en"):
+            if labels.get(loc):
+                return str(labels[loc])
+        return str(next((v for v in labels.values() if v), ""))  # the first non-empty one
+
+    def origin(self, key: str | Key) -> tuple[Path, int] | None:
+        """(file, line) that declared a key path such as 'judge.template' (None if defaulted)."""
+        return _lookup(self._origins, _split_key(key) if isinstance(key, str) else key)
+
+    def template_path(self, relpath_or_field: str) -> Path:
+        """A template's path from a field name ('judge.template') or the relative path a field holds,
+        resolved against the directory of the file that declared that field."""
+        field = relpath_or_field if relpath_or_field in _TEMPLATE_FIELDS else next(
+            (f for f in _TEMPLATE_FIELDS if _get(self, _split_key(f)) == relpath_or_field), None)
+        rel = _get(self, _split_key(field)) if field else relpath_or_field
+        if not rel:
+            raise SpecError(str(self._files[-1]), str(field), "no template set", fix=f"set {field} to a file")
+        o = self.origin(field) if field else None
+        return (o[0].parent if o else self._dir) / str(rel)
+
+    def read_template(self, relpath_or_field: str) -> str:
+        path = self.template_path(relpath_or_field)
+        try:
+            if path.stat().st_size > MAX_TEMPLATE_BYTES:
+                raise SpecError(str(path), relpath_or_field, f"template is {path.stat().st_size} bytes "
+                                f"(limit {MAX_TEMPLATE_BYTES})", fix="a prompt template is a few KB; check the file")
+            return path.read_text(encoding="utf-8-sig")
+        except OSError as exc:
+            raise SpecError(str(path), relpath_or_field, f"cannot read template: {exc.strerror or exc}",
+                            fix="check the template path in the spec") from exc
+
+    def data_path(self) -> Path | None:
+        """data.path resolved against the directory of the file that declared it."""
+        if not self.data.path:
+            return None
+        p, o = Path(self.data.path).expanduser(), self.origin("data.path")
+        return p if p.is_absolute() else (o[0].parent if o else self._dir) / p
+
+    def resolved(self) -> dict[str, Any]:
+        """JSON-ready dump of the merged spec plus its files (for spec.resolved.json)."""
+        return {**self.model_dump(mode="json", by_alias=True), "_files": [str(f) for f in self._files]}
+
+
+# ------------------------------------------------------------------------------------------------ validation
+
+def known_formulas() -> tuple[str, ...]:
+    """Formula names, from rubric_engine.scoring.question (the one source of truth)."""
+    return tuple(FORMULAS)
+
+
+def _model_at(key: Key) -> type[BaseModel] | None:
+    """The pydantic model validating the mapping at `key` (to list its allowed keys)."""
+    tp: Any = BenchmarkSpec
+    for part in (*key, None):
+        if get_origin(tp) in (Union, types.UnionType):
+            tp = next(a for a in get_args(tp) if a is not type(None))
+        if part is None:
+            break
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            fields = {(f.alias or n): f.annotation for n, f in tp.model_fields.items()}
+            tp = fields.get(str(part))
+        else:
+            tp = get_args(tp)[-1] if get_origin(tp) in (list, dict) else None
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _where(origins: Mapping[Key, tuple[Path, int]], key: Key, default: Path) -> str:
+    o = _lookup(origins, key)
+    return f"{o[0]}:{o[1]}" if o else str(default)
+
+
+def _pydantic_error(exc: ValidationError, origins: Mapping[Key, tuple[Path, int]], default: Path) -> SpecError:
+    e = sorted(exc.errors(), key=lambda err: err["type"] != "extra_forbidden")[0]  # a typo first
+    key: Key = tuple(e["loc"])
+    where, path = _where(origins, key, default), _fmt(key)
+    more = f" (+{exc.error_count() - 1} more problem(s) after this one)" if exc.error_count() > 1 else ""
+    if e["type"] == "extra_forbidden":
+        model = _model_at(key[:-1])
+        allowed = sorted((f.alias or n) for n, f in model.model_fields.items()) if model else []
+        close = difflib.get_close_matches(str(key[-1]), allowed, n=1)
+        fix = f"allowed keys here: {', '.join(allowed)}" + (f"; did you mean {close[0]!r}?" if close else "")
+        return SpecError(where, path, "unknown key", value=key[-1], fix=fix + more)
+    if e["type"] == "missing":
+        return SpecError(where, path, "required key is missing", fix=f"add `{key[-1]}:` here" + more)
+    if e["type"] == "literal_error":
+        return SpecError(where, path, "unknown value", value=e["input"],
+                         fix=f"allowed: {e.get('ctx', {}).get('expected', '')}" + more)
+    return SpecError(where, path, e["msg"], value=e.get("input"), fix="see the spec layout in docs/authoring.md" + more)
+
+
+def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: Path, trust_code: bool = False) -> None:
+    """Cross-field rules pydantic cannot express: ids, labels, formula, subsets, templates, judge model."""
+    def fail(key: Key, msg: str, value: Any = None, fix: str = "") -> None:
+        raise SpecError(_where(origins, key, file), _fmt(key), msg, value=value, fix=fix)
+
+    seen: dict[tuple[str, str], Key] = {}
+    entries: list[tuple[Key, Any, str]] = []
+    for i, d in enumerate(spec._dims()):
+        entries.append((("taxonomy", "dimensions", i), d, "dimension"))
+        entries += [(("taxonomy", "dimensions", i, "abilities", j), a, "ability/rule")
+                    for j, a in enumerate(d.abilities)]
+    entries += [(("failure_rules", i), r, "ability/rule") for i, r in enumerate(spec.failure_rules)]
+    for key, obj, kind in entries:
+        if not _ID_RE.match(obj.id):
+            fail(key + ("id",), "ids must be snake_case ASCII", obj.id, "use e.g. emotional_coping")
+        if (kind, obj.id) in seen:
+            fail(key + ("id",), f"duplicate {kind} id", obj.id, f"already used at {_fmt(seen[kind, obj.id])}")
+        seen[kind, obj.id] = key + ("id",)
+        for k, lab in enumerate(getattr(obj, "data_labels", [])):
+            if ("label", lab) in seen:
+                fail(key + ("data_labels", k), "data label used twice", lab,
+                     f"already mapped at {_fmt(seen['label', lab])}; a data label maps to one ability or rule")
+            seen["label", lab] = key + ("data_labels", k)
+    check_language(spec, fail, trust_code)
+    if "user" not in spec.data.roles.values():
+        fail(("data", "roles"), "no role maps to 'user'", spec.data.roles, "map the replied-to speaker's label to user")
+    subsets, decay = spec.data.subsets, spec.report.decay
+    named = [(("report", "subsets", s), s) for s in spec.report.subsets]
+    named += [(("report", "decay", "from"), decay.from_), (("report", "decay", "to"), decay.to)] if decay else []
+    for key, value in named:
+        if subsets and value not in subsets:
+            fail(key, "unknown subset", value, f"data.subsets: {', '.join(subsets)}")
+    if decay and decay.base not in (decay.from_, decay.to):
+        fail(("report", "decay", "base"), "base must be the 'from' or the 'to' subset", decay.base)
+    if spec.candidate.mode == "single_message" and not spec.candidate.template:
+        fail(("candidate", "template"), "single_message mode needs a template", fix="set candidate.template")
+    for fld in (f for f in _TEMPLATE_FIELDS if _get(spec, _split_key(f))):
+        path = spec.template_path(fld)
+        if not path.is_file():
+            fail(_split_key(fld), "template file not found", _get(spec, _split_key(fld)),
+                 f"create {path} or fix the path (relative to {path.parent})")
+        try:
+            jinja2.Environment().parse(spec.read_template(fld))
+        except jinja2.TemplateSyntaxError as exc:
+            raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
+                            fix="fix the jinja2 syntax") from exc
+    check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
+
+
+def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None,
+              trust_code: bool = False) -> BenchmarkSpec:
+    """Load a benchmark by name (looked up on the search path) or by directory / benchmark.yaml path.
+
+    A plain string without a path separator is a name; anything else (or a Path) is a path.
+    trust_code=True allows a `module:function` scoring formula to be imported (see formulas.py).
+    """
+    s = str(name_or_path)
+    if isinstance(name_or_path, Path) or "/" in s or os.sep in s or s.endswith((".yaml", ".yml")):
+        directory = Path(s).expanduser()
+        directory = directory.parent if directory.suffix in (".yaml", ".yml") else directory
+        if not (directory / SPEC_FILE).is_file():
+            raise SpecError(str(directory), "", f"no {SPEC_FILE} here",
+                            fix="give a benchmark directory containing benchmark.yaml, or a benchmark name")
+    else:
+        directory = _find(s, search_path, s, "benchmark")
+    data, origins, files = _load_chain(directory.resolve(), search_path, [])
+    try:
+        spec = BenchmarkSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _pydantic_error(exc, origins, files[-1]) from None
+    spec._dir, spec._files, spec._origins = files[-1].parent, files, dict(origins)
+    _check(spec, origins, files[-1], trust_code)
+    return spec

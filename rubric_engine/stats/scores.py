@@ -1,0 +1,107 @@
+"""From stored verdicts to scores: the one path a run and `rescore` share.
+
+Why a module of its own: `rubric-engine rescore` recomputes a run's scores from its samples.jsonl
+without any model call, and must give exactly the numbers a run gives. So both the runner and
+rescore call these functions; there is no second copy of the per-question scoring (the spec's
+formula, params, failure rules and aggregation rule) nor of the aggregation (summary keys overall ..
+scenarios, breakdowns, interval, aggregation, counts, length). Pure: no I/O, no UI, no model client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import Any
+
+from rubric_engine.datatypes import Criterion
+from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, breakdowns, scored_from_samples
+from rubric_engine.scoring.question import QuestionScore, score_question
+from rubric_engine.stats.bootstrap import bootstrap_stats
+from rubric_engine.stats.lengths import length_block
+
+__all__ = ["question_score", "record_fields", "score_fields", "score_summary", "criteria_from_record",
+           "EMPTY_SCORES", "INTERVAL_SAMPLES", "INTERVAL_SEED"]
+
+EMPTY_SCORES: dict[str, Any] = {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
+INTERVAL_SAMPLES, INTERVAL_SEED = 1000, 0
+
+
+def question_score(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool]) -> QuestionScore:
+    """One judged question scored under the spec: its formula, params, failure rules and aggregation rule."""
+    return score_question(criteria, hits, spec.formula(), spec.scoring.params, spec.failure_rules,
+                          spec.aggregation_rule())
+
+
+def _groups(scores: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {a: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for a, s in scores.items()}
+
+
+def record_fields(qs: QuestionScore) -> dict[str, Any]:
+    """A samples.jsonl record's score fields: abilities, item_tags (when any), score, failed_rules, catastrophic."""
+    out: dict[str, Any] = {"abilities": _groups(qs.abilities)}
+    if qs.tags:
+        out["item_tags"] = _groups(qs.tags)
+    out.update(score=qs.score, failed_rules=list(qs.failed_rules), catastrophic=qs.catastrophic)
+    return out
+
+
+def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool]) -> dict[str, Any]:
+    """record_fields of question_score: what `rescore` writes back into a stored record."""
+    return record_fields(question_score(spec, criteria, hits))
+
+
+def criteria_from_record(rec: Mapping[str, Any]) -> list[Criterion]:
+    """The Criterion objects a samples.jsonl record stored: every Criterion field the record holds
+    (lists become tuples); verdict keys (reasoning, hit) and unknown keys are not criterion fields."""
+    names = {f.name for f in fields(Criterion)}
+    out = []
+    for c in rec.get("criteria") or []:
+        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in c.items() if k in names}
+        kw.update(index=int(c["index"]), label=str(c.get("label", "")), text=str(c.get("text", "")),
+                  weight=c.get("weight"))
+        out.append(Criterion(**kw))
+    return out
+
+
+def _interval(spec: Any, scored: Sequence[ScoredQuestion]) -> dict[str, Any] | None:
+    """The overall's 95% percentile bootstrap interval and bootstrap std (1000 resamples, seed 0)."""
+    if not scored:
+        return None
+    stats = bootstrap_stats(scored, spec.dimensions_map(), INTERVAL_SAMPLES, INTERVAL_SEED, scale=spec.scoring.scale,
+                            how=spec.aggregation_rule())
+    return {"samples": INTERVAL_SAMPLES, "seed": INTERVAL_SEED, "alpha": 0.05, "lo": stats["lo"], "hi": stats["hi"],
+            "std": stats["std"]}
+
+
+def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_stage: bool = True,
+                  scored: Sequence[ScoredQuestion] | None = None, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """summary.json's score keys: overall .. scenarios, breakdowns, interval, aggregation, counts, length.
+
+    `spec` is a BenchmarkSpec; `scored_stage` is False for stage=generate (nothing was judged). `scored`:
+    the typed results when the caller has them (the runner); else they are read from the records, which
+    hold the same values (rescore)."""
+    if scored is None:
+        scored = scored_from_samples(samples)
+    decay, how, dims = spec.report.decay, spec.aggregation_rule(), spec.dimensions_map()
+    agg = aggregate(scored, dims, decay=(decay.from_, decay.to, decay.base) if decay else None,
+                    scale=spec.scoring.scale, how=how) if scored_stage else dict(EMPTY_SCORES)
+    if not spec.data.fields.scenario:  # no scenario column: no scenario table (not one "(none)" row)
+        agg["scenarios"] = {}
+    return {
+        **agg,
+        "breakdowns": breakdowns(scored, spec.declared_breakdowns(), dims, how, spec.scoring.scale)
+        if scored_stage else {},
+        "interval": _interval(spec, scored) if scored_stage else None,
+        "aggregation": {"formula": spec.scoring.formula, "question": how.question, "overall": how.overall,
+                        "clip": how.clip, "no_positive_points": how.no_positive_points},
+        "counts": {"questions": len(samples), "scored": len(scored),
+                   "judge_errors": sum(1 for s in samples if s.get("judge_error")),
+                   "candidate_errors": sum(1 for s in samples if s.get("candidate_error")),
+                   "catastrophic": sum(1 for s in scored if s.catastrophic),
+                   "truncated": sum(1 for s in samples if s.get("truncated")),
+                   # questions left out for having no positive points (only where the spec excludes them)
+                   **({"unscored": sum(1 for o in samples if o.get("score") is None and not o.get("judge_error")
+                                       and not o.get("candidate_error") and scored_stage)}
+                      if how.no_positive_points == "exclude" else {})},
+        "length": length_block(samples, spec.ability_ids(), n_boot=n_boot, seed=seed) if scored_stage else None,
+    }

@@ -1,0 +1,240 @@
+"""The files of a run directory: what a run leaves behind and what later runs read back.
+
+Why a module of its own: the runner writes these files, and score-only runs, resumed runs and
+leaderboards read them back, so their layout is a public, versioned format (see docs/outputs.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import uuid
+from datetime import datetime, timezone
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.datatypes import Question
+from rubric_engine.errors import AnswersError, ConfigError, DataError, RubricEngineError
+
+__all__ = [
+    "ANSWERS_FILE",
+    "SAMPLES_FILE",
+    "SUMMARY_FILE",
+    "SPEC_FILE",
+    "SUMMARY_SCHEMA_VERSION",
+    "MANIFEST_FILE",
+    "spec_hash",
+    "read_manifest",
+    "begin_run",
+    "finish_run",
+    "write_json",
+    "write_text",
+    "write_jsonl",
+    "read_jsonl",
+    "iter_jsonl",
+    "read_summary",
+    "answer_rows",
+    "read_answers",
+]
+
+ANSWERS_FILE = "answers.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+SUMMARY_FILE = "summary.json"
+SPEC_FILE = "spec.resolved.json"
+MANIFEST_FILE = "manifest.json"
+SUMMARY_SCHEMA_VERSION = 1
+_RUN_FILES = (ANSWERS_FILE, SAMPLES_FILE, SUMMARY_FILE)
+
+
+def spec_hash(resolved: Mapping[str, Any], templates: Mapping[str, str]) -> str:
+    """sha256 of the resolved spec (without where its files live) and its templates' text: two runs
+    with the same hash were scored by the same rules and prompts."""
+    body = {k: v for k, v in resolved.items() if k != "_files"}
+    text = json.dumps({"spec": body, "templates": dict(sorted(templates.items()))}, sort_keys=True,
+                      ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The run's manifest, or None when the directory has none (runs made before manifests existed)."""
+    path = Path(run_dir) / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return {"state": "unreadable"}
+    return data if isinstance(data, dict) else {"state": "unreadable"}
+
+
+def begin_run(run_dir: Path, identity: Mapping[str, Any]) -> dict[str, Any]:
+    """Claim `run_dir` for this run: write the manifest (state running) before anything else.
+
+    A directory holding another run's files is refused: the same run resuming (same identity: benchmark,
+    spec hash, models, selection, stage) may continue, anything else would mix two runs' files."""
+    run_dir = Path(run_dir)
+    old = read_manifest(run_dir)
+    if old is not None:
+        mine = {k: old.get(k) for k in identity}
+        if mine != dict(identity):
+            differ = ", ".join(k for k in identity if old.get(k) != identity[k])
+            raise ConfigError(f"{run_dir} holds another run (differs in: {differ}); use a new directory "
+                              "(hydra.run.dir=...) or remove that one")
+    elif any((run_dir / f).exists() for f in _RUN_FILES):
+        raise ConfigError(f"{run_dir} holds files of an earlier run without a manifest; use a new directory "
+                          "(hydra.run.dir=...) or remove that one")
+    manifest = {**dict(identity), "run_id": (old or {}).get("run_id") or uuid.uuid4().hex[:12],
+                "state": "running", "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "resumed": old is not None}
+    write_json(run_dir / MANIFEST_FILE, manifest)
+    return manifest
+
+
+def finish_run(run_dir: Path, manifest: Mapping[str, Any]) -> None:
+    """Mark the run complete: written last, after every other file."""
+    write_json(Path(run_dir) / MANIFEST_FILE, {**dict(manifest), "state": "complete",
+                                               "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write atomically (temp file + rename) so a kill never leaves half a summary behind."""
+    write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
+    write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def write_text(path: Path, text: str, *, bom: bool = False, fsync: bool = False) -> None:
+    """Write `text` atomically (write_lines); `bom` starts the file with a UTF-8 BOM, which lets spreadsheets
+    detect UTF-8 in a CSV."""
+    write_lines(path, (text,), bom=bom, fsync=fsync)
+
+
+def write_lines(path: Path, lines: Iterable[str], *, bom: bool = False, fsync: bool = False) -> None:
+    """The one atomic writer (temp file + rename): a kill never leaves half a file. `lines` are written as
+    they come (a generator keeps one line in memory); `fsync` makes the content durable before the rename,
+    for a file that replaces the run's journal (a power cut must leave one or the other, whole)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
+            for line in lines:
+                fh.write(line)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSONL row; `answers=/dev/zero` must stop, not fill the memory
+MAX_FILE_BYTES = 2 * 1024 * 1024 * 1024
+
+
+def _jsonl_error(error: type[RubricEngineError], path: Path, line: int | None, message: str,
+                 fix: str) -> RubricEngineError:
+    """`error` naming file, line and fix: a DataError takes them as fields, any other class as one message."""
+    if issubclass(error, DataError):
+        return error(str(path), message, line=line, fix=fix)
+    where = f"{path}:{line}" if line is not None else str(path)
+    return error(f"{where}: {message}" + (f"; {fix}" if fix else ""))
+
+
+def iter_jsonl(path: Path, *, error: type[RubricEngineError] = AnswersError,
+               fix: str = "each line must be one JSON object") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) for each non-blank line of a JSON Lines file, read one line at a time.
+
+    The one JSONL reader of the engine (answers, samples, labels): rows are split on "\\n" only (a reply
+    may hold U+2028, U+2029 or U+0085, which str.splitlines() would treat as line ends); a UTF-8 BOM is
+    accepted; reading stops with one line past a size bound. A bad row raises `error` (AnswersError by
+    default; a DataError subclass gets file, line and `fix` as its fields) naming the file and line."""
+    total = 0
+    try:
+        with open(path, "rb") as fh:
+            for n in itertools.count(1):
+                raw = fh.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                total += len(raw)
+                if len(raw) > MAX_LINE_BYTES or total > MAX_FILE_BYTES:
+                    raise _jsonl_error(error, path, n, f"the file is larger than this reader allows "
+                                       f"({MAX_LINE_BYTES // 2**20} MB per line, {MAX_FILE_BYTES // 2**30} GB in all)",
+                                       "is it the right file?")
+                line = raw.decode("utf-8")
+                if n == 1:
+                    line = line.lstrip("\ufeff")
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise _jsonl_error(error, path, n, f"not valid JSON ({exc.msg})", fix) from None
+                if not isinstance(row, dict):
+                    raise _jsonl_error(error, path, n, f"expected a JSON object, got {type(row).__name__}", fix)
+                yield n, row
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _jsonl_error(error, path, None, f"cannot read the file ({exc.__class__.__name__}: {exc})",
+                           "") from None
+
+
+def read_jsonl(path: Path, *, error: type[RubricEngineError] = AnswersError,
+               fix: str = "each line must be one JSON object") -> list[dict[str, Any]]:
+    """Every row of a JSON Lines file (see iter_jsonl for the checks and the error raised)."""
+    return [row for _, row in iter_jsonl(path, error=error, fix=fix)]
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run directory's summary.json as a dict (OSError / ValueError when absent or not a JSON object)."""
+    data = json.loads((Path(run_dir) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{Path(run_dir) / SUMMARY_FILE}: expected a JSON object")
+    return data
+
+
+def answer_rows(questions: Sequence[Question], responses: Mapping[str, str | None], id_field: str) -> list[dict]:
+    """The benchmark's own rows plus a `response` field: the format score-only runs accept."""
+    rows = []
+    for q in questions:
+        row = dict(q.source_row or {id_field: q.id})
+        row["response"] = responses.get(q.id)
+        rows.append(row)
+    return rows
+
+
+def read_answers(path: Path, id_field: str, known_ids: Iterable[str]) -> dict[str, str | None]:
+    """Map question id -> response from an answers file; ids the benchmark lacks are an error.
+
+    A row whose response is missing, null or blank maps to None: the runner records it as a
+    missing answer (counted), never as an empty reply to be judged.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise AnswersError(f"{path}: is a directory; for an earlier run use from_run={path}")
+    known = set(known_ids)
+    out: dict[str, str | None] = {}
+    for n, row in enumerate(read_jsonl(path), 1):
+        qid = row.get(id_field)
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)  # ids are compared as strings everywhere: 7 in a file is question "7"
+        if not isinstance(qid, str) or not qid:
+            raise AnswersError(f"{path}: row {n}: no '{id_field}' field; answers rows are the benchmark's rows plus 'response'")
+        if "response" not in row:
+            raise AnswersError(f"{path}: row {n} ({qid}): no 'response' field; add the candidate's reply as 'response'")
+        if qid in out:
+            raise AnswersError(f"{path}: row {n}: duplicate {id_field} {qid!r}")
+        resp = row["response"]
+        if resp is not None and not isinstance(resp, str):
+            raise AnswersError(f"{path}: row {n} ({qid}): 'response' must be a string or null, got {type(resp).__name__}")
+        out[qid] = resp if resp and resp.strip() else None
+    unknown = sorted(set(out) - known)
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise AnswersError(f"{path}: {len(unknown)} id(s) not in this benchmark's data: {shown}; is it the right benchmark?")
+    return out

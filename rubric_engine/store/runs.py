@@ -1,0 +1,281 @@
+"""Stored runs: reading run directories back (the summary, the resolved spec, samples.jsonl).
+
+Why apart from rundir.py: rundir.py is the format a run writes; this module is what every later reader
+(leaderboard, review, agree, audit, rescore) needs from it, with one rule for which directories are runs,
+which are complete, and which failed. Samples are streamed from disk on demand (`RunRecord.iter_samples`)
+rather than held per run, so ranking many large runs keeps only compact per-question scores in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
+from rubric_engine.scoring.question import DEFAULT_AGGREGATION, Aggregation
+from rubric_engine.store.layout import MANIFEST_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, iter_jsonl, read_manifest
+
+__all__ = ["Taxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
+           "RERUN", "ERROR_FILE"]
+
+RERUN = "re-run or re-score this run directory"
+ERROR_FILE = "error.txt"  # what the CLI leaves in a sweep job dir whose run failed
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    """What the reports need from the resolved spec, with English labels (ids where none)."""
+
+    dimensions: dict[str, list[str]]
+    labels: dict[str, str]  # dimension / ability id -> display label
+    subsets: list[str]  # in report order
+    subset_labels: dict[str, str]
+    scenario_labels: dict[str, str]  # data label -> display label
+    decay: tuple[str, str, str] | None  # (from, to, base)
+    scale: float
+    how: Aggregation = DEFAULT_AGGREGATION  # the spec's declared aggregation (bootstrap re-runs it)
+    has_rules: bool = True  # the spec has failure rules (else no catastrophic column)
+    has_subsets: bool = True  # the spec declares subsets (else no subset table or chart)
+    breakdowns: tuple[tuple[str, str, str], ...] = ()  # (id, title, by) of the spec's report.breakdowns
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any], where: str) -> "Taxonomy":
+        def en(obj: Any, default: str) -> str:  # obj: {labels: {en: ..}} or {en: ..} directly
+            labels = obj.get("labels", obj) if isinstance(obj, Mapping) else None
+            return str(labels.get("en") or default) if isinstance(labels, Mapping) else default
+
+        try:
+            dims: dict[str, list[str]] = {}
+            labels: dict[str, str] = {}
+            for d in (spec["taxonomy"] or {"dimensions": []})["dimensions"]:
+                dims[d["id"]] = [a["id"] for a in d["abilities"]]
+                labels[d["id"]] = en(d, d["id"])
+                labels.update({a["id"]: en(a, a["id"]) for a in d["abilities"]})
+        except (KeyError, TypeError) as exc:
+            raise DataError(where, f"taxonomy.dimensions is missing or malformed ({exc!r})",
+                            fix="re-run the benchmark so the run directory holds a complete resolved spec") from None
+        report = spec.get("report") or {}
+        subsets = report.get("subsets") or {}
+        data_subsets = (spec.get("data") or {}).get("subsets") or list(subsets)
+        decay = report.get("decay")
+        agg = {k: v for k, v in (spec.get("aggregation") or {}).items()
+               if k in ("question", "overall", "clip", "no_positive_points")}
+        return cls(
+            dimensions=dims, labels=labels,
+            subsets=list(dict.fromkeys([*subsets, *data_subsets])),
+            subset_labels={s: en(v, s) for s, v in subsets.items()},
+            scenario_labels={s: en(v, s) for s, v in (report.get("scenarios") or {}).items()},
+            # "from_" too: a spec dumped without by_alias writes the pydantic field name
+            decay=(decay.get("from", decay.get("from_")), decay["to"], decay["base"]) if decay else None,
+            scale=float((spec.get("scoring") or {}).get("scale", 100.0)),
+            how=Aggregation(**agg), has_rules=bool(spec.get("failure_rules")),
+            has_subsets=bool(subsets or data_subsets),
+            breakdowns=tuple((b["id"], en(b, b["id"]), b["by"]) for b in report.get("breakdowns") or []),
+        )
+
+    def label(self, key: str) -> str:
+        return self.labels.get(key, key)
+
+
+
+@dataclass
+class RunRecord:
+    """One run directory as read from disk (candidate / judge: the display names in summary.json).
+
+    `samples.jsonl` is not held: `iter_samples()` streams it (the leaderboard builds its compact
+    per-question scores that way), and `samples` reads it whole once, for readers that need every record."""
+
+    dir: Path
+    summary: dict[str, Any]
+    spec: dict[str, Any]
+    benchmark: str = ""
+    candidate: str = ""
+    judge: str = ""
+    # compact per-question arrays, filled by one streaming pass over samples.jsonl (read_compact)
+    scored: list[ScoredQuestion] = field(default_factory=list, repr=False)
+    lengths: list[tuple[int, float]] = field(default_factory=list, repr=False)  # (reply chars, score 0-1)
+    records: int = 0  # records in samples.jsonl (scored or not)
+    scored_error: str | None = None  # why the records could not be read as scores (raised when ranking)
+
+    def __post_init__(self) -> None:
+        s = self.summary
+        self.benchmark = self.benchmark or str(s.get("benchmark", ""))
+        self.candidate = self.candidate or str(s["candidate"]["name"])
+        self.judge = self.judge or str(s["judge"]["name"])
+
+    @property
+    def samples_path(self) -> Path:
+        return self.dir / SAMPLES_FILE
+
+    def iter_samples(self) -> Iterator[dict[str, Any]]:
+        """samples.jsonl one record at a time; a bad line raises DataError naming file and line."""
+        for _, rec in iter_jsonl(self.samples_path, error=DataError, fix=""):
+            yield rec
+
+    def read_compact(self) -> None:
+        """One pass over samples.jsonl: every line checked, and only what ranking, intervals, paired
+        differences and the length chart need is kept (ScoredQuestions and (length, score) pairs)."""
+        lengths: list[tuple[int, float]] = []
+        count = 0
+
+        def records() -> Iterator[dict[str, Any]]:
+            nonlocal count
+            for rec in self.iter_samples():
+                count += 1
+                score, reply = rec.get("score"), rec.get("response")
+                if isinstance(score, (int, float)) and not isinstance(score, bool) and isinstance(reply, str):
+                    lengths.append((len(reply), float(score)))
+                yield rec
+
+        stream = records()
+        try:
+            self.scored = scored_from_samples(stream)
+        except ValueError as exc:  # a record that is no score: raised when this run is ranked
+            self.scored, self.scored_error = [], str(exc)
+            for _ in stream:  # every line is still checked, so a broken file is named at load time
+                pass
+        self.lengths, self.records = lengths, count
+
+    @cached_property
+    def samples(self) -> list[dict[str, Any]]:
+        """Every record of samples.jsonl, read once (review, agree, audit and rescore need them all)."""
+        return list(self.iter_samples())
+
+
+def _natural(p: Path) -> list[Any]:
+    """Sort key so sweep job dirs 2 < 10."""
+    return [int(s) if s.isdigit() else s for s in re.split(r"(\d+)", str(p))]
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Run dirs at or below root (a dir holding summary.json is a run; its inside is not searched)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"{root}: not a directory; pass run directories (holding {SUMMARY_FILE}) "
+                          "or sweep directories")
+    found: list[Path] = []
+    for here, subdirs, files in os.walk(root):
+        if SUMMARY_FILE in files:
+            found.append(Path(here))
+            subdirs.clear()
+        else:
+            subdirs[:] = [d for d in subdirs if not d.startswith(".")]
+    if not found:
+        raise ConfigError(f"{root}: no {SUMMARY_FILE} in this directory or below; pass a run directory "
+                          f"(it holds {SUMMARY_FILE}) or a sweep directory containing run directories")
+    return sorted(found, key=_natural)
+
+
+def failed_jobs(dirs: Sequence[Path]) -> list[str]:
+    """Warnings for job dirs that hold error.txt but no summary.json: a failed job must not vanish
+    from a sweep's leaderboard without a word."""
+    out: list[str] = []
+    for root in dirs:
+        for here, subdirs, files in os.walk(root):
+            started = ".hydra" in subdirs  # Hydra writes it when a job starts, before our code runs
+            subdirs[:] = [d for d in subdirs if not d.startswith(".")]
+            if SUMMARY_FILE in files:
+                continue
+            if ERROR_FILE in files:
+                first = (Path(here) / ERROR_FILE).read_text(encoding="utf-8", errors="replace").strip()
+                out.append(f"{here}: run failed, not ranked ({first.splitlines()[0] if first else 'no message'})")
+            elif started and not subdirs:  # e.g. a Ray or joblib worker killed mid-job (out of memory)
+                out.append(f"{here}: run did not finish (no {SUMMARY_FILE}: still running, or its process died), "
+                           "not ranked")
+    return sorted(out, key=lambda w: _natural(Path(w)))
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(str(path), f"missing {what}", fix=RERUN) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(str(path), f"not valid JSON ({exc})", fix=RERUN) from None
+    if not isinstance(data, dict):
+        raise DataError(str(path), f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _read_spec(run_dir: Path, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The resolved spec stored with the run; the installed benchmark only as a fallback."""
+    path = run_dir / SPEC_FILE
+    if path.exists():
+        return _read_json(path, "resolved spec")
+    try:
+        from rubric_engine.spec.schema import load_spec  # lazily: only for runs that lack their resolved spec
+
+        return load_spec(str(summary.get("benchmark"))).resolved()
+    except Exception as exc:  # noqa: BLE001 - whatever failed, the fix is the same
+        raise DataError(str(path), f"missing, and benchmark {summary.get('benchmark')!r} could not be loaded ({exc})",
+                        fix="restore the run's spec.resolved.json or install the benchmark") from None
+
+
+def load_run(run_dir: Path) -> RunRecord:
+    """Read and check one run dir; every problem names the file (and line) to fix."""
+    run_dir = Path(run_dir)
+    spath = run_dir / SUMMARY_FILE
+    summary = _read_json(spath, SUMMARY_FILE)
+    for key in ("benchmark", "candidate", "judge", "overall", "counts"):
+        if key not in summary:
+            raise DataError(str(spath), f"missing key {key!r}", fix=RERUN)
+    for key in ("candidate", "judge"):
+        if not isinstance(summary[key], dict) or "name" not in summary[key]:
+            raise DataError(str(spath), f"{key}.name is missing", fix=RERUN)
+    if not (run_dir / SAMPLES_FILE).is_file():
+        raise DataError(str(run_dir / SAMPLES_FILE), "missing; intervals need the per-question scores",
+                        fix="re-score this run directory")
+    run = RunRecord(dir=run_dir, summary=summary, spec=_read_spec(run_dir, summary))
+    run.read_compact()
+    return run
+
+
+def incomplete_runs(dirs: Sequence[Path]) -> list[str]:
+    """'not ranked' lines for run dirs whose manifest does not say complete (killed, or being written)."""
+    out: list[str] = []
+    for d in dirs:
+        for here, subdirs, files in os.walk(d):
+            subdirs[:] = [x for x in subdirs if not x.startswith(".")]
+            if MANIFEST_FILE in files:
+                state = (read_manifest(Path(here)) or {}).get("state")
+                if state != "complete":
+                    out.append(f"{here}: run {state or 'without a state'}, not ranked (its files may be partial)")
+    return sorted(out, key=lambda w: _natural(Path(w)))
+
+
+def _complete(run_dir: Path) -> bool:
+    manifest = read_manifest(run_dir)
+    return manifest is None or manifest.get("state") == "complete"  # None: a run made before manifests
+
+
+def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False) -> list[RunRecord]:
+    """All complete runs under the given dirs (each once), all of one benchmark and one spec hash."""
+    if not dirs:
+        raise ConfigError("no directories given; pass run directories or sweep directories")
+    seen: dict[Path, None] = {}
+    for d in dirs:
+        for run_dir in find_run_dirs(Path(d)):
+            if _complete(run_dir):
+                seen.setdefault(run_dir.resolve(), None)
+    if not seen:
+        raise ConfigError("no complete run to rank: " + "; ".join(incomplete_runs(dirs)))
+    runs = [load_run(p) for p in seen]
+    hashes = {r.summary.get("spec_hash") for r in runs} - {None}
+    if len(hashes) > 1 and not allow_mixed_specs:
+        listing = "; ".join(f"{r.dir}: {str(r.summary.get('spec_hash'))[:12]}" for r in runs)
+        raise ConfigError(f"these runs used different versions of the spec (rules or prompts differ), so their "
+                          f"scores are not comparable ({listing}); rank one version at a time, or pass "
+                          "allow_mixed_specs=true to rank them anyway")
+    names = sorted({r.benchmark for r in runs})
+    if len(names) > 1:
+        listing = "; ".join(f"{r.dir}: {r.benchmark}" for r in runs)
+        raise ConfigError(f"runs of different benchmarks cannot share a leaderboard ({listing}); "
+                          "pass the directories of one benchmark at a time")
+    return runs

@@ -1,0 +1,160 @@
+"""Human labels files: the JSONL the review page saves, the review CSV filled in a spreadsheet, or
+any JSONL/CSV with `<id field>, criterion_index, rater, met` (labels collected elsewhere); the
+question-id column is named as the benchmark's own id field (data.fields.id), as in its data.
+
+Why strict: a label matched to the wrong item silently corrupts every agreement number. So a
+label for another sheet or benchmark, an unknown question, an index out of range, a `met` value
+that is not 1/0/true/false/yes/no/blank, or one rater labelling one item twice is an error naming
+file and row; blanks and "unsure" are counted and reported, never dropped without a word.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.errors import DataError
+from rubric_engine.store.layout import iter_jsonl
+from rubric_engine.validity.items import RunItems
+
+__all__ = ["Label", "LabelSet", "read_labels", "parse_met"]
+
+_TRUE = {"1", "true", "yes", "y", "met"}
+_FALSE = {"0", "false", "no", "n", "not met", "not_met"}
+_REQUIRED = ("criterion_index", "rater", "met")  # plus the id field
+
+
+@dataclass(frozen=True)
+class Label:
+    rater: str
+    key: str
+    met: bool
+    file: str
+    row: int
+
+
+@dataclass
+class LabelSet:
+    labels: list[Label] = field(default_factory=list)
+    blank: Counter = field(default_factory=Counter)  # file -> rows with no label
+    unsure: Counter = field(default_factory=Counter)  # file -> rows marked unsure
+    sheets: set[str] = field(default_factory=set)
+
+    @property
+    def raters(self) -> list[str]:
+        return sorted({lab.rater for lab in self.labels})
+
+    def warnings(self) -> list[str]:
+        out = [f"{f}: {n} row(s) with no label (blank) not used" for f, n in sorted(self.blank.items())]
+        out += [f"{f}: {n} row(s) marked unsure not used" for f, n in sorted(self.unsure.items())]
+        return out
+
+
+def parse_met(value: Any) -> bool | str | None:
+    """True / False, 'unsure', or None for blank; ValueError for anything else."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text == "":
+        return None
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    if text in ("unsure", "?"):
+        return "unsure"
+    raise ValueError(value)
+
+
+def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
+    """(row number, row) pairs; JSONL rows are numbered by line, CSV rows as a spreadsheet shows them."""
+    if path.suffix.lower() == ".csv":
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(str(path), f"cannot read the labels file ({exc.__class__.__name__}: {exc})",
+                            fix="give a JSONL or CSV file saved as UTF-8") from None
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        required = (id_field, *_REQUIRED)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
+                            fix=f"a labels CSV needs the columns {', '.join(required)}")
+        return [(reader.line_num, dict(r)) for r in reader]  # line_num: the row's last physical line
+    return list(iter_jsonl(path, error=DataError,
+                           fix=f"each line must be one JSON object with {id_field}, criterion_index, rater, met"))
+
+
+def read_labels(files: Sequence[Path], data: RunItems) -> LabelSet:
+    """Read and check every labels file against the items of the runs."""
+    result = LabelSet()
+    by_question: dict[str, set[str]] = {}
+    n_criteria: dict[str, int] = {}
+    for it in data.items.values():
+        by_question.setdefault(it.qid, set()).add(it.reply_id)
+        n_criteria[it.qid] = it.n_criteria
+    first: dict[tuple[str, str], tuple[str, int]] = {}
+    for path in map(Path, files):
+        if not path.is_file():
+            raise DataError(str(path), "no such labels file", fix="pass labels=FILE[,FILE...] (JSONL or CSV)")
+        for n, row in _rows(path, data.id_field):
+            def bad(msg: str, fix: str = "") -> DataError:
+                return DataError(str(path), msg, line=n, fix=fix)
+
+            bench = str(row.get("benchmark") or "").strip()
+            if bench and bench != data.benchmark:
+                raise bad(f"labels for benchmark {bench!r}, but the runs are {data.benchmark!r}",
+                          "pass the run directories the sheet was exported from")
+            try:
+                met = parse_met(row.get("met"))
+            except ValueError:
+                raise bad(f"met={row.get('met')!r} is not one of 1/0/true/false/yes/no/unsure/blank") from None
+            if met is None:
+                result.blank[str(path)] += 1
+                continue
+            if met == "unsure":
+                result.unsure[str(path)] += 1
+                continue
+            rater = str(row.get("rater") or "").strip()
+            if not rater:
+                raise bad("no rater", "fill the rater column with the reviewer's name")
+            qid = str(row.get(data.id_field) or "").strip()
+            try:
+                idx = int(str(row.get("criterion_index")).strip())
+            except ValueError:
+                raise bad(f"criterion_index={row.get('criterion_index')!r} is not a whole number") from None
+            key = str(row.get("item_key") or "").strip()
+            sheet = str(row.get("sheet_id") or "").strip()
+            if key:
+                if key not in data.items:
+                    where = f"sheet {sheet}" if sheet else "another sheet"
+                    raise bad(f"item {key!r} is not in these runs (labels of {where}, or of other runs?)",
+                              "pass the run directories the sheet was exported from")
+                it = data.items[key]
+                if (it.qid, it.criterion_index) != (qid or it.qid, idx):
+                    raise bad(f"item_key {key!r} does not match {data.id_field}={qid!r}, criterion_index={idx}")
+            else:
+                if qid not in by_question:
+                    raise bad(f"{data.id_field} {qid!r} is not in these runs", "is it the right benchmark or run?")
+                if not 1 <= idx <= n_criteria[qid]:
+                    raise bad(f"criterion_index {idx} out of range for {qid} (1..{n_criteria[qid]})")
+                if len(by_question[qid]) > 1:
+                    raise bad(f"question {qid} has {len(by_question[qid])} different replies in these runs, so "
+                              f"{data.id_field} + criterion_index is ambiguous", "add the item_key column from the review sheet")
+                key = next(k for k in (f"{qid}#{idx}@{r}" for r in by_question[qid]) if k in data.items)
+            if sheet:
+                result.sheets.add(sheet)
+            if (rater, key) in first:
+                f0, r0 = first[(rater, key)]
+                raise bad(f"rater {rater!r} labelled item {key} twice (first at {f0}:{r0})",
+                          "keep one label per rater and item")
+            first[(rater, key)] = (str(path), n)
+            result.labels.append(Label(rater=rater, key=key, met=bool(met), file=str(path), row=n))
+    return result

@@ -1,0 +1,159 @@
+"""`rubric-engine review export`: draw a stratified, blind sample of items for human review.
+
+Why: the judge is only as trustworthy as its agreement with people, and people can label only a
+few hundred items. The sample is stratified (by ability and subset by default) so that every
+ability is represented, deterministic for a given seed, and written as a self-contained HTML page
+plus a CSV (UTF-8 with BOM, so Excel reads Chinese) that carry the same sheet id.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import random
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.cli.args import COMMANDS, HelpRequested, as_int, as_list, parse
+from rubric_engine.errors import ConfigError
+from rubric_engine.store.layout import write_json
+from rubric_engine.validity.items import Item, RunItems, load_items
+from rubric_engine.validity.review_page import ReviewCriterion, ReviewQuestion, render_review_page
+
+__all__ = ["sample_items", "sheet_id", "export_review", "review_main", "csv_columns"]
+
+def csv_columns(id_field: str) -> list[str]:
+    """The review CSV header; the question column is the benchmark's own id field."""
+    return ["sheet_id", "item_key", id_field, "criterion_index", "criterion", "weight", "met", "rater", "note"]
+USAGE = """usage: rubric-engine review export RUN_DIR [RUN_DIR ...] [n=100] [seed=0]
+                                   [stratify=[ability,subset]] [unit=item|reply] [out=DIR]
+
+Draw a stratified random sample of (question, criterion) items from one or more run directories
+(several candidates, several judges) and write a blind review sheet to out= (default: review/):
+  review.html  open it from disk, label each item Met / Not met / Unsure, Save labels
+  review.csv   the same items for a spreadsheet (UTF-8 with BOM); fill `met` and `rater`
+  sheet.json   what was sampled, from which runs, with which seed
+stratify= any item field: ability, dimension, subset, scenario, weight_sign, candidate, or a
+field the data carries. unit=reply samples whole replies (all their criteria), which is what
+score-level agreement needs. Then: rubric-engine agree RUN_DIR ... labels=FILE[,FILE...]
+"""
+
+
+def _stratum(item: Item, keys: Sequence[str]) -> tuple[str, ...]:
+    out = []
+    for k in keys:
+        v = item.fields.get(k)
+        out.append("+".join(map(str, v)) if isinstance(v, list) else str(v))
+    return tuple(out)
+
+
+def _allocate(sizes: dict[Any, int], n: int) -> dict[Any, int]:
+    """Proportional quotas (largest remainder), at least one per stratum when n allows."""
+    total = sum(sizes.values())
+    if n >= total:
+        return dict(sizes)
+    exact = {s: n * k / total for s, k in sizes.items()}
+    quota = {s: int(x) for s, x in exact.items()}
+    for s in sorted(sizes, key=lambda s: -(exact[s] - quota[s]))[: n - sum(quota.values())]:
+        quota[s] += 1
+    if n >= len(sizes):
+        for s in [s for s in sizes if quota[s] == 0]:
+            donor = max(quota, key=lambda d: quota[d])
+            quota[donor] -= 1
+            quota[s] = 1
+    return quota
+
+
+def sample_items(items: Sequence[Item], n: int, seed: int, stratify: Sequence[str], unit: str = "item") -> list[Item]:
+    """A deterministic stratified sample of n items (unit=item) or n whole replies (unit=reply)."""
+    known = sorted({k for it in items for k in it.fields})
+    for k in stratify:
+        if k not in known:
+            raise ConfigError(f"review export: cannot stratify by {k!r}: no item has it; fields: {', '.join(known)}")
+    units: dict[str, list[Item]] = {}
+    for it in items:
+        units.setdefault(it.key if unit == "item" else f"{it.qid}@{it.reply_id}", []).append(it)
+    strata: dict[tuple[str, ...], list[str]] = {}
+    for ukey, members in units.items():
+        values = {_stratum(m, stratify) for m in members}
+        if len(values) > 1:
+            raise ConfigError(f"review export: unit=reply cannot be stratified by {', '.join(stratify)}: "
+                              "it varies within a reply; use reply-level fields such as subset or candidate")
+        strata.setdefault(values.pop(), []).append(ukey)
+    rng = random.Random(seed)
+    chosen: set[str] = set()
+    quotas = _allocate({s: len(v) for s, v in strata.items()}, n)
+    for s in sorted(strata):
+        chosen.update(rng.sample(sorted(strata[s]), quotas[s]))
+    return [it for ukey, members in units.items() if ukey in chosen for it in members]
+
+
+def sheet_id(benchmark: str, keys: Sequence[str]) -> str:
+    """A short id fixed by the benchmark and the sampled item keys: labels find their sheet by it."""
+    digest = hashlib.sha256("\n".join([benchmark, *sorted(keys)]).encode("utf-8")).hexdigest()
+    return f"S{digest[:12]}"
+
+
+def _questions(data: RunItems, picked: Sequence[Item]) -> list[ReviewQuestion]:
+    groups: dict[tuple[str, str], list[Item]] = {}
+    for it in picked:
+        groups.setdefault((it.qid, it.reply_id), []).append(it)
+    return [ReviewQuestion(qid=qid, dialogue=data.dialogues.get(qid, []), reply=data.replies[(qid, rid)],
+                           criteria=[ReviewCriterion(it.key, it.criterion_index, it.text, it.weight)
+                                     for it in sorted(members, key=lambda i: i.criterion_index)])
+            for (qid, rid), members in groups.items()]
+
+
+def _csv(sid: str, questions: Sequence[ReviewQuestion], id_field: str) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerow(csv_columns(id_field))
+    for q in questions:
+        for c in q.criteria:
+            weight = "" if c.weight is None else (int(c.weight) if float(c.weight).is_integer() else c.weight)
+            w.writerow([sid, c.key, q.qid, c.index, c.text, weight, "", "", ""])
+    return buf.getvalue()
+
+
+def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
+                  stratify: Sequence[str] = ("ability", "subset"), unit: str = "item") -> dict[str, Any]:
+    """Write review.html, review.csv and sheet.json to `out`; returns what sheet.json holds."""
+    if unit not in ("item", "reply"):
+        raise ConfigError(f"review export: unit={unit!r}; use unit=item or unit=reply")
+    data = load_items(dirs)
+    if not data.items:
+        raise ConfigError("review export: the runs hold no reply to review (every candidate call failed?)")
+    picked = sample_items(list(data.items.values()), n, seed, stratify, unit)
+    sid = sheet_id(data.benchmark, [it.key for it in picked])
+    questions = _questions(data, picked)
+    out.mkdir(parents=True, exist_ok=True)
+    lang = str(data.spec.get("locale") or "en")
+    (out / "review.html").write_text(render_review_page(sid, data.benchmark, questions, lang, data.id_field), encoding="utf-8")
+    (out / "review.csv").write_text(_csv(sid, questions, data.id_field), encoding="utf-8-sig", newline="")
+    sheet = {"sheet_id": sid, "benchmark": data.benchmark, "n": len(picked), "unit": unit, "seed": seed,
+             "stratify": list(stratify), "runs": [str(r.dir) for r in data.runs],
+             "items": [it.key for it in picked], "replies": len(questions)}
+    write_json(out / "sheet.json", sheet)
+    return sheet
+
+
+def review_main(args: Sequence[str]) -> int:
+    """CLI entry: `review export RUN_DIR ... key=value ...`."""
+    if any(a in ("-h", "--help") for a in args):
+        raise HelpRequested(COMMANDS["review"].help())  # one help style for every subcommand (cliargs)
+    if not args or args[0] == "help":
+        print(USAGE)
+        return 0
+    if args[0] != "export":
+        raise ConfigError(f"review: unknown action {args[0]!r}; use `rubric-engine review export RUN_DIR ...`")
+    parsed = parse(COMMANDS["review"], args[1:])
+    out = Path(parsed.get("out", "review"))  # type: ignore[arg-type]
+    sheet = export_review([Path(d) for d in parsed.positionals], out, n=as_int(parsed.get("n", "100"), "n", "review export", 1),
+                          seed=as_int(parsed.get("seed", "0"), "seed", "review export"),
+                          stratify=as_list(parsed.get("stratify", "[ability,subset]")), unit=str(parsed.get("unit", "item")))
+    print(f"review sheet {sheet['sheet_id']}: {sheet['n']} items from {sheet['replies']} replies "
+          f"({len(sheet['runs'])} run(s)) -> {out / 'review.html'}, {out / 'review.csv'}", file=sys.stdout)
+    return 0
