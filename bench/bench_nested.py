@@ -3,7 +3,7 @@
 Why: a sampled or re-graded run computes a 1000-resample hierarchical interval at its end, and the
 leaderboard one per row and two per adjacent pair (the interval and the judge-noise-only component).
 Prints the time per 1000 resamples of HeartBench-sized values (296 questions, 15 abilities, K samples,
-R gradings) and its ratio to the question-only bootstrap (bootstrap.py) on the same questions.
+R gradings) and its ratio to the question-only bootstrap (stats/bootstrap.py) on the same questions.
 
     python bench/bench_nested.py --questions 296 --samples 3 --repeats 3
 """

@@ -77,7 +77,7 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
             "score, q.catastrophic, {})", "q.catastrophic, q.tags, )")],
         ("breakdown", "if (views) or True else None", "the statistic of no views is None already"),
     ],
-    # (the judge's entries for uses_json_schema and _complete moved with those functions to structured.py)
+    # (the judge's entries for uses_json_schema and _complete moved with those functions to judge/structured.py)
     "judge.structured": [
         ("_complete", "complete(messages, accept=accept,", "response_format=None is complete()'s default"),
         *[("_complete", text, "a mock/ model (the only one that reads expect) never refuses json_schema, so the "

@@ -1,7 +1,7 @@
 """The data types every layer shares: a question, its dialogue turns, its rubric criteria, a dataset.
 
 Why a module of its own: scoring, prompts, the judge and the run directory all need these types, and
-none of them should import the module that downloads and validates data (dataset.py) to get them.
+none of them should import the module that downloads and validates data (dataset/load.py) to get them.
 Plain frozen dataclasses, no I/O, so importing them costs nothing.
 """
 

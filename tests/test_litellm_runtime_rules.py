@@ -1,4 +1,4 @@
-"""LiteLLM in this process (litellm_runtime.py): reading replies, pricing them, the 'loading' line, LiteLLM's
+"""LiteLLM in this process (models/litellm_runtime.py): reading replies, pricing them, the 'loading' line, LiteLLM's
 configuration, and closing each event loop's HTTP clients once its last client is done.
 
 The reply readers are pure functions of a response object, so they get plain objects here (the HTTP path

@@ -1,4 +1,4 @@
-"""The hierarchical bootstrap (nested.py) against a hand-written two-stage resample and against theory.
+"""The hierarchical bootstrap (stats/nested.py) against a hand-written two-stage resample and against theory.
 
 Theory used: with the mean over questions as the statistic and no gradings to resample, one resample's
 value is the mean of m i.i.d. draws Y*, each the mean of K draws (with replacement) from one randomly

@@ -1,4 +1,4 @@
-"""The report worker (report_worker.py): a real helper process builds report.html for the run that asks,
+"""The report worker (report/worker.py): a real helper process builds report.html for the run that asks,
 serves several runs, and never costs a run its report: a dead worker means the page is built in the
 run's process, a page the worker cannot build is the same one warning line as without a worker, and
 the worker ends with its input (Ctrl-C at the terminal is for the run, not for it), and a hung one is

@@ -1,157 +1,85 @@
-"""The package's shape, enforced: a line budget per module, a light scoring core, no import circle.
+"""The package's shape, enforced: a line budget per module, light scoring and statistics, no import
+circle, dependencies that point one way, no private name taken across subpackages, a layout table that
+cannot drift.
 
 Why tests: these rules (docs/development.md, "Structure budget") erode one reasonable-looking change at
-a time; a failing test names the module and the rule, so the fix is a split, not an argument.
+a time; a failing test names the module and the rule, so the fix is a move or a split, not an argument.
+Run this file as a script to print the layout table for docs/development.md.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
-from collections.abc import Iterable
+import tomllib
 from pathlib import Path
 
 import pytest
 
-import rubric_engine
+from importgraph import first_paragraph, import_cycles, module_names, package_graph, private_imports, unit
 
-PACKAGE = Path(rubric_engine.__file__).resolve().parent
-MODULES = sorted(p for p in PACKAGE.rglob("*.py"))
+PACKAGE = Path(__file__).resolve().parents[1] / "rubric_engine"
+REPO = PACKAGE.parent
+MODULES = sorted(PACKAGE.rglob("*.py"))
+SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
 LINE_BUDGET = 450  # docs/development.md: aim for ~400, never over this
 HEAVY = ("rich", "diskcache", "jinja2", "pydantic", "litellm")
+LIGHT = ("scoring", "stats")  # pure computation: importing any of their modules loads no library in HEAVY
+
+# The one-way order (docs/development.md, "Code layout"): a module may import a module of its own
+# subpackage or of a layer below its own, never one of its layer or above. The package's __init__.py (the
+# public names, resolved lazily) stands above all.
+LAYERS: list[tuple[str, ...]] = [
+    ("cli",),
+    ("run",),
+    ("report",),
+    ("results", "validity", "authoring"),
+    ("judge", "stats", "store"),
+    ("dataset",),
+    ("spec",),
+    ("scoring", "models"),
+    ("errors", "datatypes"),
+]
+RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
 
 @pytest.mark.parametrize("module", [pytest.param(p, id=str(p.relative_to(PACKAGE))) for p in MODULES])
 def test_module_within_line_budget(module: Path) -> None:
     lines = len(module.read_text(encoding="utf-8").splitlines())
-    assert lines <= LINE_BUDGET, (f"{module.relative_to(PACKAGE.parent)} has {lines} lines (budget {LINE_BUDGET}): "
-                                  "split it by responsibility (docs/development.md, Structure budget)")
+    assert lines <= LINE_BUDGET, (f"{module.relative_to(REPO)} has {lines} lines (budget {LINE_BUDGET}): split it "
+                                  "by responsibility; a concept that outgrows the budget becomes a subpackage")
 
 
-def test_scoring_core_imports_no_io_or_ui_library() -> None:
-    """`import rubric_engine.scoring.aggregate` in a fresh process loads none of the heavy libraries."""
-    code = ("import json, sys\nimport rubric_engine.scoring.aggregate, rubric_engine.stats.bootstrap, rubric_engine.scoring.question\n"
+@pytest.mark.xfail(strict=True, reason="stats/noise and stats/sampling take the vote function from judge/panels (pydantic, jinja2): being fixed")
+def test_light_packages_import_no_io_or_ui_library() -> None:
+    """Every module of scoring/ and stats/, imported in a fresh process, loads none of the heavy libraries."""
+    names = sorted(m for m in module_names(PACKAGE) if unit(m) in LIGHT)
+    code = (f"import importlib, json, sys\nfor m in {names!r}:\n    importlib.import_module(m)\n"
             f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.strip().splitlines()[-1]) == []
 
 
-def module_names(root: Path) -> dict[str, Path]:
-    """Every module of the package at `root` by its dotted name (a package by its own name)."""
-    out = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = (root.name, *path.relative_to(root).with_suffix("").parts)
-        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return out
-
-
-def top_level_imports(name: str, path: Path, known: Iterable[str], deferred: bool = False,
-                      type_checking: bool = False) -> set[str]:
-    """The package's modules (dotted names) that module `name` imports when it is imported: module-level
-    import statements, also inside module-level if/try, never under `if TYPE_CHECKING:` (unless
-    type_checking=True); with deferred=True also the imports inside functions and classes (a circle through
-    a lazy import is still a circle). `from pkg.sub import x` counts as pkg.sub.x when that is a module."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    known = set(known)
-    top = name.split(".")[0]
-    here = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-
-    def target(module: str, names: list[str]) -> None:
-        subs = [f"{module}.{n}" for n in names if f"{module}.{n}" in known]
-        found.update(subs)
-        if len(subs) < len(names) and module in known:
-            found.add(module)
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if deferred and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                visit(node.body)
-                continue
-            if deferred and isinstance(node, (ast.For, ast.While, ast.With, ast.AsyncWith)):
-                visit(node.body)
-                visit(getattr(node, "orelse", []))
-                continue
-            if isinstance(node, ast.If):
-                test = node.test
-                if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-                        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"):
-                    if type_checking:
-                        visit(node.body)
-                    visit(node.orelse)
-                    continue
-                visit(node.body)
-                visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]):
-                    visit(block)
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name.split(".")[0] == top and alias.name in known:
-                        found.add(alias.name)
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
-                    module = f"{base}.{node.module}" if node.module else base
-                else:
-                    module = node.module or ""
-                if module.split(".")[0] == top:
-                    target(module, [a.name for a in node.names])
-
-    visit(tree.body)
-    found.discard(name)
-    return found
-
-
-def package_graph(root: Path, deferred: bool = False, type_checking: bool = False) -> dict[str, set[str]]:
-    """module -> the package's modules it imports (see top_level_imports)."""
-    modules = module_names(root)
-    return {m: top_level_imports(m, p, modules, deferred, type_checking) for m, p in modules.items()}
-
-
-def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every strongly connected group of more than one module (or a module importing itself), sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-
-    def connect(v: str) -> None:  # Tarjan's algorithm; the package has ~60 modules, recursion is fine
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in graph.get(v, ()):
-            if w not in graph:
-                continue
-            if w not in index:
-                connect(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1 or v in graph.get(v, ()):
-                out.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            connect(v)
-    return sorted(out)
+def test_every_directory_of_the_package_is_a_subpackage_with_a_light_init() -> None:
+    """Each subpackage's __init__.py says what lives there and what it may import, and imports nothing
+    (importing rubric_engine.stats.bootstrap must not pay for the rest of stats/)."""
+    dirs = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert dirs == SUBPACKAGES, "a folder of rubric_engine/ without __init__.py"
+    assert sorted(RANK) == sorted([*SUBPACKAGES, "errors", "datatypes"]), "LAYERS must name every subpackage"
+    for name in SUBPACKAGES:
+        init = PACKAGE / name / "__init__.py"
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        assert "may import" in (ast.get_docstring(tree) or "").lower(), f"{init}: say what may be imported"
+        assert len(tree.body) == 1, f"{init}: a docstring only (no imports, no definitions)"
 
 
 def test_cycle_checker_finds_a_planted_circle(tmp_path: Path) -> None:
     """The checker itself: a circle through a relative import, an absolute one and a `from . import x`,
-    across a subpackage."""
+    across a subpackage; TYPE_CHECKING imports counted only when asked."""
     root = tmp_path / "pkg"
     (root / "sub").mkdir(parents=True)
     (root / "__init__.py").write_text("")
@@ -168,9 +96,79 @@ def test_cycle_checker_finds_a_planted_circle(tmp_path: Path) -> None:
         ["pkg.a", "pkg.c", "pkg.d", "pkg.sub.b"]]
 
 
-@pytest.mark.parametrize("deferred", [False, True], ids=["module-level", "with-deferred"])
-def test_no_import_cycle_among_package_modules(deferred: bool) -> None:
-    """No circle of module-level imports, and none through imports deferred into functions either (the
-    leaderboard, leaderboard_output and html_report circle was one of those)."""
-    cycles = import_cycles(package_graph(PACKAGE, deferred))
+def test_private_import_checker_on_a_planted_package(tmp_path: Path) -> None:
+    root = tmp_path / "pkg"
+    for sub in ("one", "two"):
+        (root / sub).mkdir(parents=True)
+        (root / sub / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "one" / "a.py").write_text("from pkg.one.b import _mine\nfrom pkg.two.c import _theirs, public\n"
+                                       "from pkg.two import c as other\n\ndef f():\n    return other._hidden()\n")
+    (root / "one" / "b.py").write_text("_mine = 1\n")
+    (root / "two" / "c.py").write_text("_theirs = public = 2\n")
+    assert sorted(private_imports(root)) == [("pkg.one.a", "pkg.two.c._hidden"), ("pkg.one.a", "pkg.two.c._theirs")]
+
+
+@pytest.mark.parametrize(("deferred", "type_checking"), [
+    (False, False), (True, False),
+    pytest.param(True, True, marks=pytest.mark.xfail(strict=True, reason="RunSettings in run/runner and spec/schema "
+                                                                          "<-> spec/checks: being fixed"))],
+    ids=["module-level", "with-deferred", "with-type-checking"])
+def test_no_import_cycle_among_package_modules(deferred: bool, type_checking: bool) -> None:
+    """No circle of module-level imports, none through imports deferred into functions (the leaderboard,
+    leaderboard_output and html_report circle was one of those), none through TYPE_CHECKING imports."""
+    cycles = import_cycles(package_graph(PACKAGE, deferred, type_checking))
     assert not cycles, "import circles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+@pytest.mark.xfail(strict=True, reason="subcommand modules import cli/args; stats imports judge/panels: being fixed")
+def test_dependencies_point_one_way() -> None:
+    """Every import, deferred and TYPE_CHECKING ones included, goes to the module's own subpackage or to a
+    lower layer of LAYERS."""
+    graph = package_graph(PACKAGE, deferred=True, type_checking=True)
+    wrong = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
+                   if a != "rubric_engine" and unit(a) != unit(b) and RANK.get(unit(b), -1) <= RANK[unit(a)])
+    assert not wrong, "imports against the layer order (docs/development.md, Code layout):\n" + "\n".join(wrong)
+
+
+@pytest.mark.xfail(strict=True, reason="cli/commands, report/html_views and run/identity take private names: being fixed")
+def test_no_private_name_imported_from_another_subpackage() -> None:
+    """A `_name` is private to its subpackage: what another subpackage needs gets a public name."""
+    found = sorted(f"{a} takes {b}" for a, b in private_imports(PACKAGE))
+    assert not found, "private names across subpackages:\n" + "\n".join(found)
+
+
+def test_pyproject_ships_every_subpackage() -> None:
+    """pyproject lists the packages for the wheel by hand (conf/, benchmarks/ and data/ are mapped in):
+    a subpackage left out would be missing from every installed copy."""
+    listed = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    assert sorted(p for p in listed if p.count(".") == 1 and p.split(".")[1] not in ("conf", "benchmarks", "data")) \
+        == [f"rubric_engine.{s}" for s in SUBPACKAGES]
+
+
+def layout_table() -> str:
+    """The code-layout table of docs/development.md, from the package's own docstrings: each subpackage
+    (layer by layer, from the command line down) with its __init__ docstring, then its modules."""
+    rows = ["| where | what lives there |", "| --- | --- |"]
+    for layer in LAYERS:
+        for name in layer:
+            if (PACKAGE / name).is_dir():
+                rows.append(f"| **`{name}/`** | {first_paragraph(PACKAGE / name / '__init__.py')} |")
+                rows += [f"| `{name}/{p.name}` | {first_paragraph(p)} |"
+                         for p in sorted((PACKAGE / name).glob("*.py")) if p.name != "__init__.py"]
+            else:
+                rows.append(f"| `{name}.py` | {first_paragraph(PACKAGE / f'{name}.py')} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_layout_table_in_the_docs_matches_the_docstrings() -> None:
+    """docs/development.md's layout table is generated, so a new module cannot be missing from it."""
+    doc = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    found = re.search(r"<!-- layout: begin[^>]*-->\n(.*?)<!-- layout: end -->", doc, re.S)
+    assert found, "docs/development.md lost its layout markers"
+    assert found.group(1) == layout_table(), ("the layout table is out of date: paste the output of "
+                                              "`python tests/test_structure.py` between the markers")
+
+
+if __name__ == "__main__":
+    print(layout_table(), end="")

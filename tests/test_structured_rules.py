@@ -1,4 +1,4 @@
-"""The one structured-output loop (structured.py) on its own, with a parser of its own rather than the judge's.
+"""The one structured-output loop (judge/structured.py) on its own, with a parser of its own rather than the judge's.
 
 Through LiteLLM over HTTP to the fake server and the result cache on disk. What each test names: what an
 Outcome adds up (replies, attempts, tokens, cost, cache hits), the re-ask turn, caching under the original

@@ -1,4 +1,4 @@
-"""Verdict shapes (verdicts.py): the JSON schema a judge is sent, what a reply must be, and the words it is
+"""Verdict shapes (judge/verdicts.py): the JSON schema a judge is sent, what a reply must be, and the words it is
 told when it is not. Pure functions, so tested directly; the judge tests drive the same parser over HTTP.
 
 Every shape is built inside the test (fixtures), never at import: mutation testing imports this module once

@@ -1,10 +1,10 @@
 """`rubric-engine localize`: translate and culturally adapt a benchmark's data with any LiteLLM model.
 
-Why through the structured-output loop (structured.py, the judge's too): every question is one cached
+Why through the structured-output loop (judge/structured.py, the judge's too): every question is one cached
 request, a translation with the wrong shape is re-asked, never cached or written as if it were fine, and an
 interrupted run resumes without paying twice, re-asks included. The model returns only texts; ids, roles,
 weights, labels and subsets are copied from the source row, so a translation cannot change what is scored.
-A human can then edit review.csv and apply it. The command line lives in localize_cli.py.
+A human can then edit review.csv and apply it. The command line lives in cli/localize.py.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def _reask(problem: str, n_turns: int, n_criteria: int) -> str:
 
 async def _translate_one(client: "ModelClient", qid: str, messages: list[dict[str, str]], n_turns: int,
                          n_criteria: int, max_reasks: int) -> _Result:
-    """One question through the structured-output loop (structured.py): a malformed answer is re-asked
+    """One question through the structured-output loop (judge/structured.py): a malformed answer is re-asked
     naming the problem; the accepted one is cached under the first request, so a rerun pays nothing."""
     got = await ask_structured(client, messages, lambda text: check_translation(text, n_turns, n_criteria),
                                reask=lambda problem: _reask(problem, n_turns, n_criteria), max_reasks=max_reasks,

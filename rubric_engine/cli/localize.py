@@ -1,6 +1,6 @@
 """`rubric-engine localize` on the command line: its key=value options and what it prints.
 
-Why apart from localize.py: the translation itself is callable from Python with a LocalizeOptions; this
+Why apart from authoring/localize.py: the translation itself is callable from Python with a LocalizeOptions; this
 module only turns argv into one (with the subcommands' shared parser, cliargs) and reports the outcome.
 """
 

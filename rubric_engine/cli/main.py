@@ -1,7 +1,7 @@
 """The `rubric-engine` command: a small dispatcher in front of a Hydra app.
 
 Why a dispatcher: `@hydra.main` owns the whole command line, so subcommands (validate, cache,
-leaderboard, new, localize, ...) are routed before Hydra sees argv (subcommands.py). Hydra lives only
+leaderboard, new, localize, ...) are routed before Hydra sees argv (cli/subcommands.py). Hydra lives only
 in this module; everything it calls is plain Python taking plain values.
 """
 

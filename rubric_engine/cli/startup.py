@@ -1,6 +1,6 @@
 """What the command line does around a run, for speed: the cyclic GC and the report worker.
 
-Why apart from cli.py: these are process-wide decisions measured in bench/bench_run.py
+Why apart from cli/main.py: these are process-wide decisions measured in bench/bench_run.py
 (docs/scaling.md), not configuration. The command line owns its process, so it may pause the GC and
 start a helper process; `run_benchmark` called from Python does neither (its caller's process is theirs).
 """

@@ -1,8 +1,8 @@
 """Routing `rubric-engine <subcommand> ...` and the one-line error every command ends with.
 
-Why apart from cli.py: cli.py owns Hydra (the run itself, sweeps, composing a config); the subcommands
+Why apart from cli/main.py: cli/main.py owns Hydra (the run itself, sweeps, composing a config); the subcommands
 only parse `positional key=value` arguments (cliargs.parse) and call plain functions. The two that need
-a composed config (validate, data) receive a `compose` function from cli.py, so Hydra stays there.
+a composed config (validate, data) receive a `compose` function from cli/main.py, so Hydra stays there.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rubric_engine.errors import ConfigError, RubricEngineError
 __all__ = ["SUBCOMMANDS", "run_subcommand", "leaderboard_main", "one_line", "fail", "is_config_library_error"]
 
 SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit")
-Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli.py's _compose)
+Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
 
 
 def one_line(exc: BaseException) -> str:

@@ -1,6 +1,6 @@
 """Benchmark data files from upstream: download once, pinned by sha256 (or trusted on first use).
 
-Why apart from parsing (dataset.py): downloading is network and cache-directory work; parsing and
+Why apart from parsing (dataset/load.py): downloading is network and cache-directory work; parsing and
 validating rows is not, and neither needs the other's imports.
 """
 

@@ -1,4 +1,4 @@
-"""Benchmark data: loading, verification and selection (the types live in datatypes.py, downloads in datafetch.py).
+"""Benchmark data: loading, verification and selection (the types live in datatypes.py, downloads in dataset/fetch.py).
 
 Why so strict: a malformed row or an unmapped label would otherwise turn into a silently wrong score, so
 every problem is a DataError naming file:line, and every known quirk of the data is a counted warning.

@@ -1,6 +1,6 @@
 """Whole-file data checks and counted warnings, gathered row by row while a data file is validated.
 
-Why apart from row parsing (dataset.py): a row is checked on its own, but some problems only show
+Why apart from row parsing (dataset/load.py): a row is checked on its own, but some problems only show
 across rows (a column only some rows lack) and every known quirk is reported once, with a count,
 never silently fixed.
 """

@@ -5,8 +5,8 @@ too few or too many, a duplicated id or a "maybe" would silently shift or invent
 only if it has exactly one boolean verdict per item; otherwise the judge is re-asked with a message saying
 exactly what was wrong, and after `max_reasks` re-asks the question is recorded as a judge error (never
 padded, never defaulted). The loop (re-asks, caching under the original request, the response_format
-fallback) is structured.py's, shared with `localize`; the verdict shape (field names; a list for all
-criteria in one call, one object for one criterion per call) comes from the spec (verdicts.py).
+fallback) is judge/structured.py's, shared with `localize`; the verdict shape (field names; a list for all
+criteria in one call, one object for one criterion per call) comes from the spec (judge/verdicts.py).
 
 With judge.verdict.granularity = per_criterion, each criterion is one call, each cached on its own; the
 calls of one question are started together, so they pipeline under the client's concurrency limit.
@@ -25,7 +25,7 @@ from rubric_engine.judge.structured import ask_structured, uses_json_schema
 from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictError, VerdictShape
 from rubric_engine.models.mock import VerdictShape as MockShape
 
-if TYPE_CHECKING:  # spec.py imports nothing from here; this keeps the import graph one-way
+if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
@@ -89,7 +89,7 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
                          max_reasks: int | None = None, repeat: int = 0) -> JudgeResult:
     """Judge one response; see the module docstring. Raises FatalModelError for 401/403/404 and for calls
     refused before any request (no key): both would fail the same way for every question.
-    `repeat` > 0 is an independent re-grading (judge.repeats): its own cache entries (jury.py)."""
+    `repeat` > 0 is an independent re-grading (judge.repeats): its own cache entries (judge/panels.py)."""
     if max_reasks is None:
         max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
     shape = shape_of(spec)

@@ -1,4 +1,4 @@
-"""Repeated judging and juries: more judge calls through judge.py's one loop, combined before scoring.
+"""Repeated judging and juries: more judge calls through judge/grading.py's one loop, combined before scoring.
 
 Why one path: `judge.repeats=K` and `judge=[a,b,c]` are only more calls of `judge_response` (the repeat
 index is part of each call's cache key, each judge has its own client). Their verdicts are combined by

@@ -40,7 +40,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from rubric_engine.datatypes import Criterion, Question
 from rubric_engine.errors import SpecError
 
-if TYPE_CHECKING:  # spec.py imports nothing from here; this keeps the import graph one-way
+if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["candidate_messages", "judge_messages", "dialogue_vars", "criteria_vars", "render_template",

@@ -9,8 +9,8 @@ exponential backoff + full jitter, honouring Retry-After. Errors retrying cannot
 Why the cache is checked first: `import litellm` costs seconds, so a fully cached re-score never
 imports it. Only accepted, successful results are cached; errors never are.
 
-Around the client: modelspec.py (what a model is, the cache key), callfailures.py (what a failure
-means), litellm_runtime.py (LiteLLM in this process: import, reading replies, closing clients).
+Around the client: models/entries.py (what a model is, the cache key), models/failures.py (what a failure
+means), models/litellm_runtime.py (LiteLLM in this process: import, reading replies, closing clients).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.redact import register_secret
 
-# ModelSpec, cache_key, provider_key_env and CACHE_KEY_VERSION live in modelspec.py; ResultCache and
-# default_cache_dir in cache.py. They stay importable from here for existing callers.
+# ModelSpec, cache_key, provider_key_env and CACHE_KEY_VERSION live in models/entries.py; ResultCache and
+# default_cache_dir in models/cache.py. They stay importable from here for existing callers.
 __all__ = ["ModelSpec", "CallResult", "CallStats", "ModelClient", "cache_key", "ResultCache",
            "default_cache_dir", "provider_key_env", "CACHE_KEY_VERSION", "preload_litellm"]
 
@@ -120,7 +120,7 @@ class ModelClient:
         self._runtime = runtime
         self._request: dict[str, Any] | None = None  # what every request of this client sends (built once)
         self._key: str | None = None  # the key value sent (None: LiteLLM reads the provider's variable)
-        # set by structured.py once this client's server refused response_format json_schema (HTTP 400):
+        # set by judge/structured.py once this client's server refused response_format json_schema (HTTP 400):
         # a fact about this endpoint, so later structured requests go without it at once
         self.json_schema_refused = False
 
@@ -249,7 +249,7 @@ class ModelClient:
         return f"{who}: {failure.detail}; {advice}"
 
     def _mock(self, messages: list[dict[str, Any]], expect: Any) -> CallResult:
-        """An offline, deterministic answer (see mockmodel.py); LiteLLM is never imported for it."""
+        """An offline, deterministic answer (see models/mock.py); LiteLLM is never imported for it."""
         text = mock_reply(self.spec.model, messages, expect)
         prompt = sum(mock_tokens(str(m.get("content", ""))) for m in messages)
         self.stats.requests += 1

@@ -46,7 +46,7 @@ class LiteLLMRuntime:
         self._announced = False  # the 'loading LiteLLM' line is shown once per process
         self._loop_users: dict[int, int] = {}  # event-loop id -> open ModelClients that made real calls in it
         self._lock = threading.Lock()
-        # The command line sets this (cli.py): the cyclic GC is paused while LiteLLM imports (its
+        # The command line sets this (cli/main.py): the cyclic GC is paused while LiteLLM imports (its
         # import triggers full collections that find nothing, 0.8 s of CPU measured) and the objects
         # alive after it are frozen out of later collections. Off for Python callers: the GC is theirs.
         self.quiet_gc = False

@@ -1,7 +1,7 @@
 """Parts of report.html beyond the plain tables: heatmaps with counts, the side-by-side view, dialogues,
 the judge-human agreement section and the small inline script that sorts, filters and searches.
 
-Why apart from html_report.py: that module lays out the page; this one holds the views a reader works
+Why apart from report/html_page.py: that module lays out the page; this one holds the views a reader works
 with, each a pure function from a built Leaderboard (or agreement.json) to escaped HTML. The script
 only enhances: it creates its own controls, so with scripts off the page shows every row, every
 column of the side-by-side view and no dead buttons. Nothing here points to a URL.

@@ -1,8 +1,8 @@
 """The output side of a leaderboard: console tables, leaderboard.json/.csv/.md, charts and report.html,
 and `leaderboard_command` (collect, rank, write, print) that the CLI and the end of a sweep call.
 
-Why apart from leaderboard.py: ranking computes; this module only presents a built Leaderboard, so a new
-output format never touches the statistics. It imports leaderboard.py, never the other way round.
+Why apart from results/leaderboard.py: ranking computes; this module only presents a built Leaderboard, so a new
+output format never touches the statistics. It imports results/leaderboard.py, never the other way round.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _notes(lb: Leaderboard) -> list[str]:
 
 
 def _noise_note(p: Any) -> str:
-    """', within judge noise (SD x)' when the gap is smaller than the judges' own noise (judge_noise.py)."""
+    """', within judge noise (SD x)' when the gap is smaller than the judges' own noise (stats/noise.py)."""
     if p.noise is None:
         return ""
     band = f"judge-only interval [{fmt(p.noise_lo)}, {fmt(p.noise_hi)}], " if getattr(p, "noise_lo", None) is not None else ""

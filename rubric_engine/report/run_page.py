@@ -5,7 +5,7 @@ verdicts, heatmaps) without calling `leaderboard`. It reads back only what the r
 leaderboard does, and embeds its charts from a temporary directory so the run directory gains one
 file, report.html. A report that cannot be built never costs the run: the reason is one warning line.
 The command line has it built by a helper process that loaded its libraries during the run
-(report_worker.py); without one (Python callers, or a worker that failed) it is built here.
+(report/worker.py); without one (Python callers, or a worker that failed) it is built here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The leaderboard's intervals for runs with candidate samples or repeated gradings (hierarchical bootstrap).
 
-Why apart from leaderboard.py: the values a hierarchical bootstrap needs (each sample scored under every
+Why apart from results/leaderboard.py: the values a hierarchical bootstrap needs (each sample scored under every
 multiset of its gradings) are rebuilt from the stored records with the run's own spec (`sampling.nested_of`,
-the function the run itself used), which needs the spec as a BenchmarkSpec; leaderboard.py stays a reader of
-summaries. A run made with one reply graded once keeps the plain question bootstrap (bootstrap.py).
+the function the run itself used), which needs the spec as a BenchmarkSpec; results/leaderboard.py stays a reader of
+summaries. A run made with one reply graded once keeps the plain question bootstrap (stats/bootstrap.py).
 
 Judge-noise-only component of a paired difference: the same paired bootstrap with questions and samples held
 at the observed ones and only the gradings resampled; a gap is "within judge noise" when that interval

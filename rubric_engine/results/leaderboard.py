@@ -2,8 +2,8 @@
 
 The headline numbers are the runs' own summaries; the intervals come from resampling the questions
 (the compact per-question scores runs.load_run streams out of samples.jsonl) and re-running the
-aggregation. Reading run directories lives in runs.py; writing, printing and the command in
-leaderboard_output.py, which imports this module (as html_report and html_views do), never the
+aggregation. Reading run directories lives in store/runs.py; writing, printing and the command in
+report/leaderboard.py, which imports this module (as html_report and html_views do), never the
 other way round: no import circle (tests/test_structure.py checks it).
 """
 
@@ -26,7 +26,7 @@ from rubric_engine.store.runs import (RERUN, RunRecord, Taxonomy, collect_runs, 
 
 __all__ = [
     "Row", "PairDiff", "Leaderboard", "build_leaderboard", "compare", "fmt", "length_notes",
-    # reading runs lives in runs.py; these names stay importable from here
+    # reading runs lives in store/runs.py; these names stay importable from here
     "Taxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
 ]
 

@@ -2,7 +2,7 @@
 
 Why: the first experiments on a rubric benchmark change how verdicts become scores (raw counts vs
 the log-normalised formula, failure rules on or off), not the verdicts themselves; paying the
-judge again for that would be waste. The scores are recomputed by scores.py, the very functions a
+judge again for that would be waste. The scores are recomputed by stats/scores.py, the very functions a
 run uses, so re-scoring with the run's own formula gives back its summary exactly. LiteLLM is
 never imported here.
 """
@@ -57,7 +57,7 @@ def _spec(run: Any, formula: str | None, rules: bool) -> Any:
 
 def _rescored(spec: Any, rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
     """One samples.jsonl record with its score fields recomputed from its stored verdicts."""
-    if "samples" in rec:  # candidate.samples: every sample re-scored, then the question's means (sampling.py)
+    if "samples" in rec:  # candidate.samples: every sample re-scored, then the question's means (stats/sampling.py)
         return rescored_record(rec, criteria_from_record(rec), rules, where,
                                lambda criteria, hits: score_fields(spec, criteria, hits))
     out = dict(rec)

@@ -52,7 +52,7 @@ def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
     elif o.score is not None:
-        rec.update(record_fields(o.score))  # the same record fields `rescore` writes (scores.py)
+        rec.update(record_fields(o.score))  # the same record fields `rescore` writes (stats/scores.py)
     rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
                      "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}

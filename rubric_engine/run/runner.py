@@ -54,11 +54,11 @@ class RunSettings:
     out_dir: Path
     candidate: ModelSpec | None = None
     judge: ModelSpec | None = None  # None: the judge the benchmark declares
-    jury: Sequence[ModelSpec] = ()  # judge=[a,b,c]: every judge grades every reply (jury.py)
+    jury: Sequence[ModelSpec] = ()  # judge=[a,b,c]: every judge grades every reply (judge/panels.py)
     jury_rule: str = "majority"  # any | all | majority
     repeats: int | None = None  # judge.repeats override; None: the spec's (default 1)
     tie: str | None = None  # judge.tie override; None: the spec's (default not_met)
-    samples: int = 1  # candidate.samples=K: K replies per question, each judged (sampling.py)
+    samples: int = 1  # candidate.samples=K: K replies per question, each judged (stats/sampling.py)
     benchmark_dirs: Sequence[str] = ()
     data_path: str | None = None
     data_cache_dir: str | None = None
@@ -75,7 +75,7 @@ class RunSettings:
     cache_dir: str | None = None
     cache_enabled: bool = True
     progress: str = "auto"
-    trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (formulas.py)
+    trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (scoring/formulas.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

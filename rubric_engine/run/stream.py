@@ -148,7 +148,7 @@ def ordered_records(journal: Path, refs: Sequence[QuestionRef],
 
 def panel_sections(spec: BenchmarkSpec, journal: Path, rows: QuestionRows, names: Sequence[str], *, repeats: int,
                    samples: int, rule: str, tie: str, offsets: Mapping[str, int] | None = None) -> dict[str, Any]:
-    """summary.json's `noise` / `jury` (judge_noise.py) and `sampling` / hierarchical `interval` (sampling.py)
+    """summary.json's `noise` / `jury` (stats/noise.py) and `sampling` / hierarchical `interval` (stats/sampling.py)
     of a run with repeats, a jury or candidate samples: one pass over the finished journal in question order,
     every vote read from the records (nothing held from the run); a question's criteria are read again from
     its data row, as the run scored them."""

@@ -33,7 +33,7 @@ def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spe
         "data_trust": dataset.trust,
         "candidate": {"name": cand.name, "model": cand.model, "family": cand.family} if cand else _answers_candidate(settings),
         "judge": {"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family} if judged else None,
-        # the same path `rescore` takes from samples.jsonl (scores.py): one aggregation, never two; the
+        # the same path `rescore` takes from samples.jsonl (stats/scores.py): one aggregation, never two; the
         # journal's compact per-question values stand in for the records
         **score_summary(spec, compact, scored_stage=judged, scored=scored),
         "tokens": totals.tokens,

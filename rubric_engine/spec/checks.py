@@ -2,7 +2,7 @@
 granularity vs template vs verdict shape, breakdowns; and the breakdown check against the data.
 
 Why its own module: each rule turns a spec that mixes incompatible choices into one line naming the key
-and what is allowed, before any call is paid for. spec.py calls `check_language` from its `_check`.
+and what is allowed, before any call is paid for. spec/schema.py calls `check_language` from its `_check`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Reading `benchmark.yaml` files: YAML with line numbers, `extends` chains, deep_merge and the search path.
 
-Why apart from the pydantic models in spec.py: this is the file-system and YAML side, which knows nothing of
-the spec's schema; it remembers where every key was written so spec.py can point an error at file:line.
+Why apart from the pydantic models in spec/schema.py: this is the file-system and YAML side, which knows nothing of
+the spec's schema; it remembers where every key was written so spec/schema.py can point an error at file:line.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Why pydantic with extra="forbid" plus our own pass over PyYAML nodes: a typo in a spec must fail loudly with
 the file, the line, the key path and the fix, instead of being ignored or surfacing as a wrong number later.
-Reading the files (YAML with line numbers, `extends`, the search path) lives in specfile.py; its public names
+Reading the files (YAML with line numbers, `extends`, the search path) lives in spec/files.py; its public names
 are re-exported here so callers keep importing them from rubric_engine.spec.schema.
 """
 
@@ -147,7 +147,7 @@ class Judge(_Model):
     template: str
     verdict: VerdictFields = VerdictFields()
     max_reasks: int = Field(default=2, ge=0)
-    repeats: int = Field(default=1, ge=1)  # grade every reply this many times; per-criterion majority (jury.py)
+    repeats: int = Field(default=1, ge=1)  # grade every reply this many times; per-criterion majority (judge/panels.py)
     tie: Literal["not_met", "met"] = "not_met"  # an even split of repeats or jurors counts as this
 
 
@@ -388,7 +388,7 @@ def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None
     """Load a benchmark by name (looked up on the search path) or by directory / benchmark.yaml path.
 
     A plain string without a path separator is a name; anything else (or a Path) is a path.
-    trust_code=True allows a `module:function` scoring formula to be imported (see formulas.py).
+    trust_code=True allows a `module:function` scoring formula to be imported (see scoring/formulas.py).
     """
     s = str(name_or_path)
     if isinstance(name_or_path, Path) or "/" in s or os.sep in s or s.endswith((".yaml", ".yml")):

@@ -9,7 +9,7 @@ replacement; for each drawn sample draw R of its gradings with replacement and c
 did (majority per criterion, the tie rule, the jury rule): the sample's value is the score of that
 combined verdict. Because the combined verdict depends only on WHICH gradings were drawn (a multiset of
 repeat indices), each (question, sample) carries its value for every multiset, precomputed by the caller
-(`sampling.py`); the bootstrap only looks them up. The question's value is the mean over its drawn
+(`stats/sampling.py`); the bootstrap only looks them up. The question's value is the mean over its drawn
 samples, and the overall is the declared statistic (macro over abilities or mean over questions) on the
 drawn questions, as `aggregate.overall` computes it.
 

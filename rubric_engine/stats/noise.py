@@ -12,7 +12,7 @@ one byte per vote), never the records or typed results. Definitions (docs/judge-
 - overall SD: the sample SD of the K overall scores, repeat r scored from every judge's r-th grading
   (combined across judges by the jury rule). Per ability likewise.
 - jury: each judge's own scores (its repeats combined by majority) and Krippendorff's nominal alpha between
-  the judges per ability (agreement.py).
+  the judges per ability (stats/agreement.py).
 """
 
 from __future__ import annotations

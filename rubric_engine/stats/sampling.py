@@ -3,7 +3,7 @@
 Why a module of its own: a sampled question is K replies, each judged like any reply; the runner only
 hands this module the K per-sample records, and `rescore` and the leaderboard hand it stored records.
 The same functions turn records into the question record (scores = mean over samples), into the
-hierarchical bootstrap's values (nested.py) and into the summary's `sampling` block and interval, so a
+hierarchical bootstrap's values (stats/nested.py) and into the summary's `sampling` block and interval, so a
 run, its rescore and its leaderboard row agree exactly. Pure: no I/O, no UI, no model client.
 
 Record shape (docs/judge-noise.md, "Candidate sampling"): a sampled question's record keeps sample 0's
@@ -182,7 +182,7 @@ class _NestedRows:
         self.rows: list[np.ndarray] = []  # per question: (samples, multisets, columns)
 
     def add(self, rec: Mapping[str, Any], criteria: list[Criterion]) -> None:
-        from rubric_engine.stats.scores import question_score  # the one per-question scoring path (scores.py)
+        from rubric_engine.stats.scores import question_score  # the one per-question scoring path (stats/scores.py)
 
         keep = [i for i, c in enumerate(criteria) if self.rules or c.rule is None]
         entries = _entries(rec)

@@ -1,6 +1,6 @@
 """Stored runs: reading run directories back (the summary, the resolved spec, samples.jsonl).
 
-Why apart from rundir.py: rundir.py is the format a run writes; this module is what every later reader
+Why apart from store/layout.py: store/layout.py is the format a run writes; this module is what every later reader
 (leaderboard, review, agree, audit, rescore) needs from it, with one rule for which directories are runs,
 which are complete, and which failed. Samples are streamed from disk on demand (`RunRecord.iter_samples`)
 rather than held per run, so ranking many large runs keeps only compact per-question scores in memory.

@@ -5,7 +5,7 @@ says no agrees often). So every comparison shows the constant-rater chance floor
 rate, chance-corrected statistics with question-level bootstrap intervals, the direction of the
 errors (false pass / false fail against the human majority), the human-human ceiling on the same
 items, breakdowns that show where disagreement concentrates, and whether it moves the scores.
-The statistics live in agreement.py; this module only matches items and groups them.
+The statistics live in stats/agreement.py; this module only matches items and groups them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """agreement.md and the one-paragraph headline, from the dict agree.compute_agreement returns.
 
-Why separate: the numbers are computed once (agree.py); this module only words and tabulates them,
+Why separate: the numbers are computed once (validity/agree.py); this module only words and tabulates them,
 so the JSON and the Markdown can never disagree.
 """
 
