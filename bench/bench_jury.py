@@ -35,7 +35,7 @@ from rubric_engine.dataset.load import load_dataset  # noqa: E402
 from rubric_engine.judge.panels import Panel  # noqa: E402
 from rubric_engine.models.client import ModelClient  # noqa: E402
 from rubric_engine.models.entries import ModelSpec  # noqa: E402
-from rubric_engine.spec.schema import load_spec  # noqa: E402
+from rubric_engine.spec.load import load_spec  # noqa: E402
 
 
 def _reply(body: dict[str, Any]) -> Any:

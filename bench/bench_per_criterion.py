@@ -31,7 +31,7 @@ from rubric_engine.datatypes import Criterion, Question, Turn  # noqa: E402
 from rubric_engine.judge.grading import judge_response  # noqa: E402
 from rubric_engine.models.client import ModelClient  # noqa: E402
 from rubric_engine.models.entries import ModelSpec  # noqa: E402
-from rubric_engine.spec.schema import load_spec  # noqa: E402
+from rubric_engine.spec.load import load_spec  # noqa: E402
 
 
 def _reply(body: dict[str, Any]) -> Any:

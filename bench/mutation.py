@@ -55,6 +55,7 @@ CORE: dict[str, list[str]] = {
     "dataset.fetch": ["test_data.py", "test_data_faults.py", "test_data_tofu.py", "test_dataset_rules.py",
                   "test_datafetch_rules.py"],
     "spec.schema": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
+    "spec.load": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
     "spec.files": ["test_spec.py", "test_specfile_rules.py"],
 }
 KILLED = {"killed", "timeout", "caught by type check"}  # mutmut's statuses that mean "a test noticed"
@@ -195,7 +196,7 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
             'headers.get("content-length")', 'headers.get("CONTENT-LENGTH")')],
     ],
     "spec.files": [
-        *[("_packaged_dir", t, "the fallback for a package without importlib resources finds the same spec files "
+        *[("packaged_dir", t, "the fallback for a package without importlib resources finds the same spec files "
            "(a checkout's benchmarks/); unreachable when the package is installed") for t in (
             "Path(None)", "os.fspath(None)", 'files("XXrubric_engine', 'files("RUBRIC_ENGINE', "p = None",
             'parents[2] * "benchmarks"', "parents[3]", '"XXbenchmarksXX"', '"BENCHMARKS"', "(p.is_dir()) or True")],

@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    "run_benchmark": "run.runner", "RunSettings": "run.runner",
+    "run_benchmark": "run.runner", "RunSettings": "run.settings",
     "load_spec": "spec.schema", "BenchmarkSpec": "spec.schema",
     "load_dataset": "dataset.load", "select": "dataset.load",
     "Dataset": "datatypes", "Question": "datatypes", "Criterion": "datatypes", "Turn": "datatypes",
@@ -59,7 +59,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from rubric_engine.models.cache import ResultCache
     from rubric_engine.models.client import CallResult, ModelClient
     from rubric_engine.models.entries import ModelSpec
-    from rubric_engine.run.runner import RunSettings, run_benchmark
+    from rubric_engine.run.runner import run_benchmark
+    from rubric_engine.run.settings import RunSettings
     from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate
     from rubric_engine.scoring.question import FORMULAS, QuestionScore, score_question
-    from rubric_engine.spec.schema import BenchmarkSpec, load_spec
+    from rubric_engine.spec.load import load_spec
+    from rubric_engine.spec.schema import BenchmarkSpec

@@ -32,7 +32,7 @@ if _TESTS not in sys.path:  # `from fakeserver import ...` works from any test m
 
 from fakeserver import FakeServer, Reply  # noqa: E402
 from rubric_engine.dataset.load import default_data_cache_dir, load_dataset  # noqa: E402
-from rubric_engine.spec.schema import load_spec  # noqa: E402
+from rubric_engine.spec.load import load_spec  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "tests" / "data" / "mini_heartbench.jsonl"

@@ -456,7 +456,7 @@ def test_readme_params_override_works(tmp_path: Path) -> None:
 
 
 def test_unquoted_version_keeps_its_text(tmp_path: Path) -> None:
-    from rubric_engine.spec.schema import load_spec
+    from rubric_engine.spec.load import load_spec
 
     bench = hostile_spec(tmp_path)
     yaml_file = bench / "benchmark.yaml"

@@ -230,7 +230,7 @@ def test_dry_run_counts_calls_and_calls_nothing(tmp_path: Path, env: dict[str, s
     import litellm
     from rubric_engine.dataset.load import load_dataset, select
     from rubric_engine.judge.prompts import candidate_messages
-    from rubric_engine.spec.schema import load_spec
+    from rubric_engine.spec.load import load_spec
     spec = load_spec("heartbench")
     qs = select(load_dataset(spec, DATA).questions, limit=5)
     counted = sum(litellm.token_counter(model="openai/cand", messages=candidate_messages(spec, q)) for q in qs)

@@ -13,7 +13,8 @@ import pytest
 
 from rubric_engine.dataset.load import Dataset, Question, load_dataset, select, sha256_file
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.spec.schema import BenchmarkSpec, load_spec
+from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.schema import BenchmarkSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"

@@ -12,7 +12,8 @@ import pytest
 
 from rubric_engine.dataset.load import QuestionRef, QuestionRows, load_dataset, select
 from rubric_engine.errors import DataError
-from rubric_engine.spec.schema import BenchmarkSpec, load_spec
+from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.schema import BenchmarkSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,8 @@ import pytest
 
 from rubric_engine.dataset.load import load_dataset, parse_rows
 from rubric_engine.errors import DataError
-from rubric_engine.spec.schema import BenchmarkSpec, load_spec
+from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.schema import BenchmarkSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 HEART = load_spec(ROOT / "benchmarks" / "heartbench")

@@ -24,7 +24,7 @@ from fakeserver import FakeServer, Reply
 from rubric_engine.dataset.load import parse_rows
 from rubric_engine.scoring.aggregate import aggregate, breakdowns, scored_question
 from rubric_engine.scoring.question import score_question
-from rubric_engine.spec.schema import load_spec
+from rubric_engine.spec.load import load_spec
 from rubric_engine.stats.bootstrap import bootstrap_stats
 
 REPO = Path(__file__).resolve().parents[1]

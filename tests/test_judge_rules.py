@@ -76,7 +76,7 @@ def test_a_mock_judge_is_told_the_verdict_shape_of_both_granularities(tmp_path: 
     from rubric_engine.dataset.load import parse_rows
     from rubric_engine.judge.grading import judge_response
     from rubric_engine.models.client import ModelClient, ModelSpec
-    from rubric_engine.spec.schema import load_spec
+    from rubric_engine.spec.load import load_spec
 
     repo = Path(__file__).resolve().parents[1]
     heart = load_spec(repo / "benchmarks" / "heartbench")

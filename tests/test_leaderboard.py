@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from rubric_engine.cli.subcommands import leaderboard_main
+from rubric_engine.cli.mains import leaderboard_main
 from rubric_engine.dataset.load import Criterion
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.report.leaderboard import leaderboard_command, write_leaderboard

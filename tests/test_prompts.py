@@ -9,7 +9,7 @@ import pytest
 from rubric_engine.dataset.load import Criterion, Question, Turn
 from rubric_engine.errors import SpecError
 from rubric_engine.judge.prompts import candidate_messages, criteria_vars, judge_messages
-from rubric_engine.spec.schema import load_spec
+from rubric_engine.spec.load import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,7 +24,7 @@ from rubric_engine.judge.grading import Verdict, parse_verdict
 from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, overall
 from rubric_engine.scoring.question import FORMULAS, log_normalised, score_question
 from rubric_engine.spec.files import deep_merge
-from rubric_engine.spec.schema import load_spec
+from rubric_engine.spec.load import load_spec
 from rubric_engine.stats.bootstrap import percentile
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

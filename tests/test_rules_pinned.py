@@ -14,7 +14,8 @@ from rubric_engine.judge.grading import Verdict, VerdictError, parse_verdict
 from rubric_engine.report.console import print_summary
 from rubric_engine.scoring.aggregate import NO_SCENARIO, ScoredQuestion, aggregate
 from rubric_engine.scoring.question import score_question
-from rubric_engine.spec.schema import FailureRule, Scoring, load_spec
+from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.schema import FailureRule, Scoring
 
 ROOT = Path(__file__).resolve().parents[1]
 

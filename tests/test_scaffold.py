@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rubric_engine.authoring.scaffold import default_parent, new_command
+from rubric_engine.authoring.scaffold import default_parent
+from rubric_engine.cli.mains import new_main as new_command
 from rubric_engine.errors import ConfigError, SpecError
-from rubric_engine.spec.schema import load_spec
+from rubric_engine.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"

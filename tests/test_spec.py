@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from rubric_engine.errors import SpecError
-from rubric_engine.spec.schema import (BenchmarkSpec, benchmark_search_path, deep_merge, known_formulas,
-                                       list_benchmarks, load_spec)
+from rubric_engine.spec.files import benchmark_search_path, deep_merge, list_benchmarks
+from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.schema import BenchmarkSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -186,14 +187,6 @@ def test_search_path_shadowing_and_names(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(SpecError) as info:
         load_spec("nope", search_path=[BENCH])
     assert "unknown benchmark (got 'nope')" in str(info.value) and "searched: " in str(info.value)
-
-
-def test_known_formulas_come_from_scoring(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rubric_engine.scoring import question as scoring
-
-    assert known_formulas() == ("log_normalised", "linear", "met_over_positive")
-    monkeypatch.setitem(scoring.FORMULAS, "new_formula", scoring.linear)  # registered in scoring only...
-    assert known_formulas()[-1] == "new_formula"  # ...and the spec layer knows it
 
 
 # ----------------------------------------------------------------------------------------- error messages

@@ -18,7 +18,7 @@ from fakeserver import FakeServer, Reply
 from rubric_engine.dataset.load import parse_rows
 from rubric_engine.errors import SpecError
 from rubric_engine.scoring.question import log_normalised
-from rubric_engine.spec.schema import load_spec
+from rubric_engine.spec.load import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 QA = REPO / "benchmarks" / "reference_qa"

@@ -9,7 +9,8 @@ import pytest
 
 from rubric_engine.errors import SpecError
 from rubric_engine.scoring.question import Aggregation
-from rubric_engine.spec.schema import MAX_TEMPLATE_BYTES, BenchmarkSpec, load_spec
+from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.schema import MAX_TEMPLATE_BYTES, BenchmarkSpec
 
 TAXONOMY = """\
 taxonomy:

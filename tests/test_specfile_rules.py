@@ -188,7 +188,7 @@ def test_search_path_without_the_variable(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_unknown_name_lists_the_default_search_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rubric_engine.spec.schema import load_spec
+    from rubric_engine.spec.load import load_spec
 
     monkeypatch.setenv("RUBRIC_ENGINE_BENCHMARKS", str(tmp_path / "mine"))
     monkeypatch.chdir(tmp_path)

@@ -53,7 +53,6 @@ def test_module_within_line_budget(module: Path) -> None:
                                   "by responsibility; a concept that outgrows the budget becomes a subpackage")
 
 
-@pytest.mark.xfail(strict=True, reason="stats/noise and stats/sampling take the vote function from judge/panels (pydantic, jinja2): being fixed")
 def test_light_packages_import_no_io_or_ui_library() -> None:
     """Every module of scoring/ and stats/, imported in a fresh process, loads none of the heavy libraries."""
     names = sorted(m for m in module_names(PACKAGE) if unit(m) in LIGHT)
@@ -109,11 +108,8 @@ def test_private_import_checker_on_a_planted_package(tmp_path: Path) -> None:
     assert sorted(private_imports(root)) == [("pkg.one.a", "pkg.two.c._hidden"), ("pkg.one.a", "pkg.two.c._theirs")]
 
 
-@pytest.mark.parametrize(("deferred", "type_checking"), [
-    (False, False), (True, False),
-    pytest.param(True, True, marks=pytest.mark.xfail(strict=True, reason="RunSettings in run/runner and spec/schema "
-                                                                          "<-> spec/checks: being fixed"))],
-    ids=["module-level", "with-deferred", "with-type-checking"])
+@pytest.mark.parametrize(("deferred", "type_checking"), [(False, False), (True, False), (True, True)],
+                         ids=["module-level", "with-deferred", "with-type-checking"])
 def test_no_import_cycle_among_package_modules(deferred: bool, type_checking: bool) -> None:
     """No circle of module-level imports, none through imports deferred into functions (the leaderboard,
     leaderboard_output and html_report circle was one of those), none through TYPE_CHECKING imports."""
@@ -121,7 +117,6 @@ def test_no_import_cycle_among_package_modules(deferred: bool, type_checking: bo
     assert not cycles, "import circles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
-@pytest.mark.xfail(strict=True, reason="subcommand modules import cli/args; stats imports judge/panels: being fixed")
 def test_dependencies_point_one_way() -> None:
     """Every import, deferred and TYPE_CHECKING ones included, goes to the module's own subpackage or to a
     lower layer of LAYERS."""
@@ -131,7 +126,6 @@ def test_dependencies_point_one_way() -> None:
     assert not wrong, "imports against the layer order (docs/development.md, Code layout):\n" + "\n".join(wrong)
 
 
-@pytest.mark.xfail(strict=True, reason="cli/commands, report/html_views and run/identity take private names: being fixed")
 def test_no_private_name_imported_from_another_subpackage() -> None:
     """A `_name` is private to its subpackage: what another subpackage needs gets a public name."""
     found = sorted(f"{a} takes {b}" for a, b in private_imports(PACKAGE))

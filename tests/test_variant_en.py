@@ -21,7 +21,8 @@ from fakeserver import FakeServer, Reply
 from rubric_engine.dataset.load import load_dataset
 from rubric_engine.errors import SpecError
 from rubric_engine.judge.prompts import candidate_messages, judge_messages
-from rubric_engine.spec.schema import BenchmarkSpec, load_spec
+from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.schema import BenchmarkSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 EN_DIR = ROOT / "benchmarks" / "heartbench_en"

@@ -212,7 +212,8 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
     from rubric_engine.dataset.load import load_dataset, select
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.client import ModelClient, ModelSpec
-    from rubric_engine.spec.schema import benchmark_search_path, load_spec
+    from rubric_engine.spec.files import benchmark_search_path
+    from rubric_engine.spec.load import load_spec
 
     assert opts.model and opts.locale
     spec = load_spec(opts.source, benchmark_search_path(opts.benchmark_dirs))
@@ -294,7 +295,8 @@ def _write_outputs(spec: "BenchmarkSpec", opts: LocalizeOptions, ds: "Dataset", 
 def apply_review(opts: LocalizeOptions) -> dict[str, Any]:
     """Apply an edited review.csv onto <out>/<target>.jsonl, validating every id / kind / index first."""
     from rubric_engine.dataset.load import sha256_file
-    from rubric_engine.spec.schema import benchmark_search_path, load_spec
+    from rubric_engine.spec.files import benchmark_search_path
+    from rubric_engine.spec.load import load_spec
 
     assert opts.review is not None
     spec = load_spec(opts.source, benchmark_search_path(opts.benchmark_dirs))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,18 @@ import yaml
 
 from rubric_engine.errors import ConfigError, RubricEngineError
 
-__all__ = ["new_command", "create_variant", "default_parent", "spec_yaml"]
+__all__ = ["create_variant", "default_parent", "spec_yaml", "check_name", "USAGE"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TEMPLATE_FIELDS = (("candidate", "template"), ("candidate", "system"), ("judge", "template"), ("judge", "system"))
-_USAGE = "usage: rubric-engine new NAME [extends=BENCHMARK] [dir=DIR] [locale=LL]"
+USAGE = "usage: rubric-engine new NAME [extends=BENCHMARK] [dir=DIR] [locale=LL]"
+
+
+def check_name(name: str) -> None:
+    """A variant's name becomes a directory name: letters, digits, '_', '.', '-'."""
+    if not _NAME_RE.match(name):
+        raise ConfigError(f"new: {name!r} is not a valid benchmark name; use letters, digits, '_', '.', '-' "
+                          "(it becomes a directory name)")
 
 
 def default_parent() -> str | None:
@@ -42,22 +48,6 @@ def default_parent() -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
-
-
-def _parse(args: Sequence[str]) -> tuple[str, str, Path, str | None]:
-    from rubric_engine.cli.args import COMMANDS, parse
-
-    parsed = parse(COMMANDS["new"], args)
-    name, opts = parsed.positionals[0], parsed.options
-    if not _NAME_RE.match(name):
-        raise ConfigError(f"new: {name!r} is not a valid benchmark name; use letters, digits, '_', '.', '-' "
-                          "(it becomes a directory name)")
-    parent = opts.get("extends") or default_parent()
-    if not parent:
-        raise ConfigError(f"new: no default benchmark to extend; pass extends=NAME; {_USAGE}")
-    if Path(parent).name == name:
-        raise ConfigError(f"new: {name!r} cannot extend itself; choose a new name (e.g. {name}_en)")
-    return name, parent, Path(opts.get("dir") or "benchmarks").expanduser(), opts.get("locale") or None
 
 
 def spec_yaml(name: str, parent: Any, locale: str, templates: dict[str, str]) -> str:
@@ -105,7 +95,8 @@ def spec_yaml(name: str, parent: Any, locale: str, templates: dict[str, str]) ->
 
 def create_variant(name: str, parent_name: str, directory: Path, locale: str | None = None) -> Path:
     """Create <directory>/<name>/ (benchmark.yaml + copies of the parent's templates) and validate it."""
-    from rubric_engine.spec.schema import benchmark_search_path, load_spec
+    from rubric_engine.spec.files import benchmark_search_path
+    from rubric_engine.spec.load import load_spec
 
     search = benchmark_search_path([directory])
     target = directory / name
@@ -130,20 +121,3 @@ def create_variant(name: str, parent_name: str, directory: Path, locale: str | N
         shutil.rmtree(target, ignore_errors=True)  # never leave a half-made benchmark that blocks a retry
         raise
     return target
-
-
-def new_command(args: list[str]) -> int:
-    """CLI entry (the dispatcher passes argv after `new`): create, validate, print next steps."""
-    name, parent, directory, locale = _parse(args)
-    target = create_variant(name, parent, directory, locale)
-    files = sorted(p.name for p in target.iterdir())
-    on_path = directory.resolve() == (Path.cwd() / "benchmarks").resolve()
-    dirs = "" if on_path else f" benchmark_dirs=[{directory}]"
-    print(f"created {target}/ ({', '.join(files)}), extending {parent}; it loads and validates")
-    print("next:")
-    print(f"  1. edit {target / 'benchmark.yaml'}: description, locale, and a data: block for your own data")
-    print(f"  2. rewrite the copied templates ({', '.join(f for f in files if f.endswith('.j2'))}) for your audience")
-    print(f"  3. check it: rubric-engine validate benchmark={name}{dirs}")
-    print(f"  4. try it on a few questions: rubric-engine benchmark={name}{dirs} candidate=<model> limit=5")
-    print("  see docs/authoring.md for every key, the template variables and judge-agreement checks")
-    return 0

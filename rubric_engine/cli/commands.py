@@ -26,7 +26,8 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     """Load and check a spec and its data; print what the spec declares, with counts from the data."""
     from rubric_engine.dataset.load import load_dataset
     from rubric_engine.spec.checks import check_breakdowns_against_data
-    from rubric_engine.spec.schema import benchmark_search_path, load_spec
+    from rubric_engine.spec.files import benchmark_search_path
+    from rubric_engine.spec.load import load_spec
 
     console = console or Console()
     spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs), trust_code)
@@ -149,7 +150,8 @@ def data_command(action: str, benchmark: str, benchmark_dirs: Sequence[str], cac
     import urllib.parse
 
     from rubric_engine.dataset.load import default_data_cache_dir, fetch
-    from rubric_engine.spec.schema import benchmark_search_path, load_spec
+    from rubric_engine.spec.files import benchmark_search_path
+    from rubric_engine.spec.load import load_spec
 
     if action not in ("fetch", "path"):
         raise ConfigError(f"data: unknown action {action!r}; use 'fetch' or 'path'")
@@ -197,13 +199,14 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     from rubric_engine.judge.prompts import candidate_messages, judge_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.client import cache_key
-    from rubric_engine.run.runner import _given_answers, _load, _repeats, _samples, judges_of
+    from rubric_engine.run.runner import given_answers, load_inputs
+    from rubric_engine.run.settings import judges_of, repeats_of, samples_of
 
-    spec, dataset, questions = _load(settings)
+    spec, dataset, questions = load_inputs(settings)
     judges = judges_of(settings, spec)
-    repeats = _repeats(settings, spec)  # every judge grades every reply this many times
-    given = _given_answers(settings, spec, [q.id for q in dataset.questions])
-    k = _samples(settings, given is None)  # candidate.samples: K replies per question, each graded (stats/sampling.py)
+    repeats = repeats_of(settings, spec)  # every judge grades every reply this many times
+    given = given_answers(settings, spec, [q.id for q in dataset.questions])
+    k = samples_of(settings, given is None)  # candidate.samples: K replies per question, each graded (stats/sampling.py)
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
     count = _counter()

@@ -71,7 +71,7 @@ def parse_options(args: Sequence[str]) -> LocalizeOptions:
 
 def _next_steps(opts: LocalizeOptions, data_file: str, sha: str) -> str:
     """What to do with the file: create the variant if needed, point its data.path here, validate."""
-    from rubric_engine.spec.schema import SPEC_FILE, benchmark_search_path, list_benchmarks
+    from rubric_engine.spec.files import SPEC_FILE, benchmark_search_path, list_benchmarks
 
     variant = list_benchmarks(benchmark_search_path(opts.benchmark_dirs)).get(opts.target)
     steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} extends={opts.source}"

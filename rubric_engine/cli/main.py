@@ -25,7 +25,7 @@ from rubric_engine.cli.startup import shut_down, start_up, start_up_done
 from rubric_engine.cli.subcommands import SUBCOMMANDS, fail, is_config_library_error, one_line, run_subcommand
 from rubric_engine.errors import ConfigError, RubricEngineError
 from rubric_engine.store.layout import SUMMARY_FILE
-from rubric_engine.store.runs import ERROR_FILE  # a failed sweep job's one line (the leaderboard lists it as not ranked)
+from rubric_engine.store.runs import (ERROR_FILE)  # a failed sweep job's one line (the leaderboard lists it as not ranked)
 
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
 
@@ -95,7 +95,7 @@ def _overridden_keys() -> set[str]:
 
 def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     """Turn the composed Hydra config into the engine's plain `RunSettings`."""
-    from rubric_engine.run.runner import RunSettings
+    from rubric_engine.run.settings import RunSettings
 
     def opt(key: str) -> Any:
         return OmegaConf.select(cfg, key, default=None)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from rubric_engine.cli.args import COMMANDS, HelpRequested, Parsed, as_int, parse
+from rubric_engine.cli.args import COMMANDS, HelpRequested, Parsed, parse
 from rubric_engine.errors import ConfigError, RubricEngineError
 
-__all__ = ["SUBCOMMANDS", "run_subcommand", "leaderboard_main", "one_line", "fail", "is_config_library_error"]
+__all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "fail", "is_config_library_error"]
 
 SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit")
 Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
@@ -57,21 +56,6 @@ def _overrides(parsed: Parsed, positional_key: str | None = None) -> list[str]:
     return over
 
 
-def leaderboard_main(argv: Sequence[str]) -> int:
-    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N] [agreement=FILE]`."""
-    from rubric_engine.report.leaderboard import leaderboard_command
-
-    parsed = parse(COMMANDS["leaderboard"], argv)
-    agreement = parsed.get("agreement")
-    leaderboard_command([Path(d) for d in parsed.positionals], Path(parsed.options["out"]).expanduser()
-                        if parsed.get("out") else None,
-                        n_boot=as_int(parsed.get("bootstrap.samples", "1000"), "bootstrap.samples", "leaderboard", 1),
-                        seed=as_int(parsed.get("bootstrap.seed", "0"), "bootstrap.seed", "leaderboard", 0),
-                        allow_mixed_specs=str(parsed.get("allow_mixed_specs", "false")).lower() in ("true", "1", "yes"),
-                        agreement=Path(agreement).expanduser() if agreement else None)
-    return 0
-
-
 def _dispatch(name: str, args: list[str], compose: Compose) -> int:
     if name == "validate":
         from rubric_engine.cli.commands import validate_command
@@ -96,15 +80,9 @@ def _dispatch(name: str, args: list[str], compose: Compose) -> int:
 
         parse(COMMANDS[name], args)
         return localize_command([a for a in args if a.partition("=")[0] != "debug"])
-    mains = {"leaderboard": (__name__, "leaderboard_main"), "new": ("rubric_engine.authoring.scaffold", "new_command"),
-             "review": ("rubric_engine.validity.review", "review_main"),
-             "agree": ("rubric_engine.validity.agree", "agree_main"),
-             "rescore": ("rubric_engine.results.rescore", "rescore_main"),
-             "audit": ("rubric_engine.validity.audit", "audit_main")}
-    import importlib
+    from rubric_engine.cli import mains
 
-    module, function = mains[name]
-    return int(getattr(importlib.import_module(module), function)(args))
+    return int(getattr(mains, f"{name}_main")(args))
 
 
 def run_subcommand(name: str, args: list[str], compose: Compose) -> int:

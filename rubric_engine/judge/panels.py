@@ -2,7 +2,7 @@
 
 Why one path: `judge.repeats=K` and `judge=[a,b,c]` are only more calls of `judge_response` (the repeat
 index is part of each call's cache key, each judge has its own client). Their verdicts are combined by
-one pure function, `combine` (a vote per criterion: majority with a declared tie rule, or any / all),
+one pure function, `scoring.votes.combine` (a vote per criterion: majority with a declared tie rule, or any / all),
 first over a judge's repeats, then over the judges. If any call of a question fails, the question is a
 judge error (recorded, never scored on the remaining votes).
 """
@@ -18,33 +18,13 @@ from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult, add_usage, judge_response
 from rubric_engine.judge.verdicts import Verdict
+from rubric_engine.scoring.votes import RULES, TIES, combine
 
 if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["RULES", "TIES", "Panel", "PanelResult", "combine", "check_panel"]
-
-RULES = ("majority", "any", "all")
-TIES = ("not_met", "met")
-
-
-def combine(votes: Sequence[bool], rule: str = "majority", tie: str = "not_met") -> bool:
-    """The combined verdict of several votes on one criterion (repeats of one judge, or the judges).
-
-    majority: more than half met; an exact tie is decided by `tie` (not_met by default). any: one met
-    vote suffices. all: every vote must be met."""
-    if not votes:
-        raise ValueError("combine() needs at least one vote")
-    if rule == "any":
-        return any(votes)
-    if rule == "all":
-        return all(votes)
-    met = sum(1 for v in votes if v)
-    if 2 * met == len(votes):
-        return tie == "met"
-    return 2 * met > len(votes)
-
+__all__ = ["Panel", "PanelResult", "check_panel"]
 
 def check_panel(n_judges: int, repeats: int, rule: str, tie: str) -> None:
     """One clear line for each setting that cannot run."""

@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-__all__ = ["ProgressBoard", "StageProgress", "print_summary", "breakdown_tables", "print_length", "format_tokens"]
+__all__ = ["ProgressBoard", "StageProgress", "print_summary", "breakdown_tables", "print_length", "format_tokens",
+           "print_panel", "print_sampling"]
 
 
 def format_tokens(n: int) -> str:
@@ -246,3 +247,41 @@ def print_length(length: Mapping[str, Any], taxonomy: Mapping[str, Any], console
         r = length["overall"][m]
         console.print(f"[yellow]note:[/] question score and reply length ({m}) correlate strongly: "
                       f"rho {r['rho']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}]", highlight=False, soft_wrap=True)
+
+
+def print_panel(summary: Mapping[str, Any], console: Console) -> None:
+    """Console lines for the noise and jury sections (repeated gradings, several judges)."""
+    from rubric_engine.stats.noise import OVERALL
+
+    noise, jury = summary.get("noise"), summary.get("jury")
+    if noise:
+        g = noise["groups"][OVERALL]
+        fr, sd = g["flip_rate"], g["score_sd_across_repeats"]
+        ci = f" (95% {fr['ci'][0]:.1%}-{fr['ci'][1]:.1%})" if fr.get("ci") else ""
+        console.print(f"judge noise over {noise['repeats']} gradings: {fr['rate']:.1%} of verdicts flip{ci}; "
+                      f"overall score SD across gradings {_num(sd)}, per-question score SD "
+                      f"{_num(g['question_score_sd'])}", highlight=False, soft_wrap=True)
+    if jury:
+        alpha = (jury["alpha"].get(OVERALL) or {}).get("krippendorff_alpha")
+        own = ", ".join(f"{name} {_num(j['overall'])}" for name, j in jury["judges"].items())
+        console.print(f"jury ({jury['rule']}, ties {jury['tie'].replace('_', ' ')}): {_num(summary.get('overall'))}; "
+                      f"each judge alone: {own}; Krippendorff alpha between judges {_num(alpha, 3)}",
+                      highlight=False, soft_wrap=True)
+
+
+def print_sampling(summary: Mapping[str, Any], console: Console) -> None:
+    """One console line for the sampling block (candidate.samples > 1)."""
+    from rubric_engine.stats.sampling import OVERALL
+
+    block = summary.get("sampling")
+    if not block:
+        return
+    g = block["groups"][OVERALL]
+    levels = ((summary.get("interval") or {}).get("nested") or {}).get("levels") or []
+    console.print(f"samples={block['samples']} replies per question: overall SD across samples "
+                  f"{_num(g['score_sd_across_samples'])}, per-question score SD {_num(g['question_score_sd'])}; "
+                  f"interval resamples {', then '.join(levels)}", highlight=False, soft_wrap=True)
+
+
+def _num(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"

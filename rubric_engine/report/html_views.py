@@ -183,14 +183,14 @@ def dialogue(turns: Sequence[tuple[str, str, str]] | None) -> str:
 
 def dialogues(lb: "Leaderboard") -> dict[str, list[tuple[str, str, str]]]:
     """Question id -> turns, from the runs' answers.jsonl per the spec's data fields (first run wins)."""
-    from rubric_engine.validity.items import _dialogues  # one reader of answers.jsonl for review and report
+    from rubric_engine.store.runs import read_dialogues  # one reader of answers.jsonl for review and report
 
     out: dict[str, list[tuple[str, str, str]]] = {}
     for r in lb.rows:
         if r.run is None:
             continue
         try:
-            for qid, turns in _dialogues(r.run).items():
+            for qid, turns in read_dialogues(r.run).items():
                 out.setdefault(qid, turns)
         except Exception:  # noqa: BLE001 - a damaged answers.jsonl costs the dialogue, not the report
             continue

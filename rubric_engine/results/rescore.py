@@ -26,7 +26,7 @@ from rubric_engine.stats.scores import criteria_from_record, score_fields, score
 from rubric_engine.stats.selfpref import rank
 from rubric_engine.store import layout as rundir
 
-__all__ = ["rescore_run", "rescore_command", "rescore_main", "compare_summaries", "USAGE"]
+__all__ = ["rescore_run", "rescore_command", "compare_summaries", "USAGE"]
 
 USAGE = ("rubric-engine rescore RUN_DIR [RUN_DIR...] [scoring.formula=log_normalised|linear|met_over_positive] "
          "[failure_rules=on|off] [out=DIR]")
@@ -234,17 +234,3 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
     console.print(f"re-scored without any model call: {where}; side by side: {out / (stem + '.md')}",
                   highlight=False, markup=False)
     return cmp
-
-
-def rescore_main(argv: Sequence[str]) -> int:
-    """Parse `rescore` arguments: positional run dirs, key=value options."""
-    from rubric_engine.cli.args import COMMANDS, parse
-
-    parsed = parse(COMMANDS["rescore"], argv)  # run dirs may be sweep job dirs named key=value
-    dirs, opts = [Path(a) for a in parsed.positionals], parsed.options
-    rules = str(parsed.get("failure_rules", "on")).lower()
-    if rules not in ("on", "off", "true", "false"):
-        raise ConfigError(f"rescore: failure_rules must be on or off, got {opts['failure_rules']!r}")
-    rescore_command(dirs, Path(opts["out"]) if opts.get("out") else None, opts.get("scoring.formula") or None,
-                    rules in ("on", "true"))
-    return 0

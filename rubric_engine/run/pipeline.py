@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
@@ -22,12 +22,10 @@ from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient, ModelSpec
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
-from rubric_engine.run.identity import _repeats
-from rubric_engine.run.record import _Outcome
+from rubric_engine.run.record import Outcome
+from rubric_engine.run.settings import RunSettings, repeats_of
 from rubric_engine.spec.schema import BenchmarkSpec
 
-if TYPE_CHECKING:
-    from rubric_engine.run.runner import RunSettings
 
 log = logging.getLogger("rubric_engine")
 
@@ -52,10 +50,10 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     return exc
 
 
-async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequence[Question],
+async def run_pipeline(settings: RunSettings, spec: BenchmarkSpec, questions: Sequence[Question],
                      given: dict[str, str | None] | None, judges: list[ModelSpec],
                      cache: ResultCache | None, console: Console,
-                     stages: dict[str, Any], finished: Callable[[_Outcome], None]) -> dict[str, dict[str, int]]:
+                     stages: dict[str, Any], finished: Callable[[Outcome], None]) -> dict[str, dict[str, int]]:
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
     pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
     (and in memory) does not grow with the number of questions.
@@ -63,7 +61,7 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequ
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     clients = [ModelClient(j, role="judge", **limits) for j in judges] if settings.stage != "generate" else []
-    judge = Panel(clients, [j.name for j in judges], spec, _repeats(settings, spec), settings.jury_rule,
+    judge = Panel(clients, [j.name for j in judges], spec, repeats_of(settings, spec), settings.jury_rule,
                   settings.tie or spec.judge.tie) if clients else None
     with ProgressBoard(settings.progress, console) as board:
         k = max(1, settings.samples)
@@ -79,7 +77,7 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequ
             if client is not None:
                 client.notify = notify
 
-        async def one(o: _Outcome, s: int = 0) -> None:
+        async def one(o: Outcome, s: int = 0) -> None:
             """One reply of a question (sample s: its own candidate cache key, its own judge repeat keys)."""
             q = o.question
             if cand is not None:
@@ -124,9 +122,9 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequ
 
         async def worker() -> None:
             for q in pending:  # shared: each question is taken by exactly one worker
-                o = _Outcome(q)
+                o = Outcome(q)
                 if k > 1:  # candidate.samples: K replies, started together, merged into one record
-                    o.samples = [_Outcome(q) for _ in range(k)]
+                    o.samples = [Outcome(q) for _ in range(k)]
                     await asyncio.gather(*(one(x, s) for s, x in enumerate(o.samples)))
                 else:
                     await one(o)

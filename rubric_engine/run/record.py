@@ -18,7 +18,7 @@ from rubric_engine.stats.scores import record_fields
 
 
 @dataclass
-class _Outcome:
+class Outcome:
     """What happened to one question across both stages."""
 
     question: Question
@@ -30,10 +30,10 @@ class _Outcome:
     truncated: bool = False  # the candidate's reply was cut off (finish_reason "length")
     judge: JudgeResult | None = None
     score: QuestionScore | None = None
-    samples: list["_Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
+    samples: list["Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
 
 
-def _sample(spec: BenchmarkSpec, o: _Outcome) -> dict[str, Any]:
+def sample_record(spec: BenchmarkSpec, o: Outcome) -> dict[str, Any]:
     """One samples.jsonl record: everything needed to audit or re-aggregate this question."""
     q, jr = o.question, o.judge
     rec: dict[str, Any] = {"id": q.id, "subset": q.subset, "scenario": q.scenario, "response": o.response,

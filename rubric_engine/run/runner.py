@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,72 +20,30 @@ from rubric_engine.datatypes import Dataset, Question, QuestionRows
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.prompts import check_templates
 from rubric_engine.models.cache import ResultCache, default_cache_dir
-from rubric_engine.models.client import ModelSpec
 from rubric_engine.models.mock import is_mock
-from rubric_engine.report.console import print_summary
+from rubric_engine.report.console import print_panel, print_sampling, print_summary
 from rubric_engine.report.run_page import write_run_report
 from rubric_engine.run import stream as runstream
-from rubric_engine.run.identity import (_identity, _repeats, _samples, _shipped, _shipped_name, _spec_hash,
-                                        declared_judge, judges_of)
+from rubric_engine.run.identity import is_shipped, is_shipped_name, run_identity, spec_digest
 from rubric_engine.run.journal import JournalWriter, run_fingerprint
-from rubric_engine.run.pipeline import _run_async
-from rubric_engine.run.record import _Outcome, _sample
-from rubric_engine.run.summary import _summary
+from rubric_engine.run.pipeline import run_pipeline
+from rubric_engine.run.record import Outcome, sample_record
+from rubric_engine.run.settings import STAGES, RunSettings, check_api_keys, judges_of, repeats_of, samples_of
+from rubric_engine.run.summary import build_summary
 from rubric_engine.spec.checks import check_breakdowns_against_tags
-from rubric_engine.spec.schema import BenchmarkSpec, benchmark_search_path, load_spec
-from rubric_engine.stats.noise import print_panel
-from rubric_engine.stats.sampling import merge_record, print_sampling
+from rubric_engine.spec.files import benchmark_search_path
+from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.schema import BenchmarkSpec
+from rubric_engine.stats.sampling import merge_record
 from rubric_engine.stats.scores import question_score
 from rubric_engine.store import layout as rundir
 
-__all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge", "judges_of"]
+__all__ = ["run_benchmark", "load_inputs", "given_answers"]
 
-STAGES = ("full", "generate", "score")
 log = logging.getLogger("rubric_engine")  # Hydra writes it to <run dir>/rubric-engine.log
 
 
-@dataclass
-class RunSettings:
-    """Everything one run needs; the CLI builds it from the Hydra config."""
-
-    benchmark: str
-    out_dir: Path
-    candidate: ModelSpec | None = None
-    judge: ModelSpec | None = None  # None: the judge the benchmark declares
-    jury: Sequence[ModelSpec] = ()  # judge=[a,b,c]: every judge grades every reply (judge/panels.py)
-    jury_rule: str = "majority"  # any | all | majority
-    repeats: int | None = None  # judge.repeats override; None: the spec's (default 1)
-    tie: str | None = None  # judge.tie override; None: the spec's (default not_met)
-    samples: int = 1  # candidate.samples=K: K replies per question, each judged (stats/sampling.py)
-    benchmark_dirs: Sequence[str] = ()
-    data_path: str | None = None
-    data_cache_dir: str | None = None
-    subset: str | None = None
-    limit: int | None = None
-    ids: Sequence[str] | None = None
-    stage: str = "full"
-    answers: str | None = None
-    from_run: str | None = None
-    concurrency: int = 16
-    rpm: float | None = None
-    max_retries: int = 4
-    timeout: float | None = None  # run-wide per-request timeout; None: each model's own (default 120 s)
-    cache_dir: str | None = None
-    cache_enabled: bool = True
-    progress: str = "auto"
-    trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (scoring/formulas.py)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def check_api_keys(*specs: ModelSpec | None) -> None:
-    """Fail before any work when a model's key is missing: one line naming the variable."""
-    for spec in specs:
-        if spec is not None and spec.api_key_env and not os.environ.get(spec.api_key_env):
-            raise ConfigError(f"{spec.name} ({spec.model}) needs an API key: export {spec.api_key_env}=... "
-                              f"(or point it elsewhere with api_key_env=<VAR>)")
-
-
-def _load(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpec, Dataset, Sequence[Question]]:
+def load_inputs(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpec, Dataset, Sequence[Question]]:
     """Spec, data and the selected questions, every row validated. `lazy`: the questions are a
     `QuestionRows` holding only compact refs (each read again from its row when used), so a run's
     memory does not grow with the data; otherwise a list."""
@@ -106,7 +62,7 @@ def _load(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpec, Dat
     return spec, dataset, questions
 
 
-def _given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[str]) -> dict[str, str | None] | None:
+def given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[str]) -> dict[str, str | None] | None:
     if settings.answers and settings.from_run:
         raise ConfigError("give either answers=FILE or from_run=DIR, not both")
     if settings.from_run:
@@ -133,15 +89,15 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     console = console or Console(stderr=True)
     results = results or Console()
     _start_litellm_early(settings)
-    spec, dataset, rows = _load(settings, lazy=True)
+    spec, dataset, rows = load_inputs(settings, lazy=True)
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
     questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
     for warning in dataset.warnings:
         console.print(f"[yellow]data warning:[/] {warning}", highlight=False, soft_wrap=True)
-    if not _shipped(spec):
-        console.print(f"spec: {spec.dir} (not the shipped {spec.name})" if _shipped_name(spec.name) else
+    if not is_shipped(spec):
+        console.print(f"spec: {spec.dir} (not the shipped {spec.name})" if is_shipped_name(spec.name) else
                       f"spec: {spec.dir}", highlight=False, soft_wrap=True)
-    given = _given_answers(settings, spec, [r.id for r in dataset.questions.refs])
+    given = given_answers(settings, spec, [r.id for r in dataset.questions.refs])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
     need_candidate = given is None
@@ -149,7 +105,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
     judges = judges_of(settings, spec)
     judge_spec = judges[0]
-    k_samples = _samples(settings, need_candidate)
+    k_samples = samples_of(settings, need_candidate)
     mocks = [m.name for m in (settings.candidate if need_candidate else None,
                               *(judges if settings.stage != "generate" else ())) if m is not None and is_mock(m.model)]
     if mocks:
@@ -161,8 +117,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     out.mkdir(parents=True, exist_ok=True)
     # every stage journals; stage=generate into a journal of its own that becomes answers.jsonl (no samples.jsonl)
     journal = out / (runstream.GENERATE_JOURNAL if settings.stage == "generate" else rundir.SAMPLES_FILE)
-    digest = _spec_hash(spec)
-    identity = _identity(settings, spec, digest, judges, dataset.sha256)
+    digest = spec_digest(spec)
+    identity = run_identity(settings, spec, digest, judges, dataset.sha256)
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
     fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
     totals = runstream.Totals()
@@ -188,18 +144,18 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
              settings.concurrency, settings.rpm, settings.max_retries,
              (settings.cache_dir or "default") if settings.cache_enabled else "off")
 
-    def finished(o: _Outcome) -> None:
+    def finished(o: Outcome) -> None:
         """One question is final: score it, append its record to the journal, keep only compact values."""
         for x in o.samples or [o]:
             if x.judge is not None and x.judge.verdicts is not None:
                 x.score = question_score(spec, x.question.criteria, [v.hit for v in x.judge.verdicts])
-        rec = merge_record([_sample(spec, x) for x in o.samples]) if o.samples else _sample(spec, o)
+        rec = merge_record([sample_record(spec, x) for x in o.samples]) if o.samples else sample_record(spec, o)
         assert writer is not None
         writer.append(rec)
         totals.add(rec)
 
     try:
-        calls = asyncio.run(_run_async(settings, spec, todo, given, judges, cache, console, stages, finished))
+        calls = asyncio.run(run_pipeline(settings, spec, todo, given, judges, cache, console, stages, finished))
     finally:
         if writer is not None:
             writer.close()
@@ -208,11 +164,11 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
     timing["total"] = round(time.monotonic() - t0, 3)
 
-    summary = _summary(settings, spec, dataset, judge_spec, totals,
+    summary = build_summary(settings, spec, dataset, judge_spec, totals,
                        totals.scored_in_order(questions) if settings.stage != "generate" else [], calls,
                        totals.compact_in_order(questions))
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
-    repeats = _repeats(settings, spec)
+    repeats = repeats_of(settings, spec)
     offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
     if settings.stage != "generate" and (len(judges) > 1 or repeats > 1):
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}

@@ -9,20 +9,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rubric_engine.models.client import ModelSpec
 from rubric_engine.run import stream as runstream
+from rubric_engine.run.settings import RunSettings
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.scores import score_summary
 from rubric_engine.store import layout as rundir
 
-if TYPE_CHECKING:
-    from rubric_engine.run.runner import RunSettings
 
 
-def _summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
+def build_summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
              totals: runstream.Totals, scored: Sequence[ScoredQuestion],
              calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     judged = settings.stage != "generate"

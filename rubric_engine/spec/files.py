@@ -26,7 +26,7 @@ Key = tuple[str | int, ...]
 
 # ----------------------------------------------------------------------------------------------- search path
 
-def _packaged_dir() -> Path | None:
+def packaged_dir() -> Path | None:
     """The benchmarks shipped with the package (installed) or at the top of a checkout."""
     try:
         from importlib.resources import files
@@ -40,7 +40,7 @@ def _packaged_dir() -> Path | None:
 def benchmark_search_path(extra: Sequence[str | Path] = ()) -> list[Path]:
     """extra dirs, $RUBRIC_ENGINE_BENCHMARKS, ./benchmarks, packaged benchmarks (first match wins)."""
     env = [p for p in os.environ.get("RUBRIC_ENGINE_BENCHMARKS", "").split(os.pathsep) if p]
-    dirs = [*extra, *env, Path.cwd() / "benchmarks", *filter(None, [_packaged_dir()])]
+    dirs = [*extra, *env, Path.cwd() / "benchmarks", *filter(None, [packaged_dir()])]
     return list(dict.fromkeys(Path(d).expanduser().resolve() for d in dirs))
 
 

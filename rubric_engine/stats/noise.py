@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rubric_engine.datatypes import Question
-from rubric_engine.judge.panels import combine
 from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, scored_question
 from rubric_engine.scoring.question import score_question
+from rubric_engine.scoring.votes import combine
 from rubric_engine.stats.agreement import krippendorff_alpha, multi_rater_alpha
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["PanelFold", "gradings", "flip_rate", "print_panel"]
+__all__ = ["PanelFold", "gradings", "flip_rate", "pair_noise"]
 
 OVERALL = "overall"
 
@@ -186,28 +186,6 @@ class PanelFold:
             else:
                 alpha[g] = {"krippendorff_alpha": krippendorff_alpha(matrix), "units": len(ids)}
         return {"rule": self.rule, "tie": self.tie, "judges": judges, "alpha": alpha}
-
-
-def print_panel(summary: dict[str, Any], console: Any) -> None:
-    """Console lines for the noise and jury sections (rich Console passed in; nothing imported here)."""
-    noise, jury = summary.get("noise"), summary.get("jury")
-    if noise:
-        g = noise["groups"][OVERALL]
-        fr, sd = g["flip_rate"], g["score_sd_across_repeats"]
-        ci = f" (95% {fr['ci'][0]:.1%}-{fr['ci'][1]:.1%})" if fr.get("ci") else ""
-        console.print(f"judge noise over {noise['repeats']} gradings: {fr['rate']:.1%} of verdicts flip{ci}; "
-                      f"overall score SD across gradings {_num(sd)}, per-question score SD "
-                      f"{_num(g['question_score_sd'])}", highlight=False, soft_wrap=True)
-    if jury:
-        alpha = (jury["alpha"].get(OVERALL) or {}).get("krippendorff_alpha")
-        own = ", ".join(f"{name} {_num(j['overall'])}" for name, j in jury["judges"].items())
-        console.print(f"jury ({jury['rule']}, ties {jury['tie'].replace('_', ' ')}): {_num(summary.get('overall'))}; "
-                      f"each judge alone: {own}; Krippendorff alpha between judges {_num(alpha, 3)}",
-                      highlight=False, soft_wrap=True)
-
-
-def _num(x: float | None, digits: int = 2) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
 
 
 def pair_noise(a: dict[str, Any], b: dict[str, Any]) -> float | None:

@@ -23,12 +23,12 @@ import numpy as np
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.judge.panels import combine
 from rubric_engine.scoring.aggregate import aggregate, scored_from_samples
+from rubric_engine.scoring.votes import combine
 from rubric_engine.stats.nested import LEVELS, MAX_RESAMPLED_REPEATS, Nested, multisets, nested_stats
 
 __all__ = ["check_samples", "merge_record", "rescored_record", "nested_of", "summary_sections", "SectionsFold", "compact",
-           "print_sampling", "call_counts"]
+           "call_counts"]
 
 OVERALL = "overall"
 _SCORE_KEYS = ("abilities", "item_tags", "score", "failed_rules", "catastrophic")
@@ -95,7 +95,7 @@ def _error(entries: Sequence[Mapping[str, Any]], key: str) -> str | None:
 
 
 def merge_record(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One samples.jsonl record for a question from its K per-sample records (runner._sample each)."""
+    """One samples.jsonl record for a question from its K per-sample records (run.record.sample_record each)."""
     entries = [_entry(s, r) for s, r in enumerate(records)]
     out = {k: v for k, v in records[0].items() if k not in (*_SCORE_KEYS, "judge_raw", "sample_score_sd")}
     cand, judge = _error(entries, "candidate_error"), _error(entries, "judge_error")
@@ -298,19 +298,3 @@ def summary_sections(spec: Any, records: Iterable[Mapping[str, Any]],
     for rec in records:
         fold.add(rec, criteria_of)
     return fold.sections(n_boot, seed)
-
-
-def print_sampling(summary: Mapping[str, Any], console: Any) -> None:
-    """One console line for the sampling block (rich Console passed in)."""
-    block = summary.get("sampling")
-    if not block:
-        return
-    g = block["groups"][OVERALL]
-
-    def num(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.2f}"
-
-    levels = ((summary.get("interval") or {}).get("nested") or {}).get("levels") or []
-    console.print(f"samples={block['samples']} replies per question: overall SD across samples "
-                  f"{num(g['score_sd_across_samples'])}, per-question score SD {num(g['question_score_sd'])}; "
-                  f"interval resamples {', then '.join(levels)}", highlight=False, soft_wrap=True)

@@ -20,10 +20,11 @@ from typing import Any, Mapping, Sequence
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, Aggregation
-from rubric_engine.store.layout import MANIFEST_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, iter_jsonl, read_manifest
+from rubric_engine.store.layout import (ANSWERS_FILE, MANIFEST_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, iter_jsonl,
+                                        read_manifest)
 
 __all__ = ["Taxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
-           "RERUN", "ERROR_FILE"]
+           "read_dialogues", "RERUN", "ERROR_FILE"]
 
 RERUN = "re-run or re-score this run directory"
 ERROR_FILE = "error.txt"  # what the CLI leaves in a sweep job dir whose run failed
@@ -210,7 +211,7 @@ def _read_spec(run_dir: Path, summary: Mapping[str, Any]) -> dict[str, Any]:
     if path.exists():
         return _read_json(path, "resolved spec")
     try:
-        from rubric_engine.spec.schema import load_spec  # lazily: only for runs that lack their resolved spec
+        from rubric_engine.spec.load import load_spec  # lazily: only for runs that lack their resolved spec
 
         return load_spec(str(summary.get("benchmark"))).resolved()
     except Exception as exc:  # noqa: BLE001 - whatever failed, the fix is the same
@@ -279,3 +280,23 @@ def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False) -> list[
         raise ConfigError(f"runs of different benchmarks cannot share a leaderboard ({listing}); "
                           "pass the directories of one benchmark at a time")
     return runs
+
+
+def read_dialogues(run: RunRecord) -> dict[str, list[tuple[str, str, str]]]:
+    """Question dialogues from the run's answers.jsonl (the benchmark's own rows), per the spec's fields:
+    question id -> (role, role label, text) per turn. The one reader of answers.jsonl for review and report."""
+    data = run.spec.get("data") or {}
+    f = data.get("fields") or {}
+    roles = data.get("roles") or {}
+    id_f, dia_f = f.get("id", "id"), f.get("dialogue", "dialogue")
+    role_f, text_f = f.get("turn_role", "role"), f.get("turn_content", "content")
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    path = run.dir / ANSWERS_FILE
+    if not path.is_file():
+        return out
+    for _, row in iter_jsonl(path, error=DataError, fix=""):
+        turns = row.get(dia_f)
+        if isinstance(turns, list):
+            out[str(row.get(id_f))] = [(str(t.get(role_f, "")), str(roles.get(t.get(role_f), "")), str(t.get(text_f, "")))
+                                       for t in turns if isinstance(t, dict)]
+    return out

@@ -11,7 +11,6 @@ The statistics live in stats/agreement.py; this module only matches items and gr
 from __future__ import annotations
 
 import itertools
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from rubric_engine.cli.args import COMMANDS, as_int, as_list, parse
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import ConfigError
 from rubric_engine.scoring.question import Aggregation, score_question
@@ -29,7 +27,7 @@ from rubric_engine.store.layout import write_json
 from rubric_engine.validity.items import RunItems, load_items
 from rubric_engine.validity.labels import LabelSet, read_labels
 
-__all__ = ["compute_agreement", "agree_command", "agree_main", "BREAKDOWNS", "MAJORITY"]
+__all__ = ["compute_agreement", "agree_command", "BREAKDOWNS", "MAJORITY", "USAGE"]
 
 MAJORITY = "human majority"
 BREAKDOWNS = ("ability", "dimension", "subset", "candidate", "weight_sign", "reply_length")
@@ -260,24 +258,3 @@ def agree_command(dirs: Sequence[Path], label_files: Sequence[Path], out: Path, 
     (out / "agreement.md").write_text(markdown, encoding="utf-8")
     (out / "agreement.html").write_text(render_html(markdown, f"Judge-human agreement: {data.benchmark}"), encoding="utf-8")
     return result
-
-
-def agree_main(args: Sequence[str]) -> int:
-    """CLI entry: `agree RUN_DIR ... labels=FILE,FILE ... [out=DIR]`."""
-    if not args:  # --help: cliargs.parse prints the same help as every subcommand's
-        print(USAGE)
-        return 0
-    parsed = parse(COMMANDS["agree"], args)
-    dirs, opts = parsed.positionals, parsed.options
-    files = [Path(f) for f in as_list(opts.get("labels"))]
-    if not files:
-        raise ConfigError("agree: no labels file given; add labels=FILE[,FILE...] (saved from review.html, or a CSV)")
-    out = Path(opts["out"]) if opts.get("out") else Path(dirs[0]) / "agreement"
-    result = agree_command([Path(d) for d in dirs], files, out, n_boot=as_int(parsed.get("n_boot", "1000"), "n_boot", "agree"),
-                           seed=as_int(parsed.get("seed", "0"), "seed", "agree"), by=as_list(opts.get("by")))
-    for w in result["warnings"]:
-        print(f"warning: {w}", file=sys.stderr)
-    for text in result["headline"].values():
-        print(text)
-    print(f"wrote {out / 'agreement.json'}, {out / 'agreement.md'} and {out / 'agreement.html'}")
-    return 0

@@ -12,12 +12,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubric_engine.cli.args import COMMANDS, as_int, parse
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.stats.selfpref import JudgeAudit, audit_judges, is_pass, rank
 from rubric_engine.store import layout as rundir
 
-__all__ = ["audit_command", "audit_main", "collect_grid", "USAGE"]
+__all__ = ["audit_command", "collect_grid", "USAGE"]
 
 USAGE = "rubric-engine audit RUN_DIR [RUN_DIR...] [family.NAME=FAMILY ...] [n_boot=N] [seed=S] [out=DIR]"
 _HOW = "grade one run's replies with several judges: rubric-engine stage=score from_run=RUN judge=NAME"
@@ -191,15 +190,3 @@ def audit_command(dirs: Sequence[Path], *, families: Mapping[str, str] | None = 
     (target / "audit.md").write_text(_markdown(report), encoding="utf-8")
     console.print(f"audit written to {target} (audit.json, audit.md)", highlight=False, markup=False)
     return report
-
-
-def audit_main(argv: Sequence[str]) -> int:
-    """Parse `audit` arguments: positional run / sweep dirs, key=value options."""
-    parsed = parse(COMMANDS["audit"], argv)  # run dirs may be sweep job dirs named key=value
-    dirs, opts = [Path(a) for a in parsed.positionals], parsed.options
-    families = {k[len("family."):]: v.strip().lower() for k, v in opts.items() if k.startswith("family.")}
-    if any(not v for v in families.values()):
-        raise ConfigError(f"audit: family.NAME= needs a family, e.g. family.my-judge=openai; usage: {USAGE}")
-    n_boot, seed = as_int(parsed.get("n_boot", "1000"), "n_boot", "audit", 1), as_int(parsed.get("seed", "0"), "seed", "audit")
-    audit_command(dirs, families=families, n_boot=n_boot, seed=seed, out=Path(opts["out"]) if opts.get("out") else None)
-    return 0

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import DataError
-from rubric_engine.store.layout import ANSWERS_FILE, SAMPLES_FILE, SPEC_FILE, iter_jsonl
-from rubric_engine.store.runs import RunRecord, Taxonomy, collect_runs
+from rubric_engine.store.layout import SAMPLES_FILE, SPEC_FILE
+from rubric_engine.store.runs import RunRecord, Taxonomy, collect_runs, read_dialogues
 
 __all__ = ["Item", "Verdict", "RunItems", "load_items", "reply_hash", "item_key"]
 
@@ -89,25 +89,6 @@ _SAMPLE_KNOWN = {"id", "response", "criteria", "candidate_error", "judge_error",
 _CRIT_KNOWN = {"index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "met"}
 
 
-def _dialogues(run: RunRecord) -> dict[str, list[tuple[str, str, str]]]:
-    """Question dialogues from the run's answers.jsonl (the benchmark's own rows), per the spec's fields."""
-    data = run.spec.get("data") or {}
-    f = data.get("fields") or {}
-    roles = data.get("roles") or {}
-    id_f, dia_f = f.get("id", "id"), f.get("dialogue", "dialogue")
-    role_f, text_f = f.get("turn_role", "role"), f.get("turn_content", "content")
-    out: dict[str, list[tuple[str, str, str]]] = {}
-    path = run.dir / ANSWERS_FILE
-    if not path.is_file():
-        return out
-    for _, row in iter_jsonl(path, error=DataError, fix=""):
-        turns = row.get(dia_f)
-        if isinstance(turns, list):
-            out[str(row.get(id_f))] = [(str(t.get(role_f, "")), str(roles.get(t.get(role_f), "")), str(t.get(text_f, "")))
-                                       for t in turns if isinstance(t, dict)]
-    return out
-
-
 def load_items(dirs: Sequence[Path]) -> RunItems:
     """Read run (or sweep) directories of one benchmark into items and verdicts."""
     runs = collect_runs([Path(d) for d in dirs])
@@ -130,7 +111,7 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
                    spec=spec, runs=runs, id_field=id_field)
     for r in runs:
         rater = f"judge:{r.judge}" + (f"@{r.dir.name}" if r.judge in twice else "")
-        for qid, turns in _dialogues(r).items():
+        for qid, turns in read_dialogues(r).items():
             out.dialogues.setdefault(qid, turns)
         for s in r.samples:
             qid, reply = str(s.get("id")), s.get("response")

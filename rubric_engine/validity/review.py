@@ -12,18 +12,16 @@ import csv
 import hashlib
 import io
 import random
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rubric_engine.cli.args import COMMANDS, HelpRequested, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 from rubric_engine.store.layout import write_json
 from rubric_engine.validity.items import Item, RunItems, load_items
 from rubric_engine.validity.review_page import ReviewCriterion, ReviewQuestion, render_review_page
 
-__all__ = ["sample_items", "sheet_id", "export_review", "review_main", "csv_columns"]
+__all__ = ["sample_items", "sheet_id", "export_review", "csv_columns", "USAGE"]
 
 def csv_columns(id_field: str) -> list[str]:
     """The review CSV header; the question column is the benchmark's own id field."""
@@ -138,22 +136,3 @@ def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
              "items": [it.key for it in picked], "replies": len(questions)}
     write_json(out / "sheet.json", sheet)
     return sheet
-
-
-def review_main(args: Sequence[str]) -> int:
-    """CLI entry: `review export RUN_DIR ... key=value ...`."""
-    if any(a in ("-h", "--help") for a in args):
-        raise HelpRequested(COMMANDS["review"].help())  # one help style for every subcommand (cliargs)
-    if not args or args[0] == "help":
-        print(USAGE)
-        return 0
-    if args[0] != "export":
-        raise ConfigError(f"review: unknown action {args[0]!r}; use `rubric-engine review export RUN_DIR ...`")
-    parsed = parse(COMMANDS["review"], args[1:])
-    out = Path(parsed.get("out", "review"))  # type: ignore[arg-type]
-    sheet = export_review([Path(d) for d in parsed.positionals], out, n=as_int(parsed.get("n", "100"), "n", "review export", 1),
-                          seed=as_int(parsed.get("seed", "0"), "seed", "review export"),
-                          stratify=as_list(parsed.get("stratify", "[ability,subset]")), unit=str(parsed.get("unit", "item")))
-    print(f"review sheet {sheet['sheet_id']}: {sheet['n']} items from {sheet['replies']} replies "
-          f"({len(sheet['runs'])} run(s)) -> {out / 'review.html'}, {out / 'review.csv'}", file=sys.stdout)
-    return 0

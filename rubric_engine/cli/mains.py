@@ -1,0 +1,132 @@
+"""Each subcommand's command-line side: parse its `positional key=value` arguments (cli/args.py), call the
+plain function that does the work, print what it did.
+
+Why here: the functions that do the work (leaderboards, rescoring, review sheets, agreement, the audit, a new
+variant) are called from Python too and know nothing of argument strings; the command line is the top layer.
+Each function imports its worker when called, so `rubric-engine --help` pays for none of them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rubric_engine.cli.args import COMMANDS, HelpRequested, as_int, as_list, parse
+from rubric_engine.errors import ConfigError
+
+__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main"]
+
+
+def leaderboard_main(argv: Sequence[str]) -> int:
+    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N] [agreement=FILE]`."""
+    from rubric_engine.report.leaderboard import leaderboard_command
+
+    parsed = parse(COMMANDS["leaderboard"], argv)
+    agreement = parsed.get("agreement")
+    leaderboard_command([Path(d) for d in parsed.positionals], Path(parsed.options["out"]).expanduser()
+                        if parsed.get("out") else None,
+                        n_boot=as_int(parsed.get("bootstrap.samples", "1000"), "bootstrap.samples", "leaderboard", 1),
+                        seed=as_int(parsed.get("bootstrap.seed", "0"), "bootstrap.seed", "leaderboard", 0),
+                        allow_mixed_specs=str(parsed.get("allow_mixed_specs", "false")).lower() in ("true", "1", "yes"),
+                        agreement=Path(agreement).expanduser() if agreement else None)
+    return 0
+
+
+def new_main(argv: Sequence[str]) -> int:
+    """`rubric-engine new NAME [extends=BENCHMARK] [dir=DIR] [locale=LL]`: create, validate, print next steps."""
+    from rubric_engine.authoring.scaffold import USAGE, check_name, create_variant, default_parent
+
+    parsed = parse(COMMANDS["new"], argv)
+    name, opts = parsed.positionals[0], parsed.options
+    check_name(name)
+    parent = opts.get("extends") or default_parent()
+    if not parent:
+        raise ConfigError(f"new: no default benchmark to extend; pass extends=NAME; {USAGE}")
+    if Path(parent).name == name:
+        raise ConfigError(f"new: {name!r} cannot extend itself; choose a new name (e.g. {name}_en)")
+    directory, locale = Path(opts.get("dir") or "benchmarks").expanduser(), opts.get("locale") or None
+    target = create_variant(name, parent, directory, locale)
+    files = sorted(p.name for p in target.iterdir())
+    on_path = directory.resolve() == (Path.cwd() / "benchmarks").resolve()
+    dirs = "" if on_path else f" benchmark_dirs=[{directory}]"
+    print(f"created {target}/ ({', '.join(files)}), extending {parent}; it loads and validates")
+    print("next:")
+    print(f"  1. edit {target / 'benchmark.yaml'}: description, locale, and a data: block for your own data")
+    print(f"  2. rewrite the copied templates ({', '.join(f for f in files if f.endswith('.j2'))}) for your audience")
+    print(f"  3. check it: rubric-engine validate benchmark={name}{dirs}")
+    print(f"  4. try it on a few questions: rubric-engine benchmark={name}{dirs} candidate=<model> limit=5")
+    print("  see docs/authoring.md for every key, the template variables and judge-agreement checks")
+    return 0
+
+
+def review_main(args: Sequence[str]) -> int:
+    """`rubric-engine review export RUN_DIR ... key=value ...`."""
+    from rubric_engine.validity.review import USAGE, export_review
+
+    if any(a in ("-h", "--help") for a in args):
+        raise HelpRequested(COMMANDS["review"].help())  # one help style for every subcommand (cli/args.py)
+    if not args or args[0] == "help":
+        print(USAGE)
+        return 0
+    if args[0] != "export":
+        raise ConfigError(f"review: unknown action {args[0]!r}; use `rubric-engine review export RUN_DIR ...`")
+    parsed = parse(COMMANDS["review"], args[1:])
+    out = Path(parsed.get("out", "review"))  # type: ignore[arg-type]
+    sheet = export_review([Path(d) for d in parsed.positionals], out, n=as_int(parsed.get("n", "100"), "n", "review export", 1),
+                          seed=as_int(parsed.get("seed", "0"), "seed", "review export"),
+                          stratify=as_list(parsed.get("stratify", "[ability,subset]")), unit=str(parsed.get("unit", "item")))
+    print(f"review sheet {sheet['sheet_id']}: {sheet['n']} items from {sheet['replies']} replies "
+          f"({len(sheet['runs'])} run(s)) -> {out / 'review.html'}, {out / 'review.csv'}", file=sys.stdout)
+    return 0
+
+
+def agree_main(args: Sequence[str]) -> int:
+    """`rubric-engine agree RUN_DIR ... labels=FILE,FILE ... [out=DIR]`."""
+    from rubric_engine.validity.agree import USAGE, agree_command
+
+    if not args:  # --help: cli/args.parse prints the same help as every subcommand's
+        print(USAGE)
+        return 0
+    parsed = parse(COMMANDS["agree"], args)
+    dirs, opts = parsed.positionals, parsed.options
+    files = [Path(f) for f in as_list(opts.get("labels"))]
+    if not files:
+        raise ConfigError("agree: no labels file given; add labels=FILE[,FILE...] (saved from review.html, or a CSV)")
+    out = Path(opts["out"]) if opts.get("out") else Path(dirs[0]) / "agreement"
+    result = agree_command([Path(d) for d in dirs], files, out, n_boot=as_int(parsed.get("n_boot", "1000"), "n_boot", "agree"),
+                           seed=as_int(parsed.get("seed", "0"), "seed", "agree"), by=as_list(opts.get("by")))
+    for w in result["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    for text in result["headline"].values():
+        print(text)
+    print(f"wrote {out / 'agreement.json'}, {out / 'agreement.md'} and {out / 'agreement.html'}")
+    return 0
+
+
+def rescore_main(argv: Sequence[str]) -> int:
+    """`rubric-engine rescore RUN_DIR ... [scoring.formula=NAME] [failure_rules=on|off] [out=DIR]`."""
+    from rubric_engine.results.rescore import rescore_command
+
+    parsed = parse(COMMANDS["rescore"], argv)  # run dirs may be sweep job dirs named key=value
+    dirs, opts = [Path(a) for a in parsed.positionals], parsed.options
+    rules = str(parsed.get("failure_rules", "on")).lower()
+    if rules not in ("on", "off", "true", "false"):
+        raise ConfigError(f"rescore: failure_rules must be on or off, got {opts['failure_rules']!r}")
+    rescore_command(dirs, Path(opts["out"]) if opts.get("out") else None, opts.get("scoring.formula") or None,
+                    rules in ("on", "true"))
+    return 0
+
+
+def audit_main(argv: Sequence[str]) -> int:
+    """`rubric-engine audit RUN_DIR ... [family.NAME=FAMILY ...] [n_boot=N] [seed=S] [out=DIR]`."""
+    from rubric_engine.validity.audit import USAGE, audit_command
+
+    parsed = parse(COMMANDS["audit"], argv)  # run dirs may be sweep job dirs named key=value
+    dirs, opts = [Path(a) for a in parsed.positionals], parsed.options
+    families = {k[len("family."):]: v.strip().lower() for k, v in opts.items() if k.startswith("family.")}
+    if any(not v for v in families.values()):
+        raise ConfigError(f"audit: family.NAME= needs a family, e.g. family.my-judge=openai; usage: {USAGE}")
+    n_boot, seed = as_int(parsed.get("n_boot", "1000"), "n_boot", "audit", 1), as_int(parsed.get("seed", "0"), "seed", "audit")
+    audit_command(dirs, families=families, n_boot=n_boot, seed=seed, out=Path(opts["out"]) if opts.get("out") else None)
+    return 0

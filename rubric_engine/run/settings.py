@@ -1,0 +1,100 @@
+"""What a run is asked to do: `RunSettings`, and what follows from them and the spec alone (the stage, the
+judges, how often each grades, how many replies per question), checked once.
+
+Why apart from the runner: the pipeline, the identity, the summary and the dry-run estimate all read the
+settings; here they import them without importing the runner (which imports them all).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.errors import ConfigError
+from rubric_engine.judge.panels import check_panel
+from rubric_engine.models.entries import ModelSpec
+from rubric_engine.spec.schema import BenchmarkSpec
+from rubric_engine.stats.sampling import check_samples
+
+__all__ = ["STAGES", "RunSettings", "check_api_keys", "judges_of", "declared_judge", "repeats_of", "samples_of"]
+
+STAGES = ("full", "generate", "score")
+
+
+@dataclass
+class RunSettings:
+    """Everything one run needs; the CLI builds it from the Hydra config."""
+
+    benchmark: str
+    out_dir: Path
+    candidate: ModelSpec | None = None
+    judge: ModelSpec | None = None  # None: the judge the benchmark declares
+    jury: Sequence[ModelSpec] = ()  # judge=[a,b,c]: every judge grades every reply (judge/panels.py)
+    jury_rule: str = "majority"  # any | all | majority
+    repeats: int | None = None  # judge.repeats override; None: the spec's (default 1)
+    tie: str | None = None  # judge.tie override; None: the spec's (default not_met)
+    samples: int = 1  # candidate.samples=K: K replies per question, each judged (stats/sampling.py)
+    benchmark_dirs: Sequence[str] = ()
+    data_path: str | None = None
+    data_cache_dir: str | None = None
+    subset: str | None = None
+    limit: int | None = None
+    ids: Sequence[str] | None = None
+    stage: str = "full"
+    answers: str | None = None
+    from_run: str | None = None
+    concurrency: int = 16
+    rpm: float | None = None
+    max_retries: int = 4
+    timeout: float | None = None  # run-wide per-request timeout; None: each model's own (default 120 s)
+    cache_dir: str | None = None
+    cache_enabled: bool = True
+    progress: str = "auto"
+    trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (scoring/formulas.py)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_api_keys(*specs: ModelSpec | None) -> None:
+    """Fail before any work when a model's key is missing: one line naming the variable."""
+    for spec in specs:
+        if spec is not None and spec.api_key_env and not os.environ.get(spec.api_key_env):
+            raise ConfigError(f"{spec.name} ({spec.model}) needs an API key: export {spec.api_key_env}=... "
+                              f"(or point it elsewhere with api_key_env=<VAR>)")
+
+
+def samples_of(settings: RunSettings, need_candidate: bool) -> int:
+    """candidate.samples, checked: K > 1 needs the candidate called (not an answers file) and judging."""
+    k = check_samples(settings.samples)
+    if k > 1 and not need_candidate:
+        raise ConfigError(f"candidate.samples={k} needs the candidate called (an answers file or from_run holds one "
+                          "reply per question); drop answers=/from_run= or use candidate.samples=1")
+    if k > 1 and settings.stage == "generate":
+        raise ConfigError(f"candidate.samples={k} with stage=generate: answers.jsonl holds one reply per question; "
+                          "use stage=full (every sample is judged) or candidate.samples=1")
+    return k
+
+
+def repeats_of(settings: RunSettings, spec: BenchmarkSpec) -> int:
+    """How many times each judge grades each reply: judge.repeats given on the command line, else the spec's."""
+    return spec.judge.repeats if settings.repeats is None else settings.repeats
+
+
+def judges_of(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
+    """The run's judges (a jury, the judge given, or the one the spec declares), settings checked."""
+    if len(settings.jury) == 1:
+        raise ConfigError(f"a jury of one judge ({settings.jury[0].name}): give a list of 2+ judges, "
+                          f"or use judge={settings.jury[0].name} for a single judge")
+    judges = list(settings.jury) or [settings.judge or declared_judge(spec, settings.timeout)]
+    names = [j.name for j in judges]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"judge=[{','.join(names)}]: each juror needs its own name (set name: in each entry)")
+    check_panel(len(judges), repeats_of(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie)
+    return judges
+
+
+def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:
+    """The judge the benchmark declares, built like every other model entry (its timeout included)."""
+    return ModelSpec.from_config(spec.judge.model.model_dump(exclude_none=True), role="judge", timeout=timeout)
