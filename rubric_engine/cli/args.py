@@ -194,6 +194,7 @@ COMMANDS: dict[str, Command] = {
         {"out": "output directory (default: the one DIR given, or ./leaderboard)",
          "bootstrap.samples": "bootstrap resamples (default 1000)", "bootstrap.seed": "bootstrap seed (default 0)",
          "allow_mixed_specs": "true: rank runs made with different versions of the spec (different spec_hash)",
+         "trust_code": "true: a run's module:function scoring formula may be imported to rebuild its intervals",
          "agreement": "an agreement.json (from `agree`) to show in report.html (default: one in out= or a DIR)"},
         required_positionals=1, examples=["rubric-engine leaderboard multirun/my_bench/2026-11-22_10-00-00"]),
     "new": Command(
@@ -235,8 +236,10 @@ COMMANDS: dict[str, Command] = {
                    "Writes summary.json, samples.jsonl, spec.resolved.json and a complete manifest per run, plus "
                    "compare.md / compare.json: which abilities and ranks move.",
         [("RUN_DIR...", "run or sweep directories")],
-        {"scoring.formula": "log_normalised, linear or met_over_positive (default: the run's own)",
-         "failure_rules": "on (default) or off", "out": "output directory (default: RUN_DIR/rescore-<formula>[-norules]/)"},
+        {"scoring.formula": "log_normalised, linear, met_over_positive, a plugin's name or module:function "
+                            "(default: the run's own)",
+         "failure_rules": "on (default) or off", "out": "output directory (default: RUN_DIR/rescore-<formula>[-norules]/)",
+         "trust_code": "true: a module:function scoring formula (the run's or the one given) may be imported"},
         required_positionals=1, examples=["rubric-engine rescore outputs/run1 scoring.formula=linear failure_rules=off"],
         **_RUN_DIRS),
     "audit": Command(

@@ -28,8 +28,9 @@ def leaderboard_main(argv: Sequence[str]) -> int:
                         if parsed.get("out") else None,
                         n_boot=as_int(parsed.get("bootstrap.samples", "1000"), "bootstrap.samples", "leaderboard", 1),
                         seed=as_int(parsed.get("bootstrap.seed", "0"), "bootstrap.seed", "leaderboard", 0),
-                        allow_mixed_specs=str(parsed.get("allow_mixed_specs", "false")).lower() in ("true", "1", "yes"),
-                        agreement=Path(agreement).expanduser() if agreement else None)
+                        allow_mixed_specs=_flag(parsed.get("allow_mixed_specs")),
+                        agreement=Path(agreement).expanduser() if agreement else None,
+                        trust_code=_flag(parsed.get("trust_code")))
     return 0
 
 
@@ -114,7 +115,7 @@ def rescore_main(argv: Sequence[str]) -> int:
     if rules not in ("on", "off", "true", "false"):
         raise ConfigError(f"rescore: failure_rules must be on or off, got {opts['failure_rules']!r}")
     rescore_command(dirs, Path(opts["out"]) if opts.get("out") else None, opts.get("scoring.formula") or None,
-                    rules in ("on", "true"))
+                    rules in ("on", "true"), trust_code=_flag(parsed.get("trust_code")))
     return 0
 
 
@@ -130,3 +131,9 @@ def audit_main(argv: Sequence[str]) -> int:
     n_boot, seed = as_int(parsed.get("n_boot", "1000"), "n_boot", "audit", 1), as_int(parsed.get("seed", "0"), "seed", "audit")
     audit_command(dirs, families=families, n_boot=n_boot, seed=seed, out=Path(opts["out"]) if opts.get("out") else None)
     return 0
+
+
+def _flag(value: object) -> bool:
+    """A true/false option (`allow_mixed_specs=true`, `trust_code=true`); absent is false."""
+    return str(value if value is not None else "false").lower() in ("true", "1", "yes")
+

@@ -211,13 +211,13 @@ def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None
 
 def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
                         console: Console | None = None, allow_mixed_specs: bool = False,
-                        agreement: Path | None = None) -> tuple[Leaderboard, dict[str, Path]]:
+                        agreement: Path | None = None, trust_code: bool = False) -> tuple[Leaderboard, dict[str, Path]]:
     """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
     (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
     from rich.console import Console
 
     dirs = [Path(d) for d in dirs]
-    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs), n_boot=n_boot, seed=seed)
+    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs, trust_code), n_boot=n_boot, seed=seed)
     lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs)
     target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
     from rubric_engine.report.html_views import find_agreement

@@ -29,7 +29,7 @@ REPORT_MAX_QUESTIONS = 5000
 
 
 def write_run_report(run_dir: Path, console: "Console | None" = None, *, n_boot: int = 1000,
-                     questions: int | None = None) -> Path | None:
+                     questions: int | None = None, trust_code: bool = False) -> Path | None:
     """Build report.html in run_dir from its samples.jsonl; None (with a warning) when it cannot be built,
     e.g. a generate-only run with nothing scored yet (no samples.jsonl: silently no report), or when the
     run's `questions` exceed REPORT_MAX_QUESTIONS."""
@@ -45,13 +45,13 @@ def write_run_report(run_dir: Path, console: "Console | None" = None, *, n_boot:
     try:
         if report_worker.active():
             try:
-                answer = report_worker.build(run_dir, n_boot)
+                answer = report_worker.build(run_dir, n_boot, trust_code)
             except report_worker.WorkerFailed:  # built here instead; a failure is the warning below
-                return report_worker.build_report(run_dir, n_boot=n_boot)
+                return report_worker.build_report(run_dir, n_boot=n_boot, trust_code=trust_code)
             if "error" in answer:
                 raise _Failed(str(answer["error"]))  # already "Type: message", as the worker saw it
             return Path(answer["ok"])
-        return report_worker.build_report(run_dir, n_boot=n_boot)
+        return report_worker.build_report(run_dir, n_boot=n_boot, trust_code=trust_code)
     except Exception as exc:  # noqa: BLE001 - the scores are written; a report failure must not hide them
         if console is not None:
             why = str(exc) if isinstance(exc, _Failed) else f"{type(exc).__name__}: {exc}"

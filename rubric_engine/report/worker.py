@@ -11,7 +11,9 @@ building the page in the run's own process, where a failure is one warning line 
 worker can never cost the run its report, let alone its scores. Python callers of `run_benchmark`
 get the in-process build unless they `start()` a worker themselves.
 
-Protocol: one JSON object per line. The run sends {"run_dir": ..., "n_boot": ...}; the worker answers
+Protocol: one JSON object per line. The run sends {"run_dir": ..., "n_boot": ..., "trust_code": ..., "path":
+[the run's sys.path]} (the worker, started isolated, appends the entries it lacks, so a plugin's or a trusted
+module's scoring formula resolves there as in the run); the worker answers
 {"ok": "<path>"} or {"error": "<type>: <message>"}. End of input ends the worker (also when the run's
 process dies), so it never outlives the run.
 """
@@ -34,7 +36,7 @@ REPORT_FILE = "report.html"
 ANSWER_TIMEOUT = 600.0
 
 
-def build_report(run_dir: Path, *, n_boot: int = 1000) -> Path:
+def build_report(run_dir: Path, *, n_boot: int = 1000, trust_code: bool = False) -> Path:
     """report.html in run_dir from its finished files, here or in the worker (raises on failure: the caller
     words the warning, run_report.write_run_report)."""
     from rubric_engine.report import html_views
@@ -42,7 +44,7 @@ def build_report(run_dir: Path, *, n_boot: int = 1000) -> Path:
     from rubric_engine.results.leaderboard import build_leaderboard
     from rubric_engine.store.runs import load_run
 
-    lb = build_leaderboard([load_run(run_dir)], n_boot=n_boot)
+    lb = build_leaderboard([load_run(run_dir, trust_code)], n_boot=n_boot)
     with tempfile.TemporaryDirectory(prefix="rubric-engine-report-") as tmp:
         built = write_leaderboard(lb, Path(tmp), agreement=html_views.find_agreement([run_dir]),
                                   chart_formats=("png",))["html"]  # only the embedded PNGs
@@ -127,13 +129,14 @@ def stop() -> None:
         worker.close()
 
 
-def build(run_dir: Path, n_boot: int) -> dict[str, Any]:
+def build(run_dir: Path, n_boot: int, trust_code: bool = False) -> dict[str, Any]:
     """Ask the worker for run_dir's report.html: {"ok": path} or {"error": reason}; WorkerFailed when it
     cannot answer (then it is stopped, and the caller builds the page itself)."""
     if _WORKER is None:
         raise WorkerFailed("no report worker")
     try:
-        return _WORKER.ask({"run_dir": str(run_dir), "n_boot": n_boot})
+        return _WORKER.ask({"run_dir": str(run_dir), "n_boot": n_boot, "trust_code": trust_code,
+                            "path": [p for p in sys.path if p]})
     except WorkerFailed:
         stop()
         raise
@@ -161,7 +164,9 @@ def _serve(inp: IO[str], out: IO[str]) -> None:
     for line in inp:
         try:
             request = json.loads(line)
-            path = build_report(Path(request["run_dir"]), n_boot=int(request["n_boot"]))
+            sys.path.extend(p for p in request.get("path", ()) if p not in sys.path)  # after its own: no shadowing
+            path = build_report(Path(request["run_dir"]), n_boot=int(request["n_boot"]),
+                                trust_code=bool(request.get("trust_code")))
             answer: dict[str, Any] = {"ok": str(path)}
         except Exception as exc:  # noqa: BLE001 - one line back to the run, which prints it
             answer = {"error": f"{type(exc).__name__}: {exc}"}

@@ -48,15 +48,9 @@ def _nested(run: Any) -> Nested:
     got = _BUILT.get(id(run))
     if got is not None:
         return got
-    from pydantic import ValidationError
+    from rubric_engine.spec.load import load_resolved
 
-    from rubric_engine.spec.schema import BenchmarkSpec
-
-    try:
-        spec = BenchmarkSpec.model_validate({k: v for k, v in run.spec.items() if not k.startswith("_")})
-    except ValidationError as exc:
-        raise DataError(str(run.dir / SPEC_FILE), f"not a valid resolved spec ({exc.errors()[0]['msg']})",
-                        fix="re-run the benchmark so the run holds a current spec") from None
+    spec = load_resolved(run.spec, str(run.dir / SPEC_FILE), run.trust_code)  # the formula resolved as the run did
     p = params_of(run.summary)
     records: list[dict[str, Any]] = []  # streamed once; only verdicts, votes and scores are kept (no texts)
     criteria: dict[str, list[Any]] = {}

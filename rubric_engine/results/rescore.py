@@ -17,10 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.scoring.question import FORMULAS
+from rubric_engine.scoring.formulas import known_names
 from rubric_engine.stats.sampling import rescored_record, summary_sections
 from rubric_engine.stats.scores import criteria_from_record, score_fields, score_summary
 from rubric_engine.stats.selfpref import rank
@@ -29,30 +27,16 @@ from rubric_engine.store import layout as rundir
 __all__ = ["rescore_run", "rescore_command", "compare_summaries", "USAGE"]
 
 USAGE = ("rubric-engine rescore RUN_DIR [RUN_DIR...] [scoring.formula=log_normalised|linear|met_over_positive] "
-         "[failure_rules=on|off] [out=DIR]")
+         "[failure_rules=on|off] [out=DIR] [trust_code=true]")
 
 
 def _spec(run: Any, formula: str | None, rules: bool) -> Any:
-    """The run's resolved spec as a BenchmarkSpec, with the formula / failure rules asked for."""
-    from rubric_engine.spec.schema import BenchmarkSpec
+    """The run's resolved spec, validated like a run's (its formula resolved under the trust rule), with the
+    formula / failure rules asked for."""
+    from rubric_engine.spec.load import load_resolved
 
-    data = {k: v for k, v in run.spec.items() if not k.startswith("_")}
-    try:
-        spec = BenchmarkSpec.model_validate(data)
-    except ValidationError as exc:
-        raise DataError(str(run.dir / rundir.SPEC_FILE), f"not a valid resolved spec ({exc.error_count()} error(s): "
-                        f"{exc.errors()[0]['msg']})", fix="re-run the benchmark so the run holds a current spec") from None
-    update: dict[str, Any] = {}
-    if formula is not None:
-        update["scoring"] = spec.scoring.model_copy(update={"formula": formula})
-    if not rules:
-        update["failure_rules"] = []
-    if not update:
-        return spec
-    spec = spec.model_copy(update=update)
-    if formula is not None:
-        spec._formula = None  # model_copy keeps the old formula's resolved callable: drop it
-    return spec
+    spec = load_resolved(run.spec, str(run.dir / rundir.SPEC_FILE), run.trust_code, formula)
+    return spec if rules else spec.model_copy(update={"failure_rules": []})  # the resolved formula is kept
 
 
 def _rescored(spec: Any, rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
@@ -171,16 +155,16 @@ def _markdown(cmp: Mapping[str, Any], formula: str, rules: bool) -> str:
 
 
 def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str | None = None,
-                    rules: bool = True, console: Any = None) -> dict[str, Any]:
+                    rules: bool = True, console: Any = None, trust_code: bool = False) -> dict[str, Any]:
     """Re-score every run under `dirs`; write each into out (or beside the one run) plus compare.md/json."""
     from rich.console import Console
     from rich.table import Table
 
     from rubric_engine.store.runs import Taxonomy, collect_runs
 
-    if formula is not None and formula not in FORMULAS:
-        raise ConfigError(f"rescore: unknown scoring.formula {formula!r}; known: {', '.join(FORMULAS)}")
-    runs = collect_runs([Path(d) for d in dirs])
+    if formula is not None and ":" not in formula and formula not in known_names():
+        raise ConfigError(f"rescore: unknown scoring.formula {formula!r}; known: {', '.join(known_names())}")
+    runs = collect_runs([Path(d) for d in dirs], trust_code=trust_code)
     shown = formula or str((runs[0].spec.get("scoring") or {}).get("formula", "as-run"))
     tag = f"rescore-{shown}{'' if rules else '-norules'}"
     # Default: inside each run dir (RUN_DIR/rescore-<formula>/): "next to" its summary, and never picked up

@@ -185,7 +185,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
                            offsets=offsets)
     rundir.finish_run(out, manifest)
     # report.html beside the results (bounded: none past REPORT_MAX_QUESTIONS); a failure is one warning
-    write_run_report(out, console, questions=len(questions))
+    write_run_report(out, console, questions=len(questions), trust_code=settings.trust_code)
     c = summary["counts"]
     log.info("end: %d of %d scored, %d candidate errors, %d judge errors, %.1f s", c["scored"], c["questions"],
              c["candidate_errors"], c["judge_errors"], timing["total"])

@@ -36,7 +36,8 @@ def template_variables(spec: "BenchmarkSpec", field: str) -> set[str]:
     return set(jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(source)))
 
 
-def _check_formula(spec: "BenchmarkSpec", fail: Fail, trust_code: bool) -> None:
+def check_formula(spec: "BenchmarkSpec", fail: Fail, trust_code: bool) -> None:
+    """Resolve the spec's scoring formula into spec._formula (the one registry, the trust rule), or fail."""
     try:
         spec._formula = resolve_formula(spec.scoring.formula, trust_code)
     except FormulaProblem as exc:
@@ -108,7 +109,7 @@ def _check_breakdowns(spec: "BenchmarkSpec", fail: Fail) -> None:
 
 def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) -> None:
     """Every rule above; `fail(key, message, value, fix)` raises the SpecError."""
-    _check_formula(spec, fail, trust_code)
+    check_formula(spec, fail, trust_code)
     _check_scoring(spec, fail)
     _check_judge(spec, fail)
     _check_breakdowns(spec, fail)

@@ -18,12 +18,12 @@ from typing import Any, Union, get_args, get_origin
 import jinja2
 from pydantic import BaseModel, ValidationError
 
-from rubric_engine.errors import SpecError
-from rubric_engine.spec.checks import check_language, check_model
+from rubric_engine.errors import DataError, SpecError
+from rubric_engine.spec.checks import check_formula, check_language, check_model
 from rubric_engine.spec.files import SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key
 from rubric_engine.spec.schema import _TEMPLATE_FIELDS, BenchmarkSpec
 
-__all__ = ["load_spec"]
+__all__ = ["load_spec", "load_resolved"]
 
 _ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -141,3 +141,25 @@ def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None
     spec._dir, spec._files, spec._origins = files[-1].parent, files, dict(origins)
     _check(spec, origins, files[-1], trust_code)
     return spec
+
+
+def load_resolved(data: Mapping[str, Any], where: str, trust_code: bool = False,
+                  formula: str | None = None) -> BenchmarkSpec:
+    """A run's stored spec (spec.resolved.json, `where`) as a BenchmarkSpec, its scoring formula resolved as a
+    run resolves it: through the one registry (scoring/formulas.py), under the same trust rule (a module:function
+    formula only with trust_code). `formula` replaces the run's own (rescore's scoring.formula=)."""
+    fields = {k: v for k, v in data.items() if not k.startswith("_")}
+    if formula is not None:
+        fields["scoring"] = {**(fields.get("scoring") or {}), "formula": formula}
+    try:
+        spec = BenchmarkSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise DataError(where, f"not a valid resolved spec ({exc.error_count()} error(s): {exc.errors()[0]['msg']})",
+                        fix="re-run the benchmark so the run holds a current spec") from None
+
+    def fail(key: Key, msg: str, value: Any = None, fix: str = "") -> None:
+        raise SpecError(where, _fmt(key), msg, value=value, fix=fix)
+
+    check_formula(spec, fail, trust_code)
+    return spec
+

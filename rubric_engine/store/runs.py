@@ -104,6 +104,7 @@ class RunRecord:
     lengths: list[tuple[int, float]] = field(default_factory=list, repr=False)  # (reply chars, score 0-1)
     records: int = 0  # records in samples.jsonl (scored or not)
     scored_error: str | None = None  # why the records could not be read as scores (raised when ranking)
+    trust_code: bool = False  # the reader trusts a module:function scoring formula (re-scoring, intervals)
 
     def __post_init__(self) -> None:
         s = self.summary
@@ -219,8 +220,9 @@ def _read_spec(run_dir: Path, summary: Mapping[str, Any]) -> dict[str, Any]:
                         fix="restore the run's spec.resolved.json or install the benchmark") from None
 
 
-def load_run(run_dir: Path) -> RunRecord:
-    """Read and check one run dir; every problem names the file (and line) to fix."""
+def load_run(run_dir: Path, trust_code: bool = False) -> RunRecord:
+    """Read and check one run dir; every problem names the file (and line) to fix. trust_code: a module:function
+    scoring formula may be imported when the run's scores are rebuilt (as for the run itself)."""
     run_dir = Path(run_dir)
     spath = run_dir / SUMMARY_FILE
     summary = _read_json(spath, SUMMARY_FILE)
@@ -233,7 +235,7 @@ def load_run(run_dir: Path) -> RunRecord:
     if not (run_dir / SAMPLES_FILE).is_file():
         raise DataError(str(run_dir / SAMPLES_FILE), "missing; intervals need the per-question scores",
                         fix="re-score this run directory")
-    run = RunRecord(dir=run_dir, summary=summary, spec=_read_spec(run_dir, summary))
+    run = RunRecord(dir=run_dir, summary=summary, spec=_read_spec(run_dir, summary), trust_code=trust_code)
     run.read_compact()
     return run
 
@@ -256,7 +258,7 @@ def _complete(run_dir: Path) -> bool:
     return manifest is None or manifest.get("state") == "complete"  # None: a run made before manifests
 
 
-def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False) -> list[RunRecord]:
+def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False, trust_code: bool = False) -> list[RunRecord]:
     """All complete runs under the given dirs (each once), all of one benchmark and one spec hash."""
     if not dirs:
         raise ConfigError("no directories given; pass run directories or sweep directories")
@@ -267,7 +269,7 @@ def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False) -> list[
                 seen.setdefault(run_dir.resolve(), None)
     if not seen:
         raise ConfigError("no complete run to rank: " + "; ".join(incomplete_runs(dirs)))
-    runs = [load_run(p) for p in seen]
+    runs = [load_run(p, trust_code) for p in seen]
     hashes = {r.summary.get("spec_hash") for r in runs} - {None}
     if len(hashes) > 1 and not allow_mixed_specs:
         listing = "; ".join(f"{r.dir}: {str(r.summary.get('spec_hash'))[:12]}" for r in runs)
