@@ -196,6 +196,21 @@ def test_user_model_entries_from_conf_and_env(tmp_path: Path, env: dict[str, str
     assert json.loads((work / "out3" / "summary.json").read_text())["candidate"]["model"] == "mock/candidate"
 
 
+def test_a_jury_takes_the_shipped_entry_over_a_user_file_of_the_same_name(tmp_path: Path, env: dict[str, str]) -> None:
+    """judge=[a,b] follows the rule judge=a follows: a shipped name means the shipped entry, a new name a user's."""
+    work = tmp_path / "work"
+    for name in ("mock", "my-judge"):  # a user file shadowing the shipped mock judge, and a new name
+        (work / "conf" / "judge").mkdir(parents=True, exist_ok=True)
+        (work / "conf" / "judge" / f"{name}.yaml").write_text(
+            f"name: user-{name}\nmodel: mock/user-{name}\napi_base: null\napi_key_env: null\nparams: {{}}\n",
+            encoding="utf-8")
+    res = run(["benchmark=heartbench_en", "candidate=mock", "judge=[mock,my-judge]", "limit=1", "progress=none",
+               "hydra.run.dir=out"], env, cwd=work)
+    assert res.returncode == 0, res.stderr
+    judge = json.loads((work / "out" / "summary.json").read_text())["judge"]
+    assert judge == {"name": "mock-judge+user-my-judge", "model": "mock/judge,mock/user-my-judge"}
+
+
 # ------------------------------------------------------------------------------------------ data fetch
 
 @pytest.fixture

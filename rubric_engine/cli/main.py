@@ -124,7 +124,9 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
 
 
 def _juror(node: Any, timeout: float | None) -> Any:
-    """One jury entry: a judge entry's name (user config dirs first, then conf/judge/) or an inline entry."""
+    """One jury entry: a judge entry's name or an inline entry. A name is looked up as `judge=<name>` is (Hydra's
+    search path): the shipped conf/judge/ first, then the user's config dirs, so a shipped entry is never
+    silently replaced by a user file of the same name (docs/cli.md)."""
     from importlib import resources
 
     import yaml
@@ -137,7 +139,7 @@ def _juror(node: Any, timeout: float | None) -> Any:
     found = None
     if re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         places = [Path(d) / "judge" / f"{name}.yaml" for d in config_dirs()]
-        found = next((p for p in [*places, resources.files(CONFIG_MODULE) / "judge" / f"{name}.yaml"]
+        found = next((p for p in [resources.files(CONFIG_MODULE) / "judge" / f"{name}.yaml", *places]
                       if p.is_file()), None)
     if found is None:
         raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/ "
