@@ -212,7 +212,8 @@ def drive_clients(latency: float, reply: Callable[[dict[str, Any]], Any],
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from rubric_engine.models.cache import ResultCache  # noqa: PLC0415
-    from rubric_engine.models.client import ModelClient, ModelSpec  # noqa: PLC0415
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.models.entries import ModelSpec  # noqa: PLC0415
 
     os.environ[KEY_ENV] = "sk-bench"
 

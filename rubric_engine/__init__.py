@@ -27,7 +27,7 @@ _EXPORTS: dict[str, str] = {
     "Dataset": "datatypes", "Question": "datatypes", "Criterion": "datatypes", "Turn": "datatypes",
     "ModelSpec": "models.entries", "ModelClient": "models.client", "CallResult": "models.client",
     "ResultCache": "models.cache",
-    "judge_response": "judge.grading", "JudgeResult": "judge.grading", "Verdict": "judge.grading",
+    "judge_response": "judge.grading", "JudgeResult": "judge.grading", "Verdict": "judge.verdicts",
     "score_question": "scoring.question", "QuestionScore": "scoring.question", "FORMULAS": "scoring.question",
     "aggregate": "scoring.aggregate", "ScoredQuestion": "scoring.aggregate",
     "RubricEngineError": "errors", "SpecError": "errors", "DataError": "errors", "ConfigError": "errors",
@@ -55,7 +55,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from rubric_engine.datatypes import Criterion, Dataset, Question, Turn
     from rubric_engine.errors import (AnswersError, CacheError, ConfigError, DataError, FatalModelError, ModelCallError,
                                       RubricEngineError, SpecError)
-    from rubric_engine.judge.grading import JudgeResult, Verdict, judge_response
+    from rubric_engine.judge.grading import JudgeResult, judge_response
+    from rubric_engine.judge.verdicts import Verdict
     from rubric_engine.models.cache import ResultCache
     from rubric_engine.models.client import CallResult, ModelClient
     from rubric_engine.models.entries import ModelSpec

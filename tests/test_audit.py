@@ -16,7 +16,7 @@ import yaml
 
 import gridruns as g
 from rubric_engine.errors import ConfigError
-from rubric_engine.models.client import ModelSpec
+from rubric_engine.models.entries import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 KNOWN_FAMILIES = {"openai", "anthropic", "google", "qwen", "deepseek", "moonshot"}

@@ -12,10 +12,12 @@ import pytest
 from fakeserver import FakeServer, Reply
 
 from rubric_engine.errors import FatalModelError
-from rubric_engine.judge.grading import (RESPONSE_FORMAT, JudgeResult, VerdictError, judge_response, parse_verdict,
-                                         uses_json_schema, verdict_schema)
+from rubric_engine.judge.grading import RESPONSE_FORMAT, JudgeResult, judge_response, parse_verdict, verdict_schema
+from rubric_engine.judge.structured import uses_json_schema
+from rubric_engine.judge.verdicts import VerdictError
 from rubric_engine.models.cache import ResultCache
-from rubric_engine.models.client import ModelClient, ModelSpec
+from rubric_engine.models.client import ModelClient
+from rubric_engine.models.entries import ModelSpec
 
 
 

@@ -14,7 +14,8 @@ from fakeserver import FakeServer, Reply
 from rubric_engine.dataset.load import parse_rows
 from rubric_engine.judge.grading import JudgeResult, judge_response
 from rubric_engine.models.cache import ResultCache
-from rubric_engine.models.client import ModelClient, ModelSpec
+from rubric_engine.models.client import ModelClient
+from rubric_engine.models.entries import ModelSpec
 from rubric_engine.spec.load import load_spec
 
 REPO = Path(__file__).resolve().parents[1]

@@ -75,7 +75,8 @@ def test_a_mock_judge_is_told_the_verdict_shape_of_both_granularities(tmp_path: 
 
     from rubric_engine.dataset.load import parse_rows
     from rubric_engine.judge.grading import judge_response
-    from rubric_engine.models.client import ModelClient, ModelSpec
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.models.entries import ModelSpec
     from rubric_engine.spec.load import load_spec
 
     repo = Path(__file__).resolve().parents[1]
@@ -106,7 +107,8 @@ def test_after_the_format_fallback_invalid_replies_are_still_rejected_and_reaske
 
     from rubric_engine.judge.grading import judge_response
     from rubric_engine.models.cache import ResultCache
-    from rubric_engine.models.client import ModelClient, ModelSpec
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.models.entries import ModelSpec
 
     q1, q2 = questions[0], questions[1]
     sent: list[str] = []
@@ -134,7 +136,8 @@ def test_after_the_format_fallback_invalid_replies_are_still_rejected_and_reaske
 
 def _client(srv: FakeServer, tmp_path: Path):  # type: ignore[no-untyped-def]
     from rubric_engine.models.cache import ResultCache
-    from rubric_engine.models.client import ModelClient, ModelSpec
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.models.entries import ModelSpec
 
     return ModelClient(ModelSpec(name="j", model="openai/j", api_base=srv.url, api_key_env="FAKE_KEY"),
                        cache=ResultCache(tmp_path / "cache"), backoff_base=0.01, role="judge")

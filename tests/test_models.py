@@ -285,7 +285,8 @@ def test_fully_cached_run_never_imports_litellm(fake_server: FakeServer, cache: 
     script = textwrap.dedent(f"""
         import asyncio, sys
         from rubric_engine.models.cache import ResultCache
-        from rubric_engine.models.client import ModelClient, ModelSpec
+        from rubric_engine.models.client import ModelClient
+        from rubric_engine.models.entries import ModelSpec
         spec = ModelSpec(name="fake", model="openai/fake-model", api_base={fake_server.url!r}, api_key_env="FAKE_KEY")
         async def main():
             async with ModelClient(spec, cache=ResultCache({str(tmp_path / "cache")!r})) as c:
@@ -313,7 +314,8 @@ def test_fresh_run_closes_its_http_clients(fake_server: FakeServer) -> None:
     """aclose() leaves no 'Unclosed client session' / unclosed transport warnings (litellm #13251)."""
     script = textwrap.dedent(f"""
         import asyncio, gc
-        from rubric_engine.models.client import ModelClient, ModelSpec
+        from rubric_engine.models.client import ModelClient
+        from rubric_engine.models.entries import ModelSpec
         spec = ModelSpec(name="fake", model="openai/fake-model", api_base={fake_server.url!r}, api_key_env="FAKE_KEY")
         async def main():
             async with ModelClient(spec, cache=None, role="candidate") as a, \\

@@ -25,7 +25,7 @@ from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import CallResult, ModelClient
 from rubric_engine.models.entries import ModelSpec, cache_key
 from rubric_engine.models.litellm_runtime import LiteLLMRuntime
-from rubric_engine.models.mock import VerdictShape as MockShape, mock_reply, mock_tokens
+from rubric_engine.models.mock import MockShape, mock_reply, mock_tokens
 from rubric_engine.models.redact import redact
 
 MSGS = [{"role": "user", "content": "hello there"}]

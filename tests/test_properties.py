@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rubric_engine.datatypes import Criterion
-from rubric_engine.judge.grading import Verdict, parse_verdict
+from rubric_engine.judge.grading import parse_verdict
+from rubric_engine.judge.verdicts import Verdict
 from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, overall
 from rubric_engine.scoring.question import FORMULAS, log_normalised, score_question
 from rubric_engine.spec.files import deep_merge

@@ -10,7 +10,8 @@ import pytest
 from rich.console import Console
 
 from rubric_engine.datatypes import Criterion
-from rubric_engine.judge.grading import Verdict, VerdictError, parse_verdict
+from rubric_engine.judge.grading import parse_verdict
+from rubric_engine.judge.verdicts import Verdict, VerdictError
 from rubric_engine.report.console import print_summary
 from rubric_engine.scoring.aggregate import NO_SCENARIO, ScoredQuestion, aggregate
 from rubric_engine.scoring.question import score_question

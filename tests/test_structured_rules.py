@@ -20,7 +20,7 @@ from rubric_engine.judge.structured import Outcome, Unusable, ask_structured, on
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.entries import ModelSpec, cache_key
-from rubric_engine.models.mock import VerdictShape as MockShape
+from rubric_engine.models.mock import MockShape
 
 ASK = [{"role": "system", "content": "answer with a number"}, {"role": "user", "content": "how many?"}]
 FORMAT = {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}, "strict": True}}

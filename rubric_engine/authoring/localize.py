@@ -211,7 +211,8 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
     """Translate the selected questions; write <target>.jsonl, review.csv and the report; return the report."""
     from rubric_engine.dataset.load import load_dataset, select
     from rubric_engine.models.cache import ResultCache, default_cache_dir
-    from rubric_engine.models.client import ModelClient, ModelSpec
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.models.entries import ModelSpec
     from rubric_engine.spec.files import benchmark_search_path
     from rubric_engine.spec.load import load_spec
 

@@ -198,7 +198,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     from rubric_engine.judge.grading import shape_of
     from rubric_engine.judge.prompts import candidate_messages, judge_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
-    from rubric_engine.models.client import cache_key
+    from rubric_engine.models.entries import cache_key
     from rubric_engine.run.runner import given_answers, load_inputs
     from rubric_engine.run.settings import judges_of, repeats_of, samples_of
 

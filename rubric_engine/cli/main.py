@@ -24,8 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from rubric_engine.cli.startup import shut_down, start_up, start_up_done
 from rubric_engine.cli.subcommands import SUBCOMMANDS, fail, is_config_library_error, one_line, run_subcommand
 from rubric_engine.errors import ConfigError, RubricEngineError
-from rubric_engine.store.layout import SUMMARY_FILE
-from rubric_engine.store.runs import (ERROR_FILE)  # a failed sweep job's one line (the leaderboard lists it as not ranked)
+from rubric_engine.store.layout import ERROR_FILE, SUMMARY_FILE  # error.txt: a failed sweep job's one line
 
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
 
@@ -73,7 +72,7 @@ for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_
 
 
 def _model_spec(node: Any, role: str, timeout: float | None) -> Any:
-    from rubric_engine.models.client import ModelSpec
+    from rubric_engine.models.entries import ModelSpec
 
     if node is None:
         return None

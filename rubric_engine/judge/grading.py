@@ -21,16 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.prompts import judge_messages
-from rubric_engine.judge.structured import ask_structured, uses_json_schema
+from rubric_engine.judge.structured import ask_structured
 from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictError, VerdictShape
-from rubric_engine.models.mock import VerdictShape as MockShape
+from rubric_engine.models.mock import MockShape
 
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["Verdict", "VerdictError", "VerdictShape", "JudgeResult", "RESPONSE_FORMAT", "verdict_schema",
-           "parse_verdict", "judge_response", "add_usage", "uses_json_schema", "shape_of"]
+__all__ = ["JudgeResult", "RESPONSE_FORMAT", "verdict_schema", "parse_verdict", "judge_response", "add_usage", "shape_of"]
 
 
 def verdict_schema() -> dict[str, Any]:

@@ -5,7 +5,7 @@ silently at 1 GiB and it does blocking I/O inside async calls. A benchmark's ans
 data, so this store never evicts (`eviction_policy="none"`), never drops a write silently
 (`set` raises), and keeps values as JSON text so the database stays inspectable with sqlite3.
 
-Keys are built by `rubric_engine.models.client.cache_key`; this module only stores and reads.
+Keys are built by `rubric_engine.models.entries.cache_key`; this module only stores and reads.
 """
 
 from __future__ import annotations

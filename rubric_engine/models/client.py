@@ -23,17 +23,14 @@ from dataclasses import asdict, dataclass
 from typing import Any, Awaitable, Callable
 
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
-from rubric_engine.models.cache import ResultCache, default_cache_dir
-from rubric_engine.models.entries import CACHE_KEY_VERSION, ModelSpec, cache_key, provider_key_env
+from rubric_engine.models.cache import ResultCache
+from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, reply_cost
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.redact import register_secret
 
-# ModelSpec, cache_key, provider_key_env and CACHE_KEY_VERSION live in models/entries.py; ResultCache and
-# default_cache_dir in models/cache.py. They stay importable from here for existing callers.
-__all__ = ["ModelSpec", "CallResult", "CallStats", "ModelClient", "cache_key", "ResultCache",
-           "default_cache_dir", "provider_key_env", "CACHE_KEY_VERSION", "preload_litellm"]
+__all__ = ["CallResult", "CallStats", "ModelClient", "preload_litellm"]
 
 
 def preload_litellm() -> None:
@@ -140,7 +137,7 @@ class ModelClient:
         `cache_as`: the messages whose key stores the result (default `messages`). A re-ask passes the
         original request, so the validated answer is found again by the original request on resume. Lookups
         use `messages`: a re-ask is never answered from the entry whose reply it is re-asking about.
-        `expect` (a mockmodel.VerdictShape) tells a `mock/` model what to answer; real models ignore it."""
+        `expect` (a models/mock.MockShape) tells a `mock/` model what to answer; real models ignore it."""
         self.stats.calls += 1
         if is_mock(self.spec.model):  # deterministic and free: never stored in (or read from) the cache
             result = self._mock(messages, expect)

@@ -4,7 +4,7 @@ Why: a newcomer can run the whole pipeline (generate, judge, score, outputs) wit
 and no network (`candidate=mock judge=mock`). Nothing here imports LiteLLM. Every text a mock writes
 starts with MOCK_TAG so no output can be mistaken for a real model's.
 
-The judge layer tells the mock what shape of verdict it expects (`VerdictShape`); `mock_verdict` is the
+The judge layer tells the mock what shape of verdict it expects (`MockShape`); `mock_verdict` is the
 one function that builds a verdict from it, so a spec that declares other verdict fields only has to
 describe them in the shape.
 """
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MOCK_PREFIX", "MOCK_TAG", "VerdictShape", "is_mock", "mock_reply", "mock_verdict"]
+__all__ = ["MOCK_PREFIX", "MOCK_TAG", "MockShape", "is_mock", "mock_reply", "mock_verdict"]
 
 MOCK_PREFIX = "mock/"
 MOCK_TAG = "[mock]"
@@ -29,7 +29,7 @@ def is_mock(model: str) -> bool:
 
 
 @dataclass(frozen=True)
-class VerdictShape:
+class MockShape:
     """What a valid verdict looks like: `{list_key: [{field: value, ...} x items]}`.
 
     `fields` maps each field name to its kind: "id" (1..items), "text", "bool", "number", or a list of
@@ -59,7 +59,7 @@ def _value(kind: Any, name: str, index: int, seed: str) -> Any:
     raise ValueError(f"mock judge: unknown verdict field kind {kind!r} for {name!r}")
 
 
-def mock_verdict(shape: VerdictShape, seed: str) -> str:
+def mock_verdict(shape: MockShape, seed: str) -> str:
     """A valid verdict JSON for `shape`; the same `seed` (the prompt) always gives the same verdict."""
     items = [{name: _value(kind, name, i, seed) for name, kind in shape.fields.items()}
              for i in range(1, shape.items + 1)]
@@ -68,7 +68,7 @@ def mock_verdict(shape: VerdictShape, seed: str) -> str:
     return json.dumps({shape.list_key: items}, ensure_ascii=False)
 
 
-def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: VerdictShape | None) -> str:
+def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockShape | None) -> str:
     """The mock's answer: a verdict when the caller expects one, else a short labelled reply."""
     seed = json.dumps([model, [m.get("content") for m in messages]], ensure_ascii=False, sort_keys=True, default=str)
     if expect is not None:

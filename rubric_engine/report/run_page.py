@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rubric_engine.report import worker as report_worker
-from rubric_engine.report.worker import REPORT_FILE
 from rubric_engine.store.layout import SAMPLES_FILE
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["write_run_report", "REPORT_FILE", "REPORT_MAX_QUESTIONS"]
+__all__ = ["write_run_report", "REPORT_MAX_QUESTIONS"]
 
 # The page embeds every question (dialogue, reply, verdicts): about 6 KB of HTML and tens of KB of
 # memory per question while it is built. Past this many questions the run skips it (one line), so a

@@ -28,9 +28,10 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["start", "stop", "active", "build", "build_report", "WorkerFailed", "REPORT_FILE"]
+from rubric_engine.store.layout import REPORT_FILE
 
-REPORT_FILE = "report.html"
+__all__ = ["start", "stop", "active", "build", "build_report", "WorkerFailed"]
+
 # A page of REPORT_MAX_QUESTIONS questions takes well under a minute; a worker silent for this long is
 # hung, and the run builds its page itself rather than wait for ever.
 ANSWER_TIMEOUT = 600.0

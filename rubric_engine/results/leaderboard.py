@@ -20,14 +20,14 @@ from rubric_engine.results import intervals as nested_runs
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference
 from rubric_engine.stats.noise import pair_noise
-from rubric_engine.store.layout import SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE
-from rubric_engine.store.runs import (RERUN, RunRecord, Taxonomy, collect_runs, failed_jobs, find_run_dirs,
-                                      incomplete_runs, load_run)
+from rubric_engine.store.layout import RERUN, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE
+from rubric_engine.store.runs import (RunRecord, RunTaxonomy, collect_runs, failed_jobs, find_run_dirs, incomplete_runs,
+                                      load_run)
 
 __all__ = [
     "Row", "PairDiff", "Leaderboard", "build_leaderboard", "compare", "fmt", "length_notes",
     # reading runs lives in store/runs.py; these names stay importable from here
-    "Taxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
+    "RunTaxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
 ]
 
 _COUNTS = ("questions", "scored", "judge_errors", "candidate_errors", "catastrophic")
@@ -102,7 +102,7 @@ class PairDiff:
 class Leaderboard:
     benchmark: str
     benchmark_version: str
-    taxonomy: Taxonomy
+    taxonomy: RunTaxonomy
     rows: list[Row]
     pairs: list[PairDiff]
     n_boot: int
@@ -159,7 +159,7 @@ def _labels(runs: Sequence[RunRecord]) -> list[str]:
     return [f"{r.candidate} [{n}]" if keys.count(k) > 1 else r.candidate for r, k, n in zip(runs, keys, names)]
 
 
-def _row(run: RunRecord, label: str, tax: Taxonomy, n_boot: int, seed: int, alpha: float,
+def _row(run: RunRecord, label: str, tax: RunTaxonomy, n_boot: int, seed: int, alpha: float,
          warnings: list[str]) -> Row:
     s = run.summary
     scored = _scored(run)
@@ -224,10 +224,10 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
     """One row per run, best overall first, plus paired differences of adjacent ranks."""
     if not runs:
         raise ConfigError("no runs to rank")
-    tax = Taxonomy.from_spec(runs[0].spec, str(runs[0].dir / SPEC_FILE))
+    tax = RunTaxonomy.from_spec(runs[0].spec, str(runs[0].dir / SPEC_FILE))
     warnings: list[str] = []
     for r in runs[1:]:
-        other = Taxonomy.from_spec(r.spec, str(r.dir / SPEC_FILE))
+        other = RunTaxonomy.from_spec(r.spec, str(r.dir / SPEC_FILE))
         if other.dimensions != tax.dimensions:
             raise ConfigError(f"{r.dir / SPEC_FILE}: taxonomy differs from {runs[0].dir / SPEC_FILE}; "
                               "rank runs of one benchmark version together")

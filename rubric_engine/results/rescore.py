@@ -160,7 +160,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
     from rich.console import Console
     from rich.table import Table
 
-    from rubric_engine.store.runs import Taxonomy, collect_runs
+    from rubric_engine.store.runs import RunTaxonomy, collect_runs
 
     if formula is not None and ":" not in formula and formula not in known_names():
         raise ConfigError(f"rescore: unknown scoring.formula {formula!r}; known: {', '.join(known_names())}")
@@ -187,7 +187,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
     else:
         stem = "compare"
     out = Path(out)
-    tax = Taxonomy.from_spec(runs[0].spec, str(runs[0].dir / rundir.SPEC_FILE))
+    tax = RunTaxonomy.from_spec(runs[0].spec, str(runs[0].dir / rundir.SPEC_FILE))
     cmp = {"formula": shown, "failure_rules": rules, "outputs": {name: str(target) for name, _, _, target in pairs},
            **compare_summaries([(name, old, new) for name, old, new, _ in pairs], tax.labels)}
     rundir.write_json(out / f"{stem}.json", cmp)

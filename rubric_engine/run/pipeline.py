@@ -19,7 +19,8 @@ from rubric_engine.errors import FatalModelError, ModelCallError
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.cache import ResultCache
-from rubric_engine.models.client import ModelClient, ModelSpec
+from rubric_engine.models.client import ModelClient
+from rubric_engine.models.entries import ModelSpec
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
 from rubric_engine.run.record import Outcome

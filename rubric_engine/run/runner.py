@@ -116,7 +116,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # every stage journals; stage=generate into a journal of its own that becomes answers.jsonl (no samples.jsonl)
-    journal = out / (runstream.GENERATE_JOURNAL if settings.stage == "generate" else rundir.SAMPLES_FILE)
+    journal = out / (rundir.GENERATE_JOURNAL if settings.stage == "generate" else rundir.SAMPLES_FILE)
     digest = spec_digest(spec)
     identity = run_identity(settings, spec, digest, judges, dataset.sha256)
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read

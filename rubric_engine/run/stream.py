@@ -26,11 +26,10 @@ from rubric_engine.stats.noise import PanelFold, gradings
 from rubric_engine.stats.sampling import SectionsFold
 from rubric_engine.store import layout as rundir
 
-__all__ = ["Totals", "resume", "index", "ordered_records", "panel_sections", "finish_files", "GENERATE_JOURNAL"]
+__all__ = ["Totals", "resume", "index", "ordered_records", "panel_sections", "finish_files"]
 
-# stage=generate's journal: the same format as samples.jsonl, but the run's output is answers.jsonl,
-# so the journal is removed once answers.jsonl is written (a generate run leaves no samples.jsonl)
-GENERATE_JOURNAL = "answers.journal.jsonl"
+# stage=generate's journal (store/layout.GENERATE_JOURNAL): the same format as samples.jsonl, but the run's output
+# is answers.jsonl, so the journal is removed once answers.jsonl is written (a generate run leaves no samples.jsonl)
 
 
 @dataclass

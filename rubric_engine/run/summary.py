@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rubric_engine.models.client import ModelSpec
+from rubric_engine.errors import DataError
+from rubric_engine.models.entries import ModelSpec
 from rubric_engine.run import stream as runstream
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.scoring.aggregate import ScoredQuestion
@@ -50,7 +51,7 @@ def _answers_candidate(settings: RunSettings) -> dict[str, Any]:
     if settings.from_run:
         try:
             prior = rundir.read_summary(Path(settings.from_run)).get("candidate")
-        except (OSError, ValueError):
+        except DataError:  # an unreadable earlier summary: name the candidate after the directory
             prior = None
         if isinstance(prior, dict) and prior.get("name"):
             return {"name": str(prior["name"]), "model": prior.get("model"), "family": prior.get("family")}

@@ -29,7 +29,6 @@ __all__ = [
     "krippendorff_alpha",
     "multi_rater_alpha",
     "majority",
-    "spearman",
     "kendall_tau",
     "mean_difference",
 ]
@@ -196,31 +195,6 @@ def majority(labels: Sequence[bool]) -> bool | None:
     yes = sum(1 for x in labels if x)
     no = len(labels) - yes
     return None if yes == no else yes > no
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Average ranks (ties share the mean rank), 1-based."""
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x))
-    sx = x[order]
-    i = 0
-    while i < len(x):
-        j = i
-        while j + 1 < len(x) and sx[j + 1] == sx[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Spearman's rho (Pearson on average ranks); None when either side is constant or n < 3."""
-    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if a.size < 3 or a.size != b.size:
-        return None
-    ra, rb = _ranks(a) - (a.size + 1) / 2, _ranks(b) - (b.size + 1) / 2
-    den = math.sqrt(float(np.sum(ra * ra) * np.sum(rb * rb)))
-    return None if den == 0 else float(np.sum(ra * rb) / den)
 
 
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float | None:

@@ -27,8 +27,7 @@ from rubric_engine.scoring.aggregate import aggregate, scored_from_samples
 from rubric_engine.scoring.votes import combine
 from rubric_engine.stats.nested import LEVELS, MAX_RESAMPLED_REPEATS, Nested, multisets, nested_stats
 
-__all__ = ["check_samples", "merge_record", "rescored_record", "nested_of", "summary_sections", "SectionsFold", "compact",
-           "call_counts"]
+__all__ = ["check_samples", "merge_record", "rescored_record", "nested_of", "summary_sections", "SectionsFold", "compact"]
 
 OVERALL = "overall"
 _SCORE_KEYS = ("abilities", "item_tags", "score", "failed_rules", "catastrophic")
@@ -40,11 +39,6 @@ def check_samples(k: Any) -> int:
         raise ConfigError(f"candidate.samples={k!r}: must be a whole number >= 1 (replies drawn per question; "
                           "1 = one reply)")
     return k
-
-
-def call_counts(samples: int, judges: int, repeats: int) -> int:
-    """Calls per question and per call of one grading: samples x (1 candidate + judges x repeats)."""
-    return samples * (1 + judges * repeats)
 
 
 def _mean(values: Sequence[float]) -> float:

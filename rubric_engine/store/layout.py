@@ -13,11 +13,10 @@ import uuid
 from datetime import datetime, timezone
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rubric_engine.datatypes import Question
 from rubric_engine.errors import AnswersError, ConfigError, DataError, RubricEngineError
 
 __all__ = [
@@ -27,6 +26,10 @@ __all__ = [
     "SPEC_FILE",
     "SUMMARY_SCHEMA_VERSION",
     "MANIFEST_FILE",
+    "REPORT_FILE",
+    "ERROR_FILE",
+    "GENERATE_JOURNAL",
+    "RERUN",
     "spec_hash",
     "read_manifest",
     "begin_run",
@@ -37,7 +40,7 @@ __all__ = [
     "read_jsonl",
     "iter_jsonl",
     "read_summary",
-    "answer_rows",
+    "read_json",
     "read_answers",
 ]
 
@@ -46,6 +49,10 @@ SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
 SPEC_FILE = "spec.resolved.json"
 MANIFEST_FILE = "manifest.json"
+REPORT_FILE = "report.html"  # the run's own page (report/run_page.py)
+ERROR_FILE = "error.txt"  # what the command line leaves in a sweep job dir whose run failed
+GENERATE_JOURNAL = "answers.journal.jsonl"  # stage=generate's journal; it becomes answers.jsonl
+RERUN = "re-run or re-score this run directory"  # the fix for a run directory that cannot be read
 SUMMARY_SCHEMA_VERSION = 1
 _RUN_FILES = (ANSWERS_FILE, SAMPLES_FILE, SUMMARY_FILE)
 
@@ -190,22 +197,23 @@ def read_jsonl(path: Path, *, error: type[RubricEngineError] = AnswersError,
     return [row for _, row in iter_jsonl(path, error=error, fix=fix)]
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """A run directory's summary.json as a dict (OSError / ValueError when absent or not a JSON object)."""
-    data = json.loads((Path(run_dir) / SUMMARY_FILE).read_text(encoding="utf-8"))
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    """A run directory's JSON file (summary.json, spec.resolved.json) as a dict; DataError naming the file when
+    it is missing, not JSON or not an object. `what` names the file in the message."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(str(path), f"missing {what}", fix=RERUN) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(str(path), f"not valid JSON ({exc})", fix=RERUN) from None
     if not isinstance(data, dict):
-        raise ValueError(f"{Path(run_dir) / SUMMARY_FILE}: expected a JSON object")
+        raise DataError(str(path), f"expected a JSON object, got {type(data).__name__}")
     return data
 
 
-def answer_rows(questions: Sequence[Question], responses: Mapping[str, str | None], id_field: str) -> list[dict]:
-    """The benchmark's own rows plus a `response` field: the format score-only runs accept."""
-    rows = []
-    for q in questions:
-        row = dict(q.source_row or {id_field: q.id})
-        row["response"] = responses.get(q.id)
-        rows.append(row)
-    return rows
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run directory's summary.json (read_json: DataError when it cannot be read)."""
+    return read_json(Path(run_dir) / SUMMARY_FILE, SUMMARY_FILE)
 
 
 def read_answers(path: Path, id_field: str, known_ids: Iterable[str]) -> dict[str, str | None]:

@@ -20,18 +20,16 @@ from typing import Any, Mapping, Sequence
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, Aggregation
-from rubric_engine.store.layout import (ANSWERS_FILE, MANIFEST_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, iter_jsonl,
-                                        read_manifest)
+from rubric_engine.store.layout import (ANSWERS_FILE, ERROR_FILE, MANIFEST_FILE, RERUN, SAMPLES_FILE, SPEC_FILE,
+                                        SUMMARY_FILE, iter_jsonl, read_json, read_manifest)
 
-__all__ = ["Taxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
-           "read_dialogues", "RERUN", "ERROR_FILE"]
+__all__ = ["RunTaxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
+           "read_dialogues"]
 
-RERUN = "re-run or re-score this run directory"
-ERROR_FILE = "error.txt"  # what the CLI leaves in a sweep job dir whose run failed
 
 
 @dataclass(frozen=True)
-class Taxonomy:
+class RunTaxonomy:
     """What the reports need from the resolved spec, with English labels (ids where none)."""
 
     dimensions: dict[str, list[str]]
@@ -47,7 +45,7 @@ class Taxonomy:
     breakdowns: tuple[tuple[str, str, str], ...] = ()  # (id, title, by) of the spec's report.breakdowns
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any], where: str) -> "Taxonomy":
+    def from_spec(cls, spec: Mapping[str, Any], where: str) -> "RunTaxonomy":
         def en(obj: Any, default: str) -> str:  # obj: {labels: {en: ..}} or {en: ..} directly
             labels = obj.get("labels", obj) if isinstance(obj, Mapping) else None
             return str(labels.get("en") or default) if isinstance(labels, Mapping) else default
@@ -194,23 +192,11 @@ def failed_jobs(dirs: Sequence[Path]) -> list[str]:
     return sorted(out, key=lambda w: _natural(Path(w)))
 
 
-def _read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(str(path), f"missing {what}", fix=RERUN) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(str(path), f"not valid JSON ({exc})", fix=RERUN) from None
-    if not isinstance(data, dict):
-        raise DataError(str(path), f"expected a JSON object, got {type(data).__name__}")
-    return data
-
-
 def _read_spec(run_dir: Path, summary: Mapping[str, Any]) -> dict[str, Any]:
     """The resolved spec stored with the run; the installed benchmark only as a fallback."""
     path = run_dir / SPEC_FILE
     if path.exists():
-        return _read_json(path, "resolved spec")
+        return read_json(path, "resolved spec")
     try:
         from rubric_engine.spec.load import load_spec  # lazily: only for runs that lack their resolved spec
 
@@ -225,7 +211,7 @@ def load_run(run_dir: Path, trust_code: bool = False) -> RunRecord:
     scoring formula may be imported when the run's scores are rebuilt (as for the run itself)."""
     run_dir = Path(run_dir)
     spath = run_dir / SUMMARY_FILE
-    summary = _read_json(spath, SUMMARY_FILE)
+    summary = read_json(spath, SUMMARY_FILE)
     for key in ("benchmark", "candidate", "judge", "overall", "counts"):
         if key not in summary:
             raise DataError(str(spath), f"missing key {key!r}", fix=RERUN)

@@ -23,6 +23,7 @@ from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import ConfigError
 from rubric_engine.scoring.question import Aggregation, score_question
 from rubric_engine.stats import agreement as st
+from rubric_engine.stats.lengths import spearman
 from rubric_engine.store.layout import write_json
 from rubric_engine.validity.items import RunItems, load_items
 from rubric_engine.validity.labels import LabelSet, read_labels
@@ -129,7 +130,7 @@ def _score_level(data: RunItems, judge: dict[str, bool], ref: dict[str, bool], n
     flat = [p for v in pairs.values() for p in v]
     out: dict[str, Any] = {"replies": len(flat), "scale": scale,
                            "mean_difference": st.mean_difference(pairs, n_boot, seed),
-                           "spearman": st.spearman([p[0] for p in flat], [p[1] for p in flat])}
+                           "spearman": spearman([p[0] for p in flat], [p[1] for p in flat])}
     out["candidates"] = {c: {"replies": len(v), "judge": float(np.mean([p[0] for p in v])),
                              "human": float(np.mean([p[1] for p in v]))} for c, v in sorted(per_candidate.items())}
     cands = list(out["candidates"].values())

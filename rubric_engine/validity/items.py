@@ -21,9 +21,9 @@ from typing import Any
 
 from rubric_engine.errors import DataError
 from rubric_engine.store.layout import SAMPLES_FILE, SPEC_FILE
-from rubric_engine.store.runs import RunRecord, Taxonomy, collect_runs, read_dialogues
+from rubric_engine.store.runs import RunRecord, RunTaxonomy, collect_runs, read_dialogues
 
-__all__ = ["Item", "Verdict", "RunItems", "load_items", "reply_hash", "item_key"]
+__all__ = ["Item", "ItemVerdict", "RunItems", "load_items", "reply_hash", "item_key"]
 
 RULE_DIMENSION = "failure_rule"
 
@@ -52,7 +52,7 @@ class Item:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ItemVerdict:
     rater: str  # "judge:<name>" (with "@<run dir>" when one judge scored the same reply twice)
     key: str
     hit: bool | None  # None: the judge failed on this question (counted, never compared)
@@ -62,10 +62,10 @@ class Verdict:
 class RunItems:
     benchmark: str
     items: dict[str, Item]  # by key, in run / question / criterion order
-    verdicts: list[Verdict]
+    verdicts: list[ItemVerdict]
     replies: dict[tuple[str, str], str]  # (question id, reply id) -> reply text
     dialogues: dict[str, list[tuple[str, str, str]]]  # question id -> [(role label, role kind, text)]
-    taxonomy: Taxonomy
+    taxonomy: RunTaxonomy
     spec: dict[str, Any]
     runs: list[RunRecord]
     id_field: str = "id"  # the spec's question-id field: labels files and sheets name the column so
@@ -97,7 +97,7 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
         if (r.dir / SPEC_FILE).is_file() and r.spec.get("taxonomy") != spec.get("taxonomy"):
             raise DataError(str(r.dir / SPEC_FILE), "a different taxonomy from the first run's",
                             fix="compare runs of the same benchmark version")
-    tax = Taxonomy.from_spec(spec, str(runs[0].dir / SPEC_FILE))
+    tax = RunTaxonomy.from_spec(spec, str(runs[0].dir / SPEC_FILE))
     ability_dim = {a: d for d, abilities in tax.dimensions.items() for a in abilities}
     # one judge scoring the same reply in two runs: tell the runs apart in the rater name
     seen: dict[tuple[str, str], set[str]] = {}
@@ -145,5 +145,5 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
                                           n_criteria=len(criteria), label=str(c.get("label", "")),
                                           ability=ability, rule=rule)
                 hit = c.get("hit") if not s.get("judge_error") else None
-                out.verdicts.append(Verdict(rater=rater, key=key, hit=hit if isinstance(hit, bool) else None))
+                out.verdicts.append(ItemVerdict(rater=rater, key=key, hit=hit if isinstance(hit, bool) else None))
     return out
