@@ -25,7 +25,8 @@ from .errors import ConfigError, RubricEngineError
 from .rundir import SUMMARY_FILE
 from .runs import ERROR_FILE  # a failed sweep job's one line (the leaderboard lists it as not ranked)
 from .startup import shut_down, start_up, start_up_done
-from .subcommands import SUBCOMMANDS, fail, is_config_library_error, one_line, run_subcommand
+from .subcommands import (SUBCOMMANDS, closed_pipe, fail, is_config_library_error, one_line, pipes_close_quietly,
+                          print_quietly, run_subcommand, short_help)
 
 __all__ = ["main", "settings_from_config", "SweepLeaderboard"]
 
@@ -228,6 +229,8 @@ def _run_job(cfg: DictConfig) -> int:
                 (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
             return 1
         return 0
+    except BrokenPipeError:
+        raise  # stdout's reader left: main() ends quietly
     except KeyboardInterrupt:
         print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
         return 130
@@ -320,15 +323,6 @@ def _compose(overrides: list[str]) -> DictConfig:
         return compose(config_name="config", overrides=overrides)
 
 
-def _force_params(arg: str) -> str:
-    """`candidate.params.temperature=0`, `candidate.params={temperature:0}` (as README writes it) and
-    `candidate.timeout=30` set keys the shipped entries leave out or merge into an empty node: Hydra wants
-    `++` for those, so add it rather than answer with Hydra's "use +" advice."""
-    if re.match(r"^(candidate|judge)\.(params(\.[^=]+)?|timeout)=", arg):
-        return "++" + arg
-    return arg
-
-
 def _user_search_path(argv: list[str]) -> list[str]:
     """`hydra.searchpath=[...]` for the user's config directories (cliargs.config_dirs), so entries such as
     ./conf/candidate/<name>.yaml work after `pip install`. Hydra searches them after the package's configs:
@@ -351,30 +345,65 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: subcommands, --version, override checks, then the Hydra app."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in SUBCOMMANDS:
+    """Console-script entry point: help, subcommands, --version, argument checks, then the Hydra app.
+
+    A reader that closes stdout early (`rubric-engine --help | head -3`) ends the command quietly with
+    exit 141, as a shell reports for a program ended by SIGPIPE (subcommands.closed_pipe)."""
+    try:
+        _front(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe can no longer be caught
+    except BrokenPipeError:
+        closed_pipe()
+    except SystemExit:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            closed_pipe()
+        raise
+
+
+def _front(argv: list[str]) -> None:
+    """`rubric-engine` alone and `run` alone print the short help (exit 0); `help [SUBCOMMAND]` is --help;
+    `run key=value ...` is a run; GNU-style flags and bare words are one line each (exit 2)."""
+    from .overrides import check_command_line, check_overrides, unknown_word
+
+    run = argv[:1] == ["run"]
+    if argv[:1] == ["help"]:  # `help [TOPIC]`: the help of a subcommand or of a run
+        topic = argv[1] if len(argv) > 1 else "run"
+        if topic not in (*SUBCOMMANDS, "run"):
+            sys.exit(fail(unknown_word(topic, SUBCOMMANDS), False, hint=False))
+        argv = [topic, "--help"] if topic in SUBCOMMANDS else ["--help"]
+    argv = argv[1:] if run else argv
+    if not argv:
+        print_quietly(short_help())
+        sys.exit(0)
+    pipes_close_quietly()
+    if argv[0] in SUBCOMMANDS and not run:
         sys.exit(run_subcommand(argv[0], argv[1:], _compose))
-    if argv[:1] in (["--version"], ["-V"]):
+    if "--version" in argv or argv[:1] == ["-V"]:
         print(f"rubric-engine {_version()}")
         sys.exit(0)
+    debug = any(a.lower() == "debug=true" for a in argv)
+    argv = _rewrite(argv)
+    try:
+        check_command_line(argv, SUBCOMMANDS)
+    except RubricEngineError as exc:
+        sys.exit(fail(exc, debug, hint=False))
+    try:
+        check_overrides(argv)
+    except RubricEngineError as exc:
+        sys.exit(fail(exc, debug))
     start_up(argv)
     try:
-        _main(argv)
+        _main(argv, debug)
     finally:
         shut_down()
 
 
-def _main(argv: list[str]) -> None:
-    debug = any(a.lower() == "debug=true" for a in argv)
-    argv = _rewrite(argv)
-    try:
-        from .overrides import check_overrides
+def _main(argv: list[str], debug: bool) -> None:
+    from .overrides import hydra_form
 
-        check_overrides(argv)
-    except RubricEngineError as exc:
-        sys.exit(fail(exc, debug))
-    argv = [_force_params(a) for a in argv]
+    argv = [hydra_form(a) for a in argv]
     sys.argv = [sys.argv[0], *argv, *_user_search_path(argv)]
     # Ray (hydra/launcher=ray) reports usage statistics over the network unless told not to; an
     # evaluation run sends nothing its user did not ask for. RAY_USAGE_STATS_ENABLED=1 turns them on.
@@ -385,6 +414,8 @@ def _main(argv: list[str]) -> None:
         _hydra_app()
     except SystemExit as exc:  # a crashed sweep job that Hydra reported itself
         code = exc.code if isinstance(exc.code, int) else 1
+    except BrokenPipeError:
+        raise  # stdout's reader left: main() ends quietly
     except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
         if is_config_library_error(exc):
             sys.exit(fail(ConfigError(one_line(exc)), debug, exc))
