@@ -92,16 +92,17 @@ def _entry_advice(group: str, key: str, value: str) -> str:
     if key == f"{group}.model" and value:
         provider = value.split("/", 1)[0] if "/" in value else ""
         same: list[tuple[str, dict[str, Any]]] = []
+        own = compatible.replace("openai/<served-model-name>", value)
         for name in group_entries(group):
             path = resources.files(_CONFIG_MODULE).joinpath(group, f"{name}.yaml")
             data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-            if isinstance(data, dict) and data.get("api_key_env") and str(data.get("model", "")).split("/")[0] == provider:
+            if isinstance(data, dict) and data.get("api_key_env") and str(data.get("model")).split("/")[0] == provider:
                 same.append((name, data))
         if same:
             name, data = next(((n, d) for n, d in same if n in value), same[0])
             return (f"{group}={name} {key}={value} (the {name} entry with your model id; its key comes from "
-                    f"${data['api_key_env']}), or for a server of your own {compatible.replace('openai/<served-model-name>', value)}")
-        return compatible.replace("openai/<served-model-name>", value)
+                    f"${data['api_key_env']}), or for a server of your own {own}")
+        return own
     if key == f"{group}.api_base":
         return compatible.replace("URL", value or "URL")
     return f"{group}=<entry> {key}={value} (entries: {', '.join(group_entries(group))})"
@@ -184,7 +185,7 @@ def hydra_form(arg: str) -> str:
 
 RUN_WORDS = ("run", "help")  # the words the main command takes besides the subcommands of subcommands.py
 # Hydra's own flags (hydra._internal.utils.get_args_parser), passed through: how many values follow each
-# (None: one optional value from the given choices).
+# (a tuple: at most one, from these choices).
 _HYDRA_FLAGS: dict[str, int | tuple[str, ...]] = {
     "-h": 0, "--help": 0, "--hydra-help": 0, "--resolve": 0, "-r": 0, "--run": 0, "-m": 0, "--multirun": 0,
     "-sc": 0, "--shell-completion": 0, "-c": 1, "--cfg": 1, "-p": 1, "--package": 1, "-cp": 1,
@@ -249,7 +250,8 @@ def unknown_word(word: str, subcommands: Sequence[str]) -> ConfigError:
     hint = did_you_mean(word, words) if key is None else ""
     hint = hint or (f" (did you mean {guess}?)" if guess else "")
     return ConfigError(f"{word!r} is neither a subcommand nor a key=value override{hint}; subcommands: "
-                       f"{', '.join(words)}; a run is key=value overrides, e.g. {quickstart()} (see rubric-engine --help)")
+                       f"{', '.join(words)}; a run is key=value overrides, e.g. {quickstart()} "
+                       "(see rubric-engine --help)")
 
 
 def check_command_line(argv: Sequence[str], subcommands: Sequence[str]) -> None:

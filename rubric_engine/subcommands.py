@@ -68,7 +68,8 @@ def short_help() -> str:
     from .overrides import help_config
 
     return (f"{help_config()['header'].rstrip()}\n\nEvery key, the config groups and the current config: "
-            "rubric-engine --help\nDocs: README.md and docs/ of the source distribution (docs/cli.md: the command line)")
+            "rubric-engine --help\nDocs: README.md and docs/ of the source distribution "
+            "(docs/cli.md: the command line)")
 
 
 def print_quietly(text: str) -> None:
