@@ -191,18 +191,19 @@ def _length_points(r: Row, scale: float) -> tuple[list[float], list[float], str]
 def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None:
     """The two tables, the paired differences of adjacent ranks and the warnings, on a rich console."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from .termtext import SafeConsole, shown
+
+    console = console or SafeConsole()
     for title, head, rows in _tables(lb, compact=True):
-        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        table = Table(title=shown(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for i, h in enumerate(head):
             text = h in ("Model", "Judge")  # names fold onto two lines rather than vanish
             table.add_column(h, justify="left" if text else "right", no_wrap=not text, overflow="fold",
                              min_width=min(12, max(len(r[i]) for r in rows)) if text else None)
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(shown(cell) for cell in row))
         console.print(table)
     for note in _notes(lb):
         console.print(note, style="yellow" if note.startswith("warning:") else None, highlight=False, markup=False)
@@ -213,7 +214,7 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
                         agreement: Path | None = None) -> tuple[Leaderboard, dict[str, Path]]:
     """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
     (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
-    from rich.console import Console
+    from .termtext import SafeConsole
 
     dirs = [Path(d) for d in dirs]
     lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs), n_boot=n_boot, seed=seed)
@@ -225,7 +226,7 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
         raise ConfigError(f"leaderboard: agreement={agreement}: no such file; pass the agreement.json written by "
                           "`rubric-engine agree`")
     files = write_leaderboard(lb, target, agreement=agreement or find_agreement([target, *dirs]))
-    console = console or Console()
+    console = console or SafeConsole()
     print_leaderboard(lb, console)
     console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)
     return lb, files

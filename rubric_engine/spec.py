@@ -20,6 +20,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .errors import SpecError
+from .modelspec import PARAMS_FIX, endpoint_params
 from .scoring import FORMULAS, Aggregation
 from .speccheck import check_language, check_model
 from .specfile import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key, benchmark_search_path,
@@ -381,6 +382,9 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
             raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
                             fix="fix the jinja2 syntax") from exc
     check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
+    for bad in endpoint_params(spec.judge.model.params):
+        fail(("judge", "model", "params", bad), "an endpoint or credential is not allowed in params "
+             "(it would receive the judge's key unseen)", fix=PARAMS_FIX)
 
 
 def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None,

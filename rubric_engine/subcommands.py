@@ -26,12 +26,13 @@ Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (
 def one_line(exc: BaseException) -> str:
     """The error as one redacted line, at most 400 characters; Hydra's override errors name the override."""
     from .redact import redact
+    from .termtext import shown
 
     text = " ".join(str(exc).split())
     bad = getattr(exc, "override", None)  # Hydra's OverrideParseException names the override it choked on
     if isinstance(bad, str) and bad not in text:
         text = f"cannot parse override {bad!r}: {text}"
-    return redact(text[:400] + ("..." if len(text) > 400 else ""))
+    return shown(redact(text[:400] + ("..." if len(text) > 400 else "")), markup=False)
 
 
 def fail(exc: BaseException, debug: bool, original: BaseException | None = None, code: int = 2) -> int:

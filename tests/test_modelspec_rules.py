@@ -139,8 +139,7 @@ def test_the_default_name_is_the_id_after_the_provider() -> None:
 def test_a_key_in_params_is_refused_with_the_fix() -> None:
     with pytest.raises(ConfigError) as err:
         ModelSpec("n", "m/x", params={"api_key": "sk"})
-    assert str(err.value) == ("model 'n': params.api_key is not allowed (it would be saved with the run); put the key "
-                              "in an environment variable and name it with api_key_env")
+    assert str(err.value).startswith("model 'n': params.api_key is not allowed") and "api_key_env" in str(err.value)
 
 
 def test_hash_ignores_param_order_and_takes_any_value() -> None:
