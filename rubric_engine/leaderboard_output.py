@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rubric_engine import nested_runs
 from rubric_engine.aggregate import ability_ids
+from rubric_engine.csvcells import csv_cell
 from rubric_engine.errors import ConfigError
 from rubric_engine.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
 from rubric_engine.runs import collect_runs, failed_jobs, incomplete_runs
@@ -143,7 +144,7 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
     with files["csv"].open("w", encoding="utf-8", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(records[0]))
         writer.writeheader()
-        writer.writerows({k: ("" if v is None else v) for k, v in rec.items()} for rec in records)
+        writer.writerows({k: ("" if v is None else csv_cell(v)) for k, v in rec.items()} for rec in records)
     files["md"].write_text(_markdown(lb), encoding="utf-8")
     t, subs, abilities = lb.taxonomy, _subsets(lb), ability_ids(lb.taxonomy.dimensions)
     base = f" (decay base: {t.subset_labels.get(t.decay[2], t.decay[2])})" if t.decay else ""
