@@ -258,6 +258,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
             if role != "candidate":
                 calls *= repeats
             est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
+                         "calls_to": destination(model.model, model.api_base, model.api_key_env),
                          "repeats": 1 if role == "candidate" else repeats, "samples": k,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
@@ -286,9 +287,12 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         t.add_column(col, justify="left" if col in ("Role", "Model") else "right", overflow="fold")
     for role, e in est.items():
         cost = "unknown price" if e["cost"] is None else f"${e['cost']:.2f}"
-        t.add_row(role, e["model"], str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
+        t.add_row(shown(role), shown(e["model"]), str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
                   f"~{e['completion_tokens']:,}", cost)
     console.print(t)
+    for role, e in est.items():  # where each role's calls (and which key) would go
+        console.print(f"{shown(role)}: {shown(e['name'])} ({shown(e['model'])}) calls {shown(e['calls_to'])}",
+                      highlight=False, soft_wrap=True)
     jroles = [r for r in est if r.startswith("judge")]
     if jroles and (len(jroles) > 1 or est[jroles[0]]["repeats"] > 1):
         total = sum(est[r]["calls"] for r in jroles)

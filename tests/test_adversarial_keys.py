@@ -105,6 +105,14 @@ def test_validate_shows_each_endpoint_and_its_key_variable(tmp_path: Path) -> No
     assert "the provider's endpoint for anthropic, key from $ANTHROPIC_API_KEY" in shipped.stdout
 
 
+def test_a_dry_run_shows_where_each_role_calls(srv: FakeServer, tmp_path: Path) -> None:
+    proc = run(srv, tmp_path, "dry_run=true", "candidate.api_key_env=FAKE_KEY", "candidate.name='cand\x1b[8m'")
+    assert proc.returncode == 0, proc.stderr
+    assert f"candidate: cand\\x1b[8m (openai/cand) calls endpoint {srv.url}, key from $FAKE_KEY" in proc.stdout
+    assert f"judge: judge (openai/judge) calls endpoint {srv.url}, no key" in proc.stdout
+    assert srv.requests == []
+
+
 def test_a_spec_judge_with_its_own_endpoint_gets_only_its_named_key(srv: FakeServer, tmp_path: Path) -> None:
     srv.handler = script(judge=lambda b: json.dumps({"criteria": [{"id": i, "reasoning": "ok", "met": True}
                                                                    for i in range(1, n_items(b) + 1)]}))
