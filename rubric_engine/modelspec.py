@@ -60,6 +60,13 @@ def endpoint_params(params: Mapping[str, Any]) -> list[str]:
     return bad
 
 
+def _refuse_endpoint_params(params: Mapping[str, Any], where: str) -> None:
+    bad = endpoint_params(params)
+    if bad:
+        raise ConfigError(f"{where}.{bad[0]} is not allowed (an endpoint or credential in params would bypass "
+                          f"the key rule); {PARAMS_FIX}")
+
+
 def destination(model: str, api_base: str | None, api_key_env: str | None) -> str:
     """Where calls to this entry go and which variable's key goes with them, as validate and a run say it."""
     if api_base:
@@ -97,10 +104,7 @@ class ModelSpec:
         if not self.timeout or self.timeout <= 0:
             raise ConfigError(f"model {self.name!r}: timeout must be > 0 seconds (got {self.timeout!r})")
         params = _plain(self.params or {})
-        bad = endpoint_params(params)
-        if bad:
-            raise ConfigError(f"model {self.name!r}: params.{bad[0]} is not allowed (an endpoint or credential in "
-                              f"params would bypass the key rule); {PARAMS_FIX}")
+        _refuse_endpoint_params(params, f"model {self.name!r}: params")
         object.__setattr__(self, "params", params)
         if self.family is not None:
             fam = str(self.family).strip().lower()
@@ -131,10 +135,7 @@ class ModelSpec:
             if data.get(key) == _MISSING:
                 example = _EXAMPLES[key].format(role=role)
                 raise ConfigError(f"{role}.{key} is not set and this model entry needs it; add {example}")
-        bad = endpoint_params(data.get("params") or {})
-        if bad:
-            raise ConfigError(f"{role}.params.{bad[0]} is not allowed (an endpoint or credential in params would "
-                              f"bypass the key rule); {PARAMS_FIX}")
+        _refuse_endpoint_params(data.get("params") or {}, f"{role}.params")
         model = data.get("model")
         if not model:
             raise ConfigError(f"{role}.model is not set; e.g. {role}.model=openai/<served-model-name>")

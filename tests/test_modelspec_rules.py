@@ -164,3 +164,18 @@ def test_cache_key_reads_values_json_cannot_spell_as_text() -> None:
     one = cache_key(spec, [{"role": "user", "content": Tagged("a")}], None)
     assert one != cache_key(spec, [{"role": "user", "content": Tagged("b")}], None)
     assert one == cache_key(spec, [{"role": "user", "content": "a"}], None)
+
+
+@pytest.mark.parametrize("key", ["api_base", "base_url", "API_BASE", "azure_endpoint", "extra_headers", "headers",
+                                 "api_key", "aws_secret_access_key", "vertex_credentials", "custom_llm_provider",
+                                 "proxy_url", "http_client", "access_token"])
+def test_endpoint_and_credential_params_are_refused(key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        ModelSpec.from_config({"model": "openai/x", "params": {key: "x"}}, role="judge")
+    assert str(err.value).startswith(f"judge.params.{key} is not allowed") and "api_base field" in str(err.value)
+
+
+def test_sampling_params_are_not_mistaken_for_endpoints() -> None:
+    params = {"temperature": 0, "top_p": 1, "max_tokens": 64, "max_completion_tokens": 64, "seed": 1, "stop": ["x"],
+              "reasoning_effort": "low", "top_k": 5, "extra_body": {"x": 1}, "api_version": "2024-10-21"}
+    assert ModelSpec.from_config({"model": "openai/x", "params": params}, role="judge").params == params
