@@ -275,9 +275,11 @@ def agree_main(args: Sequence[str]) -> int:
     out = Path(opts["out"]) if opts.get("out") else Path(dirs[0]) / "agreement"
     result = agree_command([Path(d) for d in dirs], files, out, n_boot=as_int(parsed.get("n_boot", "1000"), "n_boot", "agree"),
                            seed=as_int(parsed.get("seed", "0"), "seed", "agree"), by=as_list(opts.get("by")))
+    from .termtext import shown
+
     for w in result["warnings"]:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {shown(w, markup=False)}", file=sys.stderr)
     for text in result["headline"].values():
-        print(text)
+        print(shown(text, markup=False, newlines=True))
     print(f"wrote {out / 'agreement.json'}, {out / 'agreement.md'} and {out / 'agreement.html'}")
     return 0

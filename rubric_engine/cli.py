@@ -224,7 +224,9 @@ def _run_job(cfg: DictConfig) -> int:
         summary = run_benchmark(settings_from_config(cfg, out_dir))
         why = nothing_scored(summary)
         if why:
-            print(f"rubric-engine: {why}", file=sys.stderr)
+            from .termtext import shown
+
+            print(f"rubric-engine: {shown(why, markup=False)}", file=sys.stderr)
             if hc.mode == RunMode.MULTIRUN:
                 (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
             return 1
@@ -296,7 +298,7 @@ def _build_leaderboard() -> None:
 
         leaderboard_command([_sweep.dir], out_dir=_sweep.dir, n_boot=_sweep.n_boot, seed=_sweep.seed)
     except RubricEngineError as exc:
-        print(f"rubric-engine: leaderboard not built: {exc}", file=sys.stderr)
+        print(f"rubric-engine: leaderboard not built: {one_line(exc)}", file=sys.stderr)
 
 
 def _finish_sweep(code: int) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .csvcells import cell_value
 from .errors import DataError
 from .reviewitems import RunItems
 from .rundir import iter_jsonl
@@ -87,7 +88,8 @@ def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
         if missing:
             raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
                             fix=f"a labels CSV needs the columns {', '.join(required)}")
-        return [(reader.line_num, dict(r)) for r in reader]  # line_num: the row's last physical line
+        # line_num: the row's last physical line; cell_value undoes the formula guard review.csv was written with
+        return [(reader.line_num, {k: cell_value(v) for k, v in r.items()}) for r in reader]
     return list(iter_jsonl(path, error=DataError,
                            fix=f"each line must be one JSON object with {id_field}, criterion_index, rater, met"))
 

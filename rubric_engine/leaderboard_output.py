@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rubric_engine import nested_runs
 from rubric_engine.aggregate import ability_ids
+from rubric_engine.csvcells import csv_cell
 from rubric_engine.errors import ConfigError
 from rubric_engine.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
 from rubric_engine.runs import collect_runs, failed_jobs, incomplete_runs
@@ -143,7 +144,7 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
     with files["csv"].open("w", encoding="utf-8", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(records[0]))
         writer.writeheader()
-        writer.writerows({k: ("" if v is None else v) for k, v in rec.items()} for rec in records)
+        writer.writerows({k: ("" if v is None else csv_cell(v)) for k, v in rec.items()} for rec in records)
     files["md"].write_text(_markdown(lb), encoding="utf-8")
     t, subs, abilities = lb.taxonomy, _subsets(lb), ability_ids(lb.taxonomy.dimensions)
     base = f" (decay base: {t.subset_labels.get(t.decay[2], t.decay[2])})" if t.decay else ""
@@ -191,18 +192,19 @@ def _length_points(r: Row, scale: float) -> tuple[list[float], list[float], str]
 def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None:
     """The two tables, the paired differences of adjacent ranks and the warnings, on a rich console."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from .termtext import SafeConsole, shown
+
+    console = console or SafeConsole()
     for title, head, rows in _tables(lb, compact=True):
-        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        table = Table(title=shown(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for i, h in enumerate(head):
             text = h in ("Model", "Judge")  # names fold onto two lines rather than vanish
             table.add_column(h, justify="left" if text else "right", no_wrap=not text, overflow="fold",
                              min_width=min(12, max(len(r[i]) for r in rows)) if text else None)
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(shown(cell) for cell in row))
         console.print(table)
     for note in _notes(lb):
         console.print(note, style="yellow" if note.startswith("warning:") else None, highlight=False, markup=False)
@@ -213,7 +215,7 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
                         agreement: Path | None = None) -> tuple[Leaderboard, dict[str, Path]]:
     """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
     (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
-    from rich.console import Console
+    from .termtext import SafeConsole
 
     dirs = [Path(d) for d in dirs]
     lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs), n_boot=n_boot, seed=seed)
@@ -225,7 +227,7 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
         raise ConfigError(f"leaderboard: agreement={agreement}: no such file; pass the agreement.json written by "
                           "`rubric-engine agree`")
     files = write_leaderboard(lb, target, agreement=agreement or find_agreement([target, *dirs]))
-    console = console or Console()
+    console = console or SafeConsole()
     print_leaderboard(lb, console)
     console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)
     return lb, files

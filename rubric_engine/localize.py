@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .csvcells import cell_value, csv_row
 from .errors import ConfigError, DataError
 from .rundir import write_text
 from .structured import ask_structured
@@ -266,7 +267,7 @@ def _write_outputs(spec: "BenchmarkSpec", opts: LocalizeOptions, ds: "Dataset", 
     new_rows = {r.qid: _translated_row(spec, rows[r.qid], r.turns or [], r.criteria or []) for r in ok}
     write_text(data_file, "".join(json.dumps(new_rows[r.qid], ensure_ascii=False) + "\n" for r in ok))
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows([REVIEW_COLUMNS] + [line for r in ok for line in _review_rows(
+    csv.writer(buf, lineterminator="\n").writerows([REVIEW_COLUMNS] + [csv_row(line) for r in ok for line in _review_rows(
         spec, rows[r.qid], new_rows[r.qid])])
     previous = json.loads(report_file.read_text("utf-8")) if report_file.is_file() else {}
     if review_file.is_file() and previous.get("review_sha256") not in (None, sha256_file(review_file)):
@@ -307,7 +308,7 @@ def apply_review(opts: LocalizeOptions) -> dict[str, Any]:
         with open(opts.review, encoding="utf-8-sig", newline="") as fh:
             reader, table, line = csv.reader(fh), [], 1
             for rec in reader:
-                table.append((line, rec))
+                table.append((line, [cell_value(c) for c in rec]))
                 line = reader.line_num + 1
     except OSError as exc:
         raise DataError(str(opts.review), f"cannot read the review file: {exc.strerror or exc}") from exc

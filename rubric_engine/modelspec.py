@@ -16,12 +16,23 @@ from typing import Any, Mapping
 
 from rubric_engine.errors import ConfigError
 
-__all__ = ["ModelSpec", "cache_key", "provider_key_env", "CACHE_KEY_VERSION"]
+__all__ = ["ModelSpec", "cache_key", "provider_key_env", "CACHE_KEY_VERSION", "endpoint_params", "PARAMS_FIX",
+           "destination"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
 _NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries", "max_retries"})
 _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
 _FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+# Words (as `_`-separated parts of a params key) and prefixes that name where a request goes or what
+# credential it carries: `api_base`, `base_url`, `extra_headers`, `aws_secret_access_key`, `vertex_credentials`.
+# Such a key in params would move the call (and the entry's key) somewhere `validate` does not show.
+_ENDPOINT_WORDS = frozenset({"base", "url", "urls", "uri", "endpoint", "host", "hostname", "port", "header",
+                             "headers", "key", "keys", "token", "secret", "password", "credential", "credentials",
+                             "proxy", "proxies", "auth", "authorization", "organization", "client", "provider"})
+_ENDPOINT_PREFIXES = ("api_", "aws_", "azure_", "vertex_", "gcp_", "google_", "litellm_", "watsonx_")
+_PARAMS_ALLOWED = frozenset({"api_version"})  # Azure's API version: neither an endpoint nor a credential
+PARAMS_FIX = ("set the endpoint with the entry's own api_base field and the key with api_key_env (a key goes only "
+              "where its entry's api_base sends it, and validate shows both)")
 _MISSING = "???"  # OmegaConf's mandatory value, as to_container() leaves it when nobody set it
 _EXAMPLES = {"model": "{role}.model=openai/<served-model-name>",
              "api_base": "{role}.api_base=http://<host>:<port>/v1 (the server's OpenAI-compatible URL)"}
@@ -35,6 +46,34 @@ def provider_key_env(model: str) -> str:
         provider = next((p for p in ("claude", "gemini", "mistral", "deepseek") if model.startswith(p)), "openai")
         provider = {"claude": "anthropic"}.get(provider, provider)
     return _KEY_ENV_EXCEPTIONS.get(provider, f"{provider.upper()}_API_KEY")
+
+
+def endpoint_params(params: Mapping[str, Any]) -> list[str]:
+    """The keys of `params` that name an endpoint, a header or a credential (refused: see PARAMS_FIX)."""
+    bad = []
+    for key in map(str, params):
+        low = key.lower()
+        if low in _PARAMS_ALLOWED:
+            continue
+        if low.startswith(_ENDPOINT_PREFIXES) or _ENDPOINT_WORDS & set(re.split(r"[_\-.]", low)):
+            bad.append(key)
+    return bad
+
+
+def _refuse_endpoint_params(params: Mapping[str, Any], where: str) -> None:
+    bad = endpoint_params(params)
+    if bad:
+        raise ConfigError(f"{where}.{bad[0]} is not allowed (an endpoint or credential in params would bypass "
+                          f"the key rule); {PARAMS_FIX}")
+
+
+def destination(model: str, api_base: str | None, api_key_env: str | None) -> str:
+    """Where calls to this entry go and which variable's key goes with them, as validate and a run say it."""
+    if api_base:
+        key = f"key from ${api_key_env}" if api_key_env else "no key (placeholder 'no-key')"
+        return f"endpoint {api_base}, {key}"
+    return (f"the provider's endpoint for {model.split('/', 1)[0] if '/' in model else model}, "
+            f"key from ${api_key_env or provider_key_env(model)}")
 
 
 def _plain(value: Any) -> Any:
@@ -65,9 +104,7 @@ class ModelSpec:
         if not self.timeout or self.timeout <= 0:
             raise ConfigError(f"model {self.name!r}: timeout must be > 0 seconds (got {self.timeout!r})")
         params = _plain(self.params or {})
-        if "api_key" in params:
-            raise ConfigError(f"model {self.name!r}: params.api_key is not allowed (it would be saved with the run); "
-                              "put the key in an environment variable and name it with api_key_env")
+        _refuse_endpoint_params(params, f"model {self.name!r}: params")
         object.__setattr__(self, "params", params)
         if self.family is not None:
             fam = str(self.family).strip().lower()
@@ -98,6 +135,7 @@ class ModelSpec:
             if data.get(key) == _MISSING:
                 example = _EXAMPLES[key].format(role=role)
                 raise ConfigError(f"{role}.{key} is not set and this model entry needs it; add {example}")
+        _refuse_endpoint_params(data.get("params") or {}, f"{role}.params")
         model = data.get("model")
         if not model:
             raise ConfigError(f"{role}.model is not set; e.g. {role}.model=openai/<served-model-name>")

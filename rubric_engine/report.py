@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from .termtext import shown
+
 __all__ = ["ProgressBoard", "StageProgress", "print_summary", "breakdown_tables", "print_length", "format_tokens"]
 
 
@@ -111,7 +113,7 @@ class ProgressBoard:
     def note(self, text: str) -> None:
         """A one-line event (LiteLLM loading, a retry, a rate-limit wait) shown in every mode but none."""
         if self._progress is not None:
-            self._progress.console.print(text, highlight=False, soft_wrap=True)
+            self._progress.console.print(shown(text), highlight=False, soft_wrap=True)
         elif self.mode != "none":
             self._print(text)
 
@@ -127,7 +129,7 @@ class ProgressBoard:
 
     def _print(self, text: str) -> None:
         # plain print, never rich: a CI log gets one unwrapped line whatever its width
-        print(text, file=sys.stderr if self.console.stderr else sys.stdout, flush=True)
+        print(shown(text, markup=False, newlines=True), file=sys.stderr if self.console.stderr else sys.stdout, flush=True)
 
 
 def _fmt(x: float | None) -> str:
@@ -182,11 +184,11 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     head.add_row("Questions scored", f"{c['scored']} of {c['questions']}")
     console.print(head)
     for table in breakdown_tables(summary, spec):
-        t = Table(title=f"{table['title']} (0-{spec.get('scoring', {}).get('scale', 100):g})")
-        t.add_column(table["title"])
+        t = Table(title=f"{shown(table['title'])} (0-{spec.get('scoring', {}).get('scale', 100):g})")
+        t.add_column(shown(table["title"]))
         t.add_column("Score", justify="right")
         for label, value in table["rows"]:
-            t.add_row(label, _fmt(value))
+            t.add_row(shown(label), _fmt(value))
         console.print(t)
 
     if summary.get("length"):
@@ -238,7 +240,7 @@ def print_length(length: Mapping[str, Any], taxonomy: Mapping[str, Any], console
     for dim in taxonomy.get("dimensions", []):
         for ab in dim.get("abilities", []):
             r = length.get("abilities", {}).get(ab["id"]) or {}
-            t.add_row(f"  {_label(ab.get('labels', {}), locale, ab['id'])}", *(_rho(r.get(m)) for m in measures))
+            t.add_row(f"  {shown(_label(ab.get('labels', {}), locale, ab['id']))}", *(_rho(r.get(m)) for m in measures))
     console.print(t)
     if length.get("note"):
         console.print(f"length: {length['note']}", highlight=False, soft_wrap=True)

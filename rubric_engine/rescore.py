@@ -173,8 +173,9 @@ def _markdown(cmp: Mapping[str, Any], formula: str, rules: bool) -> str:
 def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str | None = None,
                     rules: bool = True, console: Any = None) -> dict[str, Any]:
     """Re-score every run under `dirs`; write each into out (or beside the one run) plus compare.md/json."""
-    from rich.console import Console
     from rich.table import Table
+
+    from . import termtext
 
     from .runs import Taxonomy, collect_runs
 
@@ -208,7 +209,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
            **compare_summaries([(name, old, new) for name, old, new, _ in pairs], tax.labels)}
     rundir.write_json(out / f"{stem}.json", cmp)
     (out / f"{stem}.md").write_text(_markdown(cmp, shown, rules), encoding="utf-8")
-    console = console or Console()
+    console = console or termtext.SafeConsole()
     if len(cmp["runs"]) == 1:
         r = cmp["runs"][0]
         t = Table(title=f"{r['run']}: overall {_fmt(r['overall_before'])} -> {_fmt(r['overall_after'])} "
@@ -217,7 +218,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
             t.add_column(col, justify="left" if not col else "right")
         for row in r["rows"]:
             rank = f"{row['rank_before'] or '—'} -> {row['rank_after'] or '—'}"
-            label = f"  {row['label']}" if row["kind"] == "ability" else f"[bold]{row['label']}"
+            label = f"  {termtext.shown(row['label'])}" if row["kind"] == "ability" else f"[bold]{termtext.shown(row['label'])}"
             t.add_row(label, _fmt(row["before"]), _fmt(row["after"]), _fmt(row["delta"], True),
                       f"[bold]{rank}" if row["moved"] else rank)
     else:
@@ -226,7 +227,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
             t.add_column(col, justify="left" if col == "Run" else "right", overflow="fold")
         for r in cmp["runs"]:
             rank = f"{r['rank_before'] or '—'} -> {r['rank_after'] or '—'}"
-            t.add_row(r["run"], _fmt(r["overall_before"]), _fmt(r["overall_after"]),
+            t.add_row(termtext.shown(r["run"]), _fmt(r["overall_before"]), _fmt(r["overall_after"]),
                       f"[bold]{rank}" if r["rank_before"] != r["rank_after"] else rank,
                       str(sum(row["moved"] for row in r["rows"] if row["kind"] == "ability")))
     console.print(t)

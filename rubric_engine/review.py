@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .csvcells import csv_row
 from .errors import ConfigError
 from .cliargs import COMMANDS, HelpRequested, as_int, as_list, parse
 from .review_html import ReviewCriterion, ReviewQuestion, render_review_page
@@ -114,7 +115,7 @@ def _csv(sid: str, questions: Sequence[ReviewQuestion], id_field: str) -> str:
     for q in questions:
         for c in q.criteria:
             weight = "" if c.weight is None else (int(c.weight) if float(c.weight).is_integer() else c.weight)
-            w.writerow([sid, c.key, q.qid, c.index, c.text, weight, "", "", ""])
+            w.writerow(csv_row([sid, c.key, q.qid, c.index, c.text, weight, "", "", ""]))
     return buf.getvalue()
 
 

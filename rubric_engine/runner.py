@@ -37,6 +37,7 @@ from .runsummary import _summary
 from .scores import question_score
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 from .speccheck import check_breakdowns_against_tags
+from .termtext import SafeConsole, shown
 
 __all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge", "judges_of"]
 
@@ -128,17 +129,17 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
     so `rubric-engine ... > result.txt` keeps results apart from progress.
     """
-    console = console or Console(stderr=True)
-    results = results or Console()
+    console = console or SafeConsole(stderr=True)
+    results = results or SafeConsole()
     _start_litellm_early(settings)
     spec, dataset, rows = _load(settings, lazy=True)
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
     questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
     for warning in dataset.warnings:
-        console.print(f"[yellow]data warning:[/] {warning}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]data warning:[/] {shown(warning)}", highlight=False, soft_wrap=True)
     if not _shipped(spec):
-        console.print(f"spec: {spec.dir} (not the shipped {spec.name})" if _shipped_name(spec.name) else
-                      f"spec: {spec.dir}", highlight=False, soft_wrap=True)
+        console.print(f"spec: {shown(spec.dir)} (not the shipped {shown(spec.name)})" if _shipped_name(spec.name) else
+                      f"spec: {shown(spec.dir)}", highlight=False, soft_wrap=True)
     given = _given_answers(settings, spec, [r.id for r in dataset.questions.refs])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
@@ -151,7 +152,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     mocks = [m.name for m in (settings.candidate if need_candidate else None,
                               *(judges if settings.stage != "generate" else ())) if m is not None and is_mock(m.model)]
     if mocks:
-        console.print(f"[yellow]warning:[/] {', '.join(mocks)}: offline mock model(s); replies and verdicts are "
+        console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
     check_api_keys(settings.candidate if need_candidate else None, *(judges if settings.stage != "generate" else ()))
 

@@ -20,6 +20,7 @@ import jinja2
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .errors import SpecError
+from .modelspec import PARAMS_FIX, endpoint_params
 from .scoring import FORMULAS, Aggregation
 from .speccheck import check_language, check_model
 from .specfile import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key, benchmark_search_path,
@@ -262,7 +263,9 @@ class BenchmarkSpec(_Model):
         if not rel:
             raise SpecError(str(self._files[-1]), str(field), "no template set", fix=f"set {field} to a file")
         o = self.origin(field) if field else None
-        return (o[0].parent if o else self._dir) / str(rel)
+        path = (o[0].parent if o else self._dir) / str(rel)
+        self._confine(path, field or relpath_or_field, str(rel), o)
+        return path
 
     def read_template(self, relpath_or_field: str) -> str:
         path = self.template_path(relpath_or_field)
@@ -280,7 +283,24 @@ class BenchmarkSpec(_Model):
         if not self.data.path:
             return None
         p, o = Path(self.data.path).expanduser(), self.origin("data.path")
-        return p if p.is_absolute() else (o[0].parent if o else self._dir) / p
+        path = p if p.is_absolute() else (o[0].parent if o else self._dir) / p
+        self._confine(path, "data.path", self.data.path, o, shipped_data=True)
+        return path
+
+    def _confine(self, path: Path, key: str, value: str, origin: tuple[Path, int] | None,
+                 shipped_data: bool = False) -> None:
+        """A file a spec names must lie, symlinks resolved, inside a directory of its extends chain (data
+        also in the package's own data directory): a stranger's spec must not read ~/.aws/credentials into
+        a prompt that goes to its own endpoint. A user's `data.path=` on the command line is not checked."""
+        roots = [f.parent.resolve() for f in self._files] or [self._dir.resolve()]
+        if shipped_data:
+            roots.append(_shipped_data_dir())
+        if not any(path.resolve().is_relative_to(root) for root in roots):
+            where = f"{origin[0]}:{origin[1]}" if origin else str(self._files[-1] if self._files else self._dir)
+            home = (origin[0].parent if origin else self._dir).resolve()
+            raise SpecError(where, key, "the path leads outside the spec's directory (symlinks count where they "
+                            "point)", value=value, fix=f"keep the file inside {home}"
+                            + (", or pass data.path=FILE on the command line" if shipped_data else ""))
 
     def resolved(self) -> dict[str, Any]:
         """JSON-ready dump of the merged spec plus its files (for spec.resolved.json)."""
@@ -288,6 +308,13 @@ class BenchmarkSpec(_Model):
 
 
 # ------------------------------------------------------------------------------------------------ validation
+
+def _shipped_data_dir() -> Path:
+    """The package's own data directory (shipped samples the shipped specs name with ../../data/...)."""
+    from importlib.resources import files
+
+    return Path(os.fspath(files("rubric_engine.data"))).resolve()  # type: ignore[arg-type]
+
 
 def known_formulas() -> tuple[str, ...]:
     """Formula names, from rubric_engine.scoring (the one source of truth)."""
@@ -381,6 +408,9 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
             raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
                             fix="fix the jinja2 syntax") from exc
     check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
+    for bad in endpoint_params(spec.judge.model.params):
+        fail(("judge", "model", "params", bad), "an endpoint or credential is not allowed in params "
+             "(it would receive the judge's key unseen)", fix=PARAMS_FIX)
 
 
 def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None,

@@ -41,13 +41,14 @@ def one_line(exc: BaseException) -> str:
     would build a key the engine does not check) a line pointing to --help, and its URL is dropped."""
     from .overrides import override_syntax_error
     from .redact import redact
+    from .termtext import shown
 
     bad = getattr(exc, "override", None)  # Hydra's OverrideParseException names the override it choked on
     text = override_syntax_error(bad) if isinstance(bad, str) else " ".join(str(exc).split())
     for pattern, words in _HYDRA_ADVICE:
         text = pattern.sub(lambda m: words.format(m.group(1)), text)  # noqa: B023 - used at once
     text = re.sub(r"\s*See https?://hydra\.cc\S*( for details)?", "", text)
-    return redact(text[:400] + ("..." if len(text) > 400 else ""))
+    return shown(redact(text[:400] + ("..." if len(text) > 400 else "")), markup=False)
 
 
 def fail(exc: BaseException, debug: bool, original: BaseException | None = None, code: int = 2,

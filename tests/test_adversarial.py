@@ -185,12 +185,7 @@ def test_connection_refused_stops_the_run(tmp_path: Path) -> None:
 # -- item 6: an exception inside a per-question task is one line --------------------------------------------
 
 def test_template_failing_mid_run_is_one_line(srv: FakeServer, tmp_path: Path) -> None:
-    bench = tmp_path / "benches" / "flaky"
-    shipped = Path(str(files("rubric_engine.benchmarks"))) / "heartbench_en"
-    shutil.copytree(shipped, bench)
-    data = Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl"
-    (bench / "benchmark.yaml").write_text((bench / "benchmark.yaml").read_text("utf-8").replace(
-        "path: ../../data/heartbench_en_sample.jsonl", f"path: {data}"), "utf-8")
+    bench = hostile_spec(tmp_path)
     judge_tpl = bench / "judge.j2"
     judge_tpl.write_text("{% if question.id == 'enq005' %}{{ not_a_variable }}{% endif %}"
                          + judge_tpl.read_text("utf-8"), "utf-8")
@@ -274,12 +269,13 @@ def test_echoed_key_on_a_run_stopping_error_is_redacted(srv: FakeServer, tmp_pat
 # -- items 1 and 2: a hostile spec directory ------------------------------------------------------------------
 
 def hostile_spec(tmp: Path, judge_template: str | bytes | None = None, yaml_text: str | None = None) -> Path:
-    """A copy of the shipped English spec with its data path made absolute, then one hostile change."""
+    """A copy of the shipped English spec with its data file beside it (a spec reads files only inside its own
+    directory), then one hostile change."""
     bench = tmp / "benches" / "hostile"
     shutil.copytree(Path(str(files("rubric_engine.benchmarks"))) / "heartbench_en", bench)
-    data = Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl"
+    shutil.copy(Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl", bench / "rows.jsonl")
     spec = (bench / "benchmark.yaml").read_text("utf-8").replace(
-        "path: ../../data/heartbench_en_sample.jsonl", f"path: {data}")
+        "path: ../../data/heartbench_en_sample.jsonl", "path: rows.jsonl")
     (bench / "benchmark.yaml").write_text(yaml_text if yaml_text is not None else spec, "utf-8")
     if isinstance(judge_template, bytes):
         (bench / "judge.j2").write_bytes(judge_template)
