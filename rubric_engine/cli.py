@@ -228,9 +228,10 @@ def _run_job(cfg: DictConfig) -> int:
                 (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
             return 1
         return 0
-    except KeyboardInterrupt:
-        print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        if sweeping:
+            raise  # the sweep stops too; _main says it once
+        return _interrupted(exc)
     except Exception as exc:  # noqa: BLE001 - every failure is one line (traceback only with debug=true)
         # In a sweep an error in one job must not stop the others or the leaderboard: Hydra's sweeper
         # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
@@ -238,6 +239,15 @@ def _run_job(cfg: DictConfig) -> int:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / ERROR_FILE).write_text(f"{one_line(exc)}\n", encoding="utf-8")
         return fail(exc, bool(cfg.debug))
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """Ctrl-C or SIGTERM: one line, and 130 / 143 (interrupt.py)."""
+    from .interrupt import RESUME_HINT, exit_code
+
+    name = "SIGTERM" if exit_code(exc) == 143 else "Ctrl-C"
+    print(f"rubric-engine: interrupted ({name}); {RESUME_HINT}", file=sys.stderr)
+    return exit_code(exc)
 
 
 _exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
@@ -359,6 +369,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"rubric-engine {_version()}")
         sys.exit(0)
     start_up(argv)
+    from .interrupt import install_sigterm
+
+    install_sigterm()  # SIGTERM ends a run like Ctrl-C: a message, the journal closed, exit 143
     try:
         _main(argv)
     finally:
@@ -385,6 +398,8 @@ def _main(argv: list[str]) -> None:
         _hydra_app()
     except SystemExit as exc:  # a crashed sweep job that Hydra reported itself
         code = exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt as exc:  # a signal while Hydra composed, or during a sweep: no leaderboard
+        sys.exit(_interrupted(exc))
     except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
         if is_config_library_error(exc):
             sys.exit(fail(ConfigError(one_line(exc)), debug, exc))

@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from . import rundir, runstream
+from . import interrupt, rundir, runstream
 from .cache import ResultCache, default_cache_dir
 from .dataset import load_dataset, select
 from .datatypes import Dataset, Question, QuestionRows
@@ -198,11 +198,15 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
 
     try:
         calls = asyncio.run(_run_async(settings, spec, todo, given, judges, cache, console, stages, finished))
+    except asyncio.CancelledError:
+        if not interrupt.stopped():
+            raise
     finally:
         if writer is not None:
-            writer.close()
+            writer.close()  # synced: every question finished before a signal is in the journal
         if cache is not None:
             cache.close()
+    interrupt.check_stopped()  # a signal: Interrupted (exit 130 / 143), the same command resumes
     timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
     timing["total"] = round(time.monotonic() - t0, 3)
 
