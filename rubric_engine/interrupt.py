@@ -18,7 +18,7 @@ import warnings
 from types import FrameType
 from typing import Any
 
-__all__ = ["Interrupted", "SignalStop", "stopped", "check_stopped", "exit_code", "install_sigterm", "RESUME_HINT"]
+__all__ = ["Interrupted", "SignalStop", "stopped", "check_stopped", "handlers", "exit_code", "install_sigterm", "RESUME_HINT"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 RESUME_HINT = "finished questions are saved and completed calls are cached: run the same command to resume"
@@ -42,10 +42,23 @@ def stopped() -> bool:
     return bool(_state["signum"])
 
 
-def check_stopped() -> None:
-    """Raise `Interrupted` (the first signal's) when a signal stopped the calls; nothing otherwise."""
-    if _state["signum"]:
-        raise Interrupted(_state["signum"])
+def handlers() -> dict[int, Any]:
+    """The process's current SIGINT / SIGTERM handlers, for `check_stopped` to put back."""
+    return {sig: signal.getsignal(sig) for sig in SIGNALS}
+
+
+def check_stopped(saved: dict[int, Any] | None = None) -> None:
+    """Raise `Interrupted` (the first signal's) when a signal stopped the calls; nothing otherwise. Before
+    raising, the handlers in `saved` are put back (after an interruption a second signal exits at once
+    until the journal is closed; a Python caller then gets its own handlers again)."""
+    if not _state["signum"]:
+        return
+    for sig, old in (saved or {}).items():
+        try:
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        except (ValueError, TypeError):  # not the main thread
+            pass
+    raise Interrupted(_state["signum"])
 
 
 def exit_code(exc: BaseException) -> int:
@@ -115,5 +128,5 @@ class SignalStop:
         assert self._loop is not None
         for sig, old in self._old.items():
             self._loop.remove_signal_handler(sig)
-            signal.signal(sig, _exit_now if self.signum else old)
+            signal.signal(sig, _exit_now if self.signum else old if old is not None else signal.SIG_DFL)
         self._old.clear()

@@ -207,6 +207,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
         writer.append(rec)
         totals.add(rec)
 
+    saved = interrupt.handlers()
     try:
         calls = asyncio.run(_run_async(settings, spec, todo, given, judges, cache, console, stages, finished))
     except asyncio.CancelledError:
@@ -217,7 +218,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
             writer.close()  # synced: every question finished before a signal is in the journal
         if cache is not None:
             cache.close()
-    interrupt.check_stopped()  # a signal: Interrupted (exit 130 / 143), the same command resumes
+    interrupt.check_stopped(saved)  # a signal: Interrupted (exit 130 / 143), the same command resumes
     timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
     timing["total"] = round(time.monotonic() - t0, 3)
 
