@@ -273,10 +273,8 @@ class ModelClient:
                 if stopped():  # a signal stopped the run: no request leaves, even if a cancellation was lost
                     raise asyncio.CancelledError
                 self.stats.requests += 1
-                try:  # outer guard in case a provider path ignores timeout=; asyncio.timeout, unlike 3.11's
-                    # wait_for, never swallows a cancellation that lands as the call finishes
-                    async with asyncio.timeout(self.spec.timeout + 30.0):
-                        response = await litellm.acompletion(**kwargs)
+                try:  # outer guard in case a provider path ignores timeout=
+                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout + 30.0)
                     text, prompt_tokens, completion_tokens = parse_reply(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
                     failure, error = classify(exc, self._key), exc

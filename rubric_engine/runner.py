@@ -141,7 +141,6 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     """
     console = console or Console(stderr=True)
     results = results or Console()
-    check_run_keys(settings)  # every model's key, before the data is read (or downloaded) and any call
     _start_litellm_early(settings)
     spec, dataset, rows = _load(settings, lazy=True)
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
@@ -165,6 +164,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     if mocks:
         console.print(f"[yellow]warning:[/] {', '.join(mocks)}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
+    check_keys(*models_to_call(settings, spec))  # every model's key, before the first call
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
