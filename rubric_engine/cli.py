@@ -22,8 +22,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError, RubricEngineError
-from .rundir import SUMMARY_FILE
-from .runs import ERROR_FILE  # a failed sweep job's one line (the leaderboard lists it as not ranked)
+from .rundir import SUMMARY_FILE, discard_untouched, untouched
+from .runs import ERROR_FILE, REJECTED_FILE  # a failed / rejected sweep job's one line (listed as not ranked)
 from .startup import shut_down, start_up, start_up_done
 from .subcommands import (SUBCOMMANDS, closed_pipe, fail, is_config_library_error, one_line, pipes_close_quietly,
                           print_quietly, run_subcommand, short_help)
@@ -73,13 +73,13 @@ for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_
         OmegaConf.register_new_resolver(_name, _fn)
 
 
-def _model_spec(node: Any, role: str, timeout: float | None) -> Any:
+def _model_spec(node: Any, role: str, timeout: float | None, given: set[str] | None = None) -> Any:
     from .models import ModelSpec
 
     if node is None:
         return None
     data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-    given = _overridden_keys()
+    given = _overridden_keys() if given is None else given
     if f"{role}.api_base" in given and f"{role}.api_key_env" not in given and isinstance(data, dict):
         # An endpoint moved on the command line gets a key only when the same command line names it:
         # `candidate=gpt-4o candidate.api_base=http://elsewhere` must not carry $OPENAI_API_KEY there.
@@ -87,15 +87,18 @@ def _model_spec(node: Any, role: str, timeout: float | None) -> Any:
     return ModelSpec.from_config(data, role=role, timeout=timeout)  # type: ignore[arg-type]
 
 
-def _overridden_keys() -> set[str]:
-    """Keys set on the command line of this Hydra job (empty outside Hydra)."""
-    if not HydraConfig.initialized():
+def _overridden_keys(overrides: list[str] | None = None) -> set[str]:
+    """Keys set on the command line of this Hydra job (empty outside Hydra), or in `overrides`."""
+    if overrides is None and not HydraConfig.initialized():
         return set()
-    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+    return {o.split("=", 1)[0].lstrip("+~") for o in (HydraConfig.get().overrides.task if overrides is None
+                                                       else overrides)}
 
 
-def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
-    """Turn the composed Hydra config into the engine's plain `RunSettings`."""
+def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | None = None) -> Any:
+    """Turn the composed Hydra config into the engine's plain `RunSettings`. `overrides`: the job's command
+    line when `cfg` was composed outside a Hydra job (a sweep's jobs checked before the first one runs)."""
+    given = _overridden_keys(overrides)
     from .runner import RunSettings
 
     def opt(key: str) -> Any:
@@ -109,11 +112,11 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     if ids is not None:
         ids = [str(i) for i in ids]  # ids are compared as strings everywhere
     _check_values(cfg)
-    jury = [_juror(j, opt("timeout")) for j in (opt("jury.judges") or [])]
+    jury = [_juror(j, opt("timeout"), given) for j in (opt("jury.judges") or [])]
     return RunSettings(
         benchmark=str(cfg.benchmark), out_dir=out_dir,
-        candidate=_model_spec(opt("candidate"), "candidate", opt("timeout")),
-        judge=_model_spec(opt("judge"), "judge", opt("timeout")), timeout=opt("timeout"),
+        candidate=_model_spec(opt("candidate"), "candidate", opt("timeout"), given),
+        judge=_model_spec(opt("judge"), "judge", opt("timeout"), given), timeout=opt("timeout"),
         benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
@@ -124,7 +127,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
     )
 
 
-def _juror(node: Any, timeout: float | None) -> Any:
+def _juror(node: Any, timeout: float | None, given: set[str]) -> Any:
     """One jury entry: a judge entry's name (user config dirs first, then conf/judge/) or an inline entry."""
     from importlib import resources
 
@@ -133,7 +136,7 @@ def _juror(node: Any, timeout: float | None) -> Any:
     from .cliargs import config_dirs
 
     if isinstance(node, DictConfig):
-        return _model_spec(node, "judge", timeout)
+        return _model_spec(node, "judge", timeout, given)
     name = str(node)
     found = None
     if re.fullmatch(r"[A-Za-z0-9_.-]+", name):
@@ -143,7 +146,7 @@ def _juror(node: Any, timeout: float | None) -> Any:
     if found is None:
         raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/ "
                           "or inline entries {name: x, model: provider/model, ...}")
-    return _model_spec(yaml.safe_load(found.read_text(encoding="utf-8")), "judge", timeout)
+    return _model_spec(yaml.safe_load(found.read_text(encoding="utf-8")), "judge", timeout, given)
 
 
 _ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie",  # run-level keys spelled under judge / candidate
@@ -213,7 +216,8 @@ def _run_job(cfg: DictConfig) -> int:
     out_dir = Path(hc.runtime.output_dir)
     sweeping = hc.mode == RunMode.MULTIRUN
     if sweeping:
-        (out_dir / ERROR_FILE).unlink(missing_ok=True)  # a re-run job in a reused sweep dir starts clean
+        for name in (ERROR_FILE, REJECTED_FILE):  # a re-run job in a reused sweep dir starts clean
+            (out_dir / name).unlink(missing_ok=True)
     start_up_done()  # Hydra has composed: the GC paused by start_up is back on for whatever the job does
     try:
         if cfg.dry_run:
@@ -233,16 +237,30 @@ def _run_job(cfg: DictConfig) -> int:
         return 0
     except BrokenPipeError:
         raise  # stdout's reader left: main() ends quietly
-    except KeyboardInterrupt:
-        print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        if sweeping:
+            raise  # the sweep stops too; _main says it once
+        discard_untouched(out_dir)  # stopped before it wrote anything: no empty run left behind
+        return _interrupted(exc)
     except Exception as exc:  # noqa: BLE001 - every failure is one line (traceback only with debug=true)
         # In a sweep an error in one job must not stop the others or the leaderboard: Hydra's sweeper
         # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
-        if sweeping:
+        if sweeping:  # rejected before it wrote anything (typo, key, spec): marked so, not "did not finish"
             out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / ERROR_FILE).write_text(f"{one_line(exc)}\n", encoding="utf-8")
+            (out_dir / (REJECTED_FILE if untouched(out_dir) else ERROR_FILE)).write_text(f"{one_line(exc)}\n",
+                                                                                         encoding="utf-8")
+        else:
+            discard_untouched(out_dir)  # rejected before it wrote anything (typo, key, spec): no debris
         return fail(exc, bool(cfg.debug))
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """Ctrl-C or SIGTERM: one line, and 130 / 143 (interrupt.py)."""
+    from .interrupt import RESUME_HINT, exit_code
+
+    name = "SIGTERM" if exit_code(exc) == 143 else "Ctrl-C"
+    print(f"rubric-engine: interrupted ({name}); {RESUME_HINT}", file=sys.stderr)
+    return exit_code(exc)
 
 
 _exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
@@ -312,8 +330,8 @@ def _finish_sweep(code: int) -> int:
     started = sorted(p.parent for p in _sweep.dir.rglob(".hydra") if p.is_dir())  # every job that began
     failed = [job for job in started if not (job / SUMMARY_FILE).is_file()]  # error.txt, or it died
     if failed:
-        print(f"rubric-engine: {len(failed)} sweep job(s) failed or did not finish, not ranked (see error.txt "
-              f"in {', '.join(str(job) for job in failed)})", file=sys.stderr)
+        print(f"rubric-engine: {len(failed)} sweep job(s) failed, were rejected or did not finish, not ranked "
+              f"(see error.txt or rejected.txt in {', '.join(str(job) for job in failed)})", file=sys.stderr)
         code = max(code, 2)
     return code
 
@@ -396,6 +414,9 @@ def _front(argv: list[str]) -> None:
     except RubricEngineError as exc:
         sys.exit(fail(exc, debug))
     start_up(argv)
+    from .interrupt import install_sigterm
+
+    install_sigterm()  # SIGTERM ends a run like Ctrl-C: a message, the journal closed, exit 143
     try:
         _main(argv, debug)
     finally:
@@ -406,6 +427,12 @@ def _main(argv: list[str], debug: bool) -> None:
     from .overrides import hydra_form
 
     argv = [hydra_form(a) for a in argv]
+    try:
+        from .sweepcheck import check_sweep_keys
+
+        check_sweep_keys([*argv, *_user_search_path(argv)], _compose, settings_from_config)
+    except RubricEngineError as exc:
+        sys.exit(fail(exc, debug))
     sys.argv = [sys.argv[0], *argv, *_user_search_path(argv)]
     # Ray (hydra/launcher=ray) reports usage statistics over the network unless told not to; an
     # evaluation run sends nothing its user did not ask for. RAY_USAGE_STATS_ENABLED=1 turns them on.
@@ -418,6 +445,8 @@ def _main(argv: list[str], debug: bool) -> None:
         code = exc.code if isinstance(exc.code, int) else 1
     except BrokenPipeError:
         raise  # stdout's reader left: main() ends quietly
+    except KeyboardInterrupt as exc:  # a signal while Hydra composed, or during a sweep: no leaderboard
+        sys.exit(_interrupted(exc))
     except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
         if is_config_library_error(exc):
             sys.exit(fail(ConfigError(one_line(exc)), debug, exc))

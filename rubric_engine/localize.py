@@ -213,6 +213,7 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
     from .cache import ResultCache, default_cache_dir
     from .dataset import load_dataset, select
     from .models import ModelClient, ModelSpec
+    from .modelspec import check_keys
     from .spec import benchmark_search_path, load_spec
 
     assert opts.model and opts.locale
@@ -226,6 +227,7 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
         raise ConfigError("localize: the selection holds no question; check limit= / ids=")
     model = ModelSpec(name=opts.model.split("/", 1)[-1], model=opts.model, api_base=opts.api_base,
                       api_key_env=opts.api_key_env, timeout=opts.timeout)
+    check_keys(model)  # before the first call: one line naming the variable
     cache = ResultCache(opts.cache_dir or default_cache_dir())
     _log(f"localize: {len(questions)} question(s) of {spec.name} ({spec.locale}) -> {opts.target} ({opts.locale}) "
          f"with {opts.model}; completed calls are cached, so an interrupted run resumes where it stopped")

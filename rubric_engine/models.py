@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable
 from rubric_engine.cache import ResultCache, default_cache_dir
 from rubric_engine.callfailures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
+from rubric_engine.interrupt import stopped
 from rubric_engine.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, reply_cost
 from rubric_engine.mockmodel import is_mock, mock_reply, mock_tokens
 from rubric_engine.modelspec import CACHE_KEY_VERSION, ModelSpec, cache_key, provider_key_env
@@ -269,6 +270,8 @@ class ModelClient:
             attempts += 1
             async with self._semaphore():
                 await self._limiter.wait()
+                if stopped():  # a signal stopped the run: no request leaves, even if a cancellation was lost
+                    raise asyncio.CancelledError
                 self.stats.requests += 1
                 try:  # outer guard in case a provider path ignores timeout=
                     response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout + 30.0)

@@ -9,19 +9,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
 from rubric_engine.errors import ConfigError
+from rubric_engine.mockmodel import is_mock
 
-__all__ = ["ModelSpec", "cache_key", "provider_key_env", "CACHE_KEY_VERSION", "endpoint_params", "PARAMS_FIX",
-           "destination"]
+__all__ = ["ModelSpec", "cache_key", "provider_key_env", "check_keys", "CACHE_KEY_VERSION", "endpoint_params",
+           "PARAMS_FIX", "destination"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
 _NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries", "max_retries"})
 _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
+# Hosted providers whose own endpoint always wants a key in <PROVIDER>_API_KEY: an entry for one of them
+# without api_key_env (a spec's declared judge, an inline juror) is checked for that variable before any
+# call. Providers not listed (local servers, cloud credentials such as bedrock / vertex_ai) are not checked.
+_KEYED_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "mistral", "deepseek", "dashscope", "moonshot",
+                              "together_ai", "groq", "xai", "openrouter", "fireworks_ai", "cohere", "perplexity",
+                              "deepinfra", "cerebras"})
 _FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 # Words (as `_`-separated parts of a params key) and prefixes that name where a request goes or what
 # credential it carries: `api_base`, `base_url`, `extra_headers`, `aws_secret_access_key`, `vertex_credentials`.
@@ -162,6 +170,31 @@ class ModelSpec:
     def key_env(self) -> str:
         """The env var holding this model's key (declared, or the provider's default)."""
         return self.api_key_env or provider_key_env(self.model)
+
+    @property
+    def required_key_env(self) -> str | None:
+        """The env var that must hold a key before this model is called, or None: the declared api_key_env;
+        without one, a hosted provider's own variable when the call goes to that provider's endpoint (no
+        api_base, which never receives the provider's key); None for mock models."""
+        if is_mock(self.model):
+            return None
+        if self.api_key_env:
+            return self.api_key_env
+        if self.api_base:
+            return None
+        provider = self.model.split("/", 1)[0] if "/" in self.model else None
+        env = provider_key_env(self.model)
+        return env if provider is None or provider in _KEYED_PROVIDERS else None
+
+
+def check_keys(*specs: "ModelSpec | None") -> None:
+    """Before the first call of anything: every model that will be called has its key, or one line
+    naming the variable (ConfigError, exit 2). The one key check for runs, sweeps and localize."""
+    for spec in specs:
+        env = spec.required_key_env if spec is not None else None
+        if spec is not None and env and not os.environ.get(env):
+            raise ConfigError(f"{spec.name} ({spec.model}) needs an API key: export {env}=... "
+                              f"(or point it elsewhere with api_key_env=<VAR>)")
 
 
 def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,

@@ -31,6 +31,8 @@ __all__ = [
     "read_manifest",
     "begin_run",
     "finish_run",
+    "discard_untouched",
+    "untouched",
     "write_json",
     "write_text",
     "write_jsonl",
@@ -98,6 +100,43 @@ def finish_run(run_dir: Path, manifest: Mapping[str, Any]) -> None:
     """Mark the run complete: written last, after every other file."""
     write_json(Path(run_dir) / MANIFEST_FILE, {**dict(manifest), "state": "complete",
                                                "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+# what Hydra writes into a run directory before the engine runs: a run rejected before it wrote anything
+# leaves only these, and its directory is removed (discard_untouched)
+_HYDRA_ONLY = frozenset({".hydra", "rubric-engine.log"})
+
+
+def untouched(run_dir: Path) -> bool:
+    """True when the directory holds nothing the engine wrote (only what Hydra writes before a job runs)."""
+    try:
+        return {p.name for p in Path(run_dir).iterdir()} <= _HYDRA_ONLY
+    except OSError:
+        return False
+
+
+def discard_untouched(run_dir: Path) -> bool:
+    """Remove the directory of a run rejected before it wrote anything (a typo, a missing key, a bad spec),
+    so no empty run is left for a leaderboard to list as unfinished. Only a directory holding nothing but
+    Hydra's `.hydra/` and the log is removed (never earlier results, a resumed run's files, the working
+    directory or one above it); in the default layout outputs/<benchmark>/<time>/ the parents go too
+    when that leaves them empty. True when removed."""
+    import shutil
+
+    run_dir = Path(run_dir)
+    try:
+        here = Path.cwd().resolve()
+        if not untouched(run_dir) or run_dir.resolve() in (here, *here.parents):
+            return False
+        shutil.rmtree(run_dir)
+        if run_dir.resolve().parent.parent.name == "outputs":
+            for parent in (run_dir.parent, run_dir.parent.parent):
+                if parent.resolve() in (here, *here.parents) or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+    except OSError:
+        return False
+    return True
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,15 +16,16 @@ from typing import Any
 
 from rich.console import Console
 
-from . import rundir, runstream
+from . import interrupt, rundir, runstream
 from .cache import ResultCache, default_cache_dir
 from .dataset import load_dataset, select
 from .datatypes import Dataset, Question, QuestionRows
-from .errors import ConfigError
+from .errors import ConfigError, RubricEngineError
 from .journal import JournalWriter, run_fingerprint
 from .judge_noise import print_panel
 from .mockmodel import is_mock
 from .models import ModelSpec
+from .modelspec import check_keys
 from .prompts import check_templates
 from .report import print_summary
 from .run_report import write_run_report
@@ -39,7 +39,7 @@ from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 from .speccheck import check_breakdowns_against_tags
 from .termtext import SafeConsole, shown
 
-__all__ = ["RunSettings", "run_benchmark", "check_api_keys", "declared_judge", "judges_of"]
+__all__ = ["RunSettings", "run_benchmark", "check_run_keys", "models_to_call", "declared_judge", "judges_of"]
 
 STAGES = ("full", "generate", "score")
 log = logging.getLogger("rubric_engine")  # Hydra writes it to <run dir>/rubric-engine.log
@@ -78,12 +78,23 @@ class RunSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def check_api_keys(*specs: ModelSpec | None) -> None:
-    """Fail before any work when a model's key is missing: one line naming the variable."""
-    for spec in specs:
-        if spec is not None and spec.api_key_env and not os.environ.get(spec.api_key_env):
-            raise ConfigError(f"{spec.name} ({spec.model}) needs an API key: export {spec.api_key_env}=... "
-                              f"(or point it elsewhere with api_key_env=<VAR>)")
+def models_to_call(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
+    """Every model this run will call: the candidate unless answers are given, and unless stage=generate
+    every judge (a jury's each juror, the judge given, or the spec's declared one)."""
+    need_candidate = not (settings.answers or settings.from_run)
+    judges = judges_of(settings, spec) if settings.stage != "generate" else []
+    return [m for m in (settings.candidate if need_candidate else None, *judges) if m is not None]
+
+
+def check_run_keys(settings: RunSettings) -> None:
+    """The key check of a run before it starts, for a sweep to check each job before the first job runs.
+    Any other problem (spec, settings) is left to the run, which reports it in its own words."""
+    try:
+        models = models_to_call(settings, load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs),
+                                                    settings.trust_code))
+    except RubricEngineError:
+        return
+    check_keys(*models)
 
 
 def _load(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpec, Dataset, Sequence[Question]]:
@@ -154,7 +165,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     if mocks:
         console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
-    check_api_keys(settings.candidate if need_candidate else None, *(judges if settings.stage != "generate" else ()))
+    check_keys(*models_to_call(settings, spec))  # every model's key, before the first call
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -197,13 +208,18 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
         writer.append(rec)
         totals.add(rec)
 
+    saved = interrupt.handlers()
     try:
         calls = asyncio.run(_run_async(settings, spec, todo, given, judges, cache, console, stages, finished))
+    except asyncio.CancelledError:
+        if not interrupt.stopped():
+            raise
     finally:
         if writer is not None:
-            writer.close()
+            writer.close()  # synced: every question finished before a signal is in the journal
         if cache is not None:
             cache.close()
+    interrupt.check_stopped(saved)  # a signal: Interrupted (exit 130 / 143), the same command resumes
     timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
     timing["total"] = round(time.monotonic() - t0, 3)
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from .cache import ResultCache
 from .datatypes import Question
 from .errors import FatalModelError, ModelCallError
+from .interrupt import SignalStop, stopped
 from .jury import Panel
 from .models import ModelClient, ModelSpec
 from .prompts import candidate_messages
@@ -59,7 +60,20 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequ
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
     pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
     (and in memory) does not grow with the number of questions.
-    `stages` receives the per-stage progress counters (their clocks give the wall time per stage)."""
+    `stages` receives the per-stage progress counters (their clocks give the wall time per stage).
+    The first SIGINT / SIGTERM cancels this task and every call in flight, and no worker takes another
+    question (interrupt.py); the caller sees asyncio.CancelledError and `interrupt.stopped()`."""
+    stop = SignalStop().install()
+    try:
+        return await _pipeline(settings, spec, questions, given, judges, cache, console, stages, finished)
+    finally:
+        stop.restore()
+
+
+async def _pipeline(settings: RunSettings, spec: BenchmarkSpec, questions: Sequence[Question],
+                    given: dict[str, str | None] | None, judges: list[ModelSpec],
+                    cache: ResultCache | None, console: Console,
+                    stages: dict[str, Any], finished: Callable[[_Outcome], None]) -> dict[str, dict[str, int]]:
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     clients = [ModelClient(j, role="judge", **limits) for j in judges] if settings.stage != "generate" else []
@@ -124,6 +138,8 @@ async def _run_async(settings: RunSettings, spec: BenchmarkSpec, questions: Sequ
 
         async def worker() -> None:
             for q in pending:  # shared: each question is taken by exactly one worker
+                if stopped():  # a signal came and a cancellation was lost somewhere: take nothing more
+                    raise asyncio.CancelledError
                 o = _Outcome(q)
                 if k > 1:  # candidate.samples: K replies, started together, merged into one record
                     o.samples = [_Outcome(q) for _ in range(k)]

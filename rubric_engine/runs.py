@@ -23,10 +23,11 @@ from rubric_engine.rundir import MANIFEST_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY
 from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
 
 __all__ = ["Taxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
-           "RERUN", "ERROR_FILE"]
+           "RERUN", "ERROR_FILE", "REJECTED_FILE"]
 
 RERUN = "re-run or re-score this run directory"
 ERROR_FILE = "error.txt"  # what the CLI leaves in a sweep job dir whose run failed
+REJECTED_FILE = "rejected.txt"  # ... whose run was rejected before it wrote anything (bad spec, key, value)
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,10 @@ def failed_jobs(dirs: Sequence[Path]) -> list[str]:
             subdirs[:] = [d for d in subdirs if not d.startswith(".")]
             if SUMMARY_FILE in files:
                 continue
-            if ERROR_FILE in files:
+            if REJECTED_FILE in files:
+                first = (Path(here) / REJECTED_FILE).read_text(encoding="utf-8", errors="replace").strip()
+                out.append(f"{here}: rejected: {first.splitlines()[0] if first else 'no message'} (not ranked)")
+            elif ERROR_FILE in files:
                 first = (Path(here) / ERROR_FILE).read_text(encoding="utf-8", errors="replace").strip()
                 out.append(f"{here}: run failed, not ranked ({first.splitlines()[0] if first else 'no message'})")
             elif started and not subdirs:  # e.g. a Ray or joblib worker killed mid-job (out of memory)
