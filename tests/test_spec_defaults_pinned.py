@@ -127,3 +127,23 @@ def test_the_smallest_positive_weight_fires_under_hit_positive_weight() -> None:
     crits = [Criterion(1, "w", 2, "t", ability="a"), Criterion(2, "x", math.ulp(0.0), "t", rule="r")]
     qs = score_question(crits, [True, True], "linear", {}, [rule])
     assert (qs.score, qs.catastrophic, qs.failed_rules) == (0.0, True, ("r",))
+
+
+# -- table order: abilities as declared, the unlabelled scenario last ----------------------------------------
+def test_heatmaps_show_abilities_in_declaration_order_and_the_unlabelled_scenario_last() -> None:
+    from types import SimpleNamespace
+
+    from rubric_engine.html_views import heatmaps
+
+    spec = {"taxonomy": {"dimensions": [{"id": "d", "abilities": [{"id": "zeta"}, {"id": "alpha"}]}]},
+            "report": {"breakdowns": [{"id": "abilities", "by": "ability"}, {"id": "scenarios", "by": "scenario"}]}}
+    tax = Taxonomy.from_spec(spec, "spec.json")
+    qs = [ScoredQuestion("q1", "", "", {"alpha": 0.5, "zeta": 0.5}, 0.5, False),
+          ScoredQuestion("q2", "", "Work", {"alpha": 1.0}, 1.0, False)]
+    rows = [SimpleNamespace(label="m1", scored=qs, breakdowns={"abilities": {"alpha": 75.0, "zeta": 50.0},
+                                                                "scenarios": {"(none)": 50.0, "Work": 100.0}}),
+            SimpleNamespace(label="m2", scored=qs, breakdowns={"abilities": {"alpha": 75.0},
+                                                                "scenarios": {"Work": 100.0, "Growth": 1.0}})]
+    html = heatmaps(SimpleNamespace(taxonomy=tax, rows=rows))
+    cells = [html.index(f'<td class="t">{name}</td>') for name in ("zeta", "alpha", "Growth", "Work", "(none)")]
+    assert cells == sorted(cells), html
