@@ -27,7 +27,7 @@ from .cliargs import COMMANDS, as_int, as_list, parse
 from .labels import LabelSet, read_labels
 from .reviewitems import RunItems, load_items
 from .rundir import write_json
-from .scoring import Aggregation, score_question
+from .scoring import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation, score_question
 
 __all__ = ["compute_agreement", "agree_command", "agree_main", "BREAKDOWNS", "MAJORITY"]
 
@@ -99,9 +99,9 @@ def _ceiling(humans: dict[str, dict[str, bool]], keys: Sequence[str], data: RunI
 def _score_level(data: RunItems, judge: dict[str, bool], ref: dict[str, bool], n_boot: int, seed: int) -> dict[str, Any]:
     """Question scores from the human majority vs from the judge, on replies whose items all have both."""
     sc = data.spec.get("scoring") or {}
-    rules = [SimpleNamespace(id=r["id"], effect=r.get("effect", "zero_question"), fires_when=r.get("fires_when", "hit"))
+    rules = [SimpleNamespace(id=r["id"], effect=r.get("effect", "zero_question"), fires_when=r.get("fires_when", DEFAULT_FIRES_WHEN))
              for r in data.spec.get("failure_rules") or []]
-    scale = float(sc.get("scale", 100.0))
+    scale = float(sc.get("scale", DEFAULT_SCALE))
     how = Aggregation(**{k: v for k, v in (data.spec.get("aggregation") or {}).items()
                          if k in ("question", "overall", "clip", "no_positive_points")})  # the spec's declared rule
     replies: dict[tuple[str, str], list[str]] = {}

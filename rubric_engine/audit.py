@@ -15,6 +15,7 @@ from typing import Any
 from . import rundir
 from .errors import ConfigError, DataError
 from .cliargs import COMMANDS, as_int, parse
+from .scoring import DEFAULT_SCALE
 from .selfpref import JudgeAudit, audit_judges, is_pass, rank
 
 __all__ = ["audit_command", "audit_main", "collect_grid", "USAGE"]
@@ -90,7 +91,7 @@ def collect_grid(runs: Sequence[Any], families: Mapping[str, str]) -> dict[str, 
                                 f"question {qid!r} has {sorted(sizes)} criteria in different runs; "
                                 "were they made with the same benchmark version?")
     overall = {k: r.summary.get("overall") for k, r in grid.items()}
-    scale = float((runs[0].spec.get("scoring") or {}).get("scale", 100.0))
+    scale = float((runs[0].spec.get("scoring") or {}).get("scale", DEFAULT_SCALE))
     return {"candidates": candidates, "judges": judges, "families": fam, "passes": passes, "scores": scores, "scale": scale,
             "overall": overall, "dropped": dropped, "runs": {f"{c} | {j}": str(r.dir) for (c, j), r in grid.items()}}
 

@@ -121,7 +121,8 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
-        progress=str(cfg.progress), trust_code=bool(opt("trust_code")),
+        progress="none" if opt("quiet") else str(cfg.progress), quiet=bool(opt("quiet")),
+        trust_code=bool(opt("trust_code")),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
         samples=1 if opt("samples") is None else opt("samples"),
     )
@@ -188,7 +189,7 @@ def _check_values(cfg: DictConfig) -> None:
     progress = OmegaConf.select(cfg, "progress", default="auto")
     if progress not in ("auto", "rich", "plain", "none"):
         raise ConfigError(f"progress={progress} is not valid; use auto, rich, plain or none")
-    for key in ("cache.enabled", "dry_run", "debug"):
+    for key in ("cache.enabled", "dry_run", "debug", "quiet"):
         value = OmegaConf.select(cfg, key, default=False)
         if not isinstance(value, bool):
             raise ConfigError(f"{key}={value} is not valid; use true or false")

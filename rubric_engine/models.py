@@ -242,6 +242,9 @@ class ModelClient:
             "not_found": f"check the model id '{self.spec.model}'" + (f" and api_base {self.spec.api_base}"
                                                                      if self.spec.api_base else ""),
             "context": "the prompt is longer than the model's context window; use a longer-context model",
+            "too_large": "the request is larger than the server accepts (HTTP 413); shorten the prompt or "
+                         "lower max_tokens",
+            "quota": f"the account behind ${self.spec.key_env} has no quota left; check its plan and billing",
             "bad_request": "check the request params this provider accepts",
             "transient": "check the provider's status, or raise max_retries / lower concurrency or rpm",
             "connection": "check that the server is running and reachable" + (f" at {self.spec.api_base}"

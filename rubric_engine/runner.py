@@ -73,7 +73,8 @@ class RunSettings:
     timeout: float | None = None  # run-wide per-request timeout; None: each model's own (default 120 s)
     cache_dir: str | None = None
     cache_enabled: bool = True
-    progress: str = "auto"
+    progress: str = "auto"  # the live progress display only (auto | rich | plain | none)
+    quiet: bool = False  # no result tables either: stdout is only the 'outputs:' line
     trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (formulas.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -248,7 +249,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     c = summary["counts"]
     log.info("end: %d of %d scored, %d candidate errors, %d judge errors, %.1f s", c["scored"], c["questions"],
              c["candidate_errors"], c["judge_errors"], timing["total"])
-    if settings.stage != "generate" and settings.progress != "none":
+    if settings.stage != "generate" and not settings.quiet:
         print_summary(summary, spec.resolved(), results)
         print_panel(summary, results)
         print_sampling(summary, results)

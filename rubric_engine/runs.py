@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from rubric_engine.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.rundir import MANIFEST_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, iter_jsonl, read_manifest
-from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
+from rubric_engine.scoring import DEFAULT_AGGREGATION, DEFAULT_SCALE, Aggregation
 
 __all__ = ["Taxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
            "RERUN", "ERROR_FILE", "REJECTED_FILE"]
@@ -75,7 +75,7 @@ class Taxonomy:
             scenario_labels={s: en(v, s) for s, v in (report.get("scenarios") or {}).items()},
             # "from_" too: a spec dumped without by_alias writes the pydantic field name
             decay=(decay.get("from", decay.get("from_")), decay["to"], decay["base"]) if decay else None,
-            scale=float((spec.get("scoring") or {}).get("scale", 100.0)),
+            scale=float((spec.get("scoring") or {}).get("scale", DEFAULT_SCALE)),
             how=Aggregation(**agg), has_rules=bool(spec.get("failure_rules")),
             has_subsets=bool(subsets or data_subsets),
             breakdowns=tuple((b["id"], en(b, b["id"]), b["by"]) for b in report.get("breakdowns") or []),

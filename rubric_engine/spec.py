@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .errors import SpecError
 from .modelspec import PARAMS_FIX, endpoint_params
-from .scoring import FORMULAS, Aggregation
+from .scoring import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, FORMULAS, Aggregation
 from .speccheck import check_language, check_model
 from .specfile import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key, benchmark_search_path,
                        deep_merge, list_benchmarks)
@@ -64,7 +64,7 @@ class FailureRule(_Model):
     labels: Labels = {}
     data_labels: list[str] = Field(min_length=1)
     effect: Literal["zero_question"] = "zero_question"
-    fires_when: Literal["hit", "hit_positive_weight"] = "hit"
+    fires_when: Literal["hit", "hit_positive_weight"] = DEFAULT_FIRES_WHEN
 
 
 class DataFields(_Model):
@@ -99,7 +99,7 @@ class DataSpec(_Model):
 class Scoring(_Model):
     formula: str = "log_normalised"  # a built-in name, an entry point of rubric_engine.formulas, or module:function
     params: dict[str, Any] = {}
-    scale: float = 100.0
+    scale: float = Field(default=DEFAULT_SCALE, gt=0, allow_inf_nan=False)  # NaN/inf would poison every score
 
 
 class AggregationSpec(_Model):
