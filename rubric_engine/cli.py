@@ -119,7 +119,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
         progress=str(cfg.progress), trust_code=bool(opt("trust_code")),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
-        samples=1 if opt("samples") is None else opt("samples"),
+        samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
     )
 
 
@@ -198,7 +198,7 @@ def nothing_scored(summary: dict[str, Any]) -> str | None:
         if n and cand >= n:
             return f"nothing was generated: all {n} candidate calls failed ({cand} errors); see answers.jsonl"
         return None
-    if c.get("scored", 0) == 0:
+    if c.get("scored", 0) - c.get("candidate_errors_zeroed", 0) == 0:  # zeros for failed calls are not scores
         return (f"nothing was scored: 0 of {n} questions ({cand} candidate errors, {judge} judge errors); "
                 "see samples.jsonl for each error")
     return None
