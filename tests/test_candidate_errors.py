@@ -191,3 +191,21 @@ def test_a_spec_declares_the_policy_and_a_bad_value_is_one_line(runs: dict[str, 
         errors = [ln for ln in bad.stderr.splitlines() if ln.startswith("rubric-engine: error:")]
         assert len(errors) == 1 and "candidate_errors=maybe" in errors[0] and "exclude or zero" in errors[0]
         assert "Traceback" not in bad.stderr
+
+
+def test_zero_in_a_panel_run(runs: dict[str, Any], tmp_path: Path) -> None:
+    """Candidate samples and judge repeats: a zeroed question is 0 in every sample and grading, so the
+    sections computed from the votes (sampling, noise, hierarchical interval) take it as the overall does."""
+    env = clean_env(tmp_path)
+    with FakeServer(Script(runs["rows"])) as srv:
+        proc = subprocess.run([EXE, "benchmark=heartbench", f"data.path={MINI}", *model_args(srv.url), "max_retries=0",
+                               "limit=4", "candidate.samples=2", "judge.repeats=2", "candidate_errors=zero",
+                               f"hydra.run.dir={tmp_path / 'run'}"], env=env, capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))
+    overall, _, scored = expected(runs["rows"][:4], "zero")  # the verdicts never vary: every sample agrees
+    assert s["overall"] == pytest.approx(overall, abs=1e-9) and scored == 4
+    assert s["counts"]["candidate_errors_zeroed"] == 2 and s["counts"]["scored"] == 4
+    assert s["sampling"]["groups"]["overall"]["sample_scores"] == pytest.approx([overall, overall], abs=1e-9)
+    assert s["interval"]["lo"] <= overall <= s["interval"]["hi"]
