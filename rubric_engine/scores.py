@@ -10,7 +10,7 @@ scenarios, breakdowns, interval, aggregation, counts, length). Pure: no I/O, no 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from .aggregate import ScoredQuestion, aggregate, breakdowns, scored_from_samples
@@ -58,10 +58,9 @@ def zero_fields(spec: Any, criteria: Sequence[Criterion]) -> dict[str, Any]:
     qs = question_score(spec, criteria, [False] * len(criteria))
     if qs.score is None:
         return {}
-    zero = {a: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": 0.0} for a, s in qs.abilities.items()}
-    out: dict[str, Any] = {"abilities": zero}
+    out: dict[str, Any] = {"abilities": _groups({a: replace(g, score=0.0) for a, g in qs.abilities.items()})}
     if qs.tags:
-        out["item_tags"] = {t: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": 0.0} for t, s in qs.tags.items()}
+        out["item_tags"] = _groups({t: replace(g, score=0.0) for t, g in qs.tags.items()})
     out.update(score=0.0, failed_rules=[], catastrophic=False, zeroed="candidate_error")
     return out
 
