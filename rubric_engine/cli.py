@@ -124,7 +124,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         progress="none" if opt("quiet") else str(cfg.progress), quiet=bool(opt("quiet")),
         trust_code=bool(opt("trust_code")),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
-        samples=1 if opt("samples") is None else opt("samples"),
+        samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
     )
 
 
@@ -203,7 +203,7 @@ def nothing_scored(summary: dict[str, Any]) -> str | None:
         if n and cand >= n:
             return f"nothing was generated: all {n} candidate calls failed ({cand} errors); see answers.jsonl"
         return None
-    if c.get("scored", 0) == 0:
+    if c.get("scored", 0) - c.get("candidate_errors_zeroed", 0) == 0:  # zeros for failed calls are not scores
         return (f"nothing was scored: 0 of {n} questions ({cand} candidate errors, {judge} judge errors); "
                 "see samples.jsonl for each error")
     return None

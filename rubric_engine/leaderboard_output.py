@@ -39,9 +39,10 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
     judges = sorted({r.judge for r in lb.rows})
     show_judge = not compact or len(judges) > 1
     title = f"{lb.benchmark} {lb.benchmark_version}" + ("" if show_judge else f" (judge: {judges[0]})")
-    ranking = [[str(r.rank), r.label, *([r.judge] if show_judge else []), fmt(r.overall),
-                f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]", f"{r.counts['scored']}/{r.counts['questions']}",
-                f"{r.counts['judge_errors']}/{r.counts['candidate_errors']}"] for r in lb.rows]
+    ranking = [[str(r.rank), r.label, *([r.judge] if show_judge else []), fmt(r.overall), f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]",
+                f"{r.counts['scored']}/{r.counts['questions']}" + (" *" if r.not_like_for_like else ""),
+                f"{r.counts['judge_errors']}/{r.counts['candidate_errors']}"
+                + (" (c=0)" if r.candidate_errors == "zero" else "")] for r in lb.rows]
     dims = [[r.label, *[fmt(r.dimensions.get(d)) for d in t.dimensions]] for r in lb.rows]
     cat = t.has_rules
     subsets = [[r.label, *[fmt(r.subsets.get(x)) for x in subs], *([fmt(r.decay_pct, 1)] if t.decay and subs else []),

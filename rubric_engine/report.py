@@ -204,6 +204,9 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     if calls:
         stats.add_row("calls sent / cache hits", *(f"{calls[r]['made']} / {calls[r]['cache_hits']}" for r in ("candidate", "judge")))
     stats.add_row("errors", f"{c['candidate_errors']}", f"{c['judge_errors']}")
+    policy = (summary.get("aggregation") or {}).get("candidate_errors", "exclude")
+    stats.add_row("candidate errors are", f"scored 0 ({c.get('candidate_errors_zeroed', 0)})" if policy == "zero"
+                  else "left out", "left out")
     if spec.get("failure_rules"):
         stats.add_row("catastrophic failures", "", f"{c['catastrophic']}")
     if c.get("truncated"):
@@ -214,8 +217,12 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
         console.print(f"[bold yellow]answers from the cache:[/] " + ", ".join(f"{r} {n}" for r, n in hits.items())
                       + " (a local model swapped behind the same id and URL needs a new `revision`)",
                       highlight=False, soft_wrap=True)
-    if c["candidate_errors"] or c["judge_errors"]:
-        console.print(f"[yellow]{c['candidate_errors']} candidate error(s) and {c['judge_errors']} judge error(s) "
+    zeroed = c.get("candidate_errors_zeroed", 0)
+    if zeroed:
+        console.print(f"[yellow]{zeroed} question(s) whose candidate call failed are scored 0 "
+                      "(candidate_errors: zero); see samples.jsonl.")
+    if c["candidate_errors"] - zeroed or c["judge_errors"]:
+        console.print(f"[yellow]{c['candidate_errors'] - zeroed} candidate error(s) and {c['judge_errors']} judge error(s) "
                       f"are excluded from every score; see samples.jsonl.")
     if c.get("unscored"):
         console.print(f"[yellow]{c['unscored']} question(s) have no positive points and are excluded "

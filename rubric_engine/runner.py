@@ -34,7 +34,7 @@ from .runident import _identity, _repeats, _samples, _shipped, _shipped_name, _s
 from .runpipeline import _run_async
 from .runrecord import _Outcome, _sample
 from .runsummary import _summary
-from .scores import question_score
+from .scores import question_score, zero_fields
 from .spec import BenchmarkSpec, benchmark_search_path, load_spec
 from .speccheck import check_breakdowns_against_tags
 from .termtext import SafeConsole, shown
@@ -76,6 +76,7 @@ class RunSettings:
     progress: str = "auto"  # the live progress display only (auto | rich | plain | none)
     quiet: bool = False  # no result tables either: stdout is only the 'outputs:' line
     trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (formulas.py)
+    candidate_errors: str | None = None  # exclude | zero: overrides the spec's aggregation.candidate_errors
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -105,6 +106,7 @@ def _load(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpec, Dat
     if settings.stage not in STAGES:
         raise ConfigError(f"stage={settings.stage!r} is not a stage; use one of {', '.join(STAGES)}")
     spec = load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs), settings.trust_code)
+    spec = spec.with_candidate_errors(settings.candidate_errors)  # part of the resolved spec, so of its hash
     dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None,
                            lazy=lazy)
     check_breakdowns_against_tags(spec, dataset.item_tags, dataset.example_tags)
@@ -205,6 +207,8 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
             if x.judge is not None and x.judge.verdicts is not None:
                 x.score = question_score(spec, x.question.criteria, [v.hit for v in x.judge.verdicts])
         rec = merge_record([_sample(spec, x) for x in o.samples]) if o.samples else _sample(spec, o)
+        if rec["candidate_error"] and spec.aggregation.candidate_errors == "zero" and settings.stage != "generate":
+            rec.update(zero_fields(spec, o.question.criteria))  # scored 0, marked `zeroed`, counted in the summary
         assert writer is not None
         writer.append(rec)
         totals.add(rec)

@@ -103,6 +103,7 @@ class RunRecord:
     scored: list[ScoredQuestion] = field(default_factory=list, repr=False)
     lengths: list[tuple[int, float]] = field(default_factory=list, repr=False)  # (reply chars, score 0-1)
     records: int = 0  # records in samples.jsonl (scored or not)
+    excluded: set[str] = field(default_factory=set, repr=False)  # ids of the records without a score (errors)
     scored_error: str | None = None  # why the records could not be read as scores (raised when ranking)
 
     def __post_init__(self) -> None:
@@ -124,6 +125,7 @@ class RunRecord:
         """One pass over samples.jsonl: every line checked, and only what ranking, intervals, paired
         differences and the length chart need is kept (ScoredQuestions and (length, score) pairs)."""
         lengths: list[tuple[int, float]] = []
+        excluded: set[str] = set()
         count = 0
 
         def records() -> Iterator[dict[str, Any]]:
@@ -133,6 +135,8 @@ class RunRecord:
                 score, reply = rec.get("score"), rec.get("response")
                 if isinstance(score, (int, float)) and not isinstance(score, bool) and isinstance(reply, str):
                     lengths.append((len(reply), float(score)))
+                if score is None:
+                    excluded.add(str(rec.get("id")))
                 yield rec
 
         stream = records()
@@ -142,7 +146,7 @@ class RunRecord:
             self.scored, self.scored_error = [], str(exc)
             for _ in stream:  # every line is still checked, so a broken file is named at load time
                 pass
-        self.lengths, self.records = lengths, count
+        self.lengths, self.records, self.excluded = lengths, count, excluded
 
     @cached_property
     def samples(self) -> list[dict[str, Any]]:

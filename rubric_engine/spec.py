@@ -19,7 +19,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from .errors import SpecError
+from .errors import ConfigError, SpecError
 from .modelspec import PARAMS_FIX, endpoint_params
 from .scoring import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, FORMULAS, Aggregation
 from .speccheck import check_language, check_model
@@ -110,6 +110,9 @@ class AggregationSpec(_Model):
     overall: Literal["macro_over_groups", "mean_over_questions"] = "macro_over_groups"
     clip: Literal["question", "group", "overall", "none"] = "question"
     no_positive_points: Literal["formula", "exclude", "one", "zero"] = "formula"
+    # a question whose candidate call failed for good (content filter, 413, no answer): left out of every
+    # score (exclude), or scored 0 on every group it would have been scored on (zero); judge failures never
+    candidate_errors: Literal["exclude", "zero"] = "exclude"
 
 
 class Candidate(_Model):
@@ -304,7 +307,18 @@ class BenchmarkSpec(_Model):
 
     def resolved(self) -> dict[str, Any]:
         """JSON-ready dump of the merged spec plus its files (for spec.resolved.json)."""
-        return {**self.model_dump(mode="json", by_alias=True), "_files": [str(f) for f in self._files]}
+        dump = self.model_dump(mode="json", by_alias=True)
+        if dump["aggregation"]["candidate_errors"] == "exclude":  # the default: the dump (and the spec hash) of
+            del dump["aggregation"]["candidate_errors"]  # specs written before the key existed, unchanged
+        return {**dump, "_files": [str(f) for f in self._files]}
+
+    def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
+        """This spec under the command line's `candidate_errors=` (None: as declared)."""
+        if policy is None:
+            return self
+        if policy not in ("exclude", "zero"):
+            raise ConfigError(f"candidate_errors={policy} is not valid; use exclude or zero")
+        return self.model_copy(update={"aggregation": self.aggregation.model_copy(update={"candidate_errors": policy})})
 
 
 # ------------------------------------------------------------------------------------------------ validation
