@@ -386,6 +386,8 @@ def _main(argv: list[str]) -> None:
     except SystemExit as exc:  # a crashed sweep job that Hydra reported itself
         code = exc.code if isinstance(exc.code, int) else 1
     except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
+        if isinstance(exc.__cause__, RubricEngineError):  # e.g. our log handler refusing a planted link,
+            sys.exit(fail(exc.__cause__, debug, exc))    # wrapped by logging.config as "Unable to configure"
         if is_config_library_error(exc):
             sys.exit(fail(ConfigError(one_line(exc)), debug, exc))
         if debug:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from .datafetch import default_data_cache_dir, fetch, sha256_file
 from .dataquirks import DataQuirks
 from .datatypes import Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
+from .unicodecheck import surrogate_path
 from .errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -89,10 +90,22 @@ def _decode(file: Path, n: int, raw: bytes) -> str:
 
 def _json_line(file: Path, line: int, text: str) -> Any:
     try:
-        return json.loads(text.rstrip())  # with its newline, a cut-off line's error would point at "column 1"
+        row = json.loads(text.rstrip())  # with its newline, a cut-off line's error would point at "column 1"
     except json.JSONDecodeError as exc:
         raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=line,
                         fix="each line must be one complete JSON object (JSON Lines)") from exc
+    _no_surrogates(file, line, row, text)
+    return row
+
+
+def _no_surrogates(file: Path, line: int, row: Any, source: str | None) -> None:
+    """A row holding an unpaired surrogate (JSON "\\ud800") is refused here, before any paid call: it
+    cannot be written as UTF-8, so the run would fail on it after the calls."""
+    where = surrogate_path(row, source)
+    if where is not None:
+        raise DataError(str(file), f"{where}: an unpaired UTF-16 surrogate (an escape such as \\ud800 without "
+                        "its pair), which is not valid Unicode", line=line,
+                        fix="fix or remove that character in the data")
 
 def _weight(value: Any) -> float | None | str:
     """The weight as a number (int kept as int, so prompts show '3' not '3.0'), None, or 'bad'."""
@@ -147,10 +160,18 @@ def _records(file: Path, fmt: str) -> Iterable[tuple[_Line, Any]]:
         if not isinstance(rows, list):
             raise DataError(str(file), f"the file holds a JSON {type(rows).__name__}, not an array of rows",
                             fix="data.format json expects [ {...}, {...} ]; for one object a line use jsonl")
-        yield from ((_Line(n), row) for n, row in enumerate(rows, start=1))
+        check = surrogate_path(rows, text) is not None  # one search over the file; rows walked only on a hit
+        for n, row in enumerate(rows, start=1):
+            if check:
+                _no_surrogates(file, n, row, None)
+            yield _Line(n), row
         return
+    check = "\\u" in text  # only a JSON cell's escape can make one
     for n, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):  # line 1 is the header
-        yield _Line(n), {k: _csv_cell(v) for k, v in row.items() if k is not None}
+        cells = {k: _csv_cell(v) for k, v in row.items() if k is not None}
+        if check:
+            _no_surrogates(file, n, cells, None)
+        yield _Line(n), cells
 
 
 def _csv_cell(value: str | None) -> Any:

@@ -1,0 +1,185 @@
+"""Hostile inputs, round two, through the console script and LiteLLM against the loopback fake server.
+
+A shared run directory, a reply that is valid JSON but not valid Unicode, a run directory prepared by
+someone else, a review sheet about to be overwritten: each ends in one clear line (exit 2) or a
+per-question error recorded in samples.jsonl, never a traceback, a double bill or a write outside the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import EXE
+from fakeserver import FakeServer, Reply
+from test_adversarial import assert_clean, cli, is_judge, one_error_line, run, samples, script
+
+SAMPLE = Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl"
+
+
+@pytest.fixture
+def srv():
+    with FakeServer() as server:
+        yield server
+
+
+def raw_completion(text_json: str) -> Reply:
+    """A 200 answer whose message content is `text_json` spliced in verbatim (a JSON string literal)."""
+    body = {"id": f"chatcmpl-{uuid.uuid4().hex[:8]}", "object": "chat.completion", "created": 0, "model": "x",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "@@"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
+    return Reply(raw=json.dumps(body).replace('"@@"', text_json))
+
+
+def popen(srv: FakeServer, tmp: Path, *extra: str) -> subprocess.Popen:
+    """`run` of test_adversarial, started in the background (same arguments, same environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(RUBRIC_ENGINE_CACHE=str(tmp / "cache"), XDG_CACHE_HOME=str(tmp / "xdg"))
+    args = ["benchmark=heartbench_en", "candidate=openai_compatible", "candidate.model=openai/cand",
+            f"candidate.api_base={srv.url}", "judge=openai_compatible", "judge.model=openai/judge",
+            f"judge.api_base={srv.url}", "limit=3", "progress=none", "max_retries=0", f"hydra.run.dir={tmp / 'run'}",
+            *extra]
+    return subprocess.Popen([EXE, *args], env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+# -- A: one process owns a run directory --------------------------------------------------------------------
+
+def test_a_second_process_into_the_same_run_directory_is_refused(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script(candidate=lambda b: Reply(text="A slow, careful reply.", delay=1.5))
+    first = popen(srv, tmp_path, "concurrency=1")
+    try:
+        deadline = time.monotonic() + 60
+        while not srv.requests and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        assert srv.requests, "the first run never called the server"
+        sent = len(srv.requests)
+        second = run(srv, tmp_path, "concurrency=1")
+        line = one_error_line(second)
+        assert str(tmp_path / "run") in line and "in use by another rubric-engine process" in line
+        assert f"pid {first.pid}" in line
+        assert len([b for b in srv.requests if not is_judge(b)]) <= sent + 3  # the second paid nothing
+    finally:
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    before = len(srv.requests)
+    again = run(srv, tmp_path, "concurrency=1")  # the lock died with its process: the same command resumes
+    assert again.returncode == 0, again.stderr
+    assert len(srv.requests) == before  # everything was done; nothing paid twice
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text("utf-8"))
+    assert summary["counts"]["questions"] == 3
+
+
+# -- B: unpaired surrogates -----------------------------------------------------------------------------------
+
+def test_a_lone_surrogate_in_a_candidate_reply_is_a_recorded_question_error(srv: FakeServer, tmp_path: Path) -> None:
+    calls = {"n": 0}
+
+    def candidate(body: dict[str, Any]) -> Reply | str:
+        calls["n"] += 1
+        return raw_completion('"broken \\ud800 text"') if calls["n"] == 1 else "A fine reply."
+
+    srv.handler = script(candidate=candidate)
+    proc = run(srv, tmp_path, "concurrency=1")
+    assert proc.returncode == 0, proc.stderr
+    recs = samples(tmp_path)
+    bad = [r for r in recs if r.get("candidate_error")]
+    assert len(bad) == 1 and "surrogate" in bad[0]["candidate_error"], bad
+    assert sum(r["score"] is not None for r in recs) == 2
+    assert "disk" not in proc.stderr
+    before = len(srv.requests)
+    again = run(srv, tmp_path, "concurrency=1")  # resumes: the recorded error is final, nothing re-sent
+    assert again.returncode == 0 and len(srv.requests) == before, again.stderr
+    assert_clean(proc, tmp_path)
+
+
+def test_a_lone_surrogate_in_a_judge_reply_is_a_recorded_judge_error(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script(judge=lambda b: raw_completion('"{\\"criteria\\": \\"\\udc00\\"}"'))
+    proc = run(srv, tmp_path, "limit=1")
+    assert proc.returncode in (0, 1), proc.stderr
+    (rec,) = samples(tmp_path)
+    assert rec["judge_error"] and "surrogate" in rec["judge_error"] and rec["score"] is None
+    assert_clean(proc, tmp_path)
+
+
+def test_data_with_a_lone_surrogate_is_refused_before_any_call(srv: FakeServer, tmp_path: Path) -> None:
+    lines = SAMPLE.read_text("utf-8").splitlines()
+    row = json.loads(lines[1])
+    row["rubric"][0]["content"] = "@@"
+    lines[1] = json.dumps(row, ensure_ascii=False).replace('"@@"', '"bad \\ud800 text"')
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(lines) + "\n", "utf-8")
+    checked = cli(tmp_path, "validate", "heartbench_en", f"data.path={data}")
+    line = one_error_line(checked)
+    assert f"{data}:2" in line and "surrogate" in line
+    proc = run(srv, tmp_path, f"data.path={data}")
+    line = one_error_line(proc)
+    assert f"{data}:2" in line and "surrogate" in line and not srv.requests
+
+
+def test_an_answers_file_with_a_lone_surrogate_is_refused(srv: FakeServer, tmp_path: Path) -> None:
+    qid = json.loads(SAMPLE.read_text("utf-8").splitlines()[0])["question_id"]
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"question_id": qid, "response": "@@"}).replace('"@@"', '"x\\udfff"') + "\n", "utf-8")
+    proc = run(srv, tmp_path, "stage=score", f"answers={answers}", f"ids=[{qid}]")
+    line = one_error_line(proc)
+    assert f"{answers}:1" in line and "surrogate" in line and not srv.requests
+
+
+# -- C: a run directory prepared by someone else -------------------------------------------------------------
+
+def test_a_planted_log_symlink_is_refused_and_its_target_untouched(srv: FakeServer, tmp_path: Path) -> None:
+    victim = tmp_path / "bashrc"
+    victim.write_text("# mine\n", "utf-8")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "rubric-engine.log").symlink_to(victim)
+    proc = run(srv, tmp_path, "limit=1")
+    line = one_error_line(proc)
+    assert "rubric-engine.log" in line and "symbolic link" in line
+    assert victim.read_text("utf-8") == "# mine\n" and not srv.requests
+
+
+def test_a_dangling_samples_symlink_creates_nothing_at_its_target(srv: FakeServer, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere" / "planted.jsonl"
+    target.parent.mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "samples.jsonl").symlink_to(target)
+    proc = run(srv, tmp_path, "limit=1")
+    line = one_error_line(proc)
+    assert "samples.jsonl" in line and "symbolic link" in line
+    assert not target.exists() and not srv.requests
+
+
+def test_a_newline_in_a_logged_value_cannot_start_a_line(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script()
+    proc = run(srv, tmp_path, "limit=1", "candidate.name='cand\necho pwned >> ~/.bashrc'")
+    assert proc.returncode == 0, proc.stderr
+    log = (tmp_path / "run" / "rubric-engine.log").read_text("utf-8")
+    assert not any(ln.startswith("echo pwned") for ln in log.splitlines()), log
+    assert "cand\\necho pwned" in log
+
+
+# -- D: review export never overwrites a sheet -----------------------------------------------------------
+
+def test_review_export_refuses_to_overwrite_a_sheet(srv: FakeServer, tmp_path: Path) -> None:
+    srv.handler = script()
+    assert run(srv, tmp_path).returncode == 0
+    sheet = tmp_path / "sheet"
+    assert cli(tmp_path, "review", "export", str(tmp_path / "run"), f"out={sheet}", "n=3").returncode == 0
+    filled = (sheet / "review.csv").read_text("utf-8-sig").replace(",,,\r\n", ",true,ana,\r\n")
+    (sheet / "review.csv").write_text(filled, "utf-8-sig")
+    again = cli(tmp_path, "review", "export", str(tmp_path / "run"), f"out={sheet}", "n=3")
+    line = one_error_line(again)
+    assert str(sheet) in line and "out=" in line and "force=true" in line
+    assert (sheet / "review.csv").read_text("utf-8-sig") == filled  # the labels are still there
+    forced = cli(tmp_path, "review", "export", str(tmp_path / "run"), f"out={sheet}", "n=3", "force=true")
+    assert forced.returncode == 0, forced.stderr
+    assert ",true,ana," not in (sheet / "review.csv").read_text("utf-8-sig")
+    assert not list(sheet.glob(".*.tmp"))  # written atomically, no temp file left
