@@ -167,11 +167,16 @@ def _records(file: Path, fmt: str) -> Iterable[tuple[_Line, Any]]:
             yield _Line(n), row
         return
     check = "\\u" in text  # only a JSON cell's escape can make one
-    for n, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):  # line 1 is the header
-        cells = {k: _csv_cell(v) for k, v in row.items() if k is not None}
-        if check:
-            _no_surrogates(file, n, cells, None)
-        yield _Line(n), cells
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        for n, row in enumerate(reader, start=2):  # line 1 is the header
+            cells = {k: _csv_cell(v) for k, v in row.items() if k is not None}
+            if check:
+                _no_surrogates(file, n, cells, None)
+            yield _Line(n), cells
+    except csv.Error as exc:  # a cell past the reader's field limit, a NUL byte
+        raise DataError(str(file), f"unreadable CSV ({exc})", line=reader.line_num,
+                        fix="check that row's quotes; keep long texts in a JSONL data file") from None
 
 
 def _csv_cell(value: str | None) -> Any:

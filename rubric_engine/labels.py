@@ -87,7 +87,11 @@ def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
         if missing:
             raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
                             fix=f"a labels CSV needs the columns {', '.join(required)}")
-        return [(reader.line_num, dict(r)) for r in reader]  # line_num: the row's last physical line
+        try:
+            return [(reader.line_num, dict(r)) for r in reader]  # line_num: the row's last physical line
+        except csv.Error as exc:  # e.g. a cell past the reader's 131,072-character field limit
+            raise DataError(str(path), f"unreadable CSV ({exc})", line=reader.line_num,
+                            fix="a label cell holds met / rater / note; check that row's quotes") from None
     return list(iter_jsonl(path, error=DataError,
                            fix=f"each line must be one JSON object with {id_field}, criterion_index, rater, met"))
 

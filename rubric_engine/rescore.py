@@ -207,7 +207,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
     cmp = {"formula": shown, "failure_rules": rules, "outputs": {name: str(target) for name, _, _, target in pairs},
            **compare_summaries([(name, old, new) for name, old, new, _ in pairs], tax.labels)}
     rundir.write_json(out / f"{stem}.json", cmp)
-    (out / f"{stem}.md").write_text(_markdown(cmp, shown, rules), encoding="utf-8")
+    rundir.write_text(out / f"{stem}.md", _markdown(cmp, shown, rules))
     console = console or Console()
     if len(cmp["runs"]) == 1:
         r = cmp["runs"][0]

@@ -9,6 +9,7 @@ rather than held per run, so ranking many large runs keeps only compact per-ques
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -218,6 +219,41 @@ def _read_spec(run_dir: Path, summary: Mapping[str, Any]) -> dict[str, Any]:
                         fix="restore the run's spec.resolved.json or install the benchmark") from None
 
 
+_OBJECTS = ("candidate", "judge", "abilities", "dimensions", "subsets", "scenarios", "breakdowns", "interval",
+            "aggregation", "counts", "length", "tokens", "cost", "calls", "selection", "wall_seconds")
+_NUMERIC = ("abilities", "dimensions", "subsets", "scenarios", "breakdowns", "interval", "counts", "tokens", "cost",
+            "wall_seconds")
+_TEXT_LEAVES = frozenset({"decay_base", "unit", "token_measure", "method", "note"})  # strings inside _NUMERIC
+
+
+def _check_shape(path: Path, summary: Mapping[str, Any]) -> None:
+    """summary.json is a file anyone can edit: its sections are objects and its scores finite numbers (or
+    null), checked once here, so a tampered value is one line naming the key rather than a traceback."""
+    def bad(key: str, value: Any, want: str) -> DataError:
+        return DataError(str(path), f"{key} is {json.dumps(value)[:60]}, not {want}", fix=RERUN)
+
+    def number(v: Any) -> bool:
+        return v is None or (isinstance(v, (int, float)) and math.isfinite(v))
+
+    for key in _OBJECTS:
+        if summary.get(key) is not None and not isinstance(summary[key], dict):
+            raise bad(key, summary[key], "an object")
+    if not number(summary.get("overall")):
+        raise bad("overall", summary.get("overall"), "a finite number or null")
+
+    def walk(node: Any, key: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{key}.{k}")
+        elif isinstance(node, list):
+            raise bad(key, node, "a number or an object")
+        elif not number(node) and not (isinstance(node, str) and key.rsplit(".", 1)[-1] in _TEXT_LEAVES):
+            raise bad(key, node, "a finite number or null")
+
+    for key in _NUMERIC:
+        walk(summary.get(key), key)
+
+
 def load_run(run_dir: Path) -> RunRecord:
     """Read and check one run dir; every problem names the file (and line) to fix."""
     run_dir = Path(run_dir)
@@ -229,6 +265,7 @@ def load_run(run_dir: Path) -> RunRecord:
     for key in ("candidate", "judge"):
         if not isinstance(summary[key], dict) or "name" not in summary[key]:
             raise DataError(str(spath), f"{key}.name is missing", fix=RERUN)
+    _check_shape(spath, summary)
     if not (run_dir / SAMPLES_FILE).is_file():
         raise DataError(str(run_dir / SAMPLES_FILE), "missing; intervals need the per-question scores",
                         fix="re-score this run directory")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import shutil
 import subprocess
 import time
 import uuid
@@ -20,7 +22,7 @@ import pytest
 
 from conftest import EXE
 from fakeserver import FakeServer, Reply
-from test_adversarial import assert_clean, cli, is_judge, one_error_line, run, samples, script
+from test_adversarial import assert_clean, cli, hostile_spec, is_judge, one_error_line, run, samples, script
 
 SAMPLE = Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl"
 
@@ -173,13 +175,92 @@ def test_review_export_refuses_to_overwrite_a_sheet(srv: FakeServer, tmp_path: P
     assert run(srv, tmp_path).returncode == 0
     sheet = tmp_path / "sheet"
     assert cli(tmp_path, "review", "export", str(tmp_path / "run"), f"out={sheet}", "n=3").returncode == 0
-    filled = (sheet / "review.csv").read_text("utf-8-sig").replace(",,,\r\n", ",true,ana,\r\n")
+    filled = (sheet / "review.csv").read_bytes().decode("utf-8-sig").replace(",,,\r\n", ",true,ana,\r\n")
+    assert filled.count(",true,ana,") >= 3
     (sheet / "review.csv").write_text(filled, "utf-8-sig")
     again = cli(tmp_path, "review", "export", str(tmp_path / "run"), f"out={sheet}", "n=3")
     line = one_error_line(again)
     assert str(sheet) in line and "out=" in line and "force=true" in line
-    assert (sheet / "review.csv").read_text("utf-8-sig") == filled  # the labels are still there
+    assert (sheet / "review.csv").read_bytes().decode("utf-8-sig") == filled  # the labels are still there
     forced = cli(tmp_path, "review", "export", str(tmp_path / "run"), f"out={sheet}", "n=3", "force=true")
     assert forced.returncode == 0, forced.stderr
-    assert ",true,ana," not in (sheet / "review.csv").read_text("utf-8-sig")
+    assert ",true,ana," not in (sheet / "review.csv").read_bytes().decode("utf-8-sig")
     assert not list(sheet.glob(".*.tmp"))  # written atomically, no temp file left
+
+
+# -- E: hostile files end in one line naming the file, never a traceback ----------------------------------
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One complete run directory (3 questions through the fake server), copied by the tests that tamper."""
+    tmp = tmp_path_factory.mktemp("finished")
+    with FakeServer() as server:
+        server.handler = script()
+        proc = run(server, tmp)
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "run"
+
+
+def tampered(finished: Path, tmp: Path, key: str, value: Any) -> Path:
+    run_dir = tmp / "copy"
+    shutil.copytree(finished, run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text("utf-8"))
+    head, _, leaf = key.rpartition(".")
+    node = summary
+    for part in filter(None, head.split(".")):
+        node = node[part]
+    node[leaf] = value
+    (run_dir / "summary.json").write_text(json.dumps(summary), "utf-8")
+    return run_dir
+
+
+@pytest.mark.parametrize("key,value", [("counts", "x"), ("overall", "high"), ("abilities", [1]),
+                                       ("counts.questions", "a"), ("interval", 3), ("overall", 1e308 * 10)],
+                         ids=["counts-str", "overall-str", "abilities-list", "count-str", "interval-int", "overall-inf"])
+def test_tampered_summary_types_are_one_line(finished: Path, tmp_path: Path, key: str, value: Any) -> None:
+    run_dir = tampered(finished, tmp_path, key, value)
+    for command in (["leaderboard", str(run_dir), f"out={tmp_path / 'lb'}"], ["rescore", str(run_dir)]):
+        line = one_error_line(cli(tmp_path, *command))
+        assert f"{run_dir / 'summary.json'}" in line and key in line
+
+
+def test_a_template_raising_index_error_is_a_spec_error(tmp_path: Path) -> None:
+    bench = hostile_spec(tmp_path, '{{ "{1}".format("a") }}\n')
+    line = one_error_line(cli(tmp_path, "validate", f"benchmark={bench}"))
+    assert "judge.j2:1" in line and "IndexError" in line
+
+
+def test_a_deeply_nested_spec_yaml_is_refused_in_one_line(tmp_path: Path) -> None:
+    bench = hostile_spec(tmp_path)
+    spec = bench / "benchmark.yaml"
+    spec.write_text(spec.read_text("utf-8") + "extra: " + "[" * 20000 + "]" * 20000 + "\n", "utf-8")
+    line = one_error_line(cli(tmp_path, "validate", f"benchmark={bench}"))
+    assert str(spec) in line and "nested deeper" in line
+
+
+def test_a_labels_csv_cell_past_the_field_limit_is_one_line(finished: Path, tmp_path: Path) -> None:
+    sheet = tmp_path / "sheet"
+    assert cli(tmp_path, "review", "export", str(finished), f"out={sheet}", "n=3").returncode == 0
+    rows = (sheet / "review.csv").read_bytes().decode("utf-8-sig").split("\r\n")
+    rows[1] = rows[1][:-3] + ",true,ana," + '"' + "x" * 140_000 + '"'
+    labels = tmp_path / "labels.csv"
+    labels.write_text("\r\n".join(rows), "utf-8")
+    line = one_error_line(cli(tmp_path, "agree", str(finished), f"labels={labels}", f"out={tmp_path / 'agr'}"))
+    assert str(labels) in line and "field limit" in line
+
+
+def test_a_full_disk_while_writing_the_leaderboard_is_one_line(finished: Path, tmp_path: Path) -> None:
+    def small_files() -> None:  # writes past 20 kB fail with EFBIG, as on a full disk (Python ignores SIGXFSZ)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    out = tmp_path / "lb"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.run([EXE, "leaderboard", str(finished), f"out={out}"], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, preexec_fn=small_files, timeout=120)
+    line = one_error_line(proc)
+    assert "cannot write" in line and "disk space" in line
+    assert not list(out.glob(".*.tmp"))  # atomic writers leave no temp file, and no half-written file
+    for name in ("leaderboard.json", "leaderboard.md", "leaderboard.csv", "report.html"):
+        assert not (out / name).exists() or (out / name).stat().st_size < 20_000
+    if (out / "leaderboard.json").exists():
+        json.loads((out / "leaderboard.json").read_text("utf-8"))
