@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .datafetch import default_data_cache_dir, fetch, sha256_file
 from .dataquirks import DataQuirks
-from .datatypes import Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
+from .datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
 from .unicodecheck import surrogate_path
 from .errors import ConfigError, DataError
 
@@ -111,8 +111,8 @@ def _weight(value: Any) -> float | None | str:
     """The weight as a number (int kept as int, so prompts show '3' not '3.0'), None, or 'bad'."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return "bad"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= MAX_WEIGHT:
+        return "bad"  # NaN and inf fail too; two weights of 1e308 would sum to inf
     return value
 
 
@@ -245,7 +245,8 @@ def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, weigh
         weight = _weight(value)
         if weight == "bad" or (weight is None and rule is None):
             raise r.err(f"{where}{f.item_weight}: non-numeric weight {item[f.item_weight]!r}",
-                        fix="weights must be numbers (null is allowed only for failure-rule items)")
+                        fix=f"weights must be numbers between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g} (null is allowed only "
+                        "for failure-rule items)")
         if rule is not None and weight is not None:
             weighted_rule.append(f"{qid}:{weight}")
         crits.append(Criterion(index=i + 1, label=str(label), weight=weight,  # type: ignore[arg-type]

@@ -270,8 +270,8 @@ class ModelClient:
             async with self._semaphore():
                 await self._limiter.wait()
                 self.stats.requests += 1
-                try:  # outer guard in case a provider path ignores timeout=
-                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout + 30.0)
+                try:  # `timeout` is wall-clock per attempt: httpx's is per read, which a trickling server resets
+                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout)
                     text, prompt_tokens, completion_tokens = parse_reply(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
                     failure, error = classify(exc, self._key), exc

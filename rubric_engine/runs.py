@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rubric_engine.aggregate import ScoredQuestion, scored_from_samples
+from rubric_engine.datatypes import MAX_WEIGHT
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.rundir import MANIFEST_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, iter_jsonl, read_manifest
 from rubric_engine.scoring import DEFAULT_AGGREGATION, Aggregation
@@ -116,8 +117,26 @@ class RunRecord:
         return self.dir / SAMPLES_FILE
 
     def iter_samples(self) -> Iterator[dict[str, Any]]:
-        """samples.jsonl one record at a time; a bad line raises DataError naming file and line."""
-        for _, rec in iter_jsonl(self.samples_path, error=DataError, fix=""):
+        """samples.jsonl one record at a time; a bad line raises DataError naming file and line: a question
+        recorded twice (it would count twice), a weight that is not a bounded number, a verdict that is not
+        true / false / null (the file is editable, so what scoring reads again is checked here)."""
+        seen: set[str] = set()
+        for line, rec in iter_jsonl(self.samples_path, error=DataError, fix=""):
+            qid = str(rec.get("id"))
+            if qid in seen:
+                raise DataError(str(self.samples_path), f"question {qid!r} is recorded twice", line=line,
+                                fix="remove the duplicate line, or re-run into a new directory")
+            seen.add(qid)
+            for c in [c for s in [rec, *(rec.get("samples") or [])] if isinstance(s, dict)
+                      for c in (s.get("criteria") or []) if isinstance(c, dict)]:
+                weight, hit = c.get("weight"), c.get("hit")
+                if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
+                                           or not abs(weight) <= MAX_WEIGHT):
+                    raise DataError(str(self.samples_path), f"question {qid!r}: criterion weight {weight!r} is not a "
+                                    f"number between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}", line=line, fix=RERUN)
+                if hit is not None and not isinstance(hit, bool):
+                    raise DataError(str(self.samples_path), f"question {qid!r}: verdict hit={json.dumps(hit)[:40]} is "
+                                    "not true, false or null", line=line, fix=RERUN)
             yield rec
 
     def read_compact(self) -> None:
@@ -266,6 +285,11 @@ def load_run(run_dir: Path) -> RunRecord:
         if not isinstance(summary[key], dict) or "name" not in summary[key]:
             raise DataError(str(spath), f"{key}.name is missing", fix=RERUN)
     _check_shape(spath, summary)
+    manifest = read_manifest(run_dir)
+    if manifest is not None and manifest.get("spec_hash") != summary.get("spec_hash") and "rescore" not in summary:
+        raise DataError(str(run_dir / MANIFEST_FILE), f"spec_hash {str(manifest.get('spec_hash'))[:12]} differs from "
+                        f"summary.json's {str(summary.get('spec_hash'))[:12]}: the directory's files were edited",
+                        fix=RERUN)
     if not (run_dir / SAMPLES_FILE).is_file():
         raise DataError(str(run_dir / SAMPLES_FILE), "missing; intervals need the per-question scores",
                         fix="re-score this run directory")

@@ -22,7 +22,8 @@ import pytest
 
 from conftest import EXE
 from fakeserver import FakeServer, Reply
-from test_adversarial import assert_clean, cli, hostile_spec, is_judge, one_error_line, run, samples, script
+from test_adversarial import (assert_clean, cli, hostile_spec, is_judge, n_items, one_error_line, run, samples,
+                              script, verdict)
 
 SAMPLE = Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl"
 
@@ -264,3 +265,116 @@ def test_a_full_disk_while_writing_the_leaderboard_is_one_line(finished: Path, t
         assert not (out / name).exists() or (out / name).stat().st_size < 20_000
     if (out / "leaderboard.json").exists():
         json.loads((out / "leaderboard.json").read_text("utf-8"))
+
+
+# -- F: numeric options and weights are finite and bounded ------------------------------------------------
+
+@pytest.mark.parametrize("option", ["timeout=nan", "timeout=inf", "timeout=1e12", "rpm=nan", "bootstrap.samples=-1",
+                                    "candidate.timeout=inf"])
+def test_unbounded_numeric_options_are_refused_before_any_call(srv: FakeServer, tmp_path: Path, option: str) -> None:
+    line = one_error_line(run(srv, tmp_path, option))
+    assert option.split("=")[0].split(".")[-1] in line and not srv.requests
+
+
+def test_a_sweep_with_a_bad_bootstrap_option_pays_nothing(srv: FakeServer, tmp_path: Path) -> None:
+    proc = run(srv, tmp_path, "-m", "bootstrap.samples=-1", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert proc.returncode == 2 and "bootstrap.samples=-1" in proc.stderr and "Traceback" not in proc.stderr
+    assert not srv.requests
+
+
+def test_huge_weights_in_data_are_refused_at_validate(srv: FakeServer, tmp_path: Path) -> None:
+    lines = SAMPLE.read_text("utf-8").splitlines()
+    row = json.loads(lines[0])
+    row["rubric"][0]["score"] = row["rubric"][1]["score"] = 1e308
+    lines[0] = json.dumps(row, ensure_ascii=False)
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(lines) + "\n", "utf-8")
+    line = one_error_line(cli(tmp_path, "validate", "heartbench_en", f"data.path={data}"))
+    assert f"{data}:1" in line and "weight" in line
+    line = one_error_line(run(srv, tmp_path, f"data.path={data}"))
+    assert f"{data}:1" in line and not srv.requests
+
+
+def edit_samples(finished: Path, tmp: Path, change: str) -> Path:
+    run_dir = tmp / "copy"
+    shutil.copytree(finished, run_dir)
+    path = run_dir / "samples.jsonl"
+    lines = path.read_text("utf-8").splitlines()
+    rec = json.loads(lines[0])
+    if change == "nan-weight":
+        rec["criteria"][0]["weight"] = float("nan")
+    elif change == "huge-weights":
+        rec["criteria"][0]["weight"] = rec["criteria"][1]["weight"] = 1e308
+    elif change == "text-hit":
+        rec["criteria"][0]["hit"] = "yes"
+    lines[0] = json.dumps(rec)
+    if change == "duplicate":
+        lines.append(lines[1])
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    if change == "manifest-hash":
+        manifest = json.loads((run_dir / "manifest.json").read_text("utf-8"))
+        manifest["spec_hash"] = "0" * 64
+        (run_dir / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+    return run_dir
+
+
+@pytest.mark.parametrize("change,says", [("nan-weight", "weight nan"), ("huge-weights", "weight 1e+308"),
+                                         ("text-hit", 'hit="yes"'), ("duplicate", "recorded twice"),
+                                         ("manifest-hash", "spec_hash")])
+def test_rescore_and_leaderboard_refuse_edited_run_files(finished: Path, tmp_path: Path, change: str, says: str) -> None:
+    run_dir = edit_samples(finished, tmp_path, change)
+    for command in (["rescore", str(run_dir)], ["leaderboard", str(run_dir), f"out={tmp_path / 'lb'}"]):
+        line = one_error_line(cli(tmp_path, *command))
+        assert str(run_dir) in line and says in line, line
+    assert not (run_dir / "rescore-log_normalised").exists()
+
+
+# -- G: structured output is turned off only by a 400 that names the response format -----------------------
+
+def test_one_unrelated_judge_400_keeps_structured_output_on(srv: FakeServer, tmp_path: Path) -> None:
+    seen = {"n": 0}
+
+    def judge(body: dict[str, Any]) -> Reply | str:
+        seen["n"] += 1
+        if seen["n"] == 1:
+            return Reply(status=400, error="This response was filtered by the content management policy")
+        return verdict(n_items(body))
+
+    srv.handler = script(judge=judge)
+    proc = run(srv, tmp_path, "concurrency=1")
+    assert proc.returncode == 0, proc.stderr
+    judged = [b for b in srv.requests if is_judge(b)]
+    assert len(judged) == 3 and all("response_format" in b for b in judged)  # never dropped after the 400
+    recs = samples(tmp_path)
+    assert sum(bool(r["judge_error"]) for r in recs) == 1 and "filtered" in next(r["judge_error"] for r in recs
+                                                                                   if r["judge_error"])
+    assert "refused response_format" not in proc.stderr
+
+
+def test_a_400_naming_the_format_turns_it_off_with_a_notice(tmp_path: Path) -> None:
+    with FakeServer(script(), reject_json_schema=True) as server:
+        proc = run(server, tmp_path, "concurrency=1", "progress=plain")
+        judged = [b for b in server.requests if is_judge(b)]
+    assert proc.returncode == 0, proc.stderr
+    assert "response_format" in judged[0] and "response_format" not in judged[-1]  # off once refused
+    assert proc.stderr.count("refused response_format json_schema") == 1, proc.stderr
+    assert all(r["score"] is not None for r in samples(tmp_path))
+
+
+# -- H: `timeout` is a wall-clock limit per attempt ----------------------------------------------------------
+
+def test_a_trickling_server_is_cut_at_the_timeout(srv: FakeServer, tmp_path: Path) -> None:
+    calls = {"n": 0}
+
+    def candidate(body: dict[str, Any]) -> Reply | str:
+        calls["n"] += 1  # one byte every 0.3 s: every read is quick, the whole reply takes minutes
+        return Reply(text="A reply sent very slowly.", trickle=0.3) if calls["n"] == 1 else "A fine reply."
+
+    srv.handler = script(candidate=candidate)
+    started = time.monotonic()
+    proc = run(srv, tmp_path, "timeout=3", "concurrency=1")
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    recs = samples(tmp_path)
+    assert sum(bool(r["candidate_error"]) for r in recs) == 1 and sum(r["score"] is not None for r in recs) == 2
+    assert took < 30, took  # was timeout + 30 s per attempt, and more while bytes kept coming
