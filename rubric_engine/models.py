@@ -235,9 +235,16 @@ class ModelClient:
 
     def _message(self, failure: Failure) -> str:
         who = f"{self.role} model '{self.spec.name}'"
+        if self.spec.api_base and not self.spec.api_key_env:  # it was sent 'no-key', never $<PROVIDER>_API_KEY
+            key = (f"the endpoint {self.spec.api_base} was sent no key (placeholder 'no-key'); name the variable "
+                   f"holding its key with {self.role}.api_key_env=VAR")
+            auth = forbidden = key
+        else:
+            auth = f"set the API key in ${self.spec.key_env}"
+            forbidden = f"check that the key in ${self.spec.key_env} may use this model"
         advice = {
-            "auth": f"set the API key in ${self.spec.key_env}",
-            "forbidden": f"check that the key in ${self.spec.key_env} may use this model",
+            "auth": auth,
+            "forbidden": forbidden,
             "not_found": f"check the model id '{self.spec.model}'" + (f" and api_base {self.spec.api_base}"
                                                                      if self.spec.api_base else ""),
             "context": "the prompt is longer than the model's context window; use a longer-context model",

@@ -378,3 +378,25 @@ def test_a_trickling_server_is_cut_at_the_timeout(srv: FakeServer, tmp_path: Pat
     recs = samples(tmp_path)
     assert sum(bool(r["candidate_error"]) for r in recs) == 1 and sum(r["score"] is not None for r in recs) == 2
     assert took < 30, took  # was timeout + 30 s per attempt, and more while bytes kept coming
+
+
+# -- I: error texts name the right cause -----------------------------------------------------------------
+
+def test_a_401_from_a_custom_endpoint_does_not_blame_a_variable_it_never_received(srv: FakeServer,
+                                                                                   tmp_path: Path) -> None:
+    srv.handler = lambda body: Reply(status=401)
+    proc = run(srv, tmp_path, "limit=1")
+    assert proc.returncode == 2, proc.stderr
+    assert "$OPENAI_API_KEY" not in proc.stderr and "api_key_env" in proc.stderr and srv.url in proc.stderr
+
+
+def test_a_huge_dialogue_is_named_as_the_data_not_the_template(srv: FakeServer, tmp_path: Path) -> None:
+    lines = SAMPLE.read_text("utf-8").splitlines()
+    row = json.loads(lines[0])
+    row["dialogue"][0]["content"] = "I feel lost. " * 240_000  # ~3 MB
+    lines[0] = json.dumps(row, ensure_ascii=False)
+    data = tmp_path / "data.jsonl"
+    data.write_text("\n".join(lines) + "\n", "utf-8")
+    line = one_error_line(run(srv, tmp_path, f"data.path={data}"))
+    assert f"question {row['question_id']}" in line and "ids=" in line and ".j2" not in line
+    assert not srv.requests
