@@ -240,14 +240,15 @@ def _read_spec(run_dir: Path, summary: Mapping[str, Any]) -> dict[str, Any]:
 
 _OBJECTS = ("candidate", "judge", "abilities", "dimensions", "subsets", "scenarios", "breakdowns", "interval",
             "aggregation", "counts", "length", "tokens", "cost", "calls", "selection", "wall_seconds")
-_NUMERIC = ("abilities", "dimensions", "subsets", "scenarios", "breakdowns", "interval", "counts", "tokens", "cost",
-            "wall_seconds")
-_TEXT_LEAVES = frozenset({"decay_base", "unit", "token_measure", "method", "note"})  # strings inside _NUMERIC
+_FLAT = ("abilities", "dimensions", "subsets", "scenarios", "counts", "cost")  # name -> score, count or cost
+_TEXT_LEAVES = frozenset({"decay_base"})  # the one string among them
 
 
 def _check_shape(path: Path, summary: Mapping[str, Any]) -> None:
-    """summary.json is a file anyone can edit: its sections are objects and its scores finite numbers (or
-    null), checked once here, so a tampered value is one line naming the key rather than a traceback."""
+    """summary.json is a file anyone can edit: its sections are objects and the scores, counts and costs
+    that ranking reads are finite numbers (or null), checked once here, so a tampered value is one line
+    naming the key rather than a traceback. Sections with free-form parts (breakdowns, interval.nested,
+    length) are checked as objects only."""
     def bad(key: str, value: Any, want: str) -> DataError:
         return DataError(str(path), f"{key} is {json.dumps(value)[:60]}, not {want}", fix=RERUN)
 
@@ -259,18 +260,14 @@ def _check_shape(path: Path, summary: Mapping[str, Any]) -> None:
             raise bad(key, summary[key], "an object")
     if not number(summary.get("overall")):
         raise bad("overall", summary.get("overall"), "a finite number or null")
-
-    def walk(node: Any, key: str) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(v, f"{key}.{k}")
-        elif isinstance(node, list):
-            raise bad(key, node, "a number or an object")
-        elif not number(node) and not (isinstance(node, str) and key.rsplit(".", 1)[-1] in _TEXT_LEAVES):
-            raise bad(key, node, "a finite number or null")
-
-    for key in _NUMERIC:
-        walk(summary.get(key), key)
+    leaves = [(f"{key}.{k}", v) for key in _FLAT for k, v in (summary.get(key) or {}).items() if k not in _TEXT_LEAVES]
+    leaves += [(f"interval.{k}", v) for k, v in (summary.get("interval") or {}).items() if k in ("lo", "hi", "std")]
+    leaves += [(f"tokens.{role}", v) for role, v in (summary.get("tokens") or {}).items() if not isinstance(v, dict)]
+    leaves += [(f"tokens.{role}.{k}", v) for role, d in (summary.get("tokens") or {}).items() if isinstance(d, dict)
+               for k, v in d.items()]
+    for key, value in leaves:
+        if not number(value):
+            raise bad(key, value, "a finite number or null")
 
 
 def load_run(run_dir: Path) -> RunRecord:
