@@ -26,7 +26,7 @@ from .errors import ConfigError
 from .cliargs import COMMANDS, as_int, as_list, parse
 from .labels import LabelSet, read_labels
 from .reviewitems import RunItems, load_items
-from .rundir import write_json
+from .rundir import write_json, write_text
 from .scoring import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation, score_question
 
 __all__ = ["compute_agreement", "agree_command", "agree_main", "BREAKDOWNS", "MAJORITY"]
@@ -257,8 +257,8 @@ def agree_command(dirs: Sequence[Path], label_files: Sequence[Path], out: Path, 
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "agreement.json", result)
     markdown = render_markdown(result)
-    (out / "agreement.md").write_text(markdown, encoding="utf-8")
-    (out / "agreement.html").write_text(render_html(markdown, f"Judge-human agreement: {data.benchmark}"), encoding="utf-8")
+    write_text(out / "agreement.md", markdown)
+    write_text(out / "agreement.html", render_html(markdown, f"Judge-human agreement: {data.benchmark}"))
     return result
 
 

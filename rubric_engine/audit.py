@@ -190,7 +190,7 @@ def audit_command(dirs: Sequence[Path], *, families: Mapping[str, str] | None = 
                       "(judge or candidate errors)", highlight=False, markup=False)
     target = Path(out) if out is not None else (Path(dirs[0]) if len(dirs) == 1 else Path("audit"))
     rundir.write_json(target / "audit.json", report)
-    (target / "audit.md").write_text(_markdown(report), encoding="utf-8")
+    rundir.write_text(target / "audit.md", _markdown(report))
     console.print(f"audit written to {target} (audit.json, audit.md)", highlight=False, markup=False)
     return report
 

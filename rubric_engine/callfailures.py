@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from rubric_engine.redact import redact
+from rubric_engine.unicodecheck import replace_surrogates
 
 __all__ = ["Failure", "Malformed", "classify", "clean", "retry_after", "STOPS_RUN_KINDS"]
 
@@ -61,7 +62,7 @@ def retry_after(exc: BaseException) -> float | None:
 
 def clean(text: str, secret: str | None) -> str:
     """One line, no LiteLLM class-name prefixes, no secret, at most 300 chars."""
-    text = re.sub(r"\s+", " ", text).strip()
+    text = replace_surrogates(re.sub(r"\s+", " ", text).strip())  # an error body's "\\ud800" is text to show
     text = re.sub(r"^(litellm\.\w+:\s*)+", "", text)
     if secret and len(secret) >= 4:
         text = text.replace(secret, "***")

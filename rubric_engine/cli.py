@@ -22,6 +22,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError, RubricEngineError
+from .modelspec import MAX_TIMEOUT
 from .rundir import SUMMARY_FILE, discard_untouched, untouched
 from .runs import ERROR_FILE, REJECTED_FILE  # a failed / rejected sweep job's one line (listed as not ranked)
 from .startup import shut_down, start_up, start_up_done
@@ -182,10 +183,13 @@ def _check_values(cfg: DictConfig) -> None:
     _whole(cfg, "concurrency", 1)
     _whole(cfg, "max_retries", 0)
     _whole(cfg, "limit", 0, optional=True)
-    for key in ("rpm", "timeout"):
+    _whole(cfg, "bootstrap.samples", 1)  # read only by a sweep's leaderboard, after every job paid: check now
+    _whole(cfg, "bootstrap.seed", 0)
+    for key, top in (("rpm", 1e9), ("timeout", MAX_TIMEOUT)):
         value = OmegaConf.select(cfg, key, default=None)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-            raise ConfigError(f"{key}={value} is not valid; give a number > 0 (or null)")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 < value <= top):  # NaN fails both comparisons
+            raise ConfigError(f"{key}={value} is not valid; give a number > 0 and <= {top:g} (or null)")
     progress = OmegaConf.select(cfg, "progress", default="auto")
     if progress not in ("auto", "rich", "plain", "none"):
         raise ConfigError(f"progress={progress} is not valid; use auto, rich, plain or none")
@@ -449,6 +453,8 @@ def _main(argv: list[str], debug: bool) -> None:
     except KeyboardInterrupt as exc:  # a signal while Hydra composed, or during a sweep: no leaderboard
         sys.exit(_interrupted(exc))
     except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
+        if isinstance(exc.__cause__, RubricEngineError):  # e.g. our log handler refusing a planted link,
+            sys.exit(fail(exc.__cause__, debug, exc))    # wrapped by logging.config as "Unable to configure"
         if is_config_library_error(exc):
             sys.exit(fail(ConfigError(one_line(exc)), debug, exc))
         if debug:

@@ -8,7 +8,7 @@ output format never touches the statistics. It imports leaderboard.py, never the
 from __future__ import annotations
 
 import csv
-import json
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -18,6 +18,7 @@ from rubric_engine.csvcells import csv_cell
 from rubric_engine.errors import ConfigError
 from rubric_engine.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
 from rubric_engine.runs import collect_runs, failed_jobs, incomplete_runs
+from rubric_engine.rundir import write_json, write_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -140,14 +141,15 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"json": out / "leaderboard.json", "csv": out / "leaderboard.csv", "md": out / "leaderboard.md"}
-    files["json"].write_text(json.dumps(lb.to_dict(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_json(files["json"], lb.to_dict())  # every output written atomically: a full disk leaves the old file
     records = [_csv_record(lb, r) for r in lb.rows]
-    with files["csv"].open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
-        writer.writeheader()
-        writer.writerows({k: ("" if v is None else csv_cell(v)) for k, v in rec.items()} for rec in records)
-    files["md"].write_text(_markdown(lb), encoding="utf-8")
-    t, subs, abilities = lb.taxonomy, _subsets(lb), ability_ids(lb.taxonomy.dimensions)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(records[0]))
+    writer.writeheader()
+    writer.writerows({k: ("" if v is None else csv_cell(v)) for k, v in rec.items()} for rec in records)
+    write_text(files["csv"], buf.getvalue())
+    write_text(files["md"], _markdown(lb))
+    t, subs = lb.taxonomy, _subsets(lb)
     base = f" (decay base: {t.subset_labels.get(t.decay[2], t.decay[2])})" if t.decay else ""
     images: dict[str, Path] = {}
     shown = chart_formats[0] if chart_formats else "png"  # the page embeds the first format asked

@@ -26,6 +26,7 @@ import threading
 from typing import Any
 
 from rubric_engine.callfailures import Malformed
+from rubric_engine.unicodecheck import LONE_SURROGATE
 
 __all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "reply_cost"]
 
@@ -189,6 +190,9 @@ def parse_reply(response: Any) -> tuple[str, int, int]:
         text = "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
     else:
         raise Malformed(f"malformed response: content is {type(content).__name__}")
+    if LONE_SURROGATE.search(text):  # valid JSON, not valid Unicode: cannot be cached or written
+        raise Malformed(f"malformed response: the reply holds {len(LONE_SURROGATE.findall(text))} unpaired UTF-16 "
+                        "surrogate(s) (\\ud800-\\udfff), which is not valid Unicode")
     usage = getattr(response, "usage", None)
     return text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
 

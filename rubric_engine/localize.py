@@ -314,6 +314,9 @@ def apply_review(opts: LocalizeOptions) -> dict[str, Any]:
                 line = reader.line_num + 1
     except OSError as exc:
         raise DataError(str(opts.review), f"cannot read the review file: {exc.strerror or exc}") from exc
+    except csv.Error as exc:  # e.g. a cell past the reader's field limit, a stray quote
+        raise DataError(str(opts.review), f"unreadable CSV ({exc})", line=line,
+                        fix="check that row's quotes; edit only the translation column") from None
     if not table or [c.strip() for c in table[0][1][:len(REVIEW_COLUMNS)]] != list(REVIEW_COLUMNS):
         raise DataError(str(opts.review), "the header must be " + ",".join(REVIEW_COLUMNS), line=1,
                         fix="start from the review.csv that localize wrote and edit only the translation column")

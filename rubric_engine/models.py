@@ -236,9 +236,16 @@ class ModelClient:
 
     def _message(self, failure: Failure) -> str:
         who = f"{self.role} model '{self.spec.name}'"
+        if self.spec.api_base and not self.spec.api_key_env:  # it was sent 'no-key', never $<PROVIDER>_API_KEY
+            key = (f"the endpoint {self.spec.api_base} was sent no key (placeholder 'no-key'); name the variable "
+                   f"holding its key with {self.role}.api_key_env=VAR")
+            auth = forbidden = key
+        else:
+            auth = f"set the API key in ${self.spec.key_env}"
+            forbidden = f"check that the key in ${self.spec.key_env} may use this model"
         advice = {
-            "auth": f"set the API key in ${self.spec.key_env}",
-            "forbidden": f"check that the key in ${self.spec.key_env} may use this model",
+            "auth": auth,
+            "forbidden": forbidden,
             "not_found": f"check the model id '{self.spec.model}'" + (f" and api_base {self.spec.api_base}"
                                                                      if self.spec.api_base else ""),
             "context": "the prompt is longer than the model's context window; use a longer-context model",
@@ -276,8 +283,8 @@ class ModelClient:
                 if stopped():  # a signal stopped the run: no request leaves, even if a cancellation was lost
                     raise asyncio.CancelledError
                 self.stats.requests += 1
-                try:  # outer guard in case a provider path ignores timeout=
-                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout + 30.0)
+                try:  # `timeout` is wall-clock per attempt: httpx's is per read, which a trickling server resets
+                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout)
                     text, prompt_tokens, completion_tokens = parse_reply(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
                     failure, error = classify(exc, self._key), exc

@@ -22,6 +22,7 @@ __all__ = ["ModelSpec", "cache_key", "provider_key_env", "check_keys", "CACHE_KE
            "PARAMS_FIX", "destination"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
+MAX_TIMEOUT = 86_400.0  # one day: a per-attempt limit, and what httpx / asyncio are given must be finite
 _NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries", "max_retries"})
 _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
 # Hosted providers whose own endpoint always wants a key in <PROVIDER>_API_KEY: an entry for one of them
@@ -109,8 +110,10 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError(f"model {self.name!r}: 'model' must be a LiteLLM id like 'openai/gpt-4o' (got {self.model!r})")
-        if not self.timeout or self.timeout <= 0:
-            raise ConfigError(f"model {self.name!r}: timeout must be > 0 seconds (got {self.timeout!r})")
+        if (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
+                or not 0 < self.timeout <= MAX_TIMEOUT):  # NaN fails both comparisons; inf is not a limit
+            raise ConfigError(f"model {self.name!r}: timeout must be a number of seconds > 0 and <= {MAX_TIMEOUT} "
+                              f"(got {self.timeout!r})")
         params = _plain(self.params or {})
         _refuse_endpoint_params(params, f"model {self.name!r}: params")
         object.__setattr__(self, "params", params)

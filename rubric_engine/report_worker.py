@@ -40,6 +40,7 @@ def build_report(run_dir: Path, *, n_boot: int = 1000) -> Path:
     from rubric_engine import html_views
     from rubric_engine.leaderboard import build_leaderboard
     from rubric_engine.leaderboard_output import write_leaderboard
+    from rubric_engine.rundir import write_text
     from rubric_engine.runs import load_run
 
     lb = build_leaderboard([load_run(run_dir)], n_boot=n_boot)
@@ -47,7 +48,7 @@ def build_report(run_dir: Path, *, n_boot: int = 1000) -> Path:
         built = write_leaderboard(lb, Path(tmp), agreement=html_views.find_agreement([run_dir]),
                                   chart_formats=("png",))["html"]  # only the embedded PNGs
         target = run_dir / REPORT_FILE
-        target.write_bytes(built.read_bytes())
+        write_text(target, built.read_text(encoding="utf-8"))  # atomic: a full disk leaves no half page
     return target
 
 

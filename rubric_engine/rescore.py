@@ -106,12 +106,13 @@ def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool
     out_dir.mkdir(parents=True, exist_ok=True)
     identity = {"benchmark": summary.get("benchmark"), "spec_hash": summary.get("spec_hash"), "stage": "rescore",
                 "rescore_of": str(run.dir), "formula": spec.scoring.formula, "failure_rules": rules}
-    manifest = rundir.begin_run(out_dir, identity)  # running until every file is written, like a run
-    resolved = {**spec.model_dump(mode="json", by_alias=True), "_files": run.spec.get("_files", [])}
-    rundir.write_json(out_dir / rundir.SPEC_FILE, resolved)
-    rundir.write_jsonl(out_dir / rundir.SAMPLES_FILE, samples)
-    rundir.write_json(out_dir / rundir.SUMMARY_FILE, summary)
-    rundir.finish_run(out_dir, manifest)
+    with rundir.RunLock(out_dir):  # one process writes a run directory, a rescore's too
+        manifest = rundir.begin_run(out_dir, identity)  # running until every file is written, like a run
+        resolved = {**spec.model_dump(mode="json", by_alias=True), "_files": run.spec.get("_files", [])}
+        rundir.write_json(out_dir / rundir.SPEC_FILE, resolved)
+        rundir.write_jsonl(out_dir / rundir.SAMPLES_FILE, samples)
+        rundir.write_json(out_dir / rundir.SUMMARY_FILE, summary)
+        rundir.finish_run(out_dir, manifest)
     return summary
 
 
@@ -208,7 +209,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
     cmp = {"formula": shown, "failure_rules": rules, "outputs": {name: str(target) for name, _, _, target in pairs},
            **compare_summaries([(name, old, new) for name, old, new, _ in pairs], tax.labels)}
     rundir.write_json(out / f"{stem}.json", cmp)
-    (out / f"{stem}.md").write_text(_markdown(cmp, shown, rules), encoding="utf-8")
+    rundir.write_text(out / f"{stem}.md", _markdown(cmp, shown, rules))
     console = console or termtext.SafeConsole()
     if len(cmp["runs"]) == 1:
         r = cmp["runs"][0]

@@ -19,10 +19,10 @@ from typing import Any
 
 from .csvcells import csv_row
 from .errors import ConfigError
-from .cliargs import COMMANDS, HelpRequested, as_int, as_list, parse
+from .cliargs import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from .review_html import ReviewCriterion, ReviewQuestion, render_review_page
 from .reviewitems import Item, RunItems, load_items
-from .rundir import write_json
+from .rundir import write_json, write_text
 
 __all__ = ["sample_items", "sheet_id", "export_review", "review_main", "csv_columns"]
 
@@ -30,7 +30,7 @@ def csv_columns(id_field: str) -> list[str]:
     """The review CSV header; the question column is the benchmark's own id field."""
     return ["sheet_id", "item_key", id_field, "criterion_index", "criterion", "weight", "met", "rater", "note"]
 USAGE = """usage: rubric-engine review export RUN_DIR [RUN_DIR ...] [n=100] [seed=0]
-                                   [stratify=[ability,subset]] [unit=item|reply] [out=DIR]
+                                   [stratify=[ability,subset]] [unit=item|reply] [out=DIR] [force=true]
 
 Draw a stratified random sample of (question, criterion) items from one or more run directories
 (several candidates, several judges) and write a blind review sheet to out= (default: review/):
@@ -39,7 +39,9 @@ Draw a stratified random sample of (question, criterion) items from one or more 
   sheet.json   what was sampled, from which runs, with which seed
 stratify= any item field: ability, dimension, subset, scenario, weight_sign, candidate, or a
 field the data carries. unit=reply samples whole replies (all their criteria), which is what
-score-level agreement needs. Then: rubric-engine agree RUN_DIR ... labels=FILE[,FILE...]
+score-level agreement needs. A directory already holding a sheet is refused (its labels would be
+lost): choose another out=, or force=true to replace it.
+Then: rubric-engine agree RUN_DIR ... labels=FILE[,FILE...]
 """
 
 
@@ -119,11 +121,20 @@ def _csv(sid: str, questions: Sequence[ReviewQuestion], id_field: str) -> str:
     return buf.getvalue()
 
 
+SHEET_FILES = ("review.html", "review.csv", "sheet.json")
+
+
 def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
-                  stratify: Sequence[str] = ("ability", "subset"), unit: str = "item") -> dict[str, Any]:
-    """Write review.html, review.csv and sheet.json to `out`; returns what sheet.json holds."""
+                  stratify: Sequence[str] = ("ability", "subset"), unit: str = "item",
+                  force: bool = False) -> dict[str, Any]:
+    """Write review.html, review.csv and sheet.json to `out` (each atomically); returns what sheet.json holds.
+    A sheet already there may hold people's labels: it is replaced only with `force`."""
     if unit not in ("item", "reply"):
         raise ConfigError(f"review export: unit={unit!r}; use unit=item or unit=reply")
+    there = [f for f in SHEET_FILES if (out / f).exists() or (out / f).is_symlink()]
+    if there and not force:
+        raise ConfigError(f"review export: {out} already holds a review sheet ({', '.join(there)}), perhaps with "
+                          "labels; choose another out=DIR, or pass force=true to replace it")
     data = load_items(dirs)
     if not data.items:
         raise ConfigError("review export: the runs hold no reply to review (every candidate call failed?)")
@@ -132,8 +143,8 @@ def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
     questions = _questions(data, picked)
     out.mkdir(parents=True, exist_ok=True)
     lang = str(data.spec.get("locale") or "en")
-    (out / "review.html").write_text(render_review_page(sid, data.benchmark, questions, lang, data.id_field), encoding="utf-8")
-    (out / "review.csv").write_text(_csv(sid, questions, data.id_field), encoding="utf-8-sig", newline="")
+    write_text(out / "review.html", render_review_page(sid, data.benchmark, questions, lang, data.id_field))
+    write_text(out / "review.csv", _csv(sid, questions, data.id_field), bom=True)
     sheet = {"sheet_id": sid, "benchmark": data.benchmark, "n": len(picked), "unit": unit, "seed": seed,
              "stratify": list(stratify), "runs": [str(r.dir) for r in data.runs],
              "items": [it.key for it in picked], "replies": len(questions)}
@@ -154,7 +165,8 @@ def review_main(args: Sequence[str]) -> int:
     out = Path(parsed.get("out", "review"))  # type: ignore[arg-type]
     sheet = export_review([Path(d) for d in parsed.positionals], out, n=as_int(parsed.get("n", "100"), "n", "review export", 1),
                           seed=as_int(parsed.get("seed", "0"), "seed", "review export"),
-                          stratify=as_list(parsed.get("stratify", "[ability,subset]")), unit=str(parsed.get("unit", "item")))
+                          stratify=as_list(parsed.get("stratify", "[ability,subset]")), unit=str(parsed.get("unit", "item")),
+                          force=as_bool(parsed.get("force", "false"), "force", "review export"))
     print(f"review sheet {sheet['sheet_id']}: {sheet['n']} items from {sheet['replies']} replies "
           f"({len(sheet['runs'])} run(s)) -> {out / 'review.html'}, {out / 'review.csv'}", file=sys.stdout)
     return 0

@@ -141,8 +141,14 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     """Run the stages the settings ask for and return the summary (also written to out_dir).
 
     `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
-    so `rubric-engine ... > result.txt` keeps results apart from progress.
+    so `rubric-engine ... > result.txt` keeps results apart from progress. The run holds its directory's
+    lock throughout (rundir.RunLock): a second process into the same directory is refused.
     """
+    with rundir.RunLock(Path(settings.out_dir)):
+        return _run_locked(settings, console, results)
+
+
+def _run_locked(settings: RunSettings, console: Console | None, results: Console | None) -> dict[str, Any]:
     console = console or SafeConsole(stderr=True)
     results = results or SafeConsole()
     _start_litellm_early(settings)

@@ -167,6 +167,10 @@ def run_subcommand(name: str, args: list[str], compose: Compose) -> int:
         return 0
     except RubricEngineError as exc:
         return fail(exc, debug)
+    except OSError as exc:  # a full disk, a read-only directory: the file and the fix, not a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        return fail(ConfigError(f"{name}: {where}cannot write or read ({exc.strerror or exc}); check free disk "
+                                "space and permissions, or choose another out=DIR"), debug, exc)
     except Exception as exc:  # Hydra's own errors (bad override, unknown group option)
         if is_config_library_error(exc):
             return fail(ConfigError(one_line(exc)), debug, exc)

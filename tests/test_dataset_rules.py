@@ -499,7 +499,7 @@ def one_row_error(tmp_path: Path, text: str, spec: BenchmarkSpec = HEART) -> str
     ({"rubric": [{"dimension": "温暖", "content": "x"}]}, "<file>:2: rubric[0]: missing field 'score'; add it, or fix "
      "data.fields.item_weight in the spec (keys here: dimension, content)"),
     ({"rubric": [{"dimension": "温暖", "score": None, "content": "x"}]}, "<file>:2: rubric[0]: score: non-numeric "
-     "weight None; weights must be numbers (null is allowed only for failure-rule items)"),
+     "weight None; weights must be numbers between -1e+06 and 1e+06 (null is allowed only for failure-rule items)"),
     ({"dialogue": ["hi"]}, "<file>:2: dialogue[0]: turn is not an object; got 'hi'"),
     ({"dialogue": [{"role": "C", "content": "x"}]}, "<file>:2: dialogue[0]: unknown role 'C'; allowed roles "
      "(data.roles): A, B"),

@@ -62,10 +62,10 @@ def test_spec_checks() -> None:
     with pytest.raises(ConfigError) as err:
         ModelSpec("n", "  ")
     assert str(err.value) == "model 'n': 'model' must be a LiteLLM id like 'openai/gpt-4o' (got '  ')"
-    for bad in (0, -1.0):
+    for bad in (0, -1.0, float("nan"), float("inf"), 86_401):
         with pytest.raises(ConfigError) as err:
             ModelSpec("n", "m/x", timeout=bad)
-        assert str(err.value) == f"model 'n': timeout must be > 0 seconds (got {bad!r})"
+        assert str(err.value) == f"model 'n': timeout must be a number of seconds > 0 and <= 86400.0 (got {bad!r})"
     with pytest.raises(ConfigError) as err:
         ModelSpec("n", "m/x", params={"api_key": "sk"})
     assert str(err.value).startswith("model 'n': params.api_key is not allowed")
