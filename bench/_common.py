@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "heartbench" / "question_all.jsonl"
+_GIVEN = Path(os.environ.get("RUBRIC_ENGINE_HEARTBENCH", "")).expanduser()  # as the tests take it (conftest.py)
+SHARED_DATA = (_GIVEN if _GIVEN.is_file() else _GIVEN / "question_all.jsonl") if os.environ.get("RUBRIC_ENGINE_HEARTBENCH") \
+    else ROOT.parent / "shared" / "heartbench" / "question_all.jsonl"
 KEY_ENV = "BENCH_FAKE_KEY"
 _BESIDE = Path(sys.executable).with_name("rubric-engine")  # the environment running the bench, not another on PATH
 EXE = str(_BESIDE) if _BESIDE.exists() else (shutil.which("rubric-engine") or str(_BESIDE))
 
-__all__ = ["write_synthetic", "ServerProcess", "run_engine", "engine_args", "drive_clients", "ROOT", "EXE",
-           "KEY_ENV", "options", "timed", "print_call_rate", "ABILITIES", "DIMS", "scored_questions"]
+__all__ = ["write_synthetic", "SHARED_DATA", "ServerProcess", "run_engine", "engine_args", "drive_clients", "ROOT", "EXE",
+           "KEY_ENV", "varied_reply", "options", "timed", "print_call_rate", "ABILITIES", "DIMS", "scored_questions"]
 
 # A HeartBench-sized taxonomy for the statistics benches: 15 abilities in 5 dimensions.
 ABILITIES = [f"a{i}" for i in range(15)]
@@ -76,6 +78,7 @@ def print_call_rate(wall: float, ideal: float, calls: int, cpu: float, concurren
 
 
 _ITEM_RE = re.compile(r"^(\d+)\. \[", re.M)  # "1. [label][weight] text" in the judge prompt
+_RULE_ITEM_RE = re.compile(r"^(\d+)\. \[(?:其他|Other)\]", re.M)  # a failure-rule item (zeroes the question when met)
 _LABELS = ["好奇心", "情绪感知", "情绪理解", "温暖", "第一人称使用", "言语表达"]
 
 
@@ -122,6 +125,25 @@ def _reply(body: dict[str, Any]) -> Any:
         return Reply(text=json.dumps({"criteria": [{"id": i, "reasoning": "ok", "met": i % 2 == 0}
                                                    for i in range(1, n + 1)]}), usage=(900, 40 * n))
     return Reply(text="听起来你最近真的很累，我在这里，愿意听你慢慢说。" * 4, usage=(600, 120))
+
+
+def varied_reply(body: dict[str, Any]) -> Any:
+    """`_reply` with the variety real models give: the candidate's reply length and each verdict depend on
+    the prompt (crc32, deterministic), so the finish's statistics (length against score, the bootstrap)
+    have real work to do; with one fixed reply the length analysis finds no variation and is skipped."""
+    import zlib  # noqa: PLC0415
+
+    from fakeserver import Reply  # noqa: PLC0415
+
+    text = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    h = zlib.crc32(text.encode("utf-8"))
+    if "criteria" in text and ("response_format" in body or '"met"' in text):
+        n = max((int(x) for x in _ITEM_RE.findall(text)), default=1)
+        rules = {int(x) for x in _RULE_ITEM_RE.findall(text)}  # HeartBench's role-confusion items: never met
+        return Reply(text=json.dumps({"criteria": [{"id": i, "reasoning": "ok",
+                                                    "met": i not in rules and (h >> (i % 29)) & 1 == 1}
+                                                   for i in range(1, n + 1)]}), usage=(900, 40 * n))
+    return Reply(text="听起来你最近真的很累，我在这里，愿意听你慢慢说。" * (1 + h % 12), usage=(600, 30 + h % 300))
 
 
 def _serve(latency: float, conn: Any, reply: Callable[[dict[str, Any]], Any] | None = None) -> None:

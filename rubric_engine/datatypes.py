@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-__all__ = ["Turn", "Criterion", "Question", "QuestionRef", "QuestionRows", "Dataset"]
+__all__ = ["Turn", "Criterion", "Question", "QuestionRef", "QuestionRows", "Dataset", "MAX_WEIGHT"]
+
+MAX_WEIGHT = 1e6  # |weight| bound: sums of weights stay finite (two weights of 1e308 overflow to inf)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ class Reply:
     drop: bool = False
     error: str | None = None
     finish_reason: str = "stop"
+    trickle: float = 0.0  # > 0: the body is sent one byte per `trickle` seconds (each read is quick, the whole slow)
 
 
 HandlerResult = Union[Reply, str]
@@ -142,7 +143,11 @@ class _Handler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
                 return
-            if reply.raw is not None:
+            if reply.trickle > 0:
+                self._send(reply.status, reply.raw if reply.raw is not None else
+                           json.dumps(_completion_json(body, reply), ensure_ascii=False), reply.headers,
+                           trickle=reply.trickle)
+            elif reply.raw is not None:
                 self._send(reply.status, reply.raw, reply.headers)
             elif reply.status >= 300:
                 self._send(reply.status, json.dumps(_error_json(reply.status, reply.error)), reply.headers)
@@ -152,7 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             fake._leave()
 
-    def _send(self, status: int, text: str, headers: dict[str, str] | None = None) -> None:
+    def _send(self, status: int, text: str, headers: dict[str, str] | None = None, trickle: float = 0.0) -> None:
         data = text.encode("utf-8")
         try:
             self.send_response(status)
@@ -161,7 +166,14 @@ class _Handler(BaseHTTPRequestHandler):
             for key, value in (headers or {}).items():
                 self.send_header(key, str(value))
             self.end_headers()
-            self.wfile.write(data)
+            if trickle > 0:
+                for i in range(len(data)):
+                    if self.server.fake._stopping.wait(trickle):
+                        break
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+            else:
+                self.wfile.write(data)
             self.wfile.flush()
         except OSError:  # the client gave up (timeout) and closed: nothing to answer
             self.close_connection = True

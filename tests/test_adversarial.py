@@ -146,12 +146,49 @@ def test_per_question_candidate_errors_are_recorded(srv: FakeServer, tmp_path: P
         return Reply(status=status, error=error) if calls["n"] == 1 else "A fine reply."
 
     srv.handler = script(candidate=candidate)
-    proc = run(srv, tmp_path, "concurrency=1")
+    proc = run(srv, tmp_path, "concurrency=1", "max_retries=2")
     assert proc.returncode == 0, proc.stderr
     recs = samples(tmp_path)
     failed = [r for r in recs if r["candidate_error"]]
-    assert len(failed) == 1 and str(status) in failed[0]["candidate_error"]
+    assert len(failed) == 1 and f"[HTTP {status}]" in failed[0]["candidate_error"]
     assert sum(r["score"] is not None for r in recs) == 2
+    assert calls["n"] == 3  # retries allowed, yet the failed request reached the server exactly once
+    assert_clean(proc, tmp_path)
+
+
+def test_context_length_known_only_by_the_providers_code_is_sent_once(srv: FakeServer, tmp_path: Path) -> None:
+    """A 400 whose wording LiteLLM does not recognise, with the provider's `code: context_length_exceeded`."""
+    calls = {"n": 0}
+    body = json.dumps({"error": {"message": "Please reduce the length of the messages.",
+                                 "type": "invalid_request_error", "param": "messages",
+                                 "code": "context_length_exceeded"}})
+
+    def candidate(body_: dict[str, Any]) -> Reply | str:
+        calls["n"] += 1
+        return Reply(status=400, raw=body) if calls["n"] == 1 else "A fine reply."
+
+    srv.handler = script(candidate=candidate)
+    proc = run(srv, tmp_path, "concurrency=1", "max_retries=2")
+    assert proc.returncode == 0, proc.stderr
+    [failed] = [r for r in samples(tmp_path) if r["candidate_error"]]
+    assert "[HTTP 400]" in failed["candidate_error"] and "context window" in failed["candidate_error"]
+    assert calls["n"] == 3
+    assert_clean(proc, tmp_path)
+
+
+def test_a_real_429_is_still_retried(srv: FakeServer, tmp_path: Path) -> None:
+    calls = {"n": 0}
+
+    def candidate(body: dict[str, Any]) -> Reply | str:
+        calls["n"] += 1
+        return Reply(status=429, headers={"Retry-After": "0"}) if calls["n"] <= 2 else "A fine reply."
+
+    srv.handler = script(candidate=candidate)
+    proc = run(srv, tmp_path, "concurrency=1", "max_retries=2")
+    assert proc.returncode == 0, proc.stderr
+    recs = samples(tmp_path)
+    assert not [r for r in recs if r["candidate_error"]] and all(r["score"] is not None for r in recs)
+    assert calls["n"] == 5  # the first question: two 429s, then an answer
     assert_clean(proc, tmp_path)
 
 
@@ -185,12 +222,7 @@ def test_connection_refused_stops_the_run(tmp_path: Path) -> None:
 # -- item 6: an exception inside a per-question task is one line --------------------------------------------
 
 def test_template_failing_mid_run_is_one_line(srv: FakeServer, tmp_path: Path) -> None:
-    bench = tmp_path / "benches" / "flaky"
-    shipped = Path(str(files("rubric_engine.benchmarks"))) / "heartbench_en"
-    shutil.copytree(shipped, bench)
-    data = Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl"
-    (bench / "benchmark.yaml").write_text((bench / "benchmark.yaml").read_text("utf-8").replace(
-        "path: ../../data/heartbench_en_sample.jsonl", f"path: {data}"), "utf-8")
+    bench = hostile_spec(tmp_path)
     judge_tpl = bench / "judge.j2"
     judge_tpl.write_text("{% if question.id == 'enq005' %}{{ not_a_variable }}{% endif %}"
                          + judge_tpl.read_text("utf-8"), "utf-8")
@@ -274,12 +306,13 @@ def test_echoed_key_on_a_run_stopping_error_is_redacted(srv: FakeServer, tmp_pat
 # -- items 1 and 2: a hostile spec directory ------------------------------------------------------------------
 
 def hostile_spec(tmp: Path, judge_template: str | bytes | None = None, yaml_text: str | None = None) -> Path:
-    """A copy of the shipped English spec with its data path made absolute, then one hostile change."""
+    """A copy of the shipped English spec with its data file beside it (a spec reads files only inside its own
+    directory), then one hostile change."""
     bench = tmp / "benches" / "hostile"
     shutil.copytree(Path(str(files("rubric_engine.benchmarks"))) / "heartbench_en", bench)
-    data = Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl"
+    shutil.copy(Path(str(files("rubric_engine.data"))) / "heartbench_en_sample.jsonl", bench / "rows.jsonl")
     spec = (bench / "benchmark.yaml").read_text("utf-8").replace(
-        "path: ../../data/heartbench_en_sample.jsonl", f"path: {data}")
+        "path: ../../data/heartbench_en_sample.jsonl", "path: rows.jsonl")
     (bench / "benchmark.yaml").write_text(yaml_text if yaml_text is not None else spec, "utf-8")
     if isinstance(judge_template, bytes):
         (bench / "judge.j2").write_bytes(judge_template)

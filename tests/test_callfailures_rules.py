@@ -157,3 +157,38 @@ def test_a_status_that_is_not_an_integer_is_ignored(bogus: object) -> None:
 
 def test_a_four_character_secret_is_masked() -> None:
     assert clean("key abcd refused", "abcd") == "key *** refused"
+
+
+def raised_from(outer: Exception, inner: Exception) -> Exception:
+    outer.__cause__ = inner
+    return outer
+
+
+def test_the_status_recorded_is_the_one_the_server_sent() -> None:
+    """LiteLLM 1.110 re-raises a 413 'Request too large' as a 429 RateLimitError; the SDK error it was
+    raised from still says 413: that is recorded, and a 413 is never retried."""
+    exc = raised_from(named("RateLimitError", 429)("Request too large"), named("OpenAIError", 413)("Request too large"))
+    f = classify(exc, None)
+    assert (f.fatal, f.status, f.kind) == (True, 413, "too_large")
+    real = raised_from(named("RateLimitError", 429)("slow down"), named("OpenAIError", 429)("slow down"))
+    assert classify(real, None) == Failure(False, 429, None, "slow down", "transient")
+
+
+def with_body(exc: Exception, body: object) -> Exception:
+    exc.body = body  # type: ignore[attr-defined]
+    return exc
+
+
+@pytest.mark.parametrize("body", [{"code": "context_length_exceeded", "type": "invalid_request_error"},
+                                  {"error": {"code": "context_length_exceeded"}}])
+def test_the_providers_code_marks_a_context_overflow(body: object) -> None:
+    f = classify(with_body(named("BadRequestError", 400)("Please reduce the length"), body), None)
+    assert (f.fatal, f.status, f.kind) == (True, 400, "context")
+
+
+def test_a_429_for_a_spent_quota_is_not_retried_and_stops_the_run() -> None:
+    f = classify(with_body(named("RateLimitError", 429)("You exceeded your current quota"),
+                           {"code": "insufficient_quota", "type": "insufficient_quota"}), None)
+    assert (f.fatal, f.status, f.kind) == (True, 429, "quota") and "quota" in STOPS_RUN_KINDS
+    other = with_body(named("RateLimitError", 429)("slow"), {"code": None, "type": "rate_limit_exceeded"})
+    assert classify(other, None).fatal is False

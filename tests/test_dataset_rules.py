@@ -264,7 +264,7 @@ def www(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unt
 def test_unpinned_download_is_trusted_on_first_use_with_its_path(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import hashlib
 
-    from rubric_engine.dataset.load import fetch
+    from rubric_engine.dataset.fetch import fetch
 
     base, root = www
     write(root, [row("a")], "rows.jsonl")
@@ -284,7 +284,7 @@ def test_unpinned_download_is_trusted_on_first_use_with_its_path(www, tmp_path: 
 
 
 def test_a_url_without_a_file_name_is_stored_as_data(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from rubric_engine.dataset.load import fetch
+    from rubric_engine.dataset.fetch import fetch
 
     base, root = www
     (root / "index.html").write_text("x")
@@ -293,7 +293,7 @@ def test_a_url_without_a_file_name_is_stored_as_data(www, tmp_path: Path) -> Non
 
 
 def test_a_changed_first_use_file_is_refused(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from rubric_engine.dataset.load import fetch
+    from rubric_engine.dataset.fetch import fetch
 
     base, root = www
     (root / "f.jsonl").write_text("one")
@@ -310,7 +310,7 @@ def test_a_changed_first_use_file_is_refused(www, tmp_path: Path) -> None:  # ty
 def test_download_error_messages(www, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import socket
 
-    from rubric_engine.dataset.load import fetch
+    from rubric_engine.dataset.fetch import fetch
 
     base, root = www
     (root / "f.jsonl").write_text("one")
@@ -500,7 +500,7 @@ def one_row_error(tmp_path: Path, text: str, spec: BenchmarkSpec = HEART) -> str
     ({"rubric": [{"dimension": "温暖", "content": "x"}]}, "<file>:2: rubric[0]: missing field 'score'; add it, or fix "
      "data.fields.item_weight in the spec (keys here: dimension, content)"),
     ({"rubric": [{"dimension": "温暖", "score": None, "content": "x"}]}, "<file>:2: rubric[0]: score: non-numeric "
-     "weight None; weights must be numbers (null is allowed only for failure-rule items)"),
+     "weight None; weights must be numbers between -1e+06 and 1e+06 (null is allowed only for failure-rule items)"),
     ({"dialogue": ["hi"]}, "<file>:2: dialogue[0]: turn is not an object; got 'hi'"),
     ({"dialogue": [{"role": "C", "content": "x"}]}, "<file>:2: dialogue[0]: unknown role 'C'; allowed roles "
      "(data.roles): A, B"),

@@ -259,11 +259,12 @@ def test_auth_and_unknown_model_raise(fake_server, fake_key, tmp_path, spec, que
 
 
 def test_bad_request_without_schema_is_recorded(fake_server, fake_key, tmp_path, spec, question):
-    """A 400 that is not about response_format: retried once without it, then recorded, schema kept."""
+    """A 400 that does not name the response format: recorded at once, never retried without the schema
+    (that would switch structured output off for the rest of the run and change every later cache key)."""
     fake_server.handler = lambda body: Reply(status=400, error="prompt too long")
     (res,) = judge(fake_server, tmp_path, spec, question)
     assert res.verdicts is None and res.error.startswith("judge call failed: ")
-    assert [(r.get("response_format") or {}).get("type") for r in fake_server.requests] == ["json_schema", None]
+    assert [(r.get("response_format") or {}).get("type") for r in fake_server.requests] == ["json_schema"]
 
 
 def test_rejected_reply_tokens_counted(fake_server, fake_key, tmp_path, spec, question):

@@ -114,7 +114,8 @@ def test_unexpected_error_in_one_job_still_gives_a_leaderboard(tmp_path: Path, e
                        "candidate.api_key_env=FAKE_KEY", "judge=openai_compatible", "judge.model=openai/judge",
                        f"judge.api_base={srv.url}", "judge.name=judge", "judge.api_key_env=FAKE_KEY"], env, timeout=600)
     assert res.returncode != 0
-    errors = list(sweep.glob("*/error.txt"))
+    # its template fails before any call: the job is marked rejected (rejected.txt), not failed midway
+    errors = list(sweep.glob("*/rejected.txt"))
     assert len(errors) == 1 and "crashing" in errors[0].parent.name, res.stderr
     lb = json.loads((sweep / "leaderboard.json").read_text())
     assert [r["candidate"] for r in lb["rows"]] == ["good"]

@@ -273,3 +273,19 @@ def test_a_cache_without_ttl_dict_is_closed_too(litellm: Any, monkeypatch: pytes
 
     asyncio.run(main())
     assert log == ["aclose k"] and cache.cache_dict == {}
+
+
+def test_clients_are_found_by_the_loop_token_the_cache_itself_uses(litellm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LiteLLM 1.110 keys a loop's clients '<key>-<counter>', not '<key>-<id(loop)>': the suffix is asked of
+    the cache, and matched whole ('-1' is not the end of '-11')."""
+    log: list[str] = []
+    cache = SimpleNamespace(cache_dict={}, ttl_dict={}, update_cache_key_with_event_loop=lambda key: f"{key}-1")
+    monkeypatch.setattr(litellm, "in_memory_llm_clients_cache", cache)
+
+    async def main() -> None:
+        cache.cache_dict.update({"a-x-1": Pooled(log, "a"), "b-11": Pooled(log, "b"),
+                                 f"c-{id(asyncio.get_running_loop())}": Pooled(log, "c")})
+        await _close_clients(asyncio.get_running_loop())
+
+    asyncio.run(main())
+    assert log == ["aclose a"] and "b-11" in cache.cache_dict and len(cache.cache_dict) == 2

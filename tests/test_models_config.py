@@ -77,7 +77,7 @@ def test_dotenv_in_the_working_directory_is_not_read(dotenv_dir: Path) -> None:
         assert [h for h in srv.auth_headers if BOGUS in h] == [] and srv.requests == []
         assert res.returncode != 0, res.stderr
         [line] = _error_lines(res.stderr)
-        assert "$OPENAI_API_KEY" in line and BOGUS not in res.stderr, res.stderr
+        assert "OPENAI_API_KEY" in line and BOGUS not in res.stderr, res.stderr
 
 
 

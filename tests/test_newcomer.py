@@ -118,7 +118,7 @@ def test_interrupt_exits_130_and_says_how_to_resume(tmp_path: Path, env: dict[st
     (["limt=5"], "unknown key 'limt' (did you mean limit=?)"),
     (["candidate=gpt4o"], "unknown candidate entry 'gpt4o' (did you mean gpt-4o?)"),
     (["judge=claude"], "unknown judge entry 'claude'"),
-    (["limit=="], "Error parsing override 'limit=='"),
+    (["limit=="], "cannot parse override 'limit=='"),
     (["candidate=mock", "candidate.modle=x"], "unknown key 'candidate.modle' (did you mean candidate.model=?)"),
     (["cache.dri=/tmp/x"], "unknown key 'cache.dri' (did you mean cache.dir=?)"),
     (["benchmark=heartbench_en", "candidate=mock", "judge=mock", "limit=[1"], "cannot parse override 'limit=[1'"),

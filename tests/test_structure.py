@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dataset",),
     ("spec",),
     ("scoring", "models"),
-    ("errors", "datatypes"),
+    ("errors", "datatypes", "text"),
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

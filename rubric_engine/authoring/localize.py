@@ -25,6 +25,7 @@ from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.judge.verdicts import VerdictError, extract_json
 from rubric_engine.store.layout import write_text
+from rubric_engine.text.csvcells import cell_value, csv_row
 
 if TYPE_CHECKING:
     from rubric_engine.datatypes import Dataset
@@ -164,7 +165,7 @@ async def _translate_one(client: "ModelClient", qid: str, messages: list[dict[st
 
 def _source_file(spec: "BenchmarkSpec", opts: LocalizeOptions) -> Path:
     """The source data file: data.path= given here, the spec's data.path, or the pinned download (cached)."""
-    from rubric_engine.dataset.load import fetch
+    from rubric_engine.dataset.fetch import fetch
 
     if opts.data_path:
         local = Path(opts.data_path).expanduser()
@@ -213,6 +214,7 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.client import ModelClient
     from rubric_engine.models.entries import ModelSpec
+    from rubric_engine.models.entries import check_keys
     from rubric_engine.spec.files import benchmark_search_path
     from rubric_engine.spec.load import load_spec
 
@@ -227,6 +229,7 @@ def localize(opts: LocalizeOptions) -> dict[str, Any]:
         raise ConfigError("localize: the selection holds no question; check limit= / ids=")
     model = ModelSpec(name=opts.model.split("/", 1)[-1], model=opts.model, api_base=opts.api_base,
                       api_key_env=opts.api_key_env, timeout=opts.timeout)
+    check_keys(model)  # before the first call: one line naming the variable
     cache = ResultCache(opts.cache_dir or default_cache_dir())
     _log(f"localize: {len(questions)} question(s) of {spec.name} ({spec.locale}) -> {opts.target} ({opts.locale}) "
          f"with {opts.model}; completed calls are cached, so an interrupted run resumes where it stopped")
@@ -268,7 +271,7 @@ def _write_outputs(spec: "BenchmarkSpec", opts: LocalizeOptions, ds: "Dataset", 
     new_rows = {r.qid: _translated_row(spec, rows[r.qid], r.turns or [], r.criteria or []) for r in ok}
     write_text(data_file, "".join(json.dumps(new_rows[r.qid], ensure_ascii=False) + "\n" for r in ok))
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows([REVIEW_COLUMNS] + [line for r in ok for line in _review_rows(
+    csv.writer(buf, lineterminator="\n").writerows([REVIEW_COLUMNS] + [csv_row(line) for r in ok for line in _review_rows(
         spec, rows[r.qid], new_rows[r.qid])])
     previous = json.loads(report_file.read_text("utf-8")) if report_file.is_file() else {}
     if review_file.is_file() and previous.get("review_sha256") not in (None, sha256_file(review_file)):
@@ -310,10 +313,13 @@ def apply_review(opts: LocalizeOptions) -> dict[str, Any]:
         with open(opts.review, encoding="utf-8-sig", newline="") as fh:
             reader, table, line = csv.reader(fh), [], 1
             for rec in reader:
-                table.append((line, rec))
+                table.append((line, [cell_value(c) for c in rec]))
                 line = reader.line_num + 1
     except OSError as exc:
         raise DataError(str(opts.review), f"cannot read the review file: {exc.strerror or exc}") from exc
+    except csv.Error as exc:  # e.g. a cell past the reader's field limit, a stray quote
+        raise DataError(str(opts.review), f"unreadable CSV ({exc})", line=line,
+                        fix="check that row's quotes; edit only the translation column") from None
     if not table or [c.strip() for c in table[0][1][:len(REVIEW_COLUMNS)]] != list(REVIEW_COLUMNS):
         raise DataError(str(opts.review), "the header must be " + ",".join(REVIEW_COLUMNS), line=1,
                         fix="start from the review.csv that localize wrote and edit only the translation column")

@@ -18,7 +18,7 @@ from typing import Any
 
 from rubric_engine.errors import ConfigError
 
-__all__ = ["Command", "Parsed", "HelpRequested", "COMMANDS", "parse", "as_int", "as_list", "did_you_mean",
+__all__ = ["Command", "Parsed", "HelpRequested", "COMMANDS", "parse", "as_int", "as_bool", "as_list", "did_you_mean",
            "config_dirs", "CONFIG_DIRS_ENV"]
 
 CONFIG_DIRS_ENV = "RUBRIC_ENGINE_CONFIG_DIRS"
@@ -144,6 +144,14 @@ def as_int(value: Any, key: str, command: str, minimum: int = 0) -> int:
     return n
 
 
+def as_bool(value: Any, key: str, command: str) -> bool:
+    """An option's true / false; a one-line ConfigError for anything else (never a silent false)."""
+    text = str(value).strip().lower()
+    if text not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError(f"{command}: {key}={value!r} is not valid; use true or false")
+    return text in ("true", "1", "yes")
+
+
 def as_list(value: Any) -> list[str]:
     """`a,b`, `[a,b]` or a list -> ['a', 'b']; '' or None -> []."""
     if value is None:
@@ -220,7 +228,8 @@ COMMANDS: dict[str, Command] = {
         [("RUN_DIR...", "run directories (several candidates or judges)")],
         {"n": "items to sample (default 100)", "seed": "sampling seed (default 0)",
          "stratify": "[FIELD,...] item fields to stratify by (default [ability,subset])",
-         "unit": "item (default) or reply: sample whole replies", "out": "output directory (default review/)"},
+         "unit": "item (default) or reply: sample whole replies", "out": "output directory (default review/)",
+         "force": "true: replace a sheet already in out= (its labels are lost)"},
         required_positionals=1, examples=["rubric-engine review export outputs/run1 outputs/run2 n=200 out=sheet"],
         details_from="rubric_engine.validity.review:USAGE", **_RUN_DIRS),
     "agree": Command(

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rubric_engine.errors import ConfigError
+from rubric_engine.models.entries import destination
+from rubric_engine.text.terminal import SafeConsole, shown
 
 __all__ = ["validate_command", "cache_command", "data_command", "print_estimate", "estimate_calls"]
 
@@ -29,7 +31,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     from rubric_engine.spec.files import benchmark_search_path
     from rubric_engine.spec.load import load_spec
 
-    console = console or Console()
+    console = console or SafeConsole()
     spec = load_spec(benchmark, benchmark_search_path(benchmark_dirs), trust_code)
     ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
     check_breakdowns_against_data(spec, ds.questions)
@@ -42,12 +44,12 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     n_items = sum(1 for q in qs for c in q.criteria if c.rule is None)
     trust = {"pinned": "checked against the spec's data.sha256", "first_use": "trusted on first use (recorded "
              "at the first download, checked on every later use)", "local": "local file, hashed as given"}[ds.trust]
-    console.print(f"[bold]{spec.name}[/] {spec.version} ({spec.locale}) from {', '.join(str(f) for f in spec.files)}",
-                  highlight=False, soft_wrap=True)
-    console.print(f"data: {ds.source} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
+    console.print(f"[bold]{shown(spec.name)}[/] {shown(spec.version)} ({shown(spec.locale)}) from "
+                  f"{shown(', '.join(str(f) for f in spec.files))}", highlight=False, soft_wrap=True)
+    console.print(f"data: {shown(ds.source)} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
     jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
-    console.print(f"judge: {jm.name} ({jm.model})" + (f" at {jm.api_base}" if jm.api_base else "")
-                  + (f", key from ${jm.api_key_env}" if jm.api_key_env else ""), highlight=False, soft_wrap=True)
+    console.print(f"judge: {shown(jm.name)} ({shown(jm.model)}) calls "
+                  f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}", highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
@@ -65,26 +67,26 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
             tax.add_column(col, justify="right" if col == "Items" else "left")
         for dim in spec.taxonomy.dimensions:
             for i, ab in enumerate(dim.abilities):
-                tax.add_row(spec.label(dim.labels, "en") if i == 0 else "", spec.label(ab.labels, "en"),
-                            ", ".join(ab.data_labels), str(items.get(ab.id, 0)))
+                tax.add_row(shown(spec.label(dim.labels, "en")) if i == 0 else "", shown(spec.label(ab.labels, "en")),
+                            shown(", ".join(ab.data_labels)), str(items.get(ab.id, 0)))
         for rule in spec.failure_rules:
-            tax.add_row("(failure rule)", spec.label(rule.labels, "en"), ", ".join(rule.data_labels),
+            tax.add_row("(failure rule)", shown(spec.label(rule.labels, "en")), shown(", ".join(rule.data_labels)),
                         str(rule_items.get(rule.id, 0)))
         console.print(tax)
     for b in spec.report.breakdowns:
         if b.by in ("ability", "dimension"):
             continue  # shown by the taxonomy table
         counts = _group_counts(qs, b.by, b.prefix)
-        t = Table(title=f"{spec.label(b.labels, 'en') or b.id} ({b.by}{': ' + b.prefix if b.prefix else ''})")
+        t = Table(title=shown(f"{spec.label(b.labels, 'en') or b.id} ({b.by}{': ' + b.prefix if b.prefix else ''})"))
         for col in ("Group", "English", "Questions"):
             t.add_column(col, justify="right" if col == "Questions" else "left")
         names = {"scenario": spec.report.scenarios, "subset": spec.report.subsets}.get(b.by, {})
         for group, n in counts.most_common():
             labels = b.groups.get(group) or names.get(group)
-            t.add_row(group or "(empty)", spec.label(labels, "en") if labels else "", str(n))
+            t.add_row(shown(group) if group else "(empty)", shown(spec.label(labels, "en")) if labels else "", str(n))
         console.print(t)
     for w in ds.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {shown(w)}", highlight=False, soft_wrap=True)
     console.print("[green]ok[/]: spec and data are valid")
     return 0
 
@@ -108,7 +110,7 @@ def cache_command(action: str = "info", directory: str | None = None, console: C
     """`rubric-engine cache [info|clear] [cache.dir=DIR]`: the durable store of completed calls."""
     from rubric_engine.models.cache import ResultCache, default_cache_dir
 
-    console = console or Console()
+    console = console or SafeConsole()
     if action not in ("info", "clear"):
         raise ConfigError(f"cache: unknown action {action!r}; use 'info' or 'clear'")
     path = Path(directory) if directory else default_cache_dir()
@@ -174,7 +176,7 @@ def data_command(action: str, benchmark: str, benchmark_dirs: Sequence[str], cac
     print(f"fetching {spec.data.url} ...", file=sys.stderr, flush=True)
     path, digest = fetch(spec.data.url, spec.data.sha256, cache_dir, warnings)
     for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {shown(w, markup=False)}", file=sys.stderr)
     print(f"ok: sha256 {digest}", file=sys.stderr)
     print(path)
     return 0
@@ -259,6 +261,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
             if role != "candidate":
                 calls *= repeats
             est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
+                         "calls_to": destination(model.model, model.api_base, model.api_key_env),
                          "repeats": 1 if role == "candidate" else repeats, "samples": k,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
@@ -280,16 +283,19 @@ def _price(model: str, prompt: int, completion: int) -> float | None:
 
 
 def print_estimate(settings: Any, console: Console | None = None) -> dict[str, Any]:
-    console = console or Console()
+    console = console or SafeConsole()
     est = estimate_calls(settings)
     t = Table(title="Dry run: estimated calls, tokens and cost (no model was called)")
     for col in ("Role", "Model", "Calls", "Already cached", "Prompt tokens", "Completion tokens", "Cost"):
         t.add_column(col, justify="left" if col in ("Role", "Model") else "right", overflow="fold")
     for role, e in est.items():
         cost = "unknown price" if e["cost"] is None else f"${e['cost']:.2f}"
-        t.add_row(role, e["model"], str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
+        t.add_row(shown(role), shown(e["model"]), str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
                   f"~{e['completion_tokens']:,}", cost)
     console.print(t)
+    for role, e in est.items():  # where each role's calls (and which key) would go
+        console.print(f"{shown(role)}: {shown(e['name'])} ({shown(e['model'])}) calls {shown(e['calls_to'])}",
+                      highlight=False, soft_wrap=True)
     jroles = [r for r in est if r.startswith("judge")]
     if jroles and (len(jroles) > 1 or est[jroles[0]]["repeats"] > 1):
         total = sum(est[r]["calls"] for r in jroles)

@@ -6,7 +6,6 @@ module only turns argv into one (with the subcommands' shared parser, cliargs) a
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -76,9 +75,10 @@ def _next_steps(opts: LocalizeOptions, data_file: str, sha: str) -> str:
     variant = list_benchmarks(benchmark_search_path(opts.benchmark_dirs)).get(opts.target)
     steps = [] if variant else [f"  create the variant: rubric-engine new {opts.target} extends={opts.source}"
                                                       + (f" locale={opts.locale}" if opts.locale else "")]
-    path = os.path.relpath(data_file, variant) if variant else data_file
-    yaml_file = variant / SPEC_FILE if variant else Path(opts.target) / SPEC_FILE
-    steps += [f"  point it at the data: in {yaml_file} set data: {{url: null, path: {path}, sha256: {sha}}}",
+    home = variant if variant else Path(opts.target)  # a spec reads data only inside its own directory
+    yaml_file = home / SPEC_FILE
+    steps += [f"  put the data inside the spec: copy {data_file} into {home}/ and in {yaml_file} set "
+              f"data: {{url: null, path: {Path(data_file).name}, sha256: {sha}}}",
               f"  check it: rubric-engine validate benchmark={opts.target}  (or pass data.path={data_file} to a run)"]
     return "next:\n" + "\n".join(steps)
 

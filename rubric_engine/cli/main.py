@@ -2,7 +2,8 @@
 
 Why a dispatcher: `@hydra.main` owns the whole command line, so subcommands (validate, cache,
 leaderboard, new, localize, ...) are routed before Hydra sees argv (cli/subcommands.py). Hydra lives only
-in this module; everything it calls is plain Python taking plain values.
+in cli/ (here and cli/config.py, which turns a composed config into RunSettings); everything it calls is plain
+Python taking plain values.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from rubric_engine.cli.config import CONFIG_MODULE, settings_from_config
 from rubric_engine.cli.startup import shut_down, start_up, start_up_done
-from rubric_engine.cli.subcommands import SUBCOMMANDS, fail, is_config_library_error, one_line, run_subcommand
+from rubric_engine.cli.subcommands import (SUBCOMMANDS, closed_pipe, fail, is_config_library_error, one_line,
+                                           pipes_close_quietly, print_quietly, run_subcommand, short_help)
 from rubric_engine.errors import ConfigError, RubricEngineError
-from rubric_engine.store.layout import ERROR_FILE, SUMMARY_FILE  # error.txt: a failed sweep job's one line
+# error.txt / rejected.txt: a failed / rejected sweep job's one line (the leaderboard lists it as not ranked)
+from rubric_engine.store.layout import ERROR_FILE, REJECTED_FILE, SUMMARY_FILE, discard_untouched, untouched
 
-__all__ = ["main", "settings_from_config", "SweepLeaderboard"]
-
-CONFIG_MODULE = "rubric_engine.conf"
+__all__ = ["main", "SweepLeaderboard"]
 
 
 def _slug(value: Any) -> str:
@@ -71,81 +73,6 @@ for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_
         OmegaConf.register_new_resolver(_name, _fn)
 
 
-def _model_spec(node: Any, role: str, timeout: float | None) -> Any:
-    from rubric_engine.models.entries import ModelSpec
-
-    if node is None:
-        return None
-    data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-    given = _overridden_keys()
-    if f"{role}.api_base" in given and f"{role}.api_key_env" not in given and isinstance(data, dict):
-        # An endpoint moved on the command line gets a key only when the same command line names it:
-        # `candidate=gpt-4o candidate.api_base=http://elsewhere` must not carry $OPENAI_API_KEY there.
-        data["api_key_env"] = None
-    return ModelSpec.from_config(data, role=role, timeout=timeout)  # type: ignore[arg-type]
-
-
-def _overridden_keys() -> set[str]:
-    """Keys set on the command line of this Hydra job (empty outside Hydra)."""
-    if not HydraConfig.initialized():
-        return set()
-    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
-
-
-def settings_from_config(cfg: DictConfig, out_dir: Path) -> Any:
-    """Turn the composed Hydra config into the engine's plain `RunSettings`."""
-    from rubric_engine.run.settings import RunSettings
-
-    def opt(key: str) -> Any:
-        return OmegaConf.select(cfg, key, default=None)
-
-    ids = opt("ids")
-    if isinstance(ids, str):
-        ids = [s for s in re.split(r"[,\s]+", ids) if s]
-    if ids is not None and not ids:
-        raise ConfigError("ids=[] selects no question; list ids (ids=[a,b]) or leave ids out to run every question")
-    if ids is not None:
-        ids = [str(i) for i in ids]  # ids are compared as strings everywhere
-    _check_values(cfg)
-    jury = [_juror(j, opt("timeout")) for j in (opt("jury.judges") or [])]
-    return RunSettings(
-        benchmark=str(cfg.benchmark), out_dir=out_dir,
-        candidate=_model_spec(opt("candidate"), "candidate", opt("timeout")),
-        judge=_model_spec(opt("judge"), "judge", opt("timeout")), timeout=opt("timeout"),
-        benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
-        subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
-        answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
-        max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
-        progress=str(cfg.progress), trust_code=bool(opt("trust_code")),
-        jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
-        samples=1 if opt("samples") is None else opt("samples"),
-    )
-
-
-def _juror(node: Any, timeout: float | None) -> Any:
-    """One jury entry: a judge entry's name or an inline entry. A name is looked up as `judge=<name>` is (Hydra's
-    search path): the shipped conf/judge/ first, then the user's config dirs, so a shipped entry is never
-    silently replaced by a user file of the same name (docs/cli.md)."""
-    from importlib import resources
-
-    import yaml
-
-    from rubric_engine.cli.args import config_dirs
-
-    if isinstance(node, DictConfig):
-        return _model_spec(node, "judge", timeout)
-    name = str(node)
-    found = None
-    if re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        places = [Path(d) / "judge" / f"{name}.yaml" for d in config_dirs()]
-        found = next((p for p in [resources.files(CONFIG_MODULE) / "judge" / f"{name}.yaml", *places]
-                      if p.is_file()), None)
-    if found is None:
-        raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/ "
-                          "or inline entries {name: x, model: provider/model, ...}")
-    return _model_spec(yaml.safe_load(found.read_text(encoding="utf-8")), "judge", timeout)
-
-
 _ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie",  # run-level keys spelled under judge / candidate
             "candidate.samples": "samples"}
 
@@ -164,33 +91,6 @@ def _rewrite(argv: list[str]) -> list[str]:
     return out
 
 
-def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:
-    value = OmegaConf.select(cfg, key, default=None)
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{key}={value} is not valid; give a whole number >= {minimum}"
-                          + (" (or null)" if optional else ""))
-
-
-def _check_values(cfg: DictConfig) -> None:
-    """Command-line values are checked before use: one line each, never a cast that silently rounds."""
-    _whole(cfg, "concurrency", 1)
-    _whole(cfg, "max_retries", 0)
-    _whole(cfg, "limit", 0, optional=True)
-    for key in ("rpm", "timeout"):
-        value = OmegaConf.select(cfg, key, default=None)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
-            raise ConfigError(f"{key}={value} is not valid; give a number > 0 (or null)")
-    progress = OmegaConf.select(cfg, "progress", default="auto")
-    if progress not in ("auto", "rich", "plain", "none"):
-        raise ConfigError(f"progress={progress} is not valid; use auto, rich, plain or none")
-    for key in ("cache.enabled", "dry_run", "debug"):
-        value = OmegaConf.select(cfg, key, default=False)
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key}={value} is not valid; use true or false")
-
-
 def nothing_scored(summary: dict[str, Any]) -> str | None:
     """Why a finished run counts as failed (exit 1), or None: a run that scored nothing is not a success."""
     c = summary.get("counts", {})
@@ -199,7 +99,7 @@ def nothing_scored(summary: dict[str, Any]) -> str | None:
         if n and cand >= n:
             return f"nothing was generated: all {n} candidate calls failed ({cand} errors); see answers.jsonl"
         return None
-    if c.get("scored", 0) == 0:
+    if c.get("scored", 0) - c.get("candidate_errors_zeroed", 0) == 0:  # zeros for failed calls are not scores
         return (f"nothing was scored: 0 of {n} questions ({cand} candidate errors, {judge} judge errors); "
                 "see samples.jsonl for each error")
     return None
@@ -213,7 +113,8 @@ def _run_job(cfg: DictConfig) -> int:
     out_dir = Path(hc.runtime.output_dir)
     sweeping = hc.mode == RunMode.MULTIRUN
     if sweeping:
-        (out_dir / ERROR_FILE).unlink(missing_ok=True)  # a re-run job in a reused sweep dir starts clean
+        for name in (ERROR_FILE, REJECTED_FILE):  # a re-run job in a reused sweep dir starts clean
+            (out_dir / name).unlink(missing_ok=True)
     start_up_done()  # Hydra has composed: the GC paused by start_up is back on for whatever the job does
     try:
         if cfg.dry_run:
@@ -224,21 +125,39 @@ def _run_job(cfg: DictConfig) -> int:
         summary = run_benchmark(settings_from_config(cfg, out_dir))
         why = nothing_scored(summary)
         if why:
-            print(f"rubric-engine: {why}", file=sys.stderr)
+            from rubric_engine.text.terminal import shown
+
+            print(f"rubric-engine: {shown(why, markup=False)}", file=sys.stderr)
             if hc.mode == RunMode.MULTIRUN:
                 (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
             return 1
         return 0
-    except KeyboardInterrupt:
-        print("rubric-engine: interrupted; completed calls are cached: run the same command to resume", file=sys.stderr)
-        return 130
+    except BrokenPipeError:
+        raise  # stdout's reader left: main() ends quietly
+    except KeyboardInterrupt as exc:
+        if sweeping:
+            raise  # the sweep stops too; _main says it once
+        discard_untouched(out_dir)  # stopped before it wrote anything: no empty run left behind
+        return _interrupted(exc)
     except Exception as exc:  # noqa: BLE001 - every failure is one line (traceback only with debug=true)
         # In a sweep an error in one job must not stop the others or the leaderboard: Hydra's sweeper
         # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
-        if sweeping:
+        if sweeping:  # rejected before it wrote anything (typo, key, spec): marked so, not "did not finish"
             out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / ERROR_FILE).write_text(f"{one_line(exc)}\n", encoding="utf-8")
+            (out_dir / (REJECTED_FILE if untouched(out_dir) else ERROR_FILE)).write_text(f"{one_line(exc)}\n",
+                                                                                         encoding="utf-8")
+        else:
+            discard_untouched(out_dir)  # rejected before it wrote anything (typo, key, spec): no debris
         return fail(exc, bool(cfg.debug))
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """Ctrl-C or SIGTERM: one line, and 130 / 143 (models/interrupt.py)."""
+    from rubric_engine.models.interrupt import RESUME_HINT, exit_code
+
+    name = "SIGTERM" if exit_code(exc) == 143 else "Ctrl-C"
+    print(f"rubric-engine: interrupted ({name}); {RESUME_HINT}", file=sys.stderr)
+    return exit_code(exc)
 
 
 _exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
@@ -294,7 +213,7 @@ def _build_leaderboard() -> None:
 
         leaderboard_command([_sweep.dir], out_dir=_sweep.dir, n_boot=_sweep.n_boot, seed=_sweep.seed)
     except RubricEngineError as exc:
-        print(f"rubric-engine: leaderboard not built: {exc}", file=sys.stderr)
+        print(f"rubric-engine: leaderboard not built: {one_line(exc)}", file=sys.stderr)
 
 
 def _finish_sweep(code: int) -> int:
@@ -308,8 +227,8 @@ def _finish_sweep(code: int) -> int:
     started = sorted(p.parent for p in _sweep.dir.rglob(".hydra") if p.is_dir())  # every job that began
     failed = [job for job in started if not (job / SUMMARY_FILE).is_file()]  # error.txt, or it died
     if failed:
-        print(f"rubric-engine: {len(failed)} sweep job(s) failed or did not finish, not ranked (see error.txt "
-              f"in {', '.join(str(job) for job in failed)})", file=sys.stderr)
+        print(f"rubric-engine: {len(failed)} sweep job(s) failed, were rejected or did not finish, not ranked "
+              f"(see error.txt or rejected.txt in {', '.join(str(job) for job in failed)})", file=sys.stderr)
         code = max(code, 2)
     return code
 
@@ -319,15 +238,6 @@ def _compose(overrides: list[str]) -> DictConfig:
 
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         return compose(config_name="config", overrides=overrides)
-
-
-def _force_params(arg: str) -> str:
-    """`candidate.params.temperature=0`, `candidate.params={temperature:0}` (as README writes it) and
-    `candidate.timeout=30` set keys the shipped entries leave out or merge into an empty node: Hydra wants
-    `++` for those, so add it rather than answer with Hydra's "use +" advice."""
-    if re.match(r"^(candidate|judge)\.(params(\.[^=]+)?|timeout)=", arg):
-        return "++" + arg
-    return arg
 
 
 def _user_search_path(argv: list[str]) -> list[str]:
@@ -352,30 +262,74 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: subcommands, --version, override checks, then the Hydra app."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in SUBCOMMANDS:
+    """Console-script entry point: help, subcommands, --version, argument checks, then the Hydra app.
+
+    A reader that closes stdout early (`rubric-engine --help | head -3`) ends the command quietly with
+    exit 141, as a shell reports for a program ended by SIGPIPE (subcommands.closed_pipe)."""
+    try:
+        _front(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe can no longer be caught
+    except BrokenPipeError:
+        closed_pipe()
+    except SystemExit:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            closed_pipe()
+        raise
+
+
+def _front(argv: list[str]) -> None:
+    """`rubric-engine` alone and `run` alone print the short help (exit 0); `help [SUBCOMMAND]` is --help;
+    `run key=value ...` is a run; GNU-style flags and bare words are one line each (exit 2)."""
+    from rubric_engine.cli.overrides import check_command_line, check_overrides, unknown_word
+
+    run = argv[:1] == ["run"]
+    if argv[:1] == ["help"]:  # `help [TOPIC]`: the help of a subcommand or of a run
+        topic = argv[1] if len(argv) > 1 else "run"
+        if topic not in (*SUBCOMMANDS, "run"):
+            sys.exit(fail(unknown_word(topic, SUBCOMMANDS), False, hint=False))
+        argv = [topic, "--help"] if topic in SUBCOMMANDS else ["--help"]
+    argv = argv[1:] if run else argv
+    if not argv:
+        print_quietly(short_help())
+        sys.exit(0)
+    pipes_close_quietly()
+    if argv[0] in SUBCOMMANDS and not run:
         sys.exit(run_subcommand(argv[0], argv[1:], _compose))
-    if argv[:1] in (["--version"], ["-V"]):
+    if "--version" in argv or argv[:1] == ["-V"]:
         print(f"rubric-engine {_version()}")
         sys.exit(0)
-    start_up(argv)
+    debug = any(a.lower() == "debug=true" for a in argv)
+    argv = _rewrite(argv)
     try:
-        _main(argv)
+        check_command_line(argv, SUBCOMMANDS)
+    except RubricEngineError as exc:
+        sys.exit(fail(exc, debug, hint=False))
+    try:
+        check_overrides(argv)
+    except RubricEngineError as exc:
+        sys.exit(fail(exc, debug))
+    start_up(argv)
+    from rubric_engine.models.interrupt import install_sigterm
+
+    install_sigterm()  # SIGTERM ends a run like Ctrl-C: a message, the journal closed, exit 143
+    try:
+        _main(argv, debug)
     finally:
         shut_down()
 
 
-def _main(argv: list[str]) -> None:
-    debug = any(a.lower() == "debug=true" for a in argv)
-    argv = _rewrite(argv)
-    try:
-        from rubric_engine.cli.overrides import check_overrides
+def _main(argv: list[str], debug: bool) -> None:
+    from rubric_engine.cli.overrides import hydra_form
 
-        check_overrides(argv)
+    argv = [hydra_form(a) for a in argv]
+    try:
+        from rubric_engine.cli.sweepcheck import check_sweep_keys
+
+        check_sweep_keys([*argv, *_user_search_path(argv)], _compose, settings_from_config)
     except RubricEngineError as exc:
         sys.exit(fail(exc, debug))
-    argv = [_force_params(a) for a in argv]
     sys.argv = [sys.argv[0], *argv, *_user_search_path(argv)]
     # Ray (hydra/launcher=ray) reports usage statistics over the network unless told not to; an
     # evaluation run sends nothing its user did not ask for. RAY_USAGE_STATS_ENABLED=1 turns them on.
@@ -386,7 +340,13 @@ def _main(argv: list[str]) -> None:
         _hydra_app()
     except SystemExit as exc:  # a crashed sweep job that Hydra reported itself
         code = exc.code if isinstance(exc.code, int) else 1
+    except BrokenPipeError:
+        raise  # stdout's reader left: main() ends quietly
+    except KeyboardInterrupt as exc:  # a signal while Hydra composed, or during a sweep: no leaderboard
+        sys.exit(_interrupted(exc))
     except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
+        if isinstance(exc.__cause__, RubricEngineError):  # e.g. our log handler refusing a planted link,
+            sys.exit(fail(exc.__cause__, debug, exc))    # wrapped by logging.config as "Unable to configure"
         if is_config_library_error(exc):
             sys.exit(fail(ConfigError(one_line(exc)), debug, exc))
         if debug:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rubric_engine.cli.args import COMMANDS, HelpRequested, as_int, as_list, parse
+from rubric_engine.cli.args import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 
 __all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main"]
@@ -76,7 +76,8 @@ def review_main(args: Sequence[str]) -> int:
     out = Path(parsed.get("out", "review"))  # type: ignore[arg-type]
     sheet = export_review([Path(d) for d in parsed.positionals], out, n=as_int(parsed.get("n", "100"), "n", "review export", 1),
                           seed=as_int(parsed.get("seed", "0"), "seed", "review export"),
-                          stratify=as_list(parsed.get("stratify", "[ability,subset]")), unit=str(parsed.get("unit", "item")))
+                          stratify=as_list(parsed.get("stratify", "[ability,subset]")), unit=str(parsed.get("unit", "item")),
+                          force=as_bool(parsed.get("force", "false"), "force", "review export"))
     print(f"review sheet {sheet['sheet_id']}: {sheet['n']} items from {sheet['replies']} replies "
           f"({len(sheet['runs'])} run(s)) -> {out / 'review.html'}, {out / 'review.csv'}", file=sys.stdout)
     return 0
@@ -97,10 +98,12 @@ def agree_main(args: Sequence[str]) -> int:
     out = Path(opts["out"]) if opts.get("out") else Path(dirs[0]) / "agreement"
     result = agree_command([Path(d) for d in dirs], files, out, n_boot=as_int(parsed.get("n_boot", "1000"), "n_boot", "agree"),
                            seed=as_int(parsed.get("seed", "0"), "seed", "agree"), by=as_list(opts.get("by")))
+    from rubric_engine.text.terminal import shown
+
     for w in result["warnings"]:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {shown(w, markup=False)}", file=sys.stderr)
     for text in result["headline"].values():
-        print(text)
+        print(shown(text, markup=False, newlines=True))
     print(f"wrote {out / 'agreement.json'}, {out / 'agreement.md'} and {out / 'agreement.html'}")
     return 0
 

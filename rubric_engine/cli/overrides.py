@@ -1,13 +1,17 @@
-"""Checks the main command's key=value overrides before Hydra sees them.
+"""Checks the main command's arguments before Hydra sees them.
 
 Why: Hydra answers a misspelt key (`candiate=gpt-4o`) with "use +candiate=..." advice that makes things
-worse, and an unknown model entry with a multi-line listing. Here an unknown key gets "did you mean
-candidate=?" from the keys of the primary config, and an unknown model entry the list of entries in the
-package and in the user's config directories (cliargs.config_dirs). No Hydra import: this runs first.
+worse, an unknown model entry with a multi-line listing, `--dry-run` with argparse's usage text and a bare
+word with its grammar error. Here an unknown key gets "did you mean candidate=?" from the keys of the
+primary config, an unknown model entry the list of entries in the package and in the user's config
+directories (cliargs.config_dirs), a `--flag` the key=value to write, a bare word the subcommands, and
+`candidate.model=` without `candidate=` the entry to start from. No Hydra import: this runs first.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import re
 from collections.abc import Sequence
 from importlib import resources
@@ -19,7 +23,8 @@ import yaml
 from rubric_engine.cli.args import CONFIG_DIRS_ENV, config_dirs, did_you_mean
 from rubric_engine.errors import ConfigError
 
-__all__ = ["check_overrides", "known_keys", "group_entries", "GROUPS"]
+__all__ = ["check_overrides", "check_command_line", "known_keys", "group_entries", "override_syntax_error",
+           "unknown_word", "hydra_form", "GROUPS", "RUN_WORDS", "help_config", "quickstart"]
 
 GROUPS = ("candidate", "judge")
 _CONFIG_MODULE = "rubric_engine.conf"
@@ -80,18 +85,58 @@ def _check_nested(key: str, top: str) -> None:
     raise ConfigError(f"unknown key {key!r}{hint}; {top} has: {', '.join(known)}")
 
 
+def _entry_advice(group: str, key: str, value: str) -> str:
+    """What to write for `candidate.model=X` (or any `candidate.*`) when no `candidate=` chooses an entry:
+    an entry of the same provider (its key variable comes with it), or the one for a server of one's own."""
+    compatible = f"{group}=openai_compatible {group}.model=openai/<served-model-name> {group}.api_base=URL"
+    if key == f"{group}.model" and value:
+        provider = value.split("/", 1)[0] if "/" in value else ""
+        same: list[tuple[str, dict[str, Any]]] = []
+        own = compatible.replace("openai/<served-model-name>", value)
+        for name in group_entries(group):
+            path = resources.files(_CONFIG_MODULE).joinpath(group, f"{name}.yaml")
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+            if isinstance(data, dict) and data.get("api_key_env") and str(data.get("model")).split("/")[0] == provider:
+                same.append((name, data))
+        if same:
+            name, data = next(((n, d) for n, d in same if n in value), same[0])
+            return (f"{group}={name} {key}={value} (the {name} entry with your model id; its key comes from "
+                    f"${data['api_key_env']}), or for a server of your own {own}")
+        return own
+    if key == f"{group}.api_base":
+        return compatible.replace("URL", value or "URL")
+    return f"{group}=<entry> {key}={value} (entries: {', '.join(group_entries(group))})"
+
+
+def _check_model_key(arg: str, key: str, value: str, chosen: set[str]) -> None:
+    """`candidate.model=...` (with or without Hydra's `+`) changes an entry: one must be chosen first.
+    Without it Hydra would advise `+candidate.model=...`, which builds a model with no key variable, so the
+    key check before the first call would have nothing to check."""
+    group = key.lstrip("+").split(".", 1)[0]
+    if group in GROUPS and "." in key and group not in chosen:
+        bare = key.lstrip("+")
+        why = " (without judge= the benchmark's declared judge is used as it is)" if group == "judge" else ""
+        raise ConfigError(f"{arg!r} changes a {group} entry, but no {group}= chooses one{why}; write "
+                          f"{_entry_advice(group, bare, value)} (see docs/cli.md: Models and API keys)")
+
+
 def check_overrides(argv: Sequence[str]) -> None:
-    """Raise ConfigError (one line) for an unknown top-level key or an unknown model entry."""
+    """Raise ConfigError (one line) for an unknown top-level key, an unknown model entry, or a model key
+    changed with no entry chosen. `+key` and `++key` are checked like `key` (the CLI sets them with `++`)."""
     keys: list[str] | None = None
+    chosen = {k.lstrip("+") for k, eq, v in (a.partition("=") for a in argv)
+              if eq and k.lstrip("+") in GROUPS and v.strip().lower() not in ("", "null")}
     for arg in argv:
         if arg.startswith("-"):
             continue
         key, eq, value = arg.partition("=")
-        if not eq or not key or key.startswith(("+", "~")):
+        if not eq or not key or key.startswith("~"):
             continue
-        top = re.split(r"[./@]", key, maxsplit=1)[0]
+        top = re.split(r"[./@]", key.lstrip("+"), maxsplit=1)[0]
         if top == "hydra":
             continue
+        _check_model_key(arg, key, value, chosen)
+        key = key.lstrip("+")
         keys = keys if keys is not None else known_keys()
         if top not in keys:
             hint = did_you_mean(top, keys).replace("?)", "=?)")
@@ -106,3 +151,160 @@ def check_overrides(argv: Sequence[str]) -> None:
                         f"unknown {key} entry {name!r}{did_you_mean(name, entries)}; known: {', '.join(entries)}. "
                         f"Your own entries go in ./conf/{key}/<name>.yaml or a directory named in "
                         f"${CONFIG_DIRS_ENV} (see docs/cli.md: Models and API keys)")
+
+
+@functools.cache
+def _in_every_entry(group: str) -> frozenset[str]:
+    """Keys every entry of a group has (the package's and the user's), `params` aside: Hydra sets these
+    with a plain `key=`; any other key needs `++`."""
+    files = [p for p in resources.files(_CONFIG_MODULE).joinpath(group).iterdir() if p.name.endswith(".yaml")]
+    files += [p for d in config_dirs() if (d / group).is_dir() for p in Path(d / group).glob("*.yaml")]
+    keys = [set(data) for data in (yaml.safe_load(p.read_text(encoding="utf-8")) for p in files)
+            if isinstance(data, dict)]
+    return frozenset(set.intersection(*keys) - {"params"}) if keys else frozenset()
+
+
+def hydra_form(arg: str) -> str:
+    """How a checked override reaches Hydra. `candidate.params.temperature=0`, `candidate.params={temperature:0}`
+    (as README writes it), `candidate.timeout=30` and other keys some model entries leave out get `++`
+    rather than Hydra's "use +" advice. A user's `+key=` / `++key=` (checked by check_overrides like
+    `key=`) is set with `++` too, and `+candidate=NAME` is the choice `candidate=NAME` (the `+` means nothing
+    to the engine). Anything else is passed as written, so sweep job directories keep their plain names."""
+    key, eq, value = arg.partition("=")
+    bare = key.lstrip("+")
+    if not eq or arg.startswith(("-", "~")) or re.match(r"hydra\b", bare):
+        return arg
+    if bare in GROUPS:
+        return f"{bare}={value}"
+    parts = bare.split(".")
+    model_key = parts[0] in GROUPS and len(parts) > 1 and (len(parts) > 2 or parts[1] not in _in_every_entry(parts[0]))
+    return f"++{bare}={value}" if key != bare or model_key else arg
+
+
+# ------------------------------------------------------------------ the shape of the command line
+
+RUN_WORDS = ("run", "help")  # the words the main command takes besides the subcommands of cli/subcommands.py
+# Hydra's own flags (hydra._internal.utils.get_args_parser), passed through: how many values follow each
+# (a tuple: at most one, from these choices).
+_HYDRA_FLAGS: dict[str, int | tuple[str, ...]] = {
+    "-h": 0, "--help": 0, "--hydra-help": 0, "--resolve": 0, "-r": 0, "--run": 0, "-m": 0, "--multirun": 0,
+    "-sc": 0, "--shell-completion": 0, "-c": 1, "--cfg": 1, "-p": 1, "--package": 1, "-cp": 1,
+    "--config-path": 1, "-cn": 1, "--config-name": 1, "-cd": 1, "--config-dir": 1, "--experimental-rerun": 1,
+    "-i": ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath"),
+    "--info": ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath"),
+}
+_BOOLS = ("true", "false", "yes", "no", "1", "0", "on", "off")
+
+
+@functools.cache
+def _flag_keys() -> dict[str, Any]:
+    """Every key a `--flag` may stand for, dotted (`cache.dir`), with its default value."""
+    cfg = _primary()
+    out: dict[str, Any] = {}
+    for key in known_keys():
+        node = cfg.get(key)
+        if isinstance(node, dict):
+            out.update({f"{key}.{k}": v for k, v in node.items() if not isinstance(v, dict)})
+        else:
+            out[key] = node
+    out.update({"judge.repeats": None, "judge.tie": None, "candidate.samples": 1})  # cli._ALIASES
+    return out
+
+
+def _norm(name: str) -> str:
+    return name.strip("-").replace("-", "_").replace(".", "_").lower()
+
+
+def _as_override(flag: str, value: str | None) -> tuple[str | None, str]:
+    """`--dry-run` -> ('dry_run', 'dry_run=true'); an unknown flag -> (None, the closest key=value or '')."""
+    keys = _flag_keys()
+    by_norm = {_norm(k): k for k in keys}
+    key = by_norm.get(_norm(flag))
+    close = [by_norm[m] for m in difflib.get_close_matches(_norm(flag), list(by_norm), n=1, cutoff=0.75)]
+    guess = key or (close[0] if close else None)
+    if guess is None:
+        return None, ""
+    if value is None:
+        value = "true" if isinstance(keys[guess], bool) else "VALUE"
+    return key, f"{guess}={value}"
+
+
+@functools.cache
+def help_config() -> dict[str, str]:
+    """conf/hydra/help/rubric_engine.yaml, the text of `--help`: also the short help and the quickstart of
+    our error lines (read without Hydra, so a bare command or a typo costs no start-up)."""
+    text = resources.files(_CONFIG_MODULE).joinpath("hydra", "help", "rubric_engine.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def quickstart() -> str:
+    """The keyless first command, as --help shows it (`Try it (...): rubric-engine ...`)."""
+    found = re.search(r"^Try it[^:]*:\s*(rubric-engine .+)$", help_config()["header"], re.M)
+    return found.group(1).strip() if found else "rubric-engine key=value ..."
+
+
+def unknown_word(word: str, subcommands: Sequence[str]) -> ConfigError:
+    """The error for a word that is no subcommand and no key=value (with the closest of either)."""
+    words = [*RUN_WORDS, *subcommands]
+    key, guess = _as_override(word, None)
+    hint = did_you_mean(word, words) if key is None else ""
+    hint = hint or (f" (did you mean {guess}?)" if guess else "")
+    return ConfigError(f"{word!r} is neither a subcommand nor a key=value override{hint}; subcommands: "
+                       f"{', '.join(words)}; a run is key=value overrides, e.g. {quickstart()} "
+                       "(see rubric-engine --help)")
+
+
+def check_command_line(argv: Sequence[str], subcommands: Sequence[str]) -> None:
+    """Raise ConfigError (one line) for a GNU-style `--flag` or a bare word: both would reach Hydra as
+    argparse's usage text or a grammar error. A `--flag` naming a config key gets the key=value to write."""
+    flags: list[tuple[str, str]] = []  # (what was written, key=value)
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if not arg.startswith("-") or arg == "-":
+            if "=" not in arg and not arg.startswith("~"):
+                raise unknown_word(arg, subcommands)
+            continue
+        name, eq, value = arg.partition("=")
+        takes = _HYDRA_FLAGS.get(name)
+        if takes is not None:
+            if not eq and (takes == 1 or (isinstance(takes, tuple) and i < len(argv) and argv[i] in takes)):
+                i += 1  # the flag's value (`--cfg job`, `--info searchpath`)
+            continue
+        nxt = argv[i] if i < len(argv) else None
+        key, guess = _as_override(name, value if eq else None)
+        if guess and not eq and nxt is not None and not nxt.startswith("-") and "=" not in nxt:
+            if not guess.endswith("=true") or nxt.lower() in _BOOLS:
+                i += 1  # `--limit 3`: the flag's value
+                key, guess = _as_override(name, nxt)
+                arg = f"{arg} {nxt}"
+        if key is None:
+            hint = f" (did you mean {guess}?)" if guess else ""
+            raise ConfigError(f"unknown option {arg!r}{hint}; a run takes key=value overrides, not --options "
+                              f"(e.g. limit=3 dry_run=true; see rubric-engine --help)")
+        flags.append((arg, guess))
+    if flags:
+        raise ConfigError(f"{' '.join(repr(a) for a, _ in flags)}: use key=value: {' '.join(o for _, o in flags)}")
+
+
+def override_syntax_error(override: str) -> str:
+    """Our one line for an override Hydra's grammar refused, instead of its parser's wording and URL."""
+    key, eq, value = override.partition("=")
+    if not eq:
+        why = "write key=value"
+    elif not key.lstrip("+~"):
+        why = "the key before '=' is missing"
+    elif value.startswith("="):
+        why = f"give one value after '=' ({key}=3), or quote a value that holds '=' ({key}='a=b')"
+    else:
+        why = ""
+        for open_, close in ("[]", "{}", "()"):
+            if value.count(open_) != value.count(close):
+                why = (f"'{open_}' and '{close}' do not pair up; a list is {key}=[a,b], a mapping {key}={{a:1}}, "
+                       f"or quote the value ({key}='...')")
+                break
+        if not why and (value.count("'") % 2 or value.count('"') % 2):
+            why = "a quote is not closed"
+        why = why or f"quote a value that holds = [ ] {{ }} ( ) or quotes ({key}='a=b'); a list is {key}=[a,b]"
+    return f"cannot parse override {override!r}: {why} (see docs/cli.md: Override syntax)"

@@ -8,6 +8,7 @@ a composed config (validate, data) receive a `compose` function from cli/main.py
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -16,31 +17,82 @@ from typing import Any
 from rubric_engine.cli.args import COMMANDS, HelpRequested, Parsed, parse
 from rubric_engine.errors import ConfigError, RubricEngineError
 
-__all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "fail", "is_config_library_error"]
+__all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "fail", "is_config_library_error",
+           "short_help", "print_quietly", "closed_pipe", "pipes_close_quietly", "CLOSED_PIPE"]
 
+CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head` when cat is ended by the closed pipe
 SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit")
 Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
 
 
+_HYDRA_ADVICE = (  # Hydra's "+key" advice for a key the config lacks / has: our words instead
+    (re.compile(r"Could not override '([^']+)'.*", re.S), "there is no key {0!r} to set here; the keys are listed by "
+     "`rubric-engine --help` (model entries: docs/cli.md, Models and API keys)"),
+    (re.compile(r"Could not append to config.*?already at '([^']+)'.*", re.S), "{0} is already in the config: set it "
+     "with {0}=VALUE (no +)"),
+    (re.compile(r"Ambiguous value for argument '([^']+)'.*", re.S), "{0!r} holds a comma: a list is key=[a,b], a "
+     "text key='a,b', and a sweep over the values needs -m (rubric-engine -m ... {0})"))
+
+
 def one_line(exc: BaseException) -> str:
-    """The error as one redacted line, at most 400 characters; Hydra's override errors name the override."""
+    """The error as one redacted line, at most 400 characters. Hydra's wording for an override never reaches
+    the user: a grammar error gets our own line (overrides.override_syntax_error), its `+key` advice (which
+    would build a key the engine does not check) a line pointing to --help, and its URL is dropped."""
+    from rubric_engine.cli.overrides import override_syntax_error
     from rubric_engine.models.redact import redact
+    from rubric_engine.text.terminal import shown
 
-    text = " ".join(str(exc).split())
     bad = getattr(exc, "override", None)  # Hydra's OverrideParseException names the override it choked on
-    if isinstance(bad, str) and bad not in text:
-        text = f"cannot parse override {bad!r}: {text}"
-    return redact(text[:400] + ("..." if len(text) > 400 else ""))
+    text = override_syntax_error(bad) if isinstance(bad, str) else " ".join(str(exc).split())
+    for pattern, words in _HYDRA_ADVICE:
+        text = pattern.sub(lambda m: words.format(m.group(1)), text)  # noqa: B023 - used at once
+    text = re.sub(r"\s*See https?://hydra\.cc\S*( for details)?", "", text)
+    return shown(redact(text[:400] + ("..." if len(text) > 400 else "")), markup=False)
 
 
-def fail(exc: BaseException, debug: bool, original: BaseException | None = None, code: int = 2) -> int:
-    """One line on stderr (plus a hint, or the traceback with debug=true); returns the exit code."""
+def fail(exc: BaseException, debug: bool, original: BaseException | None = None, code: int = 2,
+         hint: bool = True) -> int:
+    """One line on stderr (plus a hint, or the traceback with debug=true); returns the exit code.
+    `hint=False`: the command line's shape was wrong (a --flag, a bare word); a traceback would add nothing."""
     if debug:
         traceback.print_exception(original or exc)
     print(f"rubric-engine: error: {one_line(exc)}", file=sys.stderr)
-    if not debug:
+    if not debug and hint:
         print("(add debug=true for the full traceback)", file=sys.stderr)
     return code
+
+
+def short_help() -> str:
+    """What a bare `rubric-engine` prints: the --help header (usage, the keyless quickstart, subcommands)
+    and where to read more, without Hydra's listing of groups and the current config."""
+    from rubric_engine.cli.overrides import help_config
+
+    return (f"{help_config()['header'].rstrip()}\n\nEvery key, the config groups and the current config: "
+            "rubric-engine --help\nDocs: README.md and docs/ of the source distribution "
+            "(docs/cli.md: the command line)")
+
+
+def print_quietly(text: str) -> None:
+    """Print help text; a reader that left early (`rubric-engine --help | head`) is fine (exit 141, quiet)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        closed_pipe()
+
+
+def pipes_close_quietly() -> None:
+    """rich ends a command whose stdout reader left with exit 1 (Console.on_broken_pipe, its documented
+    hook); the command line's convention is 141 on every path, so its consoles end through closed_pipe."""
+    from rich.console import Console
+
+    Console.on_broken_pipe = lambda self: closed_pipe()  # type: ignore[method-assign]
+
+
+def closed_pipe() -> None:
+    """stdout's reader has gone: point stdout at /dev/null (so the exit flush cannot fail again) and exit 141,
+    the status a shell reports for a program ended by SIGPIPE, silently."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(CLOSED_PIPE)
 
 
 def is_config_library_error(exc: BaseException) -> bool:
@@ -91,13 +143,14 @@ def run_subcommand(name: str, args: list[str], compose: Compose) -> int:
     try:
         return _dispatch(name, args, compose)
     except HelpRequested as text:
-        try:
-            print(text, flush=True)
-        except BrokenPipeError:  # `rubric-engine x --help | head`: the reader left, which is fine
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print_quietly(str(text))
         return 0
     except RubricEngineError as exc:
         return fail(exc, debug)
+    except OSError as exc:  # a full disk, a read-only directory: the file and the fix, not a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        return fail(ConfigError(f"{name}: {where}cannot write or read ({exc.strerror or exc}); check free disk "
+                                "space and permissions, or choose another out=DIR"), debug, exc)
     except Exception as exc:  # Hydra's own errors (bad override, unknown group option)
         if is_config_library_error(exc):
             return fail(ConfigError(one_line(exc)), debug, exc)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
 from rubric_engine.dataset.quirks import DataQuirks
-from rubric_engine.datatypes import Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
+from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.text.surrogates import surrogate_path
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -89,17 +90,29 @@ def _decode(file: Path, n: int, raw: bytes) -> str:
 
 def _json_line(file: Path, line: int, text: str) -> Any:
     try:
-        return json.loads(text.rstrip())  # with its newline, a cut-off line's error would point at "column 1"
+        row = json.loads(text.rstrip())  # with its newline, a cut-off line's error would point at "column 1"
     except json.JSONDecodeError as exc:
         raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=line,
                         fix="each line must be one complete JSON object (JSON Lines)") from exc
+    _no_surrogates(file, line, row, text)
+    return row
+
+
+def _no_surrogates(file: Path, line: int, row: Any, source: str | None) -> None:
+    """A row holding an unpaired surrogate (JSON "\\ud800") is refused here, before any paid call: it
+    cannot be written as UTF-8, so the run would fail on it after the calls."""
+    where = surrogate_path(row, source)
+    if where is not None:
+        raise DataError(str(file), f"{where}: an unpaired UTF-16 surrogate (an escape such as \\ud800 without "
+                        "its pair), which is not valid Unicode", line=line,
+                        fix="fix or remove that character in the data")
 
 def _weight(value: Any) -> float | None | str:
     """The weight as a number (int kept as int, so prompts show '3' not '3.0'), None, or 'bad'."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return "bad"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= MAX_WEIGHT:
+        return "bad"  # NaN and inf fail too; two weights of 1e308 would sum to inf
     return value
 
 
@@ -147,10 +160,23 @@ def _records(file: Path, fmt: str) -> Iterable[tuple[_Line, Any]]:
         if not isinstance(rows, list):
             raise DataError(str(file), f"the file holds a JSON {type(rows).__name__}, not an array of rows",
                             fix="data.format json expects [ {...}, {...} ]; for one object a line use jsonl")
-        yield from ((_Line(n), row) for n, row in enumerate(rows, start=1))
+        check = surrogate_path(rows, text) is not None  # one search over the file; rows walked only on a hit
+        for n, row in enumerate(rows, start=1):
+            if check:
+                _no_surrogates(file, n, row, None)
+            yield _Line(n), row
         return
-    for n, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):  # line 1 is the header
-        yield _Line(n), {k: _csv_cell(v) for k, v in row.items() if k is not None}
+    check = "\\u" in text  # only a JSON cell's escape can make one
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        for n, row in enumerate(reader, start=2):  # line 1 is the header
+            cells = {k: _csv_cell(v) for k, v in row.items() if k is not None}
+            if check:
+                _no_surrogates(file, n, cells, None)
+            yield _Line(n), cells
+    except csv.Error as exc:  # a cell past the reader's field limit, a NUL byte
+        raise DataError(str(file), f"unreadable CSV ({exc})", line=reader.line_num,
+                        fix="check that row's quotes; keep long texts in a JSONL data file") from None
 
 
 def _csv_cell(value: str | None) -> Any:
@@ -219,7 +245,8 @@ def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, weigh
         weight = _weight(value)
         if weight == "bad" or (weight is None and rule is None):
             raise r.err(f"{where}{f.item_weight}: non-numeric weight {item[f.item_weight]!r}",
-                        fix="weights must be numbers (null is allowed only for failure-rule items)")
+                        fix=f"weights must be numbers between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g} (null is allowed only "
+                        "for failure-rule items)")
         if rule is not None and weight is not None:
             weighted_rule.append(f"{qid}:{weight}")
         crits.append(Criterion(index=i + 1, label=str(label), weight=weight,  # type: ignore[arg-type]

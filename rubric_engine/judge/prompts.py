@@ -38,7 +38,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from rubric_engine.datatypes import Criterion, Question
-from rubric_engine.errors import SpecError
+from rubric_engine.errors import DataError, SpecError
 
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -94,13 +94,27 @@ def render_template(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]
                         fix=f"available variables: {known}") from None
     except jinja2.TemplateError as exc:
         raise SpecError(f"{path}{_line(exc)}", field, f"template failed to render: {exc}") from None
-    except (OverflowError, MemoryError, RecursionError, TypeError, ValueError, ArithmeticError) as exc:
+    except (OverflowError, MemoryError, RecursionError, TypeError, ValueError, ArithmeticError, LookupError) as exc:
         raise SpecError(f"{path}{_line(exc)}", field, f"template failed to render ({type(exc).__name__}: {exc})",
                         fix="simplify the template") from None
     if len(text) > MAX_OUTPUT_CHARS:
+        given = _data_chars(variables)
+        if given * 2 >= len(text):  # most of the prompt is the question's own text: the data is at fault
+            question = variables.get("question")
+            raise DataError(f"question {getattr(question, 'id', '?')}", f"its dialogue, reply and reference come "
+                            f"to {given} characters, and the prompt ({field}) to {len(text)}, over the limit of "
+                            f"{MAX_OUTPUT_CHARS}", fix="leave the question out (ids=...) or shorten it in the data")
         raise SpecError(str(path), field, f"template rendered {len(text)} characters (limit {MAX_OUTPUT_CHARS})",
                         fix="a prompt is far shorter; check loops in the template")
     return text
+
+
+def _data_chars(variables: dict[str, Any]) -> int:
+    """Characters of the question's own text among the variables (dialogue turns, reply, reference)."""
+    turns = variables.get("dialogue") or []
+    texts = [t.get("content") for t in turns if isinstance(t, dict)]
+    texts += [variables.get("response"), variables.get("reference")]
+    return sum(len(t) for t in texts if isinstance(t, str))
 
 
 def _line(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ never sent json_schema again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -77,16 +78,31 @@ async def _complete(client: "ModelClient", messages: Messages, accept: Callable[
         return await client.complete(messages, response_format=response_format, accept=accept, cache_as=original,
                                      expect=expect, repeat=repeat)
     except FatalModelError as exc:
-        if exc.status != 400 or "context window" in str(exc):  # too long a prompt: no format would help
+        # only a 400 naming the format: any other 400 (a filter, a bad param) would switch structured output
+        # off for the rest of the run, and with it every later cache key
+        words = str(getattr(exc, "detail", "") or exc)
+        if exc.status != 400 or "context window" in str(exc) or not _NAMES_FORMAT.search(words):
             raise
+        refusal = words
     try:
         result = await client.complete(messages, response_format=None, accept=accept, cache_as=original,
                                        expect=expect, repeat=repeat)
     except Unusable:
-        client.json_schema_refused = True  # the server answered: it was the response_format it refused
+        _refused(client, refusal)  # the server answered: it was the response_format it refused
         raise
-    client.json_schema_refused = True
+    _refused(client, refusal)
     return result
+
+
+_NAMES_FORMAT = re.compile(r"response[_ ]?format|json[_ ]?schema|structured[_ ]output|guided[_ ]json", re.I)
+
+
+def _refused(client: "ModelClient", why: str) -> None:
+    """Stop sending json_schema to this client's server, saying so once (replies are still validated)."""
+    if not client.json_schema_refused and client.notify is not None:
+        client.notify(f"{client.role} '{client.spec.name}': the server refused response_format json_schema "
+                      f"(HTTP 400: {one_line(why)[:160]}); asking without it from now on")
+    client.json_schema_refused = True
 
 
 async def ask_structured(client: "ModelClient", messages: Messages, parse: Callable[[str], T], *,

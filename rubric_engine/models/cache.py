@@ -70,6 +70,9 @@ class ResultCache:
             raise CacheError(f"{self.directory}: value for key {key[:16]}... is not JSON-serialisable ({exc})") from exc
         try:
             ok = self._cache.set(key, text, retry=True)
+        except UnicodeEncodeError as exc:  # a lone surrogate: the text is at fault, not the disk
+            raise CacheError(f"{self.directory}: value for key {key[:16]}... is not valid Unicode ({exc.reason} at "
+                             f"character {exc.start}); the text came from a model or a data file") from exc
         except Exception as exc:  # noqa: BLE001
             raise self._error("write", exc) from exc
         if not ok:

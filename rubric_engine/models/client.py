@@ -26,6 +26,7 @@ from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
+from rubric_engine.models.interrupt import stopped
 from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, reply_cost
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.redact import register_secret
@@ -232,12 +233,22 @@ class ModelClient:
 
     def _message(self, failure: Failure) -> str:
         who = f"{self.role} model '{self.spec.name}'"
+        if self.spec.api_base and not self.spec.api_key_env:  # it was sent 'no-key', never $<PROVIDER>_API_KEY
+            key = (f"the endpoint {self.spec.api_base} was sent no key (placeholder 'no-key'); name the variable "
+                   f"holding its key with {self.role}.api_key_env=VAR")
+            auth = forbidden = key
+        else:
+            auth = f"set the API key in ${self.spec.key_env}"
+            forbidden = f"check that the key in ${self.spec.key_env} may use this model"
         advice = {
-            "auth": f"set the API key in ${self.spec.key_env}",
-            "forbidden": f"check that the key in ${self.spec.key_env} may use this model",
+            "auth": auth,
+            "forbidden": forbidden,
             "not_found": f"check the model id '{self.spec.model}'" + (f" and api_base {self.spec.api_base}"
                                                                      if self.spec.api_base else ""),
             "context": "the prompt is longer than the model's context window; use a longer-context model",
+            "too_large": "the request is larger than the server accepts (HTTP 413); shorten the prompt or "
+                         "lower max_tokens",
+            "quota": f"the account behind ${self.spec.key_env} has no quota left; check its plan and billing",
             "bad_request": "check the request params this provider accepts",
             "transient": "check the provider's status, or raise max_retries / lower concurrency or rpm",
             "connection": "check that the server is running and reachable" + (f" at {self.spec.api_base}"
@@ -266,9 +277,11 @@ class ModelClient:
             attempts += 1
             async with self._semaphore():
                 await self._limiter.wait()
+                if stopped():  # a signal stopped the run: no request leaves, even if a cancellation was lost
+                    raise asyncio.CancelledError
                 self.stats.requests += 1
-                try:  # outer guard in case a provider path ignores timeout=
-                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout + 30.0)
+                try:  # `timeout` is wall-clock per attempt: httpx's is per read, which a trickling server resets
+                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout)
                     text, prompt_tokens, completion_tokens = parse_reply(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
                     failure, error = classify(exc, self._key), exc

@@ -9,19 +9,39 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
 from rubric_engine.errors import ConfigError
+from rubric_engine.models.mock import is_mock
 
-__all__ = ["ModelSpec", "cache_key", "provider_key_env", "CACHE_KEY_VERSION"]
+__all__ = ["ModelSpec", "cache_key", "provider_key_env", "check_keys", "CACHE_KEY_VERSION", "endpoint_params",
+           "PARAMS_FIX", "destination"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
+MAX_TIMEOUT = 86_400.0  # one day: a per-attempt limit, and what httpx / asyncio are given must be finite
 _NOT_IN_KEY = frozenset({"api_key", "timeout", "request_timeout", "num_retries", "max_retries"})
 _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <PROVIDER>_API_KEY
+# Hosted providers whose own endpoint always wants a key in <PROVIDER>_API_KEY: an entry for one of them
+# without api_key_env (a spec's declared judge, an inline juror) is checked for that variable before any
+# call. Providers not listed (local servers, cloud credentials such as bedrock / vertex_ai) are not checked.
+_KEYED_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "mistral", "deepseek", "dashscope", "moonshot",
+                              "together_ai", "groq", "xai", "openrouter", "fireworks_ai", "cohere", "perplexity",
+                              "deepinfra", "cerebras"})
 _FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+# Words (as `_`-separated parts of a params key) and prefixes that name where a request goes or what
+# credential it carries: `api_base`, `base_url`, `extra_headers`, `aws_secret_access_key`, `vertex_credentials`.
+# Such a key in params would move the call (and the entry's key) somewhere `validate` does not show.
+_ENDPOINT_WORDS = frozenset({"base", "url", "urls", "uri", "endpoint", "host", "hostname", "port", "header",
+                             "headers", "key", "keys", "token", "secret", "password", "credential", "credentials",
+                             "proxy", "proxies", "auth", "authorization", "organization", "client", "provider"})
+_ENDPOINT_PREFIXES = ("api_", "aws_", "azure_", "vertex_", "gcp_", "google_", "litellm_", "watsonx_")
+_PARAMS_ALLOWED = frozenset({"api_version"})  # Azure's API version: neither an endpoint nor a credential
+PARAMS_FIX = ("set the endpoint with the entry's own api_base field and the key with api_key_env (a key goes only "
+              "where its entry's api_base sends it, and validate shows both)")
 _MISSING = "???"  # OmegaConf's mandatory value, as to_container() leaves it when nobody set it
 _EXAMPLES = {"model": "{role}.model=openai/<served-model-name>",
              "api_base": "{role}.api_base=http://<host>:<port>/v1 (the server's OpenAI-compatible URL)"}
@@ -35,6 +55,34 @@ def provider_key_env(model: str) -> str:
         provider = next((p for p in ("claude", "gemini", "mistral", "deepseek") if model.startswith(p)), "openai")
         provider = {"claude": "anthropic"}.get(provider, provider)
     return _KEY_ENV_EXCEPTIONS.get(provider, f"{provider.upper()}_API_KEY")
+
+
+def endpoint_params(params: Mapping[str, Any]) -> list[str]:
+    """The keys of `params` that name an endpoint, a header or a credential (refused: see PARAMS_FIX)."""
+    bad = []
+    for key in map(str, params):
+        low = key.lower()
+        if low in _PARAMS_ALLOWED:
+            continue
+        if low.startswith(_ENDPOINT_PREFIXES) or _ENDPOINT_WORDS & set(re.split(r"[_\-.]", low)):
+            bad.append(key)
+    return bad
+
+
+def _refuse_endpoint_params(params: Mapping[str, Any], where: str) -> None:
+    bad = endpoint_params(params)
+    if bad:
+        raise ConfigError(f"{where}.{bad[0]} is not allowed (an endpoint or credential in params would bypass "
+                          f"the key rule); {PARAMS_FIX}")
+
+
+def destination(model: str, api_base: str | None, api_key_env: str | None) -> str:
+    """Where calls to this entry go and which variable's key goes with them, as validate and a run say it."""
+    if api_base:
+        key = f"key from ${api_key_env}" if api_key_env else "no key (placeholder 'no-key')"
+        return f"endpoint {api_base}, {key}"
+    return (f"the provider's endpoint for {model.split('/', 1)[0] if '/' in model else model}, "
+            f"key from ${api_key_env or provider_key_env(model)}")
 
 
 def _plain(value: Any) -> Any:
@@ -62,12 +110,12 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
             raise ConfigError(f"model {self.name!r}: 'model' must be a LiteLLM id like 'openai/gpt-4o' (got {self.model!r})")
-        if not self.timeout or self.timeout <= 0:
-            raise ConfigError(f"model {self.name!r}: timeout must be > 0 seconds (got {self.timeout!r})")
+        if (isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float))
+                or not 0 < self.timeout <= MAX_TIMEOUT):  # NaN fails both comparisons; inf is not a limit
+            raise ConfigError(f"model {self.name!r}: timeout must be a number of seconds > 0 and <= {MAX_TIMEOUT} "
+                              f"(got {self.timeout!r})")
         params = _plain(self.params or {})
-        if "api_key" in params:
-            raise ConfigError(f"model {self.name!r}: params.api_key is not allowed (it would be saved with the run); "
-                              "put the key in an environment variable and name it with api_key_env")
+        _refuse_endpoint_params(params, f"model {self.name!r}: params")
         object.__setattr__(self, "params", params)
         if self.family is not None:
             fam = str(self.family).strip().lower()
@@ -98,6 +146,7 @@ class ModelSpec:
             if data.get(key) == _MISSING:
                 example = _EXAMPLES[key].format(role=role)
                 raise ConfigError(f"{role}.{key} is not set and this model entry needs it; add {example}")
+        _refuse_endpoint_params(data.get("params") or {}, f"{role}.params")
         model = data.get("model")
         if not model:
             raise ConfigError(f"{role}.model is not set; e.g. {role}.model=openai/<served-model-name>")
@@ -124,6 +173,31 @@ class ModelSpec:
     def key_env(self) -> str:
         """The env var holding this model's key (declared, or the provider's default)."""
         return self.api_key_env or provider_key_env(self.model)
+
+    @property
+    def required_key_env(self) -> str | None:
+        """The env var that must hold a key before this model is called, or None: the declared api_key_env;
+        without one, a hosted provider's own variable when the call goes to that provider's endpoint (no
+        api_base, which never receives the provider's key); None for mock models."""
+        if is_mock(self.model):
+            return None
+        if self.api_key_env:
+            return self.api_key_env
+        if self.api_base:
+            return None
+        provider = self.model.split("/", 1)[0] if "/" in self.model else None
+        env = provider_key_env(self.model)
+        return env if provider is None or provider in _KEYED_PROVIDERS else None
+
+
+def check_keys(*specs: "ModelSpec | None") -> None:
+    """Before the first call of anything: every model that will be called has its key, or one line
+    naming the variable (ConfigError, exit 2). The one key check for runs, sweeps and localize."""
+    for spec in specs:
+        env = spec.required_key_env if spec is not None else None
+        if spec is not None and env and not os.environ.get(env):
+            raise ConfigError(f"{spec.name} ({spec.model}) needs an API key: export {env}=... "
+                              f"(or point it elsewhere with api_key_env=<VAR>)")
 
 
 def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,

@@ -14,14 +14,18 @@ import time
 from dataclasses import dataclass
 
 from rubric_engine.models.redact import redact
+from rubric_engine.text.surrogates import replace_surrogates
 
 __all__ = ["Failure", "Malformed", "classify", "clean", "retry_after", "STOPS_RUN_KINDS"]
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
 _FATAL_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
                           "UnprocessableEntityError", "UnsupportedParamsError", "ContentPolicyViolationError"})
+# provider error codes (OpenAI-style `error.code` / `error.type`) that no retry can fix
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+_QUOTA_CODES = frozenset({"insufficient_quota"})
 _MISSING_KEY = "Missing credentials"  # LiteLLM/OpenAI SDK wording when no key was found at all
-STOPS_RUN_KINDS = frozenset({"auth", "forbidden", "not_found", "connection"})  # same failure for every question
+STOPS_RUN_KINDS = frozenset({"auth", "forbidden", "not_found", "connection", "quota"})  # same failure for every question
 
 
 class Malformed(Exception):
@@ -58,7 +62,7 @@ def retry_after(exc: BaseException) -> float | None:
 
 def clean(text: str, secret: str | None) -> str:
     """One line, no LiteLLM class-name prefixes, no secret, at most 300 chars."""
-    text = re.sub(r"\s+", " ", text).strip()
+    text = replace_surrogates(re.sub(r"\s+", " ", text).strip())  # an error body's "\\ud800" is text to show
     text = re.sub(r"^(litellm\.\w+:\s*)+", "", text)
     if secret and len(secret) >= 4:
         text = text.replace(secret, "***")
@@ -68,28 +72,71 @@ def clean(text: str, secret: str | None) -> str:
 
 def refused(exc: BaseException) -> bool:
     """A connection that could not be opened (LiteLLM reports it as a 500 'Connection error')."""
-    seen: set[int] = set()
-    node: BaseException | None = exc
-    while node is not None and id(node) not in seen:
-        seen.add(id(node))
+    for node in _chain(exc):
         names = {cls.__name__ for cls in type(node).__mro__}
         if names & {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"}:
             return False
         if names & {"ConnectError", "ConnectionRefusedError"} or "Connection refused" in str(node):
             return True
-        node = node.__cause__ or node.__context__
     return "Connection error" in str(exc)
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and what it was raised from, outermost first (cycles cut)."""
+    seen: set[int] = set()
+    nodes: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        nodes.append(node)
+        node = node.__cause__ or node.__context__
+    return nodes
+
+
+def _status_of(node: BaseException) -> int | None:
+    status = getattr(node, "status_code", None)
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def server_status(exc: BaseException) -> int | None:
+    """The HTTP status the server sent: the innermost one in the chain.
+
+    LiteLLM re-raises the SDK's error as its own class and may change the status on the way (1.110
+    turns a 413 'Request too large' into a 429 RateLimitError); the exception it was raised from still
+    carries what the server said."""
+    statuses = [s for s in map(_status_of, _chain(exc)) if s is not None]
+    return statuses[-1] if statuses else None
+
+
+def provider_codes(exc: BaseException) -> set[str]:
+    """The provider's own error `code` and `type` (OpenAI-style error body) anywhere in the chain."""
+    codes: set[str] = set()
+    for node in _chain(exc):
+        body = getattr(node, "body", None)
+        if isinstance(body, dict) and isinstance(body.get("error"), dict):
+            body = body["error"]
+        for field in ("code", "type"):
+            value = body.get(field) if isinstance(body, dict) else getattr(node, field, None)
+            if isinstance(value, str) and value:
+                codes.add(value)
+    return codes
+
+
 def classify(exc: BaseException, secret: str | None) -> Failure:
+    """Retry or not, from the status the server sent and the provider's error code; LiteLLM's class
+    names only where neither says (no status, e.g. a timeout or a refused connection)."""
     names = {cls.__name__ for cls in type(exc).__mro__}
-    status = getattr(exc, "status_code", None)
-    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    status = server_status(exc)
+    codes = provider_codes(exc)
     detail = clean(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), secret)
     if _MISSING_KEY in str(exc):  # LiteLLM reports a key it could not find as HTTP 500: retrying cannot help
         return Failure(True, None, None, detail, "auth")
-    if "ContextWindowExceededError" in names:
+    if "ContextWindowExceededError" in names or codes & _CONTEXT_CODES:
         return Failure(True, status or 400, None, detail, "context")
+    if status == 413:  # the request itself is too large: the same request can never pass
+        return Failure(True, status, None, detail, "too_large")
+    if codes & _QUOTA_CODES:  # a 429 that waiting cannot fix: the account has no credit left
+        return Failure(True, status, None, detail, "quota")
     if refused(exc):
         return Failure(False, status, None, detail, "connection")
     if isinstance(exc, (Malformed, TimeoutError)) or names & {"Timeout", "APITimeoutError", "APIConnectionError"}:

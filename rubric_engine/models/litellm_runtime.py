@@ -26,6 +26,7 @@ import threading
 from typing import Any
 
 from rubric_engine.models.failures import Malformed
+from rubric_engine.text.surrogates import LONE_SURROGATE
 
 __all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "reply_cost"]
 
@@ -132,8 +133,8 @@ async def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
     cache = getattr(litellm, "in_memory_llm_clients_cache", None) if litellm is not None else None
     if cache is None:
         return
-    suffix = f"-{id(loop)}"
-    for key in [k for k in list(getattr(cache, "cache_dict", {})) if str(k).endswith(suffix)]:
+    token = _loop_token(cache, loop)
+    for key in [k for k in list(getattr(cache, "cache_dict", {})) if str(k).rpartition("-")[2] == token]:
         client = cache.cache_dict.pop(key, None)
         getattr(cache, "ttl_dict", {}).pop(key, None)
         close = getattr(client, "aclose", None) or getattr(client, "close", None)
@@ -143,6 +144,27 @@ async def _close_clients(loop: asyncio.AbstractEventLoop) -> None:
                 await result
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
+
+
+def _loop_token(cache: Any, loop: asyncio.AbstractEventLoop) -> str:
+    """The part after the last '-' of the keys LiteLLM caches `loop`'s clients under.
+
+    Asked of the cache itself (`update_cache_key_with_event_loop`), because releases differ: up to
+    1.106 it was `id(loop)`, from 1.110 a per-loop counter. Only a cache without that method (or a
+    loop that is not the running one) falls back to `id(loop)`."""
+    scoped = getattr(cache, "update_cache_key_with_event_loop", None)
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if callable(scoped) and running is loop:
+        try:
+            suffix = str(scoped(""))
+        except Exception:  # noqa: BLE001 - an unexpected cache: fall back to the old scheme
+            suffix = ""
+        if suffix.startswith("-"):
+            return suffix[1:]
+    return str(id(loop))
 
 
 def finish_reason(response: Any) -> str | None:
@@ -168,6 +190,9 @@ def parse_reply(response: Any) -> tuple[str, int, int]:
         text = "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
     else:
         raise Malformed(f"malformed response: content is {type(content).__name__}")
+    if LONE_SURROGATE.search(text):  # valid JSON, not valid Unicode: cannot be cached or written
+        raise Malformed(f"malformed response: the reply holds {len(LONE_SURROGATE.findall(text))} unpaired UTF-16 "
+                        "surrogate(s) (\\ud800-\\udfff), which is not valid Unicode")
     usage = getattr(response, "usage", None)
     return text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
 

@@ -1,4 +1,5 @@
-"""One redaction for every error text the engine writes anywhere (samples.jsonl, stderr, error.txt).
+"""One redaction for every server-written text the engine keeps: error texts (samples.jsonl, stderr, error.txt),
+replies and judge reasoning (samples.jsonl, answers.jsonl and the reports made from them).
 
 Why one place: a provider or a hostile server may echo the request's `Authorization` header in an error
 body; whichever path that text takes out of the process, it must lose the key on the way. Redacted are
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import overload
 
 __all__ = ["redact", "register_secret"]
 
@@ -37,7 +39,11 @@ def _env_secrets() -> set[str]:
             if (k.endswith(("_API_KEY", "_KEY", "_TOKEN")) or k == "RUBRIC_ENGINE_KEY") and len(v) >= _MIN_LEN}
 
 
-def redact(text: str) -> str:
+@overload
+def redact(text: str) -> str: ...
+@overload
+def redact(text: None) -> None: ...
+def redact(text: str | None) -> str | None:
     """`text` with every known key value and key-shaped token replaced by ***."""
     if not text:
         return text

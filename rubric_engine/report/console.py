@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from rubric_engine.text.terminal import shown
+
 __all__ = ["ProgressBoard", "StageProgress", "print_summary", "breakdown_tables", "print_length", "format_tokens",
            "print_panel", "print_sampling"]
 
@@ -112,7 +114,7 @@ class ProgressBoard:
     def note(self, text: str) -> None:
         """A one-line event (LiteLLM loading, a retry, a rate-limit wait) shown in every mode but none."""
         if self._progress is not None:
-            self._progress.console.print(text, highlight=False, soft_wrap=True)
+            self._progress.console.print(shown(text), highlight=False, soft_wrap=True)
         elif self.mode != "none":
             self._print(text)
 
@@ -128,7 +130,7 @@ class ProgressBoard:
 
     def _print(self, text: str) -> None:
         # plain print, never rich: a CI log gets one unwrapped line whatever its width
-        print(text, file=sys.stderr if self.console.stderr else sys.stdout, flush=True)
+        print(shown(text, markup=False, newlines=True), file=sys.stderr if self.console.stderr else sys.stdout, flush=True)
 
 
 def _fmt(x: float | None) -> str:
@@ -183,11 +185,11 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     head.add_row("Questions scored", f"{c['scored']} of {c['questions']}")
     console.print(head)
     for table in breakdown_tables(summary, spec):
-        t = Table(title=f"{table['title']} (0-{spec.get('scoring', {}).get('scale', 100):g})")
-        t.add_column(table["title"])
+        t = Table(title=f"{shown(table['title'])} (0-{spec.get('scoring', {}).get('scale', 100):g})")
+        t.add_column(shown(table["title"]))
         t.add_column("Score", justify="right")
         for label, value in table["rows"]:
-            t.add_row(label, _fmt(value))
+            t.add_row(shown(label), _fmt(value))
         console.print(t)
 
     if summary.get("length"):
@@ -203,6 +205,9 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     if calls:
         stats.add_row("calls sent / cache hits", *(f"{calls[r]['made']} / {calls[r]['cache_hits']}" for r in ("candidate", "judge")))
     stats.add_row("errors", f"{c['candidate_errors']}", f"{c['judge_errors']}")
+    policy = (summary.get("aggregation") or {}).get("candidate_errors", "exclude")
+    stats.add_row("candidate errors are", f"scored 0 ({c.get('candidate_errors_zeroed', 0)})" if policy == "zero"
+                  else "left out", "left out")
     if spec.get("failure_rules"):
         stats.add_row("catastrophic failures", "", f"{c['catastrophic']}")
     if c.get("truncated"):
@@ -213,8 +218,12 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
         console.print(f"[bold yellow]answers from the cache:[/] " + ", ".join(f"{r} {n}" for r, n in hits.items())
                       + " (a local model swapped behind the same id and URL needs a new `revision`)",
                       highlight=False, soft_wrap=True)
-    if c["candidate_errors"] or c["judge_errors"]:
-        console.print(f"[yellow]{c['candidate_errors']} candidate error(s) and {c['judge_errors']} judge error(s) "
+    zeroed = c.get("candidate_errors_zeroed", 0)
+    if zeroed:
+        console.print(f"[yellow]{zeroed} question(s) whose candidate call failed are scored 0 "
+                      "(candidate_errors: zero); see samples.jsonl.")
+    if c["candidate_errors"] - zeroed or c["judge_errors"]:
+        console.print(f"[yellow]{c['candidate_errors'] - zeroed} candidate error(s) and {c['judge_errors']} judge error(s) "
                       f"are excluded from every score; see samples.jsonl.")
     if c.get("unscored"):
         console.print(f"[yellow]{c['unscored']} question(s) have no positive points and are excluded "
@@ -239,7 +248,7 @@ def print_length(length: Mapping[str, Any], taxonomy: Mapping[str, Any], console
     for dim in taxonomy.get("dimensions", []):
         for ab in dim.get("abilities", []):
             r = length.get("abilities", {}).get(ab["id"]) or {}
-            t.add_row(f"  {_label(ab.get('labels', {}), locale, ab['id'])}", *(_rho(r.get(m)) for m in measures))
+            t.add_row(f"  {shown(_label(ab.get('labels', {}), locale, ab['id']))}", *(_rho(r.get(m)) for m in measures))
     console.print(t)
     if length.get("note"):
         console.print(f"length: {length['note']}", highlight=False, soft_wrap=True)

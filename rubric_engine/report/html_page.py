@@ -270,6 +270,7 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
 def write_html(lb: "Leaderboard", path: Path, images: Mapping[str, Path] | None = None, **kw: Any) -> Path:
     """Write render_html() to path (UTF-8) and return the path; kw: render_html's keywords."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(lb, images, **kw), encoding="utf-8")
+    from rubric_engine.store.layout import write_text
+
+    write_text(path, render_html(lb, images, **kw))  # atomic: a full disk never leaves half a page
     return path

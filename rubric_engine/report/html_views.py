@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rubric_engine.results.leaderboard import fmt
-from rubric_engine.scoring.aggregate import NO_SCENARIO, ability_ids, group_members
+from rubric_engine.scoring.aggregate import NO_SCENARIO, ability_ids, group_members, scenario_order
 
 if TYPE_CHECKING:
     from rubric_engine.results.leaderboard import Leaderboard, Row
@@ -131,6 +131,8 @@ def _heatmap(lb: "Leaderboard", title: str, by: str, bid: str) -> str:
     if by == "ability":
         groups = [*[a for a in ability_ids(t.dimensions) if a in groups], *[g for g in groups if g not in
                                                                              set(ability_ids(t.dimensions))]]
+    elif by == "scenario":  # rows may list scenarios in different orders: one order for the whole table
+        groups = scenario_order(groups)
     if not groups:
         return ""
 

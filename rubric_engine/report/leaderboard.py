@@ -8,7 +8,7 @@ output format never touches the statistics. It imports results/leaderboard.py, n
 from __future__ import annotations
 
 import csv
-import json
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -16,7 +16,9 @@ from rubric_engine.errors import ConfigError
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
 from rubric_engine.scoring.aggregate import ability_ids
+from rubric_engine.store.layout import write_json, write_text
 from rubric_engine.store.runs import collect_runs, failed_jobs, incomplete_runs
+from rubric_engine.text.csvcells import csv_cell
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,9 +40,10 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
     judges = sorted({r.judge for r in lb.rows})
     show_judge = not compact or len(judges) > 1
     title = f"{lb.benchmark} {lb.benchmark_version}" + ("" if show_judge else f" (judge: {judges[0]})")
-    ranking = [[str(r.rank), r.label, *([r.judge] if show_judge else []), fmt(r.overall),
-                f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]", f"{r.counts['scored']}/{r.counts['questions']}",
-                f"{r.counts['judge_errors']}/{r.counts['candidate_errors']}"] for r in lb.rows]
+    ranking = [[str(r.rank), r.label, *([r.judge] if show_judge else []), fmt(r.overall), f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]",
+                f"{r.counts['scored']}/{r.counts['questions']}" + (" *" if r.not_like_for_like else ""),
+                f"{r.counts['judge_errors']}/{r.counts['candidate_errors']}"
+                + (" (c=0)" if r.candidate_errors == "zero" else "")] for r in lb.rows]
     dims = [[r.label, *[fmt(r.dimensions.get(d)) for d in t.dimensions]] for r in lb.rows]
     cat = t.has_rules
     subsets = [[r.label, *[fmt(r.subsets.get(x)) for x in subs], *([fmt(r.decay_pct, 1)] if t.decay and subs else []),
@@ -139,14 +142,15 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"json": out / "leaderboard.json", "csv": out / "leaderboard.csv", "md": out / "leaderboard.md"}
-    files["json"].write_text(json.dumps(lb.to_dict(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write_json(files["json"], lb.to_dict())  # every output written atomically: a full disk leaves the old file
     records = [_csv_record(lb, r) for r in lb.rows]
-    with files["csv"].open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
-        writer.writeheader()
-        writer.writerows({k: ("" if v is None else v) for k, v in rec.items()} for rec in records)
-    files["md"].write_text(_markdown(lb), encoding="utf-8")
-    t, subs, abilities = lb.taxonomy, _subsets(lb), ability_ids(lb.taxonomy.dimensions)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(records[0]))
+    writer.writeheader()
+    writer.writerows({k: ("" if v is None else csv_cell(v)) for k, v in rec.items()} for rec in records)
+    write_text(files["csv"], buf.getvalue())
+    write_text(files["md"], _markdown(lb))
+    t, subs = lb.taxonomy, _subsets(lb)
     base = f" (decay base: {t.subset_labels.get(t.decay[2], t.decay[2])})" if t.decay else ""
     images: dict[str, Path] = {}
     shown = chart_formats[0] if chart_formats else "png"  # the page embeds the first format asked
@@ -192,18 +196,19 @@ def _length_points(r: Row, scale: float) -> tuple[list[float], list[float], str]
 def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None:
     """The two tables, the paired differences of adjacent ranks and the warnings, on a rich console."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    from rubric_engine.text.terminal import SafeConsole, shown
+
+    console = console or SafeConsole()
     for title, head, rows in _tables(lb, compact=True):
-        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        table = Table(title=shown(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for i, h in enumerate(head):
             text = h in ("Model", "Judge")  # names fold onto two lines rather than vanish
             table.add_column(h, justify="left" if text else "right", no_wrap=not text, overflow="fold",
                              min_width=min(12, max(len(r[i]) for r in rows)) if text else None)
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(shown(cell) for cell in row))
         console.print(table)
     for note in _notes(lb):
         console.print(note, style="yellow" if note.startswith("warning:") else None, highlight=False, markup=False)
@@ -214,7 +219,7 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
                         agreement: Path | None = None, trust_code: bool = False) -> tuple[Leaderboard, dict[str, Path]]:
     """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
     (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
-    from rich.console import Console
+    from rubric_engine.text.terminal import SafeConsole
 
     dirs = [Path(d) for d in dirs]
     lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs, trust_code), n_boot=n_boot, seed=seed)
@@ -226,7 +231,7 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
         raise ConfigError(f"leaderboard: agreement={agreement}: no such file; pass the agreement.json written by "
                           "`rubric-engine agree`")
     files = write_leaderboard(lb, target, agreement=agreement or find_agreement([target, *dirs]))
-    console = console or Console()
+    console = console or SafeConsole()
     print_leaderboard(lb, console)
     console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)
     return lb, files

@@ -43,6 +43,7 @@ def build_report(run_dir: Path, *, n_boot: int = 1000, trust_code: bool = False)
     from rubric_engine.report import html_views
     from rubric_engine.report.leaderboard import write_leaderboard
     from rubric_engine.results.leaderboard import build_leaderboard
+    from rubric_engine.store.layout import write_text
     from rubric_engine.store.runs import load_run
 
     lb = build_leaderboard([load_run(run_dir, trust_code)], n_boot=n_boot)
@@ -50,7 +51,7 @@ def build_report(run_dir: Path, *, n_boot: int = 1000, trust_code: bool = False)
         built = write_leaderboard(lb, Path(tmp), agreement=html_views.find_agreement([run_dir]),
                                   chart_formats=("png",))["html"]  # only the embedded PNGs
         target = run_dir / REPORT_FILE
-        target.write_bytes(built.read_bytes())
+        write_text(target, built.read_text(encoding="utf-8"))  # atomic: a full disk leaves no half page
     return target
 
 

@@ -61,6 +61,9 @@ class Row:
     cost: dict[str, float | None]  # candidate, judge, total (total None unless both prices were known)
     stage: str
     breakdowns: dict[str, dict[str, float | None]] = field(default_factory=dict)  # summary.json "breakdowns"
+    candidate_errors: str = "exclude"  # the run's policy for candidate calls that failed for good
+    # the run left out (errors, unscored) questions another ranked run scored: its score is not like for like
+    not_like_for_like: bool = False
     rank: int = 0
     run: RunRecord | None = field(default=None, repr=False, compare=False)
     scored: list[ScoredQuestion] = field(default_factory=list, repr=False, compare=False)
@@ -191,7 +194,23 @@ def _row(run: RunRecord, label: str, tax: RunTaxonomy, n_boot: int, seed: int, a
         counts={k: int((s.get("counts") or {}).get(k, 0)) for k in _COUNTS},
         cost={"candidate": parts[0], "judge": parts[1], "total": None if None in parts else sum(parts)},
         stage=str(s.get("stage", "")), run=run, scored=scored, breakdowns=dict(s.get("breakdowns") or {}),
+        candidate_errors=str((s.get("aggregation") or {}).get("candidate_errors", "exclude")),
     )
+
+
+def _mark_unlike(rows: Sequence[Row], warnings: list[str]) -> None:
+    """Mark the rows that left out questions another row scored (candidate errors under `exclude`, judge
+    errors, unscored questions): their scores are over other question sets, not like for like."""
+    sets = [r.run.excluded if r.run else set() for r in rows]
+    if len(rows) < 2 or all(x == sets[0] for x in sets):
+        return
+    common = set.intersection(*sets)
+    for r, x in zip(rows, sets):
+        if x - common:
+            r.not_like_for_like = True
+            warnings.append(f"{r.label} (scored count marked *): {len(x - common)} question(s) left out of its scores were scored "
+                            f"for another model (candidate_errors: {r.candidate_errors}); the comparison is not like "
+                            "for like")
 
 
 def compare(lb: Leaderboard, a: str | Row, b: str | Row, *, n_boot: int | None = None,
@@ -241,10 +260,14 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
         prev = rows[i - 2] if i > 1 else None
         # equal overall scores share a rank (1, 2, 2, 4): the order within a tie is only alphabetical
         r.rank = prev.rank if prev is not None and prev.overall == r.overall else i
-        if r.counts["judge_errors"] or r.counts["candidate_errors"]:
-            warnings.append(f"{r.label}: {r.counts['judge_errors']} judge errors and {r.counts['candidate_errors']} "
+        zeroed = int(((r.run.summary if r.run else {}).get("counts") or {}).get("candidate_errors_zeroed", 0))
+        if zeroed:
+            warnings.append(f"{r.label}: {zeroed} candidate errors are scored 0 (candidate_errors: zero)")
+        if r.counts["judge_errors"] or r.counts["candidate_errors"] - zeroed:
+            warnings.append(f"{r.label}: {r.counts['judge_errors']} judge errors and {r.counts['candidate_errors'] - zeroed} "
                             f"candidate errors are left out of its scores ({r.counts['scored']}/"
                             f"{r.counts['questions']} scored)")
+    _mark_unlike(rows, warnings)
     lb = Leaderboard(benchmark=runs[0].benchmark, benchmark_version=str(runs[0].summary.get("benchmark_version", "")),
                      taxonomy=tax, rows=rows, pairs=[], n_boot=n_boot, seed=seed, alpha=alpha, warnings=warnings)
     lb.pairs = [compare(lb, a, b) for a, b in zip(rows, rows[1:])]

@@ -90,12 +90,13 @@ def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool
     out_dir.mkdir(parents=True, exist_ok=True)
     identity = {"benchmark": summary.get("benchmark"), "spec_hash": summary.get("spec_hash"), "stage": "rescore",
                 "rescore_of": str(run.dir), "formula": spec.scoring.formula, "failure_rules": rules}
-    manifest = rundir.begin_run(out_dir, identity)  # running until every file is written, like a run
-    resolved = {**spec.model_dump(mode="json", by_alias=True), "_files": run.spec.get("_files", [])}
-    rundir.write_json(out_dir / rundir.SPEC_FILE, resolved)
-    rundir.write_jsonl(out_dir / rundir.SAMPLES_FILE, samples)
-    rundir.write_json(out_dir / rundir.SUMMARY_FILE, summary)
-    rundir.finish_run(out_dir, manifest)
+    with rundir.RunLock(out_dir):  # one process writes a run directory, a rescore's too
+        manifest = rundir.begin_run(out_dir, identity)  # running until every file is written, like a run
+        resolved = {**spec.model_dump(mode="json", by_alias=True), "_files": run.spec.get("_files", [])}
+        rundir.write_json(out_dir / rundir.SPEC_FILE, resolved)
+        rundir.write_jsonl(out_dir / rundir.SAMPLES_FILE, samples)
+        rundir.write_json(out_dir / rundir.SUMMARY_FILE, summary)
+        rundir.finish_run(out_dir, manifest)
     return summary
 
 
@@ -157,8 +158,9 @@ def _markdown(cmp: Mapping[str, Any], formula: str, rules: bool) -> str:
 def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str | None = None,
                     rules: bool = True, console: Any = None, trust_code: bool = False) -> dict[str, Any]:
     """Re-score every run under `dirs`; write each into out (or beside the one run) plus compare.md/json."""
-    from rich.console import Console
     from rich.table import Table
+
+    from rubric_engine.text import terminal as termtext
 
     from rubric_engine.store.runs import RunTaxonomy, collect_runs
 
@@ -191,8 +193,8 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
     cmp = {"formula": shown, "failure_rules": rules, "outputs": {name: str(target) for name, _, _, target in pairs},
            **compare_summaries([(name, old, new) for name, old, new, _ in pairs], tax.labels)}
     rundir.write_json(out / f"{stem}.json", cmp)
-    (out / f"{stem}.md").write_text(_markdown(cmp, shown, rules), encoding="utf-8")
-    console = console or Console()
+    rundir.write_text(out / f"{stem}.md", _markdown(cmp, shown, rules))
+    console = console or termtext.SafeConsole()
     if len(cmp["runs"]) == 1:
         r = cmp["runs"][0]
         t = Table(title=f"{r['run']}: overall {_fmt(r['overall_before'])} -> {_fmt(r['overall_after'])} "
@@ -201,7 +203,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
             t.add_column(col, justify="left" if not col else "right")
         for row in r["rows"]:
             rank = f"{row['rank_before'] or '—'} -> {row['rank_after'] or '—'}"
-            label = f"  {row['label']}" if row["kind"] == "ability" else f"[bold]{row['label']}"
+            label = f"  {termtext.shown(row['label'])}" if row["kind"] == "ability" else f"[bold]{termtext.shown(row['label'])}"
             t.add_row(label, _fmt(row["before"]), _fmt(row["after"]), _fmt(row["delta"], True),
                       f"[bold]{rank}" if row["moved"] else rank)
     else:
@@ -210,7 +212,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
             t.add_column(col, justify="left" if col == "Run" else "right", overflow="fold")
         for r in cmp["runs"]:
             rank = f"{r['rank_before'] or '—'} -> {r['rank_after'] or '—'}"
-            t.add_row(r["run"], _fmt(r["overall_before"]), _fmt(r["overall_after"]),
+            t.add_row(termtext.shown(r["run"]), _fmt(r["overall_before"]), _fmt(r["overall_after"]),
                       f"[bold]{rank}" if r["rank_before"] != r["rank_after"] else rank,
                       str(sum(row["moved"] for row in r["rows"] if row["kind"] == "ability")))
     console.print(t)

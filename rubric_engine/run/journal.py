@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.store.layout import open_nofollow
 
 __all__ = ["JOURNAL_VERSION", "run_fingerprint", "JournalWriter", "JournalState", "read_journal"]
 
@@ -114,7 +115,7 @@ class JournalWriter:
                  batch: int = 64, interval: float = 2.0) -> None:
         self.path, self.batch, self.interval = Path(path), batch, interval
         fresh = not self.path.exists() or self.path.stat().st_size == 0
-        self._fh: IO[bytes] = self.path.open("ab")
+        self._fh: IO[bytes] = os.fdopen(open_nofollow(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab")
         self._pending = 0
         self._last_sync = time.monotonic()
         if fresh:

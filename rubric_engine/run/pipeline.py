@@ -21,6 +21,7 @@ from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.entries import ModelSpec
+from rubric_engine.models.interrupt import SignalStop, stopped
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
 from rubric_engine.run.record import Outcome
@@ -58,7 +59,20 @@ async def run_pipeline(settings: RunSettings, spec: BenchmarkSpec, questions: Se
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
     pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
     (and in memory) does not grow with the number of questions.
-    `stages` receives the per-stage progress counters (their clocks give the wall time per stage)."""
+    `stages` receives the per-stage progress counters (their clocks give the wall time per stage).
+    The first SIGINT / SIGTERM cancels this task and every call in flight, and no worker takes another
+    question (models/interrupt.py); the caller sees asyncio.CancelledError and `interrupt.stopped()`."""
+    stop = SignalStop().install()
+    try:
+        return await _pipeline(settings, spec, questions, given, judges, cache, console, stages, finished)
+    finally:
+        stop.restore()
+
+
+async def _pipeline(settings: RunSettings, spec: BenchmarkSpec, questions: Sequence[Question],
+                    given: dict[str, str | None] | None, judges: list[ModelSpec],
+                    cache: ResultCache | None, console: Console,
+                    stages: dict[str, Any], finished: Callable[[Outcome], None]) -> dict[str, dict[str, int]]:
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     clients = [ModelClient(j, role="judge", **limits) for j in judges] if settings.stage != "generate" else []
@@ -123,6 +137,8 @@ async def run_pipeline(settings: RunSettings, spec: BenchmarkSpec, questions: Se
 
         async def worker() -> None:
             for q in pending:  # shared: each question is taken by exactly one worker
+                if stopped():  # a signal came and a cancellation was lost somewhere: take nothing more
+                    raise asyncio.CancelledError
                 o = Outcome(q)
                 if k > 1:  # candidate.samples: K replies, started together, merged into one record
                     o.samples = [Outcome(q) for _ in range(k)]

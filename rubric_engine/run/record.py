@@ -34,9 +34,11 @@ class Outcome:
 
 
 def sample_record(spec: BenchmarkSpec, o: Outcome) -> dict[str, Any]:
-    """One samples.jsonl record: everything needed to audit or re-aggregate this question."""
+    """One samples.jsonl record: everything needed to audit or re-aggregate this question. Every text a
+    server wrote (reply, reasoning, error) is redacted here, before any file holds it: answers.jsonl and
+    report.html are made from this record, and a server may echo the key it was sent."""
     q, jr = o.question, o.judge
-    rec: dict[str, Any] = {"id": q.id, "subset": q.subset, "scenario": q.scenario, "response": o.response,
+    rec: dict[str, Any] = {"id": q.id, "subset": q.subset, "scenario": q.scenario, "response": redact(o.response),
                            "candidate_error": o.candidate_error, "judge_error": None, "criteria": [],
                            "abilities": {}, "score": None, "failed_rules": [], "catastrophic": False}
     verdicts = {v.index: v for v in (jr.verdicts or [])} if jr else {}
@@ -46,7 +48,7 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> dict[str, Any]:
         v = verdicts.get(c.index)
         rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
                                 "weight": c.weight, "text": c.text,
-                                "reasoning": v.reasoning if v else None, "hit": v.hit if v else None,
+                                "reasoning": redact(v.reasoning) if v else None, "hit": v.hit if v else None,
                                 **_votes(jr, c.index),
                                 **({"tags": list(c.tags)} if c.tags else {})})
     if jr is not None and jr.error:

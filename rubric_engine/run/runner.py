@@ -19,7 +19,9 @@ from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.prompts import check_templates
+from rubric_engine.models import interrupt
 from rubric_engine.models.cache import ResultCache, default_cache_dir
+from rubric_engine.models.entries import check_keys
 from rubric_engine.models.mock import is_mock
 from rubric_engine.report.console import print_panel, print_sampling, print_summary
 from rubric_engine.report.run_page import write_run_report
@@ -28,15 +30,16 @@ from rubric_engine.run.identity import is_shipped, is_shipped_name, run_identity
 from rubric_engine.run.journal import JournalWriter, run_fingerprint
 from rubric_engine.run.pipeline import run_pipeline
 from rubric_engine.run.record import Outcome, sample_record
-from rubric_engine.run.settings import STAGES, RunSettings, check_api_keys, judges_of, repeats_of, samples_of
+from rubric_engine.run.settings import STAGES, RunSettings, judges_of, models_to_call, repeats_of, samples_of
 from rubric_engine.run.summary import build_summary
 from rubric_engine.spec.checks import check_breakdowns_against_tags
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import merge_record
-from rubric_engine.stats.scores import question_score
+from rubric_engine.stats.scores import question_score, zero_fields
 from rubric_engine.store import layout as rundir
+from rubric_engine.text.terminal import SafeConsole, shown
 
 __all__ = ["run_benchmark", "load_inputs", "given_answers"]
 
@@ -50,6 +53,7 @@ def load_inputs(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpe
     if settings.stage not in STAGES:
         raise ConfigError(f"stage={settings.stage!r} is not a stage; use one of {', '.join(STAGES)}")
     spec = load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs), settings.trust_code)
+    spec = spec.with_candidate_errors(settings.candidate_errors)  # part of the resolved spec, so of its hash
     dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None,
                            lazy=lazy)
     check_breakdowns_against_tags(spec, dataset.item_tags, dataset.example_tags)
@@ -84,19 +88,25 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     """Run the stages the settings ask for and return the summary (also written to out_dir).
 
     `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
-    so `rubric-engine ... > result.txt` keeps results apart from progress.
+    so `rubric-engine ... > result.txt` keeps results apart from progress. The run holds its directory's
+    lock throughout (rundir.RunLock): a second process into the same directory is refused.
     """
-    console = console or Console(stderr=True)
-    results = results or Console()
+    with rundir.RunLock(Path(settings.out_dir)):
+        return _run_locked(settings, console, results)
+
+
+def _run_locked(settings: RunSettings, console: Console | None, results: Console | None) -> dict[str, Any]:
+    console = console or SafeConsole(stderr=True)
+    results = results or SafeConsole()
     _start_litellm_early(settings)
     spec, dataset, rows = load_inputs(settings, lazy=True)
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
     questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
     for warning in dataset.warnings:
-        console.print(f"[yellow]data warning:[/] {warning}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]data warning:[/] {shown(warning)}", highlight=False, soft_wrap=True)
     if not is_shipped(spec):
-        console.print(f"spec: {spec.dir} (not the shipped {spec.name})" if is_shipped_name(spec.name) else
-                      f"spec: {spec.dir}", highlight=False, soft_wrap=True)
+        console.print(f"spec: {shown(spec.dir)} (not the shipped {shown(spec.name)})" if is_shipped_name(spec.name) else
+                      f"spec: {shown(spec.dir)}", highlight=False, soft_wrap=True)
     given = given_answers(settings, spec, [r.id for r in dataset.questions.refs])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
@@ -109,9 +119,9 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     mocks = [m.name for m in (settings.candidate if need_candidate else None,
                               *(judges if settings.stage != "generate" else ())) if m is not None and is_mock(m.model)]
     if mocks:
-        console.print(f"[yellow]warning:[/] {', '.join(mocks)}: offline mock model(s); replies and verdicts are "
+        console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
-    check_api_keys(settings.candidate if need_candidate else None, *(judges if settings.stage != "generate" else ()))
+    check_keys(*models_to_call(settings, spec))  # every model's key, before the first call
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -150,17 +160,24 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
             if x.judge is not None and x.judge.verdicts is not None:
                 x.score = question_score(spec, x.question.criteria, [v.hit for v in x.judge.verdicts])
         rec = merge_record([sample_record(spec, x) for x in o.samples]) if o.samples else sample_record(spec, o)
+        if rec["candidate_error"] and spec.aggregation.candidate_errors == "zero" and settings.stage != "generate":
+            rec.update(zero_fields(spec, o.question.criteria))  # scored 0, marked `zeroed`, counted in the summary
         assert writer is not None
         writer.append(rec)
         totals.add(rec)
 
+    saved = interrupt.handlers()
     try:
         calls = asyncio.run(run_pipeline(settings, spec, todo, given, judges, cache, console, stages, finished))
+    except asyncio.CancelledError:
+        if not interrupt.stopped():
+            raise
     finally:
         if writer is not None:
-            writer.close()
+            writer.close()  # synced: every question finished before a signal is in the journal
         if cache is not None:
             cache.close()
+    interrupt.check_stopped(saved)  # a signal: Interrupted (exit 130 / 143), the same command resumes
     timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
     timing["total"] = round(time.monotonic() - t0, 3)
 
@@ -189,7 +206,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     c = summary["counts"]
     log.info("end: %d of %d scored, %d candidate errors, %d judge errors, %.1f s", c["scored"], c["questions"],
              c["candidate_errors"], c["judge_errors"], timing["total"])
-    if settings.stage != "generate" and settings.progress != "none":
+    if settings.stage != "generate" and not settings.quiet:
         print_summary(summary, spec.resolved(), results)
         print_panel(summary, results)
         print_sampling(summary, results)

@@ -54,7 +54,7 @@ class Totals:
         response = rec.get("response")
         self.compact[str(rec["id"])] = {
             "judge_error": bool(rec.get("judge_error")), "candidate_error": bool(rec.get("candidate_error")),
-            "truncated": bool(rec.get("truncated")), "score": rec.get("score"),
+            "truncated": bool(rec.get("truncated")), "score": rec.get("score"), "zeroed": bool(rec.get("zeroed")),
             "response_chars": len(response) if isinstance(response, str) else None,
             "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
             "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()

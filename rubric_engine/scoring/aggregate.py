@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from rubric_engine.datatypes import Question
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, Aggregation, QuestionScore
 
-__all__ = ["ScoredQuestion", "NO_SCENARIO", "BREAKDOWN_KINDS", "aggregate", "ability_ids", "overall",
+__all__ = ["ScoredQuestion", "NO_SCENARIO", "BREAKDOWN_KINDS", "aggregate", "ability_ids", "scenario_order", "overall",
            "breakdown", "breakdowns", "scored_from_samples", "scored_question", "group_members"]
 
 NO_SCENARIO = "(none)"  # where questions with an empty scenario label are reported
@@ -56,6 +56,11 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def _clip(x: float) -> float:
     return min(1.0, max(0.0, x))
+
+
+def scenario_order(names: Iterable[str]) -> list[str]:
+    """Scenario groups as every table shows them: sorted, the unlabelled ones ("(none)") last."""
+    return sorted(names, key=lambda s: (s == NO_SCENARIO, s))
 
 
 def ability_ids(dimensions: Mapping[str, Sequence[str]]) -> list[str]:
@@ -137,7 +142,7 @@ def breakdown(scored: Sequence[ScoredQuestion], by: str, dimensions: Mapping[str
     elif by == "dimension":
         names = list(dimensions)
     elif by == "scenario":
-        names = sorted(names, key=lambda s: (s == NO_SCENARIO, s))
+        names = scenario_order(names)
     elif by in ("item_tag", "example_tag"):
         names = sorted(names)
     out: dict[str, float | None] = {}

@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from rubric_engine.datatypes import Criterion
 
 __all__ = [
-    "FORMULAS", "RAW_FORMULAS", "EFFECTS", "FIRES_WHEN", "Aggregation", "DEFAULT_AGGREGATION",
+    "FORMULAS", "RAW_FORMULAS", "EFFECTS", "FIRES_WHEN", "DEFAULT_FIRES_WHEN", "DEFAULT_SCALE", "Aggregation",
+    "DEFAULT_AGGREGATION",
     "FailureRuleLike", "AbilityScore", "QuestionScore", "log_normalised", "linear", "met_over_positive",
     "score_question", "group_value",
 ]
@@ -78,6 +79,9 @@ EFFECTS: tuple[str, ...] = ("zero_question",)
 # 'hit': the paper's rule. 'hit_positive_weight': an official code's rule (kept only to compare
 # with published numbers): fires only when the hit item has a weight > 0.
 FIRES_WHEN: tuple[str, ...] = ("hit", "hit_positive_weight")
+# The spec language's defaults, in one place: the spec model and every reader of a stored spec use these.
+DEFAULT_FIRES_WHEN = "hit"  # failure_rules[].fires_when
+DEFAULT_SCALE = 100.0  # scoring.scale: a question score of 1 is shown as 100
 
 QUESTION_MODES = ("mean_over_groups", "all_items")
 OVERALL_MODES = ("macro_over_groups", "mean_over_questions")

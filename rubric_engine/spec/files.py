@@ -21,6 +21,7 @@ __all__ = ["SPEC_FILE", "Key", "benchmark_search_path", "list_benchmarks", "deep
 
 SPEC_FILE = "benchmark.yaml"
 MAX_SPEC_BYTES = 256 * 1024  # a spec is a few KB; specs come from strangers, so the parser's input is bounded
+MAX_YAML_DEPTH = 64  # nesting levels; composing a YAML document recurses once per level
 Key = tuple[str | int, ...]
 
 
@@ -104,12 +105,22 @@ class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader that refuses aliases: nested aliases expand without bound ("billion laughs"), and a
     spec never needs them (write the value out, or use `extends`)."""
 
+    depth = 0
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise SpecError(f"{self.name}:{event.start_mark.line + 1}", "", "YAML aliases (*name) are not allowed "
                             "in spec files", fix="write the value out, or share settings with extends:")
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_YAML_DEPTH:  # composing recurses: 20,000 '[' would end in a RecursionError
+            event = self.peek_event()
+            raise SpecError(f"{self.name}:{event.start_mark.line + 1}", "", f"YAML nested deeper than "
+                            f"{MAX_YAML_DEPTH} levels", fix="a spec is a few levels deep; flatten that value")
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _parse(path: Path) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
@@ -126,6 +137,7 @@ def _parse(path: Path) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
         raise SpecError(str(path), "", f"spec file is not UTF-8 ({exc.reason} at byte {exc.start})",
                         fix="save the file as UTF-8") from None
     loader = _NoAliasLoader(text)
+    loader.name = str(path)  # errors raised while composing name the file
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else {}
@@ -137,9 +149,8 @@ def _parse(path: Path) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
                         fix="fix the YAML at that line (indentation, quotes, a missing ':')") from exc
     except yaml.YAMLError as exc:
         raise SpecError(str(path), "", f"YAML error: {exc}", fix="fix the YAML syntax") from exc
-    except SpecError as exc:
-        raise SpecError(f"{path}:{exc.file.rsplit(':', 1)[-1]}", "", "YAML aliases (*name) are not allowed in "
-                        "spec files", fix="write the value out, or share settings with extends:") from None
+    except RecursionError:
+        raise SpecError(str(path), "", "YAML nested too deeply to read", fix="flatten the nested values") from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):

@@ -19,6 +19,7 @@ import jinja2
 from pydantic import BaseModel, ValidationError
 
 from rubric_engine.errors import DataError, SpecError
+from rubric_engine.models.entries import PARAMS_FIX, endpoint_params
 from rubric_engine.spec.checks import check_formula, check_language, check_model
 from rubric_engine.spec.files import SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key
 from rubric_engine.spec.schema import _TEMPLATE_FIELDS, BenchmarkSpec
@@ -115,6 +116,9 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
             raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
                             fix="fix the jinja2 syntax") from exc
     check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
+    for bad in endpoint_params(spec.judge.model.params):
+        fail(("judge", "model", "params", bad), "an endpoint or credential is not allowed in params "
+             "(it would receive the judge's key unseen)", fix=PARAMS_FIX)
 
 
 def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None,

@@ -8,14 +8,15 @@ cross-field checks in spec/load.py and spec/checks.py.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from rubric_engine.errors import SpecError
-from rubric_engine.scoring.question import Aggregation
+from rubric_engine.errors import ConfigError, SpecError
+from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key
 
 __all__ = [
@@ -54,7 +55,7 @@ class FailureRule(_Model):
     labels: Labels = {}
     data_labels: list[str] = Field(min_length=1)
     effect: Literal["zero_question"] = "zero_question"
-    fires_when: Literal["hit", "hit_positive_weight"] = "hit"
+    fires_when: Literal["hit", "hit_positive_weight"] = DEFAULT_FIRES_WHEN
 
 
 class DataFields(_Model):
@@ -89,7 +90,7 @@ class DataSpec(_Model):
 class Scoring(_Model):
     formula: str = "log_normalised"  # a built-in name, an entry point of rubric_engine.formulas, or module:function
     params: dict[str, Any] = {}
-    scale: float = 100.0
+    scale: float = Field(default=DEFAULT_SCALE, gt=0, allow_inf_nan=False)  # NaN/inf would poison every score
 
 
 class AggregationSpec(_Model):
@@ -100,6 +101,9 @@ class AggregationSpec(_Model):
     overall: Literal["macro_over_groups", "mean_over_questions"] = "macro_over_groups"
     clip: Literal["question", "group", "overall", "none"] = "question"
     no_positive_points: Literal["formula", "exclude", "one", "zero"] = "formula"
+    # a question whose candidate call failed for good (content filter, 413, no answer): left out of every
+    # score (exclude), or scored 0 on every group it would have been scored on (zero); judge failures never
+    candidate_errors: Literal["exclude", "zero"] = "exclude"
 
 
 class Candidate(_Model):
@@ -253,7 +257,9 @@ class BenchmarkSpec(_Model):
         if not rel:
             raise SpecError(str(self._files[-1]), str(field), "no template set", fix=f"set {field} to a file")
         o = self.origin(field) if field else None
-        return (o[0].parent if o else self._dir) / str(rel)
+        path = (o[0].parent if o else self._dir) / str(rel)
+        self._confine(path, field or relpath_or_field, str(rel), o)
+        return path
 
     def read_template(self, relpath_or_field: str) -> str:
         path = self.template_path(relpath_or_field)
@@ -271,8 +277,43 @@ class BenchmarkSpec(_Model):
         if not self.data.path:
             return None
         p, o = Path(self.data.path).expanduser(), self.origin("data.path")
-        return p if p.is_absolute() else (o[0].parent if o else self._dir) / p
+        path = p if p.is_absolute() else (o[0].parent if o else self._dir) / p
+        self._confine(path, "data.path", self.data.path, o, shipped_data=True)
+        return path
+
+    def _confine(self, path: Path, key: str, value: str, origin: tuple[Path, int] | None,
+                 shipped_data: bool = False) -> None:
+        """A file a spec names must lie, symlinks resolved, inside a directory of its extends chain (data
+        also in the package's own data directory): a stranger's spec must not read ~/.aws/credentials into
+        a prompt that goes to its own endpoint. A user's `data.path=` on the command line is not checked."""
+        roots = [f.parent.resolve() for f in self._files] or [self._dir.resolve()]
+        if shipped_data:
+            roots.append(_shipped_data_dir())
+        if not any(path.resolve().is_relative_to(root) for root in roots):
+            where = f"{origin[0]}:{origin[1]}" if origin else str(self._files[-1] if self._files else self._dir)
+            home = (origin[0].parent if origin else self._dir).resolve()
+            raise SpecError(where, key, "the path leads outside the spec's directory (symlinks count where they "
+                            "point)", value=value, fix=f"keep the file inside {home}"
+                            + (", or pass data.path=FILE on the command line" if shipped_data else ""))
 
     def resolved(self) -> dict[str, Any]:
         """JSON-ready dump of the merged spec plus its files (for spec.resolved.json)."""
-        return {**self.model_dump(mode="json", by_alias=True), "_files": [str(f) for f in self._files]}
+        dump = self.model_dump(mode="json", by_alias=True)
+        if dump["aggregation"]["candidate_errors"] == "exclude":  # the default: the dump (and the spec hash) of
+            del dump["aggregation"]["candidate_errors"]  # specs written before the key existed, unchanged
+        return {**dump, "_files": [str(f) for f in self._files]}
+
+    def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
+        """This spec under the command line's `candidate_errors=` (None: as declared)."""
+        if policy is None:
+            return self
+        if policy not in ("exclude", "zero"):
+            raise ConfigError(f"candidate_errors={policy} is not valid; use exclude or zero")
+        return self.model_copy(update={"aggregation": self.aggregation.model_copy(update={"candidate_errors": policy})})
+
+
+def _shipped_data_dir() -> Path:
+    """The package's own data directory (shipped samples the shipped specs name with ../../data/...)."""
+    from importlib.resources import files
+
+    return Path(os.fspath(files("rubric_engine.data"))).resolve()  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ array operations instead of 1000 sorts. Pure: numpy only, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,14 @@ def _spearman_many(xs: Sequence[Sequence[float]], y: Sequence[float], counts: np
     return [_pearson_rows(w, n, _ranks_from_counts(np.asarray(x, dtype=float), w), ry) for x in xs]
 
 
+def _spearman_resampled(xs: Sequence[Sequence[float]], y: Sequence[float], n_boot: int, seed: int) -> list[np.ndarray]:
+    """_spearman_many over `resample_counts(len(y), n_boot, seed)`, a block of resamples at a time: every row
+    is computed alone, so the values are those of the whole matrix, which is never held (n_boot x n floats,
+    several times over, was 0.5 GB at 9,000 questions)."""
+    parts = [_spearman_many(xs, y, block) for block in _count_blocks(len(y), n_boot, seed)]
+    return [np.concatenate([p[i] for p in parts]) for i in range(len(xs))]
+
+
 def spearman_counts(x: Sequence[float], y: Sequence[float], counts: np.ndarray) -> np.ndarray:
     """rho in each resample (row of `counts`: how often each point was drawn); nan where x or y is constant."""
     return _spearman_many([x], y, counts)[0]
@@ -73,12 +81,26 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     return None if np.isnan(rho) else rho
 
 
+BLOCK_CELLS = 1 << 18  # resample counts held at once (rows x questions): 2 MB of float64 per array
+
+
+def _count_blocks(n: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
+    """The rows of `resample_counts(n, n_boot, seed)`, a block of rows at a time. One generator draws them in
+    order: numpy's Generator continues its stream across calls exactly (its bit generator keeps any half-used
+    word), so the blocks are the rows of the whole matrix."""
+    rng = np.random.default_rng(seed)
+    rows = max(1, BLOCK_CELLS // max(1, n))
+    for start in range(0, n_boot, rows):
+        k = min(rows, n_boot - start)
+        draws = rng.integers(0, n, size=(k, n))
+        flat = (draws + (np.arange(k) * n)[:, None]).ravel()
+        yield np.bincount(flat, minlength=k * n).reshape(k, n).astype(float)
+
+
 def resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
     """n_boot x n matrix: how often each of n items is drawn in each resample (with replacement)."""
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n, size=(n_boot, n))
-    flat = (draws + (np.arange(n_boot) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=n_boot * n).reshape(n_boot, n).astype(float)
+    blocks = list(_count_blocks(n, n_boot, seed))
+    return np.concatenate(blocks) if blocks else np.zeros((0, n))
 
 
 def _interval(rho: float, values: np.ndarray, n: int, alpha: float) -> dict[str, Any]:
@@ -93,7 +115,7 @@ def spearman_intervals(xs: Sequence[Sequence[float]], y: Sequence[float], *, n_b
     rhos = [spearman(x, y) for x in xs]
     if all(r is None for r in rhos):
         return [None] * len(xs)
-    values = _spearman_many(xs, y, resample_counts(len(y), n_boot, seed))
+    values = _spearman_resampled(xs, y, n_boot, seed)
     return [None if r is None else _interval(r, v, len(y), alpha) for r, v in zip(rhos, values)]
 
 

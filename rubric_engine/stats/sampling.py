@@ -183,6 +183,10 @@ class _NestedRows:
         if self.rows and len(entries) != self.rows[0].shape[0]:
             raise ValueError(f"question {rec.get('id')!r} has {len(entries)} samples, others {self.rows[0].shape[0]}")
         values = np.full((len(entries), len(self.sets), len(self.columns)), np.nan)
+        if rec.get("zeroed"):  # a candidate error scored 0 (candidate_errors: zero): 0 in every sample and grading
+            for a in ["__score__"] if "__score__" in self.col else rec["abilities"]:
+                values[:, :, self.col[a]] = 0.0
+            entries = []
         for s, e in enumerate(entries):
             marks = e.get("criteria") or []
             done: dict[tuple[bool, ...], np.ndarray] = {}
@@ -240,7 +244,8 @@ class SectionsFold:
 
     def _spread(self, rec: Mapping[str, Any]) -> None:
         scale = self.spec.scoring.scale
-        entries = rec["samples"]
+        # a zeroed question (candidate error, candidate_errors: zero) is 0 in every sample
+        entries = [rec] * len(rec["samples"]) if rec.get("zeroed") else rec["samples"]
         for s, e in enumerate(entries):
             self.per_sample[s] += scored_from_samples([{
                 "id": rec["id"], "subset": rec.get("subset"), "scenario": rec.get("scenario"), "tags": rec.get("tags"),

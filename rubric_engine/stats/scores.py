@@ -10,7 +10,7 @@ scenarios, breakdowns, interval, aggregation, counts, length). Pure: no I/O, no 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from rubric_engine.datatypes import Criterion
@@ -19,7 +19,7 @@ from rubric_engine.scoring.question import QuestionScore, score_question
 from rubric_engine.stats.bootstrap import bootstrap_stats
 from rubric_engine.stats.lengths import length_block
 
-__all__ = ["question_score", "record_fields", "score_fields", "score_summary", "criteria_from_record",
+__all__ = ["question_score", "record_fields", "score_fields", "score_summary", "criteria_from_record", "zero_fields",
            "EMPTY_SCORES", "INTERVAL_SAMPLES", "INTERVAL_SEED"]
 
 EMPTY_SCORES: dict[str, Any] = {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
@@ -48,6 +48,21 @@ def record_fields(qs: QuestionScore) -> dict[str, Any]:
 def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool]) -> dict[str, Any]:
     """record_fields of question_score: what `rescore` writes back into a stored record."""
     return record_fields(question_score(spec, criteria, hits))
+
+
+def zero_fields(spec: Any, criteria: Sequence[Criterion]) -> dict[str, Any]:
+    """A question whose candidate failed for good, under `aggregation.candidate_errors: zero`: the score
+    fields of a reply that met no criterion (the same groups, lo and hi), every group's score and the
+    question's 0, no rule fired; `zeroed` says why. {} when such a reply has no score either (no positive
+    points, excluded): the question stays unscored."""
+    qs = question_score(spec, criteria, [False] * len(criteria))
+    if qs.score is None:
+        return {}
+    out: dict[str, Any] = {"abilities": _groups({a: replace(g, score=0.0) for a, g in qs.abilities.items()})}
+    if qs.tags:
+        out["item_tags"] = _groups({t: replace(g, score=0.0) for t, g in qs.tags.items()})
+    out.update(score=0.0, failed_rules=[], catastrophic=False, zeroed="candidate_error")
+    return out
 
 
 def criteria_from_record(rec: Mapping[str, Any]) -> list[Criterion]:
@@ -93,7 +108,8 @@ def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_sta
         if scored_stage else {},
         "interval": _interval(spec, scored) if scored_stage else None,
         "aggregation": {"formula": spec.scoring.formula, "question": how.question, "overall": how.overall,
-                        "clip": how.clip, "no_positive_points": how.no_positive_points},
+                        "clip": how.clip, "no_positive_points": how.no_positive_points,
+                        "candidate_errors": spec.aggregation.candidate_errors},
         "counts": {"questions": len(samples), "scored": len(scored),
                    "judge_errors": sum(1 for s in samples if s.get("judge_error")),
                    "candidate_errors": sum(1 for s in samples if s.get("candidate_error")),
@@ -102,6 +118,9 @@ def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_sta
                    # questions left out for having no positive points (only where the spec excludes them)
                    **({"unscored": sum(1 for o in samples if o.get("score") is None and not o.get("judge_error")
                                        and not o.get("candidate_error") and scored_stage)}
-                      if how.no_positive_points == "exclude" else {})},
+                      if how.no_positive_points == "exclude" else {}),
+                   # candidate errors scored 0 (counted in candidate_errors too), where the spec says so
+                   **({"candidate_errors_zeroed": sum(1 for o in samples if o.get("zeroed"))}
+                      if spec.aggregation.candidate_errors == "zero" else {})},
         "length": length_block(samples, spec.ability_ids(), n_boot=n_boot, seed=seed) if scored_stage else None,
     }

@@ -6,9 +6,12 @@ leaderboards read them back, so their layout is a public, versioned format (see 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import json
+import logging
+import re
 import uuid
 from datetime import datetime, timezone
 import os
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import AnswersError, ConfigError, DataError, RubricEngineError
+from rubric_engine.text.surrogates import surrogate_path
 
 __all__ = [
     "ANSWERS_FILE",
@@ -28,12 +32,19 @@ __all__ = [
     "MANIFEST_FILE",
     "REPORT_FILE",
     "ERROR_FILE",
+    "REJECTED_FILE",
     "GENERATE_JOURNAL",
     "RERUN",
+    "LOCK_FILE",
+    "RunLock",
+    "LogFile",
+    "open_nofollow",
     "spec_hash",
     "read_manifest",
     "begin_run",
     "finish_run",
+    "discard_untouched",
+    "untouched",
     "write_json",
     "write_text",
     "write_jsonl",
@@ -51,10 +62,83 @@ SPEC_FILE = "spec.resolved.json"
 MANIFEST_FILE = "manifest.json"
 REPORT_FILE = "report.html"  # the run's own page (report/run_page.py)
 ERROR_FILE = "error.txt"  # what the command line leaves in a sweep job dir whose run failed
+REJECTED_FILE = "rejected.txt"  # ... whose run was rejected before it wrote anything (bad spec, key, value)
 GENERATE_JOURNAL = "answers.journal.jsonl"  # stage=generate's journal; it becomes answers.jsonl
 RERUN = "re-run or re-score this run directory"  # the fix for a run directory that cannot be read
 SUMMARY_SCHEMA_VERSION = 1
+LOCK_FILE = ".rubric-engine.lock"
 _RUN_FILES = (ANSWERS_FILE, SAMPLES_FILE, SUMMARY_FILE)
+
+
+def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
+    """os.open that never follows a symbolic link at `path` (O_NOFOLLOW): a run directory prepared by
+    someone else must not turn a run file into a write to ~/.bashrc. A link is one ConfigError line."""
+    try:
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (os.path.islink(path) and exc.errno in (errno.EMLINK, errno.EEXIST)):
+            raise ConfigError(f"{path} is a symbolic link; a run writes only its own files: remove the link "
+                              "or use a new directory (hydra.run.dir=...)") from None
+        raise
+
+
+class RunLock:
+    """One process owns a run directory: an exclusive flock on `<dir>/.rubric-engine.lock` for the whole run.
+
+    Why: two identical commands into one directory would both pay every call and interleave the journal.
+    The lock file holds the owner's pid (named in the refusal); the OS releases the lock when the process
+    ends however it ends, so the same command resumes afterwards. The file itself stays (removing it would
+    race with a process about to lock it)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir, self._fd = Path(run_dir), -1
+
+    def __enter__(self) -> "RunLock":
+        try:
+            import fcntl
+        except ImportError:  # no flock on this platform: nothing to lock with
+            return self
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        path = self.run_dir / LOCK_FILE
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
+            os.close(fd)
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise ConfigError(f"{self.run_dir} is in use by another rubric-engine process{who}; wait for it to end "
+                              "(the same command then resumes), or use another directory (hydra.run.dir=...)") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = -1
+
+
+_LOG_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _escape_line(text: str) -> str:
+    """Control characters (newlines included) as visible escapes: a logged value cannot start a new line."""
+    return _LOG_UNSAFE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii")
+                           if m.group() < "\ud800" else f"\\u{ord(m.group()):04x}", text)
+
+
+class LogFile(logging.FileHandler):
+    """rubric-engine.log (Hydra's job_logging names this class): opened without following a planted
+    symbolic link, and one record is one line whatever its fields hold (a spec name with a newline)."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = open_nofollow(Path(self.baseFilename), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        return os.fdopen(fd, "a", encoding=self.encoding or "utf-8", errors=self.errors)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _escape_line(super().format(record))
 
 
 def spec_hash(resolved: Mapping[str, Any], templates: Mapping[str, str]) -> str:
@@ -84,6 +168,10 @@ def begin_run(run_dir: Path, identity: Mapping[str, Any]) -> dict[str, Any]:
     A directory holding another run's files is refused: the same run resuming (same identity: benchmark,
     spec hash, models, selection, stage) may continue, anything else would mix two runs' files."""
     run_dir = Path(run_dir)
+    links = sorted(e.name for e in os.scandir(run_dir) if e.is_symlink()) if run_dir.is_dir() else []
+    if links:
+        raise ConfigError(f"{run_dir} holds symbolic links ({', '.join(links[:3])}); a run writes only its own "
+                          "files: remove them or use a new directory (hydra.run.dir=...)")
     old = read_manifest(run_dir)
     if old is not None:
         mine = {k: old.get(k) for k in identity}
@@ -105,6 +193,43 @@ def finish_run(run_dir: Path, manifest: Mapping[str, Any]) -> None:
     """Mark the run complete: written last, after every other file."""
     write_json(Path(run_dir) / MANIFEST_FILE, {**dict(manifest), "state": "complete",
                                                "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+# what Hydra writes into a run directory before the engine runs: a run rejected before it wrote anything
+# leaves only these, and its directory is removed (discard_untouched)
+_HYDRA_ONLY = frozenset({".hydra", "rubric-engine.log"})
+
+
+def untouched(run_dir: Path) -> bool:
+    """True when the directory holds nothing the engine wrote (only what Hydra writes before a job runs)."""
+    try:
+        return {p.name for p in Path(run_dir).iterdir()} <= _HYDRA_ONLY
+    except OSError:
+        return False
+
+
+def discard_untouched(run_dir: Path) -> bool:
+    """Remove the directory of a run rejected before it wrote anything (a typo, a missing key, a bad spec),
+    so no empty run is left for a leaderboard to list as unfinished. Only a directory holding nothing but
+    Hydra's `.hydra/` and the log is removed (never earlier results, a resumed run's files, the working
+    directory or one above it); in the default layout outputs/<benchmark>/<time>/ the parents go too
+    when that leaves them empty. True when removed."""
+    import shutil
+
+    run_dir = Path(run_dir)
+    try:
+        here = Path.cwd().resolve()
+        if not untouched(run_dir) or run_dir.resolve() in (here, *here.parents):
+            return False
+        shutil.rmtree(run_dir)
+        if run_dir.resolve().parent.parent.name == "outputs":
+            for parent in (run_dir.parent, run_dir.parent.parent):
+                if parent.resolve() in (here, *here.parents) or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+    except OSError:
+        return False
+    return True
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -185,6 +310,10 @@ def iter_jsonl(path: Path, *, error: type[RubricEngineError] = AnswersError,
                     raise _jsonl_error(error, path, n, f"not valid JSON ({exc.msg})", fix) from None
                 if not isinstance(row, dict):
                     raise _jsonl_error(error, path, n, f"expected a JSON object, got {type(row).__name__}", fix)
+                bad = surrogate_path(row, line)
+                if bad is not None:
+                    raise _jsonl_error(error, path, n, f"{bad}: an unpaired UTF-16 surrogate (such as \\ud800), "
+                                       "which is not valid Unicode", "fix or remove that character")
                 yield n, row
     except (OSError, UnicodeDecodeError) as exc:
         raise _jsonl_error(error, path, None, f"cannot read the file ({exc.__class__.__name__}: {exc})",

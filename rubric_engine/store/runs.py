@@ -9,6 +9,7 @@ rather than held per run, so ranking many large runs keeps only compact per-ques
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -17,11 +18,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from rubric_engine.datatypes import MAX_WEIGHT
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
-from rubric_engine.scoring.question import DEFAULT_AGGREGATION, Aggregation
-from rubric_engine.store.layout import (ANSWERS_FILE, ERROR_FILE, MANIFEST_FILE, RERUN, SAMPLES_FILE, SPEC_FILE,
-                                        SUMMARY_FILE, iter_jsonl, read_json, read_manifest)
+from rubric_engine.scoring.question import DEFAULT_AGGREGATION, DEFAULT_SCALE, Aggregation
+from rubric_engine.store.layout import (ANSWERS_FILE, ERROR_FILE, MANIFEST_FILE, REJECTED_FILE, RERUN, SAMPLES_FILE,
+                                        SPEC_FILE, SUMMARY_FILE, iter_jsonl, read_json, read_manifest)
 
 __all__ = ["RunTaxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
            "read_dialogues"]
@@ -73,7 +75,7 @@ class RunTaxonomy:
             scenario_labels={s: en(v, s) for s, v in (report.get("scenarios") or {}).items()},
             # "from_" too: a spec dumped without by_alias writes the pydantic field name
             decay=(decay.get("from", decay.get("from_")), decay["to"], decay["base"]) if decay else None,
-            scale=float((spec.get("scoring") or {}).get("scale", 100.0)),
+            scale=float((spec.get("scoring") or {}).get("scale", DEFAULT_SCALE)),
             how=Aggregation(**agg), has_rules=bool(spec.get("failure_rules")),
             has_subsets=bool(subsets or data_subsets),
             breakdowns=tuple((b["id"], en(b, b["id"]), b["by"]) for b in report.get("breakdowns") or []),
@@ -101,6 +103,7 @@ class RunRecord:
     scored: list[ScoredQuestion] = field(default_factory=list, repr=False)
     lengths: list[tuple[int, float]] = field(default_factory=list, repr=False)  # (reply chars, score 0-1)
     records: int = 0  # records in samples.jsonl (scored or not)
+    excluded: set[str] = field(default_factory=set, repr=False)  # ids of the records without a score (errors)
     scored_error: str | None = None  # why the records could not be read as scores (raised when ranking)
     trust_code: bool = False  # the reader trusts a module:function scoring formula (re-scoring, intervals)
 
@@ -115,14 +118,33 @@ class RunRecord:
         return self.dir / SAMPLES_FILE
 
     def iter_samples(self) -> Iterator[dict[str, Any]]:
-        """samples.jsonl one record at a time; a bad line raises DataError naming file and line."""
-        for _, rec in iter_jsonl(self.samples_path, error=DataError, fix=""):
+        """samples.jsonl one record at a time; a bad line raises DataError naming file and line: a question
+        recorded twice (it would count twice), a weight that is not a bounded number, a verdict that is not
+        true / false / null (the file is editable, so what scoring reads again is checked here)."""
+        seen: set[str] = set()
+        for line, rec in iter_jsonl(self.samples_path, error=DataError, fix=""):
+            qid = str(rec.get("id"))
+            if qid in seen:
+                raise DataError(str(self.samples_path), f"question {qid!r} is recorded twice", line=line,
+                                fix="remove the duplicate line, or re-run into a new directory")
+            seen.add(qid)
+            for c in [c for s in [rec, *(rec.get("samples") or [])] if isinstance(s, dict)
+                      for c in (s.get("criteria") or []) if isinstance(c, dict)]:
+                weight, hit = c.get("weight"), c.get("hit")
+                if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
+                                           or not abs(weight) <= MAX_WEIGHT):
+                    raise DataError(str(self.samples_path), f"question {qid!r}: criterion weight {weight!r} is not a "
+                                    f"number between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}", line=line, fix=RERUN)
+                if hit is not None and not isinstance(hit, bool):
+                    raise DataError(str(self.samples_path), f"question {qid!r}: verdict hit={json.dumps(hit)[:40]} is "
+                                    "not true, false or null", line=line, fix=RERUN)
             yield rec
 
     def read_compact(self) -> None:
         """One pass over samples.jsonl: every line checked, and only what ranking, intervals, paired
         differences and the length chart need is kept (ScoredQuestions and (length, score) pairs)."""
         lengths: list[tuple[int, float]] = []
+        excluded: set[str] = set()
         count = 0
 
         def records() -> Iterator[dict[str, Any]]:
@@ -132,6 +154,8 @@ class RunRecord:
                 score, reply = rec.get("score"), rec.get("response")
                 if isinstance(score, (int, float)) and not isinstance(score, bool) and isinstance(reply, str):
                     lengths.append((len(reply), float(score)))
+                if score is None:
+                    excluded.add(str(rec.get("id")))
                 yield rec
 
         stream = records()
@@ -141,7 +165,7 @@ class RunRecord:
             self.scored, self.scored_error = [], str(exc)
             for _ in stream:  # every line is still checked, so a broken file is named at load time
                 pass
-        self.lengths, self.records = lengths, count
+        self.lengths, self.records, self.excluded = lengths, count, excluded
 
     @cached_property
     def samples(self) -> list[dict[str, Any]]:
@@ -183,7 +207,10 @@ def failed_jobs(dirs: Sequence[Path]) -> list[str]:
             subdirs[:] = [d for d in subdirs if not d.startswith(".")]
             if SUMMARY_FILE in files:
                 continue
-            if ERROR_FILE in files:
+            if REJECTED_FILE in files:
+                first = (Path(here) / REJECTED_FILE).read_text(encoding="utf-8", errors="replace").strip()
+                out.append(f"{here}: rejected: {first.splitlines()[0] if first else 'no message'} (not ranked)")
+            elif ERROR_FILE in files:
                 first = (Path(here) / ERROR_FILE).read_text(encoding="utf-8", errors="replace").strip()
                 out.append(f"{here}: run failed, not ranked ({first.splitlines()[0] if first else 'no message'})")
             elif started and not subdirs:  # e.g. a Ray or joblib worker killed mid-job (out of memory)
@@ -206,6 +233,38 @@ def _read_spec(run_dir: Path, summary: Mapping[str, Any]) -> dict[str, Any]:
                         fix="restore the run's spec.resolved.json or install the benchmark") from None
 
 
+_OBJECTS = ("candidate", "judge", "abilities", "dimensions", "subsets", "scenarios", "breakdowns", "interval",
+            "aggregation", "counts", "length", "tokens", "cost", "calls", "selection", "wall_seconds")
+_FLAT = ("abilities", "dimensions", "subsets", "scenarios", "counts", "cost")  # name -> score, count or cost
+_TEXT_LEAVES = frozenset({"decay_base"})  # the one string among them
+
+
+def _check_shape(path: Path, summary: Mapping[str, Any]) -> None:
+    """summary.json is a file anyone can edit: its sections are objects and the scores, counts and costs
+    that ranking reads are finite numbers (or null), checked once here, so a tampered value is one line
+    naming the key rather than a traceback. Sections with free-form parts (breakdowns, interval.nested,
+    length) are checked as objects only."""
+    def bad(key: str, value: Any, want: str) -> DataError:
+        return DataError(str(path), f"{key} is {json.dumps(value)[:60]}, not {want}", fix=RERUN)
+
+    def number(v: Any) -> bool:
+        return v is None or (isinstance(v, (int, float)) and math.isfinite(v))
+
+    for key in _OBJECTS:
+        if summary.get(key) is not None and not isinstance(summary[key], dict):
+            raise bad(key, summary[key], "an object")
+    if not number(summary.get("overall")):
+        raise bad("overall", summary.get("overall"), "a finite number or null")
+    leaves = [(f"{key}.{k}", v) for key in _FLAT for k, v in (summary.get(key) or {}).items() if k not in _TEXT_LEAVES]
+    leaves += [(f"interval.{k}", v) for k, v in (summary.get("interval") or {}).items() if k in ("lo", "hi", "std")]
+    leaves += [(f"tokens.{role}", v) for role, v in (summary.get("tokens") or {}).items() if not isinstance(v, dict)]
+    leaves += [(f"tokens.{role}.{k}", v) for role, d in (summary.get("tokens") or {}).items() if isinstance(d, dict)
+               for k, v in d.items()]
+    for key, value in leaves:
+        if not number(value):
+            raise bad(key, value, "a finite number or null")
+
+
 def load_run(run_dir: Path, trust_code: bool = False) -> RunRecord:
     """Read and check one run dir; every problem names the file (and line) to fix. trust_code: a module:function
     scoring formula may be imported when the run's scores are rebuilt (as for the run itself)."""
@@ -218,6 +277,12 @@ def load_run(run_dir: Path, trust_code: bool = False) -> RunRecord:
     for key in ("candidate", "judge"):
         if not isinstance(summary[key], dict) or "name" not in summary[key]:
             raise DataError(str(spath), f"{key}.name is missing", fix=RERUN)
+    _check_shape(spath, summary)
+    manifest = read_manifest(run_dir)
+    if manifest is not None and manifest.get("spec_hash") != summary.get("spec_hash") and "rescore" not in summary:
+        raise DataError(str(run_dir / MANIFEST_FILE), f"spec_hash {str(manifest.get('spec_hash'))[:12]} differs from "
+                        f"summary.json's {str(summary.get('spec_hash'))[:12]}: the directory's files were edited",
+                        fix=RERUN)
     if not (run_dir / SAMPLES_FILE).is_file():
         raise DataError(str(run_dir / SAMPLES_FILE), "missing; intervals need the per-question scores",
                         fix="re-score this run directory")

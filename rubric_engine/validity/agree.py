@@ -21,10 +21,10 @@ import numpy as np
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import ConfigError
-from rubric_engine.scoring.question import Aggregation, score_question
+from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation, score_question
 from rubric_engine.stats import agreement as st
 from rubric_engine.stats.lengths import spearman
-from rubric_engine.store.layout import write_json
+from rubric_engine.store.layout import write_json, write_text
 from rubric_engine.validity.items import RunItems, load_items
 from rubric_engine.validity.labels import LabelSet, read_labels
 
@@ -98,9 +98,9 @@ def _ceiling(humans: dict[str, dict[str, bool]], keys: Sequence[str], data: RunI
 def _score_level(data: RunItems, judge: dict[str, bool], ref: dict[str, bool], n_boot: int, seed: int) -> dict[str, Any]:
     """Question scores from the human majority vs from the judge, on replies whose items all have both."""
     sc = data.spec.get("scoring") or {}
-    rules = [SimpleNamespace(id=r["id"], effect=r.get("effect", "zero_question"), fires_when=r.get("fires_when", "hit"))
+    rules = [SimpleNamespace(id=r["id"], effect=r.get("effect", "zero_question"), fires_when=r.get("fires_when", DEFAULT_FIRES_WHEN))
              for r in data.spec.get("failure_rules") or []]
-    scale = float(sc.get("scale", 100.0))
+    scale = float(sc.get("scale", DEFAULT_SCALE))
     how = Aggregation(**{k: v for k, v in (data.spec.get("aggregation") or {}).items()
                          if k in ("question", "overall", "clip", "no_positive_points")})  # the spec's declared rule
     replies: dict[tuple[str, str], list[str]] = {}
@@ -256,6 +256,7 @@ def agree_command(dirs: Sequence[Path], label_files: Sequence[Path], out: Path, 
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "agreement.json", result)
     markdown = render_markdown(result)
-    (out / "agreement.md").write_text(markdown, encoding="utf-8")
-    (out / "agreement.html").write_text(render_html(markdown, f"Judge-human agreement: {data.benchmark}"), encoding="utf-8")
+    write_text(out / "agreement.md", markdown)
+    write_text(out / "agreement.html", render_html(markdown, f"Judge-human agreement: {data.benchmark}"))
     return result
+

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.scoring.question import DEFAULT_SCALE
 from rubric_engine.stats.selfpref import JudgeAudit, audit_judges, is_pass, rank
 from rubric_engine.store import layout as rundir
 
@@ -89,7 +90,7 @@ def collect_grid(runs: Sequence[Any], families: Mapping[str, str]) -> dict[str, 
                                 f"question {qid!r} has {sorted(sizes)} criteria in different runs; "
                                 "were they made with the same benchmark version?")
     overall = {k: r.summary.get("overall") for k, r in grid.items()}
-    scale = float((runs[0].spec.get("scoring") or {}).get("scale", 100.0))
+    scale = float((runs[0].spec.get("scoring") or {}).get("scale", DEFAULT_SCALE))
     return {"candidates": candidates, "judges": judges, "families": fam, "passes": passes, "scores": scores, "scale": scale,
             "overall": overall, "dropped": dropped, "runs": {f"{c} | {j}": str(r.dir) for (c, j), r in grid.items()}}
 
@@ -141,8 +142,9 @@ def _markdown(report: Mapping[str, Any]) -> str:
 def audit_command(dirs: Sequence[Path], *, families: Mapping[str, str] | None = None, n_boot: int = 1000,
                   seed: int = 0, out: Path | None = None, console: Any = None) -> dict[str, Any]:
     """Collect the runs, audit every judge, print the tables and write audit.json / audit.md into out."""
-    from rich.console import Console
     from rich.table import Table
+
+    from rubric_engine.text.terminal import SafeConsole, shown
 
     from rubric_engine.store.runs import collect_runs
 
@@ -161,12 +163,12 @@ def audit_command(dirs: Sequence[Path], *, families: Mapping[str, str] | None = 
                          "points": "mean over own-family candidates of (overall under this judge - mean overall "
                                    "under the other judges), minus the same mean over other-family candidates; "
                                    "overall recomputed on the questions every judge scored"}}
-    console = console or Console()
+    console = console or SafeConsole()
     t = Table(title="Self-preference audit: pass rate on items the other judges' majority failed")
     for col in ("Judge", "Family", "Own family", "Other families", "Difference", "95% interval", "Overall pts"):
         t.add_column(col, justify="left" if col in ("Judge", "Family") else "right")
     for a in audits:
-        t.add_row(a.judge, a.family, f"{_pct(a.own_rate)} ({a.own_items})", f"{_pct(a.other_rate)} ({a.other_items})",
+        t.add_row(shown(a.judge), shown(a.family), f"{_pct(a.own_rate)} ({a.own_items})", f"{_pct(a.other_rate)} ({a.other_items})",
                   "—" if a.diff is None else f"{100 * a.diff:+.1f}",
                   "—" if a.lo is None else f"[{100 * a.lo:+.1f}, {100 * a.hi:+.1f}]",  # type: ignore[operator]
                   "—" if a.points is None else f"{a.points:+.2f}" + (
@@ -176,9 +178,9 @@ def audit_command(dirs: Sequence[Path], *, families: Mapping[str, str] | None = 
     r.add_column("Candidate")
     r.add_column("Family")
     for j in grid["judges"]:
-        r.add_column(j, justify="right")
+        r.add_column(shown(j), justify="right")
     for c in grid["candidates"]:
-        r.add_row(c, grid["families"][c], *(str(ranks[j][c] or "—") for j in grid["judges"]))
+        r.add_row(shown(c), shown(grid["families"][c]), *(str(ranks[j][c] or "—") for j in grid["judges"]))
     console.print(r)
     for p in report["paragraphs"]:
         console.print(p, highlight=False, markup=False, soft_wrap=True)
@@ -187,6 +189,6 @@ def audit_command(dirs: Sequence[Path], *, families: Mapping[str, str] | None = 
                       "(judge or candidate errors)", highlight=False, markup=False)
     target = Path(out) if out is not None else (Path(dirs[0]) if len(dirs) == 1 else Path("audit"))
     rundir.write_json(target / "audit.json", report)
-    (target / "audit.md").write_text(_markdown(report), encoding="utf-8")
+    rundir.write_text(target / "audit.md", _markdown(report))
     console.print(f"audit written to {target} (audit.json, audit.md)", highlight=False, markup=False)
     return report

@@ -20,6 +20,7 @@ from typing import Any
 
 from rubric_engine.errors import DataError
 from rubric_engine.store.layout import iter_jsonl
+from rubric_engine.text.csvcells import cell_value
 from rubric_engine.validity.items import RunItems
 
 __all__ = ["Label", "LabelSet", "read_labels", "parse_met"]
@@ -87,7 +88,12 @@ def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
         if missing:
             raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
                             fix=f"a labels CSV needs the columns {', '.join(required)}")
-        return [(reader.line_num, dict(r)) for r in reader]  # line_num: the row's last physical line
+        # line_num: the row's last physical line; cell_value undoes the formula guard review.csv was written with
+        try:
+            return [(reader.line_num, {k: cell_value(v) for k, v in r.items()}) for r in reader]
+        except csv.Error as exc:  # e.g. a cell past the reader's 131,072-character field limit
+            raise DataError(str(path), f"unreadable CSV ({exc})", line=reader.line_num,
+                            fix="a label cell holds met / rater / note; check that row's quotes") from None
     return list(iter_jsonl(path, error=DataError,
                            fix=f"each line must be one JSON object with {id_field}, criterion_index, rater, met"))
 

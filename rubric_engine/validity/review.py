@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigError
-from rubric_engine.store.layout import write_json
+from rubric_engine.store.layout import write_json, write_text
+from rubric_engine.text.csvcells import csv_row
 from rubric_engine.validity.items import Item, RunItems, load_items
 from rubric_engine.validity.review_page import ReviewCriterion, ReviewQuestion, render_review_page
 
@@ -27,7 +28,7 @@ def csv_columns(id_field: str) -> list[str]:
     """The review CSV header; the question column is the benchmark's own id field."""
     return ["sheet_id", "item_key", id_field, "criterion_index", "criterion", "weight", "met", "rater", "note"]
 USAGE = """usage: rubric-engine review export RUN_DIR [RUN_DIR ...] [n=100] [seed=0]
-                                   [stratify=[ability,subset]] [unit=item|reply] [out=DIR]
+                                   [stratify=[ability,subset]] [unit=item|reply] [out=DIR] [force=true]
 
 Draw a stratified random sample of (question, criterion) items from one or more run directories
 (several candidates, several judges) and write a blind review sheet to out= (default: review/):
@@ -36,7 +37,9 @@ Draw a stratified random sample of (question, criterion) items from one or more 
   sheet.json   what was sampled, from which runs, with which seed
 stratify= any item field: ability, dimension, subset, scenario, weight_sign, candidate, or a
 field the data carries. unit=reply samples whole replies (all their criteria), which is what
-score-level agreement needs. Then: rubric-engine agree RUN_DIR ... labels=FILE[,FILE...]
+score-level agreement needs. A directory already holding a sheet is refused (its labels would be
+lost): choose another out=, or force=true to replace it.
+Then: rubric-engine agree RUN_DIR ... labels=FILE[,FILE...]
 """
 
 
@@ -112,15 +115,24 @@ def _csv(sid: str, questions: Sequence[ReviewQuestion], id_field: str) -> str:
     for q in questions:
         for c in q.criteria:
             weight = "" if c.weight is None else (int(c.weight) if float(c.weight).is_integer() else c.weight)
-            w.writerow([sid, c.key, q.qid, c.index, c.text, weight, "", "", ""])
+            w.writerow(csv_row([sid, c.key, q.qid, c.index, c.text, weight, "", "", ""]))
     return buf.getvalue()
 
 
+SHEET_FILES = ("review.html", "review.csv", "sheet.json")
+
+
 def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
-                  stratify: Sequence[str] = ("ability", "subset"), unit: str = "item") -> dict[str, Any]:
-    """Write review.html, review.csv and sheet.json to `out`; returns what sheet.json holds."""
+                  stratify: Sequence[str] = ("ability", "subset"), unit: str = "item",
+                  force: bool = False) -> dict[str, Any]:
+    """Write review.html, review.csv and sheet.json to `out` (each atomically); returns what sheet.json holds.
+    A sheet already there may hold people's labels: it is replaced only with `force`."""
     if unit not in ("item", "reply"):
         raise ConfigError(f"review export: unit={unit!r}; use unit=item or unit=reply")
+    there = [f for f in SHEET_FILES if (out / f).exists() or (out / f).is_symlink()]
+    if there and not force:
+        raise ConfigError(f"review export: {out} already holds a review sheet ({', '.join(there)}), perhaps with "
+                          "labels; choose another out=DIR, or pass force=true to replace it")
     data = load_items(dirs)
     if not data.items:
         raise ConfigError("review export: the runs hold no reply to review (every candidate call failed?)")
@@ -129,10 +141,11 @@ def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
     questions = _questions(data, picked)
     out.mkdir(parents=True, exist_ok=True)
     lang = str(data.spec.get("locale") or "en")
-    (out / "review.html").write_text(render_review_page(sid, data.benchmark, questions, lang, data.id_field), encoding="utf-8")
-    (out / "review.csv").write_text(_csv(sid, questions, data.id_field), encoding="utf-8-sig", newline="")
+    write_text(out / "review.html", render_review_page(sid, data.benchmark, questions, lang, data.id_field))
+    write_text(out / "review.csv", _csv(sid, questions, data.id_field), bom=True)
     sheet = {"sheet_id": sid, "benchmark": data.benchmark, "n": len(picked), "unit": unit, "seed": seed,
              "stratify": list(stratify), "runs": [str(r.dir) for r in data.runs],
              "items": [it.key for it in picked], "replies": len(questions)}
     write_json(out / "sheet.json", sheet)
     return sheet
+

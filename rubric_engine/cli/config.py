@@ -1,0 +1,130 @@
+"""The composed Hydra config as the engine's plain `RunSettings`: model entries, jurors, values checked.
+
+Why apart from cli/main.py: the run, the dry run and a sweep's key check (cli/sweepcheck.py) all turn a
+composed config into settings the same way; cli/main.py keeps the Hydra app, the sweep and the dispatch.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from rubric_engine.errors import ConfigError
+from rubric_engine.models.entries import MAX_TIMEOUT
+
+__all__ = ["CONFIG_MODULE", "settings_from_config"]
+
+CONFIG_MODULE = "rubric_engine.conf"
+
+
+def _model_spec(node: Any, role: str, timeout: float | None, given: set[str] | None = None) -> Any:
+    from rubric_engine.models.entries import ModelSpec
+
+    if node is None:
+        return None
+    data = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+    given = _overridden_keys() if given is None else given
+    if f"{role}.api_base" in given and f"{role}.api_key_env" not in given and isinstance(data, dict):
+        # An endpoint moved on the command line gets a key only when the same command line names it:
+        # `candidate=gpt-4o candidate.api_base=http://elsewhere` must not carry $OPENAI_API_KEY there.
+        data["api_key_env"] = None
+    return ModelSpec.from_config(data, role=role, timeout=timeout)  # type: ignore[arg-type]
+
+
+def _overridden_keys(overrides: list[str] | None = None) -> set[str]:
+    """Keys set on the command line of this Hydra job (empty outside Hydra), or in `overrides`."""
+    if overrides is None and not HydraConfig.initialized():
+        return set()
+    return {o.split("=", 1)[0].lstrip("+~") for o in (HydraConfig.get().overrides.task if overrides is None
+                                                       else overrides)}
+
+
+def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | None = None) -> Any:
+    """Turn the composed Hydra config into the engine's plain `RunSettings`. `overrides`: the job's command
+    line when `cfg` was composed outside a Hydra job (a sweep's jobs checked before the first one runs)."""
+    given = _overridden_keys(overrides)
+    from rubric_engine.run.settings import RunSettings
+
+    def opt(key: str) -> Any:
+        return OmegaConf.select(cfg, key, default=None)
+
+    ids = opt("ids")
+    if isinstance(ids, str):
+        ids = [s for s in re.split(r"[,\s]+", ids) if s]
+    if ids is not None and not ids:
+        raise ConfigError("ids=[] selects no question; list ids (ids=[a,b]) or leave ids out to run every question")
+    if ids is not None:
+        ids = [str(i) for i in ids]  # ids are compared as strings everywhere
+    _check_values(cfg)
+    jury = [_juror(j, opt("timeout"), given) for j in (opt("jury.judges") or [])]
+    return RunSettings(
+        benchmark=str(cfg.benchmark), out_dir=out_dir,
+        candidate=_model_spec(opt("candidate"), "candidate", opt("timeout"), given),
+        judge=_model_spec(opt("judge"), "judge", opt("timeout"), given), timeout=opt("timeout"),
+        benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
+        subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
+        answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
+        max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
+        progress="none" if opt("quiet") else str(cfg.progress), quiet=bool(opt("quiet")),
+        trust_code=bool(opt("trust_code")),
+        jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
+        samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
+    )
+
+
+def _juror(node: Any, timeout: float | None, given: set[str]) -> Any:
+    """One jury entry: a judge entry's name or an inline entry. A name is looked up as `judge=<name>` is (Hydra's
+    search path): the shipped conf/judge/ first, then the user's config dirs, so a shipped entry is never
+    silently replaced by a user file of the same name (docs/cli.md)."""
+    from importlib import resources
+
+    import yaml
+
+    from rubric_engine.cli.args import config_dirs
+
+    if isinstance(node, DictConfig):
+        return _model_spec(node, "judge", timeout, given)
+    name = str(node)
+    found = None
+    if re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        places = [Path(d) / "judge" / f"{name}.yaml" for d in config_dirs()]
+        found = next((p for p in [resources.files(CONFIG_MODULE) / "judge" / f"{name}.yaml", *places]
+                      if p.is_file()), None)
+    if found is None:
+        raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/ "
+                          "or inline entries {name: x, model: provider/model, ...}")
+    return _model_spec(yaml.safe_load(found.read_text(encoding="utf-8")), "judge", timeout, given)
+
+
+def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{key}={value} is not valid; give a whole number >= {minimum}"
+                          + (" (or null)" if optional else ""))
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """Command-line values are checked before use: one line each, never a cast that silently rounds."""
+    _whole(cfg, "concurrency", 1)
+    _whole(cfg, "max_retries", 0)
+    _whole(cfg, "limit", 0, optional=True)
+    _whole(cfg, "bootstrap.samples", 1)  # read only by a sweep's leaderboard, after every job paid: check now
+    _whole(cfg, "bootstrap.seed", 0)
+    for key, top in (("rpm", 1e9), ("timeout", MAX_TIMEOUT)):
+        value = OmegaConf.select(cfg, key, default=None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 < value <= top):  # NaN fails both comparisons
+            raise ConfigError(f"{key}={value} is not valid; give a number > 0 and <= {top:g} (or null)")
+    progress = OmegaConf.select(cfg, "progress", default="auto")
+    if progress not in ("auto", "rich", "plain", "none"):
+        raise ConfigError(f"progress={progress} is not valid; use auto, rich, plain or none")
+    for key in ("cache.enabled", "dry_run", "debug", "quiet"):
+        value = OmegaConf.select(cfg, key, default=False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value} is not valid; use true or false")

@@ -1,0 +1,53 @@
+"""A sweep's keys, every job's, checked before its first job starts.
+
+Why before Hydra launches: its launcher runs one job after another (or many at once), and a job lacking
+its key would otherwise fail only after the jobs before it were paid for. The jobs are expanded as Hydra's
+basic sweeper expands them and each is composed on its own; the key check itself is the one every run
+makes (runner.check_run_keys -> modelspec.check_keys). A single run checks its own keys in run_benchmark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.errors import ConfigError
+
+__all__ = ["check_sweep_keys"]
+
+
+def sweep_jobs(argv: list[str]) -> list[list[str]]:
+    """Each job's overrides, as Hydra's basic sweeper expands `key=a,b` sweeps; [] when argv is no sweep
+    or does not parse (Hydra then reports it in its own words)."""
+    if not any(a in ("-m", "--multirun") for a in argv):
+        return []
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([a for a in argv if not a.startswith("-")])
+        return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    except Exception:  # noqa: BLE001 - a bad override is Hydra's to report
+        return []
+
+
+def check_sweep_keys(argv: list[str], compose: Callable[[list[str]], Any],
+                     settings: Callable[[Any, Path, list[str]], Any]) -> None:
+    """Raise ConfigError (one line naming the job and the variable) when any job of the sweep lacks a key.
+    `compose` and `settings` are the CLI's (cli/main._compose, cli/config.settings_from_config). A job that does not
+    compose or whose settings are wrong is left to report itself in its run directory."""
+    from rubric_engine.run.settings import check_run_keys
+
+    jobs = sweep_jobs(argv)
+    shared = set.intersection(*(set(job) for job in jobs)) if jobs else set()
+    for job in jobs:
+        try:
+            run = settings(compose(job), Path("."), job)
+        except Exception:  # noqa: BLE001 - not a key problem
+            continue
+        try:
+            check_run_keys(run)
+        except ConfigError as exc:
+            own = " ".join(o for o in job if o not in shared) or " ".join(job)
+            raise ConfigError(f"sweep job {own} (no job was started): {exc}") from None
