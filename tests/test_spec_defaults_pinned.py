@@ -20,7 +20,7 @@ from rubric_engine.spec.files import deep_merge
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import FailureRule
 from rubric_engine.stats.bootstrap import paired_difference
-from rubric_engine.store.runs import Taxonomy
+from rubric_engine.store.runs import RunTaxonomy
 from test_spec_rules import BASE, TAXONOMY, write_spec
 
 
@@ -44,8 +44,8 @@ def test_scale_and_fires_when_defaults_reach_the_spec_and_every_reader_of_a_stor
     assert spec.scoring.scale == 100.0 and [r.fires_when for r in spec.failure_rules] == ["hit"]
     stored = spec.model_dump(by_alias=True)
     stored.pop("scoring")  # a stored spec written without the key (an older run, a hand-made file)
-    assert Taxonomy.from_spec(stored, "spec.json").scale == 100.0
-    assert Taxonomy.from_spec({**stored, "scoring": {"scale": 10}}, "spec.json").scale == 10.0
+    assert RunTaxonomy.from_spec(stored, "spec.json").scale == 100.0
+    assert RunTaxonomy.from_spec({**stored, "scoring": {"scale": 10}}, "spec.json").scale == 10.0
 
 
 @pytest.mark.parametrize("value", [".nan", ".inf", "-.inf", "0", "-100"])
@@ -139,7 +139,7 @@ def test_heatmaps_show_abilities_in_declaration_order_and_the_unlabelled_scenari
 
     spec = {"taxonomy": {"dimensions": [{"id": "d", "abilities": [{"id": "zeta"}, {"id": "alpha"}]}]},
             "report": {"breakdowns": [{"id": "abilities", "by": "ability"}, {"id": "scenarios", "by": "scenario"}]}}
-    tax = Taxonomy.from_spec(spec, "spec.json")
+    tax = RunTaxonomy.from_spec(spec, "spec.json")
     qs = [ScoredQuestion("q1", "", "", {"alpha": 0.5, "zeta": 0.5}, 0.5, False),
           ScoredQuestion("q2", "", "Work", {"alpha": 1.0}, 1.0, False)]
     rows = [SimpleNamespace(label="m1", scored=qs, breakdowns={"abilities": {"alpha": 75.0, "zeta": 50.0},

@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dataset",),
     ("spec",),
     ("scoring", "models"),
-    ("errors", "datatypes", "text"),
+    ("errors", "datatypes", "records", "text"),
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
@@ -68,7 +68,7 @@ def test_every_directory_of_the_package_is_a_subpackage_with_a_light_init() -> N
     (importing rubric_engine.stats.bootstrap must not pay for the rest of stats/)."""
     dirs = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert dirs == SUBPACKAGES, "a folder of rubric_engine/ without __init__.py"
-    assert sorted(RANK) == sorted([*SUBPACKAGES, "errors", "datatypes"]), "LAYERS must name every subpackage"
+    assert sorted(RANK) == sorted([*SUBPACKAGES, "errors", "datatypes", "records"]), "LAYERS must name every subpackage"
     for name in SUBPACKAGES:
         init = PACKAGE / name / "__init__.py"
         tree = ast.parse(init.read_text(encoding="utf-8"))

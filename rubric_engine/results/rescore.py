@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.formulas import known_names
 from rubric_engine.stats.sampling import rescored_record, summary_sections
 from rubric_engine.stats.scores import criteria_from_record, score_fields, score_summary
@@ -39,7 +40,7 @@ def _spec(run: Any, formula: str | None, rules: bool) -> Any:
     return spec if rules else spec.model_copy(update={"failure_rules": []})  # the resolved formula is kept
 
 
-def _rescored(spec: Any, rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+def _rescored(spec: Any, rec: SampleRecord, rules: bool, where: str) -> SampleRecord:
     """One samples.jsonl record with its score fields recomputed from its stored verdicts."""
     if "samples" in rec:  # candidate.samples: every sample re-scored, then the question's means (stats/sampling.py)
         return rescored_record(rec, criteria_from_record(rec), rules, where,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.records import SampleRecord
 from rubric_engine.store.layout import open_nofollow
 
 __all__ = ["JOURNAL_VERSION", "run_fingerprint", "JournalWriter", "JournalState", "read_journal"]
@@ -51,7 +52,7 @@ def _records(fh: IO[bytes]) -> Iterator[tuple[int, int, bytes]]:
         offset += len(raw)
 
 
-def read_journal(path: Path, fingerprint: str, on_record: Callable[[dict[str, Any]], None] | None = None) -> JournalState:
+def read_journal(path: Path, fingerprint: str, on_record: Callable[[SampleRecord], None] | None = None) -> JournalState:
     """Stream an existing journal: check it belongs to this run, hand each record to `on_record`, and
     cut off an incomplete last line (a crash mid-write). A missing file is an empty journal."""
     path = Path(path)
@@ -126,7 +127,7 @@ class JournalWriter:
     def _write(self, rec: Mapping[str, Any]) -> None:
         self._fh.write((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
 
-    def append(self, record: Mapping[str, Any]) -> None:
+    def append(self, record: SampleRecord) -> None:
         """Write one question's record (it must carry its `id`)."""
         if not isinstance(record.get("id"), str):
             raise ValueError("a journal record needs a string 'id'")

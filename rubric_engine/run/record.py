@@ -12,6 +12,7 @@ from typing import Any
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.models.redact import redact
+from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.question import QuestionScore
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.scores import record_fields
@@ -33,12 +34,12 @@ class Outcome:
     samples: list["Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
 
 
-def sample_record(spec: BenchmarkSpec, o: Outcome) -> dict[str, Any]:
+def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
     """One samples.jsonl record: everything needed to audit or re-aggregate this question. Every text a
     server wrote (reply, reasoning, error) is redacted here, before any file holds it: answers.jsonl and
     report.html are made from this record, and a server may echo the key it was sent."""
     q, jr = o.question, o.judge
-    rec: dict[str, Any] = {"id": q.id, "subset": q.subset, "scenario": q.scenario, "response": redact(o.response),
+    rec: SampleRecord = {"id": q.id, "subset": q.subset, "scenario": q.scenario, "response": redact(o.response),
                            "candidate_error": o.candidate_error, "judge_error": None, "criteria": [],
                            "abilities": {}, "score": None, "failed_rules": [], "catastrophic": False}
     verdicts = {v.index: v for v in (jr.verdicts or [])} if jr else {}

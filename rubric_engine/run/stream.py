@@ -19,6 +19,7 @@ from typing import Any
 
 from rubric_engine.datatypes import Question, QuestionRef, QuestionRows
 from rubric_engine.errors import DataError
+from rubric_engine.records import SampleRecord
 from rubric_engine.run.journal import JournalState, read_journal
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.spec.schema import BenchmarkSpec
@@ -49,7 +50,7 @@ class Totals:
     # what scores.score_summary reads of each record (counts, length analysis), without the texts
     compact: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def add(self, rec: Mapping[str, Any]) -> None:
+    def add(self, rec: SampleRecord) -> None:
         self.questions += 1
         response = rec.get("response")
         self.compact[str(rec["id"])] = {
@@ -97,7 +98,7 @@ def _first_line(path: Path) -> dict[str, Any] | None:
     return first if isinstance(first, dict) else None
 
 
-def resume(path: Path, fp: str, on_record: Callable[[Mapping[str, Any]], None]) -> JournalState:
+def resume(path: Path, fp: str, on_record: Callable[[SampleRecord], None]) -> JournalState:
     """Read what the journal at `path` already holds for this run; call only after `rundir.begin_run`
     accepted the directory (its manifest names this same run). A journal (header line) is streamed,
     checked against `fp` and repaired; a finished samples.jsonl (question order, no header: the run

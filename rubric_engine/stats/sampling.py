@@ -23,6 +23,7 @@ import numpy as np
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.aggregate import aggregate, scored_from_samples
 from rubric_engine.scoring.votes import combine
 from rubric_engine.stats.nested import LEVELS, MAX_RESAMPLED_REPEATS, Nested, multisets, nested_stats
@@ -88,7 +89,7 @@ def _error(entries: Sequence[Mapping[str, Any]], key: str) -> str | None:
     return f"sample {failed[0][0] + 1} of {len(entries)}: {failed[0][1]}{more}"
 
 
-def merge_record(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
     """One samples.jsonl record for a question from its K per-sample records (run.record.sample_record each)."""
     entries = [_entry(s, r) for s, r in enumerate(records)]
     out = {k: v for k, v in records[0].items() if k not in (*_SCORE_KEYS, "judge_raw", "sample_score_sd")}
@@ -109,8 +110,8 @@ def merge_record(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def rescored_record(rec: Mapping[str, Any], criteria: list[Criterion], rules: bool, where: str,
-                    score: Callable[[list[Criterion], list[bool]], dict[str, Any]]) -> dict[str, Any]:
+def rescored_record(rec: SampleRecord, criteria: list[Criterion], rules: bool, where: str,
+                    score: Callable[[list[Criterion], list[bool]], dict[str, Any]]) -> SampleRecord:
     """A sampled record with every sample's scores recomputed from its stored verdicts by `score`
     (scores.score_fields bound to the spec), then the question's means; errors stay errors."""
     out = dict(rec)
@@ -133,7 +134,7 @@ def rescored_record(rec: Mapping[str, Any], criteria: list[Criterion], rules: bo
     return out
 
 
-def compact(rec: Mapping[str, Any]) -> dict[str, Any]:
+def compact(rec: SampleRecord) -> dict[str, Any]:
     """What the interval and the sampling block read of a record (no texts): the runner keeps only this."""
     def verdicts(r: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [{k: c[k] for k in ("index", "hit", "votes") if k in c} for c in r.get("criteria") or []]

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from rubric_engine.datatypes import MAX_WEIGHT
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, DEFAULT_SCALE, Aggregation
 from rubric_engine.store.layout import (ANSWERS_FILE, ERROR_FILE, MANIFEST_FILE, REJECTED_FILE, RERUN, SAMPLES_FILE,
@@ -117,7 +118,7 @@ class RunRecord:
     def samples_path(self) -> Path:
         return self.dir / SAMPLES_FILE
 
-    def iter_samples(self) -> Iterator[dict[str, Any]]:
+    def iter_samples(self) -> Iterator[SampleRecord]:
         """samples.jsonl one record at a time; a bad line raises DataError naming file and line: a question
         recorded twice (it would count twice), a weight that is not a bounded number, a verdict that is not
         true / false / null (the file is editable, so what scoring reads again is checked here)."""
@@ -168,7 +169,7 @@ class RunRecord:
         self.lengths, self.records, self.excluded = lengths, count, excluded
 
     @cached_property
-    def samples(self) -> list[dict[str, Any]]:
+    def samples(self) -> list[SampleRecord]:
         """Every record of samples.jsonl, read once (review, agree, audit and rescore need them all)."""
         return list(self.iter_samples())
 

@@ -1,0 +1,91 @@
+"""The samples.jsonl record, typed: one question's outcome as a run writes it and every reader reads it back.
+
+Why typed: the record is the project's central data structure, written by the run (run/record.py, merged per
+question by stats/sampling.py for candidate samples) and read by the journal, rescore, the leaderboard's
+intervals, review and the reports; as an untyped dict each reader relied on string keys nobody checked. These
+are TypedDicts, so a record is still the plain JSON object on disk (no byte of samples.jsonl changes) while
+every producer and consumer names its fields and a type checker sees a misspelt key. `RECORD_VERSION` is the
+version of this layout: it changes when a field changes meaning (docs/outputs.md); a field only added leaves
+older records readable. Stored runs are read through one reader, `store/runs.RunRecord.iter_samples`; a running
+run reads its journal (the same records) through `run/journal.read_journal`.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+__all__ = ["RECORD_VERSION", "GroupScore", "CriterionRecord", "SampleEntry", "SampleRecord"]
+
+RECORD_VERSION = 1
+
+
+class GroupScore(TypedDict):
+    """One taxonomy group's (ability's) or item tag's numbers for a question."""
+
+    raw: float
+    lo: float
+    hi: float
+    score: float | None
+
+
+class CriterionRecord(TypedDict, total=False):
+    """One rubric criterion with the judge's verdict on it (`votes`: every juror's every grading, when graded
+    more than once)."""
+
+    index: int
+    label: str
+    ability: str | None
+    rule: str | None
+    weight: float
+    text: str
+    reasoning: str | None
+    hit: bool | None
+    votes: dict[str, list[bool | None]]
+    tags: list[str]
+
+
+class SampleEntry(TypedDict, total=False):
+    """One of a question's K candidate samples (`candidate.samples=K`), kept under the record's `samples`."""
+
+    sample: int
+    response: str | None
+    candidate_error: str | None
+    judge_error: str | None
+    judge_raw: list[str]
+    abilities: dict[str, GroupScore]
+    item_tags: dict[str, GroupScore]
+    score: float | None
+    failed_rules: list[str]
+    catastrophic: bool
+    criteria: list[CriterionRecord]
+    tokens: dict[str, dict[str, int]]
+    cost: dict[str, float | None]
+    cache_hits: dict[str, int]
+    truncated: bool
+
+
+class SampleRecord(TypedDict, total=False):
+    """One line of samples.jsonl: a question, its reply, the verdicts, the scores and what the calls cost.
+    `score` is None for a question that was not scored (a candidate or judge error, counted in the summary)."""
+
+    id: str
+    subset: str
+    scenario: str
+    tags: list[str]
+    response: str | None
+    candidate_error: str | None
+    judge_error: str | None
+    judge_raw: list[str]
+    criteria: list[CriterionRecord]
+    abilities: dict[str, GroupScore]
+    item_tags: dict[str, GroupScore]
+    score: float | None
+    failed_rules: list[str]
+    catastrophic: bool
+    zeroed: str  # aggregation.candidate_errors=zero: why a failed question scores 0
+    sample_score_sd: float | None
+    samples: list[SampleEntry]
+    tokens: dict[str, dict[str, int]]
+    cost: dict[str, float | None]
+    cache_hits: dict[str, int]
+    truncated: bool
