@@ -119,3 +119,28 @@ def test_a_rejected_sweep_job_is_marked_and_the_leaderboard_says_so(tmp_path: Pa
     warnings = json.loads((sweep / "leaderboard.json").read_text())["warnings"]
     assert any("rejected: " in w and "unknown benchmark" in w for w in warnings), warnings
     assert EXE
+
+
+def test_a_run_refused_for_a_directory_in_use_leaves_that_directory_alone(tmp_path: Path,
+                                                                         env: dict[str, str]) -> None:
+    """The lock file counts as debris of a rejected run, but a directory whose lock another process holds
+    (a run that has not written anything yet) is that process's: the refused second run must not remove it."""
+    import fcntl
+    import os
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    fd = os.open(run_dir / ".rubric-engine.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        res = run_cli(["benchmark=heartbench_en", "candidate=mock", "judge=mock", "limit=2",
+                       f"hydra.run.dir={run_dir}"], env, cwd=tmp_path)
+        assert res.returncode == 2, res.stderr
+        _one_error(res.stderr, "in use by another rubric-engine process")
+        assert (run_dir / ".rubric-engine.lock").exists()
+    finally:
+        os.close(fd)
+    # once the owner is gone, a run rejected before it wrote anything removes its directory as before
+    res = run_cli(["benchmark=heartbench_en", "candidate=gpt-4.1", "judge=mock", "limit=2",
+                   f"hydra.run.dir={run_dir}"], {k: v for k, v in env.items() if k != "OPENAI_API_KEY"}, cwd=tmp_path)
+    assert res.returncode == 2 and not run_dir.exists(), res.stderr

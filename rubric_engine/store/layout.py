@@ -195,9 +195,10 @@ def finish_run(run_dir: Path, manifest: Mapping[str, Any]) -> None:
                                                "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
 
-# what Hydra writes into a run directory before the engine runs: a run rejected before it wrote anything
-# leaves only these, and its directory is removed (discard_untouched)
-_HYDRA_ONLY = frozenset({".hydra", "rubric-engine.log"})
+# what Hydra writes into a run directory before the engine runs, and the run's lock file (taken before
+# anything is read): a run rejected before it wrote anything leaves only these, and its directory is
+# removed (discard_untouched)
+_HYDRA_ONLY = frozenset({".hydra", "rubric-engine.log", LOCK_FILE})
 
 
 def untouched(run_dir: Path) -> bool:
@@ -211,9 +212,10 @@ def untouched(run_dir: Path) -> bool:
 def discard_untouched(run_dir: Path) -> bool:
     """Remove the directory of a run rejected before it wrote anything (a typo, a missing key, a bad spec),
     so no empty run is left for a leaderboard to list as unfinished. Only a directory holding nothing but
-    Hydra's `.hydra/` and the log is removed (never earlier results, a resumed run's files, the working
-    directory or one above it); in the default layout outputs/<benchmark>/<time>/ the parents go too
-    when that leaves them empty. True when removed."""
+    Hydra's `.hydra/`, the log and the lock file is removed (never earlier results, a resumed run's files,
+    the working directory or one above it, nor a directory another process holds the lock of: a run
+    refused because the directory is in use must not remove it); in the default layout
+    outputs/<benchmark>/<time>/ the parents go too when that leaves them empty. True when removed."""
     import shutil
 
     run_dir = Path(run_dir)
@@ -221,13 +223,16 @@ def discard_untouched(run_dir: Path) -> bool:
         here = Path.cwd().resolve()
         if not untouched(run_dir) or run_dir.resolve() in (here, *here.parents):
             return False
-        shutil.rmtree(run_dir)
+        with RunLock(run_dir):  # refused (ConfigError) while another process owns the directory
+            if not untouched(run_dir):
+                return False
+            shutil.rmtree(run_dir)
         if run_dir.resolve().parent.parent.name == "outputs":
             for parent in (run_dir.parent, run_dir.parent.parent):
                 if parent.resolve() in (here, *here.parents) or any(parent.iterdir()):
                     break
                 parent.rmdir()
-    except OSError:
+    except (OSError, ConfigError):
         return False
     return True
 
