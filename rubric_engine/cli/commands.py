@@ -201,14 +201,15 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     from rubric_engine.judge.prompts import candidate_messages, judge_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.entries import cache_key
+    from rubric_engine.run.plan import plan_run
     from rubric_engine.run.runner import given_answers, load_inputs
-    from rubric_engine.run.settings import judges_of, repeats_of, samples_of
 
     spec, dataset, questions = load_inputs(settings)
-    judges = judges_of(settings, spec)
-    repeats = repeats_of(settings, spec)  # every judge grades every reply this many times
     given = given_answers(settings, spec, [q.id for q in dataset.questions])
-    k = samples_of(settings, given is None)  # candidate.samples: K replies per question, each graded (stats/sampling.py)
+    plan = plan_run(settings, spec)  # the plan the pipeline executes: the calls counted here are its calls
+    judges = list(plan.judges)
+    repeats = plan.repeats  # every judge grades every reply this many times
+    k = plan.samples  # candidate.samples: K replies per question, each graded (stats/sampling.py)
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
     count = _counter()

@@ -3,7 +3,7 @@
 Why before Hydra launches: its launcher runs one job after another (or many at once), and a job lacking
 its key would otherwise fail only after the jobs before it were paid for. The jobs are expanded as Hydra's
 basic sweeper expands them and each is composed on its own; the key check itself is the one every run
-makes (runner.check_run_keys -> modelspec.check_keys). A single run checks its own keys in run_benchmark.
+makes (run/plan.check_run_keys -> models/entries.check_keys). A single run checks its own keys in run_benchmark.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def check_sweep_keys(argv: list[str], compose: Callable[[list[str]], Any],
     """Raise ConfigError (one line naming the job and the variable) when any job of the sweep lacks a key.
     `compose` and `settings` are the CLI's (cli/main._compose, cli/config.settings_from_config). A job that does not
     compose or whose settings are wrong is left to report itself in its run directory."""
-    from rubric_engine.run.settings import check_run_keys
+    from rubric_engine.run.plan import check_run_keys
 
     jobs = sweep_jobs(argv)
     shared = set.intersection(*(set(job) for job in jobs)) if jobs else set()

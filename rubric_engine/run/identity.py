@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.dataset.fetch import sha256_file
-from rubric_engine.models.entries import ModelSpec
-from rubric_engine.run.settings import RunSettings, repeats_of
+from rubric_engine.run.plan import RunPlan
+from rubric_engine.run.settings import RunSettings
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.store import layout as rundir
 
@@ -46,21 +46,19 @@ def spec_digest(spec: BenchmarkSpec) -> str:
     return rundir.spec_hash(spec.resolved(), texts)
 
 
-def run_identity(settings: RunSettings, spec: BenchmarkSpec, digest: str, judges: list[ModelSpec],
-              data_sha256: str | None = None) -> dict[str, Any]:
+def run_identity(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, digest: str,
+                 data_sha256: str | None = None) -> dict[str, Any]:
     """What makes a run the same run: a directory is resumed only by a run with this same identity.
 
     The data's and the answers file's content hashes and each model's sampling params are part of it:
     a run over a changed data file, changed answers or another temperature is another run, never a
     resume that would mix two runs' answers in one directory."""
-    cand, judge = settings.candidate, judges[0]
-    judged = settings.stage != "generate"
-    panel = {"jury": [[j.name, j.model, j.api_base, j.revision] for j in judges], "jury_rule": settings.jury_rule,
-             "repeats": repeats_of(settings, spec), "tie": settings.tie or spec.judge.tie} \
-        if len(judges) > 1 or repeats_of(settings, spec) > 1 else {}  # a single grading keeps its old identity
-    if settings.samples > 1:
-        panel["samples"] = settings.samples
-    return {**panel, "benchmark": spec.name, "spec_hash": digest, "stage": settings.stage,
+    cand, judges, judge, judged = plan.candidate, plan.judges, plan.judges[0], plan.judged
+    panel = {"jury": [[j.name, j.model, j.api_base, j.revision] for j in judges], "jury_rule": plan.rule,
+             "repeats": plan.repeats, "tie": plan.tie} if plan.panel else {}  # a single grading keeps its old identity
+    if plan.samples > 1:
+        panel["samples"] = plan.samples
+    return {**panel, "benchmark": spec.name, "spec_hash": digest, "stage": plan.stage,
             "data_sha256": data_sha256,
             "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
             "answers": str(settings.answers or settings.from_run or "") or None,

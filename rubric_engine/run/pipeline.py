@@ -20,12 +20,12 @@ from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient
-from rubric_engine.models.entries import ModelSpec
 from rubric_engine.models.interrupt import SignalStop, stopped
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
 from rubric_engine.run.record import Outcome
-from rubric_engine.run.settings import RunSettings, repeats_of
+from rubric_engine.run.plan import RunPlan
+from rubric_engine.run.settings import RunSettings
 from rubric_engine.spec.schema import BenchmarkSpec
 
 
@@ -52,8 +52,8 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     return exc
 
 
-async def run_pipeline(settings: RunSettings, spec: BenchmarkSpec, questions: Sequence[Question],
-                     given: dict[str, str | None] | None, judges: list[ModelSpec],
+async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, questions: Sequence[Question],
+                       given: dict[str, str | None] | None,
                      cache: ResultCache | None, console: Console,
                      stages: dict[str, Any], finished: Callable[[Outcome], None]) -> dict[str, dict[str, int]]:
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
@@ -64,22 +64,21 @@ async def run_pipeline(settings: RunSettings, spec: BenchmarkSpec, questions: Se
     question (models/interrupt.py); the caller sees asyncio.CancelledError and `interrupt.stopped()`."""
     stop = SignalStop().install()
     try:
-        return await _pipeline(settings, spec, questions, given, judges, cache, console, stages, finished)
+        return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished)
     finally:
         stop.restore()
 
 
-async def _pipeline(settings: RunSettings, spec: BenchmarkSpec, questions: Sequence[Question],
-                    given: dict[str, str | None] | None, judges: list[ModelSpec],
+async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, questions: Sequence[Question],
+                    given: dict[str, str | None] | None,
                     cache: ResultCache | None, console: Console,
                     stages: dict[str, Any], finished: Callable[[Outcome], None]) -> dict[str, dict[str, int]]:
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
-    clients = [ModelClient(j, role="judge", **limits) for j in judges] if settings.stage != "generate" else []
-    judge = Panel(clients, [j.name for j in judges], spec, repeats_of(settings, spec), settings.jury_rule,
-                  settings.tie or spec.judge.tie) if clients else None
+    clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
+    judge = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
     with ProgressBoard(settings.progress, console) as board:
-        k = max(1, settings.samples)
+        k = plan.samples
         gen_bar = board.stage("generate", k * len(questions)) if cand else None
         judge_bar = board.stage("judge", k * len(questions)) if judge else None
         stages.update({"generate": gen_bar, "judge": judge_bar})

@@ -30,7 +30,8 @@ from rubric_engine.run.identity import is_shipped, is_shipped_name, run_identity
 from rubric_engine.run.journal import JournalWriter, run_fingerprint
 from rubric_engine.run.pipeline import run_pipeline
 from rubric_engine.run.record import Outcome, sample_record
-from rubric_engine.run.settings import STAGES, RunSettings, judges_of, models_to_call, repeats_of, samples_of
+from rubric_engine.run.plan import plan_run
+from rubric_engine.run.settings import STAGES, RunSettings
 from rubric_engine.run.summary import build_summary
 from rubric_engine.spec.checks import check_breakdowns_against_tags
 from rubric_engine.spec.files import benchmark_search_path
@@ -113,22 +114,20 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     need_candidate = given is None
     if need_candidate and settings.candidate is None:
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
-    judges = judges_of(settings, spec)
-    judge_spec = judges[0]
-    k_samples = samples_of(settings, need_candidate)
-    mocks = [m.name for m in (settings.candidate if need_candidate else None,
-                              *(judges if settings.stage != "generate" else ())) if m is not None and is_mock(m.model)]
+    plan = plan_run(settings, spec)  # judges, repeats, samples, jury and tie rules: resolved and checked once
+    judges = list(plan.judges)
+    mocks = [m.name for m in plan.models() if is_mock(m.model)]
     if mocks:
         console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
-    check_keys(*models_to_call(settings, spec))  # every model's key, before the first call
+    check_keys(*plan.models())  # every model's key, before the first call
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # every stage journals; stage=generate into a journal of its own that becomes answers.jsonl (no samples.jsonl)
     journal = out / (rundir.GENERATE_JOURNAL if settings.stage == "generate" else rundir.SAMPLES_FILE)
     digest = spec_digest(spec)
-    identity = run_identity(settings, spec, digest, judges, dataset.sha256)
+    identity = run_identity(settings, plan, spec, digest, dataset.sha256)
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
     fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
     totals = runstream.Totals()
@@ -150,7 +149,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
              "max_retries %d, cache %s", spec.name, len(questions), len(todo), settings.stage,
              f"{settings.candidate.name} ({settings.candidate.model})" if need_candidate and settings.candidate
-             else "answers file", f"{judge_spec.name} ({judge_spec.model})" if settings.stage != "generate" else "none",
+             else "answers file", f"{judges[0].name} ({judges[0].model})" if plan.judged else "none",
              settings.concurrency, settings.rpm, settings.max_retries,
              (settings.cache_dir or "default") if settings.cache_enabled else "off")
 
@@ -168,7 +167,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
 
     saved = interrupt.handlers()
     try:
-        calls = asyncio.run(run_pipeline(settings, spec, todo, given, judges, cache, console, stages, finished))
+        calls = asyncio.run(run_pipeline(settings, plan, spec, todo, given, cache, console, stages, finished))
     except asyncio.CancelledError:
         if not interrupt.stopped():
             raise
@@ -181,19 +180,17 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
     timing["total"] = round(time.monotonic() - t0, 3)
 
-    summary = build_summary(settings, spec, dataset, judge_spec, totals,
-                       totals.scored_in_order(questions) if settings.stage != "generate" else [], calls,
-                       totals.compact_in_order(questions))
+    summary = build_summary(settings, plan, spec, dataset, totals,
+                            totals.scored_in_order(questions) if plan.judged else [], calls,
+                            totals.compact_in_order(questions))
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
-    repeats = repeats_of(settings, spec)
     offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
-    if settings.stage != "generate" and (len(judges) > 1 or repeats > 1):
+    if plan.judged and plan.panel:
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
-    if settings.stage != "generate" and (len(judges) > 1 or repeats > 1 or k_samples > 1):
+    if plan.judged and (plan.panel or plan.samples > 1):
         # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
-        summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=repeats,
-                                                samples=k_samples, rule=settings.jury_rule,
-                                                tie=settings.tie or spec.judge.tie, offsets=offsets))
+        summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
+                                                samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:

@@ -12,16 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubric_engine.errors import ConfigError, RubricEngineError
+from rubric_engine.errors import ConfigError
 from rubric_engine.judge.panels import check_panel
-from rubric_engine.models.entries import ModelSpec, check_keys
-from rubric_engine.spec.files import benchmark_search_path
-from rubric_engine.spec.load import load_spec
+from rubric_engine.models.entries import ModelSpec
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import check_samples
 
-__all__ = ["STAGES", "RunSettings", "models_to_call", "check_run_keys", "judges_of", "declared_judge", "repeats_of",
-           "samples_of"]
+__all__ = ["STAGES", "RunSettings", "judges_of", "declared_judge", "repeats_of", "samples_of"]
 
 STAGES = ("full", "generate", "score")
 
@@ -59,25 +56,6 @@ class RunSettings:
     trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (scoring/formulas.py)
     candidate_errors: str | None = None  # exclude | zero: overrides the spec's aggregation.candidate_errors
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def models_to_call(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
-    """Every model this run will call: the candidate unless answers are given, and unless stage=generate
-    every judge (a jury's each juror, the judge given, or the spec's declared one)."""
-    need_candidate = not (settings.answers or settings.from_run)
-    judges = judges_of(settings, spec) if settings.stage != "generate" else []
-    return [m for m in (settings.candidate if need_candidate else None, *judges) if m is not None]
-
-
-def check_run_keys(settings: RunSettings) -> None:
-    """The key check of a run before it starts, for a sweep to check each job before the first job runs.
-    Any other problem (spec, settings) is left to the run, which reports it in its own words."""
-    try:
-        models = models_to_call(settings, load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs),
-                                                    settings.trust_code))
-    except RubricEngineError:
-        return
-    check_keys(*models)
 
 
 def samples_of(settings: RunSettings, need_candidate: bool) -> int:

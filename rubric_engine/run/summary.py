@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import DataError
-from rubric_engine.models.entries import ModelSpec
 from rubric_engine.run import stream as runstream
+from rubric_engine.run.plan import RunPlan
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.spec.schema import BenchmarkSpec
@@ -22,10 +22,10 @@ from rubric_engine.store import layout as rundir
 
 
 
-def build_summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judge_spec: ModelSpec,
-             totals: runstream.Totals, scored: Sequence[ScoredQuestion],
-             calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    judged = settings.stage != "generate"
+def build_summary(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dataset: Any,
+                  totals: runstream.Totals, scored: Sequence[ScoredQuestion],
+                  calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    judged, judge_spec = plan.judged, plan.judges[0]
     cand = settings.candidate
     return {
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
@@ -40,7 +40,7 @@ def build_summary(settings: RunSettings, spec: BenchmarkSpec, dataset: Any, judg
         "cost": totals.costs(),
         "calls": dict(calls),
         "selection": {"subset": settings.subset, "limit": settings.limit, "ids": list(settings.ids) if settings.ids else None},
-        "stage": settings.stage,
+        "stage": plan.stage,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
