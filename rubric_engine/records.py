@@ -44,48 +44,41 @@ class CriterionRecord(TypedDict, total=False):
     tags: list[str]
 
 
-class SampleEntry(TypedDict, total=False):
-    """One of a question's K candidate samples (`candidate.samples=K`), kept under the record's `samples`."""
+class _Outcome(TypedDict, total=False):
+    """What a reply got: the reply, its errors, the verdicts, the scores and what its calls cost (shared by a
+    record and each of its candidate samples)."""
 
-    sample: int
     response: str | None
     candidate_error: str | None
     judge_error: str | None
-    judge_raw: list[str]
+    judge_raw: list[str]  # every raw judge reply, kept when the judge failed
+    criteria: list[CriterionRecord]
     abilities: dict[str, GroupScore]
     item_tags: dict[str, GroupScore]
     score: float | None
     failed_rules: list[str]
     catastrophic: bool
-    criteria: list[CriterionRecord]
     tokens: dict[str, dict[str, int]]
     cost: dict[str, float | None]
     cache_hits: dict[str, int]
     truncated: bool
 
 
-class SampleRecord(TypedDict, total=False):
+class SampleEntry(_Outcome, total=False):
+    """One of a question's K candidate samples (`candidate.samples=K`), kept under the record's `samples`."""
+
+    sample: int
+
+
+class SampleRecord(_Outcome, total=False):
     """One line of samples.jsonl: a question, its reply, the verdicts, the scores and what the calls cost.
-    `score` is None for a question that was not scored (a candidate or judge error, counted in the summary)."""
+    `score` is None for a question that was not scored (a candidate or judge error, counted in the summary);
+    with candidate samples the top-level scores are the samples' means."""
 
     id: str
     subset: str
     scenario: str
     tags: list[str]
-    response: str | None
-    candidate_error: str | None
-    judge_error: str | None
-    judge_raw: list[str]
-    criteria: list[CriterionRecord]
-    abilities: dict[str, GroupScore]
-    item_tags: dict[str, GroupScore]
-    score: float | None
-    failed_rules: list[str]
-    catastrophic: bool
     zeroed: str  # aggregation.candidate_errors=zero: why a failed question scores 0
     sample_score_sd: float | None
     samples: list[SampleEntry]
-    tokens: dict[str, dict[str, int]]
-    cost: dict[str, float | None]
-    cache_hits: dict[str, int]
-    truncated: bool

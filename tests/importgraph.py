@@ -121,43 +121,6 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
-def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every strongly connected group of more than one module (or a module importing itself), sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-
-    def connect(v: str) -> None:  # Tarjan's algorithm; the package has ~60 modules, recursion is fine
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in graph.get(v, ()):
-            if w not in graph:
-                continue
-            if w not in index:
-                connect(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1 or v in graph.get(v, ()):
-                out.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            connect(v)
-    return sorted(out)
-
-
 def unit(module: str) -> str:
     """The subpackage a module belongs to ('rubric_engine.run.runner' -> 'run'); a top-level module is its own."""
     parts = module.split(".")
