@@ -10,7 +10,7 @@ not kill a mutant. Needs `pip install -e ".[dev]"` in a venv of its own (mutmut 
 which the `test` extra's irrCAC forbids); the default test sets import nothing from `test` beyond pytest
 and hypothesis.
 
-    python bench/mutation.py scoring.question               # one module, its default tests
+    python bench/mutation.py scoring.question      # one module (dotted path in the package), its default tests
     python bench/mutation.py stats.bootstrap --max-children 2
     python bench/mutation.py --all                 # every core module (slow: run it outside CI)
     python bench/mutation.py judge.grading --tests tests/test_judge.py tests/test_properties.py
