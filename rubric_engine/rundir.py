@@ -186,9 +186,9 @@ def finish_run(run_dir: Path, manifest: Mapping[str, Any]) -> None:
                                                "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
 
-# what Hydra writes into a run directory before the engine runs: a run rejected before it wrote anything
-# leaves only these, and its directory is removed (discard_untouched)
-_HYDRA_ONLY = frozenset({".hydra", "rubric-engine.log"})
+# what Hydra writes into a run directory before the engine runs, and the run's (empty) lock file: a run
+# rejected before it wrote anything leaves only these, and its directory is removed (discard_untouched)
+_HYDRA_ONLY = frozenset({".hydra", "rubric-engine.log", LOCK_FILE})
 
 
 def untouched(run_dir: Path) -> bool:

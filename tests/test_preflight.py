@@ -119,3 +119,20 @@ def test_a_rejected_sweep_job_is_marked_and_the_leaderboard_says_so(tmp_path: Pa
     warnings = json.loads((sweep / "leaderboard.json").read_text())["warnings"]
     assert any("rejected: " in w and "unknown benchmark" in w for w in warnings), warnings
     assert EXE
+
+
+@pytest.mark.parametrize("candidate", [
+    # an entry chosen, then its model replaced by a hosted provider's: no longer a mock, its provider's key
+    ["candidate=mock", "candidate.model=openai/gpt-4o"],
+    # the entry's key variable deleted: the provider's own variable is what LiteLLM would read
+    ["candidate=gpt-4o", "~candidate.api_key_env"],
+])
+def test_a_replaced_model_or_deleted_key_variable_is_still_checked(tmp_path: Path, env: dict[str, str],
+                                                                   candidate: list[str]) -> None:
+    with FakeServer(Script()) as srv:
+        res = run_cli(["benchmark=heartbench", f"data.path={MINI}", "limit=2", "progress=none", *candidate,
+                       *model_args(srv.url)[5:]], env, cwd=tmp_path)
+        assert srv.requests == [], "a call was made before the key check"
+    assert res.returncode == 2, res.stderr
+    _one_error(res.stderr, "export OPENAI_API_KEY=")
+    assert _debris(tmp_path) == []
