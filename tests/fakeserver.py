@@ -46,6 +46,8 @@ class Reply:
     error: str | None = None
     finish_reason: str = "stop"
     trickle: float = 0.0  # > 0: the body is sent one byte per `trickle` seconds (each read is quick, the whole slow)
+    flood_mb: float = 0.0  # > 0: a valid completion whose reply is this many MiB, written in 64 KiB pieces
+    flood_length: bool = True  # the flood declares its Content-Length (False: none, the body ends at close)
 
 
 HandlerResult = Union[Reply, str]
@@ -143,7 +145,9 @@ class _Handler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
                 return
-            if reply.trickle > 0:
+            if reply.flood_mb > 0:
+                self._flood(body, reply)
+            elif reply.trickle > 0:
                 self._send(reply.status, reply.raw if reply.raw is not None else
                            json.dumps(_completion_json(body, reply), ensure_ascii=False), reply.headers,
                            trickle=reply.trickle)
@@ -156,6 +160,29 @@ class _Handler(BaseHTTPRequestHandler):
                            reply.headers)
         finally:
             fake._leave()
+
+    def _flood(self, body: dict[str, Any], reply: Reply) -> None:
+        """A completion of `reply.flood_mb` MiB generated as it is written: the server never holds it."""
+        head, tail = json.dumps(_completion_json(body, replace(reply, text="\x00"))).encode().split(b"\\u0000")
+        piece, size = b"a" * 65536, int(reply.flood_mb * 2**20)
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if reply.flood_length:
+                self.send_header("Content-Length", str(len(head) + size + len(tail)))
+            else:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(head)
+            for start in range(0, size, len(piece)):
+                if self.server.fake._stopping.is_set():
+                    break
+                self.wfile.write(piece[: min(len(piece), size - start)])
+            self.wfile.write(tail)
+            self.wfile.flush()
+        except OSError:  # the client stopped reading (its cap) and closed
+            pass
+        self.close_connection = True
 
     def _send(self, status: int, text: str, headers: dict[str, str] | None = None, trickle: float = 0.0) -> None:
         data = text.encode("utf-8")
