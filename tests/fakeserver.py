@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 import uuid
+import zlib
 from collections import deque
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,6 +49,7 @@ class Reply:
     trickle: float = 0.0  # > 0: the body is sent one byte per `trickle` seconds (each read is quick, the whole slow)
     flood_mb: float = 0.0  # > 0: a valid completion whose reply is this many MiB, written in 64 KiB pieces
     flood_length: bool = True  # the flood declares its Content-Length (False: none, the body ends at close)
+    flood_gzip: bool = False  # the flood gzip-compressed as it is written (a "zip bomb"; no Content-Length)
 
 
 HandlerResult = Union[Reply, str]
@@ -165,20 +167,26 @@ class _Handler(BaseHTTPRequestHandler):
         """A completion of `reply.flood_mb` MiB generated as it is written: the server never holds it."""
         head, tail = json.dumps(_completion_json(body, replace(reply, text="\x00"))).encode().split(b"\\u0000")
         piece, size = b"a" * 65536, int(reply.flood_mb * 2**20)
+        squeeze = zlib.compressobj(9, zlib.DEFLATED, 31) if reply.flood_gzip else None
+        write = (lambda data: self.wfile.write(squeeze.compress(data))) if squeeze else self.wfile.write
         try:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
-            if reply.flood_length:
+            if squeeze:
+                self.send_header("Content-Encoding", "gzip")
+            if reply.flood_length and not squeeze:
                 self.send_header("Content-Length", str(len(head) + size + len(tail)))
             else:
                 self.send_header("Connection", "close")
             self.end_headers()
-            self.wfile.write(head)
+            write(head)
             for start in range(0, size, len(piece)):
                 if self.server.fake._stopping.is_set():
                     break
-                self.wfile.write(piece[: min(len(piece), size - start)])
-            self.wfile.write(tail)
+                write(piece[: min(len(piece), size - start)])
+            write(tail)
+            if squeeze:
+                self.wfile.write(squeeze.flush())
             self.wfile.flush()
         except OSError:  # the client stopped reading (its cap) and closed
             pass

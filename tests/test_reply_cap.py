@@ -44,13 +44,14 @@ def _peak_run(srv: FakeServer, tmp: Path, *extra: str, env_extra: dict[str, str]
     return proc, int(proc.stdout.strip().splitlines()[-1]) / 1024
 
 
-@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "until-close"])
-def test_a_flooding_server_is_cut_off_and_the_question_recorded(tmp_path: Path, declared: bool) -> None:
+@pytest.mark.parametrize("declared, gzip", [(True, False), (False, False), (False, True)],
+                         ids=["content-length", "until-close", "gzip-bomb"])
+def test_a_flooding_server_is_cut_off_and_the_question_recorded(tmp_path: Path, declared: bool, gzip: bool) -> None:
     calls = {"n": 0}
 
     def candidate(body: dict[str, Any]) -> Reply | str:
         calls["n"] += 1
-        return Reply(flood_mb=FLOOD_MB, flood_length=declared) if calls["n"] == 1 else "A fine reply."
+        return Reply(flood_mb=FLOOD_MB, flood_length=declared, flood_gzip=gzip) if calls["n"] == 1 else "A fine reply."
 
     with FakeServer(script(candidate=candidate)) as srv:
         proc, peak = _peak_run(srv, tmp_path, "concurrency=1", "max_retries=2")
