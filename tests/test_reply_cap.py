@@ -83,3 +83,12 @@ def test_the_cap_is_overridable_and_a_bad_value_is_one_line(tmp_path: Path) -> N
     assert bad.returncode == 2 and "RUBRIC_ENGINE_MAX_REPLY_MB='lots'" in bad.stderr and "Traceback" not in bad.stderr
     assert asked == 3  # the cut-off candidate call (no judge call follows), candidate + judge; none refused
     assert not (tmp_path / "bad").exists()  # refused before the run began
+
+
+def test_a_sweep_with_a_bad_cap_starts_no_job(tmp_path: Path) -> None:
+    with FakeServer(script()) as srv:
+        proc = run(srv, tmp_path, "-m", "limit=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                   env_extra={"RUBRIC_ENGINE_MAX_REPLY_MB": "0"})
+        assert srv.requests == []
+    assert proc.returncode == 2 and "RUBRIC_ENGINE_MAX_REPLY_MB='0'" in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "sweep").exists()
