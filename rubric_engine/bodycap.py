@@ -14,6 +14,7 @@ The cap: 16 MiB by default (a long reply is well under 1 MiB), `$RUBRIC_ENGINE_M
 from __future__ import annotations
 
 import os
+import sys
 import zlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -76,7 +77,7 @@ def capped_transport(cap: int, proxy: str | None = None) -> Any:
 
     class CappedTransport(httpx.AsyncBaseTransport):
         def __init__(self) -> None:
-            self._inner = httpx.AsyncHTTPTransport(proxy=proxy)
+            self._inner = (None if proxy else _litellm_transport()) or httpx.AsyncHTTPTransport(proxy=proxy)
 
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             response = await self._inner.handle_async_request(request)
@@ -95,10 +96,28 @@ def capped_transport(cap: int, proxy: str | None = None) -> Any:
             return httpx.Response(response.status_code, headers=headers, extensions=response.extensions,
                                   stream=CappedStream(response.stream, encoding))  # type: ignore[arg-type]
 
+        @property
+        def inner(self) -> httpx.AsyncBaseTransport:
+            return self._inner
+
         async def aclose(self) -> None:
             await self._inner.aclose()
 
     return CappedTransport()
+
+
+def _litellm_transport() -> Any:
+    """The transport LiteLLM itself would give this client (its aiohttp one: several times the throughput of
+    httpx's at high concurrency, measured with bench/bench_calls.py; it reads proxies from the environment
+    itself), or None where this LiteLLM has no such helper or gives httpx's default."""
+    if "litellm" not in sys.modules:  # imported (and configured) by litellm_runtime before any call
+        return None
+    try:
+        from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+
+        return AsyncHTTPHandler.create_async_transport()
+    except Exception:  # noqa: BLE001 - another LiteLLM: httpx's own transport (and httpx's proxy mounts)
+        return None
 
 
 def openai_client(*, api_key: str | None, api_base: str | None, timeout: float, cap: int) -> Any:
@@ -113,8 +132,12 @@ def openai_client(*, api_key: str | None, api_base: str | None, timeout: float, 
 
     base = (api_base or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
             or "https://api.openai.com/v1")
-    http = httpx.AsyncClient(transport=capped_transport(cap), mounts=_proxy_mounts(cap), timeout=timeout,
-                             follow_redirects=True, headers={"Accept-Encoding": "identity"})
+    transport = capped_transport(cap)
+    # httpx ignores the environment's proxies for a client given a transport: mounted here unless LiteLLM's
+    # aiohttp transport (which reads them itself) is the one underneath
+    mounts = _proxy_mounts(cap) if isinstance(transport.inner, httpx.AsyncHTTPTransport) else {}
+    http = httpx.AsyncClient(transport=transport, mounts=mounts, timeout=timeout, follow_redirects=True,
+                             headers={"Accept-Encoding": "identity"})
     return AsyncOpenAI(api_key=key, base_url=base, max_retries=0, timeout=timeout, http_client=http)
 
 
