@@ -4,9 +4,9 @@ Why: LiteLLM (through the OpenAI SDK and httpx) reads a whole response body into
 sees it, so a server that floods a reply (gigabytes, with or without gzip) would grow the process without
 bound, whatever `timeout` says. The call still goes through LiteLLM: for models LiteLLM serves with its
 OpenAI client (`openai/...`, every OpenAI-compatible server named by `api_base` included) the engine
-passes LiteLLM its own `AsyncOpenAI` client (`acompletion(client=...)`), whose httpx transport stops
-reading past `max_reply_bytes()` and raises `ReplyTooLarge`. One such client per model client and event
-loop, so connections are reused; `ModelClient.aclose` closes it.
+passes LiteLLM its own `AsyncOpenAI` client (`acompletion(client=...)`), whose transport (the one LiteLLM
+would use, wrapped) stops reading past `max_reply_bytes()` and raises `ReplyTooLarge`. One such client per
+model client and event loop, so connections are reused; `ModelClient.aclose` closes it.
 
 The cap: 16 MiB by default (a long reply is well under 1 MiB), `$RUBRIC_ENGINE_MAX_REPLY_MB` to change it.
 """
