@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from . import interrupt, rundir, runstream
+from .bodycap import max_reply_bytes
 from .cache import ResultCache, default_cache_dir
 from .dataset import load_dataset, select
 from .datatypes import Dataset, Question, QuestionRows
@@ -175,6 +176,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
     check_keys(*models_to_call(settings, spec))  # every model's key, before the first call
+    max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
