@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 import uuid
+import zlib
 from collections import deque
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -46,6 +47,9 @@ class Reply:
     error: str | None = None
     finish_reason: str = "stop"
     trickle: float = 0.0  # > 0: the body is sent one byte per `trickle` seconds (each read is quick, the whole slow)
+    flood_mb: float = 0.0  # > 0: a valid completion whose reply is this many MiB, written in 64 KiB pieces
+    flood_length: bool = True  # the flood declares its Content-Length (False: none, the body ends at close)
+    flood_gzip: bool = False  # the flood gzip-compressed as it is written (a "zip bomb"; no Content-Length)
 
 
 HandlerResult = Union[Reply, str]
@@ -143,7 +147,9 @@ class _Handler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
                 return
-            if reply.trickle > 0:
+            if reply.flood_mb > 0:
+                self._flood(body, reply)
+            elif reply.trickle > 0:
                 self._send(reply.status, reply.raw if reply.raw is not None else
                            json.dumps(_completion_json(body, reply), ensure_ascii=False), reply.headers,
                            trickle=reply.trickle)
@@ -156,6 +162,35 @@ class _Handler(BaseHTTPRequestHandler):
                            reply.headers)
         finally:
             fake._leave()
+
+    def _flood(self, body: dict[str, Any], reply: Reply) -> None:
+        """A completion of `reply.flood_mb` MiB generated as it is written: the server never holds it."""
+        head, tail = json.dumps(_completion_json(body, replace(reply, text="\x00"))).encode().split(b"\\u0000")
+        piece, size = b"a" * 65536, int(reply.flood_mb * 2**20)
+        squeeze = zlib.compressobj(9, zlib.DEFLATED, 31) if reply.flood_gzip else None
+        write = (lambda data: self.wfile.write(squeeze.compress(data))) if squeeze else self.wfile.write
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if squeeze:
+                self.send_header("Content-Encoding", "gzip")
+            if reply.flood_length and not squeeze:
+                self.send_header("Content-Length", str(len(head) + size + len(tail)))
+            else:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            write(head)
+            for start in range(0, size, len(piece)):
+                if self.server.fake._stopping.is_set():
+                    break
+                write(piece[: min(len(piece), size - start)])
+            write(tail)
+            if squeeze:
+                self.wfile.write(squeeze.flush())
+            self.wfile.flush()
+        except OSError:  # the client stopped reading (its cap) and closed
+            pass
+        self.close_connection = True
 
     def _send(self, status: int, text: str, headers: dict[str, str] | None = None, trickle: float = 0.0) -> None:
         data = text.encode("utf-8")

@@ -179,3 +179,13 @@ def test_sampling_params_are_not_mistaken_for_endpoints() -> None:
     params = {"temperature": 0, "top_p": 1, "max_tokens": 64, "max_completion_tokens": 64, "seed": 1, "stop": ["x"],
               "reasoning_effort": "low", "top_k": 5, "extra_body": {"x": 1}, "api_version": "2024-10-21"}
     assert ModelSpec.from_config({"model": "openai/x", "params": params}, role="judge").params == params
+
+
+def test_a_mock_entry_is_never_shown_as_a_keyed_provider_and_a_replaced_one_is_not_mock() -> None:
+    from rubric_engine.models.entries import destination
+    assert "$MOCK_API_KEY" not in destination("mock/judge", None, None)
+    assert "no call" in destination("mock/judge", None, None)
+    replaced = ModelSpec.from_config({"name": "mock-candidate", "model": "openai/gpt-4o", "family": "mock"},
+                                     role="candidate")
+    assert replaced.required_key_env == "OPENAI_API_KEY"
+    assert ModelSpec.from_config({"model": "gpt-4o"}, role="candidate").required_key_env == "OPENAI_API_KEY"

@@ -144,3 +144,20 @@ def test_a_run_refused_for_a_directory_in_use_leaves_that_directory_alone(tmp_pa
     res = run_cli(["benchmark=heartbench_en", "candidate=gpt-4.1", "judge=mock", "limit=2",
                    f"hydra.run.dir={run_dir}"], {k: v for k, v in env.items() if k != "OPENAI_API_KEY"}, cwd=tmp_path)
     assert res.returncode == 2 and not run_dir.exists(), res.stderr
+
+
+@pytest.mark.parametrize("candidate", [
+    # an entry chosen, then its model replaced by a hosted provider's: no longer a mock, its provider's key
+    ["candidate=mock", "candidate.model=openai/gpt-4o"],
+    # the entry's key variable deleted: the provider's own variable is what LiteLLM would read
+    ["candidate=gpt-4o", "~candidate.api_key_env"],
+])
+def test_a_replaced_model_or_deleted_key_variable_is_still_checked(tmp_path: Path, env: dict[str, str],
+                                                                   candidate: list[str]) -> None:
+    with FakeServer(Script()) as srv:
+        res = run_cli(["benchmark=heartbench", f"data.path={MINI}", "limit=2", "progress=none", *candidate,
+                       *model_args(srv.url)[5:]], env, cwd=tmp_path)
+        assert srv.requests == [], "a call was made before the key check"
+    assert res.returncode == 2, res.stderr
+    _one_error(res.stderr, "export OPENAI_API_KEY=")
+    assert _debris(tmp_path) == []

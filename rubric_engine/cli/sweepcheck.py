@@ -37,9 +37,12 @@ def check_sweep_keys(argv: list[str], compose: Callable[[list[str]], Any],
     """Raise ConfigError (one line naming the job and the variable) when any job of the sweep lacks a key.
     `compose` and `settings` are the CLI's (cli/main._compose, cli/config.settings_from_config). A job that does not
     compose or whose settings are wrong is left to report itself in its run directory."""
+    from rubric_engine.models.bodycap import max_reply_bytes
     from rubric_engine.run.plan import check_run_keys
 
     jobs = sweep_jobs(argv)
+    if jobs:
+        max_reply_bytes()  # a bad $RUBRIC_ENGINE_MAX_REPLY_MB would reject every job: one line instead
     shared = set.intersection(*(set(job) for job in jobs)) if jobs else set()
     for job in jobs:
         try:

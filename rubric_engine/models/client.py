@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Awaitable, Callable
 
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
+from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes, openai_client, served_by_openai_client
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
@@ -121,6 +122,9 @@ class ModelClient:
         # set by judge/structured.py once this client's server refused response_format json_schema (HTTP 400):
         # a fact about this endpoint, so later structured requests go without it at once
         self.json_schema_refused = False
+        self._cap = max_reply_bytes()  # a bad $RUBRIC_ENGINE_MAX_REPLY_MB is one line before any call
+        self._capped: bool | None = None  # LiteLLM serves this model with its OpenAI client: ours, capped (bodycap)
+        self._openai: dict[int, Any] = {}  # event-loop id -> that client, reused by every call in the loop
 
     async def __aenter__(self) -> "ModelClient":
         return self
@@ -168,6 +172,9 @@ class ModelClient:
         """Close LiteLLM's HTTP clients for this loop once no other open ModelClient uses them."""
         loop = asyncio.get_running_loop()
         self._sem, self._sem_loop = None, None
+        openai = self._openai.pop(id(loop), None)
+        if openai is not None:  # ours (bodycap): LiteLLM never closes a client it was handed
+            await openai.close()
         if id(loop) not in self._loops:
             return
         self._loops.discard(id(loop))
@@ -226,6 +233,14 @@ class ModelClient:
         register_secret(os.environ.get(provider_key_env(self.spec.model)))
         return None  # LiteLLM reads the provider's own env var
 
+    def _openai_client(self) -> Any:
+        """This loop's AsyncOpenAI for LiteLLM's `client=` (one per loop: its connections bind to it)."""
+        loop = id(asyncio.get_running_loop())
+        if self._openai.get(loop) is None:
+            self._openai[loop] = openai_client(api_key=self._key, api_base=self.spec.api_base,
+                                               timeout=self.spec.timeout, cap=self._cap)
+        return self._openai[loop]
+
     def _backoff(self, attempt: int, failure: Failure) -> float:
         if failure.retry_after is not None:
             return min(failure.retry_after, self.backoff_max)
@@ -246,6 +261,7 @@ class ModelClient:
             "not_found": f"check the model id '{self.spec.model}'" + (f" and api_base {self.spec.api_base}"
                                                                      if self.spec.api_base else ""),
             "context": "the prompt is longer than the model's context window; use a longer-context model",
+            "reply_too_large": f"check the server, or raise ${MAX_REPLY_ENV} (MiB) if such a reply is expected",
             "too_large": "the request is larger than the server accepts (HTTP 413); shorten the prompt or "
                          "lower max_tokens",
             "quota": f"the account behind ${self.spec.key_env} has no quota left; check its plan and billing",
@@ -272,6 +288,11 @@ class ModelClient:
         if self.notify is not None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = self._runtime.module()
+        if self._capped is None:
+            self._capped = served_by_openai_client(litellm, self.spec.model, self.spec.api_base)
+        client = self._openai_client() if self._capped else None
+        if client is not None:  # the reply body is capped while it arrives (models/bodycap.py)
+            kwargs["client"] = client
         attempts = 0
         while True:
             attempts += 1

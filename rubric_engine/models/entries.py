@@ -78,6 +78,8 @@ def _refuse_endpoint_params(params: Mapping[str, Any], where: str) -> None:
 
 def destination(model: str, api_base: str | None, api_key_env: str | None) -> str:
     """Where calls to this entry go and which variable's key goes with them, as validate and a run say it."""
+    if is_mock(model):  # answered by the engine itself, whatever api_base / api_key_env say
+        return "no call (the engine's offline mock answers), no key"
     if api_base:
         key = f"key from ${api_key_env}" if api_key_env else "no key (placeholder 'no-key')"
         return f"endpoint {api_base}, {key}"

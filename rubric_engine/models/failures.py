@@ -122,6 +122,18 @@ def provider_codes(exc: BaseException) -> set[str]:
     return codes
 
 
+def too_large_reply(exc: BaseException) -> BaseException | None:
+    """The bodycap.ReplyTooLarge behind `exc` (LiteLLM and the OpenAI SDK wrap it), or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if type(current).__name__ == "ReplyTooLarge":
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def classify(exc: BaseException, secret: str | None) -> Failure:
     """Retry or not, from the status the server sent and the provider's error code; LiteLLM's class
     names only where neither says (no status, e.g. a timeout or a refused connection)."""
@@ -129,6 +141,8 @@ def classify(exc: BaseException, secret: str | None) -> Failure:
     status = server_status(exc)
     codes = provider_codes(exc)
     detail = clean(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc), secret)
+    if too_large_reply(exc):  # the same request would get the same flood: never retried
+        return Failure(True, None, None, clean(str(too_large_reply(exc)), secret), "reply_too_large")
     if _MISSING_KEY in str(exc):  # LiteLLM reports a key it could not find as HTTP 500: retrying cannot help
         return Failure(True, None, None, detail, "auth")
     if "ContextWindowExceededError" in names or codes & _CONTEXT_CODES:

@@ -23,8 +23,8 @@ from rubric_engine.models.client import ModelClient
 from rubric_engine.models.interrupt import SignalStop, stopped
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
-from rubric_engine.run.record import Outcome
 from rubric_engine.run.plan import RunPlan
+from rubric_engine.run.record import Outcome
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.spec.schema import BenchmarkSpec
 

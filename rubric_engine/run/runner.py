@@ -20,6 +20,7 @@ from rubric_engine.datatypes import Dataset, Question, QuestionRows
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.prompts import check_templates
 from rubric_engine.models import interrupt
+from rubric_engine.models.bodycap import max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.entries import check_keys
 from rubric_engine.models.mock import is_mock
@@ -29,8 +30,8 @@ from rubric_engine.run import stream as runstream
 from rubric_engine.run.identity import is_shipped, is_shipped_name, run_identity, spec_digest
 from rubric_engine.run.journal import JournalWriter, run_fingerprint
 from rubric_engine.run.pipeline import run_pipeline
-from rubric_engine.run.record import Outcome, sample_record
 from rubric_engine.run.plan import plan_run
+from rubric_engine.run.record import Outcome, sample_record
 from rubric_engine.run.settings import STAGES, RunSettings
 from rubric_engine.run.summary import build_summary
 from rubric_engine.spec.checks import check_breakdowns_against_tags
@@ -121,6 +122,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
     check_keys(*plan.models())  # every model's key, before the first call
+    max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,9 @@ file and row; blanks and "unsure" are counted and reported, never dropped withou
 from __future__ import annotations
 
 import csv
-import io
+import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ _FALSE = {"0", "false", "no", "n", "not met", "not_met"}
 _REQUIRED = ("criterion_index", "rater", "met")  # plus the id field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a labels file may hold hundreds of thousands
 class Label:
     rater: str
     key: str
@@ -74,28 +74,36 @@ def parse_met(value: Any) -> bool | str | None:
     raise ValueError(value)
 
 
-def _rows(path: Path, id_field: str) -> list[tuple[int, dict[str, Any]]]:
-    """(row number, row) pairs; JSONL rows are numbered by line, CSV rows as a spreadsheet shows them."""
-    if path.suffix.lower() == ".csv":
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(str(path), f"cannot read the labels file ({exc.__class__.__name__}: {exc})",
-                            fix="give a JSONL or CSV file saved as UTF-8") from None
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        required = (id_field, *_REQUIRED)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
-                            fix=f"a labels CSV needs the columns {', '.join(required)}")
-        # line_num: the row's last physical line; cell_value undoes the formula guard review.csv was written with
-        try:
-            return [(reader.line_num, {k: cell_value(v) for k, v in r.items()}) for r in reader]
-        except csv.Error as exc:  # e.g. a cell past the reader's 131,072-character field limit
-            raise DataError(str(path), f"unreadable CSV ({exc})", line=reader.line_num,
-                            fix="a label cell holds met / rater / note; check that row's quotes") from None
-    return list(iter_jsonl(path, error=DataError,
-                           fix=f"each line must be one JSON object with {id_field}, criterion_index, rater, met"))
+_USED = ("benchmark", "met", "rater", "criterion_index", "item_key", "sheet_id")  # plus the id field
+
+
+def _rows(path: Path, id_field: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number, row) pairs, read one row at a time; JSONL rows are numbered by line, CSV rows as a
+    spreadsheet shows them. Why streaming: a labels file may be 100 MB of notes and criterion texts, and only
+    a few cells of each row are used (`_USED`): a CSV row keeps only those."""
+    if path.suffix.lower() != ".csv":
+        yield from iter_jsonl(path, error=DataError,
+                              fix=f"each line must be one JSON object with {id_field}, criterion_index, rater, met")
+        return
+    reader = None
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh)
+            required = (id_field, *_REQUIRED)
+            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if missing:
+                raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
+                                fix=f"a labels CSV needs the columns {', '.join(required)}")
+            used = [c for c in (id_field, *_USED) if c in reader.fieldnames]  # type: ignore[operator]
+            # line_num: the row's last physical line; cell_value undoes the formula guard review.csv was written with
+            for r in reader:
+                yield reader.line_num, {k: cell_value(r[k]) for k in used}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(str(path), f"cannot read the labels file ({exc.__class__.__name__}: {exc})",
+                        fix="give a JSONL or CSV file saved as UTF-8") from None
+    except csv.Error as exc:  # e.g. a cell past the reader's 131,072-character field limit
+        raise DataError(str(path), f"unreadable CSV ({exc})", line=reader.line_num if reader else 1,
+                        fix="a label cell holds met / rater / note; check that row's quotes") from None
 
 
 def read_labels(files: Sequence[Path], data: RunItems) -> LabelSet:
@@ -106,10 +114,11 @@ def read_labels(files: Sequence[Path], data: RunItems) -> LabelSet:
     for it in data.items.values():
         by_question.setdefault(it.qid, set()).add(it.reply_id)
         n_criteria[it.qid] = it.n_criteria
-    first: dict[tuple[str, str], tuple[str, int]] = {}
+    seen: dict[str, dict[str, Label]] = {}  # rater -> item key -> its label (the duplicate check)
     for path in map(Path, files):
         if not path.is_file():
             raise DataError(str(path), "no such labels file", fix="pass labels=FILE[,FILE...] (JSONL or CSV)")
+        name = str(path)
         for n, row in _rows(path, data.id_field):
             def bad(msg: str, fix: str = "") -> DataError:
                 return DataError(str(path), msg, line=n, fix=fix)
@@ -157,10 +166,11 @@ def read_labels(files: Sequence[Path], data: RunItems) -> LabelSet:
                 key = next(k for k in (f"{qid}#{idx}@{r}" for r in by_question[qid]) if k in data.items)
             if sheet:
                 result.sheets.add(sheet)
-            if (rater, key) in first:
-                f0, r0 = first[(rater, key)]
-                raise bad(f"rater {rater!r} labelled item {key} twice (first at {f0}:{r0})",
+            rater = sys.intern(rater)  # one string per rater, not one per row
+            mine = seen.setdefault(rater, {})
+            if key in mine:
+                raise bad(f"rater {rater!r} labelled item {key} twice (first at {mine[key].file}:{mine[key].row})",
                           "keep one label per rater and item")
-            first[(rater, key)] = (str(path), n)
-            result.labels.append(Label(rater=rater, key=key, met=bool(met), file=str(path), row=n))
+            label = mine[key] = Label(rater=rater, key=key, met=bool(met), file=name, row=n)
+            result.labels.append(label)
     return result
