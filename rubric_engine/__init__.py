@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
     "run_benchmark": "run.runner", "RunSettings": "run.settings",
-    "load_spec": "spec.schema", "BenchmarkSpec": "spec.schema",
+    "load_spec": "spec.load", "BenchmarkSpec": "spec.schema",
     "load_dataset": "dataset.load", "select": "dataset.load",
     "Dataset": "datatypes", "Question": "datatypes", "Criterion": "datatypes", "Turn": "datatypes",
     "ModelSpec": "models.entries", "ModelClient": "models.client", "CallResult": "models.client",
