@@ -166,6 +166,25 @@ def test_a_data_file_outside_the_spec_is_refused_but_a_users_data_path_is_not(tm
     assert mine.returncode == 0, mine.stderr
 
 
+def test_a_spec_library_laid_out_like_the_package_reads_its_own_data_folder(tmp_path: Path) -> None:
+    """A checkout (or any spec library) keeps specs in benchmarks/<name>/ and data in data/, as the installed
+    package does: a spec found on the search path (./benchmarks here) may name ../../data/FILE, while the same
+    spec named by its path from elsewhere may not (that data/ is then outside everything it owns)."""
+    lib = tmp_path / "lib"
+    bench = hostile_spec(tmp_path / "made").rename(tmp_path / "mine")
+    (lib / "benchmarks").mkdir(parents=True)
+    bench = bench.rename(lib / "benchmarks" / "mine")
+    (lib / "data").mkdir()
+    (bench / "rows.jsonl").rename(lib / "data" / "rows.jsonl")
+    yaml_file = bench / "benchmark.yaml"
+    yaml_file.write_text(yaml_file.read_text("utf-8").replace("path: rows.jsonl", "path: ../../data/rows.jsonl"),
+                         "utf-8")
+    found = cli(lib, "validate", "benchmark=mine")  # ./benchmarks is on the search path
+    assert found.returncode == 0, found.stderr
+    line = one_error_line(cli(tmp_path, "validate", f"benchmark={bench}"))
+    assert "data.path" in line and "outside" in line
+
+
 def test_include_and_import_in_a_template_cannot_read_files(tmp_path: Path) -> None:
     secret = credentials(tmp_path)
     for tag in (f"{{% include '{secret}' %}}", f"{{% import '{secret}' as s %}}", "{% include 'judge_system.j2' %}"):

@@ -284,11 +284,13 @@ class BenchmarkSpec(_Model):
     def _confine(self, path: Path, key: str, value: str, origin: tuple[Path, int] | None,
                  shipped_data: bool = False) -> None:
         """A file a spec names must lie, symlinks resolved, inside a directory of its extends chain (data
-        also in the package's own data directory): a stranger's spec must not read ~/.aws/credentials into
-        a prompt that goes to its own endpoint. A user's `data.path=` on the command line is not checked."""
+        also in the package's own data directory, or in the data/ folder beside a benchmarks folder of the
+        search path that holds the spec): a stranger's spec must not read ~/.aws/credentials into a prompt
+        that goes to its own endpoint. A user's `data.path=` on the command line is not checked."""
         roots = [f.parent.resolve() for f in self._files] or [self._dir.resolve()]
-        if shipped_data:
-            roots.append(_shipped_data_dir())
+        if shipped_data:  # the package's data/, and the data/ beside a benchmarks folder on the search path
+            library = set(benchmark_search_path())  # (a checkout's benchmarks/ + data/, laid out as installed)
+            roots += [_shipped_data_dir(), *(r.parent.parent / "data" for r in roots if r.parent in library)]
         if not any(path.resolve().is_relative_to(root) for root in roots):
             where = f"{origin[0]}:{origin[1]}" if origin else str(self._files[-1] if self._files else self._dir)
             home = (origin[0].parent if origin else self._dir).resolve()
