@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
-from rubric_engine.spec.files import Key, _get, _lookup, _split_key
+from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
 
 __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
