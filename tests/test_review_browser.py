@@ -101,9 +101,15 @@ def test_label_save_reload_and_agree(browser, review_runs: list[Path], tmp_path:
     rater.send_keys("Dr Lee")
     assert drv.find_element(By.ID, "done").text == "11"
 
-    drv.refresh()  # progress is kept in the browser
+    def reloaded() -> bool:
+        """Progress is kept in the browser. Chromium hands localStorage writes to its storage service
+        asynchronously, so on a loaded machine the first reload can come before they land: reload until
+        they have (a page that kept nothing never gets there)."""
+        drv.refresh()
+        return drv.find_element(By.ID, "done").text == "11"
+
+    _wait_for(reloaded, "the labels kept across a reload")
     items = drv.find_elements(By.CSS_SELECTOR, "li.item")
-    assert drv.find_element(By.ID, "done").text == "11"
     assert drv.find_element(By.ID, "rater").get_attribute("value") == "Dr Lee"
     assert items[2].find_element(By.CSS_SELECTOR, "input.note").get_attribute("value") == "作者注: 不确定"
     for i, choice in plan.items():
