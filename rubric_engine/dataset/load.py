@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Sequence

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.prompts import judge_messages
 from rubric_engine.judge.structured import ask_structured
-from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictError, VerdictShape
+from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictShape
 from rubric_engine.models.mock import MockShape
 
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way

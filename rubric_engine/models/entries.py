@@ -197,7 +197,7 @@ def check_keys(*specs: "ModelSpec | None") -> None:
     naming the variable (ConfigError, exit 2). The one key check for runs, sweeps and localize."""
     for spec in specs:
         env = spec.required_key_env if spec is not None else None
-        if spec is not None and env and not os.environ.get(env):
+        if env and not os.environ.get(env):
             raise ConfigError(f"{spec.name} ({spec.model}) needs an API key: export {env}=... "
                               f"(or point it elsewhere with api_key_env=<VAR>)")
 

@@ -215,7 +215,7 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     console.print(stats)
     hits = {r: calls[r]["cache_hits"] for r in ("candidate", "judge") if calls and calls.get(r, {}).get("cache_hits")}
     if hits:  # said plainly: a reused answer under a new model name is the local-server trap (see README)
-        console.print(f"[bold yellow]answers from the cache:[/] " + ", ".join(f"{r} {n}" for r, n in hits.items())
+        console.print("[bold yellow]answers from the cache:[/] " + ", ".join(f"{r} {n}" for r, n in hits.items())
                       + " (a local model swapped behind the same id and URL needs a new `revision`)",
                       highlight=False, soft_wrap=True)
     zeroed = c.get("candidate_errors_zeroed", 0)
