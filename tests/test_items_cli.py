@@ -175,3 +175,15 @@ def test_report_html_shows_the_items_section(sweep: dict[str, Any]) -> None:
     page = (sweep["sweep"] / "report.html").read_text(encoding="utf-8")
     assert "<h2>Rubric items</h2>" in page and "carry no signal" in page
     assert page.count("<h2>Rubric items</h2>") == 1
+
+
+def test_report_section_of_a_broken_items_json_is_one_warning(tmp_path: Path) -> None:
+    from rubric_engine.report.items_view import items_section, load_items_section
+
+    bad = tmp_path / "items.json"
+    bad.write_text("{not json", encoding="utf-8")
+    assert 'class="warn"' in load_items_section(bad) and "unreadable" in load_items_section(bad)
+    bad.write_text('{"criteria": 3}', encoding="utf-8")
+    assert "not an items.json" in load_items_section(bad)
+    page = items_section({"summary": "<b>x</b>", "criteria": [{"qid": "q<1>", "index": 1, "text": "<script>", "replies": 2}]})
+    assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;b&gt;x" in page

@@ -8,10 +8,11 @@ directory or its items/ folder) and escapes every text in it; a file it cannot r
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from rubric_engine.report.html_views import load_json_section
 
 __all__ = ["ITEMS_JSON", "find_items", "items_section", "load_items_section"]
 
@@ -63,10 +64,4 @@ def items_section(result: Mapping[str, Any], source: str = ITEMS_JSON) -> str:
 
 def load_items_section(path: Path) -> str:
     """items_section() of a file; unreadable JSON becomes a one-line warning in the page."""
-    try:
-        result = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return f'{_TITLE}<p class="warn">{_e(Path(path).name)}: unreadable ({_e(exc)})</p>'
-    if not isinstance(result, dict):
-        return f'{_TITLE}<p class="warn">{_e(Path(path).name)}: not a JSON object</p>'
-    return items_section(result, Path(path).name)
+    return load_json_section(path, "Rubric items", items_section)
