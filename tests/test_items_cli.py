@@ -187,3 +187,55 @@ def test_report_section_of_a_broken_items_json_is_one_warning(tmp_path: Path) ->
     assert "not an items.json" in load_items_section(bad)
     page = items_section({"summary": "<b>x</b>", "criteria": [{"qid": "q<1>", "index": 1, "text": "<script>", "replies": 2}]})
     assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;b&gt;x" in page
+
+
+class Jury(QuestionScript):
+    """Two jurors grading every reply twice: j1 flips between its gradings on (enq001, 1); j2 always says
+    not met on (enq001, 2), where j1 says met; every other verdict is met."""
+
+    judges = frozenset({"j1", "j2"})
+
+    def __init__(self) -> None:
+        super().__init__(ROWS)
+        self.arrival: Counter = Counter()
+        self.lock = threading.Lock()
+
+    def judge(self, model: str, text: str) -> Reply:
+        qid = re.search(r"ANSWER\[(\w+)\]", text).group(1)  # type: ignore[union-attr]
+        with self.lock:
+            n = self.arrival[(model, qid)]
+            self.arrival[(model, qid)] += 1
+
+        def met(i: int) -> bool:
+            if (qid, i) == ("enq001", 1) and model == "j1":
+                return n % 2 == 0
+            return not ((qid, i) == ("enq001", 2) and model == "j2")
+
+        return self.verdict(len(BY_ID[qid]["rubric"]), met)
+
+
+def test_flip_rate_and_juror_disagreement_from_a_jury_with_repeats(tmp_path: Path) -> None:
+    env = clean_env(tmp_path)
+    ids = ["enq001", "enq002"]
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"question_id": q, "response": f"ANSWER[{q}]"}) + "\n" for q in ids))
+    with FakeServer(Jury()) as srv:
+        jurors = ",".join(f"{{name:{j},model:openai/{j},api_base:'{srv.url}',api_key_env:FAKE_KEY}}" for j in ("j1", "j2"))
+        res = run_cli(["benchmark=heartbench_en", "stage=score", f"answers={answers}", "progress=none",
+                       f"hydra.run.dir={tmp_path / 'run'}", f"judge=[{jurors}]", "judge.repeats=2"], env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = run_cli(["items", str(tmp_path / "run"), "n_boot=20"], env)
+    assert res.returncode == 0, res.stderr
+    assert "one model" in res.stderr  # a single candidate: said, not hidden
+    assert "13 repl(y/ies) with a candidate or judge error" in res.stderr  # the questions without an answer
+    assert "1 judged replies (median): its rates and flags are weak evidence" in res.stderr
+    with (tmp_path / "run" / "items" / "items.csv").open(encoding="utf-8") as f:
+        rows = {(r["question"], int(r["criterion_index"])): r for r in csv.DictReader(f)}
+    assert (rows[("enq001", 1)]["flip_rate"], rows[("enq001", 1)]["flip_units"]) == ("0.5", "2")  # j1 of 2 jurors
+    assert rows[("enq001", 1)]["juror_disagreement"] == "1.0"  # j1's 1-1 tie is not met, j2 says met
+    assert (rows[("enq001", 2)]["flip_rate"], rows[("enq001", 2)]["juror_disagreement"]) == ("0.0", "1.0")
+    others = [r for k, r in rows.items() if k not in {("enq001", 1), ("enq001", 2)} and k[0] in ids]
+    assert others and all(r["flip_rate"] == "0.0" and r["juror_disagreement"] == "0.0" for r in others)
+    assert all(r["replies"] == "0" and r["pass_rate"] == "" for k, r in rows.items() if k[0] not in ids)  # no number
+    ranked = sorted((r for r in rows.values() if r["replies"] != "0"), key=lambda r: int(r["review_rank"]))
+    assert {(r["question"], int(r["criterion_index"])) for r in ranked[:2]} == {("enq001", 1), ("enq001", 2)}

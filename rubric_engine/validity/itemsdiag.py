@@ -21,7 +21,9 @@ from rubric_engine.stats.rubricitems import (CriterionInfo, CriterionStats, Grou
 from rubric_engine.store.layout import SAMPLES_FILE
 from rubric_engine.store.runs import RunRecord, RunTaxonomy, collect_runs
 
-__all__ = ["ItemsResult", "read_replies", "compute_items", "human_disagreement", "USAGE"]
+__all__ = ["ItemsResult", "read_replies", "compute_items", "human_disagreement", "USAGE", "FEW_REPLIES"]
+
+FEW_REPLIES = 10  # judged replies per criterion below which the command warns that its numbers are weak
 
 USAGE = """usage: rubric-engine items RUN_OR_SWEEP_DIR [DIR ...] [labels=FILE,...] [out=DIR] [hard=FRACTION]
                             [n_boot=1000] [seed=0]
@@ -170,6 +172,10 @@ def compute_items(dirs: Sequence[Path], label_files: Sequence[Path] = (), hard: 
     if skipped:
         warnings.append(f"{skipped} repl(y/ies) with a candidate or judge error are left out")
     crit = criterion_table(criteria, replies, human)
+    judged = sorted(c.replies for c in crit if c.replies)
+    if judged and judged[len(judged) // 2] < FEW_REPLIES:
+        warnings.append(f"a criterion has {judged[len(judged) // 2]} judged replies (median): its rates and flags are "
+                        f"weak evidence below {FEW_REPLIES}; add candidates, or candidate.samples=K replies per question")
     questions = question_table(replies, subsets, crit)
     result = ItemsResult(benchmark=runs[0].benchmark, runs=[str(r.dir) for r in runs], models=models,
                          replies=len(replies), skipped=skipped, criteria=crit, questions=questions,
