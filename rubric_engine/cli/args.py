@@ -262,9 +262,8 @@ COMMANDS: dict[str, Command] = {
         required_positionals=1, examples=["rubric-engine audit multirun/my_bench/2026-11-22_10-00-00 family.local-qwen=qwen"],
         **_RUN_DIRS),
     "items": Command(
-        "items", "Rubric diagnostics from stored runs: per criterion pass rates, discrimination, saturated / dead "
-                 "flags, flip rate, juror and human disagreement, a review-first order; per question difficulty; "
-                 "per group Cronbach's alpha. Writes items.csv, items.md, items.html and items.json.",
+        "items", "Which rubric criteria carry no signal, flip or are disputed, and a proposed hard set, from stored "
+                 "runs (no model is called).",
         [("RUN_DIR...", "run or sweep directories of one benchmark (several candidates)")],
         {"labels": "FILE[,FILE...] human labels (as for agree): adds human disagreement per criterion",
          "out": "output directory (default RUN_DIR/items)",
