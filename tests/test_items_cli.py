@@ -239,3 +239,16 @@ def test_flip_rate_and_juror_disagreement_from_a_jury_with_repeats(tmp_path: Pat
     assert all(r["replies"] == "0" and r["pass_rate"] == "" for k, r in rows.items() if k[0] not in ids)  # no number
     ranked = sorted((r for r in rows.values() if r["replies"] != "0"), key=lambda r: int(r["review_rank"]))
     assert {(r["question"], int(r["criterion_index"])) for r in ranked[:2]} == {("enq001", 1), ("enq001", 2)}
+
+
+def test_a_failed_job_of_the_sweep_is_named(sweep: dict[str, Any], tmp_path: Path) -> None:
+    import shutil
+
+    one = next(p.parent for p in sorted(sweep["sweep"].glob("*/summary.json")))
+    shutil.copytree(one, tmp_path / "sw" / "0_ok")
+    (tmp_path / "sw" / "1_failed" / ".hydra").mkdir(parents=True)
+    (tmp_path / "sw" / "1_failed" / "error.txt").write_text("rubric-engine: error: no key\n", encoding="utf-8")
+    res = run_cli(["items", str(tmp_path / "sw"), "n_boot=10"], sweep["env"])
+    assert res.returncode == 0, res.stderr
+    assert "1_failed: run failed, left out (rubric-engine: error: no key)" in res.stderr
+    assert "run failed" in (tmp_path / "sw" / "items" / "items.md").read_text(encoding="utf-8")

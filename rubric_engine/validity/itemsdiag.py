@@ -19,7 +19,7 @@ from rubric_engine.stats.hardset import HardSet, compare_sets, decay, propose_ha
 from rubric_engine.stats.rubricitems import (CriterionInfo, CriterionStats, GroupStats, QuestionStats, Reply,
                                              criterion_table, group_table, model_means, question_table)
 from rubric_engine.store.layout import SAMPLES_FILE
-from rubric_engine.store.runs import RunRecord, RunTaxonomy, collect_runs
+from rubric_engine.store.runs import RunRecord, RunTaxonomy, collect_runs, failed_jobs, incomplete_runs
 
 __all__ = ["ItemsResult", "read_replies", "compute_items", "human_disagreement", "USAGE", "FEW_REPLIES"]
 
@@ -164,7 +164,10 @@ def compute_items(dirs: Sequence[Path], label_files: Sequence[Path] = (), hard: 
     if not replies:
         raise ConfigError(f"items: no judged reply in {len(runs)} run(s) (every question failed); nothing to "
                           "diagnose")
-    human, warnings = (human_disagreement(dirs, label_files) if label_files else ({}, []))
+    human, label_warnings = (human_disagreement(dirs, label_files) if label_files else ({}, []))
+    # a failed or unfinished job of the sweep is left out: said, since it changes every per-model number
+    warnings = [w.replace("not ranked", "left out") for w in (*failed_jobs(dirs), *incomplete_runs(dirs))]
+    warnings += label_warnings
     models = sorted({r.model for r in replies})
     if len(models) < 2:
         warnings.append(f"one model ({models[0]}): no per-model spread, question discrimination or group alpha; "
