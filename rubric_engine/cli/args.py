@@ -261,6 +261,16 @@ COMMANDS: dict[str, Command] = {
          "out": "output directory (default: the one DIR given, else ./audit)"},
         required_positionals=1, examples=["rubric-engine audit multirun/my_bench/2026-11-22_10-00-00 family.local-qwen=qwen"],
         **_RUN_DIRS),
+    "items": Command(
+        "items", "Which rubric criteria carry no signal, flip or are disputed, and a proposed hard set, from stored "
+                 "runs (no model is called).",
+        [("RUN_DIR...", "run or sweep directories of one benchmark (several candidates)")],
+        {"labels": "FILE[,FILE...] human labels (as for agree): adds human disagreement per criterion",
+         "out": "output directory (default RUN_DIR/items)",
+         "hard": "FRACTION: propose a hard set of that share of the questions (writes hard_set.ids)",
+         "n_boot": "bootstrap resamples for the alpha intervals (default 1000)", "seed": "bootstrap seed (default 0)"},
+        required_positionals=1, examples=["rubric-engine items multirun/my_bench/2026-11-22_10-00-00 hard=0.3"],
+        details_from="rubric_engine.validity.itemsdiag:USAGE", **_RUN_DIRS),
     "data": Command(
         "data", "Download a benchmark's pinned data into the data cache (checked against its sha256) and print "
                 "the path.", [("ACTION", "fetch (default) or path (print where it is, download nothing)")],

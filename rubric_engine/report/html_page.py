@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
+from rubric_engine.report.items_view import load_items_section
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.scoring.aggregate import ability_ids
@@ -234,9 +235,11 @@ def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
 
 
 def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
-                subset_ci: Mapping[str, Mapping[str, Any]] | None = None, agreement: Path | None = None) -> str:
+                subset_ci: Mapping[str, Mapping[str, Any]] | None = None, agreement: Path | None = None,
+                items: Path | None = None) -> str:
     """The whole report as a string; images: caption -> PNG file to embed; subset_ci: label -> subset ->
-    (lo, hi); agreement: an agreement.json whose headline and pair table join the page."""
+    (lo, hi); agreement: an agreement.json whose headline and pair table join the page; items: an items.json
+    (rubric diagnostics) whose summary and review-first criteria join it."""
     turns = views.dialogues(lb)
     title = f"{lb.benchmark} {lb.benchmark_version} " + (f"run: {lb.rows[0].label}" if len(lb.rows) == 1 else "leaderboard")
     warn = "".join(f'<li class="warn">{_e(w)}</li>' for w in lb.warnings)
@@ -255,6 +258,7 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
         *_tables(lb, subset_ci),
         views.heatmaps(lb),
         views.load_agreement(Path(agreement)) if agreement is not None else "",
+        load_items_section(Path(items)) if items is not None else "",
         "<h2>Charts</h2>", _images(images or {}),
         views.side_by_side(lb, turns),
         "<h2>Per-question drill-down</h2>",

@@ -181,7 +181,10 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
             if (out / f"{name}.{ext}").is_file():
                 files[f"{name}_{ext}"] = out / f"{name}.{ext}"
     agreement = agreement or html_views.find_agreement([out])
-    files["html"] = html_report.write_html(lb, out / "report.html", images=images, subset_ci=ci, agreement=agreement)
+    from rubric_engine.report.items_view import find_items
+
+    files["html"] = html_report.write_html(lb, out / "report.html", images=images, subset_ci=ci, agreement=agreement,
+                                           items=find_items([out]))
     return files
 
 
