@@ -52,6 +52,16 @@ class LoopThread:
         """Await `coro`, run on the loop, from another event loop (cancelling this awaits cancels it there)."""
         return await asyncio.wrap_future(self._submit(coro))
 
+    async def _cancel_rest(self) -> None:
+        """Cancel what libraries left running on the loop (LiteLLM's logging worker), so no task is destroyed
+        pending when the loop closes."""
+        me = asyncio.current_task()
+        rest = [t for t in asyncio.all_tasks() if t is not me]
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+        await self.loop.shutdown_asyncgens()
+
     def close(self, last: Coroutine[Any, Any, Any] | None = None) -> None:
         """Run `last` (closing the clients) on the loop, then stop the loop and its thread. Idempotent."""
         if self._closed:
@@ -61,6 +71,7 @@ class LoopThread:
         try:
             if last is not None:
                 self.run(last)
+            self.run(self._cancel_rest())
         finally:
             self._closed = True
             self.loop.call_soon_threadsafe(self.loop.stop)

@@ -129,7 +129,7 @@ class RewardScorer:
         limits: dict[str, Any] = dict(cache=self.cache, concurrency=settings.concurrency, rpm=settings.rpm,
                                       max_retries=settings.max_retries)
         self.clients = [ModelClient(j, role="judge", **limits) for j in plan.judges]
-        self.panel = Panel(self.clients, [j.name for j in plan.judges], self.spec, plan.repeats, plan.rule, plan.tie)
+        self.panel = Panel(list(self.clients), [j.name for j in plan.judges], self.spec, plan.repeats, plan.rule, plan.tie)
         self.shadow: Panel | None = None
         if shadow is not None and self.shadow_fraction > 0:
             client = ModelClient(shadow, role="judge", **limits)
