@@ -277,5 +277,5 @@ COMMANDS: dict[str, Command] = {
              "shadow": "a second judge entry for a share of rollouts", "shadow_fraction": "that share (0..1)",
              "counts_path": "a JSON Lines file with one line of counts per batch",
              "KEY": "any run key: judge.api_base=, data.path=, concurrency=, rpm=, cache.enabled=, ..."},
-        examples=["rubric-engine serve-reward benchmark=heartbench judge=gpt-4.1 port=5000 concurrency=64"]),
+        examples=["rubric-engine serve-reward benchmark=my_bench judge=gpt-4.1 port=5000 concurrency=64"]),
 }

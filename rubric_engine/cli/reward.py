@@ -31,10 +31,10 @@ def settings_from_overrides(overrides: Sequence[str]) -> Any:
     cli/config.settings_from_config."""
     from hydra.initialize import get_gh_backup, restore_gh_from_backup
 
-    from rubric_engine.cli.main import _compose, _rewrite, _user_search_path
+    from rubric_engine.cli.compose import compose, rewrite, user_search_path
     from rubric_engine.cli.overrides import check_overrides, hydra_form
 
-    argv = _rewrite([str(o) for o in overrides])
+    argv = rewrite([str(o) for o in overrides])
     bad = [a for a in argv if "=" not in a or a.startswith("-")]
     if bad:
         raise ConfigError(f"override {bad[0]!r} is not key=value; write overrides as on the command line, "
@@ -46,7 +46,7 @@ def settings_from_overrides(overrides: Sequence[str]) -> Any:
         from hydra.core.global_hydra import GlobalHydra
 
         GlobalHydra.instance().clear()
-        cfg = _compose([*argv, *_user_search_path(argv)])
+        cfg = compose([*argv, *user_search_path(argv)])
     finally:
         restore_gh_from_backup(saved)
     return settings_from_config(cfg, Path("."), argv)

@@ -25,7 +25,7 @@ from typing import Any
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.entries import ModelSpec
-from rubric_engine.reward.inputs import completion_text, openrlhf_rollouts, question_ids, verl_question_id
+from rubric_engine.reward.inputs import completion_text, openrlhf_rollouts, column_ids, verl_id
 from rubric_engine.reward.scorer import RewardCounts, RewardScorer, RolloutScore
 from rubric_engine.run.settings import RunSettings
 
@@ -38,7 +38,7 @@ def rollout_logs(results: Sequence[RolloutScore]) -> dict[str, list[Any]]:
     """The per-rollout extra logs (one list per key, aligned with the rollouts): score, error, rules, and the
     verdicts with the judge's reasoning as a JSON text per rollout."""
     return {
-        "question_id": [r.question_id for r in results], "reward": [r.reward for r in results],
+        "qid": [r.qid for r in results], "reward": [r.reward for r in results],
         "question_score": [r.score for r in results], "judge_error": [r.error for r in results],
         "failed_rules": [",".join(r.failed_rules) for r in results], "duplicate": [r.duplicate for r in results],
         "verdicts": [json.dumps([{"index": i, "met": hit, "reasoning": why} for i, hit, why in r.verdicts],
@@ -92,7 +92,7 @@ class Reward:
             raise ConfigError("completions= must be a list (one completion per rollout)")
         texts = [completion_text(c, f"completions[{i}]") for i, c in enumerate(completions)]
         data = {k: v for k, v in columns.items() if k not in _NOT_COLUMNS}
-        return list(zip(question_ids(data, self.id_column, len(texts)), texts))
+        return list(zip(column_ids(data, self.id_column, len(texts)), texts))
 
     def _trl_result(self, results: list[RolloutScore], counts: RewardCounts,
                     columns: Mapping[str, Any]) -> list[float | None]:
@@ -123,7 +123,7 @@ class Reward:
         extras = list(extra_infos) if extra_infos is not None else [None] * n
         if len(truths) != n or len(extras) != n:
             raise ConfigError(f"ground_truths and extra_infos must hold {n} values, one per solution_str")
-        items = [(verl_question_id(g, e, self.id_column), completion_text(s, f"solution_strs[{i}]"))
+        items = [(verl_id(g, e, self.id_column), completion_text(s, f"solution_strs[{i}]"))
                  for i, (s, g, e) in enumerate(zip(solution_strs, truths, extras))]
         results, counts = self.scorer.run(items)
         self._record(results, counts)
@@ -145,9 +145,9 @@ class Reward:
                 "counts": counts.as_dict()}
 
     # -- plain Python -----------------------------------------------------------------------------------
-    def score(self, question_ids: Sequence[str], replies: Sequence[str]) -> list[RolloutScore]:
+    def score(self, column_ids: Sequence[str], replies: Sequence[str]) -> list[RolloutScore]:
         """Typed outcomes for (question id, reply) pairs."""
-        results, counts = self.scorer.run([(str(q), completion_text(r)) for q, r in zip(question_ids, replies)])
+        results, counts = self.scorer.run([(str(q), completion_text(r)) for q, r in zip(column_ids, replies)])
         self._record(results, counts)
         return results
 

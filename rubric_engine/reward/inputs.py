@@ -13,7 +13,7 @@ from typing import Any
 
 from rubric_engine.errors import ConfigError
 
-__all__ = ["completion_text", "question_ids", "verl_question_id", "openrlhf_rollouts"]
+__all__ = ["completion_text", "column_ids", "verl_id", "openrlhf_rollouts"]
 
 
 def _content_text(content: Any, where: str) -> str:
@@ -57,7 +57,7 @@ def _as_id(value: Any, where: str) -> str:
     return str(value)  # ids are compared as strings everywhere: 7 is question "7"
 
 
-def question_ids(columns: Mapping[str, Any], id_column: str, n: int) -> list[str]:
+def column_ids(columns: Mapping[str, Any], id_column: str, n: int) -> list[str]:
     """The question id of each of n rollouts from the dataset column `id_column` (TRL passes every column of
     the dataset as a list, one value per completion)."""
     if id_column not in columns:
@@ -70,7 +70,7 @@ def question_ids(columns: Mapping[str, Any], id_column: str, n: int) -> list[str
     return [_as_id(v, f"column {id_column!r}") for v in values]
 
 
-def verl_question_id(ground_truth: Any, extra_info: Any, id_column: str) -> str:
+def verl_id(ground_truth: Any, extra_info: Any, id_column: str) -> str:
     """verl's question id: `extra_info[id_column]` when the row carries it, else the ground truth (a rubric
     benchmark has no reference answer to put there, so the dataset's `reward_model.ground_truth` holds the id)."""
     if isinstance(extra_info, Mapping) and extra_info.get(id_column) not in (None, ""):

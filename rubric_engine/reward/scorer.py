@@ -45,7 +45,7 @@ class RolloutScore:
     """One rollout's outcome. `reward` is None exactly when there is no score: the judge failed (`error` says
     why) or the spec cannot score the question. `verdicts`: (criterion index, met, reasoning) per criterion."""
 
-    question_id: str
+    qid: str
     reward: float | None
     score: float | None  # the question score as a run records it (0-1 fraction; may leave [0, 1] unclipped)
     error: str | None = None
@@ -88,12 +88,12 @@ class RewardCounts:
         self.cost = None if self.cost is None or other.cost is None else self.cost + other.cost
 
 
-def shadow_picked(question_id: str, text: str, fraction: float) -> bool:
+def shadow_picked(qid: str, text: str, fraction: float) -> bool:
     """Whether the shadow judge grades this rollout: a fixed hash of question and reply, so the same rollout is
     always picked or never, and `fraction` of distinct rollouts are picked on average."""
     if fraction <= 0:
         return False
-    return zlib.crc32(f"{question_id}\0{text}".encode("utf-8", "surrogatepass")) < fraction * 2 ** 32
+    return zlib.crc32(f"{qid}\0{text}".encode("utf-8", "surrogatepass")) < fraction * 2 ** 32
 
 
 def _usage(results: Sequence[JudgeResult]) -> dict[str, Any]:
