@@ -305,3 +305,16 @@ def test_serve_reward_port_in_use(tmp_path: Path) -> None:
         res = run_cli(["serve-reward", "benchmark=heartbench", f"data.path={MINI}", "judge=mock", f"port={port}"],
                       clean_env(tmp_path), timeout=120)
     assert res.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in res.stderr
+
+
+def test_built_inside_a_hydra_app(judge_server: FakeServer, tmp_path: Path) -> None:
+    """verl's trainer is a Hydra app: composing the reward's config must neither fail on Hydra's global state
+    nor take it away from the app."""
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    with initialize_config_module(config_module="rubric_engine.conf", version_base="1.3"):
+        with make_reward(judge_server.url, tmp_path, "concurrency=3") as reward:
+            assert reward.scorer.settings.concurrency == 3
+        assert GlobalHydra.instance().is_initialized()
+    assert not GlobalHydra.instance().is_initialized()

@@ -9,6 +9,7 @@ not the documented shape is a 400 with one line, and nothing in it is ever evalu
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -60,6 +61,10 @@ class _Handler(BaseHTTPRequestHandler):
         except FatalModelError as exc:  # a refused key: every batch would fail the same way
             self.server.note(f"judge refused: {redact(str(exc))}")
             return self._answer(503, {"error": redact(str(exc))})
+        except Exception as exc:  # noqa: BLE001 - stopped while judging, or a bug: one line, never a traceback
+            text = redact(" ".join(str(exc).split())) or type(exc).__name__
+            self.server.note(f"batch not scored: {text}")
+            return self._answer(503, {"error": f"batch not scored: {text}"})
         self.server.batch_done(answer["counts"])
         self._answer(200, answer)
 
@@ -81,6 +86,10 @@ class _Server(ThreadingHTTPServer):
         self.reward, self.note = reward, note
         self.batches = 0
         self._lock = threading.Lock()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-answer: one line, not socketserver's traceback."""
+        self.note(f"connection from {client_address[0]} ended early: {sys.exc_info()[1]!r}")
 
     def batch_done(self, counts: dict[str, Any]) -> None:
         with self._lock:
