@@ -45,6 +45,8 @@ class Judge(QuestionScript):
         n = max(int(x) for x in ITEM_RE.findall(text))
         if "FAIL-ME" in text:
             return Reply(status=500)
+        if "ECHO-KEY" in text:  # a server that echoes the key it was sent
+            return Reply(status=500, error="bad gateway for {authorization}")
         if "GARBLE-ME" in text:
             return Reply(text="I think it is mostly fine.")
         rules = {int(x) for x in RULE_RE.findall(text)}
@@ -171,22 +173,23 @@ def test_identical_completions_in_a_batch_are_judged_once(judge_server: FakeServ
 
 
 def test_judge_failures_are_none_never_zero(judge_server: FakeServer, run_scores: dict, tmp_path: Path) -> None:
-    texts = [reply(IDS[0], 0), "FAIL-ME please", "GARBLE-ME now", reply(IDS[3], 0)]
-    ids = [IDS[0], IDS[1], IDS[2], IDS[3]]
+    texts = [reply(IDS[0], 0), "FAIL-ME please", "GARBLE-ME now", reply(IDS[3], 0), "ECHO-KEY"]
+    ids = [IDS[0], IDS[1], IDS[2], IDS[3], IDS[4]]
     counts_file = tmp_path / "counts.jsonl"
     with make_reward(judge_server.url, tmp_path, "max_retries=0", counts_path=counts_file) as reward:
         rewards = reward(completions=texts, question_id=ids)
-        assert rewards == [run_scores[(IDS[0], texts[0])], None, None, run_scores[(IDS[3], texts[3])]]
-        assert reward.last_counts.failures == 2
+        assert rewards == [run_scores[(IDS[0], texts[0])], None, None, run_scores[(IDS[3], texts[3])], None]
+        assert reward.last_counts.failures == 3
         errors = reward.last_logs["judge_error"]
         assert errors[0] is None and "500" in errors[1] and errors[2] and errors[3] is None
+        assert "bad gateway" in errors[4] and "sk-test" not in errors[4]  # redacted as a run's record is
         # verl needs a float: the failure is failure_score, flagged
-        batch = reward.compute_score_batch(data_sources=["rubric"] * 4, solution_strs=texts, ground_truths=ids,
-                                           extra_infos=[{"index": i} for i in range(4)])
-        assert [b["judge_failed"] for b in batch] == [0.0, 1.0, 1.0, 0.0]
-        assert [b["score"] for b in batch] == [rewards[0], 0.0, 0.0, rewards[3]]
+        batch = reward.compute_score_batch(data_sources=["rubric"] * 5, solution_strs=texts, ground_truths=ids,
+                                           extra_infos=[{"index": i} for i in range(5)])
+        assert [b["judge_failed"] for b in batch] == [0.0, 1.0, 1.0, 0.0, 1.0]
+        assert [b["score"] for b in batch] == [rewards[0], 0.0, 0.0, rewards[3], 0.0]
     lines = [json.loads(x) for x in counts_file.read_text().splitlines()]
-    assert [x["failures"] for x in lines] == [2, 2] and [x["rollouts"] for x in lines] == [4, 4]
+    assert [x["failures"] for x in lines] == [3, 3] and [x["rollouts"] for x in lines] == [5, 5]
 
 
 def test_unknown_question_id_is_one_line_before_any_call(judge_server: FakeServer, tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ class Reward:
                     columns: Mapping[str, Any]) -> list[float | None]:
         self._record(results, counts)
         log_extra, log_metric = columns.get("log_extra"), columns.get("log_metric")
-        if callable(log_extra):  # TRL releases that pass it: extra columns in the completions table
+        if callable(log_extra):  # a caller that hands the reward logging callbacks gets the extra logs there too
             for key in ("question_score", "judge_error", "verdicts"):
                 log_extra(f"{self.__name__}/{key}", self.last_logs[key])
         if callable(log_metric):

@@ -31,6 +31,7 @@ from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.client import ModelClient, preload_litellm
 from rubric_engine.models.entries import ModelSpec, check_keys
 from rubric_engine.models.mock import is_mock
+from rubric_engine.models.redact import redact
 from rubric_engine.reward.loop import LoopThread
 from rubric_engine.run.plan import plan_run
 from rubric_engine.run.runner import load_inputs
@@ -203,12 +204,13 @@ class RewardScorer:
 
     def _outcome(self, qid: str, jr: JudgeResult) -> RolloutScore:
         if jr.error or jr.verdicts is None:
-            return RolloutScore(qid, None, None, error=jr.error or "the judge gave no verdicts")
+            # redacted as a run's record is: a server may echo the key it was sent
+            return RolloutScore(qid, None, None, error=redact(jr.error or "the judge gave no verdicts"))
         q = self.question(qid)
         qs = question_score(self.spec, q.criteria, [v.hit for v in jr.verdicts])
         reward = None if qs.score is None else min(1.0, max(0.0, qs.score))
         return RolloutScore(qid, reward, qs.score, failed_rules=tuple(qs.failed_rules), catastrophic=qs.catastrophic,
-                            verdicts=tuple((v.index, v.hit, v.reasoning) for v in jr.verdicts))
+                            verdicts=tuple((v.index, v.hit, redact(v.reasoning)) for v in jr.verdicts))
 
     @staticmethod
     def _shadow_counts(graded: dict[tuple[str, str], RolloutScore], shadow: dict[tuple[str, str], RolloutScore],
