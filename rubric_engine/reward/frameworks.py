@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ class Reward:
             raise ConfigError(f"failure_score={failure_score!r} is not valid; give a finite number (verl and OpenRLHF "
                               "need a float for a failed judgment; it is flagged judge_failed=1)")
         self.scorer = RewardScorer(settings, shadow=shadow, shadow_fraction=shadow_fraction)
+        # closed when dropped or at exit if nobody called close(): LiteLLM's clients before their loop ends
+        self._finalizer = weakref.finalize(self, self.scorer.close)
         self.id_column = id_column or self.scorer.spec.data.fields.id
         self.failure_score = float(failure_score)
         self.counts_path = Path(counts_path) if counts_path else None
@@ -152,8 +155,8 @@ class Reward:
         return results
 
     def close(self) -> None:
-        """Close the judge clients, their loop thread and the cache (also done at exit by `with`)."""
-        self.scorer.close()
+        """Close the judge clients, their loop thread and the cache (`with` does it; so does the exit)."""
+        self._finalizer()
 
     def __enter__(self) -> "Reward":
         return self
