@@ -160,7 +160,7 @@ def test_identical_completions_in_a_batch_are_judged_once(judge_server: FakeServ
         rewards = reward(prompts=["p"] * 12, completions=[t for _, t in rollouts], question_id=[q for q, _ in rollouts])
         assert judge_requests(judge_server) - before == 9  # 3 distinct replies per question
         counts = reward.last_counts
-        assert (counts.rollouts, counts.judged, counts.duplicates, counts.calls, counts.cache_hits) == (12, 9, 3, 9, 0)
+        assert (counts.rollouts, counts.judged, counts.copies, counts.calls, counts.cache_hits) == (12, 9, 3, 9, 0)
         assert counts.prompt_tokens == 9 * 100 and counts.completion_tokens == 9 * 50
         assert rewards[0] == rewards[3] and reward.last_logs["duplicate"][3] is True
     with make_reward(judge_server.url, tmp_path) as cached:  # through the durable cache: paid once, then hits

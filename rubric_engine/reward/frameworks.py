@@ -105,7 +105,7 @@ class Reward:
             for key in ("question_score", "judge_error", "verdicts"):
                 log_extra(f"{self.__name__}/{key}", self.last_logs[key])
         if callable(log_metric):
-            for key in ("calls", "cache_hits", "failures", "duplicates"):
+            for key in ("calls", "cache_hits", "failures", "copies"):
                 log_metric(f"{self.__name__}/{key}", float(getattr(counts, key)))
         return [r.reward for r in results]
 

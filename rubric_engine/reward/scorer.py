@@ -67,7 +67,7 @@ class RewardCounts:
 
     rollouts: int = 0
     judged: int = 0  # distinct (question, completion) pairs graded
-    duplicates: int = 0
+    copies: int = 0  # rollouts identical to an earlier one of the batch (scored from its verdict)
     calls: int = 0
     cache_hits: int = 0
     failures: int = 0
@@ -83,7 +83,7 @@ class RewardCounts:
 
     def add(self, other: "RewardCounts") -> None:
         """Running totals over calls (the shadow's gap is per call and is not summed)."""
-        for name in ("rollouts", "judged", "duplicates", "calls", "cache_hits", "failures", "unscored",
+        for name in ("rollouts", "judged", "copies", "calls", "cache_hits", "failures", "unscored",
                      "prompt_tokens", "completion_tokens", "seconds"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.cost = None if self.cost is None or other.cost is None else self.cost + other.cost
@@ -194,7 +194,7 @@ class RewardScorer:
             sh = shadow_graded.get((qid, text))
             out.append(replace(got, duplicate=first[(qid, text)] != i, shadow_reward=sh.reward if sh else None,
                                shadow_error=sh.error if sh else None))
-        counts = RewardCounts(rollouts=len(items), judged=len(unique), duplicates=len(items) - len(unique),
+        counts = RewardCounts(rollouts=len(items), judged=len(unique), copies=len(items) - len(unique),
                               failures=sum(1 for r in out if r.error), seconds=time.perf_counter() - t0,
                               unscored=sum(1 for r in out if r.reward is None and not r.error),
                               **_usage([t.result() for t in main]))
