@@ -277,4 +277,15 @@ COMMANDS: dict[str, Command] = {
         {"benchmark": _BENCH, "benchmark_dirs": "[DIR,...] searched first for specs",
          "data.cache_dir": "where downloads are kept (default: $XDG_CACHE_HOME/rubric-engine/data)"},
         examples=["rubric-engine data fetch benchmark=my_bench"]),
+    "serve-reward": Command(
+        "serve-reward", "Serve a benchmark's rubric score as an OpenRLHF-compatible remote reward (POST /get_reward) "
+                        "until Ctrl-C or SIGTERM.",
+        (), {"benchmark": "the benchmark", "judge": "the judge entry (default: the spec's)",
+             "port": "port (default 5000; 0: any free port, printed)", "host": "address (default 127.0.0.1)",
+             "id_column": "what the requests' labels are (default: the spec's id field)",
+             "failure_score": "the float a failed judgment is sent as, flagged judge_failed=1 (default 0.0)",
+             "shadow": "a second judge entry for a share of rollouts", "shadow_fraction": "that share (0..1)",
+             "counts_path": "a JSON Lines file with one line of counts per batch",
+             "KEY": "any run key: judge.api_base=, data.path=, concurrency=, rpm=, cache.enabled=, ..."},
+        examples=["rubric-engine serve-reward benchmark=my_bench judge=gpt-4.1 port=5000 concurrency=64"]),
 }
