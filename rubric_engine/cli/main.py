@@ -74,7 +74,7 @@ for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_
 
 
 _ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie",  # run-level keys spelled under judge / candidate
-            "candidate.samples": "samples"}
+            "candidate.samples": "samples", "baseline": "baseline.entry"}  # baseline=ENTRY: pairwise specs
 
 
 def _rewrite(argv: list[str]) -> list[str]:
