@@ -20,14 +20,13 @@ from rubric_engine.stats.pairwise import pairwise_summary
 
 if TYPE_CHECKING:
     from rubric_engine.datatypes import QuestionRef
-    from rubric_engine.run.plan import RunPlan
     from rubric_engine.run.settings import RunSettings
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["plan_baseline", "baseline_answers", "pairwise_section", "baseline_name"]
 
 
-def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", plan: "RunPlan") -> ModelSpec | None:
+def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", *, panel: bool, samples: int) -> ModelSpec | None:
     """The baseline model to call (None: answers are used, or the spec is not pairwise); one line for a
     pairwise spec without a baseline and for the shapes a pairwise run does not combine with."""
     if not is_pairwise(spec):
@@ -37,7 +36,7 @@ def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", plan: "RunPlan
         return None
     if settings.baseline is not None and settings.baseline_answers:
         raise ConfigError("give either baseline=ENTRY or baseline.answers=FILE, not both")
-    if plan.panel or plan.samples > 1:
+    if panel or samples > 1:
         raise ConfigError("judge.verdict.kind: pairwise judges each game once with one judge; drop judge=[...], "
                           "judge.repeats and candidate.samples")
     if settings.baseline_answers:
@@ -55,11 +54,11 @@ def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", plan: "RunPlan
     return None
 
 
-def baseline_answers(settings: "RunSettings", spec: "BenchmarkSpec", plan: "RunPlan",
+def baseline_answers(settings: "RunSettings", spec: "BenchmarkSpec", model: ModelSpec | None, judged: bool,
                      questions: Sequence["QuestionRef"], warnings: list[str]) -> dict[str, str] | None:
     """Question id -> the baseline's answer when the baseline is answers (a file, or the spec's files);
     every question of the run must have one (DataError naming the file and the first missing ids)."""
-    if not is_pairwise(spec) or plan.baseline is not None or not plan.judged:
+    if not is_pairwise(spec) or model is not None or not judged:
         return None
     if settings.baseline_answers:
         declared, command_line = command_line_answers(spec, settings.baseline_answers), True
@@ -71,10 +70,10 @@ def baseline_answers(settings: "RunSettings", spec: "BenchmarkSpec", plan: "RunP
                                  warnings=warnings)
 
 
-def baseline_name(settings: "RunSettings", spec: "BenchmarkSpec", plan: "RunPlan") -> dict[str, Any]:
+def baseline_name(settings: "RunSettings", spec: "BenchmarkSpec", model: ModelSpec | None) -> dict[str, Any]:
     """Who the baseline is, for the summary: the model entry, the file given, or the spec's answers files."""
-    if plan.baseline is not None:
-        return {"name": plan.baseline.name, "model": plan.baseline.model}
+    if model is not None:
+        return {"name": model.name, "model": model.model}
     if settings.baseline_answers:
         return {"name": Path(settings.baseline_answers).stem, "model": None, "answers": settings.baseline_answers}
     answers = spec.baseline.answers if spec.baseline else None
@@ -83,7 +82,7 @@ def baseline_name(settings: "RunSettings", spec: "BenchmarkSpec", plan: "RunPlan
             "answers": {g: f.model for g, f in files.items()}}
 
 
-def pairwise_section(settings: "RunSettings", spec: "BenchmarkSpec", plan: "RunPlan",
+def pairwise_section(settings: "RunSettings", spec: "BenchmarkSpec", model: ModelSpec | None,
                      records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """summary.json's `pairwise` section (stats/pairwise.py) with the baseline named."""
-    return {"baseline": baseline_name(settings, spec, plan), **pairwise_summary(records, spec)}
+    return {"baseline": baseline_name(settings, spec, model), **pairwise_summary(records, spec)}

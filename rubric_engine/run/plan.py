@@ -63,7 +63,7 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
                    judges=tuple(judges_of(settings, spec)), repeats=repeats_of(settings, spec),
                    samples=samples_of(settings, need_candidate), rule=settings.jury_rule,
                    tie=settings.tie or spec.judge.tie)
-    return replace(plan, baseline=plan_baseline(settings, spec, plan))
+    return replace(plan, baseline=plan_baseline(settings, spec, panel=plan.panel, samples=plan.samples))
 
 
 def check_run_keys(settings: RunSettings) -> None:

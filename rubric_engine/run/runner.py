@@ -125,7 +125,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
     check_keys(*plan.models())  # every model's key, before the first call
     base_warnings: list[str] = []  # pairwise: the baseline's answers, every selected question's, before any call
-    base_answers = baseline_answers(settings, spec, plan, questions, base_warnings)
+    base_answers = baseline_answers(settings, spec, plan.baseline, plan.judged, questions, base_warnings)
     for warning in base_warnings:
         console.print(f"[yellow]data warning:[/] {shown(warning)}", highlight=False, soft_wrap=True)
     max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
@@ -201,7 +201,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
                                                 samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets))
     if plan.judged and is_pairwise(spec):  # wins / ties / losses and position consistency (stats/pairwise.py)
-        summary["pairwise"] = pairwise_section(settings, spec, plan,
+        summary["pairwise"] = pairwise_section(settings, spec, plan.baseline,
                                                (rec for _, rec in runstream.ordered_records(journal, questions, offsets)))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
