@@ -68,32 +68,32 @@ def patterns_of(pattern: str | Sequence[str] | None) -> list[str]:
     return [pattern] if isinstance(pattern, str) else list(pattern)
 
 
+def _found(text: str, patterns: Sequence[str]) -> list[str]:
+    """The distinct labels the first matching pattern finds in `text` ([] when none matches)."""
+    for pattern in patterns:
+        found = list(dict.fromkeys(m.strip() for m in re.findall(pattern, text) if isinstance(m, str) and m.strip()))
+        if found:
+            return found
+    return []
+
+
 def read_label(text: str, patterns: Sequence[str], labels: Sequence[str]) -> str:
     """The label a judge's reply gives: the first pattern that matches decides; several different labels
     from it, or a label that is not declared, is a ValueError worded for the judge (it is re-asked)."""
-    for pattern in patterns:
-        found = list(dict.fromkeys(m.strip() for m in re.findall(pattern, text) if isinstance(m, str) and m.strip()))
-        if not found:
-            continue
-        if len(found) > 1:
-            raise ValueError(f"the reply gives several different verdicts ({', '.join(found)}); give exactly one")
-        if found[0] not in labels:
-            raise ValueError(f"{found[0]!r} is not one of the allowed verdicts: {', '.join(labels)}")
+    found = _found(text, patterns)
+    if len(found) > 1:
+        raise ValueError(f"the reply gives several different verdicts ({', '.join(found)}); give exactly one")
+    if found and found[0] not in labels:
+        raise ValueError(f"{found[0]!r} is not one of the allowed verdicts: {', '.join(labels)}")
+    if found:
         return found[0]
     raise ValueError(f"no verdict found; end the reply with exactly one of: "
                      f"{', '.join(written_form(lab, patterns) or lab for lab in labels)}")
 
 
 def written_form(label: str, patterns: Sequence[str]) -> str | None:
-    """How a judge writes `label` so the first pattern reads it back (e.g. `[[A>B]]`); None: it cannot."""
-    for wrap in _WRAPS:
-        text = wrap.format(label)
-        try:
-            if read_label(text, patterns, [label]) == label:
-                return text
-        except ValueError:
-            continue
-    return None
+    """How a judge writes `label` so the patterns read it back (e.g. `[[A>B]]`); None: they cannot."""
+    return next((w.format(label) for w in _WRAPS if _found(w.format(label), patterns) == [label]), None)
 
 
 def label_problem(labels: Sequence[str], patterns: Sequence[str], strong_weight: float) -> tuple[str, str] | None:

@@ -1,0 +1,190 @@
+"""Pairwise comparison (judge.verdict.kind: pairwise) through the console script, keyless with the mock models,
+and its bad inputs: one line each naming the key or the file.
+
+The mini sample (tests/data/pairwise_mini.jsonl, six prompts in two categories) and its baseline answers are
+written for this project: `pairwise_mini_baseline.jsonl` in the engine's answers format for
+`baseline.answers=FILE`, and tests/data/pairwise_mini_spec/ (the shipped arena_hard spec with local answer
+files in Arena-Hard's `{uid, model, messages}` layout, one per category).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rubric_engine.scoring.pairwise import game_scores, label_problem, label_value, question_value, read_label
+from fakeserver import FakeServer, Reply
+from test_cli import run_cli
+
+DATA = Path(__file__).resolve().parent / "data"
+MINI = DATA / "pairwise_mini.jsonl"
+MINI_BASE = DATA / "pairwise_mini_baseline.jsonl"
+MINI_SPEC = DATA / "pairwise_mini_spec"
+PATTERNS = [r"\[\[([AB<>=]+)\]\]", r"\[([AB<>=]+)\]"]
+LABELS = ["A>>B", "A>B", "A=B", "B>A", "B>>A"]
+
+
+def _arena_score(label: str, game: int, w: int = 3) -> list[float]:
+    """Arena-Hard's label_to_score restated: game 2 (A = model) as given, game 1 (A = baseline) mapped 1 - s."""
+    table = {"A>B": [1.0], "A>>B": [1.0] * w, "A=B": [0.5], "B>A": [0.0], "B>>A": [0.0] * w}
+    scores = table[label]
+    return scores if game == 2 else [1 - s for s in scores]
+
+
+def read_run(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    return (json.loads((out / "summary.json").read_text()),
+            [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()])
+
+
+# -- labels and scores ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("label", LABELS)
+def test_each_label_scores_as_arena_hard_in_both_orders(label: str) -> None:
+    for game, order in ((1, "baseline_first"), (2, "candidate_first")):
+        exploded = _arena_score(label, game)
+        got = game_scores(label, order, 3)
+        assert got.weight == len(exploded) and all(s == got.score for s in exploded)
+
+
+def test_mirrored_spellings_mean_the_same() -> None:
+    assert label_value("A<B") == label_value("B>A") and label_value("B<<A") == label_value("A>>B")
+    assert label_value("B=A") == label_value("A=B") == (0.5, False)
+    with pytest.raises(ValueError):
+        label_value("A>A")
+
+
+def test_question_value_is_the_mean_of_the_exploded_scores() -> None:
+    score, weight = question_value([("baseline_first", "B>>A"), ("candidate_first", "A=B")], 3)
+    exploded = _arena_score("B>>A", 1) + _arena_score("A=B", 2)
+    assert weight == len(exploded) == 4 and score == pytest.approx(sum(exploded) / len(exploded))
+
+
+def test_read_label_first_pattern_decides_and_ambiguity_is_refused() -> None:
+    assert read_label("thinking ... My final verdict is [[B>A]]", PATTERNS, LABELS) == "B>A"
+    assert read_label("verdict: [A=B]", PATTERNS, LABELS) == "A=B"  # the fallback pattern
+    assert read_label("[[A>B]] and again [[A>B]]", PATTERNS, LABELS) == "A>B"
+    with pytest.raises(ValueError, match="several different verdicts"):
+        read_label("[[A>B]] no, [[B>A]]", PATTERNS, LABELS)
+    with pytest.raises(ValueError, match="not one of the allowed"):
+        read_label("[[A<B]]", PATTERNS, LABELS)  # a mirrored spelling the spec did not declare
+    with pytest.raises(ValueError, match="no verdict found"):
+        read_label("B is better", PATTERNS, LABELS)
+
+
+def test_label_problems() -> None:
+    assert label_problem(LABELS, PATTERNS, 3) is None
+    assert label_problem(["A much better", "A=B"], PATTERNS, 3)[0] == "labels"  # type: ignore[index]
+    assert label_problem(["A>B", "B>A"], [r"\[\[(\d+)\]\]"], 3)[0] == "labels"  # type: ignore[index]
+    assert label_problem(LABELS, [r"\[\[[AB]\]\]"], 3)[0] == "pattern"  # type: ignore[index]
+
+
+# -- runs -------------------------------------------------------------------------------------------------
+
+def test_mini_spec_runs_keyless_with_per_category_answer_files(tmp_path: Path, env: dict[str, str]) -> None:
+    out = tmp_path / "run"
+    res = run_cli([f"benchmark={MINI_SPEC}", f"data.path={MINI}", "candidate=mock", "judge=mock", "progress=none",
+                   f"hydra.run.dir={out}"], env)
+    assert res.returncode == 0, res.stderr
+    summary, samples = read_run(out)
+    assert [s["baseline_response"].split()[0] for s in samples] == ["base-hard"] * 4 + ["base-creative"] * 2
+    exploded: dict[str, list[float]] = {}
+    for s in samples:  # the restatement: every game's exploded scores, pooled
+        assert [g["order"] for g in s["games"]] == ["baseline_first", "candidate_first"]
+        rows = _arena_score(s["games"][0]["label"], 1) + _arena_score(s["games"][1]["label"], 2)
+        exploded.setdefault(s["subset"], []).extend(rows)
+        assert s["weight"] == len(rows) and s["score"] == pytest.approx(sum(rows) / len(rows))
+    every = [x for rows in exploded.values() for x in rows]
+    assert summary["overall"] == pytest.approx(100 * sum(every) / len(every))
+    for cat, rows in exploded.items():
+        assert summary["subsets"][cat] == pytest.approx(100 * sum(rows) / len(rows))
+    p = summary["pairwise"]
+    assert p["baseline"]["answers"] == {"hard_prompt": "base-hard", "creative_writing": "base-creative"}
+    assert sum(p["games"].values()) == 12 and summary["counts"]["scored"] == 6
+    assert summary["interval"]["lo"] <= summary["overall"] <= summary["interval"]["hi"]
+
+
+def test_baseline_model_is_called_once_per_question_and_cached(tmp_path: Path, env: dict[str, str]) -> None:
+    """An ad-hoc LiteLLM id as the baseline, on the fake server: one request per question, none on a re-run."""
+    with FakeServer(lambda body: Reply(text="BASELINE says: " + str(body["messages"][-1]["content"])[:20])) as srv:
+        args = ["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "judge=mock", "baseline=openai/base-x",
+                f"baseline.api_base={srv.url}", "baseline.api_key_env=FAKE_KEY", "progress=none",
+                f"cache.dir={tmp_path / 'cache'}"]
+        res = run_cli([*args, f"hydra.run.dir={tmp_path / 'a'}"], env)
+        assert res.returncode == 0, res.stderr
+        assert len(srv.requests) == 6 and all(r["model"] == "base-x" for r in srv.requests)
+        summary, samples = read_run(tmp_path / "a")
+        assert summary["calls"]["baseline"] == {"made": 6, "cache_hits": 0, "retries": 0}
+        assert summary["pairwise"]["baseline"] == {"name": "openai/base-x", "model": "openai/base-x"}
+        assert summary["tokens"]["baseline"] == {"prompt": 60, "completion": 30}
+        assert all(s["baseline_response"].startswith("BASELINE says") and s["cache_hits"]["baseline"] == 0
+                   for s in samples)
+        again = run_cli([*args, f"hydra.run.dir={tmp_path / 'b'}"], env)  # a second run pays for nothing
+        assert again.returncode == 0, again.stderr
+        assert len(srv.requests) == 6
+    summary2, samples2 = read_run(tmp_path / "b")
+    assert summary2["calls"]["baseline"] == {"made": 0, "cache_hits": 6, "retries": 0}
+    assert summary2["overall"] == summary["overall"] and all(s["cache_hits"]["baseline"] == 1 for s in samples2)
+
+
+def test_baseline_answers_file_on_the_command_line(tmp_path: Path, env: dict[str, str]) -> None:
+    out = tmp_path / "run"
+    res = run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "judge=mock",
+                   f"baseline.answers={MINI_BASE}", "progress=none", f"hydra.run.dir={out}"], env)
+    assert res.returncode == 0, res.stderr
+    summary, samples = read_run(out)
+    assert all(s["baseline_response"].startswith("A baseline reply written") for s in samples)
+    assert summary["pairwise"]["baseline"]["name"] == "pairwise_mini_baseline"
+    assert "baseline" not in summary["calls"]
+
+
+# -- bad input --------------------------------------------------------------------------------------------
+
+def _spec(tmp_path: Path, extra: str) -> Path:
+    d = tmp_path / "spec"
+    d.mkdir()
+    (d / "benchmark.yaml").write_text(f"name: pw_bad\nextends: {MINI_SPEC}\n{extra}")
+    return d
+
+
+def _one_line(res: Any) -> str:
+    assert res.returncode == 2, res.stderr  # a config / spec / data error (docs/cli.md: exit codes)
+    lines = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
+    assert "Traceback (most recent" not in res.stderr and len(lines) == 1, res.stderr
+    return lines[0]
+
+
+def test_no_baseline_anywhere(tmp_path: Path, env: dict[str, str]) -> None:
+    spec = _spec(tmp_path, "baseline: null\n")
+    line = _one_line(run_cli([f"benchmark={spec}", f"data.path={MINI}", "candidate=mock", "judge=mock",
+                              f"hydra.run.dir={tmp_path / 'out'}"], env))
+    assert "needs a baseline" in line and "baseline=ENTRY" in line and "baseline.answers=FILE" in line
+
+
+def test_baseline_answers_missing_questions(tmp_path: Path, env: dict[str, str]) -> None:
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(x + "\n" for x in MINI_BASE.read_text().splitlines()[1:-1]))
+    line = _one_line(run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "judge=mock",
+                              f"baseline.answers={short}", f"hydra.run.dir={tmp_path / 'out'}"], env))
+    assert str(short) in line and "pw-h1" in line and "pw-c2" in line and "2 of 6" in line
+    assert not (tmp_path / "out" / "samples.jsonl").exists()  # refused before any call
+
+
+def test_labels_the_pattern_cannot_produce(tmp_path: Path, env: dict[str, str]) -> None:
+    spec = _spec(tmp_path, "judge:\n  verdict:\n    labels: ['A>B', 'A=B', 'A much better']\n")
+    line = _one_line(run_cli(["validate", f"benchmark={spec}"], env))
+    assert "judge.verdict.labels" in line and "A much better" in line
+
+
+def test_strong_weight_below_one(tmp_path: Path, env: dict[str, str]) -> None:
+    spec = _spec(tmp_path, "judge:\n  verdict:\n    strong_weight: 0.5\n")
+    line = _one_line(run_cli(["validate", f"benchmark={spec}"], env))
+    assert "judge.verdict.strong_weight" in line and "0.5" in line
+
+
+def test_baseline_on_a_criteria_benchmark(tmp_path: Path, env: dict[str, str]) -> None:
+    line = _one_line(run_cli(["benchmark=reference_qa", "candidate=mock", "judge=mock", "baseline=mock",
+                              f"hydra.run.dir={tmp_path / 'out'}"], env))
+    assert "not pairwise" in line
