@@ -157,6 +157,12 @@ def _tables(lb: "Leaderboard", subset_ci: Mapping[str, Mapping[str, Any]] | None
         out += ["<h2>Subsets</h2>", _subsets(lb, subset_ci)]
     if any(r.scenarios for r in lb.rows):
         out += ["<h2>Scenarios</h2>", _scenarios(lb)]
+    if lb.bradley_terry is not None:  # pairwise runs against one baseline
+        bt = lb.bradley_terry
+        out += [f"<h2>Bradley-Terry ({_e(bt['baseline'])} = {bt['anchor']:g})</h2>",
+                _table(["Model", "Rating", "Interval"], [[_e(x["label"]) + (" (baseline)" if x["baseline"] else ""),
+                        _f(x["rating"], 1), f"[{_f(x['lo'], 1)}, {_f(x['hi'], 1)}]"] for x in bt["ratings"]]),
+                f'<p class="note">{_e(bt["method"])}</p>']
     return out
 
 
