@@ -188,3 +188,15 @@ def test_baseline_on_a_criteria_benchmark(tmp_path: Path, env: dict[str, str]) -
     line = _one_line(run_cli(["benchmark=reference_qa", "candidate=mock", "judge=mock", "baseline=mock",
                               f"hydra.run.dir={tmp_path / 'out'}"], env))
     assert "not pairwise" in line
+
+
+def test_validate_and_dry_run_show_the_baseline_and_count_two_games(tmp_path: Path, env: dict[str, str]) -> None:
+    res = run_cli(["validate", "benchmark=arena_hard", f"data.path={MINI}"], env)
+    assert res.returncode == 0, res.stderr
+    assert "baseline answers per subset: hard_prompt: o3-mini-2025-01-31" in res.stdout.replace("\n", " ")
+    res = run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "baseline=mock", "dry_run=true",
+                   f"hydra.run.dir={tmp_path / 'out'}"], env)
+    assert res.returncode == 0, res.stderr
+    rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in res.stdout.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip() in ("candidate", "judge", "baseline")}
+    assert rows == {"candidate": "6", "judge": "12", "baseline": "6"}

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rubric_engine.run.settings import RunSettings
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["plan_baseline", "baseline_answers", "pairwise_section", "baseline_name"]
+__all__ = ["plan_baseline", "baseline_answers", "pairwise_section", "baseline_name", "describe_pairwise"]
 
 
 def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", *, panel: bool, samples: int) -> ModelSpec | None:
@@ -86,3 +86,20 @@ def pairwise_section(settings: "RunSettings", spec: "BenchmarkSpec", model: Mode
                      records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """summary.json's `pairwise` section (stats/pairwise.py) with the baseline named."""
     return {"baseline": baseline_name(settings, spec, model), **pairwise_summary(records, spec)}
+
+
+def describe_pairwise(spec: "BenchmarkSpec") -> str:
+    """validate's line: the labels, their weights, the orders judged and the declared baseline."""
+    from rubric_engine.models.entries import destination
+
+    v, b = spec.judge.verdict, spec.baseline
+    head = (f"pairwise: labels {', '.join(v.labels)} (strong ones count {v.strong_weight:g}x), "
+            f"{'both orders' if v.swap else 'baseline first only'}; ")
+    if b is None:
+        return head + "no baseline declared: pass baseline=ENTRY or baseline.answers=FILE"
+    if b.model is not None:
+        return head + (f"baseline model {b.model.name} ({b.model.model}) calls "
+                       f"{destination(b.model.model, b.model.api_base, b.model.api_key_env)}")
+    assert b.answers is not None
+    files = ", ".join(f"{g}: {f.model or '?'} ({f.url or f.path})" for g, f in b.answers.files.items())
+    return head + f"baseline answers{f' per {b.answers.by}' if b.answers.by else ''}: {files}"
