@@ -200,3 +200,12 @@ def test_validate_and_dry_run_show_the_baseline_and_count_two_games(tmp_path: Pa
     rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in res.stdout.splitlines()
             if line.startswith("│") and line.split("│")[1].strip() in ("candidate", "judge", "baseline")}
     assert rows == {"candidate": "6", "judge": "12", "baseline": "6"}
+
+
+def test_another_baseline_into_the_same_directory_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
+    out = tmp_path / "run"
+    first = ["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "judge=mock", "progress=none",
+             f"hydra.run.dir={out}"]
+    assert run_cli([*first, f"baseline.answers={MINI_BASE}"], env).returncode == 0
+    res = run_cli([*first, "baseline=mock"], env)
+    assert res.returncode == 2 and "holds another run (differs in: baseline)" in res.stderr, res.stderr

@@ -50,7 +50,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
     console.print(f"judge: {shown(jm.name)} ({shown(jm.model)}) calls "
                   f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}", highlight=False, soft_wrap=True)
-    if spec.judge.verdict.kind == "pairwise":  # what the candidate is compared with, and where a baseline model's calls go
+    if spec.judge.verdict.kind == "pairwise":  # what the candidate is compared with; where baseline calls go
         from rubric_engine.run.pairwise import describe_pairwise
 
         console.print(shown(describe_pairwise(spec)), highlight=False, soft_wrap=True)

@@ -123,7 +123,8 @@ async def judge_pair(client: "ModelClient", spec: "BenchmarkSpec", question: Que
     failed = [(i, g) for i, g in enumerate(out.games, 1) if g.error]
     if failed:
         i, g = failed[0]
-        out.error = f"game {i} ({g.order}): {g.error}" + (f" (+{len(failed) - 1} more failed games)" if len(failed) > 1 else "")
+        more = f" (+{len(failed) - 1} more failed games)" if len(failed) > 1 else ""
+        out.error = f"game {i} ({g.order}): {g.error}{more}"
     else:
         out.verdicts = []
     return out

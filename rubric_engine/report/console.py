@@ -248,7 +248,8 @@ def print_pairwise(summary: Mapping[str, Any], console: Console) -> None:
     if calls and tokens:
         console.print(f"baseline: {calls['made']} calls sent / {calls['cache_hits']} cache hits, "
                       f"{format_tokens(tokens['prompt'])} prompt + {format_tokens(tokens['completion'])} completion "
-                      f"tokens, cost {_money((summary.get('cost') or {}).get('baseline'))}", highlight=False, soft_wrap=True)
+                      f"tokens, cost {_money((summary.get('cost') or {}).get('baseline'))}",
+                      highlight=False, soft_wrap=True)
 
 
 def _rho(r: Mapping[str, Any] | None) -> str:

@@ -201,8 +201,8 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
                                                 samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets))
     if plan.judged and is_pairwise(spec):  # wins / ties / losses and position consistency (stats/pairwise.py)
-        summary["pairwise"] = pairwise_section(settings, spec, plan.baseline,
-                                               (rec for _, rec in runstream.ordered_records(journal, questions, offsets)))
+        records = (rec for _, rec in runstream.ordered_records(journal, questions, offsets))
+        summary["pairwise"] = pairwise_section(settings, spec, plan.baseline, records)
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:

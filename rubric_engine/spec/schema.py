@@ -22,7 +22,8 @@ from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_s
 __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
     "Candidate", "VerdictFields", "Breakdown",
-    "ModelRef", "Judge", "AnswerFile", "BaselineAnswers", "Baseline", "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
+    "ModelRef", "Judge", "AnswerFile", "BaselineAnswers", "Baseline",
+    "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
 ]
 
 _TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
