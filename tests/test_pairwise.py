@@ -10,6 +10,7 @@ files in Arena-Hard's `{uid, model, messages}` layout, one per category).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,40 @@ def test_another_baseline_into_the_same_directory_is_refused(tmp_path: Path, env
     assert run_cli([*first, f"baseline.answers={MINI_BASE}"], env).returncode == 0
     res = run_cli([*first, "baseline=mock"], env)
     assert res.returncode == 2 and "holds another run (differs in: baseline)" in res.stderr, res.stderr
+
+
+def test_killed_pairwise_run_resumes_without_asking_finished_questions_again(tmp_path: Path,
+                                                                           env: dict[str, str]) -> None:
+    """kill -9 mid-run, the same command again: the questions in the journal get no request (baseline or judge),
+    and the scores equal an uninterrupted run's."""
+    from conftest import EXE, kill_after_lines
+
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"uid": f"k{i:02d}", "category": "hard_prompt", "subcategory": "s",
+                                        "prompt": f"PROMPT[k{i:02d}]"}) + "\n" for i in range(12)))
+
+    def reply(body: dict[str, Any]) -> Reply:
+        text = json.dumps(body["messages"])
+        if body["model"] == "base-x":
+            return Reply(text="the baseline's reply", delay=0.15)
+        return Reply(text=f"verdict [[{LABELS[len(text) % 5]}]]", delay=0.15)
+
+    with FakeServer(reply) as srv:
+        def args(out: Path) -> list[str]:
+            return ["benchmark=arena_hard", f"data.path={data}", "candidate=mock", "baseline=openai/base-x",
+                    f"baseline.api_base={srv.url}", "baseline.api_key_env=FAKE_KEY", "judge=openai_compatible",
+                    "judge.model=openai/judge-x", f"judge.api_base={srv.url}", "judge.api_key_env=FAKE_KEY",
+                    "concurrency=1", "progress=none", f"hydra.run.dir={out}"]
+        ref = tmp_path / "ref"
+        assert run_cli(args(ref), dict(env, RUBRIC_ENGINE_CACHE=str(tmp_path / "refcache"))).returncode == 0
+        srv.reset()
+        run = tmp_path / "run"
+        done = {r["id"] for r in kill_after_lines([EXE, *args(run)], run / "samples.jsonl", 4, env)[1:]}
+        assert 3 <= len(done) < 12, "the kill must land midway"
+        srv.reset()
+        res = run_cli(args(run), env)
+        assert res.returncode == 0, res.stderr
+        asked = {m for b in srv.requests for m in re.findall(r"PROMPT\[(k\d+)\]", json.dumps(b["messages"]))}
+    assert not asked & done and asked <= {f"k{i:02d}" for i in range(12)}
+    a, b = read_run(ref)[0], read_run(run)[0]
+    assert (a["overall"], a["subsets"], a["counts"]) == (b["overall"], b["subsets"], b["counts"])
