@@ -88,6 +88,7 @@ def test_bootstrap_is_seeded_and_brackets_the_fit() -> None:
     assert lo is not None and hi is not None and lo < point < hi  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_sweep_leaderboard_has_the_bradley_terry_ranking(tmp_path: Path, env: dict[str, str]) -> None:
     out = tmp_path / "sweep"
     res = run_cli(["-m", f"benchmark={DATA / 'pairwise_mini_spec'}", f"data.path={DATA / 'pairwise_mini.jsonl'}",

@@ -84,6 +84,7 @@ def test_label_problems() -> None:
 
 # -- runs -------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_mini_spec_runs_keyless_with_per_category_answer_files(tmp_path: Path, env: dict[str, str]) -> None:
     out = tmp_path / "run"
     res = run_cli([f"benchmark={MINI_SPEC}", f"data.path={MINI}", "candidate=mock", "judge=mock", "progress=none",
@@ -107,6 +108,7 @@ def test_mini_spec_runs_keyless_with_per_category_answer_files(tmp_path: Path, e
     assert summary["interval"]["lo"] <= summary["overall"] <= summary["interval"]["hi"]
 
 
+@pytest.mark.slow
 def test_baseline_model_is_called_once_per_question_and_cached(tmp_path: Path, env: dict[str, str]) -> None:
     """An ad-hoc LiteLLM id as the baseline, on the fake server: one request per question, none on a re-run."""
     with FakeServer(lambda body: Reply(text="BASELINE says: " + str(body["messages"][-1]["content"])[:20])) as srv:
@@ -130,6 +132,7 @@ def test_baseline_model_is_called_once_per_question_and_cached(tmp_path: Path, e
     assert summary2["overall"] == summary["overall"] and all(s["cache_hits"]["baseline"] == 1 for s in samples2)
 
 
+@pytest.mark.slow
 def test_baseline_answers_file_on_the_command_line(tmp_path: Path, env: dict[str, str]) -> None:
     out = tmp_path / "run"
     res = run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "judge=mock",
@@ -157,6 +160,7 @@ def _one_line(res: Any) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_no_baseline_anywhere(tmp_path: Path, env: dict[str, str]) -> None:
     spec = _spec(tmp_path, "baseline: null\n")
     line = _one_line(run_cli([f"benchmark={spec}", f"data.path={MINI}", "candidate=mock", "judge=mock",
@@ -164,6 +168,7 @@ def test_no_baseline_anywhere(tmp_path: Path, env: dict[str, str]) -> None:
     assert "needs a baseline" in line and "baseline=ENTRY" in line and "baseline.answers=FILE" in line
 
 
+@pytest.mark.slow
 def test_baseline_answers_missing_questions(tmp_path: Path, env: dict[str, str]) -> None:
     short = tmp_path / "short.jsonl"
     short.write_text("".join(x + "\n" for x in MINI_BASE.read_text().splitlines()[1:-1]))
@@ -173,24 +178,28 @@ def test_baseline_answers_missing_questions(tmp_path: Path, env: dict[str, str])
     assert not (tmp_path / "out" / "samples.jsonl").exists()  # refused before any call
 
 
+@pytest.mark.slow
 def test_labels_the_pattern_cannot_produce(tmp_path: Path, env: dict[str, str]) -> None:
     spec = _spec(tmp_path, "judge:\n  verdict:\n    labels: ['A>B', 'A=B', 'A much better']\n")
     line = _one_line(run_cli(["validate", f"benchmark={spec}"], env))
     assert "judge.verdict.labels" in line and "A much better" in line
 
 
+@pytest.mark.slow
 def test_strong_weight_below_one(tmp_path: Path, env: dict[str, str]) -> None:
     spec = _spec(tmp_path, "judge:\n  verdict:\n    strong_weight: 0.5\n")
     line = _one_line(run_cli(["validate", f"benchmark={spec}"], env))
     assert "judge.verdict.strong_weight" in line and "0.5" in line
 
 
+@pytest.mark.slow
 def test_baseline_on_a_criteria_benchmark(tmp_path: Path, env: dict[str, str]) -> None:
     line = _one_line(run_cli(["benchmark=reference_qa", "candidate=mock", "judge=mock", "baseline=mock",
                               f"hydra.run.dir={tmp_path / 'out'}"], env))
     assert "not pairwise" in line
 
 
+@pytest.mark.slow
 def test_validate_and_dry_run_show_the_baseline_and_count_two_games(tmp_path: Path, env: dict[str, str]) -> None:
     res = run_cli(["validate", "benchmark=arena_hard", f"data.path={MINI}"], env)
     assert res.returncode == 0, res.stderr
@@ -203,6 +212,7 @@ def test_validate_and_dry_run_show_the_baseline_and_count_two_games(tmp_path: Pa
     assert rows == {"candidate": "6", "judge": "12", "baseline": "6"}
 
 
+@pytest.mark.slow
 def test_another_baseline_into_the_same_directory_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
     out = tmp_path / "run"
     first = ["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "judge=mock", "progress=none",
@@ -212,6 +222,7 @@ def test_another_baseline_into_the_same_directory_is_refused(tmp_path: Path, env
     assert res.returncode == 2 and "holds another run (differs in: baseline)" in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_killed_pairwise_run_resumes_without_asking_finished_questions_again(tmp_path: Path,
                                                                            env: dict[str, str]) -> None:
     """kill -9 mid-run, the same command again: the questions in the journal get no request (baseline or judge),

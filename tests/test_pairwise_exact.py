@@ -78,6 +78,7 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_win_rate_equals_arena_hard_restatement(tmp_path: Path, env: dict[str, str], seed: int) -> None:
     rng = random.Random(seed)
