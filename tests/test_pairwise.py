@@ -106,6 +106,8 @@ def test_mini_spec_runs_keyless_with_per_category_answer_files(tmp_path: Path, e
     assert p["baseline"]["answers"] == {"hard_prompt": "base-hard", "creative_writing": "base-creative"}
     assert sum(p["games"].values()) == 12 and summary["counts"]["scored"] == 6
     assert summary["interval"]["lo"] <= summary["overall"] <= summary["interval"]["hi"]
+    page = (out / "report.html").read_text()
+    assert page.count("Baseline reply:") == 6 and page.count("candidate_first") == 6  # each question's games
 
 
 @pytest.mark.slow

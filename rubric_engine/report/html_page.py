@@ -193,6 +193,16 @@ def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
                   left=range(7), sortable=False)
 
 
+def _games(sample: Mapping[str, Any]) -> str:
+    """A pairwise record's baseline reply and its games (judge.verdict.kind: pairwise); "" for any other record."""
+    if "games" not in sample:
+        return ""
+    rows = [[_e(g.get("order")), _e(g.get("label") or "—"), _e(g.get("error") or g.get("reasoning"))]
+            for g in sample.get("games") or []]
+    return (f"<p class=\"note\">Baseline reply:</p><pre>{_e(sample.get('baseline_response'))}</pre>"
+            + _table(["Order", "Label", "Judge reply / error"], rows, left=range(3), sortable=False))
+
+
 def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -> str:
     t = lb.taxonomy
     score = sample.get("score")
@@ -223,6 +233,7 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -
     body.append(views.dialogue(turns))
     body.append(f"<p class=\"note\">Reply:</p><pre>{_e(sample.get('response'))}</pre>")
     body.append(_criteria(sample, lb))
+    body.append(_games(sample))
     return f'<details class="{classes}"><summary>{head}</summary>{"".join(body)}</details>'
 
 
