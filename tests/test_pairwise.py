@@ -260,3 +260,12 @@ def test_killed_pairwise_run_resumes_without_asking_finished_questions_again(tmp
     assert not asked & done and asked <= {f"k{i:02d}" for i in range(12)}
     a, b = read_run(ref)[0], read_run(run)[0]
     assert (a["overall"], a["subsets"], a["counts"]) == (b["overall"], b["subsets"], b["counts"])
+
+
+@pytest.mark.slow
+def test_baseline_key_is_checked_before_any_call(tmp_path: Path, env: dict[str, str]) -> None:
+    env = {k: v for k, v in env.items() if k != "OPENAI_API_KEY"}
+    line = _one_line(run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "judge=mock",
+                              "baseline=openai/gpt-4o", f"hydra.run.dir={tmp_path / 'out'}"], env))
+    assert "OPENAI_API_KEY" in line and "openai/gpt-4o" in line
+    assert not (tmp_path / "out" / "samples.jsonl").exists()
