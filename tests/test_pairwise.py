@@ -269,3 +269,17 @@ def test_baseline_key_is_checked_before_any_call(tmp_path: Path, env: dict[str, 
                               "baseline=openai/gpt-4o", f"hydra.run.dir={tmp_path / 'out'}"], env))
     assert "OPENAI_API_KEY" in line and "openai/gpt-4o" in line
     assert not (tmp_path / "out" / "samples.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_generate_then_score_from_run(tmp_path: Path, env: dict[str, str]) -> None:
+    """stage=generate needs no baseline; stage=score from_run= compares the stored answers with it."""
+    gen, score = tmp_path / "gen", tmp_path / "score"
+    res = run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "stage=generate", "progress=none",
+                   f"hydra.run.dir={gen}"], env)
+    assert res.returncode == 0, res.stderr
+    res = run_cli(["benchmark=arena_hard", f"data.path={MINI}", "judge=mock", "stage=score", f"from_run={gen}",
+                   f"baseline.answers={MINI_BASE}", "progress=none", f"hydra.run.dir={score}"], env)
+    assert res.returncode == 0, res.stderr
+    summary, samples = read_run(score)
+    assert summary["counts"]["scored"] == 6 and all(s["response"].startswith("[mock]") for s in samples)

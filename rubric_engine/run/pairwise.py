@@ -34,6 +34,8 @@ def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", *, panel: bool
             raise ConfigError(f"baseline=...: the benchmark {spec.name} is not pairwise (judge.verdict.kind: "
                               f"{spec.judge.verdict.kind}); drop baseline= / baseline.answers=")
         return None
+    if settings.stage == "generate":  # no judging: the baseline is not needed (a later stage=score names it)
+        return None
     if settings.baseline is not None and settings.baseline_answers:
         raise ConfigError("give either baseline=ENTRY or baseline.answers=FILE, not both")
     if panel or samples > 1:
