@@ -9,29 +9,28 @@ exactly its games' counted outcomes (ties as half), so the fit reads the scores 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.bradley_terry import ANCHOR, SCALE, Game, bootstrap_ratings, fit_ratings
 
-if TYPE_CHECKING:
-    from rubric_engine.results.leaderboard import Row
-
-__all__ = ["bradley_terry_section"]
+__all__ = ["bradley_terry_section", "baseline_of"]
 
 _BASE = "\x00baseline"  # the baseline's player key: never a row label, even when a candidate has its name
 
 
-def _baseline(row: "Row") -> str | None:
-    section = (row.run.summary.get("pairwise") if row.run else None) or {}
-    name = (section.get("baseline") or {}).get("name")
+def baseline_of(summary: Mapping[str, Any] | None) -> str | None:
+    """The baseline a run's summary.json names (None: not a pairwise run)."""
+    name = (((summary or {}).get("pairwise") or {}).get("baseline") or {}).get("name")
     return str(name) if name is not None else None
 
 
-def bradley_terry_section(rows: Sequence["Row"], *, n_boot: int, seed: int, alpha: float,
-                          warnings: list[str]) -> dict[str, Any] | None:
-    """leaderboard.json's `bradley_terry` (None unless every row is a pairwise run against one baseline)."""
-    names = [_baseline(r) for r in rows]
+def bradley_terry_section(rows: Sequence[tuple[str, str | None, Sequence[ScoredQuestion]]], *, n_boot: int, seed: int,
+                          alpha: float, warnings: list[str]) -> dict[str, Any] | None:
+    """leaderboard.json's `bradley_terry` from (label, baseline, scored questions) per row; None unless every
+    row is a pairwise run against one baseline."""
+    names = [base for _, base, _ in rows]
     if not rows or None in names:
         return None
     if len(set(names)) > 1:
@@ -39,15 +38,15 @@ def bradley_terry_section(rows: Sequence["Row"], *, n_boot: int, seed: int, alph
                         "no Bradley-Terry ranking; rank runs of one baseline together")
         return None
     per_question: dict[str, list[Game]] = {}
-    for r in rows:
-        for q in r.scored:
-            per_question.setdefault(q.id, []).append(Game(r.label, _BASE, q.score * q.weight, (1 - q.score) * q.weight))
+    for label, _, scored in rows:
+        for q in scored:
+            per_question.setdefault(q.id, []).append(Game(label, _BASE, q.score * q.weight, (1 - q.score) * q.weight))
     games = [g for gs in per_question.values() for g in gs]
     ratings = fit_ratings(games, _BASE)
     spans = bootstrap_ratings(per_question, _BASE, n=n_boot, seed=seed, alpha=alpha) if games else {}
     baseline = str(names[0])
-    out = [{"label": r.label, "rating": ratings.get(r.label), "lo": spans.get(r.label, (None, None))[0],
-            "hi": spans.get(r.label, (None, None))[1], "baseline": False} for r in rows]
+    out = [{"label": label, "rating": ratings.get(label), "lo": spans.get(label, (None, None))[0],
+            "hi": spans.get(label, (None, None))[1], "baseline": False} for label, _, _ in rows]
     out.append({"label": baseline, "rating": ANCHOR, "lo": ANCHOR, "hi": ANCHOR, "baseline": True})
     out.sort(key=lambda x: (x["rating"] is None, -(x["rating"] or 0.0), x["label"]))
     for x in out:

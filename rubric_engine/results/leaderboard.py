@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.results import intervals as nested_runs
-from rubric_engine.results.bradley_terry import bradley_terry_section
+from rubric_engine.results.bradley_terry import baseline_of, bradley_terry_section
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference
 from rubric_engine.stats.noise import pair_noise
@@ -274,6 +274,8 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
     lb = Leaderboard(benchmark=runs[0].benchmark, benchmark_version=str(runs[0].summary.get("benchmark_version", "")),
                      taxonomy=tax, rows=rows, pairs=[], n_boot=n_boot, seed=seed, alpha=alpha, warnings=warnings)
     lb.pairs = [compare(lb, a, b) for a, b in zip(rows, rows[1:])]
-    lb.bradley_terry = bradley_terry_section(rows, n_boot=n_boot, seed=seed, alpha=alpha, warnings=lb.warnings)
+    lb.bradley_terry = bradley_terry_section([(r.label, baseline_of(r.run.summary if r.run else None), r.scored)
+                                              for r in rows], n_boot=n_boot, seed=seed, alpha=alpha,
+                                             warnings=lb.warnings)
     lb.warnings += [f"{p.a} vs {p.b}: {p.error}" for p in lb.pairs if p.error]
     return lb
