@@ -283,3 +283,18 @@ def test_generate_then_score_from_run(tmp_path: Path, env: dict[str, str]) -> No
     assert res.returncode == 0, res.stderr
     summary, samples = read_run(score)
     assert summary["counts"]["scored"] == 6 and all(s["response"].startswith("[mock]") for s in samples)
+
+
+@pytest.mark.slow
+def test_rescore_recomputes_scores_from_the_stored_labels(tmp_path: Path, env: dict[str, str]) -> None:
+    out = tmp_path / "run"
+    res = run_cli([f"benchmark={MINI_SPEC}", f"data.path={MINI}", "candidate=mock", "judge=mock", "progress=none",
+                   f"hydra.run.dir={out}"], env)
+    assert res.returncode == 0, res.stderr
+    summary, samples = read_run(out)
+    lines = [dict(s, score=0.0, weight=1) for s in samples]  # scores that do not follow from the labels
+    (out / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in lines))
+    res = run_cli(["rescore", str(out), f"out={tmp_path / 're'}"], env)
+    assert res.returncode == 0, res.stderr
+    again = json.loads((tmp_path / "re" / "summary.json").read_text())
+    assert again["overall"] == pytest.approx(summary["overall"]) and again["subsets"] == pytest.approx(summary["subsets"])
