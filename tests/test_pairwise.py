@@ -40,6 +40,14 @@ def read_run(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()])
 
 
+def mini_run(out: Path, env: dict[str, str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The mini spec (per-category answer files) keyless with mock models, into `out`."""
+    res = run_cli([f"benchmark={MINI_SPEC}", f"data.path={MINI}", "candidate=mock", "judge=mock", "progress=none",
+                   f"hydra.run.dir={out}"], env)
+    assert res.returncode == 0, res.stderr
+    return read_run(out)
+
+
 # -- labels and scores ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("label", LABELS)
@@ -87,10 +95,7 @@ def test_label_problems() -> None:
 @pytest.mark.slow
 def test_mini_spec_runs_keyless_with_per_category_answer_files(tmp_path: Path, env: dict[str, str]) -> None:
     out = tmp_path / "run"
-    res = run_cli([f"benchmark={MINI_SPEC}", f"data.path={MINI}", "candidate=mock", "judge=mock", "progress=none",
-                   f"hydra.run.dir={out}"], env)
-    assert res.returncode == 0, res.stderr
-    summary, samples = read_run(out)
+    summary, samples = mini_run(out, env)
     assert [s["baseline_response"].split()[0] for s in samples] == ["base-hard"] * 4 + ["base-creative"] * 2
     exploded: dict[str, list[float]] = {}
     for s in samples:  # the restatement: every game's exploded scores, pooled
@@ -288,10 +293,7 @@ def test_generate_then_score_from_run(tmp_path: Path, env: dict[str, str]) -> No
 @pytest.mark.slow
 def test_rescore_recomputes_scores_from_the_stored_labels(tmp_path: Path, env: dict[str, str]) -> None:
     out = tmp_path / "run"
-    res = run_cli([f"benchmark={MINI_SPEC}", f"data.path={MINI}", "candidate=mock", "judge=mock", "progress=none",
-                   f"hydra.run.dir={out}"], env)
-    assert res.returncode == 0, res.stderr
-    summary, samples = read_run(out)
+    summary, samples = mini_run(out, env)
     lines = [dict(s, score=0.0, weight=1) for s in samples]  # scores that do not follow from the labels
     (out / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in lines))
     res = run_cli(["rescore", str(out), f"out={tmp_path / 're'}"], env)
