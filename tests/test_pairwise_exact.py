@@ -110,3 +110,8 @@ def test_win_rate_equals_arena_hard_restatement(tmp_path: Path, env: dict[str, s
         assert samples[q]["score"] is None and "invalid verdict after 3 replies" in samples[q]["judge_error"]
     for q, s in samples.items():
         assert [g["label"] for g in s["games"]] == [judge.sent[q][1], judge.sent[q][2]]
+    res = run_cli(["leaderboard", str(out), f"out={tmp_path / 'lb'}"], env)  # rebuilt from the stored run
+    assert res.returncode == 0, res.stderr
+    row = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["rows"][0]
+    assert row["overall"] == pytest.approx(overall, abs=1e-9)
+    assert {c: row["subsets"][c] for c in per} == pytest.approx(per, abs=1e-9)
