@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["RECORD_VERSION", "GroupScore", "CriterionRecord", "SampleEntry", "SampleRecord"]
+__all__ = ["RECORD_VERSION", "GroupScore", "CriterionRecord", "GameRecord", "SampleEntry", "SampleRecord"]
 
 RECORD_VERSION = 1
 
@@ -64,6 +64,15 @@ class _Outcome(TypedDict, total=False):
     truncated: bool
 
 
+class GameRecord(TypedDict):
+    """One pairwise game (judge.verdict.kind: pairwise): its order, the label read, the judge's reply, or the error."""
+
+    order: str  # baseline_first (A = baseline, B = candidate) | candidate_first
+    label: str | None
+    reasoning: str | None
+    error: str | None
+
+
 class SampleEntry(_Outcome, total=False):
     """One of a question's K candidate samples (`candidate.samples=K`), kept under the record's `samples`."""
 
@@ -83,3 +92,5 @@ class SampleRecord(_Outcome, total=False):
     weight: float  # judgments `score` pools (valid turn scores, game scores); absent = 1 (docs/methodology.md)
     sample_score_sd: float | None
     samples: list[SampleEntry]
+    games: list[GameRecord]  # judge.verdict.kind: pairwise
+    baseline_response: str | None  # judge.verdict.kind: pairwise

@@ -50,6 +50,10 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
     console.print(f"judge: {shown(jm.name)} ({shown(jm.model)}) calls "
                   f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}", highlight=False, soft_wrap=True)
+    if spec.judge.verdict.kind == "pairwise":  # what the candidate is compared with; where baseline calls go
+        from rubric_engine.run.pairwise import describe_pairwise
+
+        console.print(shown(describe_pairwise(spec)), highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
@@ -198,7 +202,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
     """
     from rubric_engine.judge.grading import shape_of
-    from rubric_engine.judge.prompts import candidate_messages, judge_messages
+    from rubric_engine.judge.prompts import candidate_messages, judge_messages, pair_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.entries import cache_key
     from rubric_engine.run.plan import plan_run
@@ -227,6 +231,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     try:
         roles = [] if given is not None else [("candidate", settings.candidate)]
         roles += [("judge" if len(judges) == 1 else f"judge {j.name}", j) for j in judges]
+        if plan.baseline is not None:  # pairwise with a baseline model: one reply per question, like a candidate
+            roles.append(("baseline", plan.baseline))
         if settings.stage == "generate":
             roles = [r for r in roles if r[0] == "candidate"]
         for role, model in roles:
@@ -235,16 +241,23 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
             prompt = completion = n_cached = 0
             calls = len(questions) * k
             for q, s in ((q, s) for q in questions for s in range(k)):
-                if role == "candidate":
+                if role in ("candidate", "baseline"):
                     msgs = candidate_messages(spec, q)
                     hit = cached(model, msgs, (None,), s)  # sample s: its own cache key
-                    replies[(q.id, s)] = hit.get("text") if hit else None
+                    if role == "candidate":
+                        replies[(q.id, s)] = hit.get("text") if hit else None
                     completion += int(hit.get("completion_tokens") or 0) if hit else reply_tokens
                     n_cached += hit is not None
                     prompt += count(model=model.model, messages=msgs)
                     continue
                 reply = replies.get((q.id, s))
                 text = reply if reply is not None else ""
+                if spec.judge.verdict.kind == "pairwise":  # a game per order, the baseline's reply not known here
+                    units = [pair_messages(spec, q, text, "") for _ in range(2 if spec.judge.verdict.swap else 1)]
+                    calls += len(units) - 1
+                    prompt += sum(count(model=model.model, messages=m) + 2 * reply_tokens for m in units)
+                    completion += reply_tokens * len(units)
+                    continue
                 if spec.judge.verdict.granularity == "per_criterion":
                     units = [judge_messages(spec, q, text, c.index) for c in q.criteria]
                     calls += len(q.criteria) - 1
@@ -259,11 +272,11 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                         completion += judge_reply_tokens_per_item * len(q.criteria)
                 prompt += repeats * sum(count(model=model.model, messages=m) + (reply_tokens if reply is None else 0)
                                         for m in units)  # a reply not known yet adds ~reply_tokens to each prompt
-            if role != "candidate":
+            if role not in ("candidate", "baseline"):
                 calls *= repeats
             est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
                          "calls_to": destination(model.model, model.api_base, model.api_key_env),
-                         "repeats": 1 if role == "candidate" else repeats, "samples": k,
+                         "repeats": 1 if role in ("candidate", "baseline") else repeats, "samples": k,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
     finally:

@@ -16,7 +16,7 @@ from rubric_engine.cli.config import CONFIG_MODULE
 __all__ = ["compose", "rewrite", "user_search_path"]
 
 _ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie",  # run-level keys spelled under judge / candidate
-            "candidate.samples": "samples"}
+            "candidate.samples": "samples", "baseline": "baseline.entry"}  # baseline=ENTRY: pairwise specs
 
 
 def rewrite(argv: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ Template variables
   judge template (judge.verdict.granularity all_criteria): `dialogue`, `question`, `response`, `reference`,
                       `criteria`, `n_criteria`, `tag`
   judge template (per_criterion): `dialogue`, `question`, `response`, `reference`, `criterion` (one item), `tag`
+  judge template (judge.verdict.kind pairwise): `dialogue`, `question`, `reference`, `response_a`, `response_b`, `tag`
   `tag`: a suffix derived from the response and dialogue; wrap untrusted text in `<response-{{ tag }}>` ...
          `</response-{{ tag }}>` so a reply cannot close the wrapper and speak as the judge's instructions.
   `dialogue`: list of {role: 'system'|'user'|'assistant'|'other' (per spec.data.roles), speaker: the data's
@@ -43,7 +44,7 @@ from rubric_engine.errors import DataError, SpecError
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["candidate_messages", "judge_messages", "dialogue_vars", "criteria_vars", "render_template",
+__all__ = ["candidate_messages", "judge_messages", "pair_messages", "dialogue_vars", "criteria_vars", "render_template",
            "check_templates", "data_tag"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
@@ -220,6 +221,17 @@ def judge_messages(spec: "BenchmarkSpec", question: Question, response: str,
     return messages + [{"role": "user", "content": content}]
 
 
+def pair_messages(spec: "BenchmarkSpec", question: Question, response_a: str, response_b: str) -> list[dict[str, str]]:
+    """Messages for a pairwise judge (judge.verdict.kind: pairwise): the two replies as `response_a` and
+    `response_b`, each to be wrapped in `<response-{{ tag }}>`-style tags like a single reply."""
+    dialogue = dialogue_vars(spec, question)
+    variables: dict[str, Any] = {"dialogue": dialogue, "question": question, "reference": question.reference,
+                                 "response_a": response_a, "response_b": response_b,
+                                 "tag": data_tag(response_a, response_b, *(t["content"] for t in dialogue))}
+    return _system(spec, "judge.system", variables) + [
+        {"role": "user", "content": render_template(spec, "judge.template", variables)}]
+
+
 def check_templates(spec: "BenchmarkSpec", questions: list[Question] | tuple[Question, ...], n: int = 3) -> None:
     """Render every template against the first `n` questions, before any paid call.
 
@@ -228,4 +240,7 @@ def check_templates(spec: "BenchmarkSpec", questions: list[Question] | tuple[Que
     per_criterion = spec.judge.verdict.granularity == "per_criterion"
     for question in list(questions)[:n]:
         candidate_messages(spec, question)
+        if spec.judge.verdict.kind == "pairwise":
+            pair_messages(spec, question, "A sample reply.", "Another sample reply.")
+            continue
         judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MOCK_PREFIX", "MOCK_TAG", "MockShape", "is_mock", "mock_reply", "mock_verdict"]
+__all__ = ["MOCK_PREFIX", "MOCK_TAG", "MockShape", "MockLabels", "is_mock", "mock_reply", "mock_verdict"]
 
 MOCK_PREFIX = "mock/"
 MOCK_TAG = "[mock]"
@@ -68,9 +68,19 @@ def mock_verdict(shape: MockShape, seed: str) -> str:
     return json.dumps({shape.list_key: items}, ensure_ascii=False)
 
 
-def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockShape | None) -> str:
+@dataclass(frozen=True)
+class MockLabels:
+    """A pairwise verdict: one of `written` (each label as the judge must write it, e.g. `[[A>B]]`)."""
+
+    written: tuple[str, ...]
+
+
+def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockShape | MockLabels | None) -> str:
     """The mock's answer: a verdict when the caller expects one, else a short labelled reply."""
     seed = json.dumps([model, [m.get("content") for m in messages]], ensure_ascii=False, sort_keys=True, default=str)
+    if isinstance(expect, MockLabels):
+        pick = expect.written[_digest(seed) % len(expect.written)]
+        return f"{MOCK_TAG} deterministic placeholder, not a real comparison. My final verdict: {pick}"
     if expect is not None:
         return mock_verdict(expect, seed)
     return f"{MOCK_TAG} A deterministic reply from {model} (offline, no model was called; #{_digest(seed) % 10000:04d})."

@@ -230,6 +230,28 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
                       "(aggregation.no_positive_points: exclude); see samples.jsonl.")
 
 
+def print_pairwise(summary: Mapping[str, Any], console: Console) -> None:
+    """A pairwise run's lines (summary.json `pairwise`): the baseline, games won / tied / lost, how often the two
+    orders disagree, and the baseline model's calls and cost when one was called."""
+    p = summary.get("pairwise")
+    if not p:
+        return
+    g, pos = p["games"], p["position"]
+    console.print(f"win rate against {shown(p['baseline']['name'])} (ties as half, strong verdicts x"
+                  f"{p['strong_weight']:g}): {_fmt(summary['overall'])}; games won / tied / lost: {g['wins']} / "
+                  f"{g['ties']} / {g['losses']}", highlight=False, soft_wrap=True)
+    if pos["questions"]:
+        console.print(f"position inconsistency: {pos['inconsistent']} of {pos['questions']} questions "
+                      f"({100 * pos['inconsistency']:.1f}%) get a different outcome when the order is swapped",
+                      highlight=False, soft_wrap=True)
+    calls, tokens = (summary.get("calls") or {}).get("baseline"), (summary.get("tokens") or {}).get("baseline")
+    if calls and tokens:
+        console.print(f"baseline: {calls['made']} calls sent / {calls['cache_hits']} cache hits, "
+                      f"{format_tokens(tokens['prompt'])} prompt + {format_tokens(tokens['completion'])} completion "
+                      f"tokens, cost {_money((summary.get('cost') or {}).get('baseline'))}",
+                      highlight=False, soft_wrap=True)
+
+
 def _rho(r: Mapping[str, Any] | None) -> str:
     if not r:
         return "—"

@@ -158,6 +158,12 @@ def _tables(lb: "Leaderboard", subset_ci: Mapping[str, Mapping[str, Any]] | None
         out += ["<h2>Subsets</h2>", _subsets(lb, subset_ci)]
     if any(r.scenarios for r in lb.rows):
         out += ["<h2>Scenarios</h2>", _scenarios(lb)]
+    if lb.bradley_terry is not None:  # pairwise runs against one baseline
+        bt = lb.bradley_terry
+        out += [f"<h2>Bradley-Terry ({_e(bt['baseline'])} = {bt['anchor']:g})</h2>",
+                _table(["Model", "Rating", "Interval"], [[_e(x["label"]) + (" (baseline)" if x["baseline"] else ""),
+                        _f(x["rating"], 1), f"[{_f(x['lo'], 1)}, {_f(x['hi'], 1)}]"] for x in bt["ratings"]]),
+                f'<p class="note">{_e(bt["method"])}</p>']
     return out
 
 
@@ -186,6 +192,16 @@ def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
         return ""
     return _table(["#", "Label", "Ability / rule / tags", "Weight", "Criterion", "Hit", "Judge reasoning"], rows,
                   left=range(7), sortable=False)
+
+
+def _games(sample: Mapping[str, Any]) -> str:
+    """A pairwise record's baseline reply and its games (judge.verdict.kind: pairwise); "" for any other record."""
+    if "games" not in sample:
+        return ""
+    rows = [[_e(g.get("order")), _e(g.get("label") or "—"), _e(g.get("error") or g.get("reasoning"))]
+            for g in sample.get("games") or []]
+    return (f"<p class=\"note\">Baseline reply:</p><pre>{_e(sample.get('baseline_response'))}</pre>"
+            + _table(["Order", "Label", "Judge reply / error"], rows, left=range(3), sortable=False))
 
 
 def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -> str:
@@ -218,6 +234,7 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -
     body.append(views.dialogue(turns))
     body.append(f"<p class=\"note\">Reply:</p><pre>{_e(sample.get('response'))}</pre>")
     body.append(_criteria(sample, lb))
+    body.append(_games(sample))
     return f'<details class="{classes}"><summary>{head}</summary>{"".join(body)}</details>'
 
 

@@ -56,6 +56,11 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
     for bid, btitle, groups in _tag_breakdowns(lb):
         out.append((btitle, ["Model", *groups], [[r.label, *[fmt(r.breakdowns.get(bid, {}).get(g)) for g in groups]]
                                                  for r in lb.rows]))
+    if lb.bradley_terry is not None:  # pairwise runs against one baseline (results/bradley_terry.py)
+        bt = lb.bradley_terry
+        out.append((f"Bradley-Terry ({bt['baseline']} = {bt['anchor']:g})", ["Model", "Rating",
+                    f"{100 * (1 - lb.alpha):.0f}% CI"], [[x["label"] + (" (baseline)" if x["baseline"] else ""),
+                    fmt(x["rating"], 1), f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]"] for x in bt["ratings"]]))
     out.append((last_title[0].upper() + last_title[1:], ["Model", *[t.subset_labels.get(x, x) for x in subs],
                 *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
     return out
@@ -115,7 +120,16 @@ def _csv_record(lb: Leaderboard, r: Row) -> dict[str, Any]:
             **{f"{bid}.{g}": r.breakdowns.get(bid, {}).get(g) for bid, _, groups in _tag_breakdowns(lb) for g in groups},
             "decay_pct": r.decay_pct, "decay_base": r.decay_base, **r.counts,
             **{f"cost_{k}": v for k, v in r.cost.items()}, "stage": r.stage, "run_dir": r.run_dir,
+            **_bt_columns(lb, r),
             "gap_to_next": next(("within judge noise" if p.within_noise else "" for p in lb.pairs if p.a == r.label), "")}
+
+
+def _bt_columns(lb: Leaderboard, r: Row) -> dict[str, Any]:
+    """bt_rating, bt_lo, bt_hi for a pairwise sweep's rows ({} otherwise: other CSVs keep their columns)."""
+    if lb.bradley_terry is None:
+        return {}
+    x = next((x for x in lb.bradley_terry["ratings"] if x["label"] == r.label and not x["baseline"]), {})
+    return {"bt_rating": x.get("rating"), "bt_lo": x.get("lo"), "bt_hi": x.get("hi")}
 
 
 def _radar(lb: Leaderboard) -> tuple[str, list[str], dict[str, list[float | None]]] | None:

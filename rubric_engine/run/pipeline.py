@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.judge.pairwise import baseline_reply, is_pairwise, judge_pair
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.cache import ResultCache
@@ -55,7 +56,8 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, questions: Sequence[Question],
                        given: dict[str, str | None] | None,
                      cache: ResultCache | None, console: Console,
-                     stages: dict[str, Any], finished: Callable[[Outcome], None]) -> dict[str, dict[str, int]]:
+                     stages: dict[str, Any], finished: Callable[[Outcome], None],
+                     baseline: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
     pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
     (and in memory) does not grow with the number of questions.
@@ -64,7 +66,7 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
     question (models/interrupt.py); the caller sees asyncio.CancelledError and `interrupt.stopped()`."""
     stop = SignalStop().install()
     try:
-        return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished)
+        return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished, baseline)
     finally:
         stop.restore()
 
@@ -72,8 +74,11 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
 async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, questions: Sequence[Question],
                     given: dict[str, str | None] | None,
                     cache: ResultCache | None, console: Console,
-                    stages: dict[str, Any], finished: Callable[[Outcome], None]) -> dict[str, dict[str, int]]:
+                    stages: dict[str, Any], finished: Callable[[Outcome], None],
+                    baseline: Mapping[str, str] | None) -> dict[str, dict[str, int]]:
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
+    pairwise = is_pairwise(spec)  # judge.verdict.kind: pairwise: the baseline's reply, then a game per order
+    base = ModelClient(plan.baseline, role="baseline", **limits) if pairwise and plan.baseline and plan.judged else None
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
     judge = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
@@ -87,7 +92,7 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
             board.note(text)
             log.info(text)
 
-        for client in (cand, *clients):
+        for client in (cand, base, *clients):
             if client is not None:
                 client.notify = notify
 
@@ -124,7 +129,11 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
             assert judge_bar is not None
             if o.response is not None:
                 judge_bar.start()
-                o.judge = await judge.judge(q, o.response, first_repeat=s * judge.repeats)
+                if pairwise:
+                    o.judge = await judge_pair(clients[0], spec, q, o.response,
+                                               await baseline_reply(base, baseline, spec, q))
+                else:
+                    o.judge = await judge.judge(q, o.response, first_repeat=s * judge.repeats)
             jr = o.judge
             if jr is not None and jr.error:
                 log.info("judge error on %s: %s", q.id, jr.error)
@@ -153,12 +162,13 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
         except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
             raise _first_leaf(group) from None
         finally:
-            for client in (cand, *clients):
+            for client in (cand, base, *clients):
                 if client is not None:
                     await client.aclose()
     # "made": requests for results this invocation did not have; cache hits are counted apart
     calls = {role: {"made": sum(c.stats.calls - c.stats.cache_hits for c in cs),
                     "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs)}
-             for role, cs in (("candidate", [cand] if cand else []), ("judge", clients))}
+             for role, cs in (("candidate", [cand] if cand else []), ("judge", clients),
+                              *((("baseline", [base]),) if base else ()))}
     return calls
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.pairwise import PairResult, baseline_usage, pair_fields
 from rubric_engine.models.redact import redact
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.question import QuestionScore
@@ -56,10 +57,16 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
         rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
     elif o.score is not None:
         rec.update(record_fields(o.score))  # the same record fields `rescore` writes (stats/scores.py)
+    if isinstance(jr, PairResult):  # judge.verdict.kind: pairwise (judge/pairwise.py)
+        rec.update(pair_fields(spec, jr, _clip))
     rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
                      "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
     rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
+    base = baseline_usage(jr)
+    if base is not None:
+        for key in ("tokens", "cost", "cache_hits"):
+            rec[key]["baseline"] = base[key]
     rec["truncated"] = o.truncated
     return rec
 

@@ -55,6 +55,8 @@ class RunSettings:
     quiet: bool = False  # no result tables either: stdout is only the 'outputs:' line
     trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (scoring/formulas.py)
     candidate_errors: str | None = None  # exclude | zero: overrides the spec's aggregation.candidate_errors
+    baseline: ModelSpec | None = None  # pairwise: baseline=ENTRY (None: the spec's baseline:)
+    baseline_answers: str | None = None  # pairwise: baseline.answers=FILE (the engine's answers format)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

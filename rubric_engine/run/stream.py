@@ -65,9 +65,10 @@ class Totals:
         self.truncated += bool(rec.get("truncated"))
         if rec.get("score") is None and not rec.get("judge_error") and not rec.get("candidate_error"):
             self.unscored += 1
-        for role in ("candidate", "judge"):
+        for role in rec["tokens"]:  # candidate, judge, and any other role a record has (pairwise: baseline)
             for k in ("prompt", "completion"):
-                self.tokens[role][k] += int(rec["tokens"][role][k])
+                self.tokens.setdefault(role, {"prompt": 0, "completion": 0})[k] += int(rec["tokens"][role][k])
+            self.cost.setdefault(role, None)
             c = rec["cost"][role]
             if c is not None:
                 self.cost[role] = (self.cost[role] or Fraction(0)) + Fraction(c)

@@ -19,6 +19,7 @@ import jinja2.meta
 
 from rubric_engine.errors import SpecError
 from rubric_engine.scoring.formulas import FormulaProblem, known_names, resolve_formula
+from rubric_engine.scoring.pairwise import label_problem, patterns_of
 
 if TYPE_CHECKING:
     from rubric_engine.datatypes import Question
@@ -49,7 +50,7 @@ def check_formula(spec: "BenchmarkSpec", fail: Fail, trust_code: bool) -> None:
 def _check_scoring(spec: "BenchmarkSpec", fail: Fail) -> None:
     sc = spec.aggregation
     if spec.taxonomy is None:
-        if sc.question == "mean_over_groups":
+        if sc.question == "mean_over_groups" and spec.judge.verdict.kind != "pairwise":  # no items to group
             fail(("aggregation", "question"), "mean_over_groups needs a taxonomy (its abilities are the groups)",
                  sc.question, "without a taxonomy use all_items")
         if sc.overall == "macro_over_groups":
@@ -107,12 +108,42 @@ def _check_breakdowns(spec: "BenchmarkSpec", fail: Fail) -> None:
             fail(key + ("prefix",), f"prefix applies only to item_tag / example_tag breakdowns, not {b.by}", b.prefix)
 
 
+def _check_pairwise(spec: "BenchmarkSpec", fail: Fail) -> None:
+    """judge.verdict.kind: pairwise (scoring/pairwise.py): labels the pattern can read, a pooled overall, one
+    baseline source; `baseline:` only with it."""
+    v, b = spec.judge.verdict, spec.baseline
+    if v.kind != "pairwise":
+        if b is not None:
+            fail(("baseline",), "a baseline is only used by judge.verdict.kind: pairwise", fix="remove baseline:")
+        return
+    problem = label_problem(v.labels, patterns_of(v.pattern), v.strong_weight)
+    if problem:
+        fail(("judge", "verdict", problem[0]), problem[1], getattr(v, problem[0]),
+             "labels are A>>B, A>B, A=B, B>A, B>>A (or mirrored) written so that group 1 of the pattern captures them")
+    if spec.aggregation.overall != "mean_over_questions":
+        fail(("aggregation", "overall"), "a pairwise win rate is the pooled mean over questions",
+             spec.aggregation.overall, "set aggregation.overall: mean_over_questions")
+    if b is not None and (b.model is None) == (b.answers is None):
+        fail(("baseline",), "give exactly one of baseline.model and baseline.answers")
+    if b is not None and b.answers is not None:
+        a = b.answers
+        if a.by is None and len(a.files) != 1:
+            fail(("baseline", "answers", "files"), "several files need baseline.answers.by (subset or scenario) "
+                 "to say which questions each answers", list(a.files))
+        if a.by is not None and not getattr(spec.data.fields, a.by):
+            fail(("baseline", "answers", "by"), f"needs data.fields.{a.by}", a.by, f"map data.fields.{a.by}")
+        for group, f in a.files.items():
+            if (f.url is None) == (f.path is None):
+                fail(("baseline", "answers", "files", group), "give exactly one of url and path")
+
+
 def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) -> None:
     """Every rule above; `fail(key, message, value, fix)` raises the SpecError."""
     check_formula(spec, fail, trust_code)
     _check_scoring(spec, fail)
     _check_judge(spec, fail)
     _check_breakdowns(spec, fail)
+    _check_pairwise(spec, fail)
 
 
 def check_breakdowns_against_data(spec: "BenchmarkSpec", questions: Sequence["Question"]) -> None:

@@ -22,7 +22,8 @@ from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_s
 __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
     "Candidate", "VerdictFields", "Breakdown",
-    "ModelRef", "Judge", "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
+    "ModelRef", "Judge", "AnswerFile", "BaselineAnswers", "Baseline",
+    "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
 ]
 
 _TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
@@ -134,6 +135,12 @@ class VerdictFields(_Model):
     id: str = "id"
     reasoning: str = "reasoning"
     met: str = "met"
+    # kind pairwise (judge/pairwise.py): the judge compares the reply with the baseline's and writes a label
+    kind: Literal["criteria", "pairwise"] = "criteria"
+    labels: list[str] = Field(default=["A>>B", "A>B", "A=B", "B>A", "B>>A"], min_length=1)
+    strong_weight: float = Field(default=3, ge=1, le=1000, allow_inf_nan=False)  # a strong label counts this often
+    swap: bool = True  # judge both orders (baseline first, then candidate first)
+    pattern: str | list[str] | None = None  # regex(es) whose group 1 is the label, tried in order; None: the default
 
 
 class Judge(_Model):
@@ -144,6 +151,34 @@ class Judge(_Model):
     max_reasks: int = Field(default=2, ge=0)
     repeats: int = Field(default=1, ge=1)  # grade every reply this many times; per-criterion majority (judge/panels.py)
     tie: Literal["not_met", "met"] = "not_met"  # an even split of repeats or jurors counts as this
+
+
+class AnswerFile(_Model):
+    """One file of baseline answers: downloaded pinned like data (url + sha256) or a local path."""
+    url: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    path: str | None = None
+    model: str | None = None  # who wrote these answers (shown in the summary)
+
+
+class BaselineAnswers(_Model):
+    """Baseline answers from files: one file, or one per data group (`by`: the question's subset or scenario).
+    A row's answer is the field `response`: a string, or a list of chat messages whose last `answer_role`
+    message is the answer (`message_role` names its role field, `message_content` the dotted path of its text,
+    e.g. `content.answer`)."""
+    by: Literal["subset", "scenario"] | None = None
+    id: str = "id"
+    response: str = "response"
+    message_role: str = "role"
+    message_content: str = "content"
+    answer_role: str = "assistant"
+    files: dict[str, AnswerFile] = Field(min_length=1)
+
+
+class Baseline(_Model):
+    """What the candidate is compared with under judge.verdict.kind: pairwise: a model, or answers files."""
+    model: ModelRef | None = None
+    answers: BaselineAnswers | None = None
 
 
 class Decay(_Model):
@@ -183,6 +218,7 @@ class BenchmarkSpec(_Model):
     aggregation: AggregationSpec = AggregationSpec()
     candidate: Candidate = Candidate()
     judge: Judge
+    baseline: Baseline | None = None  # judge.verdict.kind: pairwise only
     report: Report = Report()
     _dir: Path = PrivateAttr(default=Path("."))
     _files: list[Path] = PrivateAttr(default_factory=list)
@@ -298,11 +334,20 @@ class BenchmarkSpec(_Model):
                             "point)", value=value, fix=f"keep the file inside {home}"
                             + (", or pass data.path=FILE on the command line" if shipped_data else ""))
 
+    def declared_file(self, key: str, value: str) -> Path:
+        """A data file another key than data.path names (baseline.answers.files.<g>.path), resolved against
+        the file that declared it and confined as data.path is."""
+        p, o = Path(value).expanduser(), self.origin(key)
+        path = p if p.is_absolute() else (o[0].parent if o else self._dir) / p
+        self._confine(path, key, value, o, shipped_data=True)
+        return path
+
     def resolved(self) -> dict[str, Any]:
         """JSON-ready dump of the merged spec plus its files (for spec.resolved.json)."""
         dump = self.model_dump(mode="json", by_alias=True)
         if dump["aggregation"]["candidate_errors"] == "exclude":  # the default: the dump (and the spec hash) of
             del dump["aggregation"]["candidate_errors"]  # specs written before the key existed, unchanged
+        _drop_pairwise_defaults(dump)
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
@@ -312,6 +357,16 @@ class BenchmarkSpec(_Model):
         if policy not in ("exclude", "zero"):
             raise ConfigError(f"candidate_errors={policy} is not valid; use exclude or zero")
         return self.model_copy(update={"aggregation": self.aggregation.model_copy(update={"candidate_errors": policy})})
+
+
+def _drop_pairwise_defaults(dump: dict[str, Any]) -> None:
+    """The pairwise keys are left out of a criteria spec's dump: its spec hash stays what it was before they existed."""
+    verdict = dump["judge"]["verdict"]
+    if verdict.get("kind") == "criteria":
+        for key in ("kind", "labels", "strong_weight", "swap", "pattern"):
+            verdict.pop(key, None)
+    if dump.get("baseline") is None:
+        dump.pop("baseline", None)
 
 
 def _shipped_data_dir() -> Path:
