@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["RECORD_VERSION", "GroupScore", "CriterionRecord", "SampleEntry", "SampleRecord"]
+__all__ = ["RECORD_VERSION", "GroupScore", "CriterionRecord", "TurnRecord", "SampleEntry", "SampleRecord"]
 
 RECORD_VERSION = 1
 
@@ -44,6 +44,15 @@ class CriterionRecord(TypedDict, total=False):
     tags: list[str]
 
 
+class TurnRecord(TypedDict):
+    """One score judgment: the candidate turn it grades, its number or its error (never both)."""
+
+    turn: int
+    score: float | None
+    reasoning: str | None
+    error: str | None
+
+
 class _Outcome(TypedDict, total=False):
     """What a reply got: the reply, its errors, the verdicts, the scores and what its calls cost (shared by a
     record and each of its candidate samples)."""
@@ -62,6 +71,8 @@ class _Outcome(TypedDict, total=False):
     cost: dict[str, float | None]
     cache_hits: dict[str, int]
     truncated: bool
+    turns: list[TurnRecord]  # judge.verdict.kind score: every judgment's number (or error), per candidate turn
+    weight: float  # how many pooled judgments `score` averages (absent: 1)
 
 
 class SampleEntry(_Outcome, total=False):

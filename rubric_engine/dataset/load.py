@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
 from rubric_engine.dataset.quirks import DataQuirks
+from rubric_engine.dataset.references import load_references, row_references, with_references
 from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.text.surrogates import surrogate_path
@@ -59,6 +60,8 @@ def load_dataset(spec: BenchmarkSpec, path: str | Path | None = None,
         questions: Sequence[Question] = index_rows(spec, local, warnings, quirks := DataQuirks())
     else:
         questions = _scan(spec, local, warnings, quirks := DataQuirks(), lambda q, _: q)
+    if spec.data.references is not None and path is None:  # a command line's data.path brings its own
+        questions = with_references(questions, load_references(spec, cache_dir, warnings))
     return Dataset(questions=questions, source=source, sha256=digest, warnings=warnings, trust=trust,
                    item_tags=frozenset(quirks.item_tags), example_tags=frozenset(quirks.example_tags))
 
@@ -326,13 +329,15 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
     f = spec.data.fields
     qid = _row_id(r, raw, f.id, seen)
     turns = _turns(spec, r, raw)
-    crits = _criteria(spec, r, raw, qid, quirks.weighted_rule)
-    meta = _meta(spec, r, raw, qid, quirks)
+    scalar = spec.judge.verdict.kind == "score" and raw.get(f.rubric) is None  # a score needs no rubric
+    crits = [] if scalar else _criteria(spec, r, raw, qid, quirks.weighted_rule)
+    refs = row_references(raw.get(f.reference), f"{r.file}:{r.line}", str(f.reference)) if f.reference else None
+    meta = _meta(spec, r, {**raw, str(f.reference): None} if refs is not None else raw, qid, quirks)
     mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference}
     return Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
                     scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
                     tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
-                    extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
+                    references=refs or (), extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
 
 
 def _row_id(r: _Row, raw: dict[str, Any], name: str, seen: dict[str, int] | None) -> str:

@@ -9,6 +9,10 @@ Template variables
   judge template (judge.verdict.granularity all_criteria): `dialogue`, `question`, `response`, `reference`,
                       `criteria`, `n_criteria`, `tag`
   judge template (per_criterion): `dialogue`, `question`, `response`, `reference`, `criterion` (one item), `tag`
+  judge template (judge.verdict.kind score): the all_criteria variables plus `turn` (the candidate turn graded,
+                      1-based), `transcript` (list of {role: user|assistant, content}, through that turn under
+                      judge.scope each_turn) and `references` (the per-turn references, [] when none); `reference`
+                      is then the graded turn's own reference when the data gives one per turn
   `tag`: a suffix derived from the response and dialogue; wrap untrusted text in `<response-{{ tag }}>` ...
          `</response-{{ tag }}>` so a reply cannot close the wrapper and speak as the judge's instructions.
   `dialogue`: list of {role: 'system'|'user'|'assistant'|'other' (per spec.data.roles), speaker: the data's
@@ -199,9 +203,10 @@ def data_tag(*texts: str) -> str:
 
 
 def judge_messages(spec: "BenchmarkSpec", question: Question, response: str,
-                   criterion: int | None = None) -> list[dict[str, str]]:
+                   criterion: int | None = None, extra: dict[str, Any] | None = None) -> list[dict[str, str]]:
     """Messages for the judge: optional system + one user message with every criterion numbered 1..n, or,
-    with `criterion` (a 1-based index; per_criterion judging), with that one criterion only."""
+    with `criterion` (a 1-based index; per_criterion judging), with that one criterion only. `extra`: more
+    variables (scores on a scale: `turn`, `transcript`, `references`; judge/scores.py)."""
     criteria = criteria_vars(question.criteria)
     dialogue = dialogue_vars(spec, question)
     variables: dict[str, Any] = {
@@ -215,6 +220,10 @@ def judge_messages(spec: "BenchmarkSpec", question: Question, response: str,
         variables.update(criteria=criteria, n_criteria=len(criteria))
     else:
         variables["criterion"] = criteria[criterion - 1]
+    if extra:
+        variables.update(extra)
+        texts = [t["content"] for t in extra.get("transcript") or []]
+        variables["tag"] = data_tag(response, *(t["content"] for t in dialogue), *texts)
     messages = _system(spec, "judge.system", variables)
     content = render_template(spec, "judge.template", variables)
     return messages + [{"role": "user", "content": content}]
@@ -228,4 +237,7 @@ def check_templates(spec: "BenchmarkSpec", questions: list[Question] | tuple[Que
     per_criterion = spec.judge.verdict.granularity == "per_criterion"
     for question in list(questions)[:n]:
         candidate_messages(spec, question)
-        judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None)
+        extra = {"turn": 1, "references": list(question.references), "transcript": [  # scores: judge/scores.py
+            {"role": "user", "content": "A sample question."}, {"role": "assistant", "content": "A sample reply."}]} \
+            if spec.judge.verdict.kind == "score" else None
+        judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None, extra=extra)

@@ -39,6 +39,7 @@ class MockShape:
     items: int
     list_key: str | None = "criteria"  # None: one criterion per call, answered as a single object
     fields: Mapping[str, Any] = field(default_factory=lambda: {"id": "id", "reasoning": "text", "met": "bool"})
+    replies: tuple[str, ...] = ()  # when set, the verdict is one of these texts (a judge without structured output)
 
 
 def _digest(*parts: str) -> int:
@@ -61,6 +62,8 @@ def _value(kind: Any, name: str, index: int, seed: str) -> Any:
 
 def mock_verdict(shape: MockShape, seed: str) -> str:
     """A valid verdict JSON for `shape`; the same `seed` (the prompt) always gives the same verdict."""
+    if shape.replies:
+        return shape.replies[_digest(seed, "reply") % len(shape.replies)]
     items = [{name: _value(kind, name, i, seed) for name, kind in shape.fields.items()}
              for i in range(1, shape.items + 1)]
     if shape.list_key is None:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from rubric_engine.report.scales import print_scale
 from rubric_engine.text.terminal import shown
 
 __all__ = ["ProgressBoard", "StageProgress", "print_summary", "breakdown_tables", "print_length", "format_tokens",
@@ -184,7 +185,9 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
         head.add_row("95% interval / bootstrap std", f"{_fmt(iv['lo'])}-{_fmt(iv['hi'])} / {_fmt(iv['std'])}")
     head.add_row("Questions scored", f"{c['scored']} of {c['questions']}")
     console.print(head)
-    for table in breakdown_tables(summary, spec):
+    if summary.get("scale"):  # scores on a scale: per-turn and per-group means with intervals (report/scales.py)
+        print_scale(summary, spec, console)
+    for table in [] if summary.get("scale") else breakdown_tables(summary, spec):
         t = Table(title=f"{shown(table['title'])} (0-{spec.get('scoring', {}).get('scale', 100):g})")
         t.add_column(shown(table["title"]))
         t.add_column("Score", justify="right")

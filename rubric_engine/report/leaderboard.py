@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.results import intervals as nested_runs
+from rubric_engine.report.scales import leaderboard_scale_tables
 from rubric_engine.results.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
 from rubric_engine.scoring.aggregate import ability_ids
 from rubric_engine.store.layout import write_json, write_text
@@ -56,6 +57,7 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
     for bid, btitle, groups in _tag_breakdowns(lb):
         out.append((btitle, ["Model", *groups], [[r.label, *[fmt(r.breakdowns.get(bid, {}).get(g)) for g in groups]]
                                                  for r in lb.rows]))
+    out += leaderboard_scale_tables(lb.rows)  # scores on a scale: turns and groups with intervals
     out.append((last_title[0].upper() + last_title[1:], ["Model", *[t.subset_labels.get(x, x) for x in subs],
                 *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
     return out

@@ -124,7 +124,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
             assert judge_bar is not None
             if o.response is not None:
                 judge_bar.start()
-                o.judge = await judge.judge(q, o.response, first_repeat=s * judge.repeats)
+                o.judge = await judge.judge(q, o.response, first_repeat=s * judge.repeats,
+                                            transcript=getattr(o, "transcript", None))
             jr = o.judge
             if jr is not None and jr.error:
                 log.info("judge error on %s: %s", q.id, jr.error)

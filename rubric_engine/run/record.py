@@ -11,9 +11,11 @@ from typing import Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.scores import ScoreResult
 from rubric_engine.models.redact import redact
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.question import QuestionScore
+from rubric_engine.scoring.scalar import scalar_fields
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.scores import record_fields
 
@@ -52,6 +54,12 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
                                 "reasoning": redact(v.reasoning) if v else None, "hit": v.hit if v else None,
                                 **_votes(jr, c.index),
                                 **({"tags": list(c.tags)} if c.tags else {})})
+    if isinstance(jr, ScoreResult):  # a score on a scale: the turns' numbers (judge/scores.py, scoring/scalar.py)
+        rec["turns"] = [{**t.record(), "reasoning": redact(_clip(t.reasoning)) if t.reasoning else t.reasoning,
+                         "error": redact(t.error) if t.error else None} for t in jr.turns]
+        rec.update(scalar_fields(rec["turns"]))
+        if jr.raw_replies:
+            rec["judge_raw"] = [redact(_clip(r)) for r in jr.raw_replies]
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
     elif o.score is not None:

@@ -19,6 +19,7 @@ import jinja2.meta
 
 from rubric_engine.errors import SpecError
 from rubric_engine.scoring.formulas import FormulaProblem, known_names, resolve_formula
+from rubric_engine.spec.scales import check_scale, is_score
 
 if TYPE_CHECKING:
     from rubric_engine.datatypes import Question
@@ -110,8 +111,12 @@ def _check_breakdowns(spec: "BenchmarkSpec", fail: Fail) -> None:
 def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) -> None:
     """Every rule above; `fail(key, message, value, fix)` raises the SpecError."""
     check_formula(spec, fail, trust_code)
-    _check_scoring(spec, fail)
-    _check_judge(spec, fail)
+    if is_score(spec):
+        check_scale(spec, fail)  # a score verdict has no criteria: the criteria rules below do not apply
+    else:
+        _check_scoring(spec, fail)
+        _check_judge(spec, fail)
+        check_scale(spec, fail)
     _check_breakdowns(spec, fail)
 
 

@@ -13,15 +13,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
+from rubric_engine.spec.scales import drop_score_defaults, score_defaults
 
 __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
-    "Candidate", "VerdictFields", "Breakdown",
+    "Candidate", "VerdictFields", "Breakdown", "References",
     "ModelRef", "Judge", "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
 ]
 
@@ -73,7 +74,17 @@ class DataFields(_Model):
     item_text: str = "text"
     item_tags: str | None = None  # a list of strings per rubric item (e.g. "axis:accuracy")
     example_tags: str | None = None  # a list of strings per row (e.g. "theme:...")
-    reference: str | None = None  # a reference answer shown to the judge as `reference`
+    reference: str | None = None  # a reference answer shown to the judge as `reference` (a list: one per turn)
+
+
+class References(_Model):
+    """A second data file of reference answers keyed by question id (e.g. a strong model's answers, shown to
+    the judge of some categories): `answer` is a dotted path to a string or a list of per-turn strings."""
+    url: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    path: str | None = None
+    id: str = "id"
+    answer: str = "reference"
 
 
 class DataSpec(_Model):
@@ -85,6 +96,7 @@ class DataSpec(_Model):
     # speaker label in the data -> chat role; "other" is a third party (sent to a chat model as assistant)
     roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)
     subsets: list[str] = []
+    references: References | None = None  # per-turn reference answers from a second file (dataset/references.py)
 
 
 class Scoring(_Model):
@@ -134,6 +146,13 @@ class VerdictFields(_Model):
     id: str = "id"
     reasoning: str = "reasoning"
     met: str = "met"
+    # kind: score (spec/scales.py, judge/scores.py): one number in [min, max] per judged reply, read from the
+    # JSON field `field` or, for judges without structured output, from group 1 of `pattern`
+    kind: Literal["criteria", "score"] = "criteria"
+    min: float | None = Field(default=None, allow_inf_nan=False)
+    max: float | None = Field(default=None, allow_inf_nan=False)
+    field: str = "score"
+    pattern: str | None = None
 
 
 class Judge(_Model):
@@ -144,6 +163,7 @@ class Judge(_Model):
     max_reasks: int = Field(default=2, ge=0)
     repeats: int = Field(default=1, ge=1)  # grade every reply this many times; per-criterion majority (judge/panels.py)
     tie: Literal["not_met", "met"] = "not_met"  # an even split of repeats or jurors counts as this
+    scope: Literal["conversation", "each_turn", "last_turn"] = "conversation"  # what one judgment grades
 
 
 class Decay(_Model):
@@ -188,6 +208,11 @@ class BenchmarkSpec(_Model):
     _files: list[Path] = PrivateAttr(default_factory=list)
     _origins: dict[Key, tuple[Path, int]] = PrivateAttr(default_factory=dict)
     _formula: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _score_defaults(self) -> "BenchmarkSpec":
+        score_defaults(self)  # a score verdict's own defaults (scale 1, mean over questions) where not declared
+        return self
 
     @field_validator("version", mode="before")
     @classmethod
@@ -303,6 +328,7 @@ class BenchmarkSpec(_Model):
         dump = self.model_dump(mode="json", by_alias=True)
         if dump["aggregation"]["candidate_errors"] == "exclude":  # the default: the dump (and the spec hash) of
             del dump["aggregation"]["candidate_errors"]  # specs written before the key existed, unchanged
+        drop_score_defaults(dump)  # likewise for the keys of scores on a scale
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
