@@ -10,10 +10,9 @@ judging of a single reply), all before any call is paid for.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from rubric_engine.spec.schema import BenchmarkSpec
+BenchmarkSpec = Any  # spec/schema.py imports this module: its BenchmarkSpec cannot be imported back
 
 __all__ = ["score_defaults", "drop_score_defaults", "check_scale", "is_score", "multi_turn"]
 
