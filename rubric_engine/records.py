@@ -72,7 +72,6 @@ class _Outcome(TypedDict, total=False):
     cache_hits: dict[str, int]
     truncated: bool
     turns: list[TurnRecord]  # judge.verdict.kind score: every judgment's number (or error), per candidate turn
-    weight: float  # how many pooled judgments `score` averages (absent: 1)
 
 
 class SampleEntry(_Outcome, total=False):
