@@ -72,6 +72,7 @@ class _Outcome(TypedDict, total=False):
     cache_hits: dict[str, int]
     truncated: bool
     turns: list[TurnRecord]  # judge.verdict.kind score: every judgment's number (or error), per candidate turn
+    score_votes: dict[str, list[list[float | None]]]  # score verdicts graded more than once: judge -> repeat -> turns
 
 
 class SampleEntry(_Outcome, total=False):

@@ -174,3 +174,22 @@ def test_bad_score_specs_are_one_line(tmp_path: Path, old: str, new: str, needle
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("rubric-engine: error:")]
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert needle in lines[0] and "benchmark.yaml" in lines[0], lines[0]
+
+
+def test_repeats_are_combined_by_the_mean_and_kept(tmp_path: Path) -> None:
+    calls: dict[str, int] = {}
+
+    def handler(body: dict[str, Any]) -> Reply:
+        if body["model"] != "judge":
+            return Reply(text="A short helpful reply.")
+        qid = next(r["id"] for r in ROWS if r["prompt"] in body["messages"][0]["content"])
+        calls[qid] = calls.get(qid, 0) + 1
+        return Reply(text=json.dumps({"why": "ok", "rating": 2 if calls[qid] == 1 else 5}))
+
+    with FakeServer(handler) as srv:
+        proc = run(tmp_path, srv, LIKERT, "repeats=2")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    samples = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert all(s["score"] == 3.5 and sorted(v for r in s["score_votes"]["judge"] for v in r) == [2, 5]
+               for s in samples)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["overall"] == 3.5

@@ -98,9 +98,10 @@ def load_references(spec: "BenchmarkSpec", cache_dir: str | Path | None = None,
 
 
 def with_references(questions: Sequence[Question], refs: Mapping[str, tuple[str, ...]]) -> Sequence[Question]:
-    """The questions, each with the references the file holds for it (a row's own list wins)."""
+    """The questions, each with the references the file holds for it: the declared file is the source (as
+    MT-Bench's judge reads its reference file, not the rows' own); a question the file lacks keeps its row's."""
     def attach(q: Question) -> Question:
-        return q if q.references or q.id not in refs else dataclasses.replace(q, references=refs[q.id])
+        return dataclasses.replace(q, references=refs[q.id]) if q.id in refs else q
 
     if isinstance(questions, QuestionRows):
         load = questions._load

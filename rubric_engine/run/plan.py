@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rubric_engine.errors import RubricEngineError
+from rubric_engine.errors import ConfigError, RubricEngineError
 from rubric_engine.models.entries import ModelSpec, check_keys
 from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of
 from rubric_engine.spec.files import benchmark_search_path
@@ -56,9 +56,13 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
     """Resolve and check the run's shape: judges (a jury of one, duplicate names), repeats, the tie and jury
     rules, candidate samples (K > 1 needs the candidate called and judged); one line per setting that cannot run."""
     need_candidate = not (settings.answers or settings.from_run)
+    samples = samples_of(settings, need_candidate)
+    if samples > 1 and spec.judge.verdict.kind == "score":
+        raise ConfigError(f"samples={samples} with judge.verdict.kind score is not supported: a score run grades "
+                          "one reply per question (use judge.repeats or a jury to average several gradings)")
     return RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
                    judges=tuple(judges_of(settings, spec)), repeats=repeats_of(settings, spec),
-                   samples=samples_of(settings, need_candidate), rule=settings.jury_rule,
+                   samples=samples, rule=settings.jury_rule,
                    tie=settings.tie or spec.judge.tie)
 
 

@@ -58,6 +58,8 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
         rec["turns"] = [{**t.record(), "reasoning": redact(_clip(t.reasoning)) if t.reasoning else t.reasoning,
                          "error": redact(t.error) if t.error else None} for t in jr.turns]
         rec.update(scalar_fields(rec["turns"]))
+        if jr.score_votes:  # repeats / jurors: every call's score per turn, judge name -> one list per repeat
+            rec["score_votes"] = jr.score_votes
         if jr.raw_replies:
             rec["judge_raw"] = [redact(_clip(r)) for r in jr.raw_replies]
     if jr is not None and jr.error:

@@ -189,7 +189,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
     if plan.judged and plan.panel:
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
-    if plan.judged and (plan.panel or plan.samples > 1):
+    if plan.judged and (plan.panel or plan.samples > 1) and spec.judge.verdict.kind != "score":  # criteria votes
         # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
         summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
                                                 samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets))
