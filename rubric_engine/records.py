@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["RECORD_VERSION", "GroupScore", "CriterionRecord", "TurnRecord", "SampleEntry", "SampleRecord"]
+__all__ = ["RECORD_VERSION", "GroupScore", "CriterionRecord", "TurnScoreRecord", "SampleEntry", "SampleRecord"]
 
 RECORD_VERSION = 1
 
@@ -44,7 +44,7 @@ class CriterionRecord(TypedDict, total=False):
     tags: list[str]
 
 
-class TurnRecord(TypedDict):
+class TurnScoreRecord(TypedDict):
     """One score judgment: the candidate turn it grades, its number or its error (never both)."""
 
     turn: int
@@ -71,7 +71,7 @@ class _Outcome(TypedDict, total=False):
     cost: dict[str, float | None]
     cache_hits: dict[str, int]
     truncated: bool
-    turns: list[TurnRecord]  # judge.verdict.kind score: every judgment's number (or error), per candidate turn
+    turns: list[TurnScoreRecord]  # judge.verdict.kind score: every judgment's number (or error), per candidate turn
     score_votes: dict[str, list[list[float | None]]]  # score verdicts graded more than once: judge -> repeat -> turns
 
 
