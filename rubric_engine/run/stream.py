@@ -59,13 +59,16 @@ class Totals:
             "response_chars": len(response) if isinstance(response, str) else None,
             "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
             "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
-                          if isinstance(v, Mapping)}}
+                          if isinstance(v, Mapping)},
+            **{k: rec[k] for k in ("user_error", "ended") if rec.get(k)}}  # type: ignore[literal-required]
         self.judge_errors += bool(rec.get("judge_error"))
         self.candidate_errors += bool(rec.get("candidate_error"))
         self.truncated += bool(rec.get("truncated"))
         if rec.get("score") is None and not rec.get("judge_error") and not rec.get("candidate_error"):
             self.unscored += 1
-        for role in ("candidate", "judge"):
+        for role in ("candidate", "judge", *(["user"] if "user" in rec["tokens"] else [])):  # user: simulated runs
+            self.tokens.setdefault(role, {"prompt": 0, "completion": 0})
+            self.cost.setdefault(role, None)
             for k in ("prompt", "completion"):
                 self.tokens[role][k] += int(rec["tokens"][role][k])
             c = rec["cost"][role]
