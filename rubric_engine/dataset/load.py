@@ -197,6 +197,8 @@ def _csv_cell(value: str | None) -> Any:
 
 def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
     f, roles = spec.data.fields, spec.data.roles
+    if spec.conversation.mode != "single" and f.dialogue not in raw:
+        return []  # a conversation may start from nothing: its user turns come from the data or a simulator
     dialogue = r.get(raw, f.dialogue, "dialogue")
     if isinstance(dialogue, str) and dialogue.strip():  # a plain-text prompt (CSV, single-turn QA): one user turn
         user = next(k for k, v in roles.items() if v == "user")
@@ -213,6 +215,19 @@ def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
             raise r.err(f"{where}unknown role {role!r}", fix=f"allowed roles (data.roles): {', '.join(roles)}")
         turns.append(Turn(role=str(role), content=r.text(t, f.turn_content, "turn_content", where, False)))
     return turns
+
+
+def _user_turns(r: _Row, raw: dict[str, Any], name: str | None) -> tuple[str, ...]:
+    """data.fields.turns: a non-empty list of non-empty strings (the scripted user messages), () when unmapped."""
+    if not name:
+        return ()
+    value = r.get(raw, name, "turns")
+    if not isinstance(value, list) or not value or not all(isinstance(t, str) for t in value):
+        raise r.err(f"{name}: expected a non-empty list of strings (the user turns)", fix=f"got {str(value)[:80]!r}")
+    empty = next((i for i, t in enumerate(value) if not t.strip()), None)
+    if empty is not None:
+        raise r.err(f"{name}[{empty}]: an empty user turn", fix="write the message, or drop the turn")
+    return tuple(value)
 
 
 def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: str = "") -> tuple[str, ...]:
@@ -333,11 +348,13 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
     crits = [] if scalar else _criteria(spec, r, raw, qid, quirks.weighted_rule)
     refs = row_references(raw.get(f.reference), f"{r.file}:{r.line}", str(f.reference)) if f.reference else None
     meta = _meta(spec, r, {**raw, str(f.reference): None} if refs is not None else raw, qid, quirks)
-    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference}
+    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference,
+              f.turns}
     return Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
                     scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
                     tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
-                    references=refs or (), extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
+                    turns=_user_turns(r, raw, f.turns), references=refs or (),
+                    extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
 
 
 def _row_id(r: _Row, raw: dict[str, Any], name: str, seen: dict[str, int] | None) -> str:

@@ -20,11 +20,11 @@ import asyncio
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rubric_engine.datatypes import Question, Turn
+from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult, add_usage
 from rubric_engine.judge.prompts import judge_messages
 from rubric_engine.judge.structured import ask_structured
@@ -161,35 +161,34 @@ def score_shape(spec: "BenchmarkSpec") -> ScoreShape:
     return _shape(float(v.min), float(v.max), v.field, v.reasoning, v.pattern)
 
 
-def _replies(transcript: Sequence[Turn] | None, response: str) -> list[int]:
-    """Positions of the candidate's replies in the transcript ([] for a single reply)."""
-    return [i for i, t in enumerate(transcript or ()) if t.role == "assistant"]
+Transcript = Sequence[Mapping[str, str]]
 
 
 def turn_units(spec: "BenchmarkSpec", question: Question, response: str,
-               transcript: Sequence[Turn] | None) -> list[tuple[int, str, dict[str, Any]]]:
-    """(turn, the reply graded, extra template variables) for each judgment the scope asks for."""
-    replies = _replies(transcript, response)
-    whole = [{"role": t.role, "content": t.content} for t in transcript or ()]
+               transcript: Transcript | None) -> list[tuple[int, str, list[dict[str, str]], dict[str, Any]]]:
+    """(turn, the reply graded, the transcript shown, extra template variables) for each judgment the scope
+    asks for: one per candidate reply under each_turn, else one for the whole exchange."""
+    whole = [{"role": t["role"], "content": t["content"]} for t in transcript or ()]
+    replies = [i for i, t in enumerate(whole) if t["role"] == "assistant"]
     refs = question.references
     if spec.judge.scope != "each_turn" or not replies:
         n = max(1, len(replies))
-        extra = {"turn": n, "transcript": whole, "references": list(refs)}
-        if refs:
-            extra["reference"] = refs[min(n, len(refs)) - 1] if spec.judge.scope == "last_turn" else question.reference
-        return [(n, response, extra)]
+        extra: dict[str, Any] = {"turn": n, "references": list(refs)}
+        if refs and spec.judge.scope == "last_turn":
+            extra["reference"] = refs[n - 1] if n <= len(refs) else question.reference
+        return [(n, response, whole, extra)]
     units = []
     for k, pos in enumerate(replies, start=1):
-        extra = {"turn": k, "transcript": whole[:pos + 1], "references": list(refs),
-                 "reference": refs[k - 1] if k <= len(refs) else question.reference}
-        units.append((k, whole[pos]["content"], extra))
+        extra = {"turn": k, "references": list(refs), "reference": refs[k - 1] if k <= len(refs) else question.reference}
+        units.append((k, whole[pos]["content"], whole[:pos + 1], extra))
     return units
 
 
 async def _one(client: "ModelClient", spec: "BenchmarkSpec", question: Question, turn: int, reply: str,
-               extra: dict[str, Any], repeat: int) -> tuple[TurnScore, JudgeResult]:
+               shown: list[dict[str, str]], extra: dict[str, Any], repeat: int) -> tuple[TurnScore, JudgeResult]:
     shape = score_shape(spec)
-    got = await ask_structured(client, judge_messages(spec, question, reply, extra=extra), shape.parse,
+    messages = judge_messages(spec, question, reply, transcript=shown, extra=extra)
+    got = await ask_structured(client, messages, shape.parse,
                                reask=shape.reask, max_reasks=spec.judge.max_reasks, what="score", role="judge",
                                response_format=shape.response_format(), expect=shape.mock(), repeat=repeat)
     usage = JudgeResult(verdicts=None, error=got.error, raw_replies=got.replies, attempts=got.attempts,
@@ -201,11 +200,12 @@ async def _one(client: "ModelClient", spec: "BenchmarkSpec", question: Question,
 
 
 async def judge_scores(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str,
-                       transcript: Sequence[Turn] | None = None, repeat: int = 0) -> ScoreResult:
+                       transcript: Transcript | None = None, repeat: int = 0) -> ScoreResult:
     """Every judgment the scope asks for, started together (they pipeline under the client's concurrency).
     Raises FatalModelError only when it stops the run, as judge_response does."""
     units = turn_units(spec, question, response, transcript)
-    done = await asyncio.gather(*(_one(client, spec, question, k, reply, extra, repeat) for k, reply, extra in units))
+    done = await asyncio.gather(*(_one(client, spec, question, k, reply, shown, extra, repeat)
+                                  for k, reply, shown, extra in units))
     out = ScoreResult(verdicts=None, error=None, turns=[t for t, _ in done])
     add_usage(out, [u for _, u in done])
     out.raw_replies = [r for _, u in done if u.error for r in u.raw_replies]  # kept for the failed turns only

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MOCK_PREFIX", "MOCK_TAG", "MockShape", "is_mock", "mock_reply", "mock_verdict"]
+__all__ = ["MOCK_PREFIX", "MOCK_TAG", "MockShape", "MockUser", "is_mock", "mock_reply", "mock_verdict"]
 
 MOCK_PREFIX = "mock/"
 MOCK_TAG = "[mock]"
@@ -40,6 +40,15 @@ class MockShape:
     list_key: str | None = "criteria"  # None: one criterion per call, answered as a single object
     fields: Mapping[str, Any] = field(default_factory=lambda: {"id": "id", "reasoning": "text", "met": "bool"})
     replies: tuple[str, ...] = ()  # when set, the verdict is one of these texts (a judge without structured output)
+
+
+@dataclass(frozen=True)
+class MockUser:
+    """What a simulated user must do: speak as the user, and say `stop` once it has spoken `turns` times
+    (its own earlier lines are the `assistant` messages of its view), so a mock session ends by itself."""
+
+    stop: str
+    turns: int = 3
 
 
 def _digest(*parts: str) -> int:
@@ -74,6 +83,11 @@ def mock_verdict(shape: MockShape, seed: str) -> str:
 def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockShape | None) -> str:
     """The mock's answer: a verdict when the caller expects one, else a short labelled reply."""
     seed = json.dumps([model, [m.get("content") for m in messages]], ensure_ascii=False, sort_keys=True, default=str)
+    if isinstance(expect, MockUser):
+        spoken = sum(1 for m in messages if m.get("role") == "assistant")
+        if spoken >= expect.turns:
+            return f"{MOCK_TAG} Thank you, that is all for today. {expect.stop}"
+        return f"{MOCK_TAG} Simulated user, turn {spoken + 1} (offline; #{_digest(seed) % 10000:04d})."
     if expect is not None:
         return mock_verdict(expect, seed)
     return f"{MOCK_TAG} A deterministic reply from {model} (offline, no model was called; #{_digest(seed) % 10000:04d})."

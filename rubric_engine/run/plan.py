@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rubric_engine.errors import ConfigError, RubricEngineError
 from rubric_engine.models.entries import ModelSpec, check_keys
-from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of
+from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of, user_of
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import BenchmarkSpec
@@ -34,6 +34,7 @@ class RunPlan:
     samples: int
     rule: str
     tie: str
+    user: ModelSpec | None = None  # the simulated user of a simulated conversation (run/dialogue.py)
 
     @property
     def judged(self) -> bool:
@@ -48,7 +49,8 @@ class RunPlan:
     def models(self) -> list[ModelSpec]:
         """Every model this run will call: the candidate unless answers are given, and unless stage=generate
         every judge (a jury's each juror, the judge given, or the spec's declared one)."""
-        called = (self.candidate if self.need_candidate else None, *(self.judges if self.judged else ()))
+        called = (self.candidate if self.need_candidate else None, self.user if self.need_candidate else None,
+                  *(self.judges if self.judged else ()))
         return [m for m in called if m is not None]
 
 
@@ -63,7 +65,7 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
     return RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
                    judges=tuple(judges_of(settings, spec)), repeats=repeats_of(settings, spec),
                    samples=samples, rule=settings.jury_rule,
-                   tie=settings.tie or spec.judge.tie)
+                   tie=settings.tie or spec.judge.tie, user=user_of(settings, spec, need_candidate))
 
 
 def check_run_keys(settings: RunSettings) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubric_engine.datatypes import Question
+from rubric_engine.datatypes import Question, Turn
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.scores import ScoreResult
 from rubric_engine.models.redact import redact
@@ -34,6 +34,15 @@ class Outcome:
     judge: JudgeResult | None = None
     score: QuestionScore | None = None
     samples: list["Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
+    # conversations (run/dialogue.py); None / 0 for a single reply, and then absent from the record
+    transcript: list[Turn] | None = None  # the turns this run generated, user turns included
+    ended: str | None = None  # simulated: "stop" (the user's signal) or "max_turns" (cut)
+    user_error: str | None = None  # the simulated user failed or said nothing: not judged
+    user_tokens: tuple[int, int] | None = None  # None: no simulated user in this run
+    user_cost: float | None = None
+    user_cached: int = 0
+    cand_calls: int = 0  # candidate calls of a conversation (its cost is a sum over them)
+    user_calls: int = 0
 
 
 def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
@@ -71,7 +80,22 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
     rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
     rec["truncated"] = o.truncated
+    if o.transcript is not None:
+        _conversation_fields(rec, o)
     return rec
+
+
+def _conversation_fields(rec: SampleRecord, o: Outcome) -> None:
+    """A conversation's record fields (docs/outputs.md): the transcript, how it ended, the simulated user's
+    error and calls; absent from a single reply's record, whose bytes stay as they were."""
+    rec["transcript"] = [{"role": t.role, "content": redact(t.content) or ""} for t in o.transcript or ()]
+    if o.ended is not None:
+        rec["ended"] = o.ended
+    if o.user_tokens is not None:
+        rec["user_error"] = redact(o.user_error)
+        rec["tokens"]["user"] = {"prompt": o.user_tokens[0], "completion": o.user_tokens[1]}
+        rec["cost"]["user"] = o.user_cost
+        rec["cache_hits"]["user"] = o.user_cached
 
 
 def _votes(jr: JudgeResult | None, index: int) -> dict[str, Any]:

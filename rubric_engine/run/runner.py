@@ -18,7 +18,7 @@ from rich.console import Console
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
 from rubric_engine.errors import ConfigError
-from rubric_engine.judge.prompts import check_templates
+from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
 from rubric_engine.models import interrupt
 from rubric_engine.models.bodycap import max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir

@@ -60,7 +60,8 @@ class Totals:
             "response_chars": len(response) if isinstance(response, str) else None,
             "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
             "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
-                          if isinstance(v, Mapping)}}
+                          if isinstance(v, Mapping)},
+            **{k: rec[k] for k in ("user_error", "ended") if rec.get(k)}}  # type: ignore[literal-required]
         if rec.get("turns"):  # scores on a scale: [turn, score] pairs for the per-turn table (stats/turns.py)
             self.compact[str(rec["id"])]["turns"] = turn_pairs(rec["turns"])
         self.judge_errors += bool(rec.get("judge_error"))
@@ -68,7 +69,9 @@ class Totals:
         self.truncated += bool(rec.get("truncated"))
         if rec.get("score") is None and not rec.get("judge_error") and not rec.get("candidate_error"):
             self.unscored += 1
-        for role in ("candidate", "judge"):
+        for role in ("candidate", "judge", *(["user"] if "user" in rec["tokens"] else [])):  # user: simulated runs
+            self.tokens.setdefault(role, {"prompt": 0, "completion": 0})
+            self.cost.setdefault(role, None)
             for k in ("prompt", "completion"):
                 self.tokens[role][k] += int(rec["tokens"][role][k])
             c = rec["cost"][role]

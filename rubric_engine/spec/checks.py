@@ -108,6 +108,18 @@ def _check_breakdowns(spec: "BenchmarkSpec", fail: Fail) -> None:
             fail(key + ("prefix",), f"prefix applies only to item_tag / example_tag breakdowns, not {b.by}", b.prefix)
 
 
+def _check_conversation(spec: "BenchmarkSpec", fail: Fail) -> None:
+    """Each conversation mode has what it reads: scripted the data's turns, simulated a simulator persona."""
+    conv = spec.conversation
+    if conv.mode == "scripted" and not spec.data.fields.turns:
+        fail(("data", "fields", "turns"), "conversation.mode scripted needs the data's user turns", None,
+             "map data.fields.turns to the column holding each row's list of user messages")
+    if conv.mode == "simulated" and (conv.simulator is None or not conv.simulator.system):
+        fail(("conversation", "simulator"), "conversation.mode simulated needs a simulator with a persona", None,
+             "set conversation.simulator.system to a template of the simulated user's persona and instructions "
+             "(and its model there, or user=ENTRY on the command line)")
+
+
 def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) -> None:
     """Every rule above; `fail(key, message, value, fix)` raises the SpecError."""
     check_formula(spec, fail, trust_code)
@@ -118,6 +130,7 @@ def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) 
         _check_judge(spec, fail)
         check_scale(spec, fail)
     _check_breakdowns(spec, fail)
+    _check_conversation(spec, fail)
 
 
 def check_breakdowns_against_data(spec: "BenchmarkSpec", questions: Sequence["Question"]) -> None:

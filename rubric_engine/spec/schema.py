@@ -22,11 +22,12 @@ from rubric_engine.spec.scales import drop_score_defaults, score_defaults
 
 __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
-    "Candidate", "VerdictFields", "Breakdown", "References",
+    "Candidate", "Conversation", "Simulator", "VerdictFields", "Breakdown", "References",
     "ModelRef", "Judge", "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
 ]
 
-_TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
+_TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system",
+                    "conversation.simulator.system", "conversation.simulator.template")
 MAX_TEMPLATE_BYTES = 256 * 1024  # spec templates come from strangers: a prompt template is a few KB
 Labels = dict[str, str]
 
@@ -75,6 +76,7 @@ class DataFields(_Model):
     item_tags: str | None = None  # a list of strings per rubric item (e.g. "axis:accuracy")
     example_tags: str | None = None  # a list of strings per row (e.g. "theme:...")
     reference: str | None = None  # a reference answer shown to the judge as `reference` (a list: one per turn)
+    turns: str | None = None  # conversation.mode scripted: a list of user messages per row
 
 
 class References(_Model):
@@ -134,6 +136,24 @@ class ModelRef(_Model):
     timeout: float | None = Field(default=None, gt=0)  # seconds per request; None: the run's default (120)
     family: str | None = None  # maker / lineage, for `rubric-engine audit`
     revision: str | None = None  # names what is served behind `model`; part of the cache key
+
+
+class Simulator(_Model):
+    """The user simulator of `conversation.mode: simulated`: its model (or `user=` on the command line), its
+    persona / instructions (`system`, filled from the data row) and an optional opening message (`template`)."""
+    model: ModelRef | None = None
+    system: str | None = None
+    template: str | None = None
+
+
+class Conversation(_Model):
+    """How the candidate is talked to (run/dialogue.py): one reply (single), the data's user turns in order
+    (scripted), or a simulated user (simulated) for up to `max_turns` turns, ended early by `stop`."""
+    mode: Literal["single", "scripted", "simulated"] = "single"
+    simulator: Simulator | None = None
+    max_turns: int = Field(default=6, ge=1)
+    stop: str = Field(default="<END>", min_length=1)
+    first: Literal["user", "candidate"] = "user"
 
 
 class VerdictFields(_Model):
@@ -202,6 +222,7 @@ class BenchmarkSpec(_Model):
     scoring: Scoring = Scoring()
     aggregation: AggregationSpec = AggregationSpec()
     candidate: Candidate = Candidate()
+    conversation: Conversation = Conversation()
     judge: Judge
     report: Report = Report()
     _dir: Path = PrivateAttr(default=Path("."))
@@ -328,6 +349,10 @@ class BenchmarkSpec(_Model):
         dump = self.model_dump(mode="json", by_alias=True)
         if dump["aggregation"]["candidate_errors"] == "exclude":  # the default: the dump (and the spec hash) of
             del dump["aggregation"]["candidate_errors"]  # specs written before the key existed, unchanged
+        if dump["conversation"] == Conversation().model_dump(mode="json"):  # likewise a single-reply spec
+            del dump["conversation"]
+        if dump["data"]["fields"]["turns"] is None:
+            del dump["data"]["fields"]["turns"]
         drop_score_defaults(dump)  # likewise for the keys of scores on a scale
         return {**dump, "_files": [str(f) for f in self._files]}
 
