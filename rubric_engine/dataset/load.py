@@ -376,7 +376,8 @@ def _meta(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, quirks: D
     meta: dict[str, str] = {}
     for k in ("subset", "scenario", "secondary_scenario", "reference"):
         name = getattr(f, k)
-        if name and name not in raw:  # an optional column: fine if the whole file lacks it (DataQuirks.finish)
+        optional = k == "reference" and d.references is not None  # the references file is the source then
+        if name and name not in raw and not optional:  # optional column: fine if the whole file lacks it (quirks)
             quirks.absent.setdefault((k, name), []).append(r.line)
         meta[k] = r.text(raw, name, k) if name and name in raw else ""
         if k in ("scenario", "secondary_scenario") and name and name in raw and not meta[k].strip():
