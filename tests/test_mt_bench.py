@@ -130,6 +130,14 @@ def test_turn_and_overall_means_equal_fastchat_show_result(tmp_path: Path, seed:
             guided = f"REF {r['question_id']} one" in script.judge_prompts[(r["question_id"], 1)]
             assert guided == ("reference" in r)
     assert expected["cand_a"] != expected["cand_b"]
+    lb = subprocess.run([EXE, "leaderboard", str(tmp_path / "cand_a"), str(tmp_path / "cand_b"), f"out={tmp_path / 'lb'}"],
+                        env=clean_env(tmp_path), capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert lb.returncode == 0, lb.stderr[-2000:]
+    board = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
+    assert {r["label"]: r["overall"] for r in board["rows"]} == pytest.approx(
+        {m: e["average"] for m, e in expected.items()})
+    md = (tmp_path / "lb" / "leaderboard.md").read_text()
+    assert "Turns" in md and "turn 1" in md and "Categories" in md
 
 
 def test_mt_bench_runs_keyless_on_the_mini_sample(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from fakeserver import FakeServer, Reply
 REPO = Path(__file__).resolve().parents[1]
 LIKERT = REPO / "tests" / "data" / "likert_mini"
 ROWS = [json.loads(x) for x in (LIKERT / "likert_mini.jsonl").read_text().splitlines()]
-SCRIPT: dict[str, list[Any]] = {"l1": [4], "l2": [7, 2], "l3": [5], "l4": ["x", "x", "x"], "l5": [1], "l6": [3.5]}
+SCRIPT: dict[str, list[Any]] = {"l1": [4], "l2": [7, 2], "l3": [5], "l4": ["x", 9, 0], "l5": [1], "l6": [3.5]}
 
 
 class Judge:
@@ -46,6 +46,12 @@ class Judge:
         return Reply(text=json.dumps({"why": "ok", "rating": value}) if value != "x" else "no rating here")
 
 
+def final(qid: str) -> Any:
+    """The question's accepted rating, or "x" when its last reply is still unusable (garbage or off the scale)."""
+    v = SCRIPT[qid][-1]
+    return v if v != "x" and 1 <= v <= 5 else "x"
+
+
 def run(tmp: Path, srv: FakeServer, bench: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([EXE, f"benchmark={bench}", *model_args(srv.url), f"hydra.run.dir={tmp / 'run'}",
                            "progress=plain", *extra], env=clean_env(tmp), capture_output=True, text=True,
@@ -53,7 +59,7 @@ def run(tmp: Path, srv: FakeServer, bench: Path, *extra: str) -> subprocess.Comp
 
 
 def expected() -> tuple[float, dict[str, float]]:
-    valid = {q: s[-1] for q, s in SCRIPT.items() if s[-1] != "x"}
+    valid = {q: final(q) for q in SCRIPT if final(q) != "x"}
     cats: dict[str, list[float]] = {}
     for r in ROWS:
         if r["id"] in valid:
@@ -74,7 +80,8 @@ def check_run(tmp: Path, srv: FakeServer) -> dict[str, Any]:
     assert iv["lo"] <= overall <= iv["hi"] and iv["hi"] > 1  # on the scale, not 0-1
     assert set(summary["group_intervals"]["scenarios"]) == set(cats)
     assert samples["l2"]["score"] == 2 and samples["l2"]["turns"][0]["score"] == 2  # re-asked after 7, then 2
-    assert samples["l4"]["score"] is None and "invalid score after 3 replies" in samples["l4"]["judge_error"]
+    assert samples["l4"]["score"] is None and samples["l4"]["judge_error"].endswith(
+        "invalid score after 3 replies: the score 0 is outside the scale 1 to 5")  # re-asked, then recorded
     assert len(samples["l4"]["judge_raw"]) == 3  # every refused reply kept for audit
     assert samples["l6"]["score"] == 3.5
     return summary
@@ -193,3 +200,22 @@ def test_repeats_are_combined_by_the_mean_and_kept(tmp_path: Path) -> None:
     assert all(s["score"] == 3.5 and sorted(v for r in s["score_votes"]["judge"] for v in r) == [2, 5]
                for s in samples)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["overall"] == 3.5
+
+
+def test_scopes_choose_what_each_judgment_sees() -> None:
+    from rubric_engine.datatypes import Question
+    from rubric_engine.judge.scores import turn_units
+    from rubric_engine.spec.load import load_spec
+
+    spec = load_spec(REPO / "benchmarks" / "mt_bench")
+    q = Question(id="1", dialogue=(), criteria=(), references=("r1", "r2"), turns=("u1", "u2"))
+    talk = [{"role": "user", "content": "u1"}, {"role": "assistant", "content": "a1"},
+            {"role": "user", "content": "u2"}, {"role": "assistant", "content": "a2"}]
+    each = turn_units(spec, q, "a2", talk)
+    assert [(k, reply, len(shown), extra["reference"]) for k, reply, shown, extra in each] == \
+        [(1, "a1", 2, "r1"), (2, "a2", 4, "r2")]
+    last = turn_units(spec.model_copy(update={"judge": spec.judge.model_copy(update={"scope": "last_turn"})}), q, "a2", talk)
+    assert [(k, reply, len(shown), extra["reference"]) for k, reply, shown, extra in last] == [(2, "a2", 4, "r2")]
+    whole = turn_units(spec.model_copy(update={"judge": spec.judge.model_copy(update={"scope": "conversation"})}), q,
+                       "a2", talk)
+    assert [(k, reply, len(shown)) for k, reply, shown, _ in whole] == [(2, "a2", 4)] and "reference" not in whole[0][3]

@@ -57,9 +57,16 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
         parts.append(f"{sum(rule_items.values())} failure-rule items")
     agg = spec.aggregation
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
-    console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
-                  f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
-                  f"{spec.judge.verdict.granularity}", highlight=False, soft_wrap=True)
+    v = spec.judge.verdict
+    if v.kind == "score":  # scores on a scale (judge/scores.py): the judge's number, no formula
+        console.print(f"scoring: the judge's score from {v.min:g} to {v.max:g} "
+                      f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), judge.scope "
+                      f"{spec.judge.scope}; question score = mean of its valid judgments, overall = mean over every "
+                      "valid judgment", highlight=False, soft_wrap=True, markup=False)
+    else:
+        console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
+                      f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
+                      f"{spec.judge.verdict.granularity}", highlight=False, soft_wrap=True)
 
     if spec.taxonomy is not None:
         tax = Table(title="Taxonomy")
