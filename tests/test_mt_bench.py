@@ -138,6 +138,12 @@ def test_turn_and_overall_means_equal_fastchat_show_result(tmp_path: Path, seed:
         {m: e["average"] for m, e in expected.items()})
     md = (tmp_path / "lb" / "leaderboard.md").read_text()
     assert "Turns" in md and "turn 1" in md and "Categories" in md
+    res = subprocess.run([EXE, "rescore", str(tmp_path / "cand_a")], env=clean_env(tmp_path), capture_output=True,
+                         text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    old = json.loads((tmp_path / "cand_a" / "summary.json").read_text())
+    new = json.loads(next((tmp_path / "cand_a").glob("rescore-*/summary.json")).read_text())
+    assert all(new[k] == old[k] for k in ("overall", "turns", "scenarios", "interval", "group_intervals", "counts"))
 
 
 def test_mt_bench_runs_keyless_on_the_mini_sample(tmp_path: Path) -> None:
