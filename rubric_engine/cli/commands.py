@@ -205,7 +205,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
     """
     from rubric_engine.judge.grading import shape_of
-    from rubric_engine.judge.prompts import candidate_messages, judge_messages
+    from rubric_engine.judge.dialogue import first_request
+    from rubric_engine.judge.prompts import judge_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.entries import cache_key
     from rubric_engine.run.plan import plan_run
@@ -233,22 +234,24 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
 
     try:
         roles = [] if given is not None else [("candidate", settings.candidate)]
+        roles += [("user", plan.user)] if plan.user is not None else []  # a simulated user (judge/dialogue.py)
         roles += [("judge" if len(judges) == 1 else f"judge {j.name}", j) for j in judges]
         if settings.stage == "generate":
-            roles = [r for r in roles if r[0] == "candidate"]
+            roles = [r for r in roles if r[0] in ("candidate", "user")]
         for role, model in roles:
             if model is None:
                 raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
             prompt = completion = n_cached = 0
             calls = len(questions) * k
             for q, s in ((q, s) for q in questions for s in range(k)):
-                if role == "candidate":
-                    msgs = candidate_messages(spec, q)
+                if role in ("candidate", "user"):  # a conversation: its first request, times its turns (estimate)
+                    msgs, turns = first_request(spec, q, role)
                     hit = cached(model, msgs, (None,), s)  # sample s: its own cache key
-                    replies[(q.id, s)] = hit.get("text") if hit else None
-                    completion += int(hit.get("completion_tokens") or 0) if hit else reply_tokens
+                    replies[(q.id, s)] = hit.get("text") if hit and turns == 1 else None
+                    completion += turns * (int(hit.get("completion_tokens") or 0) if hit else reply_tokens)
                     n_cached += hit is not None
-                    prompt += count(model=model.model, messages=msgs)
+                    prompt += turns * count(model=model.model, messages=msgs)
+                    calls += turns - 1
                     continue
                 reply = replies.get((q.id, s))
                 text = reply if reply is not None else ""
@@ -273,6 +276,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                          "repeats": 1 if role == "candidate" else repeats, "samples": k,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
+            if spec.conversation.mode != "single" and role in ("candidate", "user"):
+                est[role]["conversation"] = spec.conversation.mode
     finally:
         if cache is not None:
             cache.close()
@@ -315,6 +320,10 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         console.print(f"candidate.samples={first['samples']}: {total:,} calls in all = {first['samples']} sample(s) x "
                       f"(1 candidate + {len(jroles)} judge(s) x {est[jroles[0]]['repeats'] if jroles else 0} repeat(s)) "
                       "calls per question and call of one grading", highlight=False, soft_wrap=True)
+    if any(e.get("conversation") for e in est.values()):
+        console.print("A conversation: every turn is counted as its first request (the context grows turn by turn, "
+                      "so its prompt tokens are a lower bound); a simulated user's calls assume every session runs "
+                      "to max_turns (an upper bound).", highlight=False, soft_wrap=True)
     console.print("Prompt tokens: LiteLLM's token counter on the exact messages (a judge prompt whose reply is not "
                   "known yet adds ~400 tokens for it). Completion tokens: the cached replies' own counts, "
                   "else ~400 a candidate reply and ~60 a judge item.", soft_wrap=True)

@@ -29,7 +29,7 @@ from rubric_engine.judge.prompts import check_templates as check_prompt_template
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["candidate_prefix", "candidate_view", "simulator_view", "check_templates", "SWAP"]
+__all__ = ["candidate_prefix", "candidate_view", "simulator_view", "check_templates", "first_request", "SWAP"]
 
 Message = dict[str, str]
 SWAP = {"user": "assistant", "assistant": "user"}
@@ -95,3 +95,18 @@ def _check_conversation(spec: "BenchmarkSpec", question: Question) -> None:
             raise SpecError(str(spec.files[-1] if spec.files else spec.dir), "conversation.first",
                             "the candidate speaks first but has nothing to answer", value="candidate",
                             fix="set candidate.system (or give the data a dialogue), or use first: user")
+
+
+def first_request(spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
+    """For the dry run: a role's first request for a question and how many calls the role makes for it (a
+    single reply 1, scripted its turns, simulated at most max_turns, one more for a candidate that opens)."""
+    conv = spec.conversation
+    if conv.mode == "single":
+        return candidate_messages(spec, question), 1
+    if role == "user":
+        return simulator_view(spec, question, []), conv.max_turns
+    prefix = candidate_prefix(spec, question)
+    if conv.mode == "scripted":
+        return candidate_view(prefix, [{"role": "user", "content": question.turns[0]}]), len(question.turns)
+    opening = [] if conv.first == "candidate" else [{"role": "user", "content": "..."}]
+    return candidate_view(prefix, opening), conv.max_turns + (conv.first == "candidate")

@@ -100,7 +100,7 @@ def user_of(settings: RunSettings, spec: BenchmarkSpec, need_candidate: bool) ->
     ref = conv.simulator.model if conv.simulator else None
     if ref is None:
         raise ConfigError(f"benchmark {spec.name} simulates the user but names no simulator model: pass user=ENTRY "
-                          "(an entry of conf/user/, e.g. user=mock) or user.model=provider/model")
+                          "(an entry of conf/user/, e.g. user=mock), or declare conversation.simulator.model in the spec")
     return ModelSpec.from_config(ref.model_dump(exclude_none=True), role="user", timeout=settings.timeout)
 
 
