@@ -10,7 +10,6 @@ server sent.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
