@@ -45,6 +45,8 @@ class Question:
     secondary_scenario: str = ""
     tags: tuple[str, ...] = ()  # question-level tags from the data (e.g. "theme:..."); () when none
     reference: str = ""  # a reference answer shown to the judge; "" when the spec maps none
+    turns: tuple[str, ...] = ()  # scripted user messages (data.fields.turns); () when the spec maps none
+    references: tuple[str, ...] = ()  # one reference answer per turn (a list in the data, or data.references)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     # the row as read, so answers files can repeat the benchmark's own format
     source_row: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["RECORD_VERSION", "GroupScore", "CriterionRecord", "GameRecord", "SampleEntry", "SampleRecord"]
+__all__ = ["RECORD_VERSION", "GroupScore", "TurnRecord", "TurnScoreRecord", "CriterionRecord", "GameRecord",
+           "SampleEntry", "SampleRecord"]
 
 RECORD_VERSION = 1
 
@@ -26,6 +27,13 @@ class GroupScore(TypedDict):
     lo: float
     hi: float
     score: float | None
+
+
+class TurnRecord(TypedDict):
+    """One turn of a conversation the run generated (`transcript`)."""
+
+    role: str  # "user" | "assistant"
+    content: str
 
 
 class CriterionRecord(TypedDict, total=False):
@@ -42,6 +50,15 @@ class CriterionRecord(TypedDict, total=False):
     hit: bool | None
     votes: dict[str, list[bool | None]]
     tags: list[str]
+
+
+class TurnScoreRecord(TypedDict):
+    """One score judgment: the candidate turn it grades, its number or its error (never both)."""
+
+    turn: int
+    score: float | None
+    reasoning: str | None
+    error: str | None
 
 
 class _Outcome(TypedDict, total=False):
@@ -62,6 +79,11 @@ class _Outcome(TypedDict, total=False):
     cost: dict[str, float | None]
     cache_hits: dict[str, int]
     truncated: bool
+    transcript: list[TurnRecord]  # conversations only: the turns generated, in order; `response` = the last reply
+    ended: str  # simulated conversations: "stop" | "max_turns"
+    user_error: str | None  # simulated conversations: the simulated user failed (the question is not judged)
+    turns: list[TurnScoreRecord]  # judge.verdict.kind score: every judgment's number (or error), per candidate turn
+    score_votes: dict[str, list[list[float | None]]]  # score verdicts graded more than once: judge -> repeat -> turns
 
 
 class GameRecord(TypedDict):

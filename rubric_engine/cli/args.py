@@ -165,14 +165,14 @@ def as_list(value: Any) -> list[str]:
 
 
 def config_dirs(cwd: Path | None = None) -> list[Path]:
-    """User directories holding model entries (`candidate/<name>.yaml`, `judge/<name>.yaml`), in order:
-    $RUBRIC_ENGINE_CONFIG_DIRS (os.pathsep-separated), then ./conf when it has candidate/ or judge/."""
+    """User directories holding model entries (`candidate/<name>.yaml`, `judge/<name>.yaml`, `user/<name>.yaml`),
+    in order: $RUBRIC_ENGINE_CONFIG_DIRS (os.pathsep-separated), then ./conf when it has candidate/, judge/ or user/."""
     found: list[Path] = []
     for part in os.environ.get(CONFIG_DIRS_ENV, "").split(os.pathsep):
         if part.strip():
             found.append(Path(part).expanduser().resolve())
     local = (cwd or Path.cwd()) / "conf"
-    if (local / "candidate").is_dir() or (local / "judge").is_dir():
+    if (local / "candidate").is_dir() or (local / "judge").is_dir() or (local / "user").is_dir():
         found.append(local.resolve())
     unique: list[Path] = []
     for d in found:

@@ -36,7 +36,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
     check_breakdowns_against_data(spec, ds.questions)
     qs = ds.questions
-    from rubric_engine.judge.prompts import check_templates
+    from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
 
     check_templates(spec, qs)  # an undefined variable or a sandbox violation fails here, before any call
     items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
@@ -61,9 +61,16 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
         parts.append(f"{sum(rule_items.values())} failure-rule items")
     agg = spec.aggregation
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
-    console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
-                  f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
-                  f"{spec.judge.verdict.granularity}", highlight=False, soft_wrap=True)
+    v = spec.judge.verdict
+    if v.kind == "score":  # scores on a scale (judge/scores.py): the judge's number, no formula
+        console.print(f"scoring: the judge's score from {v.min:g} to {v.max:g} "
+                      f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), judge.scope "
+                      f"{spec.judge.scope}; question score = mean of its valid judgments, overall = mean over every "
+                      "valid judgment", highlight=False, soft_wrap=True, markup=False)
+    else:
+        console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
+                      f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
+                      f"{spec.judge.verdict.granularity}", highlight=False, soft_wrap=True)
 
     if spec.taxonomy is not None:
         tax = Table(title="Taxonomy")
@@ -202,7 +209,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
     """
     from rubric_engine.judge.grading import shape_of
-    from rubric_engine.judge.prompts import candidate_messages, judge_messages, pair_messages
+    from rubric_engine.judge.dialogue import first_request
+    from rubric_engine.judge.prompts import judge_messages, pair_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.entries import cache_key
     from rubric_engine.run.plan import plan_run
@@ -230,25 +238,27 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
 
     try:
         roles = [] if given is not None else [("candidate", settings.candidate)]
+        roles += [("user", plan.user)] if plan.user is not None else []  # a simulated user (judge/dialogue.py)
         roles += [("judge" if len(judges) == 1 else f"judge {j.name}", j) for j in judges]
         if plan.baseline is not None:  # pairwise with a baseline model: one reply per question, like a candidate
             roles.append(("baseline", plan.baseline))
         if settings.stage == "generate":
-            roles = [r for r in roles if r[0] == "candidate"]
+            roles = [r for r in roles if r[0] in ("candidate", "user")]
         for role, model in roles:
             if model is None:
                 raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
             prompt = completion = n_cached = 0
             calls = len(questions) * k
             for q, s in ((q, s) for q in questions for s in range(k)):
-                if role in ("candidate", "baseline"):
-                    msgs = candidate_messages(spec, q)
+                if role in ("candidate", "user", "baseline"):  # a conversation: its first request, times its turns
+                    msgs, turns = first_request(spec, q, role)  # (an estimate); a baseline writes one reply
                     hit = cached(model, msgs, (None,), s)  # sample s: its own cache key
                     if role == "candidate":
-                        replies[(q.id, s)] = hit.get("text") if hit else None
-                    completion += int(hit.get("completion_tokens") or 0) if hit else reply_tokens
+                        replies[(q.id, s)] = hit.get("text") if hit and turns == 1 else None
+                    completion += turns * (int(hit.get("completion_tokens") or 0) if hit else reply_tokens)
                     n_cached += hit is not None
-                    prompt += count(model=model.model, messages=msgs)
+                    prompt += turns * count(model=model.model, messages=msgs)
+                    calls += turns - 1
                     continue
                 reply = replies.get((q.id, s))
                 text = reply if reply is not None else ""
@@ -279,6 +289,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                          "repeats": 1 if role in ("candidate", "baseline") else repeats, "samples": k,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
+            if spec.conversation.mode != "single" and role in ("candidate", "user"):
+                est[role]["conversation"] = spec.conversation.mode
     finally:
         if cache is not None:
             cache.close()
@@ -321,6 +333,10 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         console.print(f"candidate.samples={first['samples']}: {total:,} calls in all = {first['samples']} sample(s) x "
                       f"(1 candidate + {len(jroles)} judge(s) x {est[jroles[0]]['repeats'] if jroles else 0} repeat(s)) "
                       "calls per question and call of one grading", highlight=False, soft_wrap=True)
+    if any(e.get("conversation") for e in est.values()):
+        console.print("A conversation: every turn is counted as its first request (the context grows turn by turn, "
+                      "so its prompt tokens are a lower bound); a simulated user's calls assume every session runs "
+                      "to max_turns (an upper bound).", highlight=False, soft_wrap=True)
     console.print("Prompt tokens: LiteLLM's token counter on the exact messages (a judge prompt whose reply is not "
                   "known yet adds ~400 tokens for it). Completion tokens: the cached replies' own counts, "
                   "else ~400 a candidate reply and ~60 a judge item.", soft_wrap=True)

@@ -65,6 +65,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         benchmark=str(cfg.benchmark), out_dir=out_dir,
         candidate=_model_spec(opt("candidate"), "candidate", opt("timeout"), given),
         judge=_model_spec(opt("judge"), "judge", opt("timeout"), given), timeout=opt("timeout"),
+        user=_model_spec(opt("user"), "user", opt("timeout"), given),
         benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),

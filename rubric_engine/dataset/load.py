@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
 from rubric_engine.dataset.quirks import DataQuirks
+from rubric_engine.dataset.references import load_references, row_references, with_references
 from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.text.surrogates import surrogate_path
@@ -59,6 +60,8 @@ def load_dataset(spec: BenchmarkSpec, path: str | Path | None = None,
         questions: Sequence[Question] = index_rows(spec, local, warnings, quirks := DataQuirks())
     else:
         questions = _scan(spec, local, warnings, quirks := DataQuirks(), lambda q, _: q)
+    if spec.data.references is not None and path is None:  # a command line's data.path brings its own
+        questions = with_references(questions, load_references(spec, cache_dir, warnings))
     return Dataset(questions=questions, source=source, sha256=digest, warnings=warnings, trust=trust,
                    item_tags=frozenset(quirks.item_tags), example_tags=frozenset(quirks.example_tags))
 
@@ -194,6 +197,8 @@ def _csv_cell(value: str | None) -> Any:
 
 def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
     f, roles = spec.data.fields, spec.data.roles
+    if spec.conversation.mode != "single" and f.dialogue not in raw:
+        return []  # a conversation may start from nothing: its user turns come from the data or a simulator
     dialogue = r.get(raw, f.dialogue, "dialogue")
     if isinstance(dialogue, str) and dialogue.strip():  # a plain-text prompt (CSV, single-turn QA): one user turn
         user = next(k for k, v in roles.items() if v == "user")
@@ -210,6 +215,19 @@ def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
             raise r.err(f"{where}unknown role {role!r}", fix=f"allowed roles (data.roles): {', '.join(roles)}")
         turns.append(Turn(role=str(role), content=r.text(t, f.turn_content, "turn_content", where, False)))
     return turns
+
+
+def _user_turns(r: _Row, raw: dict[str, Any], name: str | None) -> tuple[str, ...]:
+    """data.fields.turns: a non-empty list of non-empty strings (the scripted user messages), () when unmapped."""
+    if not name:
+        return ()
+    value = r.get(raw, name, "turns")
+    if not isinstance(value, list) or not value or not all(isinstance(t, str) for t in value):
+        raise r.err(f"{name}: expected a non-empty list of strings (the user turns)", fix=f"got {str(value)[:80]!r}")
+    empty = next((i for i, t in enumerate(value) if not t.strip()), None)
+    if empty is not None:
+        raise r.err(f"{name}[{empty}]: an empty user turn", fix="write the message, or drop the turn")
+    return tuple(value)
 
 
 def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: str = "") -> tuple[str, ...]:
@@ -328,12 +346,16 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
     f = spec.data.fields
     qid = _row_id(r, raw, f.id, seen)
     turns = _turns(spec, r, raw)
-    crits = _criteria(spec, r, raw, qid, quirks.weighted_rule)
-    meta = _meta(spec, r, raw, qid, quirks)
-    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference}
+    scalar = spec.judge.verdict.kind == "score" and raw.get(f.rubric) is None  # a score needs no rubric
+    crits = [] if scalar else _criteria(spec, r, raw, qid, quirks.weighted_rule)
+    refs = row_references(raw.get(f.reference), f"{r.file}:{r.line}", str(f.reference)) if f.reference else None
+    meta = _meta(spec, r, {**raw, str(f.reference): None} if refs is not None else raw, qid, quirks)
+    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference,
+              f.turns}
     return Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
                     scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
                     tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
+                    turns=_user_turns(r, raw, f.turns), references=refs or (),
                     extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
 
 
@@ -356,7 +378,8 @@ def _meta(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, quirks: D
     meta: dict[str, str] = {}
     for k in ("subset", "scenario", "secondary_scenario", "reference"):
         name = getattr(f, k)
-        if name and name not in raw:  # an optional column: fine if the whole file lacks it (DataQuirks.finish)
+        optional = k == "reference" and d.references is not None  # the references file is the source then
+        if name and name not in raw and not optional:  # optional column: fine if the whole file lacks it (quirks)
             quirks.absent.setdefault((k, name), []).append(r.line)
         meta[k] = r.text(raw, name, k) if name and name in raw else ""
         if k in ("scenario", "secondary_scenario") and name and name in raw and not meta[k].strip():

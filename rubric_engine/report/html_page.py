@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
 from rubric_engine.report.items_view import load_items_section
+from rubric_engine.report.transcript import transcript_html
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.scoring.aggregate import ability_ids
@@ -231,7 +232,9 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -
         parts = [f"{t.label(a)} {fmt(None if v.get('score') is None else v['score'] * t.scale)}"
                  for a, v in abilities.items() if isinstance(v, Mapping)]
         body.append(f'<p class="note">Ability scores: {_e(", ".join(parts))}</p>')
-    body.append(views.dialogue(turns))
+    if turns or "transcript" not in sample:  # a conversation may have no fixed prefix to show
+        body.append(views.dialogue(turns))
+    body.append(transcript_html(sample))  # a conversation's turns ('' for a single reply)
     body.append(f"<p class=\"note\">Reply:</p><pre>{_e(sample.get('response'))}</pre>")
     body.append(_criteria(sample, lb))
     body.append(_games(sample))

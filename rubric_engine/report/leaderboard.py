@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.results import intervals as nested_runs
+from rubric_engine.report.scales import leaderboard_scale_tables
 from rubric_engine.results.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
 from rubric_engine.scoring.aggregate import ability_ids
 from rubric_engine.store.layout import write_json, write_text
@@ -61,6 +62,7 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
         out.append((f"Bradley-Terry ({bt['baseline']} = {bt['anchor']:g})", ["Model", "Rating",
                     f"{100 * (1 - lb.alpha):.0f}% CI"], [[x["label"] + (" (baseline)" if x["baseline"] else ""),
                     fmt(x["rating"], 1), f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]"] for x in bt["ratings"]]))
+    out += leaderboard_scale_tables(lb.rows)  # scores on a scale: turns and groups with intervals
     out.append((last_title[0].upper() + last_title[1:], ["Model", *[t.subset_labels.get(x, x) for x in subs],
                 *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
     return out

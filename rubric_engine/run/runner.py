@@ -18,8 +18,8 @@ from rich.console import Console
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
 from rubric_engine.errors import ConfigError
+from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
 from rubric_engine.judge.pairwise import PairResult, is_pairwise
-from rubric_engine.judge.prompts import check_templates
 from rubric_engine.models import interrupt
 from rubric_engine.models.bodycap import max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
@@ -196,7 +196,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
     if plan.judged and plan.panel:
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
-    if plan.judged and (plan.panel or plan.samples > 1):
+    if plan.judged and (plan.panel or plan.samples > 1) and spec.judge.verdict.kind != "score":  # criteria votes
         # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
         summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
                                                 samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets))

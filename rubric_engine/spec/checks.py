@@ -20,6 +20,7 @@ import jinja2.meta
 from rubric_engine.errors import SpecError
 from rubric_engine.scoring.formulas import FormulaProblem, known_names, resolve_formula
 from rubric_engine.scoring.pairwise import label_problem, patterns_of
+from rubric_engine.spec.scales import check_scale, is_score
 
 if TYPE_CHECKING:
     from rubric_engine.datatypes import Question
@@ -116,6 +117,9 @@ def _check_pairwise(spec: "BenchmarkSpec", fail: Fail) -> None:
         if b is not None:
             fail(("baseline",), "a baseline is only used by judge.verdict.kind: pairwise", fix="remove baseline:")
         return
+    if spec.conversation.mode != "single":
+        fail(("conversation", "mode"), "a pairwise comparison judges one reply against one baseline reply",
+             spec.conversation.mode, "use conversation.mode: single (or leave it out) with judge.verdict.kind: pairwise")
     problem = label_problem(v.labels, patterns_of(v.pattern), v.strong_weight)
     if problem:
         fail(("judge", "verdict", problem[0]), problem[1], getattr(v, problem[0]),
@@ -135,15 +139,30 @@ def _check_pairwise(spec: "BenchmarkSpec", fail: Fail) -> None:
         for group, f in a.files.items():
             if (f.url is None) == (f.path is None):
                 fail(("baseline", "answers", "files", group), "give exactly one of url and path")
+def _check_conversation(spec: "BenchmarkSpec", fail: Fail) -> None:
+    """Each conversation mode has what it reads: scripted the data's turns, simulated a simulator persona."""
+    conv = spec.conversation
+    if conv.mode == "scripted" and not spec.data.fields.turns:
+        fail(("data", "fields", "turns"), "conversation.mode scripted needs the data's user turns", None,
+             "map data.fields.turns to the column holding each row's list of user messages")
+    if conv.mode == "simulated" and (conv.simulator is None or not conv.simulator.system):
+        fail(("conversation", "simulator"), "conversation.mode simulated needs a simulator with a persona", None,
+             "set conversation.simulator.system to a template of the simulated user's persona and instructions "
+             "(and its model there, or user=ENTRY on the command line)")
 
 
 def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) -> None:
     """Every rule above; `fail(key, message, value, fix)` raises the SpecError."""
     check_formula(spec, fail, trust_code)
-    _check_scoring(spec, fail)
-    _check_judge(spec, fail)
+    if is_score(spec):
+        check_scale(spec, fail)  # a score verdict has no criteria: the criteria rules below do not apply
+    else:
+        _check_scoring(spec, fail)
+        _check_judge(spec, fail)
+        check_scale(spec, fail)
     _check_breakdowns(spec, fail)
     _check_pairwise(spec, fail)
+    _check_conversation(spec, fail)
 
 
 def check_breakdowns_against_data(spec: "BenchmarkSpec", questions: Sequence["Question"]) -> None:

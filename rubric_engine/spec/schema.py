@@ -13,20 +13,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
+from rubric_engine.spec.scales import drop_score_defaults, score_defaults
 
 __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
-    "Candidate", "VerdictFields", "Breakdown",
+    "Candidate", "Conversation", "Simulator", "VerdictFields", "Breakdown", "References",
     "ModelRef", "Judge", "AnswerFile", "BaselineAnswers", "Baseline",
     "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
 ]
 
-_TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
+_TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system",
+                    "conversation.simulator.system", "conversation.simulator.template")
 MAX_TEMPLATE_BYTES = 256 * 1024  # spec templates come from strangers: a prompt template is a few KB
 Labels = dict[str, str]
 
@@ -74,7 +76,18 @@ class DataFields(_Model):
     item_text: str = "text"
     item_tags: str | None = None  # a list of strings per rubric item (e.g. "axis:accuracy")
     example_tags: str | None = None  # a list of strings per row (e.g. "theme:...")
-    reference: str | None = None  # a reference answer shown to the judge as `reference`
+    reference: str | None = None  # a reference answer shown to the judge as `reference` (a list: one per turn)
+    turns: str | None = None  # conversation.mode scripted: a list of user messages per row
+
+
+class References(_Model):
+    """A second data file of reference answers keyed by question id (e.g. a strong model's answers, shown to
+    the judge of some categories): `answer` is a dotted path to a string or a list of per-turn strings."""
+    url: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    path: str | None = None
+    id: str = "id"
+    answer: str = "reference"
 
 
 class DataSpec(_Model):
@@ -86,6 +99,7 @@ class DataSpec(_Model):
     # speaker label in the data -> chat role; "other" is a third party (sent to a chat model as assistant)
     roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)
     subsets: list[str] = []
+    references: References | None = None  # per-turn reference answers from a second file (dataset/references.py)
 
 
 class Scoring(_Model):
@@ -125,6 +139,24 @@ class ModelRef(_Model):
     revision: str | None = None  # names what is served behind `model`; part of the cache key
 
 
+class Simulator(_Model):
+    """The user simulator of `conversation.mode: simulated`: its model (or `user=` on the command line), its
+    persona / instructions (`system`, filled from the data row) and an optional opening message (`template`)."""
+    model: ModelRef | None = None
+    system: str | None = None
+    template: str | None = None
+
+
+class Conversation(_Model):
+    """How the candidate is talked to (run/dialogue.py): one reply (single), the data's user turns in order
+    (scripted), or a simulated user (simulated) for up to `max_turns` turns, ended early by `stop`."""
+    mode: Literal["single", "scripted", "simulated"] = "single"
+    simulator: Simulator | None = None
+    max_turns: int = Field(default=6, ge=1)
+    stop: str = Field(default="<END>", min_length=1)
+    first: Literal["user", "candidate"] = "user"
+
+
 class VerdictFields(_Model):
     """The verdict JSON the judge must return: a list of items (all criteria in one call) or one object
     (one criterion per call), with these field names. `granularity` sits here, not beside judge.template,
@@ -135,12 +167,18 @@ class VerdictFields(_Model):
     id: str = "id"
     reasoning: str = "reasoning"
     met: str = "met"
+    # kind score (spec/scales.py, judge/scores.py): one number in [min, max] per judged reply, read from the
+    # JSON field `field` or, for judges without structured output, from group 1 of `pattern`;
     # kind pairwise (judge/pairwise.py): the judge compares the reply with the baseline's and writes a label
-    kind: Literal["criteria", "pairwise"] = "criteria"
+    kind: Literal["criteria", "score", "pairwise"] = "criteria"
+    min: float | None = Field(default=None, allow_inf_nan=False)
+    max: float | None = Field(default=None, allow_inf_nan=False)
+    field: str = "score"
     labels: list[str] = Field(default=["A>>B", "A>B", "A=B", "B>A", "B>>A"], min_length=1)
     strong_weight: float = Field(default=3, ge=1, le=1000, allow_inf_nan=False)  # a strong label counts this often
     swap: bool = True  # judge both orders (baseline first, then candidate first)
-    pattern: str | list[str] | None = None  # regex(es) whose group 1 is the label, tried in order; None: the default
+    # score: one regex; pairwise: regex(es) tried in order; group 1 is the number / the label; None: the default
+    pattern: str | list[str] | None = None
 
 
 class Judge(_Model):
@@ -151,6 +189,7 @@ class Judge(_Model):
     max_reasks: int = Field(default=2, ge=0)
     repeats: int = Field(default=1, ge=1)  # grade every reply this many times; per-criterion majority (judge/panels.py)
     tie: Literal["not_met", "met"] = "not_met"  # an even split of repeats or jurors counts as this
+    scope: Literal["conversation", "each_turn", "last_turn"] = "conversation"  # what one judgment grades
 
 
 class AnswerFile(_Model):
@@ -217,6 +256,7 @@ class BenchmarkSpec(_Model):
     scoring: Scoring = Scoring()
     aggregation: AggregationSpec = AggregationSpec()
     candidate: Candidate = Candidate()
+    conversation: Conversation = Conversation()
     judge: Judge
     baseline: Baseline | None = None  # judge.verdict.kind: pairwise only
     report: Report = Report()
@@ -224,6 +264,11 @@ class BenchmarkSpec(_Model):
     _files: list[Path] = PrivateAttr(default_factory=list)
     _origins: dict[Key, tuple[Path, int]] = PrivateAttr(default_factory=dict)
     _formula: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _score_defaults(self) -> "BenchmarkSpec":
+        score_defaults(self)  # a score verdict's own defaults (scale 1, mean over questions) where not declared
+        return self
 
     @field_validator("version", mode="before")
     @classmethod
@@ -347,7 +392,12 @@ class BenchmarkSpec(_Model):
         dump = self.model_dump(mode="json", by_alias=True)
         if dump["aggregation"]["candidate_errors"] == "exclude":  # the default: the dump (and the spec hash) of
             del dump["aggregation"]["candidate_errors"]  # specs written before the key existed, unchanged
-        _drop_pairwise_defaults(dump)
+        _drop_pairwise_defaults(dump)  # before the score keys: it recognises a criteria spec by its kind
+        if dump["conversation"] == Conversation().model_dump(mode="json"):  # likewise a single-reply spec
+            del dump["conversation"]
+        if dump["data"]["fields"]["turns"] is None:
+            del dump["data"]["fields"]["turns"]
+        drop_score_defaults(dump)  # likewise for the keys of scores on a scale
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
