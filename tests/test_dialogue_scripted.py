@@ -159,3 +159,12 @@ def test_a_row_whose_turns_are_not_a_list_of_strings_is_one_line(tmp_path: Path,
         spec = _spec_copy(tmp_path / str(len(str(bad))) / "x", rows=rows)
         err = _one_line(run_cli([f"benchmark={spec}", "candidate=mock", "judge=mock"], env))
         assert "scripted_mini.jsonl:2: turns" in err and says in err, err
+
+
+def test_dry_run_counts_every_turn(tmp_path: Path, env: dict[str, str]) -> None:
+    res = run_cli([f"benchmark={SPEC}", "candidate=mock", "judge=mock", "dry_run=true"], env)
+    assert res.returncode == 0, res.stderr
+    row = next(line for line in res.stdout.splitlines() if "│ candidate" in line)
+    cells = [c.strip() for c in row.split("│")]
+    assert cells[3] == str(sum(len(r["turns"]) for r in ROWS)), row  # one call per user turn
+    assert "every turn is counted as its first request" in res.stdout

@@ -189,3 +189,25 @@ def test_shipped_dynamic_benchmarks_run_keyless_with_the_transcript_in_the_repor
     page = (tmp_path / "r" / "report.html").read_text()
     assert "Conversation (7 turns; the simulated user ended it)" in page and "Simulated user, turn 3" in page
     assert "user" in res.stdout  # the user column of the run statistics
+
+
+def test_a_user_endpoint_moved_on_the_command_line_gets_no_key(tmp_path: Path, env: dict[str, str]) -> None:
+    """user=gpt-4o carries $OPENAI_API_KEY to OpenAI only: moved by user.api_base=, it is sent no key."""
+    with FakeServer(Script()) as srv:
+        res = run_cli([f"benchmark={SPEC}", f"hydra.run.dir={tmp_path / 'r'}", *model_args(srv.url), "user=gpt-4o",
+                       "user.model=openai/sim", f"user.api_base={srv.url}"], dict(env, OPENAI_API_KEY="sk-not-for-you"))
+        assert res.returncode == 0, res.stderr
+        sent = [(b["model"], h) for b, h in zip(srv.requests, srv.auth_headers)]
+    assert {h for m, h in sent if m == "sim"} == {"Bearer no-key"}
+    assert all("sk-not-for-you" not in str(h) for _, h in sent)
+
+
+def test_candidate_samples_keep_each_session_and_the_user_tokens(tmp_path: Path, env: dict[str, str]) -> None:
+    base = ["benchmark=counselling_dynamic", "candidate=mock", "judge=mock", "user=mock", "limit=2"]
+    one = run_cli([*base, f"hydra.run.dir={tmp_path / 'one'}"], env)
+    two = run_cli([*base, "candidate.samples=2", f"hydra.run.dir={tmp_path / 'two'}"], env)
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    s1, s2 = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("one", "two"))
+    assert s2["tokens"]["user"] == {k: 2 * v for k, v in s1["tokens"]["user"].items()}  # both samples' sessions
+    rec = records(tmp_path / "two")["cd01"]
+    assert [len(s["transcript"]) for s in rec["samples"]] == [7, 7] and rec["samples"][1]["ended"] == "stop"
