@@ -102,18 +102,22 @@ def test_a_failure_at_turn_k_names_the_turn_and_keeps_the_transcript(tmp_path: P
     assert summary["counts"]["candidate_errors"] == 1 and summary["counts"]["scored"] == len(ROWS) - 1
 
 
+def kill_after_requests(cmd: list[str], env: dict[str, str], srv: FakeServer, model: str, n: int) -> list[str]:
+    """Start `cmd`, SIGKILL it once the server has seen `n` requests for `model`; every request so far as JSON."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while sum(b["model"] == model for b in srv.requests) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return [json.dumps(b, sort_keys=True) for b in srv.requests]
+
+
 def test_kill9_mid_conversation_then_same_command_repeats_no_answered_request(tmp_path: Path,
                                                                              env: dict[str, str]) -> None:
     run = tmp_path / "run"
     with FakeServer(Script(), latency=0.3) as srv:
-        proc = subprocess.Popen([EXE, *args(run, srv.url, "concurrency=2")], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while sum(b["model"] == "cand" for b in srv.requests) < 5 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        first = [json.dumps(b, sort_keys=True) for b in srv.requests]
+        first = kill_after_requests([EXE, *args(run, srv.url, "concurrency=2")], env, srv, "cand", 5)
         firsts = {row["id"]: sum(b["model"] == "cand" and b["messages"][1]["content"] == row["turns"][0]
                                  for b in map(json.loads, first)) for row in ROWS}
         # some conversation was cut between its turns: started, not all its turns asked

@@ -12,9 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import signal
-import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ import pytest
 
 from conftest import EXE, REPO, model_args, run_cli
 from fakeserver import FakeServer, Reply
+from test_dialogue_scripted import kill_after_requests
 
 SPEC = REPO / "tests" / "data" / "simulated_mini"
 ROWS = {r["id"]: r for r in map(json.loads, (SPEC / "simulated_mini.jsonl").read_text().splitlines())}
@@ -121,14 +119,7 @@ def test_kill9_mid_conversation_then_same_command_repeats_no_answered_request(tm
                                                                              env: dict[str, str]) -> None:
     run = tmp_path / "run"
     with FakeServer(Script(), latency=0.3) as srv:
-        proc = subprocess.Popen([EXE, *args(run, srv.url, "concurrency=1")], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while sum(b["model"] == "cand" for b in srv.requests) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        first = [json.dumps(b, sort_keys=True) for b in srv.requests]
+        first = kill_after_requests([EXE, *args(run, srv.url, "concurrency=1")], env, srv, "cand", 3)
         assert sum(b["model"] == "judge" for b in map(json.loads, first)) < 2, "the kill must land midway"
         srv.reset()
         res = run_cli(args(run, srv.url, "concurrency=1"), env)
