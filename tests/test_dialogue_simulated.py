@@ -154,11 +154,13 @@ def _spec(tmp_path: Path, old: str, new: str) -> Path:
     ("  simulator:\n    system: persona.j2\n    template: open.j2\n", "", ["user=mock"], "conversation.simulator"),
     ("max_turns: 3", "max_turns: 0", ["user=mock"], "conversation.max_turns"),
     ("system: persona.j2", "system: empty.j2", ["user=mock"], "empty.j2"),
-], ids=["no-simulator-model", "no-simulator", "max-turns-0", "empty-persona"])
+    ("system: persona.j2", "system: ../outside.j2", ["user=mock"], "leads outside the spec's directory"),
+], ids=["no-simulator-model", "no-simulator", "max-turns-0", "empty-persona", "persona-outside"])
 def test_bad_conversation_settings_are_one_line(tmp_path: Path, env: dict[str, str], old: str, new: str,
                                                 extra: list[str], says: str) -> None:
     spec = _spec(tmp_path, old, new)
     (spec / "empty.j2").write_text("{% if false %}x{% endif %}\n")
+    (tmp_path / "outside.j2").write_text("a file beside the spec, not inside it\n")
     res = run_cli([f"benchmark={spec}", "candidate=mock", "judge=mock", *extra, f"hydra.run.dir={tmp_path / 'r'}"],
                   env)
     assert res.returncode == 2, res.stderr

@@ -50,6 +50,10 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
     console.print(f"judge: {shown(jm.name)} ({shown(jm.model)}) calls "
                   f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}", highlight=False, soft_wrap=True)
+    um = spec.conversation.simulator.model if spec.conversation.simulator else None
+    if um is not None:  # the declared simulated user: its prompts (and a named key) go where the spec says too
+        console.print(f"user: {shown(um.name)} ({shown(um.model)}) calls "
+                      f"{shown(destination(um.model, um.api_base, um.api_key_env))}", highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
