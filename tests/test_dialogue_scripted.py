@@ -172,3 +172,19 @@ def test_dry_run_counts_every_turn(tmp_path: Path, env: dict[str, str]) -> None:
     cells = [c.strip() for c in row.split("│")]
     assert cells[3] == str(sum(len(r["turns"]) for r in ROWS)), row  # one call per user turn
     assert "every turn is counted as its first request" in res.stdout
+
+
+def test_a_conversation_judged_again_from_its_run_sees_the_whole_session(tmp_path: Path, env: dict[str, str]) -> None:
+    """answers.jsonl keeps each row's transcript, so stage=score from_run= grades the same session, no candidate call."""
+    with FakeServer(Script()) as srv:
+        first = run_cli(args(tmp_path / "run", srv.url, "stage=generate"), env)
+        assert first.returncode == 0, first.stderr
+        srv.reset()
+        again = run_cli(args(tmp_path / "score", srv.url, "stage=score", f"from_run={tmp_path / 'run'}"), env)
+        assert again.returncode == 0, again.stderr
+        assert {b["model"] for b in srv.requests} == {"judge"}
+        judged = next(b for b in srv.requests if "yolk" in b["messages"][0]["content"])
+    assert "[assistant] A2<And for a hard one?>" in judged["messages"][0]["content"]
+    answers = [json.loads(x) for x in (tmp_path / "run" / "answers.jsonl").read_text().splitlines()]
+    assert records(tmp_path / "score")["s01"]["transcript"] == answers[0]["transcript"]
+    assert len(answers[0]["transcript"]) == 4
