@@ -204,3 +204,13 @@ def test_candidate_samples_keep_each_session_and_the_user_tokens(tmp_path: Path,
     assert s2["tokens"]["user"] == {k: 2 * v for k, v in s1["tokens"]["user"].items()}  # both samples' sessions
     rec = records(tmp_path / "two")["cd01"]
     assert [len(s["transcript"]) for s in rec["samples"]] == [7, 7] and rec["samples"][1]["ended"] == "stop"
+
+
+def test_a_run_whose_simulated_user_always_fails_exits_1_saying_so(tmp_path: Path, env: dict[str, str]) -> None:
+    with FakeServer(lambda body: Reply(text="") if body["model"] == "sim" else Script()(body)) as srv:
+        res = run_cli(args(tmp_path / "run", srv.url), env)
+    assert res.returncode == 1, res.stderr
+    assert "nothing was scored: 0 of 3 questions (0 candidate errors, 0 judge errors, 3 simulated-user errors)" \
+        in res.stderr
+    assert all(r["user_error"] == "simulated user, turn 1: the simulated user returned an empty reply"
+               for r in records(tmp_path / "run").values())
