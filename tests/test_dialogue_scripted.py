@@ -102,18 +102,22 @@ def test_a_failure_at_turn_k_names_the_turn_and_keeps_the_transcript(tmp_path: P
     assert summary["counts"]["candidate_errors"] == 1 and summary["counts"]["scored"] == len(ROWS) - 1
 
 
+def kill_after_requests(cmd: list[str], env: dict[str, str], srv: FakeServer, model: str, n: int) -> list[str]:
+    """Start `cmd`, SIGKILL it once the server has seen `n` requests for `model`; every request so far as JSON."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while sum(b["model"] == model for b in srv.requests) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return [json.dumps(b, sort_keys=True) for b in srv.requests]
+
+
 def test_kill9_mid_conversation_then_same_command_repeats_no_answered_request(tmp_path: Path,
                                                                              env: dict[str, str]) -> None:
     run = tmp_path / "run"
     with FakeServer(Script(), latency=0.3) as srv:
-        proc = subprocess.Popen([EXE, *args(run, srv.url, "concurrency=2")], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while sum(b["model"] == "cand" for b in srv.requests) < 5 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        first = [json.dumps(b, sort_keys=True) for b in srv.requests]
+        first = kill_after_requests([EXE, *args(run, srv.url, "concurrency=2")], env, srv, "cand", 5)
         firsts = {row["id"]: sum(b["model"] == "cand" and b["messages"][1]["content"] == row["turns"][0]
                                  for b in map(json.loads, first)) for row in ROWS}
         # some conversation was cut between its turns: started, not all its turns asked
@@ -159,3 +163,28 @@ def test_a_row_whose_turns_are_not_a_list_of_strings_is_one_line(tmp_path: Path,
         spec = _spec_copy(tmp_path / str(len(str(bad))) / "x", rows=rows)
         err = _one_line(run_cli([f"benchmark={spec}", "candidate=mock", "judge=mock"], env))
         assert "scripted_mini.jsonl:2: turns" in err and says in err, err
+
+
+def test_dry_run_counts_every_turn(tmp_path: Path, env: dict[str, str]) -> None:
+    res = run_cli([f"benchmark={SPEC}", "candidate=mock", "judge=mock", "dry_run=true"], env)
+    assert res.returncode == 0, res.stderr
+    row = next(line for line in res.stdout.splitlines() if "│ candidate" in line)
+    cells = [c.strip() for c in row.split("│")]
+    assert cells[3] == str(sum(len(r["turns"]) for r in ROWS)), row  # one call per user turn
+    assert "every turn is counted as its first request" in res.stdout
+
+
+def test_a_conversation_judged_again_from_its_run_sees_the_whole_session(tmp_path: Path, env: dict[str, str]) -> None:
+    """answers.jsonl keeps each row's transcript, so stage=score from_run= grades the same session, no candidate call."""
+    with FakeServer(Script()) as srv:
+        first = run_cli(args(tmp_path / "run", srv.url, "stage=generate"), env)
+        assert first.returncode == 0, first.stderr
+        srv.reset()
+        again = run_cli(args(tmp_path / "score", srv.url, "stage=score", f"from_run={tmp_path / 'run'}"), env)
+        assert again.returncode == 0, again.stderr
+        assert {b["model"] for b in srv.requests} == {"judge"}
+        judged = next(b for b in srv.requests if "yolk" in b["messages"][0]["content"])
+    assert "[assistant] A2<And for a hard one?>" in judged["messages"][0]["content"]
+    answers = [json.loads(x) for x in (tmp_path / "run" / "answers.jsonl").read_text().splitlines()]
+    assert records(tmp_path / "score")["s01"]["transcript"] == answers[0]["transcript"]
+    assert len(answers[0]["transcript"]) == 4

@@ -12,9 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import signal
-import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ import pytest
 
 from conftest import EXE, REPO, model_args, run_cli
 from fakeserver import FakeServer, Reply
+from test_dialogue_scripted import kill_after_requests
 
 SPEC = REPO / "tests" / "data" / "simulated_mini"
 ROWS = {r["id"]: r for r in map(json.loads, (SPEC / "simulated_mini.jsonl").read_text().splitlines())}
@@ -121,14 +119,7 @@ def test_kill9_mid_conversation_then_same_command_repeats_no_answered_request(tm
                                                                              env: dict[str, str]) -> None:
     run = tmp_path / "run"
     with FakeServer(Script(), latency=0.3) as srv:
-        proc = subprocess.Popen([EXE, *args(run, srv.url, "concurrency=1")], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while sum(b["model"] == "cand" for b in srv.requests) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        first = [json.dumps(b, sort_keys=True) for b in srv.requests]
+        first = kill_after_requests([EXE, *args(run, srv.url, "concurrency=1")], env, srv, "cand", 3)
         assert sum(b["model"] == "judge" for b in map(json.loads, first)) < 2, "the kill must land midway"
         srv.reset()
         res = run_cli(args(run, srv.url, "concurrency=1"), env)
@@ -163,11 +154,13 @@ def _spec(tmp_path: Path, old: str, new: str) -> Path:
     ("  simulator:\n    system: persona.j2\n    template: open.j2\n", "", ["user=mock"], "conversation.simulator"),
     ("max_turns: 3", "max_turns: 0", ["user=mock"], "conversation.max_turns"),
     ("system: persona.j2", "system: empty.j2", ["user=mock"], "empty.j2"),
-], ids=["no-simulator-model", "no-simulator", "max-turns-0", "empty-persona"])
+    ("system: persona.j2", "system: ../outside.j2", ["user=mock"], "leads outside the spec's directory"),
+], ids=["no-simulator-model", "no-simulator", "max-turns-0", "empty-persona", "persona-outside"])
 def test_bad_conversation_settings_are_one_line(tmp_path: Path, env: dict[str, str], old: str, new: str,
                                                 extra: list[str], says: str) -> None:
     spec = _spec(tmp_path, old, new)
     (spec / "empty.j2").write_text("{% if false %}x{% endif %}\n")
+    (tmp_path / "outside.j2").write_text("a file beside the spec, not inside it\n")
     res = run_cli([f"benchmark={spec}", "candidate=mock", "judge=mock", *extra, f"hydra.run.dir={tmp_path / 'r'}"],
                   env)
     assert res.returncode == 2, res.stderr
@@ -189,3 +182,35 @@ def test_shipped_dynamic_benchmarks_run_keyless_with_the_transcript_in_the_repor
     page = (tmp_path / "r" / "report.html").read_text()
     assert "Conversation (7 turns; the simulated user ended it)" in page and "Simulated user, turn 3" in page
     assert "user" in res.stdout  # the user column of the run statistics
+
+
+def test_a_user_endpoint_moved_on_the_command_line_gets_no_key(tmp_path: Path, env: dict[str, str]) -> None:
+    """user=gpt-4o carries $OPENAI_API_KEY to OpenAI only: moved by user.api_base=, it is sent no key."""
+    with FakeServer(Script()) as srv:
+        res = run_cli([f"benchmark={SPEC}", f"hydra.run.dir={tmp_path / 'r'}", *model_args(srv.url), "user=gpt-4o",
+                       "user.model=openai/sim", f"user.api_base={srv.url}"], dict(env, OPENAI_API_KEY="sk-not-for-you"))
+        assert res.returncode == 0, res.stderr
+        sent = [(b["model"], h) for b, h in zip(srv.requests, srv.auth_headers)]
+    assert {h for m, h in sent if m == "sim"} == {"Bearer no-key"}
+    assert all("sk-not-for-you" not in str(h) for _, h in sent)
+
+
+def test_candidate_samples_keep_each_session_and_the_user_tokens(tmp_path: Path, env: dict[str, str]) -> None:
+    base = ["benchmark=counselling_dynamic", "candidate=mock", "judge=mock", "user=mock", "limit=2"]
+    one = run_cli([*base, f"hydra.run.dir={tmp_path / 'one'}"], env)
+    two = run_cli([*base, "candidate.samples=2", f"hydra.run.dir={tmp_path / 'two'}"], env)
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    s1, s2 = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("one", "two"))
+    assert s2["tokens"]["user"] == {k: 2 * v for k, v in s1["tokens"]["user"].items()}  # both samples' sessions
+    rec = records(tmp_path / "two")["cd01"]
+    assert [len(s["transcript"]) for s in rec["samples"]] == [7, 7] and rec["samples"][1]["ended"] == "stop"
+
+
+def test_a_run_whose_simulated_user_always_fails_exits_1_saying_so(tmp_path: Path, env: dict[str, str]) -> None:
+    with FakeServer(lambda body: Reply(text="") if body["model"] == "sim" else Script()(body)) as srv:
+        res = run_cli(args(tmp_path / "run", srv.url), env)
+    assert res.returncode == 1, res.stderr
+    assert "nothing was scored: 0 of 3 questions (0 candidate errors, 0 judge errors, 3 simulated-user errors)" \
+        in res.stderr
+    assert all(r["user_error"] == "simulated user, turn 1: the simulated user returned an empty reply"
+               for r in records(tmp_path / "run").values())

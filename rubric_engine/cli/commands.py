@@ -54,6 +54,10 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
         from rubric_engine.run.pairwise import describe_pairwise
 
         console.print(shown(describe_pairwise(spec)), highlight=False, soft_wrap=True)
+    um = spec.conversation.simulator.model if spec.conversation.simulator else None
+    if um is not None:  # the declared simulated user: its prompts (and a named key) go where the spec says too
+        console.print(f"user: {shown(um.name)} ({shown(um.model)}) calls "
+                      f"{shown(destination(um.model, um.api_base, um.api_key_env))}", highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]

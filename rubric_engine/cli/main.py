@@ -83,7 +83,8 @@ def nothing_scored(summary: dict[str, Any]) -> str | None:
             return f"nothing was generated: all {n} candidate calls failed ({cand} errors); see answers.jsonl"
         return None
     if c.get("scored", 0) - c.get("candidate_errors_zeroed", 0) == 0:  # zeros for failed calls are not scores
-        return (f"nothing was scored: 0 of {n} questions ({cand} candidate errors, {judge} judge errors); "
+        users = f", {c['user_errors']} simulated-user errors" if c.get("user_errors") else ""
+        return (f"nothing was scored: 0 of {n} questions ({cand} candidate errors, {judge} judge errors{users}); "
                 "see samples.jsonl for each error")
     return None
 

@@ -16,16 +16,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pathlib import Path
+
 from rubric_engine.datatypes import Question, Turn
-from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.errors import AnswersError, FatalModelError, ModelCallError
 from rubric_engine.judge.dialogue import candidate_prefix, candidate_view, simulator_view
 from rubric_engine.models.client import CallResult, ModelClient
 from rubric_engine.models.mock import MockUser
 from rubric_engine.models.redact import redact
 from rubric_engine.run.record import Outcome
 from rubric_engine.spec.schema import BenchmarkSpec
+from rubric_engine.store.layout import ANSWERS_FILE, iter_jsonl
 
-__all__ = ["converse", "conversation_counts"]
+__all__ = ["converse", "conversation_counts", "given_transcripts"]
 
 MOCK_USER_TURNS = 3  # the keyless mock user says the stop signal after this many turns of its own
 
@@ -137,3 +140,20 @@ def conversation_counts(compact: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """summary.json counts of a simulated run: questions whose simulated user failed, sessions cut at max_turns."""
     return {"user_errors": sum(1 for c in compact if c.get("user_error")),
             "cut_at_max_turns": sum(1 for c in compact if c.get("ended") == "max_turns")}
+
+
+def given_transcripts(answers: str | None, from_run: str | None, id_field: str) -> dict[str, list[Turn]]:
+    """The `transcript` of each row of an answers file (answers= or from_run's answers.jsonl), for judging a
+    conversation again without talking again; a row without one is judged on its `response` alone."""
+    path = Path(answers) if answers else Path(str(from_run)) / ANSWERS_FILE
+    out: dict[str, list[Turn]] = {}
+    for n, row in iter_jsonl(path):
+        turns = row.get("transcript")
+        if turns is None:
+            continue
+        if not isinstance(turns, list) or not all(isinstance(t, dict) and t.get("role") in ("user", "assistant")
+                                                  and isinstance(t.get("content"), str) for t in turns):
+            raise AnswersError(f"{path}: row {n}: 'transcript' must be a list of {{role: user|assistant, content: "
+                               "text}}; fix the row or drop its transcript")
+        out[str(row.get(id_field))] = [Turn(t["role"], t["content"]) for t in turns]
+    return out

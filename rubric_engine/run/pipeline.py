@@ -25,7 +25,7 @@ from rubric_engine.models.interrupt import SignalStop, stopped
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
 from rubric_engine.run.plan import RunPlan
-from rubric_engine.run.dialogue import converse
+from rubric_engine.run.dialogue import converse, given_transcripts
 from rubric_engine.run.record import Outcome
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.spec.schema import BenchmarkSpec
@@ -83,6 +83,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     user = ModelClient(plan.user, role="user", **limits) if cand is not None and plan.user is not None else None
     talk = spec.conversation.mode != "single"  # a conversation: many candidate calls per reply (run/dialogue.py)
+    said = given_transcripts(settings.answers, settings.from_run, spec.data.fields.id) if talk and given is not None \
+        else {}  # a conversation judged again from its answers: the sessions they hold
     clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
     judge = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
     with ProgressBoard(settings.progress, console) as board:
@@ -130,6 +132,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                                 tokens=sum(o.cand_tokens), cost=o.cand_cost)
             else:
                 o.response = (given or {}).get(q.id)
+                if q.id in said:
+                    o.transcript = said[q.id]
                 if o.response is None:
                     o.candidate_error = "no answer for this question in the answers file"
             if judge is None:

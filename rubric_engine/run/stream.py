@@ -192,7 +192,10 @@ def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, sa
         def answers() -> Iterator[str]:
             for ref in rows.refs:
                 row = dict(rows.row(ref) or {id_field: ref.id})
-                row["response"] = record(ref).get("response")
+                rec = record(ref)
+                row["response"] = rec.get("response")
+                if "transcript" in rec:  # a conversation: stage=score / from_run judge the session again
+                    row["transcript"] = rec["transcript"]
                 yield json.dumps(row, ensure_ascii=False) + "\n"
 
         def ordered() -> Iterator[str]:

@@ -75,7 +75,7 @@ def merge_scores(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _entry(s: int, rec: Mapping[str, Any]) -> dict[str, Any]:
     """One sample as kept under `samples`: its reply, errors, verdicts (index, hit, reasoning, votes), scores."""
     keep = ("response", "candidate_error", "judge_error", "judge_raw", *_SCORE_KEYS, "tokens", "cost",
-            "cache_hits", "truncated")
+            "cache_hits", "truncated", "transcript", "ended", "user_error")  # the last three: conversations
     out: dict[str, Any] = {"sample": s, **{k: rec[k] for k in keep if k in rec}}
     out["criteria"] = [{k: c[k] for k in ("index", "hit", "reasoning", "votes") if k in c} for c in rec["criteria"]]
     return out
@@ -100,11 +100,14 @@ def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
         out["judge_raw"] = next(e.get("judge_raw", []) for e in entries if e.get("judge_error"))
     if cand is None and judge is None:
         out.update(merge_scores(entries))
+    roles = list(records[0]["tokens"])  # candidate, judge (and user: a simulated user)
     out["tokens"] = {role: {k: sum(int(r["tokens"][role][k]) for r in records) for k in ("prompt", "completion")}
-                     for role in ("candidate", "judge")}
+                     for role in roles}
     out["cost"] = {role: None if any(r["cost"][role] is None for r in records)
-                   else math.fsum(r["cost"][role] for r in records) for role in ("candidate", "judge")}
-    out["cache_hits"] = {role: sum(int(r["cache_hits"][role]) for r in records) for role in ("candidate", "judge")}
+                   else math.fsum(r["cost"][role] for r in records) for role in roles}
+    out["cache_hits"] = {role: sum(int(r["cache_hits"][role]) for r in records) for role in roles}
+    if "user_error" in records[0]:  # a simulated user failed in some sample: the question's user_error
+        out["user_error"] = _error(entries, "user_error")
     out["truncated"] = any(bool(r.get("truncated")) for r in records)
     out["samples"] = entries
     return out
