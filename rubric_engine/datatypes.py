@@ -33,6 +33,9 @@ class Criterion:
     ability: str | None = None  # taxonomy ability id, for scored items
     rule: str | None = None  # failure-rule id, for failure-rule items
     tags: tuple[str, ...] = ()  # item tags from the data (e.g. "axis:accuracy"); () when the data has none
+    # a deterministic check the engine decides (a scoring.checks model; typed there, as this module sits below
+    # scoring); None: a judge decides the item
+    check: Any = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Question:
     secondary_scenario: str = ""
     tags: tuple[str, ...] = ()  # question-level tags from the data (e.g. "theme:..."); () when none
     reference: str = ""  # a reference answer shown to the judge; "" when the spec maps none
+    choices: tuple[str, ...] = ()  # multiple choice: the options, lettered A, B, ... in this order; () when none
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     # the row as read, so answers files can repeat the benchmark's own format
     source_row: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -42,6 +42,7 @@ class CriterionRecord(TypedDict, total=False):
     hit: bool | None
     votes: dict[str, list[bool | None]]
     tags: list[str]
+    check: dict[str, object]  # an item the engine checked (scoring/checks.py); its reasoning says what it found
 
 
 class _Outcome(TypedDict, total=False):
@@ -62,6 +63,7 @@ class _Outcome(TypedDict, total=False):
     cost: dict[str, float | None]
     cache_hits: dict[str, int]
     truncated: bool
+    choice: str | None  # multiple choice: the option letter read from the reply (None: none could be read)
 
 
 class SampleEntry(_Outcome, total=False):

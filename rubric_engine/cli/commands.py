@@ -47,19 +47,23 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     console.print(f"[bold]{shown(spec.name)}[/] {shown(spec.version)} ({shown(spec.locale)}) from "
                   f"{shown(', '.join(str(f) for f in spec.files))}", highlight=False, soft_wrap=True)
     console.print(f"data: {shown(ds.source)} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
-    jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
+    jm = spec.judge.model if spec.judge else None  # a stranger's spec decides where judge prompts (and a key) go
     console.print(f"judge: {shown(jm.name)} ({shown(jm.model)}) calls "
-                  f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}", highlight=False, soft_wrap=True)
+                  f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}" if jm else
+                  "judge: none (every item is checked by the engine)", highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
     if spec.failure_rules:
         parts.append(f"{sum(rule_items.values())} failure-rule items")
+    n_checked = sum(1 for q in qs for c in q.criteria if c.check is not None)
+    if n_checked:  # decided by the engine (scoring/checks.py), every one validated as the data was read
+        parts.append(f"{n_checked} items checked by the engine")
     agg = spec.aggregation
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
     console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
                   f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
-                  f"{spec.judge.verdict.granularity}", highlight=False, soft_wrap=True)
+                  f"{spec.judge.verdict.granularity if spec.judge else 'none'}", highlight=False, soft_wrap=True)
 
     if spec.taxonomy is not None:
         tax = Table(title="Taxonomy")
@@ -197,6 +201,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     when the reply it judges is known (a cached candidate reply, or the answers file) and the verdict for
     that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
     """
+    from rubric_engine.judge.checked import judged_question
     from rubric_engine.judge.grading import shape_of
     from rubric_engine.judge.prompts import candidate_messages, judge_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
@@ -213,7 +218,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
     count = _counter()
-    fmt = shape_of(spec).response_format()  # the format the judge is first asked with (part of the cache key)
+    fmt = shape_of(spec).response_format() if spec.judge else None  # the format the judge is first asked with (part of the cache key)
     est: dict[str, Any] = {}
     replies: dict[tuple[str, int], str | None] = {(q, 0): a for q, a in given.items()} if given is not None else {}
 
@@ -245,18 +250,23 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                     continue
                 reply = replies.get((q.id, s))
                 text = reply if reply is not None else ""
-                if spec.judge.verdict.granularity == "per_criterion":
-                    units = [judge_messages(spec, q, text, c.index) for c in q.criteria]
-                    calls += len(q.criteria) - 1
+                shown_q = judged_question(q)  # checked items are never sent: the judge sees the rest, as in a run
+                assert spec.judge is not None  # (plan.judges is empty for a spec without one)
+                if shown_q is None:
+                    units = []
+                    calls -= 1
+                elif spec.judge.verdict.granularity == "per_criterion":
+                    units = [judge_messages(spec, shown_q, text, c.index) for c in shown_q.criteria]
+                    calls += len(shown_q.criteria) - 1
                 else:
-                    units = [judge_messages(spec, q, text)]
+                    units = [judge_messages(spec, shown_q, text)]
                 for r in range(repeats):  # each repeat is its own call with its own cache entry
                     hits = [cached(model, m, (fmt, None), s * repeats + r) if reply is not None else None for m in units]
                     n_cached += sum(h is not None for h in hits)
                     if all(h is not None for h in hits):
                         completion += sum(int(h.get("completion_tokens") or 0) for h in hits if h is not None)
                     else:
-                        completion += judge_reply_tokens_per_item * len(q.criteria)
+                        completion += judge_reply_tokens_per_item * len(shown_q.criteria if shown_q else ())
                 prompt += repeats * sum(count(model=model.model, messages=m) + (reply_tokens if reply is None else 0)
                                         for m in units)  # a reply not known yet adds ~reply_tokens to each prompt
             if role != "candidate":

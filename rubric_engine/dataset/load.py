@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from rubric_engine.dataset.checked import choice_items, item_check, item_text, spec_items
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
 from rubric_engine.dataset.quirks import DataQuirks
 from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
@@ -248,10 +249,11 @@ def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, weigh
                         "for failure-rule items)")
         if rule is not None and weight is not None:
             weighted_rule.append(f"{qid}:{weight}")
+        check = item_check(spec, r, item, where)  # None: judged
         crits.append(Criterion(index=i + 1, label=str(label), weight=weight,  # type: ignore[arg-type]
-                               text=r.text(item, f.item_text, "item_text", where, False), ability=ability,
-                               rule=rule, tags=_tags(r, item, f.item_tags, "item_tags", where)))
-    return crits
+                               text=item_text(r, item, f.item_text, where, check), ability=ability,
+                               rule=rule, tags=_tags(r, item, f.item_tags, "item_tags", where), check=check))
+    return crits + spec_items(spec, len(crits) + 1)
 
 
 def _number(text: str) -> Any:
@@ -326,10 +328,13 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
     f = spec.data.fields
     qid = _row_id(r, raw, f.id, seen)
     turns = _turns(spec, r, raw)
-    crits = _criteria(spec, r, raw, qid, quirks.weighted_rule)
+    # multiple choice: the options and one item, the choice check (dataset/checked.py); else the rubric's items
+    choices, crits = choice_items(spec, r, raw) if f.choices else ((), _criteria(spec, r, raw, qid, quirks.weighted_rule))
     meta = _meta(spec, r, raw, qid, quirks)
-    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference}
+    mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference,
+              f.choices, f.answer}
     return Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
+                    choices=choices,
                     scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
                     tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
                     extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)

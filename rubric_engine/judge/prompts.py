@@ -5,7 +5,8 @@ benchmark, not to the engine; the engine only supplies neutral variables. Strict
 a template a loud `SpecError` naming the file and the variable instead of a silently empty prompt.
 
 Template variables
-  candidate template: `dialogue`, `question`, `reference`
+  candidate template: `dialogue`, `question`, `reference`, `choices` (multiple choice: list of {letter, text};
+                      [] otherwise)
   judge template (judge.verdict.granularity all_criteria): `dialogue`, `question`, `response`, `reference`,
                       `criteria`, `n_criteria`, `tag`
   judge template (per_criterion): `dialogue`, `question`, `response`, `reference`, `criterion` (one item), `tag`
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the im
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["candidate_messages", "judge_messages", "dialogue_vars", "criteria_vars", "render_template",
-           "check_templates", "data_tag"]
+           "check_templates", "data_tag", "choice_vars"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
 # mutation of the engine's objects) and an undefined variable is an error, never an empty string.
@@ -168,11 +169,16 @@ def _system(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]) -> lis
     return [{"role": "system", "content": render_template(spec, field, variables)}]
 
 
+def choice_vars(question: Question) -> list[dict[str, str]]:
+    """A multiple-choice question's options as {letter, text}, lettered A, B, ... ([] for other questions)."""
+    return [{"letter": chr(ord("A") + i), "text": t} for i, t in enumerate(question.choices)]
+
+
 def candidate_messages(spec: "BenchmarkSpec", question: Question) -> list[dict[str, str]]:
     """Messages for the model under test, per spec.candidate.mode (see module docstring)."""
     cand = spec.candidate
     variables: dict[str, Any] = {"dialogue": dialogue_vars(spec, question), "question": question,
-                                 "reference": question.reference}
+                                 "reference": question.reference, "choices": choice_vars(question)}
     messages = _system(spec, "candidate.system", variables)
     mode = cand.mode
     if mode == "single_message":
@@ -225,7 +231,8 @@ def check_templates(spec: "BenchmarkSpec", questions: list[Question] | tuple[Que
 
     Why: an undefined variable or a sandbox violation must be a SpecError with file and line at
     `validate` time (or at the start of a run), not after the candidate answers were bought."""
-    per_criterion = spec.judge.verdict.granularity == "per_criterion"
+    per_criterion = spec.judge is not None and spec.judge.verdict.granularity == "per_criterion"
     for question in list(questions)[:n]:
         candidate_messages(spec, question)
-        judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None)
+        if spec.judge is not None:  # None: every item is checked by the engine, no judge prompt
+            judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None)

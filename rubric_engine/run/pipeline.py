@@ -16,6 +16,7 @@ from rich.console import Console
 
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.judge.checked import Grader
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.cache import ResultCache
@@ -76,7 +77,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
-    judge = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
+    panel = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
+    judge = Grader(panel) if plan.judged else None  # checked items by the engine, the rest by the panel
     with ProgressBoard(settings.progress, console) as board:
         k = plan.samples
         gen_bar = board.stage("generate", k * len(questions)) if cand else None
@@ -124,7 +126,7 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
             assert judge_bar is not None
             if o.response is not None:
                 judge_bar.start()
-                o.judge = await judge.judge(q, o.response, first_repeat=s * judge.repeats)
+                o.judge, o.checks = await judge.grade(q, o.response, first_repeat=s * judge.repeats)
             jr = o.judge
             if jr is not None and jr.error:
                 log.info("judge error on %s: %s", q.id, jr.error)

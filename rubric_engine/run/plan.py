@@ -59,7 +59,7 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
     return RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
                    judges=tuple(judges_of(settings, spec)), repeats=repeats_of(settings, spec),
                    samples=samples_of(settings, need_candidate), rule=settings.jury_rule,
-                   tie=settings.tie or spec.judge.tie)
+                   tie=settings.tie or (spec.judge.tie if spec.judge is not None else "not_met"))
 
 
 def check_run_keys(settings: RunSettings) -> None:

@@ -13,6 +13,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.models.redact import redact
 from rubric_engine.records import SampleRecord
+from rubric_engine.scoring.checks import CheckResult
 from rubric_engine.scoring.question import QuestionScore
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.scores import record_fields
@@ -31,6 +32,7 @@ class Outcome:
     truncated: bool = False  # the candidate's reply was cut off (finish_reason "length")
     judge: JudgeResult | None = None
     score: QuestionScore | None = None
+    checks: dict[int, CheckResult] = field(default_factory=dict)  # what each checked item's check found, by index
     samples: list["Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
 
 
@@ -47,11 +49,15 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
         rec["tags"] = list(q.tags)
     for c in q.criteria:
         v = verdicts.get(c.index)
+        found = o.checks.get(c.index)  # a checked item: what its check found, even when the judge failed
         rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
                                 "weight": c.weight, "text": c.text,
-                                "reasoning": redact(v.reasoning) if v else None, "hit": v.hit if v else None,
-                                **_votes(jr, c.index),
+                                "reasoning": found.found if found else redact(v.reasoning) if v else None,
+                                "hit": found.hit if found else v.hit if v else None,
+                                **(_votes(jr, c.index) if c.check is None else {"check": {"type": c.check.type, **c.check.model_dump(mode="json")}}),
                                 **({"tags": list(c.tags)} if c.tags else {})})
+    if q.choices and o.checks:  # multiple choice: the option letter read from the reply (None: none could be read)
+        rec["choice"] = next((r.choice for r in o.checks.values()), None)
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
     elif o.score is not None:

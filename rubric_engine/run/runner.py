@@ -121,6 +121,9 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     if mocks:
         console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
+    if spec.judge is None and (settings.judge or settings.jury) and plan.judged:
+        console.print("note: this benchmark declares no judge (every item is checked by the engine); judge= is "
+                      "not used", highlight=False, soft_wrap=True)
     check_keys(*plan.models())  # every model's key, before the first call
     max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
 
@@ -151,7 +154,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
              "max_retries %d, cache %s", spec.name, len(questions), len(todo), settings.stage,
              f"{settings.candidate.name} ({settings.candidate.model})" if need_candidate and settings.candidate
-             else "answers file", f"{judges[0].name} ({judges[0].model})" if plan.judged else "none",
+             else "answers file", f"{judges[0].name} ({judges[0].model})" if plan.judged and judges else "none",
              settings.concurrency, settings.rpm, settings.max_retries,
              (settings.cache_dir or "default") if settings.cache_enabled else "off")
 

@@ -16,13 +16,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from rubric_engine.errors import ConfigError, SpecError
+from rubric_engine.scoring.checks import ItemCheck, compile_re2
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
 
 __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
     "Candidate", "VerdictFields", "Breakdown",
-    "ModelRef", "Judge", "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
+    "ModelRef", "Judge", "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES", "MultipleChoice", "SpecCheck",
 ]
 
 _TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
@@ -74,6 +75,9 @@ class DataFields(_Model):
     item_tags: str | None = None  # a list of strings per rubric item (e.g. "axis:accuracy")
     example_tags: str | None = None  # a list of strings per row (e.g. "theme:...")
     reference: str | None = None  # a reference answer shown to the judge as `reference`
+    item_check: str | None = None  # an item's deterministic check (scoring/checks.py): decided by the engine
+    choices: str | None = None  # multiple choice: the row's options (a list of strings, lettered A, B, ...)
+    answer: str | None = None  # multiple choice: the correct option (a letter, or a 0-based index)
 
 
 class DataSpec(_Model):
@@ -146,6 +150,28 @@ class Judge(_Model):
     tie: Literal["not_met", "met"] = "not_met"  # an even split of repeats or jurors counts as this
 
 
+class MultipleChoice(_Model):
+    """How the option letter is read from a multiple-choice reply (scoring/checks.read_choice)."""
+    read: Literal["first_letter", "answer_line", "pattern"] = "first_letter"
+    pattern: str | None = None  # read: pattern: an RE2 regular expression whose group 1 is the letter
+
+    @field_validator("pattern")
+    @classmethod
+    def _re2(cls, value: str | None) -> str | None:
+        if value is not None and compile_re2(value).groups < 1:
+            raise ValueError("the pattern needs a group: group 1 is the option letter")
+        return value
+
+
+class SpecCheck(_Model):
+    """A checked item every question gets, after the data's own items."""
+    check: ItemCheck
+    text: str | None = None  # what the record and the report show; default: the check described
+    weight: float = Field(default=1.0, allow_inf_nan=False)
+    label: str = ""  # with a taxonomy: the data label of the ability it is scored in
+    tags: list[str] = []
+
+
 class Decay(_Model):
     from_: str = Field(alias="from")
     to: str
@@ -182,8 +208,10 @@ class BenchmarkSpec(_Model):
     scoring: Scoring = Scoring()
     aggregation: AggregationSpec = AggregationSpec()
     candidate: Candidate = Candidate()
-    judge: Judge
+    judge: Judge | None = None  # None: allowed only when every item is checked by the engine (spec/checks.py)
     report: Report = Report()
+    multiple_choice: MultipleChoice = MultipleChoice()
+    checks: list[SpecCheck] = []
     _dir: Path = PrivateAttr(default=Path("."))
     _files: list[Path] = PrivateAttr(default_factory=list)
     _origins: dict[Key, tuple[Path, int]] = PrivateAttr(default_factory=dict)
@@ -303,6 +331,7 @@ class BenchmarkSpec(_Model):
         dump = self.model_dump(mode="json", by_alias=True)
         if dump["aggregation"]["candidate_errors"] == "exclude":  # the default: the dump (and the spec hash) of
             del dump["aggregation"]["candidate_errors"]  # specs written before the key existed, unchanged
+        _drop_unused_shapes(dump)
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
@@ -312,6 +341,19 @@ class BenchmarkSpec(_Model):
         if policy not in ("exclude", "zero"):
             raise ConfigError(f"candidate_errors={policy} is not valid; use exclude or zero")
         return self.model_copy(update={"aggregation": self.aggregation.model_copy(update={"candidate_errors": policy})})
+
+
+def _drop_unused_shapes(dump: dict[str, Any]) -> None:
+    """Checks and multiple choice left at their defaults stay out of the dump (and the spec hash): a spec
+    that uses neither resolves to the bytes it did before they existed."""
+    fields = dump["data"]["fields"]
+    for key in ("item_check", "choices", "answer"):
+        if fields.get(key) is None:
+            fields.pop(key, None)
+    if dump.get("multiple_choice") == MultipleChoice().model_dump(mode="json"):
+        del dump["multiple_choice"]
+    if not dump.get("checks"):
+        dump.pop("checks", None)
 
 
 def _shipped_data_dir() -> Path:

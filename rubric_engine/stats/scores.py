@@ -15,6 +15,7 @@ from typing import Any
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, breakdowns, scored_from_samples
+from rubric_engine.scoring.checks import parse_check
 from rubric_engine.scoring.question import QuestionScore, score_question
 from rubric_engine.stats.bootstrap import bootstrap_stats
 from rubric_engine.stats.lengths import length_block
@@ -74,6 +75,8 @@ def criteria_from_record(rec: Mapping[str, Any]) -> list[Criterion]:
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in c.items() if k in names}
         kw.update(index=int(c["index"]), label=str(c.get("label", "")), text=str(c.get("text", "")),
                   weight=c.get("weight"))
+        if c.get("check") is not None:  # an engine-checked item, typed again (its stored result is its `hit`)
+            kw["check"] = parse_check(c["check"], allow_choice=True)
         out.append(Criterion(**kw))
     return out
 
@@ -115,6 +118,9 @@ def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_sta
                    "candidate_errors": sum(1 for s in samples if s.get("candidate_error")),
                    "catastrophic": sum(1 for s in scored if s.catastrophic),
                    "truncated": sum(1 for s in samples if s.get("truncated")),
+                   # multiple choice: replies from which no option letter could be read (scored as wrong)
+                   **({"no_choice": sum(1 for s in samples if "choice" in s and s["choice"] is None)}
+                      if spec.data.fields.choices else {}),
                    # questions left out for having no positive points (only where the spec excludes them)
                    **({"unscored": sum(1 for o in samples if o.get("score") is None and not o.get("judge_error")
                                        and not o.get("candidate_error") and scored_stage)}
