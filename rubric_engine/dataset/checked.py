@@ -69,7 +69,7 @@ def choice_items(spec: "BenchmarkSpec", r: _Row, raw: dict[str, Any]) -> tuple[t
     if letter is None:
         raise r.err(f"{f.answer}: {answer!r} is not one of the {len(options)} options",
                     fix=f"give a letter {letters[0]}-{letters[-1]} or a 0-based index below {len(options)}")
-    check = Choice(type="choice", answer=letter, letters=letters, read=mc.read, pattern=mc.pattern)
+    check = Choice(answer=letter, letters=letters, read=mc.read, pattern=mc.pattern)
     return tuple(options), [Criterion(index=1, label="", weight=1, text=describe(check), check=check)]
 
 
@@ -88,6 +88,6 @@ def spec_items(spec: "BenchmarkSpec", start: int) -> list[Criterion]:
     """The spec's `checks:` as items numbered from `start`, after the row's own."""
     to_ability = spec.label_to_ability()
     return [Criterion(index=start + i, label=c.label, weight=int(c.weight) if c.weight.is_integer() else c.weight,
-                      text=c.text or describe(c.check), ability=to_ability.get(c.label), tags=tuple(c.tags),
-                      check=c.check)
-            for i, c in enumerate(spec.checks)]
+                      text=c.text or describe(check), ability=to_ability.get(c.label), tags=tuple(c.tags),
+                      check=check)
+            for i, (c, check) in enumerate((c, parse_check(c.check)) for c in spec.checks)]

@@ -13,7 +13,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.models.redact import redact
 from rubric_engine.records import SampleRecord
-from rubric_engine.scoring.checks import CheckResult
+from rubric_engine.scoring.checks import CheckResult, check_dict
 from rubric_engine.scoring.question import QuestionScore
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.scores import record_fields
@@ -54,7 +54,7 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
                                 "weight": c.weight, "text": c.text,
                                 "reasoning": found.found if found else redact(v.reasoning) if v else None,
                                 "hit": found.hit if found else v.hit if v else None,
-                                **(_votes(jr, c.index) if c.check is None else {"check": {"type": c.check.type, **c.check.model_dump(mode="json")}}),
+                                **(_votes(jr, c.index) if c.check is None else {"check": check_dict(c.check)}),
                                 **({"tags": list(c.tags)} if c.tags else {})})
     if q.choices and o.checks:  # multiple choice: the option letter read from the reply (None: none could be read)
         rec["choice"] = next((r.choice for r in o.checks.values()), None)

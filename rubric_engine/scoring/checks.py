@@ -1,7 +1,8 @@
 """Deterministic rubric checks: items the engine decides from the reply itself, never a judge.
 
 Why a pure module: a check is part of the scoring formula's input, so it must give the same answer on every
-machine and every re-run, with nothing to pay for. The models are typed and forbid unknown keys (a typo in a
+machine and every re-run, with nothing to pay for. The models are typed frozen dataclasses (no pydantic: this
+layer imports no heavy library) and `parse_check` forbids unknown keys (a typo in a
 check must not turn it into a different check); regular expressions run on RE2, which matches in time linear
 in the reply, so a hostile spec's pattern (`(a+)+$`) cannot hang a run. `Choice` is the multiple-choice item:
 the engine reads the option letter from the reply and compares it with the row's answer.
@@ -11,14 +12,13 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Union
 
 import re2
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-__all__ = ["Contains", "NotContains", "Regex", "Words", "Chars", "Json", "Choice", "Check", "ItemCheck", "CheckResult",
-           "CheckProblem", "parse_check", "run_check", "read_choice", "describe", "LETTERS", "READERS"]
+__all__ = ["Contains", "NotContains", "Regex", "Words", "Chars", "Json", "Choice", "Check", "CheckResult",
+           "CheckProblem", "parse_check", "check_dict", "compile_re2", "ITEM_TYPES", "run_check", "read_choice", "describe", "LETTERS", "READERS"]
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 READERS = ("first_letter", "answer_line", "pattern")
@@ -39,113 +39,148 @@ def compile_re2(pattern: str, ignore_case: bool = False) -> Any:
                          "back-references") from None
 
 
-class _Check(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Contains(_Check):
+@dataclass(frozen=True)
+class Contains:
     """Met when the reply contains `value`."""
-    type: Literal["contains"]
-    value: str = Field(min_length=1)
+    value: str
     ignore_case: bool = False
+    type: str = "contains"
 
 
-class NotContains(_Check):
+@dataclass(frozen=True)
+class NotContains:
     """Met when the reply does not contain `value`."""
-    type: Literal["not_contains"]
-    value: str = Field(min_length=1)
+    value: str
     ignore_case: bool = False
+    type: str = "not_contains"
 
 
-class Regex(_Check):
+@dataclass(frozen=True)
+class Regex:
     """Met when RE2 finds `pattern` anywhere in the reply (anchor it with ^ / $ to match the whole)."""
-    type: Literal["regex"]
-    pattern: str = Field(min_length=1)
+    pattern: str
     ignore_case: bool = False
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        compile_re2(value)
-        return value
+    type: str = "regex"
 
 
-class _Limits(_Check):
-    min: int | None = Field(default=None, ge=0)
-    max: int | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _bounds(self) -> "_Limits":
-        if self.min is None and self.max is None:
-            raise ValueError("give min, max or both")
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError(f"min ({self.min}) is above max ({self.max})")
-        return self
-
-
-class Words(_Limits):
+@dataclass(frozen=True)
+class Words:
     """Met when the reply's whitespace-separated word count lies within [min, max]."""
-    type: Literal["words"]
+    min: int | None = None
+    max: int | None = None
+    type: str = "words"
 
 
-class Chars(_Limits):
+@dataclass(frozen=True)
+class Chars:
     """Met when the reply's length in characters (trimmed) lies within [min, max]."""
-    type: Literal["chars"]
+    min: int | None = None
+    max: int | None = None
+    type: str = "chars"
 
 
-class Json(_Check):
+@dataclass(frozen=True)
+class Json:
     """Met when the reply (trimmed, one surrounding ``` fence allowed) is valid JSON; with `keys`, a JSON
     object holding every one of them."""
-    type: Literal["json"]
     keys: tuple[str, ...] = ()
+    type: str = "json"
 
 
-class Choice(_Check):
-    """A multiple-choice answer: met when the option letter read from the reply is `answer`."""
-    type: Literal["choice"]
-    answer: str = Field(pattern=r"^[A-Z]$")
-    letters: str = Field(pattern=r"^[A-Z]{2,26}$")
-    read: Literal["first_letter", "answer_line", "pattern"] = "first_letter"
+@dataclass(frozen=True)
+class Choice:
+    """A multiple-choice answer: met when the option letter read from the reply is `answer` (built by the
+    engine from a multiple-choice row, never written in a rubric item)."""
+    answer: str
+    letters: str
+    read: str = "first_letter"
     pattern: str | None = None
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value is not None and compile_re2(value).groups < 1:
-            raise ValueError("the pattern needs a group: group 1 is the option letter")
-        return value
+    type: str = "choice"
 
 
-Check = Annotated[Union[Contains, NotContains, Regex, Words, Chars, Json, Choice], Field(discriminator="type")]
-ItemCheck = Annotated[Union[Contains, NotContains, Regex, Words, Chars, Json], Field(discriminator="type")]
-_ADAPTER: TypeAdapter[Any] = TypeAdapter(Check)
+Check = Union[Contains, NotContains, Regex, Words, Chars, Json, Choice]
+_TYPES: dict[str, type] = {c.type: c for c in (Contains, NotContains, Regex, Words, Chars, Json, Choice)}  # type: ignore[attr-defined]
 ITEM_TYPES = ("contains", "not_contains", "regex", "words", "chars", "json")  # what a data item may declare
+_REQUIRED = {"value", "pattern", "answer", "letters"}
 
 
 class CheckProblem(ValueError):
-    """A check that cannot run: `key` is the check's key at fault (e.g. "pattern"), `message` why."""
+    """A check that cannot run: `key` is the check's key at fault (e.g. "pattern"; "" for the whole check)."""
 
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"{key}: {message}" if key else message)
         self.key, self.message = key, message
 
 
+def _field(key: str, value: Any, kind: str) -> Any:
+    """One value of a check, strictly typed (a YAML `yes` is not a pattern, a "3" is not a limit)."""
+    if kind == "text":
+        if not isinstance(value, str) or not value:
+            raise CheckProblem(key, f"expected a non-empty string, got {value!r}")
+    elif kind == "bool":
+        if not isinstance(value, bool):
+            raise CheckProblem(key, f"expected true or false, got {value!r}")
+    elif kind == "count":
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise CheckProblem(key, f"expected a whole number >= 0, got {value!r}")
+    elif kind == "texts":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise CheckProblem(key, f"expected a list of non-empty strings, got {value!r}")
+        return tuple(value)
+    return value
+
+
+_KINDS = {"value": "text", "pattern": "text", "ignore_case": "bool", "min": "count", "max": "count", "keys": "texts",
+          "answer": "text", "letters": "text", "read": "text"}
+
+
 def parse_check(value: Any, allow_choice: bool = False) -> Any:
-    """A typed check from its mapping (as a data item or a record holds it), or CheckProblem naming the key."""
+    """A typed check from its mapping (as a data item, a spec or a record holds it), or CheckProblem naming the
+    key at fault: an unknown type or key, a missing or mistyped value, a regex RE2 cannot compile."""
     if not isinstance(value, dict):
         raise CheckProblem("", f"a check is an object such as {{type: regex, pattern: ...}}, got {value!r}")
     allowed = ITEM_TYPES + (("choice",) if allow_choice else ())
     if value.get("type") not in allowed:
         raise CheckProblem("type", f"unknown check type {value.get('type')!r}; allowed: {', '.join(allowed)}")
-    try:
-        return _ADAPTER.validate_python(value)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = [str(p) for p in err["loc"][1:] if not isinstance(p, int)]  # [0] is the union's tag
-        what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        if err["type"] == "missing":
-            what = "required key is missing"
-        raise CheckProblem(".".join(loc), what) from None
+    cls = _TYPES[value["type"]]
+    names = [f.name for f in fields(cls) if f.name != "type"]
+    for key in value:
+        if key != "type" and key not in names:
+            raise CheckProblem(str(key), f"unknown key; allowed with type {value['type']}: {', '.join(names)}")
+    for key in names:
+        if key in _REQUIRED and key not in value:
+            raise CheckProblem(key, "required key is missing")
+    kw = {k: _field(k, v, _KINDS[k]) for k, v in value.items() if k != "type"}
+    if cls is Choice and kw.get("pattern") is None:
+        kw.pop("pattern", None)
+    check = cls(**kw)
+    _validate(check)
+    return check
+
+
+def _validate(check: Any) -> None:
+    """What a value's type cannot say: the pattern compiles, the limits are in order."""
+    if isinstance(check, Regex):
+        try:
+            compile_re2(check.pattern)
+        except ValueError as exc:
+            raise CheckProblem("pattern", str(exc)) from None
+    if isinstance(check, (Words, Chars)):
+        if check.min is None and check.max is None:
+            raise CheckProblem("", "give min, max or both")
+        if check.min is not None and check.max is not None and check.min > check.max:
+            raise CheckProblem("min", f"min ({check.min}) is above max ({check.max})")
+    if isinstance(check, Choice):
+        if check.read not in READERS:
+            raise CheckProblem("read", f"unknown reader {check.read!r}; allowed: {', '.join(READERS)}")
+        if check.pattern is not None and compile_re2(check.pattern).groups < 1:
+            raise CheckProblem("pattern", "the pattern needs a group: group 1 is the option letter")
+
+
+def check_dict(check: Any) -> dict[str, Any]:
+    """A check as records and the spec dump hold it: its type first, then every field."""
+    out = {"type": check.type, **asdict(check)}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
 @dataclass(frozen=True)
@@ -162,7 +197,7 @@ def _fold(text: str, ignore_case: bool) -> str:
     return text.casefold() if ignore_case else text
 
 
-def _limits(name: str, n: int, c: _Limits) -> CheckResult:
+def _limits(name: str, n: int, c: Words | Chars) -> CheckResult:
     ok = (c.min is None or n >= c.min) and (c.max is None or n <= c.max)
     bounds = ", ".join(f"{k} {v}" for k, v in (("min", c.min), ("max", c.max)) if v is not None)
     return CheckResult(ok, f"check {name}: {n} ({bounds})")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from rubric_engine.errors import ConfigError, SpecError
-from rubric_engine.scoring.checks import ItemCheck, compile_re2
+from rubric_engine.scoring.checks import CheckProblem, compile_re2, parse_check
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
 
@@ -165,11 +165,20 @@ class MultipleChoice(_Model):
 
 class SpecCheck(_Model):
     """A checked item every question gets, after the data's own items."""
-    check: ItemCheck
+    check: dict[str, Any]  # as an item's check (scoring/checks.py), validated here
     text: str | None = None  # what the record and the report show; default: the check described
     weight: float = Field(default=1.0, allow_inf_nan=False)
     label: str = ""  # with a taxonomy: the data label of the ability it is scored in
     tags: list[str] = []
+
+    @field_validator("check")
+    @classmethod
+    def _valid(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            parse_check(value)
+        except CheckProblem as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class Decay(_Model):
