@@ -59,7 +59,8 @@ class Totals:
             "response_chars": len(response) if isinstance(response, str) else None,
             "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
             "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
-                          if isinstance(v, Mapping)}}
+                          if isinstance(v, Mapping)},
+            **({"choice": rec["choice"]} if "choice" in rec else {})}  # multiple choice: the letter read
         self.judge_errors += bool(rec.get("judge_error"))
         self.candidate_errors += bool(rec.get("candidate_error"))
         self.truncated += bool(rec.get("truncated"))

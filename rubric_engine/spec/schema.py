@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic_core import PydanticCustomError
 
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.checks import CheckProblem, compile_re2, parse_check
@@ -158,8 +159,11 @@ class MultipleChoice(_Model):
     @field_validator("pattern")
     @classmethod
     def _re2(cls, value: str | None) -> str | None:
-        if value is not None and compile_re2(value).groups < 1:
-            raise ValueError("the pattern needs a group: group 1 is the option letter")
+        try:
+            if value is not None and compile_re2(value).groups < 1:
+                raise ValueError("the pattern needs a group: group 1 is the option letter")
+        except ValueError as exc:
+            raise PydanticCustomError("pattern", str(exc)) from None
         return value
 
 
@@ -177,7 +181,7 @@ class SpecCheck(_Model):
         try:
             parse_check(value)
         except CheckProblem as exc:
-            raise ValueError(str(exc)) from None
+            raise PydanticCustomError("check", str(exc)) from None  # the message as is, no "Value error, "
         return value
 
 

@@ -142,8 +142,6 @@ def compact(rec: SampleRecord) -> dict[str, Any]:
     out = {k: rec.get(k) for k in ("id", "subset", "scenario", "tags", "score", "abilities", "catastrophic",
                                    "item_tags", "judge_error", "candidate_error")}
     out["criteria"] = verdicts(rec)
-    if "choice" in rec:  # multiple choice: the letter read (None: none could be read, counted in the summary)
-        out["choice"] = rec["choice"]
     if "samples" in rec:
         out["samples"] = [{**{k: e.get(k) for k in ("score", "abilities", "catastrophic", "item_tags")},
                            "criteria": verdicts(e)} for e in rec["samples"]]
