@@ -82,5 +82,6 @@ class SampleRecord(_Outcome, total=False):
     scenario: str
     tags: list[str]
     zeroed: str  # aggregation.candidate_errors=zero: why a failed question scores 0
+    weight: float  # judgments `score` pools (valid turn scores, game scores); absent = 1 (docs/methodology.md)
     sample_score_sd: float | None
     samples: list[SampleEntry]

@@ -7,7 +7,9 @@ ability, a taxonomy level, an item tag), and each group's score is the spec's ov
 a tag score (as simple-evals computes tag scores) all mean the same thing under one declared `Aggregation`:
 
 - overall = macro_over_groups: mean over abilities of (mean over the questions containing the ability);
-- overall = mean_over_questions: plain mean of the question scores;
+- overall = mean_over_questions: mean of the question scores, each counted `weight` times (1 unless a
+  question's score pools several judgments: MT-Bench's valid turns, Arena-Hard's game scores), so the
+  overall is the mean over every judgment while questions stay the unit a bootstrap resamples;
 - clip = group / overall: the mean is clipped to [0, 1] (every group's, or only the overall).
 
 A group with no question is None and left out of every mean; nothing is filled in.
@@ -15,6 +17,7 @@ A group with no question is None and left out of every mean; nothing is filled i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -38,6 +41,7 @@ class ScoredQuestion:
     catastrophic: bool
     tags: tuple[str, ...] = ()  # question-level (example) tags
     item_tags: Mapping[str, float] = field(default_factory=dict)  # item tag -> this question's score on it
+    weight: float = 1.0  # judgments the score pools (record `weight`); a mean over questions counts it this often
 
 
 def scored_question(question: Question, qs: QuestionScore) -> ScoredQuestion | None:
@@ -52,6 +56,12 @@ def scored_question(question: Question, qs: QuestionScore) -> ScoredQuestion | N
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def _pooled(scored: Sequence[ScoredQuestion]) -> float | None:
+    """The mean over questions, each counted `weight` times: sum(w * s) / sum(w)."""
+    total = sum(q.weight for q in scored)
+    return sum(q.score * q.weight for q in scored) / total if scored else None
 
 
 def _clip(x: float) -> float:
@@ -71,7 +81,7 @@ def ability_ids(dimensions: Mapping[str, Sequence[str]]) -> list[str]:
 def _statistic(scored: Sequence[ScoredQuestion], ids: Sequence[str], how: Aggregation, clip: bool) -> float | None:
     """The declared overall statistic on `scored` (0-1 scale); `ids` are the groups a macro mean runs over."""
     if how.overall == "mean_over_questions":
-        value = _mean([q.score for q in scored])
+        value = _pooled(scored)
     else:
         known = set(ids)
         sums: dict[str, list[float]] = {a: [] for a in ids}
@@ -230,8 +240,17 @@ def scored_from_samples(samples: Iterable[Mapping[str, Any]]) -> list[ScoredQues
             id=str(_field(rec, "id", where)), subset=_field(rec, "subset", where) or "",
             scenario=_field(rec, "scenario", where) or "", abilities=abilities,
             score=float(score), catastrophic=bool(_field(rec, "catastrophic", where)),
-            tags=tuple(rec.get("tags") or ()), item_tags=_scores(rec, "item_tags", where)))
+            tags=tuple(rec.get("tags") or ()), item_tags=_scores(rec, "item_tags", where),
+            weight=_weight(rec, where)))
     return out
+
+
+def _weight(record: Mapping[str, Any], where: str) -> float:
+    """A record's `weight` (absent: 1): a positive, finite number of pooled judgments."""
+    w = record.get("weight", 1)
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
+        raise ValueError(f"{where}: weight must be a positive number (the judgments its score pools), got {w!r}")
+    return float(w)
 
 
 def group_members(scored: Sequence[ScoredQuestion], by: str, dimensions: Mapping[str, Sequence[str]],

@@ -3,7 +3,7 @@
 Questions (not rubric items or abilities) are the unit that was sampled, so they are what we
 resample, with replacement. Inside each resample the overall is recomputed exactly as
 `aggregate.overall` does it under the spec's declared aggregation: a macro average over abilities
-present, or a plain mean over questions, clipped where the spec clips the overall (so a
+present, or a mean over questions (each counted its `weight`, the judgments it pools), clipped where the spec clips the overall (so a
 clipped mean over questions gets the interval and the bootstrap std of the clipped mean).
 Per-question ability vectors are precomputed so 1000 resamples of ~300 questions take well under a
 second, with the standard library only (random.Random(seed) makes results reproducible).
@@ -20,7 +20,7 @@ from rubric_engine.scoring.question import DEFAULT_AGGREGATION, Aggregation
 
 __all__ = ["bootstrap_overall", "bootstrap_stats", "paired_difference", "percentile"]
 
-_Vector = tuple[tuple[int, float], ...]  # (ability index, score 0-1) for each ability of a question
+_Vector = tuple[tuple[int, float, float], ...]  # (ability index, score 0-1, weight) for each ability of a question
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -44,10 +44,10 @@ def _check(n: int, alpha: float) -> None:
 
 def _vectors(scored: Sequence[ScoredQuestion], dimensions: Mapping[str, Sequence[str]],
              how: Aggregation = DEFAULT_AGGREGATION) -> tuple[list[_Vector], int]:
-    """Each question as (ability index, score) pairs over the taxonomy's ability order; under a mean over
-    questions, each question is one pair (0, question score)."""
+    """Each question as (ability index, score, weight) triples over the taxonomy's ability order, weight 1;
+    under a mean over questions, each question is one triple (0, question score, its weight)."""
     if how.overall == "mean_over_questions":
-        return [((0, float(q.score)),) for q in scored], 1
+        return [((0, float(q.score), float(q.weight)),) for q in scored], 1
     ids = ability_ids(dimensions)
     index = {a: i for i, a in enumerate(ids)}
     out: list[_Vector] = []
@@ -55,7 +55,7 @@ def _vectors(scored: Sequence[ScoredQuestion], dimensions: Mapping[str, Sequence
         if not q.abilities:
             raise ValueError(f"question {q.id!r} has no ability scores; it cannot take part in a bootstrap")
         try:
-            out.append(tuple((index[a], float(s)) for a, s in q.abilities.items()))
+            out.append(tuple((index[a], float(s), 1.0) for a, s in q.abilities.items()))
         except KeyError as exc:
             raise ValueError(f"question {q.id!r} has ability {exc.args[0]!r} that is not in the taxonomy") from None
     return out, len(ids)
@@ -64,13 +64,13 @@ def _vectors(scored: Sequence[ScoredQuestion], dimensions: Mapping[str, Sequence
 def _macro(vectors: Sequence[_Vector], draw: Sequence[int], k: int, clip: bool = False) -> float:
     """aggregate.overall on the questions vectors[draw] (0-1), without building ScoredQuestions.
 
-    With k == 1 and one pair per question this is the plain mean (the mean-over-questions case)."""
+    With k == 1 and one triple per question this is the weighted mean (the mean-over-questions case)."""
     sums = [0.0] * k
-    counts = [0] * k
+    counts = [0.0] * k
     for i in draw:
-        for j, s in vectors[i]:
-            sums[j] += s
-            counts[j] += 1
+        for j, s, w in vectors[i]:
+            sums[j] += s * w
+            counts[j] += w
     means = [sums[j] / counts[j] for j in range(k) if counts[j]]
     value = sum(means) / len(means)
     return min(1.0, max(0.0, value)) if clip else value
