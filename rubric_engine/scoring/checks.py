@@ -254,7 +254,7 @@ def read_choice(reply: str, check: Choice) -> str | None:
     if check.read == "first_letter":
         pattern = rf"(?:^|[^\pL\pN_])({span})(?:$|[^\pL\pN_])"
     elif check.read == "answer_line":
-        pattern = rf"(?i:answer)\s*[:：]\s*[(\[]?\s*((?i:{span}))(?:$|[^\pL\pN_])"
+        pattern = rf"(?i:answer)\s*[:\x{{FF1A}}]\s*[(\[]?\s*((?i:{span}))(?:$|[^\pL\pN_])"
     else:
         pattern = str(check.pattern)
     m = compile_re2(pattern).search(reply)
