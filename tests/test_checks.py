@@ -270,3 +270,19 @@ def test_a_spec_check_with_a_bad_regex_names_the_spec_line(tmp_path: Path, env: 
     assert res.returncode == 2
     line = res.stderr.splitlines()[0]
     assert "benchmark.yaml:24: checks[0].check" in line and "pattern: RE2 cannot compile" in line
+
+
+def test_review_sheets_show_only_judged_items(tmp_path: Path, env: dict[str, str]) -> None:
+    with FakeServer(Script()) as srv:
+        assert run_cli(args(srv.url, tmp_path / "run"), env).returncode == 0
+    res = run_cli(["review", "export", str(tmp_path / "run"), "n=100", f"out={tmp_path / 'sheet'}"], env)
+    assert res.returncode == 0, res.stderr
+    rows = (tmp_path / "sheet" / "review.csv").read_text(encoding="utf-8-sig").splitlines()[1:]
+    # the judged items only: haiku #1 and #4, leaves #1 and #3 (a check is no judge verdict to agree with)
+    assert sorted((r.split(",")[2], int(r.split(",")[3])) for r in rows) == [
+        ("haiku", 1), ("haiku", 4), ("leaves", 1), ("leaves", 3)]
+    # a run whose items are all checks (multiple choice) has nothing to review: one line says why
+    mc = [f"benchmark={REPO / 'tests' / 'data' / 'choice_mini'}", "candidate=mock", "progress=none"]
+    assert run_cli([*mc, f"hydra.run.dir={tmp_path / 'mc'}"], env).returncode == 0
+    res = run_cli(["review", "export", str(tmp_path / "mc"), f"out={tmp_path / 'mc_sheet'}"], env)
+    assert res.returncode == 2 and "every item is checked by the engine" in res.stderr.splitlines()[0]
