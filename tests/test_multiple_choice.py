@@ -151,3 +151,28 @@ def test_a_spec_with_judged_items_and_no_judge_is_one_line(tmp_path: Path, env: 
     assert res.returncode == 2
     line = res.stderr.splitlines()[0]
     assert "benchmark.yaml" in line and "judge: required key is missing" in line and "add a judge: block" in line
+
+
+def test_candidate_samples_count_every_unreadable_reply(tmp_path: Path, env: dict[str, str]) -> None:
+    """candidate.samples=3: each sample's letter is kept under `samples`, and every unreadable one is counted."""
+    seen: dict[str, int] = {}
+
+    def replies(body: dict[str, Any]) -> Reply:
+        text = body["messages"][-1]["content"]
+        q = next(q for q in REPLIES if q in text)
+        seen[q] = seen.get(q, 0) + 1
+        return Reply(text="no idea" if seen[q] == 2 else REPLIES[q])  # every question's second sample: unreadable
+
+    with FakeServer(replies) as srv:
+        res = run_cli([*cand_args(srv.url, tmp_path / "run"), "candidate.samples=3"], env)
+        assert res.returncode == 0, res.stderr
+    recs = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert all("choice" not in r and [e["choice"] is None for e in r["samples"]].count(True) >= 1 for r in recs)
+    unread = sum(e["choice"] is None for r in recs for e in r["samples"])
+    assert unread == len(ROWS) + 2  # one "no idea" per question, plus q5's other two samples ("hmm, not sure")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["counts"]["no_choice"] == unread
+    res = run_cli(["rescore", str(tmp_path / "run"), f"out={tmp_path / 'again'}"], env)
+    assert res.returncode == 0, res.stderr
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert again["counts"]["no_choice"] == unread and again["overall"] == pytest.approx(summary["overall"])

@@ -25,6 +25,7 @@ from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.noise import PanelFold, gradings
 from rubric_engine.stats.sampling import SectionsFold
+from rubric_engine.stats.scores import unread_choices
 from rubric_engine.store import layout as rundir
 
 __all__ = ["Totals", "resume", "index", "ordered_records", "panel_sections", "finish_files"]
@@ -60,7 +61,7 @@ class Totals:
             "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
             "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
                           if isinstance(v, Mapping)},
-            **({"choice": rec["choice"]} if "choice" in rec else {})}  # multiple choice: the letter read
+            "no_choice": unread_choices(rec)}  # multiple choice: replies without a readable letter
         self.judge_errors += bool(rec.get("judge_error"))
         self.candidate_errors += bool(rec.get("candidate_error"))
         self.truncated += bool(rec.get("truncated"))

@@ -150,9 +150,8 @@ def parse_check(value: Any, allow_choice: bool = False) -> Any:
     for key in names:
         if key in _REQUIRED and key not in value:
             raise CheckProblem(key, "required key is missing")
-    kw = {k: _field(k, v, _KINDS[k]) for k, v in value.items() if k != "type"}
-    if cls is Choice and kw.get("pattern") is None:
-        kw.pop("pattern", None)
+    optional = {"pattern"} if cls is Choice else set()  # a choice's pattern may be null (records write it so)
+    kw = {k: _field(k, v, _KINDS[k]) for k, v in value.items() if k != "type" and not (k in optional and v is None)}
     check = cls(**kw)
     _validate(check)
     return check
