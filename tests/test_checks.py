@@ -286,3 +286,30 @@ def test_review_sheets_show_only_judged_items(tmp_path: Path, env: dict[str, str
     assert run_cli([*mc, f"hydra.run.dir={tmp_path / 'mc'}"], env).returncode == 0
     res = run_cli(["review", "export", str(tmp_path / "mc"), f"out={tmp_path / 'mc_sheet'}"], env)
     assert res.returncode == 2 and "every item is checked by the engine" in res.stderr.splitlines()[0]
+
+
+def test_per_criterion_judging_maps_each_verdict_to_its_item(tmp_path: Path, env: dict[str, str]) -> None:
+    """One call per judged item: the judge is shown item k of the judged ones; its verdict lands on that item."""
+    bench = variant(tmp_path, [json.loads(x) for x in (MINI / "checks_mini.jsonl").read_text().splitlines()],
+                    lambda t: t.replace("  template: judge.j2", "  template: judge_one.j2\n"
+                                        "  verdict: {granularity: per_criterion, shape: object}"))
+    (bench / "judge_one.j2").write_text("Reply <r-{{ tag }}>{{ response }}</r-{{ tag }}>\nCriterion: {{ criterion.text }}"
+                                        "\nAnswer {\"reasoning\": \"...\", \"met\": true}\n", encoding="utf-8")
+
+    def script(body: dict[str, Any]) -> Reply:
+        text = "\n".join(str(m["content"]) for m in body["messages"])
+        if body["model"] == "judge":
+            crit = text.split("Criterion: ")[1].splitlines()[0]
+            return Reply(text=json.dumps({"reasoning": f"saw {crit}", "met": "leaves" in crit or "light" in crit}))
+        return Reply(text=next(r for p, r in REPLIES.items() if p in text))
+
+    with FakeServer(script) as srv:
+        res = run_cli(args(srv.url, tmp_path / "run", bench), env)
+        assert res.returncode == 0, res.stderr
+        shown = sorted(b["messages"][-1]["content"].split("Criterion: ")[1].splitlines()[0]
+                       for b in srv.requests if b["model"] == "judge")
+    assert shown == sorted(["The reply is a haiku about autumn", "It mentions falling leaves",
+                            "It names light as the energy source", "It is accurate"])
+    crits = records(tmp_path / "run")["haiku"]["criteria"]
+    assert [(c["index"], c["hit"], c["reasoning"]) for c in crits if "check" not in c] == [
+        (1, False, "saw The reply is a haiku about autumn"), (4, True, "saw It mentions falling leaves")]
