@@ -89,7 +89,7 @@ def judges_of(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
     names = [j.name for j in judges]
     if len(set(names)) != len(names):
         raise ConfigError(f"judge=[{','.join(names)}]: each juror needs its own name (set name: in each entry)")
-    check_panel(len(judges), repeats_of(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie)  # (a spec without a judge returned above)
+    check_panel(len(judges), repeats_of(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie)
     return judges
 
 

@@ -40,18 +40,21 @@ def compile_re2(pattern: str, ignore_case: bool = False) -> Any:
 
 
 @dataclass(frozen=True)
-class Contains:
-    """Met when the reply contains `value`."""
+class _Text:
     value: str
     ignore_case: bool = False
+    type: str = ""
+
+
+@dataclass(frozen=True)
+class Contains(_Text):
+    """Met when the reply contains `value`."""
     type: str = "contains"
 
 
 @dataclass(frozen=True)
-class NotContains:
+class NotContains(_Text):
     """Met when the reply does not contain `value`."""
-    value: str
-    ignore_case: bool = False
     type: str = "not_contains"
 
 
@@ -64,18 +67,21 @@ class Regex:
 
 
 @dataclass(frozen=True)
-class Words:
-    """Met when the reply's whitespace-separated word count lies within [min, max]."""
+class _Limits:
     min: int | None = None
     max: int | None = None
+    type: str = ""
+
+
+@dataclass(frozen=True)
+class Words(_Limits):
+    """Met when the reply's whitespace-separated word count lies within [min, max]."""
     type: str = "words"
 
 
 @dataclass(frozen=True)
-class Chars:
+class Chars(_Limits):
     """Met when the reply's length in characters (trimmed) lies within [min, max]."""
-    min: int | None = None
-    max: int | None = None
     type: str = "chars"
 
 
@@ -164,7 +170,7 @@ def _validate(check: Any) -> None:
             compile_re2(check.pattern)
         except ValueError as exc:
             raise CheckProblem("pattern", str(exc)) from None
-    if isinstance(check, (Words, Chars)):
+    if isinstance(check, _Limits):
         if check.min is None and check.max is None:
             raise CheckProblem("", "give min, max or both")
         if check.min is not None and check.max is not None and check.min > check.max:
@@ -196,7 +202,7 @@ def _fold(text: str, ignore_case: bool) -> str:
     return text.casefold() if ignore_case else text
 
 
-def _limits(name: str, n: int, c: Words | Chars) -> CheckResult:
+def _limits(name: str, n: int, c: _Limits) -> CheckResult:
     ok = (c.min is None or n >= c.min) and (c.max is None or n <= c.max)
     bounds = ", ".join(f"{k} {v}" for k, v in (("min", c.min), ("max", c.max)) if v is not None)
     return CheckResult(ok, f"check {name}: {n} ({bounds})")
@@ -213,7 +219,7 @@ def _json_body(text: str) -> str:
 
 def run_check(check: Any, reply: str) -> CheckResult:
     """Decide one check on one reply (pure; RE2 keeps every pattern linear in the reply's length)."""
-    if isinstance(check, (Contains, NotContains)):
+    if isinstance(check, _Text):
         at = _fold(reply, check.ignore_case).find(_fold(check.value, check.ignore_case))
         found = f"found at {at}" if at >= 0 else "not found"
         return CheckResult((at >= 0) == isinstance(check, Contains), f"check {check.type}: {found}")
@@ -265,12 +271,12 @@ def read_choice(reply: str, check: Choice) -> str | None:
 
 def describe(check: Any) -> str:
     """A short text for an item that gives none (what the record and the review show as its criterion)."""
-    if isinstance(check, (Contains, NotContains)):
+    if isinstance(check, _Text):
         return f"{'contains' if isinstance(check, Contains) else 'does not contain'} {check.value!r}" + (
             " (any case)" if check.ignore_case else "")
     if isinstance(check, Regex):
         return f"matches /{check.pattern}/" + ("i" if check.ignore_case else "")
-    if isinstance(check, (Words, Chars)):
+    if isinstance(check, _Limits):
         unit = "words" if isinstance(check, Words) else "characters"
         parts = [f"at least {check.min}" if check.min is not None else "", f"at most {check.max}" if check.max is not None else ""]
         return f"{' and '.join(p for p in parts if p)} {unit}"
