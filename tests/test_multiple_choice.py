@@ -99,6 +99,7 @@ def test_the_reader_agrees_with_its_restatement_on_random_replies() -> None:
 @pytest.mark.parametrize(("reply", "letter"), [
     ("Answer: C", "C"), ("answer：(d) since", "D"), ("ANSWER: b", "B"), ("The answer is B", None),
     ("A first thought... Answer: B", "B"), ("Answer: E", None), ("Answer: Cat", None),
+    ("**Answer:** C", "C"), ("**Answer**: [D]", "D"),
 ])
 def test_the_answer_line_reader(reply: str, letter: str | None) -> None:
     assert read_choice(reply, Choice(answer="A", letters="ABCD", read="answer_line")) == letter

@@ -254,12 +254,12 @@ def run_check(check: Any, reply: str) -> CheckResult:
 def read_choice(reply: str, check: Choice) -> str | None:
     """The option letter a reply gives (see docs/authoring.md, "Shapes: multiple choice"):
     first_letter: the first capital letter among the options standing alone (not inside a word);
-    answer_line: the first `Answer: X` (any case, optional parentheses); pattern: group 1 of the spec's RE2."""
+    answer_line: the first `Answer: X` (any case, optional parentheses or markdown bold); pattern: group 1 of the spec's RE2."""
     span = f"[{check.letters[0]}-{check.letters[-1]}]"
     if check.read == "first_letter":
         pattern = rf"(?:^|[^\pL\pN_])({span})(?:$|[^\pL\pN_])"
     elif check.read == "answer_line":
-        pattern = rf"(?i:answer)\s*[:\x{{FF1A}}]\s*[(\[]?\s*((?i:{span}))(?:$|[^\pL\pN_])"
+        pattern = rf"(?i:answer)[*\s]*[:\x{{FF1A}}][*\s]*[(\[]?\s*((?i:{span}))(?:$|[^\pL\pN_])"
     else:
         pattern = str(check.pattern)
     m = compile_re2(pattern).search(reply)
