@@ -177,3 +177,20 @@ def test_candidate_samples_count_every_unreadable_reply(tmp_path: Path, env: dic
     assert res.returncode == 0, res.stderr
     again = json.loads((tmp_path / "again" / "summary.json").read_text())
     assert again["counts"]["no_choice"] == unread and again["overall"] == pytest.approx(summary["overall"])
+
+
+@pytest.mark.parametrize(("mc", "words"), [
+    ('read: pattern\n  pattern: "<<[A-Z]>>"', "multiple_choice.pattern: the pattern needs a group"),
+    ('read: pattern\n  pattern: "(?<=x)([A-Z])"', "multiple_choice.pattern: RE2 cannot compile"),
+    ("read: pattern", "multiple_choice.pattern: read: pattern and a pattern go together"),
+    ("read: last_letter", "multiple_choice.read: unknown value"),
+])
+def test_a_bad_reader_is_one_line(tmp_path: Path, env: dict[str, str], mc: str, words: str) -> None:
+    bench = tmp_path / "bench"
+    shutil.copytree(MINI, bench)
+    spec = bench / "benchmark.yaml"
+    spec.write_text(spec.read_text().replace("read: first_letter ", mc + "\n  #"))
+    res = run_cli(["validate", f"benchmark={bench}"], env)
+    assert res.returncode == 2
+    line = res.stderr.splitlines()[0]
+    assert "benchmark.yaml:" in line and words in line, line

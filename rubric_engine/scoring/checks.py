@@ -2,9 +2,9 @@
 
 Why a pure module: a check is part of the scoring formula's input, so it must give the same answer on every
 machine and every re-run, with nothing to pay for. The models are typed frozen dataclasses (no pydantic: this
-layer imports no heavy library) and `parse_check` forbids unknown keys (a typo in a
-check must not turn it into a different check); regular expressions run on RE2, which matches in time linear
-in the reply, so a hostile spec's pattern (`(a+)+$`) cannot hang a run. `Choice` is the multiple-choice item:
+layer imports no heavy library) and `parse_check` forbids unknown keys (a typo in a check must not turn it
+into a different check); regular expressions run on RE2, which matches in time linear in the reply, so a
+hostile spec's pattern (`(a+)+$`) cannot hang a run. `Choice` is the multiple-choice item:
 the engine reads the option letter from the reply and compares it with the row's answer.
 """
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Union
 
 import re2
 
 __all__ = ["Contains", "NotContains", "Regex", "Words", "Chars", "Json", "Choice", "Check", "CheckResult",
-           "CheckProblem", "parse_check", "check_dict", "compile_re2", "ITEM_TYPES", "run_check", "read_choice", "describe", "LETTERS", "READERS"]
+           "CheckProblem", "parse_check", "check_dict", "compile_re2", "choice_pattern", "ITEM_TYPES", "run_check", "read_choice",
+           "describe", "LETTERS", "READERS"]
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 READERS = ("first_letter", "answer_line", "pattern")
@@ -107,7 +108,6 @@ class Choice:
 Check = Union[Contains, NotContains, Regex, Words, Chars, Json, Choice]
 _TYPES: dict[str, type] = {c.type: c for c in (Contains, NotContains, Regex, Words, Chars, Json, Choice)}  # type: ignore[attr-defined]
 ITEM_TYPES = ("contains", "not_contains", "regex", "words", "chars", "json")  # what a data item may declare
-_REQUIRED = {"value", "pattern", "answer", "letters"}
 
 
 class CheckProblem(ValueError):
@@ -153,9 +153,9 @@ def parse_check(value: Any, allow_choice: bool = False) -> Any:
     for key in value:
         if key != "type" and key not in names:
             raise CheckProblem(str(key), f"unknown key; allowed with type {value['type']}: {', '.join(names)}")
-    for key in names:
-        if key in _REQUIRED and key not in value:
-            raise CheckProblem(key, "required key is missing")
+    for f in fields(cls):
+        if f.default is MISSING and f.name not in value:
+            raise CheckProblem(f.name, "required key is missing")
     optional = {"pattern"} if cls is Choice else set()  # a choice's pattern may be null (records write it so)
     kw = {k: _field(k, v, _KINDS[k]) for k, v in value.items() if k != "type" and not (k in optional and v is None)}
     check = cls(**kw)
@@ -178,8 +178,18 @@ def _validate(check: Any) -> None:
     if isinstance(check, Choice):
         if check.read not in READERS:
             raise CheckProblem("read", f"unknown reader {check.read!r}; allowed: {', '.join(READERS)}")
-        if check.pattern is not None and compile_re2(check.pattern).groups < 1:
-            raise CheckProblem("pattern", "the pattern needs a group: group 1 is the option letter")
+        try:
+            if check.pattern is not None:
+                choice_pattern(check.pattern)
+        except ValueError as exc:
+            raise CheckProblem("pattern", str(exc)) from None
+
+
+def choice_pattern(pattern: str) -> str:
+    """A multiple-choice reading pattern, checked: RE2 compiles it and it has group 1 (the letter); ValueError."""
+    if compile_re2(pattern).groups < 1:
+        raise ValueError("the pattern needs a group: group 1 is the option letter")
+    return pattern
 
 
 def check_dict(check: Any) -> dict[str, Any]:

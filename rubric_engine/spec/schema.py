@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic_core import PydanticCustomError
 
 from rubric_engine.errors import ConfigError, SpecError
-from rubric_engine.scoring.checks import CheckProblem, compile_re2, parse_check
+from rubric_engine.scoring.checks import CheckProblem, choice_pattern, parse_check
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
 
@@ -160,8 +160,8 @@ class MultipleChoice(_Model):
     @classmethod
     def _re2(cls, value: str | None) -> str | None:
         try:
-            if value is not None and compile_re2(value).groups < 1:
-                raise ValueError("the pattern needs a group: group 1 is the option letter")
+            if value is not None:
+                choice_pattern(value)
         except ValueError as exc:
             raise PydanticCustomError("pattern", str(exc)) from None
         return value
