@@ -47,6 +47,10 @@ class Grader:
     def repeats(self) -> int:
         return self.panel.repeats if self.panel is not None else 1
 
+    async def judge(self, question: Question, response: str, first_repeat: int = 0) -> JudgeResult:
+        """`grade`'s verdicts alone: a drop-in for `Panel.judge` where what each check found is not kept."""
+        return (await self.grade(question, response, first_repeat))[0]
+
     async def grade(self, question: Question, response: str,
                     first_repeat: int = 0) -> tuple[JudgeResult, dict[int, CheckResult]]:
         """The reply's verdicts on every item, in rubric order, and what each check found (by item index)."""
