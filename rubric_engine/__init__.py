@@ -9,7 +9,7 @@ The engine is callable from Python without Hydra::
 
 Public names are resolved lazily (PEP 562), so `import rubric_engine.scoring.aggregate` does not pay for rich,
 diskcache, jinja2 or pydantic. LiteLLM is imported only when a model call is really made; Hydra only by
-the CLI.
+the CLI (and by `RubricReward`, cli/reward.py, which composes a run's key=value overrides as the CLI does).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "judge_response": "judge.grading", "JudgeResult": "judge.grading", "Verdict": "judge.verdicts",
     "score_question": "scoring.question", "QuestionScore": "scoring.question", "FORMULAS": "scoring.question",
     "aggregate": "scoring.aggregate", "ScoredQuestion": "scoring.aggregate",
+    "RubricReward": "cli.reward", "Reward": "reward.frameworks",
     "RubricEngineError": "errors", "SpecError": "errors", "DataError": "errors", "ConfigError": "errors",
     "ModelCallError": "errors", "FatalModelError": "errors", "AnswersError": "errors", "CacheError": "errors",
 }
@@ -52,6 +53,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from rubric_engine.dataset.load import load_dataset, select
+    from rubric_engine.cli.reward import RubricReward
     from rubric_engine.datatypes import Criterion, Dataset, Question, Turn
     from rubric_engine.errors import (AnswersError, CacheError, ConfigError, DataError, FatalModelError, ModelCallError,
                                       RubricEngineError, SpecError)
@@ -60,6 +62,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from rubric_engine.models.cache import ResultCache
     from rubric_engine.models.client import CallResult, ModelClient
     from rubric_engine.models.entries import ModelSpec
+    from rubric_engine.reward.frameworks import Reward
     from rubric_engine.run.runner import run_benchmark
     from rubric_engine.run.settings import RunSettings
     from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate

@@ -48,6 +48,8 @@ class Question:
     secondary_scenario: str = ""
     tags: tuple[str, ...] = ()  # question-level tags from the data (e.g. "theme:..."); () when none
     reference: str = ""  # a reference answer shown to the judge; "" when the spec maps none
+    turns: tuple[str, ...] = ()  # scripted user messages (data.fields.turns); () when the spec maps none
+    references: tuple[str, ...] = ()  # one reference answer per turn (a list in the data, or data.references)
     choices: tuple[str, ...] = ()  # multiple choice: the options, lettered A, B, ... in this order; () when none
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     # the row as read, so answers files can repeat the benchmark's own format

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["RECORD_VERSION", "GroupScore", "CriterionRecord", "SampleEntry", "SampleRecord"]
+__all__ = ["RECORD_VERSION", "GroupScore", "TurnRecord", "TurnScoreRecord", "CriterionRecord", "GameRecord",
+           "SampleEntry", "SampleRecord"]
 
 RECORD_VERSION = 1
 
@@ -26,6 +27,13 @@ class GroupScore(TypedDict):
     lo: float
     hi: float
     score: float | None
+
+
+class TurnRecord(TypedDict):
+    """One turn of a conversation the run generated (`transcript`)."""
+
+    role: str  # "user" | "assistant"
+    content: str
 
 
 class CriterionRecord(TypedDict, total=False):
@@ -43,6 +51,15 @@ class CriterionRecord(TypedDict, total=False):
     votes: dict[str, list[bool | None]]
     tags: list[str]
     check: dict[str, object]  # an item the engine checked (scoring/checks.py); its reasoning says what it found
+
+
+class TurnScoreRecord(TypedDict):
+    """One score judgment: the candidate turn it grades, its number or its error (never both)."""
+
+    turn: int
+    score: float | None
+    reasoning: str | None
+    error: str | None
 
 
 class _Outcome(TypedDict, total=False):
@@ -64,6 +81,20 @@ class _Outcome(TypedDict, total=False):
     cache_hits: dict[str, int]
     truncated: bool
     choice: str | None  # multiple choice: the option letter read from the reply (None: none could be read)
+    transcript: list[TurnRecord]  # conversations only: the turns generated, in order; `response` = the last reply
+    ended: str  # simulated conversations: "stop" | "max_turns"
+    user_error: str | None  # simulated conversations: the simulated user failed (the question is not judged)
+    turns: list[TurnScoreRecord]  # judge.verdict.kind score: every judgment's number (or error), per candidate turn
+    score_votes: dict[str, list[list[float | None]]]  # score verdicts graded more than once: judge -> repeat -> turns
+
+
+class GameRecord(TypedDict):
+    """One pairwise game (judge.verdict.kind: pairwise): its order, the label read, the judge's reply, or the error."""
+
+    order: str  # baseline_first (A = baseline, B = candidate) | candidate_first
+    label: str | None
+    reasoning: str | None
+    error: str | None
 
 
 class SampleEntry(_Outcome, total=False):
@@ -85,3 +116,5 @@ class SampleRecord(_Outcome, total=False):
     weight: float  # judgments `score` pools (valid turn scores, game scores); absent = 1 (docs/methodology.md)
     sample_score_sd: float | None
     samples: list[SampleEntry]
+    games: list[GameRecord]  # judge.verdict.kind: pairwise
+    baseline_response: str | None  # judge.verdict.kind: pairwise

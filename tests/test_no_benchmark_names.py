@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rubric_engine"
-ANYWHERE = re.compile(r"heartbench|healthbench|prompt_id|question_id|primary_scene|secondary_scene|reference_qa",
+ANYWHERE = re.compile(r"heartbench|healthbench|prompt_id|question_id|primary_scene|secondary_scene|reference_qa|"
+                      r"counselling_dynamic",
                       re.IGNORECASE)
 AS_CODE = {"difficulty"}
 # CJK ideographs and extensions, CJK punctuation, kana, Hangul, fullwidth forms.

@@ -232,7 +232,7 @@ def test_search_path_shadowing_and_names(tmp_path: Path, monkeypatch: pytest.Mon
         ("  scale: 100", "  scale: 100\n  scale: 10", "scale: 10",
          ["scoring.scale: duplicate key", "already set at line"]),
         ("system: judge_system.j2", "system: judge_system.j2\n  judge_model: x", "judge_model:",
-         ["judge.judge_model: unknown key (got 'judge_model')", "allowed keys here: max_reasks, model, repeats, system,"]),
+         ["judge.judge_model: unknown key (got 'judge_model')", "allowed keys here: max_reasks, model, repeats, scope, system,"]),
     ],
 )
 def test_bad_spec_messages(tmp_path: Path, old: str, new: str, needle: str, expected: list[str]) -> None:

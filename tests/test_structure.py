@@ -34,6 +34,7 @@ LIGHT = ("scoring", "stats")  # pure computation: importing any of their modules
 # public names, resolved lazily) stands above all.
 LAYERS: list[tuple[str, ...]] = [
     ("cli",),
+    ("reward",),  # above run/: a reward loads spec and data and plans its judges as a run does (run/runner, run/plan)
     ("run",),
     ("report",),
     ("results", "validity", "authoring"),

@@ -165,14 +165,14 @@ def as_list(value: Any) -> list[str]:
 
 
 def config_dirs(cwd: Path | None = None) -> list[Path]:
-    """User directories holding model entries (`candidate/<name>.yaml`, `judge/<name>.yaml`), in order:
-    $RUBRIC_ENGINE_CONFIG_DIRS (os.pathsep-separated), then ./conf when it has candidate/ or judge/."""
+    """User directories holding model entries (`candidate/<name>.yaml`, `judge/<name>.yaml`, `user/<name>.yaml`),
+    in order: $RUBRIC_ENGINE_CONFIG_DIRS (os.pathsep-separated), then ./conf when it has candidate/, judge/ or user/."""
     found: list[Path] = []
     for part in os.environ.get(CONFIG_DIRS_ENV, "").split(os.pathsep):
         if part.strip():
             found.append(Path(part).expanduser().resolve())
     local = (cwd or Path.cwd()) / "conf"
-    if (local / "candidate").is_dir() or (local / "judge").is_dir():
+    if (local / "candidate").is_dir() or (local / "judge").is_dir() or (local / "user").is_dir():
         found.append(local.resolve())
     unique: list[Path] = []
     for d in found:
@@ -261,10 +261,31 @@ COMMANDS: dict[str, Command] = {
          "out": "output directory (default: the one DIR given, else ./audit)"},
         required_positionals=1, examples=["rubric-engine audit multirun/my_bench/2026-11-22_10-00-00 family.local-qwen=qwen"],
         **_RUN_DIRS),
+    "items": Command(
+        "items", "Which rubric criteria carry no signal, flip or are disputed, and a proposed hard set, from stored "
+                 "runs (no model is called).",
+        [("RUN_DIR...", "run or sweep directories of one benchmark (several candidates)")],
+        {"labels": "FILE[,FILE...] human labels (as for agree): adds human disagreement per criterion",
+         "out": "output directory (default RUN_DIR/items)",
+         "hard": "FRACTION: propose a hard set of that share of the questions (writes hard_set.ids)",
+         "n_boot": "bootstrap resamples for the alpha intervals (default 1000)", "seed": "bootstrap seed (default 0)"},
+        required_positionals=1, examples=["rubric-engine items multirun/my_bench/2026-11-22_10-00-00 hard=0.3"],
+        details_from="rubric_engine.validity.itemsdiag:USAGE", **_RUN_DIRS),
     "data": Command(
         "data", "Download a benchmark's pinned data into the data cache (checked against its sha256) and print "
                 "the path.", [("ACTION", "fetch (default) or path (print where it is, download nothing)")],
         {"benchmark": _BENCH, "benchmark_dirs": "[DIR,...] searched first for specs",
          "data.cache_dir": "where downloads are kept (default: $XDG_CACHE_HOME/rubric-engine/data)"},
         examples=["rubric-engine data fetch benchmark=my_bench"]),
+    "serve-reward": Command(
+        "serve-reward", "Serve a benchmark's rubric score as an OpenRLHF-compatible remote reward (POST /get_reward) "
+                        "until Ctrl-C or SIGTERM.",
+        (), {"benchmark": "the benchmark", "judge": "the judge entry (default: the spec's)",
+             "port": "port (default 5000; 0: any free port, printed)", "host": "address (default 127.0.0.1)",
+             "id_column": "what the requests' labels are (default: the spec's id field)",
+             "failure_score": "the float a failed judgment is sent as, flagged judge_failed=1 (default 0.0)",
+             "shadow": "a second judge entry for a share of rollouts", "shadow_fraction": "that share (0..1)",
+             "counts_path": "a JSON Lines file with one line of counts per batch",
+             "KEY": "any run key: judge.api_base=, data.path=, concurrency=, rpm=, cache.enabled=, ..."},
+        examples=["rubric-engine serve-reward benchmark=my_bench judge=gpt-4.1 port=5000 concurrency=64"]),
 }

@@ -36,7 +36,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
     check_breakdowns_against_data(spec, ds.questions)
     qs = ds.questions
-    from rubric_engine.judge.prompts import check_templates
+    from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
 
     check_templates(spec, qs)  # an undefined variable or a sandbox violation fails here, before any call
     items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
@@ -51,6 +51,10 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     console.print(f"judge: {shown(jm.name)} ({shown(jm.model)}) calls "
                   f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}" if jm else
                   "judge: none (every item is checked by the engine)", highlight=False, soft_wrap=True)
+    if spec.judge is not None and spec.judge.verdict.kind == "pairwise":  # the comparison; where baseline calls go
+        from rubric_engine.run.pairwise import describe_pairwise
+
+        console.print(shown(describe_pairwise(spec)), highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
@@ -61,9 +65,17 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
         parts.append(f"{n_checked} items checked by the engine")
     agg = spec.aggregation
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
-    console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
-                  f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
-                  f"{spec.judge.verdict.granularity if spec.judge else 'none'}", highlight=False, soft_wrap=True)
+    v = spec.judge.verdict if spec.judge else None
+    if v is not None and v.kind == "score":  # scores on a scale (judge/scores.py): the judge's number, no formula
+        assert spec.judge is not None
+        console.print(f"scoring: the judge's score from {v.min:g} to {v.max:g} "
+                      f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), judge.scope "
+                      f"{spec.judge.scope}; question score = mean of its valid judgments, overall = mean over every "
+                      "valid judgment", highlight=False, soft_wrap=True, markup=False)
+    else:
+        console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
+                      f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
+                      f"{v.granularity if v else 'none'}", highlight=False, soft_wrap=True)
 
     if spec.taxonomy is not None:
         tax = Table(title="Taxonomy")
@@ -203,7 +215,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     """
     from rubric_engine.judge.checked import judged_question
     from rubric_engine.judge.grading import shape_of
-    from rubric_engine.judge.prompts import candidate_messages, judge_messages
+    from rubric_engine.judge.dialogue import first_request
+    from rubric_engine.judge.prompts import judge_messages, pair_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.entries import cache_key
     from rubric_engine.run.plan import plan_run
@@ -231,27 +244,38 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
 
     try:
         roles = [] if given is not None else [("candidate", settings.candidate)]
+        roles += [("user", plan.user)] if plan.user is not None else []  # a simulated user (judge/dialogue.py)
         roles += [("judge" if len(judges) == 1 else f"judge {j.name}", j) for j in judges]
+        if plan.baseline is not None:  # pairwise with a baseline model: one reply per question, like a candidate
+            roles.append(("baseline", plan.baseline))
         if settings.stage == "generate":
-            roles = [r for r in roles if r[0] == "candidate"]
+            roles = [r for r in roles if r[0] in ("candidate", "user")]
         for role, model in roles:
             if model is None:
                 raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
             prompt = completion = n_cached = 0
             calls = len(questions) * k
             for q, s in ((q, s) for q in questions for s in range(k)):
-                if role == "candidate":
-                    msgs = candidate_messages(spec, q)
+                if role in ("candidate", "user", "baseline"):  # a conversation: its first request, times its turns
+                    msgs, turns = first_request(spec, q, role)  # (an estimate); a baseline writes one reply
                     hit = cached(model, msgs, (None,), s)  # sample s: its own cache key
-                    replies[(q.id, s)] = hit.get("text") if hit else None
-                    completion += int(hit.get("completion_tokens") or 0) if hit else reply_tokens
+                    if role == "candidate":
+                        replies[(q.id, s)] = hit.get("text") if hit and turns == 1 else None
+                    completion += turns * (int(hit.get("completion_tokens") or 0) if hit else reply_tokens)
                     n_cached += hit is not None
-                    prompt += count(model=model.model, messages=msgs)
+                    prompt += turns * count(model=model.model, messages=msgs)
+                    calls += turns - 1
                     continue
                 reply = replies.get((q.id, s))
                 text = reply if reply is not None else ""
                 shown_q = judged_question(q)  # checked items are never sent: the judge sees the rest, as in a run
                 assert spec.judge is not None  # (plan.judges is empty for a spec without one)
+                if spec.judge.verdict.kind == "pairwise":  # a game per order, the baseline's reply not known here
+                    units = [pair_messages(spec, q, text, "") for _ in range(2 if spec.judge.verdict.swap else 1)]
+                    calls += len(units) - 1
+                    prompt += sum(count(model=model.model, messages=m) + 2 * reply_tokens for m in units)
+                    completion += reply_tokens * len(units)
+                    continue
                 if shown_q is None:
                     units = []
                     calls -= 1
@@ -269,13 +293,15 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                         completion += judge_reply_tokens_per_item * len(shown_q.criteria if shown_q else ())
                 prompt += repeats * sum(count(model=model.model, messages=m) + (reply_tokens if reply is None else 0)
                                         for m in units)  # a reply not known yet adds ~reply_tokens to each prompt
-            if role != "candidate":
+            if role not in ("candidate", "baseline"):
                 calls *= repeats
             est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
                          "calls_to": destination(model.model, model.api_base, model.api_key_env),
-                         "repeats": 1 if role == "candidate" else repeats, "samples": k,
+                         "repeats": 1 if role in ("candidate", "baseline") else repeats, "samples": k,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion)}
+            if spec.conversation.mode != "single" and role in ("candidate", "user"):
+                est[role]["conversation"] = spec.conversation.mode
     finally:
         if cache is not None:
             cache.close()
@@ -318,6 +344,10 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         console.print(f"candidate.samples={first['samples']}: {total:,} calls in all = {first['samples']} sample(s) x "
                       f"(1 candidate + {len(jroles)} judge(s) x {est[jroles[0]]['repeats'] if jroles else 0} repeat(s)) "
                       "calls per question and call of one grading", highlight=False, soft_wrap=True)
+    if any(e.get("conversation") for e in est.values()):
+        console.print("A conversation: every turn is counted as its first request (the context grows turn by turn, "
+                      "so its prompt tokens are a lower bound); a simulated user's calls assume every session runs "
+                      "to max_turns (an upper bound).", highlight=False, soft_wrap=True)
     console.print("Prompt tokens: LiteLLM's token counter on the exact messages (a judge prompt whose reply is not "
                   "known yet adds ~400 tokens for it). Completion tokens: the cached replies' own counts, "
                   "else ~400 a candidate reply and ~60 a judge item.", soft_wrap=True)

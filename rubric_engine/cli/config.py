@@ -65,6 +65,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         benchmark=str(cfg.benchmark), out_dir=out_dir,
         candidate=_model_spec(opt("candidate"), "candidate", opt("timeout"), given),
         judge=_model_spec(opt("judge"), "judge", opt("timeout"), given), timeout=opt("timeout"),
+        user=_model_spec(opt("user"), "user", opt("timeout"), given),
         benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
@@ -73,6 +74,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         trust_code=bool(opt("trust_code")),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
         samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
+        baseline=_baseline(opt("baseline"), opt("timeout"), given), baseline_answers=opt("baseline.answers"),
     )
 
 
@@ -80,24 +82,55 @@ def _juror(node: Any, timeout: float | None, given: set[str]) -> Any:
     """One jury entry: a judge entry's name or an inline entry. A name is looked up as `judge=<name>` is (Hydra's
     search path): the shipped conf/judge/ first, then the user's config dirs, so a shipped entry is never
     silently replaced by a user file of the same name (docs/cli.md)."""
-    from importlib import resources
-
     import yaml
-
-    from rubric_engine.cli.args import config_dirs
 
     if isinstance(node, DictConfig):
         return _model_spec(node, "judge", timeout, given)
     name = str(node)
-    found = None
-    if re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        places = [Path(d) / "judge" / f"{name}.yaml" for d in config_dirs()]
-        found = next((p for p in [resources.files(CONFIG_MODULE) / "judge" / f"{name}.yaml", *places]
-                      if p.is_file()), None)
+    found = _entry_file(name, "judge")
     if found is None:
         raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/ "
                           "or inline entries {name: x, model: provider/model, ...}")
     return _model_spec(yaml.safe_load(found.read_text(encoding="utf-8")), "judge", timeout, given)
+
+
+def _entry_file(name: str, group: str) -> Any:
+    """A model entry's file by name, as Hydra's search path finds `candidate=<name>`: the shipped conf/<group>/
+    first, then the user's config dirs (a shipped entry is never silently replaced by a user file)."""
+    from importlib import resources
+
+    from rubric_engine.cli.args import config_dirs
+
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        return None
+    places = [Path(d) / group / f"{name}.yaml" for d in config_dirs()]
+    return next((p for p in [resources.files(CONFIG_MODULE) / group / f"{name}.yaml", *places] if p.is_file()), None)
+
+
+def _baseline(node: Any, timeout: float | None, given: set[str]) -> Any:
+    """`baseline=ENTRY` (a conf/candidate/ entry, resolved as jurors are, or an ad-hoc LiteLLM id such as
+    openai/gpt-4o) with `baseline.model=` / `baseline.api_base=` / `baseline.api_key_env=` overrides; None
+    without an entry (the spec's baseline, or `baseline.answers=`)."""
+    import yaml
+
+    node = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else (node or {})
+    entry, changes = node.get("entry"), {k: node.get(k) for k in ("model", "api_base", "api_key_env") if node.get(k)}
+    if entry is None:
+        if changes:
+            raise ConfigError(f"baseline.{next(iter(changes))}= changes a baseline entry, but no baseline= chooses "
+                              "one; write baseline=<entry or LiteLLM id> first (see docs/cli.md)")
+        return None
+    name = str(entry)
+    found = _entry_file(name, "candidate")
+    if found is not None:
+        data = yaml.safe_load(found.read_text(encoding="utf-8"))
+    elif "/" in name:
+        data = {"name": name, "model": name}
+    else:
+        raise ConfigError(f"baseline={name}: not a conf/candidate/ entry nor a LiteLLM id (provider/model); "
+                          "use an entry name such as mock or an id such as openai/gpt-4o")
+    data.update(changes)
+    return _model_spec(data, "baseline", timeout, given)
 
 
 def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:

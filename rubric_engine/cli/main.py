@@ -22,6 +22,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from rubric_engine.cli.compose import compose as _compose, rewrite as _rewrite, user_search_path as _user_search_path
 from rubric_engine.cli.config import CONFIG_MODULE, settings_from_config
 from rubric_engine.cli.startup import shut_down, start_up, start_up_done
 from rubric_engine.cli.subcommands import (SUBCOMMANDS, closed_pipe, fail, is_config_library_error, one_line,
@@ -71,24 +72,6 @@ def _launch_id() -> str:
 for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_id", _launch_id)):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _fn)
-
-
-_ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie",  # run-level keys spelled under judge / candidate
-            "candidate.samples": "samples"}
-
-
-def _rewrite(argv: list[str]) -> list[str]:
-    """`judge=[a,b,c]` (a jury) and `judge.repeats=K` / `judge.tie=X` as plain config keys: `judge` is a
-    Hydra config group, whose list form would merge the entries into one instead of keeping a list."""
-    out = []
-    for arg in argv:
-        key, eq, value = arg.partition("=")
-        if eq and key.lstrip("+") == "judge" and value.lstrip().startswith("["):
-            arg = f"jury.judges={value}"
-        elif eq and key.lstrip("+") in _ALIASES:
-            arg = f"{_ALIASES[key.lstrip('+')]}={value}"
-        out.append(arg)
-    return out
 
 
 def nothing_scored(summary: dict[str, Any]) -> str | None:
@@ -231,25 +214,6 @@ def _finish_sweep(code: int) -> int:
               f"(see error.txt or rejected.txt in {', '.join(str(job) for job in failed)})", file=sys.stderr)
         code = max(code, 2)
     return code
-
-
-def _compose(overrides: list[str]) -> DictConfig:
-    from hydra import compose, initialize_config_module
-
-    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
-
-
-def _user_search_path(argv: list[str]) -> list[str]:
-    """`hydra.searchpath=[...]` for the user's config directories (cliargs.config_dirs), so entries such as
-    ./conf/candidate/<name>.yaml work after `pip install`. Hydra searches them after the package's configs:
-    new names work, and a shipped entry is never silently replaced."""
-    from rubric_engine.cli.args import config_dirs
-
-    if any(a.startswith(("hydra.searchpath=", "+hydra.searchpath=")) for a in argv):
-        return []
-    dirs = [d for d in config_dirs() if d.resolve() != Path(__file__).resolve().parents[2] / "conf"]
-    return [f"hydra.searchpath=[{','.join(repr('file://' + str(d)) for d in dirs)}]"] if dirs else []
 
 
 def _version() -> str:

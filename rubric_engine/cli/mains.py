@@ -15,7 +15,7 @@ from pathlib import Path
 from rubric_engine.cli.args import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 
-__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main"]
+__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main", "items_main"]
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
@@ -133,6 +133,35 @@ def audit_main(argv: Sequence[str]) -> int:
         raise ConfigError(f"audit: family.NAME= needs a family, e.g. family.my-judge=openai; usage: {USAGE}")
     n_boot, seed = as_int(parsed.get("n_boot", "1000"), "n_boot", "audit", 1), as_int(parsed.get("seed", "0"), "seed", "audit")
     audit_command(dirs, families=families, n_boot=n_boot, seed=seed, out=Path(opts["out"]) if opts.get("out") else None)
+    return 0
+
+
+def items_main(argv: Sequence[str]) -> int:
+    """`rubric-engine items RUN_DIR ... [labels=FILE,...] [out=DIR] [hard=FRACTION]`."""
+    from rubric_engine.text.terminal import shown
+    from rubric_engine.validity.items_report import items_command, summary_paragraph
+
+    parsed = parse(COMMANDS["items"], argv)
+    dirs, opts = [Path(d) for d in parsed.positionals], parsed.options
+    hard = None
+    if parsed.get("hard"):
+        try:
+            hard = float(str(opts["hard"]))
+        except ValueError:
+            hard = -1.0
+        if not 0 < hard <= 1:
+            raise ConfigError(f"items: hard={opts['hard']} is not a fraction of the questions; use a number above 0 "
+                              "and at most 1, e.g. hard=0.3")
+    out = Path(opts["out"]).expanduser() if opts.get("out") else dirs[0] / "items"
+    result = items_command(dirs, out, [Path(f) for f in as_list(opts.get("labels"))], hard,
+                           n_boot=as_int(parsed.get("n_boot", "1000"), "n_boot", "items", 0),
+                           seed=as_int(parsed.get("seed", "0"), "seed", "items"))
+    for w in result.warnings:
+        print(f"warning: {shown(w, markup=False)}", file=sys.stderr)
+    print(shown(summary_paragraph(result), markup=False))
+    if result.hard is not None:
+        print(f"proposed hard set: {len(result.hard.ids)} questions -> {out / 'hard_set.ids'}")
+    print(f"wrote {out / 'items.md'}, items.csv, items.html and items.json")
     return 0
 
 

@@ -26,7 +26,7 @@ from rubric_engine.errors import ConfigError
 __all__ = ["check_overrides", "check_command_line", "known_keys", "group_entries", "override_syntax_error",
            "unknown_word", "hydra_form", "GROUPS", "RUN_WORDS", "help_config", "quickstart"]
 
-GROUPS = ("candidate", "judge")
+GROUPS = ("candidate", "judge", "user")
 _CONFIG_MODULE = "rubric_engine.conf"
 _SWEEP_FN = re.compile(r"^\s*\w+\(")  # choice(...), range(...), glob(...): Hydra's sweep functions
 

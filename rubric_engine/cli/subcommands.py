@@ -21,7 +21,8 @@ __all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "fail", "is_config_libra
            "short_help", "print_quietly", "closed_pipe", "pipes_close_quietly", "CLOSED_PIPE"]
 
 CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head` when cat is ended by the closed pipe
-SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit")
+SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit",
+               "items", "serve-reward")
 Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
 
 
@@ -132,6 +133,10 @@ def _dispatch(name: str, args: list[str], compose: Compose) -> int:
 
         parse(COMMANDS[name], args)
         return localize_command([a for a in args if a.partition("=")[0] != "debug"])
+    if name == "serve-reward":  # a run's overrides plus the server's own keys (cli/reward.py)
+        from rubric_engine.cli.reward import serve_reward_main
+
+        return serve_reward_main(args)
     from rubric_engine.cli import mains
 
     return int(getattr(mains, f"{name}_main")(args))

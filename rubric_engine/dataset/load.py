@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from rubric_engine.dataset.checked import choice_items, item_check, item_text, spec_items
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
 from rubric_engine.dataset.quirks import DataQuirks
+from rubric_engine.dataset.references import load_references, row_references, with_references
 from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.text.surrogates import surrogate_path
@@ -60,6 +61,8 @@ def load_dataset(spec: BenchmarkSpec, path: str | Path | None = None,
         questions: Sequence[Question] = index_rows(spec, local, warnings, quirks := DataQuirks())
     else:
         questions = _scan(spec, local, warnings, quirks := DataQuirks(), lambda q, _: q)
+    if spec.data.references is not None and path is None:  # a command line's data.path brings its own
+        questions = with_references(questions, load_references(spec, cache_dir, warnings))
     return Dataset(questions=questions, source=source, sha256=digest, warnings=warnings, trust=trust,
                    item_tags=frozenset(quirks.item_tags), example_tags=frozenset(quirks.example_tags))
 
@@ -195,6 +198,8 @@ def _csv_cell(value: str | None) -> Any:
 
 def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
     f, roles = spec.data.fields, spec.data.roles
+    if spec.conversation.mode != "single" and f.dialogue not in raw:
+        return []  # a conversation may start from nothing: its user turns come from the data or a simulator
     dialogue = r.get(raw, f.dialogue, "dialogue")
     if isinstance(dialogue, str) and dialogue.strip():  # a plain-text prompt (CSV, single-turn QA): one user turn
         user = next(k for k, v in roles.items() if v == "user")
@@ -213,6 +218,19 @@ def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
     return turns
 
 
+def _user_turns(r: _Row, raw: dict[str, Any], name: str | None) -> tuple[str, ...]:
+    """data.fields.turns: a non-empty list of non-empty strings (the scripted user messages), () when unmapped."""
+    if not name:
+        return ()
+    value = r.get(raw, name, "turns")
+    if not isinstance(value, list) or not value or not all(isinstance(t, str) for t in value):
+        raise r.err(f"{name}: expected a non-empty list of strings (the user turns)", fix=f"got {str(value)[:80]!r}")
+    empty = next((i for i, t in enumerate(value) if not t.strip()), None)
+    if empty is not None:
+        raise r.err(f"{name}[{empty}]: an empty user turn", fix="write the message, or drop the turn")
+    return tuple(value)
+
+
 def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: str = "") -> tuple[str, ...]:
     if not name or obj.get(name) is None:
         return ()
@@ -224,6 +242,8 @@ def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: 
 
 def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, weighted_rule: list[str]) -> list[Criterion]:
     f = spec.data.fields
+    if spec.judge.verdict.kind == "pairwise":  # the judge compares two replies: the rows carry no rubric
+        return []
     to_ability, to_rule = spec.label_to_ability(), spec.label_to_rule()
     rubric = r.get(raw, f.rubric, "rubric")
     if not isinstance(rubric, list) or not rubric:
@@ -328,15 +348,19 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
     f = spec.data.fields
     qid = _row_id(r, raw, f.id, seen)
     turns = _turns(spec, r, raw)
+    scalar = spec.judge is not None and spec.judge.verdict.kind == "score" and raw.get(f.rubric) is None  # no rubric
     # multiple choice: the options and one item, the choice check (dataset/checked.py); else the rubric's items
-    choices, crits = choice_items(spec, r, raw) if f.choices else ((), _criteria(spec, r, raw, qid, quirks.weighted_rule))
-    meta = _meta(spec, r, raw, qid, quirks)
+    choices, crits = choice_items(spec, r, raw) if f.choices else \
+        ((), [] if scalar else _criteria(spec, r, raw, qid, quirks.weighted_rule))
+    refs = row_references(raw.get(f.reference), f"{r.file}:{r.line}", str(f.reference)) if f.reference else None
+    meta = _meta(spec, r, {**raw, str(f.reference): None} if refs is not None else raw, qid, quirks)
     mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference,
-              f.choices, f.answer}
+              f.turns, f.choices, f.answer}
     return Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
                     choices=choices,
                     scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
                     tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
+                    turns=_user_turns(r, raw, f.turns), references=refs or (),
                     extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
 
 
@@ -359,7 +383,8 @@ def _meta(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, quirks: D
     meta: dict[str, str] = {}
     for k in ("subset", "scenario", "secondary_scenario", "reference"):
         name = getattr(f, k)
-        if name and name not in raw:  # an optional column: fine if the whole file lacks it (DataQuirks.finish)
+        optional = k == "reference" and d.references is not None  # the references file is the source then
+        if name and name not in raw and not optional:  # optional column: fine if the whole file lacks it (quirks)
             quirks.absent.setdefault((k, name), []).append(r.line)
         meta[k] = r.text(raw, name, k) if name and name in raw else ""
         if k in ("scenario", "secondary_scenario") and name and name in raw and not meta[k].strip():

@@ -35,7 +35,8 @@ class DataQuirks:
     example_tags: set[str] = field(default_factory=set)
 
     def note(self, spec: BenchmarkSpec, q: Question) -> None:
-        if spec.data.roles[q.dialogue[-1].role] != "user":
+        if spec.conversation.mode == "single" and spec.data.roles[q.dialogue[-1].role] != "user":  # a conversation
+            # goes on after its prefix (and may have none), so a prefix ending on the assistant is expected
             self.last_not_user.append(q.id)
         signs: dict[str, bool] = {}
         for c in q.criteria:

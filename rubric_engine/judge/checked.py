@@ -9,7 +9,7 @@ checks makes no judge call at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from rubric_engine.datatypes import Question
@@ -47,23 +47,25 @@ class Grader:
     def repeats(self) -> int:
         return self.panel.repeats if self.panel is not None else 1
 
-    async def judge(self, question: Question, response: str, first_repeat: int = 0) -> JudgeResult:
+    async def judge(self, question: Question, response: str, first_repeat: int = 0,
+                    transcript: Sequence[Mapping[str, str]] | None = None) -> JudgeResult:
         """`grade`'s verdicts alone: a drop-in for `Panel.judge` where what each check found is not kept."""
-        return (await self.grade(question, response, first_repeat))[0]
+        return (await self.grade(question, response, first_repeat, transcript))[0]
 
-    async def grade(self, question: Question, response: str,
-                    first_repeat: int = 0) -> tuple[JudgeResult, dict[int, CheckResult]]:
-        """The reply's verdicts on every item, in rubric order, and what each check found (by item index)."""
+    async def grade(self, question: Question, response: str, first_repeat: int = 0,
+                    transcript: Sequence[Mapping[str, str]] | None = None) -> tuple[JudgeResult, dict[int, CheckResult]]:
+        """The reply's verdicts on every item, in rubric order, and what each check found (by item index);
+        `transcript`: a conversation's turns, passed to the panel as they are."""
         checks = {c.index: run_check(c.check, response) for c in question.criteria if c.check is not None}
         shown = judged_question(question)
         if shown is None:
             result = JudgeResult(verdicts=[], error=None)
         elif not checks:
             assert self.panel is not None
-            return await self.panel.judge(question, response, first_repeat), checks
+            return await self.panel.judge(question, response, first_repeat, transcript), checks
         else:
             assert self.panel is not None  # data loading refuses a judged item when the spec has no judge
-            result = await self.panel.judge(shown, response, first_repeat)
+            result = await self.panel.judge(shown, response, first_repeat, transcript)
             original = [c.index for c in question.criteria if c.check is None]
             result.verdicts = _back(result.verdicts, original)
             if isinstance(result, PanelResult):

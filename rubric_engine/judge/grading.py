@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,17 +86,20 @@ def _mock_shape(shape: VerdictShape, n: int) -> MockShape:
 
 
 async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
-                         max_reasks: int | None = None, repeat: int = 0) -> JudgeResult:
+                         max_reasks: int | None = None, repeat: int = 0,
+                         transcript: Sequence[Mapping[str, str]] | None = None) -> JudgeResult:
     """Judge one response; see the module docstring. Raises FatalModelError for 401/403/404 and for calls
     refused before any request (no key): both would fail the same way for every question.
-    `repeat` > 0 is an independent re-grading (judge.repeats): its own cache entries (judge/panels.py)."""
+    `repeat` > 0 is an independent re-grading (judge.repeats): its own cache entries (judge/panels.py).
+    `transcript`: a conversation's turns, for the judge template's `transcript` (judge/prompts.py)."""
     if max_reasks is None:
         max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
     shape = shape_of(spec)
     if shape.shape == "list":
-        return await _ask(client, judge_messages(spec, question, response), shape, len(question.criteria),
-                          max_reasks, repeat=repeat)
-    units = [_ask(client, judge_messages(spec, question, response, c.index), shape, 1, max_reasks, c.index, repeat)
+        return await _ask(client, judge_messages(spec, question, response, transcript=transcript), shape,
+                          len(question.criteria), max_reasks, repeat=repeat)
+    units = [_ask(client, judge_messages(spec, question, response, c.index, transcript), shape, 1, max_reasks,
+                  c.index, repeat)
              for c in question.criteria]
     return _merge(await asyncio.gather(*units))
 

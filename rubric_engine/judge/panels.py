@@ -10,13 +10,14 @@ judge error (recorded, never scored on the remaining votes).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult, add_usage, judge_response
+from rubric_engine.judge.scores import combine_scores, judge_scores
 from rubric_engine.judge.verdicts import Verdict
 from rubric_engine.scoring.votes import RULES, TIES, combine
 
@@ -63,11 +64,18 @@ class Panel:
         """One judge, once: results are exactly judge_response's (no votes recorded)."""
         return len(self.clients) == 1 and self.repeats == 1
 
-    async def judge(self, question: Question, response: str, first_repeat: int = 0) -> JudgeResult:
+    async def judge(self, question: Question, response: str, first_repeat: int = 0,
+                    transcript: Sequence[Mapping[str, str]] | None = None) -> JudgeResult:
         """Every judge, every repeat, started together (they pipeline under each client's concurrency).
         `first_repeat`: cache index of the first grading (candidate sample s grades with s x repeats + r, so
-        two samples with the same reply are still graded independently, each paid once)."""
-        calls = [judge_response(c, self.spec, question, response, repeat=first_repeat + r)
+        two samples with the same reply are still graded independently, each paid once). A score verdict
+        (judge/scores.py) grades what `judge.scope` asks of the `transcript` and combines by the mean."""
+        if self.spec.judge.verdict.kind == "score":
+            scored = list(await asyncio.gather(*(
+                judge_scores(c, self.spec, question, response, transcript, repeat=first_repeat + r)
+                for c in self.clients for r in range(self.repeats))))
+            return scored[0] if self.plain else combine_scores(scored, self.names, self.repeats)
+        calls = [judge_response(c, self.spec, question, response, repeat=first_repeat + r, transcript=transcript)
                  for c in self.clients for r in range(self.repeats)]
         results = list(await asyncio.gather(*calls))
         if self.plain:

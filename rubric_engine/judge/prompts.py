@@ -10,6 +10,12 @@ Template variables
   judge template (judge.verdict.granularity all_criteria): `dialogue`, `question`, `response`, `reference`,
                       `criteria`, `n_criteria`, `tag`
   judge template (per_criterion): `dialogue`, `question`, `response`, `reference`, `criterion` (one item), `tag`
+  judge template (judge.verdict.kind pairwise): `dialogue`, `question`, `reference`, `response_a`, `response_b`, `tag`
+  judge templates also get `transcript`: the conversation a scripted / simulated run generated ({role, content};
+                      [] for a single reply); the simulator's templates: see judge/dialogue.py
+  judge template (judge.verdict.kind score): also `turn` (the candidate turn graded, 1-based) and `references`
+                      (the per-turn references, [] when none); under judge.scope each_turn `transcript` ends with
+                      the graded reply, and `reference` is the graded turn's own when the data gives one per turn
   `tag`: a suffix derived from the response and dialogue; wrap untrusted text in `<response-{{ tag }}>` ...
          `</response-{{ tag }}>` so a reply cannot close the wrapper and speak as the judge's instructions.
   `dialogue`: list of {role: 'system'|'user'|'assistant'|'other' (per spec.data.roles), speaker: the data's
@@ -32,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -44,7 +50,7 @@ from rubric_engine.errors import DataError, SpecError
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["candidate_messages", "judge_messages", "dialogue_vars", "criteria_vars", "render_template",
+__all__ = ["candidate_messages", "judge_messages", "pair_messages", "dialogue_vars", "criteria_vars", "render_template",
            "check_templates", "data_tag", "choice_vars"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
@@ -56,7 +62,9 @@ _LOCK = threading.Lock()
 _CHAT_ROLES = {"system": "system", "user": "user", "assistant": "assistant", "other": "assistant"}
 _TEMPLATE_FIELDS: dict[str, Callable[["BenchmarkSpec"], str | None]] = {  # a field name -> what it holds
     "candidate.template": lambda s: s.candidate.template, "candidate.system": lambda s: s.candidate.system,
-    "judge.template": lambda s: s.judge.template, "judge.system": lambda s: s.judge.system}
+    "judge.template": lambda s: s.judge.template, "judge.system": lambda s: s.judge.system,
+    "conversation.simulator.system": lambda s: s.conversation.simulator and s.conversation.simulator.system,
+    "conversation.simulator.template": lambda s: s.conversation.simulator and s.conversation.simulator.template}
 
 
 def _template(spec: "BenchmarkSpec", field: str) -> tuple[jinja2.Template, Path]:
@@ -174,13 +182,13 @@ def choice_vars(question: Question) -> list[dict[str, str]]:
     return [{"letter": chr(ord("A") + i), "text": t} for i, t in enumerate(question.choices)]
 
 
-def candidate_messages(spec: "BenchmarkSpec", question: Question) -> list[dict[str, str]]:
-    """Messages for the model under test, per spec.candidate.mode (see module docstring)."""
-    cand = spec.candidate
+def candidate_messages(spec: "BenchmarkSpec", question: Question, mode: str | None = None) -> list[dict[str, str]]:
+    """Messages for the model under test, per spec.candidate.mode (see module docstring); `mode` overrides it
+    (a conversation's prefix is always built as chat_turns: judge/dialogue.py)."""
     variables: dict[str, Any] = {"dialogue": dialogue_vars(spec, question), "question": question,
                                  "reference": question.reference, "choices": choice_vars(question)}
     messages = _system(spec, "candidate.system", variables)
-    mode = cand.mode
+    mode = mode or spec.candidate.mode
     if mode == "single_message":
         content = render_template(spec, "candidate.template", variables)
         return messages + [{"role": "user", "content": content}]
@@ -205,25 +213,43 @@ def data_tag(*texts: str) -> str:
 
 
 def judge_messages(spec: "BenchmarkSpec", question: Question, response: str,
-                   criterion: int | None = None) -> list[dict[str, str]]:
+                   criterion: int | None = None, transcript: Sequence[Mapping[str, str]] | None = None,
+                   extra: dict[str, Any] | None = None) -> list[dict[str, str]]:
     """Messages for the judge: optional system + one user message with every criterion numbered 1..n, or,
-    with `criterion` (a 1-based index; per_criterion judging), with that one criterion only."""
+    with `criterion` (a 1-based index; per_criterion judging), with that one criterion only. `transcript`: the
+    conversation a multi-turn run generated ({role, content} list; [] for a single reply), its text inside the tag.
+    `extra`: more variables (scores on a scale: `turn`, `references`, `reference`; judge/scores.py)."""
     criteria = criteria_vars(question.criteria)
     dialogue = dialogue_vars(spec, question)
+    said = [t["content"] for t in transcript or ()]
     variables: dict[str, Any] = {
         "dialogue": dialogue,
         "question": question,
         "response": response,
         "reference": question.reference,
-        "tag": data_tag(response, *(t["content"] for t in dialogue)),
+        "transcript": [{"role": t["role"], "content": t["content"]} for t in transcript or ()],
+        "tag": data_tag(response, *(t["content"] for t in dialogue), *said),
     }
     if criterion is None:
         variables.update(criteria=criteria, n_criteria=len(criteria))
     else:
         variables["criterion"] = criteria[criterion - 1]
+    if extra:
+        variables.update(extra)
     messages = _system(spec, "judge.system", variables)
     content = render_template(spec, "judge.template", variables)
     return messages + [{"role": "user", "content": content}]
+
+
+def pair_messages(spec: "BenchmarkSpec", question: Question, response_a: str, response_b: str) -> list[dict[str, str]]:
+    """Messages for a pairwise judge (judge.verdict.kind: pairwise): the two replies as `response_a` and
+    `response_b`, each to be wrapped in `<response-{{ tag }}>`-style tags like a single reply."""
+    dialogue = dialogue_vars(spec, question)
+    variables: dict[str, Any] = {"dialogue": dialogue, "question": question, "reference": question.reference,
+                                 "response_a": response_a, "response_b": response_b,
+                                 "tag": data_tag(response_a, response_b, *(t["content"] for t in dialogue))}
+    return _system(spec, "judge.system", variables) + [
+        {"role": "user", "content": render_template(spec, "judge.template", variables)}]
 
 
 def check_templates(spec: "BenchmarkSpec", questions: list[Question] | tuple[Question, ...], n: int = 3) -> None:
@@ -233,6 +259,14 @@ def check_templates(spec: "BenchmarkSpec", questions: list[Question] | tuple[Que
     `validate` time (or at the start of a run), not after the candidate answers were bought."""
     per_criterion = spec.judge is not None and spec.judge.verdict.granularity == "per_criterion"
     for question in list(questions)[:n]:
-        candidate_messages(spec, question)
-        if spec.judge is not None:  # None: every item is checked by the engine, no judge prompt
-            judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None)
+        if spec.conversation.mode == "single":
+            candidate_messages(spec, question)
+        if spec.judge is None:  # every item is checked by the engine: no judge prompt
+            continue
+        if spec.judge.verdict.kind == "pairwise":
+            pair_messages(spec, question, "A sample reply.", "Another sample reply.")
+            continue
+        extra = {"turn": 1, "references": list(question.references)} if spec.judge.verdict.kind == "score" else None
+        sample = [{"role": "user", "content": "A sample question."}, {"role": "assistant", "content": "A sample reply."}]
+        judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None,
+                       transcript=sample if spec.conversation.mode != "single" else None, extra=extra)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MOCK_PREFIX", "MOCK_TAG", "MockShape", "is_mock", "mock_reply", "mock_verdict"]
+__all__ = ["MOCK_PREFIX", "MOCK_TAG", "MockShape", "MockLabels", "MockUser", "is_mock", "mock_reply", "mock_verdict"]
 
 MOCK_PREFIX = "mock/"
 MOCK_TAG = "[mock]"
@@ -39,6 +39,16 @@ class MockShape:
     items: int
     list_key: str | None = "criteria"  # None: one criterion per call, answered as a single object
     fields: Mapping[str, Any] = field(default_factory=lambda: {"id": "id", "reasoning": "text", "met": "bool"})
+    replies: tuple[str, ...] = ()  # when set, the verdict is one of these texts (a judge without structured output)
+
+
+@dataclass(frozen=True)
+class MockUser:
+    """What a simulated user must do: speak as the user, and say `stop` once it has spoken `turns` times
+    (its own earlier lines are the `assistant` messages of its view), so a mock session ends by itself."""
+
+    stop: str
+    turns: int = 3
 
 
 def _digest(*parts: str) -> int:
@@ -61,6 +71,8 @@ def _value(kind: Any, name: str, index: int, seed: str) -> Any:
 
 def mock_verdict(shape: MockShape, seed: str) -> str:
     """A valid verdict JSON for `shape`; the same `seed` (the prompt) always gives the same verdict."""
+    if shape.replies:
+        return shape.replies[_digest(seed, "reply") % len(shape.replies)]
     items = [{name: _value(kind, name, i, seed) for name, kind in shape.fields.items()}
              for i in range(1, shape.items + 1)]
     if shape.list_key is None:
@@ -68,9 +80,24 @@ def mock_verdict(shape: MockShape, seed: str) -> str:
     return json.dumps({shape.list_key: items}, ensure_ascii=False)
 
 
-def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockShape | None) -> str:
+@dataclass(frozen=True)
+class MockLabels:
+    """A pairwise verdict: one of `written` (each label as the judge must write it, e.g. `[[A>B]]`)."""
+
+    written: tuple[str, ...]
+
+
+def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockShape | MockLabels | None) -> str:
     """The mock's answer: a verdict when the caller expects one, else a short labelled reply."""
     seed = json.dumps([model, [m.get("content") for m in messages]], ensure_ascii=False, sort_keys=True, default=str)
+    if isinstance(expect, MockLabels):
+        pick = expect.written[_digest(seed) % len(expect.written)]
+        return f"{MOCK_TAG} deterministic placeholder, not a real comparison. My final verdict: {pick}"
+    if isinstance(expect, MockUser):
+        spoken = sum(1 for m in messages if m.get("role") == "assistant")
+        if spoken >= expect.turns:
+            return f"{MOCK_TAG} Thank you, that is all for today. {expect.stop}"
+        return f"{MOCK_TAG} Simulated user, turn {spoken + 1} (offline; #{_digest(seed) % 10000:04d})."
     if expect is not None:
         return mock_verdict(expect, seed)
     return f"{MOCK_TAG} A deterministic reply from {model} (offline, no model was called; #{_digest(seed) % 10000:04d})."

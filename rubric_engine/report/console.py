@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from rubric_engine.report.scales import print_scale
 from rubric_engine.text.terminal import shown
 
 __all__ = ["ProgressBoard", "StageProgress", "print_summary", "breakdown_tables", "print_length", "format_tokens",
@@ -188,7 +189,9 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     if "no_choice" in c:  # multiple choice: replies without a readable option letter, scored as wrong
         head.add_row("No option letter read (scored wrong)", str(c["no_choice"]))
     console.print(head)
-    for table in breakdown_tables(summary, spec):
+    if summary.get("scale"):  # scores on a scale: per-turn and per-group means with intervals (report/scales.py)
+        print_scale(summary, spec, console)
+    for table in [] if summary.get("scale") else breakdown_tables(summary, spec):
         t = Table(title=f"{shown(table['title'])} (0-{spec.get('scoring', {}).get('scale', 100):g})")
         t.add_column(shown(table["title"]))
         t.add_column("Score", justify="right")
@@ -200,15 +203,21 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
         print_length(summary["length"], spec.get("taxonomy") or {}, console, spec.get("locale", "en"))
 
     stats = Table(title="Run statistics")
-    for col in ("", "candidate", "judge"):
+    roles = ("candidate", "judge", *(["user"] if "user" in summary["tokens"] else []))  # user: a simulated user
+    for col in ("", *roles):
         stats.add_column(col, justify="right" if col else "left")
     tok, cost, calls = summary["tokens"], summary["cost"], summary.get("calls", {})
-    stats.add_row("prompt tokens", *(format_tokens(tok[r]["prompt"]) for r in ("candidate", "judge")))
-    stats.add_row("completion tokens", *(format_tokens(tok[r]["completion"]) for r in ("candidate", "judge")))
-    stats.add_row("cost", *(_money(cost[r]) for r in ("candidate", "judge")))
+    stats.add_row("prompt tokens", *(format_tokens(tok[r]["prompt"]) for r in roles))
+    stats.add_row("completion tokens", *(format_tokens(tok[r]["completion"]) for r in roles))
+    stats.add_row("cost", *(_money(cost[r]) for r in roles))
     if calls:
-        stats.add_row("calls sent / cache hits", *(f"{calls[r]['made']} / {calls[r]['cache_hits']}" for r in ("candidate", "judge")))
-    stats.add_row("errors", f"{c['candidate_errors']}", f"{c['judge_errors']}")
+        stats.add_row("calls sent / cache hits", *(f"{calls[r]['made']} / {calls[r]['cache_hits']}" if r in calls
+                                                   else "" for r in roles))
+    stats.add_row("errors", f"{c['candidate_errors']}", f"{c['judge_errors']}",
+                  *([f"{c.get('user_errors', 0)}"] if "user" in roles else []))
+    if c.get("cut_at_max_turns"):
+        stats.add_row("conversations cut at max_turns", "", "", *([f"{c['cut_at_max_turns']}"] if "user" in roles
+                                                                   else []))
     policy = (summary.get("aggregation") or {}).get("candidate_errors", "exclude")
     stats.add_row("candidate errors are", f"scored 0 ({c.get('candidate_errors_zeroed', 0)})" if policy == "zero"
                   else "left out", "left out")
@@ -232,6 +241,28 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     if c.get("unscored"):
         console.print(f"[yellow]{c['unscored']} question(s) have no positive points and are excluded "
                       "(aggregation.no_positive_points: exclude); see samples.jsonl.")
+
+
+def print_pairwise(summary: Mapping[str, Any], console: Console) -> None:
+    """A pairwise run's lines (summary.json `pairwise`): the baseline, games won / tied / lost, how often the two
+    orders disagree, and the baseline model's calls and cost when one was called."""
+    p = summary.get("pairwise")
+    if not p:
+        return
+    g, pos = p["games"], p["position"]
+    console.print(f"win rate against {shown(p['baseline']['name'])} (ties as half, strong verdicts x"
+                  f"{p['strong_weight']:g}): {_fmt(summary['overall'])}; games won / tied / lost: {g['wins']} / "
+                  f"{g['ties']} / {g['losses']}", highlight=False, soft_wrap=True)
+    if pos["questions"]:
+        console.print(f"position inconsistency: {pos['inconsistent']} of {pos['questions']} questions "
+                      f"({100 * pos['inconsistency']:.1f}%) get a different outcome when the order is swapped",
+                      highlight=False, soft_wrap=True)
+    calls, tokens = (summary.get("calls") or {}).get("baseline"), (summary.get("tokens") or {}).get("baseline")
+    if calls and tokens:
+        console.print(f"baseline: {calls['made']} calls sent / {calls['cache_hits']} cache hits, "
+                      f"{format_tokens(tokens['prompt'])} prompt + {format_tokens(tokens['completion'])} completion "
+                      f"tokens, cost {_money((summary.get('cost') or {}).get('baseline'))}",
+                      highlight=False, soft_wrap=True)
 
 
 def _rho(r: Mapping[str, Any] | None) -> str:

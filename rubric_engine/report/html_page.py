@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
+from rubric_engine.report.items_view import load_items_section
+from rubric_engine.report.transcript import transcript_html
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.scoring.aggregate import ability_ids
@@ -157,6 +159,12 @@ def _tables(lb: "Leaderboard", subset_ci: Mapping[str, Mapping[str, Any]] | None
         out += ["<h2>Subsets</h2>", _subsets(lb, subset_ci)]
     if any(r.scenarios for r in lb.rows):
         out += ["<h2>Scenarios</h2>", _scenarios(lb)]
+    if lb.bradley_terry is not None:  # pairwise runs against one baseline
+        bt = lb.bradley_terry
+        out += [f"<h2>Bradley-Terry ({_e(bt['baseline'])} = {bt['anchor']:g})</h2>",
+                _table(["Model", "Rating", "Interval"], [[_e(x["label"]) + (" (baseline)" if x["baseline"] else ""),
+                        _f(x["rating"], 1), f"[{_f(x['lo'], 1)}, {_f(x['hi'], 1)}]"] for x in bt["ratings"]]),
+                f'<p class="note">{_e(bt["method"])}</p>']
     return out
 
 
@@ -187,6 +195,16 @@ def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
                   left=range(7), sortable=False)
 
 
+def _games(sample: Mapping[str, Any]) -> str:
+    """A pairwise record's baseline reply and its games (judge.verdict.kind: pairwise); "" for any other record."""
+    if "games" not in sample:
+        return ""
+    rows = [[_e(g.get("order")), _e(g.get("label") or "—"), _e(g.get("error") or g.get("reasoning"))]
+            for g in sample.get("games") or []]
+    return (f"<p class=\"note\">Baseline reply:</p><pre>{_e(sample.get('baseline_response'))}</pre>"
+            + _table(["Order", "Label", "Judge reply / error"], rows, left=range(3), sortable=False))
+
+
 def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -> str:
     t = lb.taxonomy
     score = sample.get("score")
@@ -214,9 +232,12 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -
         parts = [f"{t.label(a)} {fmt(None if v.get('score') is None else v['score'] * t.scale)}"
                  for a, v in abilities.items() if isinstance(v, Mapping)]
         body.append(f'<p class="note">Ability scores: {_e(", ".join(parts))}</p>')
-    body.append(views.dialogue(turns))
+    if turns or "transcript" not in sample:  # a conversation may have no fixed prefix to show
+        body.append(views.dialogue(turns))
+    body.append(transcript_html(sample))  # a conversation's turns ('' for a single reply)
     body.append(f"<p class=\"note\">Reply:</p><pre>{_e(sample.get('response'))}</pre>")
     body.append(_criteria(sample, lb))
+    body.append(_games(sample))
     return f'<details class="{classes}"><summary>{head}</summary>{"".join(body)}</details>'
 
 
@@ -234,9 +255,11 @@ def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
 
 
 def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
-                subset_ci: Mapping[str, Mapping[str, Any]] | None = None, agreement: Path | None = None) -> str:
+                subset_ci: Mapping[str, Mapping[str, Any]] | None = None, agreement: Path | None = None,
+                items: Path | None = None) -> str:
     """The whole report as a string; images: caption -> PNG file to embed; subset_ci: label -> subset ->
-    (lo, hi); agreement: an agreement.json whose headline and pair table join the page."""
+    (lo, hi); agreement: an agreement.json whose headline and pair table join the page; items: an items.json
+    (rubric diagnostics) whose summary and review-first criteria join it."""
     turns = views.dialogues(lb)
     title = f"{lb.benchmark} {lb.benchmark_version} " + (f"run: {lb.rows[0].label}" if len(lb.rows) == 1 else "leaderboard")
     warn = "".join(f'<li class="warn">{_e(w)}</li>' for w in lb.warnings)
@@ -255,6 +278,7 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
         *_tables(lb, subset_ci),
         views.heatmaps(lb),
         views.load_agreement(Path(agreement)) if agreement is not None else "",
+        load_items_section(Path(items)) if items is not None else "",
         "<h2>Charts</h2>", _images(images or {}),
         views.side_by_side(lb, turns),
         "<h2>Per-question drill-down</h2>",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.scoring.aggregate import NO_SCENARIO, ability_ids, group_members, scenario_order
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rubric_engine.results.leaderboard import Leaderboard, Row
 
 __all__ = ["SCRIPT", "CSS", "heatmaps", "side_by_side", "dialogue", "dialogues", "agreement_section",
-           "find_agreement", "load_agreement", "subset_intervals", "AGREEMENT_FILE"]
+           "find_agreement", "load_agreement", "load_json_section", "subset_intervals", "AGREEMENT_FILE"]
 
 AGREEMENT_FILE = "agreement.json"
 
@@ -279,15 +279,22 @@ def agreement_section(result: Mapping[str, Any], source: str = "") -> str:
               "agreement.md there has the breakdowns and disputed items). Brackets: bootstrap intervals.</p>")
 
 
+def load_json_section(path: Path, title: str, render: Callable[[dict[str, Any], str], str]) -> str:
+    """render(the JSON object in path, its file name): a section of the page built from a stored result;
+    unreadable JSON becomes a one-line warning under `title` (an <h2> of the page)."""
+    path = Path(path)
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f'<h2>{_e(title)}</h2><p class="warn">{_e(path.name)}: unreadable ({_e(exc)})</p>'
+    if not isinstance(result, dict):
+        return f'<h2>{_e(title)}</h2><p class="warn">{_e(path.name)}: not a JSON object</p>'
+    return render(result, path.name)
+
+
 def load_agreement(path: Path) -> str:
     """agreement_section() of a file; unreadable JSON becomes a one-line warning in the page."""
-    try:
-        result = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return f'<h2>Judge–human agreement</h2><p class="warn">{_e(path.name)}: unreadable ({_e(exc)})</p>'
-    if not isinstance(result, dict):
-        return f'<h2>Judge–human agreement</h2><p class="warn">{_e(path.name)}: not a JSON object</p>'
-    return agreement_section(result, path.name)
+    return load_json_section(path, "Judge–human agreement", agreement_section)
 
 
 def subset_intervals(lb: "Leaderboard") -> dict[str, dict[str, tuple[float, float] | None]]:

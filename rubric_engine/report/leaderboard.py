@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.results import intervals as nested_runs
+from rubric_engine.report.scales import leaderboard_scale_tables
 from rubric_engine.results.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
 from rubric_engine.scoring.aggregate import ability_ids
 from rubric_engine.store.layout import write_json, write_text
@@ -56,6 +57,12 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
     for bid, btitle, groups in _tag_breakdowns(lb):
         out.append((btitle, ["Model", *groups], [[r.label, *[fmt(r.breakdowns.get(bid, {}).get(g)) for g in groups]]
                                                  for r in lb.rows]))
+    if lb.bradley_terry is not None:  # pairwise runs against one baseline (results/bradley_terry.py)
+        bt = lb.bradley_terry
+        out.append((f"Bradley-Terry ({bt['baseline']} = {bt['anchor']:g})", ["Model", "Rating",
+                    f"{100 * (1 - lb.alpha):.0f}% CI"], [[x["label"] + (" (baseline)" if x["baseline"] else ""),
+                    fmt(x["rating"], 1), f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]"] for x in bt["ratings"]]))
+    out += leaderboard_scale_tables(lb.rows)  # scores on a scale: turns and groups with intervals
     out.append((last_title[0].upper() + last_title[1:], ["Model", *[t.subset_labels.get(x, x) for x in subs],
                 *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
     return out
@@ -115,7 +122,16 @@ def _csv_record(lb: Leaderboard, r: Row) -> dict[str, Any]:
             **{f"{bid}.{g}": r.breakdowns.get(bid, {}).get(g) for bid, _, groups in _tag_breakdowns(lb) for g in groups},
             "decay_pct": r.decay_pct, "decay_base": r.decay_base, **r.counts,
             **{f"cost_{k}": v for k, v in r.cost.items()}, "stage": r.stage, "run_dir": r.run_dir,
+            **_bt_columns(lb, r),
             "gap_to_next": next(("within judge noise" if p.within_noise else "" for p in lb.pairs if p.a == r.label), "")}
+
+
+def _bt_columns(lb: Leaderboard, r: Row) -> dict[str, Any]:
+    """bt_rating, bt_lo, bt_hi for a pairwise sweep's rows ({} otherwise: other CSVs keep their columns)."""
+    if lb.bradley_terry is None:
+        return {}
+    x = next((x for x in lb.bradley_terry["ratings"] if x["label"] == r.label and not x["baseline"]), {})
+    return {"bt_rating": x.get("rating"), "bt_lo": x.get("lo"), "bt_hi": x.get("hi")}
 
 
 def _radar(lb: Leaderboard) -> tuple[str, list[str], dict[str, list[float | None]]] | None:
@@ -181,7 +197,10 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
             if (out / f"{name}.{ext}").is_file():
                 files[f"{name}_{ext}"] = out / f"{name}.{ext}"
     agreement = agreement or html_views.find_agreement([out])
-    files["html"] = html_report.write_html(lb, out / "report.html", images=images, subset_ci=ci, agreement=agreement)
+    from rubric_engine.report.items_view import find_items
+
+    files["html"] = html_report.write_html(lb, out / "report.html", images=images, subset_ci=ci, agreement=agreement,
+                                           items=find_items([out]))
     return files
 
 

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.results import intervals as nested_runs
+from rubric_engine.results.bradley_terry import baseline_of, bradley_terry_section
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference
 from rubric_engine.stats.noise import pair_noise
@@ -112,6 +113,7 @@ class Leaderboard:
     seed: int
     alpha: float
     warnings: list[str] = field(default_factory=list)
+    bradley_terry: dict[str, Any] | None = None  # pairwise runs against one baseline (results/bradley_terry.py)
 
     def row(self, label: str) -> Row:
         for r in self.rows:
@@ -135,6 +137,7 @@ class Leaderboard:
             "rows": [r.to_dict() for r in self.rows], "pairs": [p.to_dict() for p in self.pairs],
             "warnings": self.warnings,
             "length_notes": length_notes(self),
+            **({"bradley_terry": self.bradley_terry} if self.bradley_terry is not None else {}),
         }
 
 
@@ -271,5 +274,8 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
     lb = Leaderboard(benchmark=runs[0].benchmark, benchmark_version=str(runs[0].summary.get("benchmark_version", "")),
                      taxonomy=tax, rows=rows, pairs=[], n_boot=n_boot, seed=seed, alpha=alpha, warnings=warnings)
     lb.pairs = [compare(lb, a, b) for a, b in zip(rows, rows[1:])]
+    lb.bradley_terry = bradley_terry_section([(r.label, baseline_of(r.run.summary if r.run else None), r.scored)
+                                              for r in rows], n_boot=n_boot, seed=seed, alpha=alpha,
+                                             warnings=lb.warnings)
     lb.warnings += [f"{p.a} vs {p.b}: {p.error}" for p in lb.pairs if p.error]
     return lb

@@ -20,6 +20,8 @@ from typing import Any
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.formulas import known_names
+from rubric_engine.scoring.pairwise import question_value
+from rubric_engine.scoring.scalar import scalar_fields
 from rubric_engine.stats.sampling import rescored_record, summary_sections
 from rubric_engine.stats.scores import criteria_from_record, score_fields, score_summary
 from rubric_engine.stats.selfpref import rank
@@ -46,6 +48,16 @@ def _rescored(spec: Any, rec: SampleRecord, rules: bool, where: str) -> SampleRe
         return rescored_record(rec, criteria_from_record(rec), rules, where,
                                lambda criteria, hits: score_fields(spec, criteria, hits))
     out = dict(rec)
+    if "games" in rec:  # pairwise: score and weight from the stored labels (scoring/pairwise.py)
+        if not (rec.get("judge_error") or rec.get("candidate_error")):
+            score, weight = question_value([(str(g["order"]), str(g["label"])) for g in rec["games"]],
+                                           spec.judge.verdict.strong_weight)
+            out.update(score=score, weight=weight)
+    if "turns" in rec:  # a score on a scale: the question's score again from its stored turn scores
+        out.pop("weight", None)
+        if not rec.get("judge_error") and not rec.get("candidate_error"):
+            out.update(scalar_fields(rec["turns"]))
+        return out
     hits = [c.get("hit") for c in rec.get("criteria") or []]
     if rec.get("judge_error") or rec.get("candidate_error") or all(h is None for h in hits):
         return out  # never judged (a counted error): stays unscored

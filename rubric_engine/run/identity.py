@@ -43,6 +43,11 @@ def spec_digest(spec: BenchmarkSpec) -> str:
         section, name = f.split(".")
         if getattr(getattr(spec, section), name, None):
             texts[f] = spec.read_template(f)
+    sim = spec.conversation.simulator
+    for f, set_ in (("conversation.simulator.system", sim and sim.system), ("conversation.simulator.template",
+                                                                           sim and sim.template)):
+        if set_:  # only a simulated spec has them: every other spec's hash is unchanged
+            texts[f] = spec.read_template(f)
     return rundir.spec_hash(spec.resolved(), texts)
 
 
@@ -58,6 +63,13 @@ def run_identity(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dige
              "repeats": plan.repeats, "tie": plan.tie} if plan.panel else {}  # a single grading keeps its old identity
     if plan.samples > 1:
         panel["samples"] = plan.samples
+    base = plan.baseline  # pairwise: another baseline model or answers file is another run
+    if base is not None or settings.baseline_answers:
+        panel["baseline"] = ([base.name, base.model, base.api_base, base.revision, dict(base.params)] if base else
+                             [settings.baseline_answers, _file_sha256(Path(settings.baseline_answers or ""))])
+    if plan.user is not None:  # a simulated user is part of what the run is (absent otherwise: old identities hold)
+        u = plan.user
+        panel["user"] = [u.name, u.model, u.api_base, u.revision, dict(u.params)]
     return {**panel, "benchmark": spec.name, "spec_hash": digest, "stage": plan.stage,
             "data_sha256": data_sha256,
             "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
@@ -74,4 +86,8 @@ def _answers_sha256(settings: RunSettings) -> str | None:
     """The answers file's content hash (answers= or from_run's answers.jsonl), None without one."""
     path = Path(settings.answers) if settings.answers else \
         Path(settings.from_run) / rundir.ANSWERS_FILE if settings.from_run else None
-    return sha256_file(path) if path is not None and path.is_file() else None
+    return _file_sha256(path) if path is not None else None
+
+
+def _file_sha256(path: Path) -> str | None:
+    return sha256_file(path) if path.is_file() else None

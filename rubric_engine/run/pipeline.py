@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -17,6 +17,7 @@ from rich.console import Console
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import FatalModelError, ModelCallError
 from rubric_engine.judge.checked import Grader
+from rubric_engine.judge.pairwise import baseline_reply, is_pairwise, judge_pair
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.cache import ResultCache
@@ -25,6 +26,7 @@ from rubric_engine.models.interrupt import SignalStop, stopped
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
 from rubric_engine.run.plan import RunPlan
+from rubric_engine.run.dialogue import converse
 from rubric_engine.run.record import Outcome
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.spec.schema import BenchmarkSpec
@@ -56,7 +58,8 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
 async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, questions: Sequence[Question],
                        given: dict[str, str | None] | None,
                      cache: ResultCache | None, console: Console,
-                     stages: dict[str, Any], finished: Callable[[Outcome], None]) -> dict[str, dict[str, int]]:
+                     stages: dict[str, Any], finished: Callable[[Outcome], None],
+                     baseline: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
     pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
     (and in memory) does not grow with the number of questions.
@@ -65,7 +68,7 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
     question (models/interrupt.py); the caller sees asyncio.CancelledError and `interrupt.stopped()`."""
     stop = SignalStop().install()
     try:
-        return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished)
+        return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished, baseline)
     finally:
         stop.restore()
 
@@ -73,9 +76,14 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
 async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, questions: Sequence[Question],
                     given: dict[str, str | None] | None,
                     cache: ResultCache | None, console: Console,
-                    stages: dict[str, Any], finished: Callable[[Outcome], None]) -> dict[str, dict[str, int]]:
+                    stages: dict[str, Any], finished: Callable[[Outcome], None],
+                    baseline: Mapping[str, str] | None) -> dict[str, dict[str, int]]:
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
+    pairwise = is_pairwise(spec)  # judge.verdict.kind: pairwise: the baseline's reply, then a game per order
+    base = ModelClient(plan.baseline, role="baseline", **limits) if pairwise and plan.baseline and plan.judged else None
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
+    user = ModelClient(plan.user, role="user", **limits) if cand is not None and plan.user is not None else None
+    talk = spec.conversation.mode != "single"  # a conversation: many candidate calls per reply (run/dialogue.py)
     clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
     panel = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
     judge = Grader(panel) if plan.judged else None  # checked items by the engine, the rest by the panel
@@ -89,7 +97,7 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
             board.note(text)
             log.info(text)
 
-        for client in (cand, *clients):
+        for client in (cand, user, base, *clients):
             if client is not None:
                 client.notify = notify
 
@@ -100,22 +108,27 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                 assert gen_bar is not None
                 gen_bar.start()
                 try:
-                    res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate, repeat=s)
-                    o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
-                    o.response, o.truncated = res.text, res.finish_reason == "length"
+                    if talk:
+                        await converse(spec, q, o, cand, user, _accept_candidate, repeat=s)
+                    else:
+                        res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate, repeat=s)
+                        o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
+                        o.response, o.truncated = res.text, res.finish_reason == "length"
                 except EmptyReply as exc:
                     got = getattr(exc, "call_result", None)
                     reason = getattr(got, "finish_reason", None)
-                    o.candidate_error = str(exc) + (f" (finish_reason: {reason})" if reason else "")
+                    o.candidate_error = _turn(exc) + str(exc) + (f" (finish_reason: {reason})" if reason else "")
                 except FatalModelError as exc:
                     if exc.stops_run:
                         raise
-                    o.candidate_error = redact(str(exc))
+                    o.candidate_error = _turn(exc) + redact(str(exc))
                 except ModelCallError as exc:
-                    o.candidate_error = redact(str(exc))
+                    o.candidate_error = _turn(exc) + redact(str(exc))
+                if o.user_error:
+                    log.info("simulated user error on %s: %s", q.id, o.user_error)
                 if o.candidate_error:
                     log.info("candidate error on %s: %s", q.id, o.candidate_error)
-                gen_bar.advance(cached=bool(o.cand_cached), error=o.candidate_error is not None,
+                gen_bar.advance(cached=bool(o.cand_cached), error=o.candidate_error is not None or bool(o.user_error),
                                 tokens=sum(o.cand_tokens), cost=o.cand_cost)
             else:
                 o.response = (given or {}).get(q.id)
@@ -124,9 +137,14 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
             if judge is None:
                 return
             assert judge_bar is not None
-            if o.response is not None:
+            if o.response is not None and not o.user_error:
                 judge_bar.start()
-                o.judge, o.checks = await judge.grade(q, o.response, first_repeat=s * judge.repeats)
+                if pairwise:
+                    o.judge = await judge_pair(clients[0], spec, q, o.response,
+                                               await baseline_reply(base, baseline, spec, q))
+                else:
+                    o.judge, o.checks = await judge.grade(q, o.response, first_repeat=s * judge.repeats,
+                                                          transcript=_as_dicts(o) if o.transcript is not None else None)
             jr = o.judge
             if jr is not None and jr.error:
                 log.info("judge error on %s: %s", q.id, jr.error)
@@ -155,12 +173,24 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
         except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
             raise _first_leaf(group) from None
         finally:
-            for client in (cand, *clients):
+            for client in (cand, user, base, *clients):
                 if client is not None:
                     await client.aclose()
     # "made": requests for results this invocation did not have; cache hits are counted apart
     calls = {role: {"made": sum(c.stats.calls - c.stats.cache_hits for c in cs),
                     "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs)}
-             for role, cs in (("candidate", [cand] if cand else []), ("judge", clients))}
+             for role, cs in (("candidate", [cand] if cand else []), ("judge", clients), ("user", [user] if user else []),
+                              ("baseline", [base] if base else []))
+             if cs or role in ("candidate", "judge")}
     return calls
+
+
+def _turn(exc: BaseException) -> str:
+    """'turn k: ' for a conversation's failed candidate call (run/dialogue.py sets exc.turn), else ''."""
+    turn = getattr(exc, "turn", None)
+    return f"turn {turn}: " if turn else ""
+
+
+def _as_dicts(o: Outcome) -> list[dict[str, str]]:
+    return [{"role": t.role, "content": t.content} for t in o.transcript or ()]
 

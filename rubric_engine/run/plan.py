@@ -8,13 +8,15 @@ once; those five read the plan, so the dry run counts the calls of the plan the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from rubric_engine.errors import RubricEngineError
+from rubric_engine.errors import ConfigError, RubricEngineError
 from rubric_engine.models.entries import ModelSpec, check_keys
-from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of
+from rubric_engine.run.pairwise import plan_baseline
+from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of, user_of
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.scales import is_score
 from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["RunPlan", "plan_run", "check_run_keys"]
@@ -34,6 +36,8 @@ class RunPlan:
     samples: int
     rule: str
     tie: str
+    baseline: ModelSpec | None = None  # judge.verdict.kind: pairwise with a baseline model (run/pairwise.py)
+    user: ModelSpec | None = None  # the simulated user of a simulated conversation (run/dialogue.py)
 
     @property
     def judged(self) -> bool:
@@ -47,8 +51,9 @@ class RunPlan:
 
     def models(self) -> list[ModelSpec]:
         """Every model this run will call: the candidate unless answers are given, and unless stage=generate
-        every judge (a jury's each juror, the judge given, or the spec's declared one)."""
-        called = (self.candidate if self.need_candidate else None, *(self.judges if self.judged else ()))
+        every judge (a jury's each juror, the judge given, or the spec's declared one) and a baseline model."""
+        called = (self.candidate if self.need_candidate else None, self.user if self.need_candidate else None,
+                  *(self.judges if self.judged else ()), self.baseline if self.judged else None)
         return [m for m in called if m is not None]
 
 
@@ -56,10 +61,16 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
     """Resolve and check the run's shape: judges (a jury of one, duplicate names), repeats, the tie and jury
     rules, candidate samples (K > 1 needs the candidate called and judged); one line per setting that cannot run."""
     need_candidate = not (settings.answers or settings.from_run)
-    return RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
+    samples = samples_of(settings, need_candidate)
+    if samples > 1 and is_score(spec):
+        raise ConfigError(f"samples={samples} with judge.verdict.kind score is not supported: a score run grades "
+                          "one reply per question (use judge.repeats or a jury to average several gradings)")
+    plan = RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
                    judges=tuple(judges_of(settings, spec)), repeats=repeats_of(settings, spec),
-                   samples=samples_of(settings, need_candidate), rule=settings.jury_rule,
-                   tie=settings.tie or (spec.judge.tie if spec.judge is not None else "not_met"))
+                   samples=samples, rule=settings.jury_rule,
+                   tie=settings.tie or (spec.judge.tie if spec.judge is not None else "not_met"),
+                   user=user_of(settings, spec, need_candidate))
+    return replace(plan, baseline=plan_baseline(settings, spec, panel=plan.panel, samples=plan.samples))
 
 
 def check_run_keys(settings: RunSettings) -> None:

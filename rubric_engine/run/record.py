@@ -9,12 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubric_engine.datatypes import Question
+from rubric_engine.datatypes import Question, Turn
 from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.pairwise import PairResult, baseline_usage, pair_fields
+from rubric_engine.judge.scores import ScoreResult
 from rubric_engine.models.redact import redact
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.checks import CheckResult, check_dict
 from rubric_engine.scoring.question import QuestionScore
+from rubric_engine.scoring.scalar import scalar_fields
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.scores import record_fields
 
@@ -34,6 +37,15 @@ class Outcome:
     score: QuestionScore | None = None
     checks: dict[int, CheckResult] = field(default_factory=dict)  # what each checked item's check found, by index
     samples: list["Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
+    # conversations (run/dialogue.py); None / 0 for a single reply, and then absent from the record
+    transcript: list[Turn] | None = None  # the turns this run generated, user turns included
+    ended: str | None = None  # simulated: "stop" (the user's signal) or "max_turns" (cut)
+    user_error: str | None = None  # the simulated user failed or said nothing: not judged
+    user_tokens: tuple[int, int] | None = None  # None: no simulated user in this run
+    user_cost: float | None = None
+    user_cached: int = 0
+    cand_calls: int = 0  # candidate calls of a conversation (its cost is a sum over them)
+    user_calls: int = 0
 
 
 def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
@@ -58,16 +70,45 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
                                 **({"tags": list(c.tags)} if c.tags else {})})
     if q.choices and o.checks:  # multiple choice: the option letter read from the reply (None: none could be read)
         rec["choice"] = next((r.choice for r in o.checks.values()), None)
+    if isinstance(jr, ScoreResult):  # a score on a scale: the turns' numbers (judge/scores.py, scoring/scalar.py)
+        rec["turns"] = [{**t.record(), "reasoning": redact(_clip(t.reasoning)) if t.reasoning else t.reasoning,
+                         "error": redact(t.error) if t.error else None} for t in jr.turns]
+        rec.update(scalar_fields(rec["turns"]))
+        if jr.score_votes:  # repeats / jurors: every call's score per turn, judge name -> one list per repeat
+            rec["score_votes"] = jr.score_votes
+        if jr.raw_replies:
+            rec["judge_raw"] = [redact(_clip(r)) for r in jr.raw_replies]
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
     elif o.score is not None:
         rec.update(record_fields(o.score))  # the same record fields `rescore` writes (stats/scores.py)
+    if isinstance(jr, PairResult):  # judge.verdict.kind: pairwise (judge/pairwise.py)
+        rec.update(pair_fields(spec, jr, _clip))
     rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
                      "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
     rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
+    base = baseline_usage(jr)
+    if base is not None:
+        for key in ("tokens", "cost", "cache_hits"):
+            rec[key]["baseline"] = base[key]
     rec["truncated"] = o.truncated
+    if o.transcript is not None:
+        _conversation_fields(rec, o)
     return rec
+
+
+def _conversation_fields(rec: SampleRecord, o: Outcome) -> None:
+    """A conversation's record fields (docs/outputs.md): the transcript, how it ended, the simulated user's
+    error and calls; absent from a single reply's record, whose bytes stay as they were."""
+    rec["transcript"] = [{"role": t.role, "content": redact(t.content) or ""} for t in o.transcript or ()]
+    if o.ended is not None:
+        rec["ended"] = o.ended
+    if o.user_tokens is not None:
+        rec["user_error"] = redact(o.user_error)
+        rec["tokens"]["user"] = {"prompt": o.user_tokens[0], "completion": o.user_tokens[1]}
+        rec["cost"]["user"] = o.user_cost
+        rec["cache_hits"]["user"] = o.user_cached
 
 
 def _votes(jr: JudgeResult | None, index: int) -> dict[str, Any]:

@@ -18,18 +18,20 @@ from rich.console import Console
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
 from rubric_engine.errors import ConfigError
-from rubric_engine.judge.prompts import check_templates
+from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
+from rubric_engine.judge.pairwise import PairResult, is_pairwise
 from rubric_engine.models import interrupt
 from rubric_engine.models.bodycap import max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.entries import check_keys
 from rubric_engine.models.mock import is_mock
-from rubric_engine.report.console import print_panel, print_sampling, print_summary
+from rubric_engine.report.console import print_pairwise, print_panel, print_sampling, print_summary
 from rubric_engine.report.run_page import write_run_report
 from rubric_engine.run import stream as runstream
 from rubric_engine.run.identity import is_shipped, is_shipped_name, run_identity, spec_digest
 from rubric_engine.run.journal import JournalWriter, run_fingerprint
 from rubric_engine.run.pipeline import run_pipeline
+from rubric_engine.run.pairwise import baseline_answers, pairwise_section
 from rubric_engine.run.plan import plan_run
 from rubric_engine.run.record import Outcome, sample_record
 from rubric_engine.run.settings import STAGES, RunSettings
@@ -37,6 +39,7 @@ from rubric_engine.run.summary import build_summary
 from rubric_engine.spec.checks import check_breakdowns_against_tags
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.scales import is_score
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import merge_record
 from rubric_engine.stats.scores import question_score, zero_fields
@@ -125,6 +128,10 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         console.print("note: this benchmark declares no judge (every item is checked by the engine); judge= is "
                       "not used", highlight=False, soft_wrap=True)
     check_keys(*plan.models())  # every model's key, before the first call
+    base_warnings: list[str] = []  # pairwise: the baseline's answers, every selected question's, before any call
+    base_answers = baseline_answers(settings, spec, plan.baseline, plan.judged, questions, base_warnings)
+    for warning in base_warnings:
+        console.print(f"[yellow]data warning:[/] {shown(warning)}", highlight=False, soft_wrap=True)
     max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
 
     out = Path(settings.out_dir)
@@ -161,7 +168,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     def finished(o: Outcome) -> None:
         """One question is final: score it, append its record to the journal, keep only compact values."""
         for x in o.samples or [o]:
-            if x.judge is not None and x.judge.verdicts is not None:
+            if x.judge is not None and x.judge.verdicts is not None and not isinstance(x.judge, PairResult):
                 x.score = question_score(spec, x.question.criteria, [v.hit for v in x.judge.verdicts])
         rec = merge_record([sample_record(spec, x) for x in o.samples]) if o.samples else sample_record(spec, o)
         if rec["candidate_error"] and spec.aggregation.candidate_errors == "zero" and settings.stage != "generate":
@@ -172,7 +179,8 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
 
     saved = interrupt.handlers()
     try:
-        calls = asyncio.run(run_pipeline(settings, plan, spec, todo, given, cache, console, stages, finished))
+        calls = asyncio.run(run_pipeline(settings, plan, spec, todo, given, cache, console, stages, finished,
+                                         baseline=base_answers))
     except asyncio.CancelledError:
         if not interrupt.stopped():
             raise
@@ -192,10 +200,13 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
     if plan.judged and plan.panel:
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
-    if plan.judged and (plan.panel or plan.samples > 1):
+    if plan.judged and (plan.panel or plan.samples > 1) and not is_score(spec):  # criteria votes
         # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
         summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
                                                 samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets))
+    if plan.judged and is_pairwise(spec):  # wins / ties / losses and position consistency (stats/pairwise.py)
+        records = (rec for _, rec in runstream.ordered_records(journal, questions, offsets))
+        summary["pairwise"] = pairwise_section(settings, spec, plan.baseline, records)
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:
@@ -212,6 +223,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         print_summary(summary, spec.resolved(), results)
         print_panel(summary, results)
         print_sampling(summary, results)
+        print_pairwise(summary, results)
     results.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
 

@@ -18,7 +18,7 @@ from rubric_engine.models.entries import ModelSpec
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import check_samples
 
-__all__ = ["STAGES", "RunSettings", "judges_of", "declared_judge", "repeats_of", "samples_of"]
+__all__ = ["STAGES", "RunSettings", "judges_of", "declared_judge", "repeats_of", "samples_of", "user_of"]
 
 STAGES = ("full", "generate", "score")
 
@@ -31,6 +31,7 @@ class RunSettings:
     out_dir: Path
     candidate: ModelSpec | None = None
     judge: ModelSpec | None = None  # None: the judge the benchmark declares
+    user: ModelSpec | None = None  # the simulated user (conversation.mode simulated); None: the spec's simulator
     jury: Sequence[ModelSpec] = ()  # judge=[a,b,c]: every judge grades every reply (judge/panels.py)
     jury_rule: str = "majority"  # any | all | majority
     repeats: int | None = None  # judge.repeats override; None: the spec's (default 1)
@@ -55,6 +56,8 @@ class RunSettings:
     quiet: bool = False  # no result tables either: stdout is only the 'outputs:' line
     trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (scoring/formulas.py)
     candidate_errors: str | None = None  # exclude | zero: overrides the spec's aggregation.candidate_errors
+    baseline: ModelSpec | None = None  # pairwise: baseline=ENTRY (None: the spec's baseline:)
+    baseline_answers: str | None = None  # pairwise: baseline.answers=FILE (the engine's answers format)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -91,6 +94,21 @@ def judges_of(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
         raise ConfigError(f"judge=[{','.join(names)}]: each juror needs its own name (set name: in each entry)")
     check_panel(len(judges), repeats_of(settings, spec), settings.jury_rule, settings.tie or spec.judge.tie)
     return judges
+
+
+def user_of(settings: RunSettings, spec: BenchmarkSpec, need_candidate: bool) -> ModelSpec | None:
+    """The simulated user of a simulated conversation the candidate is called for: user= given, else the
+    spec's conversation.simulator.model; None for every other run."""
+    conv = spec.conversation
+    if conv.mode != "simulated" or not need_candidate:
+        return None
+    if settings.user is not None:
+        return settings.user
+    ref = conv.simulator.model if conv.simulator else None
+    if ref is None:
+        raise ConfigError(f"benchmark {spec.name} simulates the user but names no simulator model: pass user=ENTRY "
+                          "(an entry of conf/user/, e.g. user=mock), or declare conversation.simulator.model in the spec")
+    return ModelSpec.from_config(ref.model_dump(exclude_none=True), role="user", timeout=settings.timeout)
 
 
 def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:

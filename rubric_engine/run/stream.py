@@ -25,6 +25,7 @@ from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.noise import PanelFold, gradings
 from rubric_engine.stats.sampling import SectionsFold
+from rubric_engine.stats.turns import turn_pairs
 from rubric_engine.stats.scores import unread_choices
 from rubric_engine.store import layout as rundir
 
@@ -61,15 +62,19 @@ class Totals:
             "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
             "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
                           if isinstance(v, Mapping)},
-            "no_choice": unread_choices(rec)}  # multiple choice: replies without a readable letter
+            "no_choice": unread_choices(rec),  # multiple choice: replies without a readable letter
+            **{k: rec[k] for k in ("user_error", "ended") if rec.get(k)}}  # type: ignore[literal-required]
+        if rec.get("turns"):  # scores on a scale: [turn, score] pairs for the per-turn table (stats/turns.py)
+            self.compact[str(rec["id"])]["turns"] = turn_pairs(rec["turns"])
         self.judge_errors += bool(rec.get("judge_error"))
         self.candidate_errors += bool(rec.get("candidate_error"))
         self.truncated += bool(rec.get("truncated"))
         if rec.get("score") is None and not rec.get("judge_error") and not rec.get("candidate_error"):
             self.unscored += 1
-        for role in ("candidate", "judge"):
+        for role in rec["tokens"]:  # candidate, judge, and any other role a record has (user, baseline)
             for k in ("prompt", "completion"):
-                self.tokens[role][k] += int(rec["tokens"][role][k])
+                self.tokens.setdefault(role, {"prompt": 0, "completion": 0})[k] += int(rec["tokens"][role][k])
+            self.cost.setdefault(role, None)
             c = rec["cost"][role]
             if c is not None:
                 self.cost[role] = (self.cost[role] or Fraction(0)) + Fraction(c)

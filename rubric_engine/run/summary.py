@@ -13,6 +13,7 @@ from typing import Any
 
 from rubric_engine.errors import DataError
 from rubric_engine.run import stream as runstream
+from rubric_engine.run.dialogue import conversation_counts
 from rubric_engine.run.plan import RunPlan
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.scoring.aggregate import ScoredQuestion
@@ -29,7 +30,7 @@ def build_summary(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dat
                   calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     judged, judge_spec = plan.judged, plan.judges[0] if plan.judges else None  # none: every item is checked
     cand = settings.candidate
-    return {
+    summary = {
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
         "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": dataset.sha256,
         "data_trust": dataset.trust,
@@ -46,6 +47,10 @@ def build_summary(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dat
         "stage": plan.stage,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if plan.user is not None:  # a simulated conversation: its simulated user, and how its sessions went
+        summary["user"] = {"name": plan.user.name, "model": plan.user.model, "family": plan.user.family}
+        summary["counts"].update(conversation_counts(compact))
+    return summary
 
 
 def _answers_candidate(settings: RunSettings) -> dict[str, Any]:

@@ -19,6 +19,8 @@ import jinja2.meta
 
 from rubric_engine.errors import SpecError
 from rubric_engine.scoring.formulas import FormulaProblem, known_names, resolve_formula
+from rubric_engine.scoring.pairwise import label_problem, patterns_of
+from rubric_engine.spec.scales import check_scale, is_score
 
 if TYPE_CHECKING:
     from rubric_engine.datatypes import Question
@@ -49,7 +51,7 @@ def check_formula(spec: "BenchmarkSpec", fail: Fail, trust_code: bool) -> None:
 def _check_scoring(spec: "BenchmarkSpec", fail: Fail) -> None:
     sc = spec.aggregation
     if spec.taxonomy is None:
-        if sc.question == "mean_over_groups":
+        if sc.question == "mean_over_groups" and not (spec.judge and spec.judge.verdict.kind == "pairwise"):  # no items
             fail(("aggregation", "question"), "mean_over_groups needs a taxonomy (its abilities are the groups)",
                  sc.question, "without a taxonomy use all_items")
         if sc.overall == "macro_over_groups":
@@ -127,18 +129,74 @@ def _check_checked(spec: "BenchmarkSpec", fail: Fail) -> None:
         if spec.taxonomy is not None and c.label not in to_ability:
             fail(("checks", i, "label"), "with a taxonomy, a check is scored in an ability: give its data label",
                  c.label, f"known labels: {', '.join(to_ability)}")
+    if spec.judge is not None and spec.judge.verdict.kind != "criteria" and (f.item_check or f.choices or spec.checks):
+        fail(("judge", "verdict", "kind"), "checked items and multiple choice are rubric items: they go with "
+             "criteria verdicts", spec.judge.verdict.kind, "use judge.verdict.kind: criteria, or drop the checks")
+    if spec.judge is None and spec.baseline is not None:
+        fail(("baseline",), "a baseline is compared by a judge (judge.verdict.kind: pairwise)", fix="remove baseline:")
     if spec.judge is None and not (f.item_check or f.choices):
         fail(("judge",), "required key is missing: without data.fields.item_check or data.fields.choices every "
              "item needs a judge", fix="add a judge: block (model, template), or check every item")
+
+
+def _check_pairwise(spec: "BenchmarkSpec", fail: Fail) -> None:
+    """judge.verdict.kind: pairwise (scoring/pairwise.py): labels the pattern can read, a pooled overall, one
+    baseline source; `baseline:` only with it."""
+    v, b = spec.judge.verdict, spec.baseline
+    if v.kind != "pairwise":
+        if b is not None:
+            fail(("baseline",), "a baseline is only used by judge.verdict.kind: pairwise", fix="remove baseline:")
+        return
+    if spec.conversation.mode != "single":
+        fail(("conversation", "mode"), "a pairwise comparison judges one reply against one baseline reply",
+             spec.conversation.mode, "use conversation.mode: single (or leave it out) with judge.verdict.kind: pairwise")
+    problem = label_problem(v.labels, patterns_of(v.pattern), v.strong_weight)
+    if problem:
+        fail(("judge", "verdict", problem[0]), problem[1], getattr(v, problem[0]),
+             "labels are A>>B, A>B, A=B, B>A, B>>A (or mirrored) written so that group 1 of the pattern captures them")
+    if spec.aggregation.overall != "mean_over_questions":
+        fail(("aggregation", "overall"), "a pairwise win rate is the pooled mean over questions",
+             spec.aggregation.overall, "set aggregation.overall: mean_over_questions")
+    if b is not None and (b.model is None) == (b.answers is None):
+        fail(("baseline",), "give exactly one of baseline.model and baseline.answers")
+    if b is not None and b.answers is not None:
+        a = b.answers
+        if a.by is None and len(a.files) != 1:
+            fail(("baseline", "answers", "files"), "several files need baseline.answers.by (subset or scenario) "
+                 "to say which questions each answers", list(a.files))
+        if a.by is not None and not getattr(spec.data.fields, a.by):
+            fail(("baseline", "answers", "by"), f"needs data.fields.{a.by}", a.by, f"map data.fields.{a.by}")
+        for group, f in a.files.items():
+            if (f.url is None) == (f.path is None):
+                fail(("baseline", "answers", "files", group), "give exactly one of url and path")
+def _check_conversation(spec: "BenchmarkSpec", fail: Fail) -> None:
+    """Each conversation mode has what it reads: scripted the data's turns, simulated a simulator persona."""
+    conv = spec.conversation
+    if conv.mode == "scripted" and not spec.data.fields.turns:
+        fail(("data", "fields", "turns"), "conversation.mode scripted needs the data's user turns", None,
+             "map data.fields.turns to the column holding each row's list of user messages")
+    if conv.mode == "simulated" and (conv.simulator is None or not conv.simulator.system):
+        fail(("conversation", "simulator"), "conversation.mode simulated needs a simulator with a persona", None,
+             "set conversation.simulator.system to a template of the simulated user's persona and instructions "
+             "(and its model there, or user=ENTRY on the command line)")
 
 
 def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) -> None:
     """Every rule above; `fail(key, message, value, fix)` raises the SpecError."""
     check_formula(spec, fail, trust_code)
     _check_checked(spec, fail)
-    _check_scoring(spec, fail)
-    _check_judge(spec, fail)
+    if spec.judge is None:  # every item is checked by the engine: none of the judge's rules apply
+        _check_scoring(spec, fail)
+    elif is_score(spec):
+        check_scale(spec, fail)  # a score verdict has no criteria: the criteria rules below do not apply
+    else:
+        _check_scoring(spec, fail)
+        _check_judge(spec, fail)
+        check_scale(spec, fail)
     _check_breakdowns(spec, fail)
+    if spec.judge is not None:
+        _check_pairwise(spec, fail)
+    _check_conversation(spec, fail)
 
 
 def check_breakdowns_against_data(spec: "BenchmarkSpec", questions: Sequence["Question"]) -> None:

@@ -103,7 +103,7 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
             fail(key, "unknown subset", value, f"data.subsets: {', '.join(subsets)}")
     if decay and decay.base not in (decay.from_, decay.to):
         fail(("report", "decay", "base"), "base must be the 'from' or the 'to' subset", decay.base)
-    if spec.candidate.mode == "single_message" and not spec.candidate.template:
+    if spec.candidate.mode == "single_message" and not spec.candidate.template and spec.conversation.mode == "single":
         fail(("candidate", "template"), "single_message mode needs a template", fix="set candidate.template")
     for fld in (f for f in _TEMPLATE_FIELDS if _get(spec, _split_key(f))):
         path = spec.template_path(fld)
@@ -121,6 +121,12 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
     for bad in endpoint_params(spec.judge.model.params):
         fail(("judge", "model", "params", bad), "an endpoint or credential is not allowed in params "
              "(it would receive the judge's key unseen)", fix=PARAMS_FIX)
+    sim = spec.conversation.simulator.model if spec.conversation.simulator else None
+    if sim is not None:  # the declared user simulator: checked as the declared judge is
+        key = ("conversation", "simulator", "model")
+        check_model(sim, _where(origins, key + ("model",), file), "conversation.simulator.model.model")
+        for bad in endpoint_params(sim.params):
+            fail(key + ("params", bad), "an endpoint or credential is not allowed in params", fix=PARAMS_FIX)
 
 
 def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None,

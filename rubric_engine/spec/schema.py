@@ -13,21 +13,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from rubric_engine.errors import ConfigError, SpecError
-from rubric_engine.scoring.checks import CheckProblem, choice_pattern, parse_check
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
+from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
+from rubric_engine.spec.scales import drop_score_defaults, score_defaults
 
 __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
-    "Candidate", "VerdictFields", "Breakdown",
-    "ModelRef", "Judge", "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES", "MultipleChoice", "SpecCheck",
+    "Candidate", "Conversation", "Simulator", "VerdictFields", "Breakdown", "References",
+    "ModelRef", "Judge", "AnswerFile", "BaselineAnswers", "Baseline",
+    "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES", "MultipleChoice", "SpecCheck",
 ]
 
-_TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system")
+_TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system",
+                    "conversation.simulator.system", "conversation.simulator.template")
 MAX_TEMPLATE_BYTES = 256 * 1024  # spec templates come from strangers: a prompt template is a few KB
 Labels = dict[str, str]
 
@@ -75,10 +77,21 @@ class DataFields(_Model):
     item_text: str = "text"
     item_tags: str | None = None  # a list of strings per rubric item (e.g. "axis:accuracy")
     example_tags: str | None = None  # a list of strings per row (e.g. "theme:...")
-    reference: str | None = None  # a reference answer shown to the judge as `reference`
+    reference: str | None = None  # a reference answer shown to the judge as `reference` (a list: one per turn)
+    turns: str | None = None  # conversation.mode scripted: a list of user messages per row
     item_check: str | None = None  # an item's deterministic check (scoring/checks.py): decided by the engine
     choices: str | None = None  # multiple choice: the row's options (a list of strings, lettered A, B, ...)
     answer: str | None = None  # multiple choice: the correct option (a letter, or a 0-based index)
+
+
+class References(_Model):
+    """A second data file of reference answers keyed by question id (e.g. a strong model's answers, shown to
+    the judge of some categories): `answer` is a dotted path to a string or a list of per-turn strings."""
+    url: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    path: str | None = None
+    id: str = "id"
+    answer: str = "reference"
 
 
 class DataSpec(_Model):
@@ -90,6 +103,7 @@ class DataSpec(_Model):
     # speaker label in the data -> chat role; "other" is a third party (sent to a chat model as assistant)
     roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)
     subsets: list[str] = []
+    references: References | None = None  # per-turn reference answers from a second file (dataset/references.py)
 
 
 class Scoring(_Model):
@@ -129,6 +143,24 @@ class ModelRef(_Model):
     revision: str | None = None  # names what is served behind `model`; part of the cache key
 
 
+class Simulator(_Model):
+    """The user simulator of `conversation.mode: simulated`: its model (or `user=` on the command line), its
+    persona / instructions (`system`, filled from the data row) and an optional opening message (`template`)."""
+    model: ModelRef | None = None
+    system: str | None = None
+    template: str | None = None
+
+
+class Conversation(_Model):
+    """How the candidate is talked to (run/dialogue.py): one reply (single), the data's user turns in order
+    (scripted), or a simulated user (simulated) for up to `max_turns` turns, ended early by `stop`."""
+    mode: Literal["single", "scripted", "simulated"] = "single"
+    simulator: Simulator | None = None
+    max_turns: int = Field(default=6, ge=1)
+    stop: str = Field(default="<END>", min_length=1)
+    first: Literal["user", "candidate"] = "user"
+
+
 class VerdictFields(_Model):
     """The verdict JSON the judge must return: a list of items (all criteria in one call) or one object
     (one criterion per call), with these field names. `granularity` sits here, not beside judge.template,
@@ -139,6 +171,18 @@ class VerdictFields(_Model):
     id: str = "id"
     reasoning: str = "reasoning"
     met: str = "met"
+    # kind score (spec/scales.py, judge/scores.py): one number in [min, max] per judged reply, read from the
+    # JSON field `field` or, for judges without structured output, from group 1 of `pattern`;
+    # kind pairwise (judge/pairwise.py): the judge compares the reply with the baseline's and writes a label
+    kind: Literal["criteria", "score", "pairwise"] = "criteria"
+    min: float | None = Field(default=None, allow_inf_nan=False)
+    max: float | None = Field(default=None, allow_inf_nan=False)
+    field: str = "score"
+    labels: list[str] = Field(default=["A>>B", "A>B", "A=B", "B>A", "B>>A"], min_length=1)
+    strong_weight: float = Field(default=3, ge=1, le=1000, allow_inf_nan=False)  # a strong label counts this often
+    swap: bool = True  # judge both orders (baseline first, then candidate first)
+    # score: one regex; pairwise: regex(es) tried in order; group 1 is the number / the label; None: the default
+    pattern: str | list[str] | None = None
 
 
 class Judge(_Model):
@@ -149,40 +193,35 @@ class Judge(_Model):
     max_reasks: int = Field(default=2, ge=0)
     repeats: int = Field(default=1, ge=1)  # grade every reply this many times; per-criterion majority (judge/panels.py)
     tie: Literal["not_met", "met"] = "not_met"  # an even split of repeats or jurors counts as this
+    scope: Literal["conversation", "each_turn", "last_turn"] = "conversation"  # what one judgment grades
 
 
-class MultipleChoice(_Model):
-    """How the option letter is read from a multiple-choice reply (scoring/checks.read_choice)."""
-    read: Literal["first_letter", "answer_line", "pattern"] = "first_letter"
-    pattern: str | None = None  # read: pattern: an RE2 regular expression whose group 1 is the letter
-
-    @field_validator("pattern")
-    @classmethod
-    def _re2(cls, value: str | None) -> str | None:
-        try:
-            if value is not None:
-                choice_pattern(value)
-        except ValueError as exc:
-            raise PydanticCustomError("pattern", str(exc)) from None
-        return value
+class AnswerFile(_Model):
+    """One file of baseline answers: downloaded pinned like data (url + sha256) or a local path."""
+    url: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    path: str | None = None
+    model: str | None = None  # who wrote these answers (shown in the summary)
 
 
-class SpecCheck(_Model):
-    """A checked item every question gets, after the data's own items."""
-    check: dict[str, Any]  # as an item's check (scoring/checks.py), validated here
-    text: str | None = None  # what the record and the report show; default: the check described
-    weight: float = Field(default=1.0, allow_inf_nan=False)
-    label: str = ""  # with a taxonomy: the data label of the ability it is scored in
-    tags: list[str] = []
+class BaselineAnswers(_Model):
+    """Baseline answers from files: one file, or one per data group (`by`: the question's subset or scenario).
+    A row's answer is the field `response`: a string, or a list of chat messages whose last `answer_role`
+    message is the answer (`message_role` names its role field, `message_content` the dotted path of its text,
+    e.g. `content.answer`)."""
+    by: Literal["subset", "scenario"] | None = None
+    id: str = "id"
+    response: str = "response"
+    message_role: str = "role"
+    message_content: str = "content"
+    answer_role: str = "assistant"
+    files: dict[str, AnswerFile] = Field(min_length=1)
 
-    @field_validator("check")
-    @classmethod
-    def _valid(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            parse_check(value)
-        except CheckProblem as exc:
-            raise PydanticCustomError("check", str(exc)) from None  # the message as is, no "Value error, "
-        return value
+
+class Baseline(_Model):
+    """What the candidate is compared with under judge.verdict.kind: pairwise: a model, or answers files."""
+    model: ModelRef | None = None
+    answers: BaselineAnswers | None = None
 
 
 class Decay(_Model):
@@ -221,7 +260,9 @@ class BenchmarkSpec(_Model):
     scoring: Scoring = Scoring()
     aggregation: AggregationSpec = AggregationSpec()
     candidate: Candidate = Candidate()
+    conversation: Conversation = Conversation()
     judge: Judge | None = None  # None: allowed only when every item is checked by the engine (spec/checks.py)
+    baseline: Baseline | None = None  # judge.verdict.kind: pairwise only
     report: Report = Report()
     multiple_choice: MultipleChoice = MultipleChoice()
     checks: list[SpecCheck] = []
@@ -229,6 +270,11 @@ class BenchmarkSpec(_Model):
     _files: list[Path] = PrivateAttr(default_factory=list)
     _origins: dict[Key, tuple[Path, int]] = PrivateAttr(default_factory=dict)
     _formula: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _score_defaults(self) -> "BenchmarkSpec":
+        score_defaults(self)  # a score verdict's own defaults (scale 1, mean over questions) where not declared
+        return self
 
     @field_validator("version", mode="before")
     @classmethod
@@ -339,12 +385,26 @@ class BenchmarkSpec(_Model):
                             "point)", value=value, fix=f"keep the file inside {home}"
                             + (", or pass data.path=FILE on the command line" if shipped_data else ""))
 
+    def declared_file(self, key: str, value: str) -> Path:
+        """A data file another key than data.path names (baseline.answers.files.<g>.path), resolved against
+        the file that declared it and confined as data.path is."""
+        p, o = Path(value).expanduser(), self.origin(key)
+        path = p if p.is_absolute() else (o[0].parent if o else self._dir) / p
+        self._confine(path, key, value, o, shipped_data=True)
+        return path
+
     def resolved(self) -> dict[str, Any]:
         """JSON-ready dump of the merged spec plus its files (for spec.resolved.json)."""
         dump = self.model_dump(mode="json", by_alias=True)
         if dump["aggregation"]["candidate_errors"] == "exclude":  # the default: the dump (and the spec hash) of
             del dump["aggregation"]["candidate_errors"]  # specs written before the key existed, unchanged
-        _drop_unused_shapes(dump)
+        _drop_pairwise_defaults(dump)  # before the score keys: it recognises a criteria spec by its kind
+        if dump["conversation"] == Conversation().model_dump(mode="json"):  # likewise a single-reply spec
+            del dump["conversation"]
+        if dump["data"]["fields"]["turns"] is None:
+            del dump["data"]["fields"]["turns"]
+        drop_score_defaults(dump)  # likewise for the keys of scores on a scale
+        drop_checked_defaults(dump)
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
@@ -356,17 +416,14 @@ class BenchmarkSpec(_Model):
         return self.model_copy(update={"aggregation": self.aggregation.model_copy(update={"candidate_errors": policy})})
 
 
-def _drop_unused_shapes(dump: dict[str, Any]) -> None:
-    """Checks and multiple choice left at their defaults stay out of the dump (and the spec hash): a spec
-    that uses neither resolves to the bytes it did before they existed."""
-    fields = dump["data"]["fields"]
-    for key in ("item_check", "choices", "answer"):
-        if fields.get(key) is None:
-            fields.pop(key, None)
-    if dump.get("multiple_choice") == MultipleChoice().model_dump(mode="json"):
-        del dump["multiple_choice"]
-    if not dump.get("checks"):
-        dump.pop("checks", None)
+def _drop_pairwise_defaults(dump: dict[str, Any]) -> None:
+    """The pairwise keys are left out of a criteria spec's dump: its spec hash stays what it was before they existed."""
+    verdict = (dump["judge"] or {}).get("verdict") or {}  # no judge: every item is checked by the engine
+    if verdict.get("kind") == "criteria":
+        for key in ("kind", "labels", "strong_weight", "swap", "pattern"):
+            verdict.pop(key, None)
+    if dump.get("baseline") is None:
+        dump.pop("baseline", None)
 
 
 def _shipped_data_dir() -> Path:

@@ -1,0 +1,112 @@
+"""The messages of a conversation: what the candidate sees at each turn, and what the simulated user sees.
+
+Why apart from judge/prompts.py: a conversation is built turn by turn from the transcript so far (run/dialogue.py
+drives it); this module only turns (spec, question, transcript) into chat messages, with no call and no I/O.
+
+The candidate's view: the spec's candidate.system, candidate.template (as an extra system message, as in
+chat_turns mode), the data's fixed dialogue prefix, then the transcript (user, assistant, user, ...).
+The simulator's view has the roles swapped, so a chat model plays the user naturally: its persona
+(`conversation.simulator.system`, rendered from the row) as the system message, the optional opening
+(`conversation.simulator.template`) as the first user message, then the prefix and the transcript with every
+candidate line as `user` and its own lines as `assistant` (system turns of the prefix are left out).
+
+Simulator template variables: `question` (its fields: id, subset, reference, ...), `row` (the data row as read:
+persona fields live there), `dialogue`, `reference`, `max_turns`, `stop` (the signal that ends the session).
+A template that renders only whitespace is an error naming the file and the question: an empty message is
+never sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.datatypes import Question
+from rubric_engine.errors import SpecError
+from rubric_engine.judge.prompts import candidate_messages, dialogue_vars, render_template
+from rubric_engine.judge.prompts import check_templates as check_prompt_templates
+
+if TYPE_CHECKING:
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["candidate_prefix", "candidate_view", "simulator_view", "check_templates", "first_request", "SWAP"]
+
+Message = dict[str, str]
+SWAP = {"user": "assistant", "assistant": "user"}
+
+
+def candidate_prefix(spec: "BenchmarkSpec", question: Question) -> list[Message]:
+    """What precedes the conversation for the candidate: system messages and the data's fixed dialogue."""
+    return candidate_messages(spec, question, mode="chat_turns")
+
+
+def candidate_view(prefix: Sequence[Message], transcript: Sequence[Mapping[str, str]]) -> list[Message]:
+    """The candidate's next request: the prefix, then every turn so far in order."""
+    return [*prefix, *({"role": t["role"], "content": t["content"]} for t in transcript)]
+
+
+def _variables(spec: "BenchmarkSpec", question: Question) -> dict[str, Any]:
+    conv = spec.conversation
+    return {"question": question, "row": dict(question.source_row), "dialogue": dialogue_vars(spec, question),
+            "reference": question.reference, "max_turns": conv.max_turns, "stop": conv.stop}
+
+
+def _rendered(spec: "BenchmarkSpec", field: str, question: Question, variables: dict[str, Any]) -> str:
+    text = render_template(spec, field, variables)
+    if not text.strip():
+        raise SpecError(str(spec.template_path(field)), field, f"rendered an empty message for question {question.id}",
+                        fix="the template must write the simulated user's instructions for every row "
+                            "(check the row fields it reads)")
+    return text
+
+
+def simulator_view(spec: "BenchmarkSpec", question: Question, transcript: Sequence[Mapping[str, str]]) -> list[Message]:
+    """The simulated user's next request: persona, optional opening, then the conversation with roles swapped."""
+    sim = spec.conversation.simulator
+    assert sim is not None  # spec/checks.py: simulated mode needs one
+    variables = _variables(spec, question)
+    messages = [{"role": "system", "content": _rendered(spec, "conversation.simulator.system", question, variables)}]
+    if sim.template:
+        messages.append({"role": "user", "content": _rendered(spec, "conversation.simulator.template", question,
+                                                              variables)})
+    prefix = [t for t in variables["dialogue"] if t["role"] != "system"]
+    said = [{"role": "assistant" if t["role"] == "user" else "user", "content": t["content"]} for t in prefix]
+    said += [{"role": SWAP[t["role"]], "content": t["content"]} for t in transcript]
+    return messages + said
+
+
+def check_templates(spec: "BenchmarkSpec", questions: Sequence[Question], n: int = 3) -> None:
+    """Every template rendered against the first `n` questions before any paid call: judge/prompts.check_templates,
+    then a conversation's own (the candidate's prefix, the simulator's persona and opening)."""
+    check_prompt_templates(spec, questions, n)
+    for question in list(questions)[:n]:
+        _check_conversation(spec, question)
+
+
+def _check_conversation(spec: "BenchmarkSpec", question: Question) -> None:
+    """The candidate must have something to answer when it speaks first."""
+    conv = spec.conversation
+    if conv.mode == "single":
+        return
+    prefix = candidate_prefix(spec, question)
+    if conv.mode == "simulated":
+        simulator_view(spec, question, [])
+        if conv.first == "candidate" and not prefix:
+            raise SpecError(str(spec.files[-1] if spec.files else spec.dir), "conversation.first",
+                            "the candidate speaks first but has nothing to answer", value="candidate",
+                            fix="set candidate.system (or give the data a dialogue), or use first: user")
+
+
+def first_request(spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
+    """For the dry run: a role's first request for a question and how many calls the role makes for it (a
+    single reply 1, scripted its turns, simulated at most max_turns, one more for a candidate that opens)."""
+    conv = spec.conversation
+    if conv.mode == "single":
+        return candidate_messages(spec, question), 1
+    if role == "user":
+        return simulator_view(spec, question, []), conv.max_turns
+    prefix = candidate_prefix(spec, question)
+    if conv.mode == "scripted":
+        return candidate_view(prefix, [{"role": "user", "content": question.turns[0]}]), len(question.turns)
+    opening = [] if conv.first == "candidate" else [{"role": "user", "content": "..."}]
+    return candidate_view(prefix, opening), conv.max_turns + (conv.first == "candidate")

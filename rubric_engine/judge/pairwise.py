@@ -1,0 +1,154 @@
+"""Pairwise judging: the baseline's reply, then one judge call per game (both orders), through the one loop.
+
+Why here: under `judge.verdict.kind: pairwise` a question is judged by comparing the candidate's reply with
+a baseline's (an answers file, or a `baseline` model called once per question and cached like every call).
+Each game is one cached request through judge/structured.ask_structured: the label is read with the
+declared pattern(s) from the declared labels (scoring/pairwise.py); an unreadable, ambiguous or undeclared
+label is re-asked, then the game is recorded as failed, and a question with a failed game is a judge error
+(recorded, counted, never scored on its other game). The record fields (`games`, `baseline_response`,
+`score`, `weight`, the baseline's tokens, cost and cache hits) are built here too, as pure data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.datatypes import Question
+from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.prompts import candidate_messages, pair_messages
+from rubric_engine.judge.structured import ask_structured
+from rubric_engine.models.mock import MockLabels
+from rubric_engine.models.redact import redact
+from rubric_engine.scoring.pairwise import ORDERS, patterns_of, question_value, read_label, written_form
+
+if TYPE_CHECKING:
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["BaselineReply", "Game", "PairResult", "is_pairwise", "baseline_reply", "judge_pair", "pair_fields"]
+
+
+def is_pairwise(spec: "BenchmarkSpec") -> bool:
+    return spec.judge is not None and spec.judge.verdict.kind == "pairwise"  # None: every item checked
+
+
+@dataclass
+class BaselineReply:
+    """The baseline's reply to one question (text None exactly when error is set) and what it cost."""
+
+    text: str | None
+    error: str | None = None
+    tokens: tuple[int, int] = (0, 0)
+    cost: float | None = None
+    cached: int = 0
+
+
+@dataclass(frozen=True)
+class Game:
+    order: str  # baseline_first (A = baseline, B = candidate) or candidate_first
+    label: str | None
+    reasoning: str | None  # the judge's accepted reply
+    error: str | None
+
+
+@dataclass
+class PairResult(JudgeResult):
+    """A question's pairwise result: `verdicts` is [] when every game has a label (None with an error)."""
+
+    games: list[Game] = field(default_factory=list)
+    baseline: BaselineReply | None = None
+
+
+def _accept(text: str) -> None:
+    if not text.strip():
+        raise ModelCallError("baseline", "the baseline returned an empty reply", attempts=1)
+
+
+async def baseline_reply(client: "ModelClient | None", answers: Mapping[str, str] | None, spec: "BenchmarkSpec",
+                         question: Question) -> BaselineReply:
+    """From the answers (loaded and checked complete before the run), or the baseline model's cached reply to
+    the same messages the candidate gets."""
+    if client is None:
+        text = (answers or {}).get(question.id)
+        return BaselineReply(text, None if text else "no baseline answer for this question")
+    try:
+        res = await client.complete(candidate_messages(spec, question), accept=_accept)
+    except FatalModelError as exc:
+        if exc.stops_run:
+            raise
+        return BaselineReply(None, redact(str(exc)))
+    except ModelCallError as exc:
+        return BaselineReply(None, redact(str(exc)))
+    return BaselineReply(res.text, None, (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached))
+
+
+def _reask(problem: str, written: list[str]) -> str:
+    return (f"Your verdict could not be read: {problem}. Reply again and end with exactly one of: "
+            f"{', '.join(written)}.")
+
+
+async def judge_pair(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str,
+                     base: BaselineReply) -> PairResult:
+    """Every game of one question, started together (they pipeline under the judge client's concurrency)."""
+    out = PairResult(verdicts=None, error=None, baseline=base)
+    if base.text is None:
+        out.error = f"baseline: {base.error}"
+        return out
+    v = spec.judge.verdict
+    patterns, labels = patterns_of(v.pattern), list(v.labels)
+    written = [written_form(lab, patterns) or lab for lab in labels]
+    orders = ORDERS if v.swap else ORDERS[:1]
+
+    async def game(order: str) -> Any:
+        a, b = (base.text, response) if order == "baseline_first" else (response, base.text)
+        return await ask_structured(client, pair_messages(spec, question, str(a), str(b)),
+                                    lambda text: read_label(text, patterns, labels),
+                                    reask=lambda problem: _reask(problem, written), max_reasks=spec.judge.max_reasks,
+                                    what="verdict", role="judge", expect=MockLabels(tuple(written)))
+
+    results = await asyncio.gather(*(game(o) for o in orders))
+    costs = [r.cost for r in results]
+    for order, r in zip(orders, results):
+        out.games.append(Game(order, r.value, r.replies[-1] if r.value is not None else None, r.error))
+        out.raw_replies += r.replies
+        out.attempts += r.attempts
+        out.prompt_tokens += r.prompt_tokens
+        out.completion_tokens += r.completion_tokens
+        out.cache_hits += r.cache_hits
+    out.cost = None if None in costs else float(sum(c for c in costs if c is not None))
+    failed = [(i, g) for i, g in enumerate(out.games, 1) if g.error]
+    if failed:
+        i, g = failed[0]
+        more = f" (+{len(failed) - 1} more failed games)" if len(failed) > 1 else ""
+        out.error = f"game {i} ({g.order}): {g.error}{more}"
+    else:
+        out.verdicts = []
+    return out
+
+
+def pair_fields(spec: "BenchmarkSpec", jr: PairResult, clip: Any = str) -> dict[str, Any]:
+    """A record's pairwise fields: baseline_response, games and, when every game has a label, the question's
+    score (the weighted mean of its games from the candidate's side) and `weight` (their count), with the
+    empty item fields a score-only record has. `clip` bounds a kept judge reply."""
+    base = jr.baseline
+    out: dict[str, Any] = {
+        "baseline_response": redact(base.text) if base else None,
+        "games": [{"order": g.order, "label": g.label, "reasoning": redact(clip(g.reasoning)) if g.reasoning else None,
+                   "error": redact(g.error) if g.error else None} for g in jr.games]}
+    if jr.error is None:
+        score, weight = question_value([(g.order, str(g.label)) for g in jr.games], spec.judge.verdict.strong_weight)
+        out.update(abilities={}, score=score, weight=weight, failed_rules=[], catastrophic=False)
+    return out
+
+
+def baseline_usage(jr: JudgeResult | None) -> dict[str, Any] | None:
+    """The baseline's tokens, cost and cache hits for the record (None: not a pairwise result)."""
+    base = jr.baseline if isinstance(jr, PairResult) else None
+    if base is None:
+        return None
+    return {"tokens": {"prompt": base.tokens[0], "completion": base.tokens[1]}, "cost": base.cost,
+            "cache_hits": base.cached}

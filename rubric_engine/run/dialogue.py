@@ -1,0 +1,139 @@
+"""Conversations with the candidate: scripted user turns from the data, or a simulated user, turn by turn.
+
+Why apart from the pipeline: the pipeline takes a question through generate -> judge; for a conversation the
+generate step is many calls, each depending on the replies before it. Every turn is one `ModelClient` call,
+cached under its full message list: a killed run re-runs the question and replays each finished turn from the
+cache (the same replies, so the same next requests), paying only for the turns it had not reached. The
+messages themselves are built in judge/dialogue.py.
+
+A candidate failure at turn k propagates with `exc.turn = k` (the pipeline records it as the question's
+candidate error, "turn k: ..."); the transcript so far stays on the outcome and goes into the record. A failed
+or empty simulator reply is the question's `user_error` (recorded, counted, never judged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rubric_engine.datatypes import Question, Turn
+from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.judge.dialogue import candidate_prefix, candidate_view, simulator_view
+from rubric_engine.models.client import CallResult, ModelClient
+from rubric_engine.models.mock import MockUser
+from rubric_engine.models.redact import redact
+from rubric_engine.run.record import Outcome
+from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["converse", "conversation_counts"]
+
+MOCK_USER_TURNS = 3  # the keyless mock user says the stop signal after this many turns of its own
+
+
+class EmptyUserReply(ModelCallError):
+    """The simulated user answered with no text: the session cannot go on (recorded, never cached)."""
+
+    def __str__(self) -> str:
+        return "the simulated user returned an empty reply"
+
+
+def _accept_user(text: str) -> None:
+    if not text.strip():
+        raise EmptyUserReply("user", "the simulated user returned an empty reply", attempts=1)
+
+
+def _add(o: Outcome, res: CallResult, role: str) -> None:
+    """One call's tokens, cost (None once any call is unpriced: never a made-up zero) and cache hit."""
+    if role == "user":
+        tokens, cost, cached = o.user_tokens or (0, 0), o.user_cost, o.user_cached
+    else:
+        tokens, cost, cached = o.cand_tokens, o.cand_cost, o.cand_cached
+    tokens = (tokens[0] + res.prompt_tokens, tokens[1] + res.completion_tokens)
+    first = not (o.user_calls if role == "user" else o.cand_calls)
+    cost = res.cost if first else (None if cost is None or res.cost is None else cost + res.cost)
+    if role == "user":
+        o.user_tokens, o.user_cost, o.user_cached, o.user_calls = tokens, cost, cached + int(res.cached), o.user_calls + 1
+    else:
+        o.cand_tokens, o.cand_cost, o.cand_cached, o.cand_calls = tokens, cost, cached + int(res.cached), o.cand_calls + 1
+
+
+async def _candidate_turn(o: Outcome, cand: ModelClient, prefix: Sequence[dict[str, str]],
+                          accept: Callable[[str], None], repeat: int) -> None:
+    """The candidate answers the conversation so far; its reply is appended to the transcript."""
+    assert o.transcript is not None
+    turn = sum(1 for t in o.transcript if t.role == "assistant") + 1
+    try:
+        res = await cand.complete(candidate_view(prefix, _as_messages(o.transcript)), accept=accept, repeat=repeat)
+    except ModelCallError as exc:  # FatalModelError included: the pipeline decides whether it stops the run
+        exc.turn = turn  # type: ignore[attr-defined]
+        o.response = None  # an unfinished conversation has no last reply to judge (its turns are in the transcript)
+        got = getattr(exc, "call_result", None)
+        if isinstance(got, CallResult):
+            _add(o, got, "candidate")  # a rejected (empty) reply still cost its tokens
+        raise
+    _add(o, res, "candidate")
+    o.truncated = o.truncated or res.finish_reason == "length"
+    o.response = res.text
+    o.transcript.append(Turn("assistant", res.text))
+
+
+def _as_messages(transcript: Sequence[Turn]) -> list[Mapping[str, str]]:
+    return [{"role": t.role, "content": t.content} for t in transcript]
+
+
+async def _user_turn(spec: BenchmarkSpec, q: Question, o: Outcome, user: ModelClient, repeat: int) -> bool:
+    """The simulated user speaks; False when the session is over (its stop signal, or its failure)."""
+    assert o.transcript is not None
+    conv = spec.conversation
+    turn = sum(1 for t in o.transcript if t.role == "user") + 1
+    try:
+        res = await user.complete(simulator_view(spec, q, _as_messages(o.transcript)), accept=_accept_user,
+                                  repeat=repeat, expect=MockUser(conv.stop, MOCK_USER_TURNS))
+    except ModelCallError as exc:
+        if isinstance(exc, FatalModelError) and exc.stops_run:
+            raise
+        got = getattr(exc, "call_result", None)
+        if isinstance(got, CallResult):
+            _add(o, got, "user")
+        o.user_error = f"simulated user, turn {turn}: {redact(str(exc))}"
+        return False
+    _add(o, res, "user")
+    if conv.stop in res.text:
+        said = res.text.split(conv.stop, 1)[0].strip()
+        if said:  # the user's last words, kept for the judge; the candidate is not asked to answer them
+            o.transcript.append(Turn("user", said))
+        o.ended = "stop"
+        return False
+    o.transcript.append(Turn("user", res.text))
+    return True
+
+
+async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClient, user: ModelClient | None,
+                   accept: Callable[[str], None], repeat: int = 0) -> None:
+    """Run one conversation into `o` (transcript, response = the last reply, tokens, cost, cache hits, ended)."""
+    conv = spec.conversation
+    prefix = candidate_prefix(spec, q)
+    o.transcript = []
+    if conv.mode == "scripted":
+        for text in q.turns:
+            o.transcript.append(Turn("user", text))
+            await _candidate_turn(o, cand, prefix, accept, repeat)
+        return
+    assert user is not None  # run/plan.py: a simulated conversation has a user model
+    o.user_tokens = (0, 0)
+    if conv.first == "candidate":
+        await _candidate_turn(o, cand, prefix, accept, repeat)
+    for _ in range(conv.max_turns):
+        if not await _user_turn(spec, q, o, user, repeat):
+            break
+        await _candidate_turn(o, cand, prefix, accept, repeat)
+    else:
+        o.ended = "max_turns"
+    if o.response is None and o.user_error is None:
+        o.user_error = "the simulated user ended the session before the candidate replied"
+
+
+def conversation_counts(compact: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """summary.json counts of a simulated run: questions whose simulated user failed, sessions cut at max_turns."""
+    return {"user_errors": sum(1 for c in compact if c.get("user_error")),
+            "cut_at_max_turns": sum(1 for c in compact if c.get("ended") == "max_turns")}

@@ -1,0 +1,110 @@
+"""Bradley-Terry ratings from pairwise games, with a bootstrap over questions; the baseline anchored.
+
+Why our own fit: it is the logistic regression LMSYS uses (one row per game, +1 for one player's column and
+-1 for the other's, no intercept, the outcome a win or a loss, a tie counted as half a win and half a loss),
+fitted by Newton's method on a few players, so it needs only numpy. Ratings are on the Elo scale
+(`scale` / ln(10) x the log-odds coefficient: 400 points = 10:1 odds) and anchored: the anchor player (the
+baseline) is fixed at `anchor` (1000), which identifies the fit exactly as shifting LMSYS's fitted ratings
+does. tests/test_bradley_terry.py checks it against scikit-learn's LogisticRegression and a two-player case.
+
+A game enters with a weight (a strong verdict counts `strong_weight` times, as in the win rate), so a
+question enters as its candidate's win weight and loss weight against the baseline. A player that won or
+lost every game has no finite rating: None, never a made-up number.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Game", "fit_ratings", "bootstrap_ratings", "ANCHOR", "SCALE"]
+
+ANCHOR, SCALE = 1000.0, 400.0
+
+
+@dataclass(frozen=True)
+class Game:
+    """`a` against `b`: `win` = a's win weight, `loss` = a's loss weight (a tie adds half of its weight to each)."""
+
+    a: str
+    b: str
+    win: float
+    loss: float
+
+
+def fit_ratings(games: Sequence[Game], anchor_player: str, *, anchor: float = ANCHOR, scale: float = SCALE,
+                iterations: int = 100) -> dict[str, float | None]:
+    """Maximum-likelihood ratings of every player in `games`; `anchor_player` is fixed at `anchor`. A player
+    whose games are all wins or all losses (no finite maximum) is None."""
+    players = sorted({g.a for g in games} | {g.b for g in games} | {anchor_player})
+    won = {p: 0.0 for p in players}
+    lost = {p: 0.0 for p in players}
+    for g in games:
+        won[g.a] += g.win
+        lost[g.a] += g.loss
+        won[g.b] += g.loss
+        lost[g.b] += g.win
+    unbounded = {p for p in players if p != anchor_player and (won[p] <= 0 or lost[p] <= 0)}
+    free = [p for p in players if p != anchor_player and p not in unbounded]
+    out: dict[str, float | None] = {p: None for p in unbounded}
+    out[anchor_player] = anchor
+    if not free:
+        return out
+    col = {p: i for i, p in enumerate(free)}
+    rows = [g for g in games if g.a not in unbounded and g.b not in unbounded]
+    x = np.zeros((len(rows), len(free)))
+    for r, g in enumerate(rows):
+        if g.a in col:
+            x[r, col[g.a]] += 1.0
+        if g.b in col:
+            x[r, col[g.b]] -= 1.0
+    wins = np.array([g.win for g in rows])
+    total = np.array([g.win + g.loss for g in rows])
+    beta = np.zeros(len(free))
+    for _ in range(iterations):  # Newton's method on the concave log-likelihood
+        p = 1.0 / (1.0 + np.exp(-(x @ beta)))
+        grad = x.T @ (wins - total * p)
+        hess = (x * (total * p * (1 - p))[:, None]).T @ x
+        step = np.linalg.solve(hess + 1e-12 * np.eye(len(free)), grad)
+        beta += step
+        if float(np.max(np.abs(step))) < 1e-12:
+            break
+    for p, i in col.items():
+        out[p] = anchor + scale / math.log(10) * float(beta[i])
+    return out
+
+
+def bootstrap_ratings(per_question: Mapping[str, Sequence[Game]], anchor_player: str, *, n: int = 1000,
+                      seed: int = 0, alpha: float = 0.05) -> dict[str, tuple[float | None, float | None]]:
+    """(lo, hi) percentile interval of each player's rating: questions resampled with replacement (every
+    player's games of a drawn question come with it), the ratings refitted. A resample in which a player has
+    no finite rating makes its interval unbounded on that side (None)."""
+    ids = sorted(per_question)
+    rng = random.Random(seed)
+    draws: dict[str, list[float]] = {}
+    unbounded: dict[str, set[str]] = {}
+    for _ in range(n):
+        games = [g for q in (rng.choice(ids) for _ in ids) for g in per_question[q]]
+        for p, r in fit_ratings(games, anchor_player).items():
+            if r is None:
+                unbounded.setdefault(p, set()).add("hi" if _all_won(games, p) else "lo")
+            else:
+                draws.setdefault(p, []).append(r)
+    players = {g.a for gs in per_question.values() for g in gs} | {g.b for gs in per_question.values() for g in gs}
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for p in sorted(players):
+        values = np.array(draws.get(p, []))
+        side = unbounded.get(p, set())
+        lo = None if "lo" in side or not len(values) else float(np.quantile(values, alpha / 2))
+        hi = None if "hi" in side or not len(values) else float(np.quantile(values, 1 - alpha / 2))
+        out[p] = (lo, hi)
+    return out
+
+
+def _all_won(games: Sequence[Game], player: str) -> bool:
+    lost = sum(g.loss for g in games if g.a == player) + sum(g.win for g in games if g.b == player)
+    return lost <= 0
