@@ -242,7 +242,7 @@ def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: 
 
 def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, weighted_rule: list[str]) -> list[Criterion]:
     f = spec.data.fields
-    if spec.judge.verdict.kind == "pairwise":  # the judge compares two replies: the rows carry no rubric
+    if spec.judge is not None and spec.judge.verdict.kind == "pairwise":  # compares two replies: no rubric
         return []
     to_ability, to_rule = spec.label_to_ability(), spec.label_to_rule()
     rubric = r.get(raw, f.rubric, "rubric")
