@@ -313,3 +313,22 @@ def test_per_criterion_judging_maps_each_verdict_to_its_item(tmp_path: Path, env
     crits = records(tmp_path / "run")["haiku"]["criteria"]
     assert [(c["index"], c["hit"], c["reasoning"]) for c in crits if "check" not in c] == [
         (1, False, "saw The reply is a haiku about autumn"), (4, True, "saw It mentions falling leaves")]
+
+
+def test_the_reward_decides_checks_as_a_run_does(tmp_path: Path, env: dict[str, str], fake_key: str) -> None:
+    """A rubric reward over a mixed rubric: the run's scores, and no judge call for the checked items."""
+    from rubric_engine import RubricReward
+
+    with FakeServer(Script()) as srv:
+        assert run_cli(args(srv.url, tmp_path / "run"), env).returncode == 0
+        srv.reset()
+        judge = [a for a in args(srv.url, tmp_path / "unused") if a.startswith("judge")]
+        ids = list(records(tmp_path / "run"))
+        prompts = {r["id"]: r["prompt"] for r in map(json.loads, (MINI / "checks_mini.jsonl").read_text().splitlines())}
+        with RubricReward(benchmark=str(MINI), overrides=[f"cache.dir={tmp_path / 'reward_cache'}", *judge]) as reward:
+            rewards = reward(prompts=[[{"role": "user", "content": prompts[q]}] for q in ids],
+                             completions=[[{"role": "assistant", "content": REPLIES[prompts[q]]}] for q in ids],
+                             id=ids)
+        assert sum(b["model"] == "judge" for b in srv.requests) == 2
+    scores = {q: r["score"] for q, r in records(tmp_path / "run").items()}
+    assert rewards == [min(1.0, max(0.0, scores[q])) for q in ids]
