@@ -33,6 +33,9 @@ class Criterion:
     ability: str | None = None  # taxonomy ability id, for scored items
     rule: str | None = None  # failure-rule id, for failure-rule items
     tags: tuple[str, ...] = ()  # item tags from the data (e.g. "axis:accuracy"); () when the data has none
+    # a deterministic check the engine decides (a scoring.checks model; typed there, as this module sits below
+    # scoring); None: a judge decides the item
+    check: Any = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class Question:
     reference: str = ""  # a reference answer shown to the judge; "" when the spec maps none
     turns: tuple[str, ...] = ()  # scripted user messages (data.fields.turns); () when the spec maps none
     references: tuple[str, ...] = ()  # one reference answer per turn (a list in the data, or data.references)
+    choices: tuple[str, ...] = ()  # multiple choice: the options, lettered A, B, ... in this order; () when none
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     # the row as read, so answers files can repeat the benchmark's own format
     source_row: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -50,6 +50,7 @@ class CriterionRecord(TypedDict, total=False):
     hit: bool | None
     votes: dict[str, list[bool | None]]
     tags: list[str]
+    check: dict[str, object]  # an item the engine checked (scoring/checks.py); its reasoning says what it found
 
 
 class TurnScoreRecord(TypedDict):
@@ -79,6 +80,7 @@ class _Outcome(TypedDict, total=False):
     cost: dict[str, float | None]
     cache_hits: dict[str, int]
     truncated: bool
+    choice: str | None  # multiple choice: the option letter read from the reply (None: none could be read)
     transcript: list[TurnRecord]  # conversations only: the turns generated, in order; `response` = the last reply
     ended: str  # simulated conversations: "stop" | "max_turns"
     user_error: str | None  # simulated conversations: the simulated user failed (the question is not judged)

@@ -79,7 +79,7 @@ def spec_yaml(name: str, parent: Any, locale: str, templates: dict[str, str]) ->
         lines += [f"  {key}: {rel}" for key, rel in keys]
         if section == "candidate":
             lines.append(f"  # mode: {parent.candidate.mode}     # single_message | chat_turns")
-        else:
+        elif parent.judge is not None:  # None: every item is checked by the engine, no judge to override
             lines += [f"  # model: {{name: {parent.judge.model.name}, model: {parent.judge.model.model}}}",
                       f"  # max_reasks: {parent.judge.max_reasks}"]
         lines.append("")
@@ -106,7 +106,7 @@ def create_variant(name: str, parent_name: str, directory: Path, locale: str | N
     templates: dict[str, str] = {}
     sources: dict[str, Path] = {}
     for section, key in _TEMPLATE_FIELDS:
-        if getattr(getattr(parent, section), key):
+        if getattr(getattr(parent, section), key, None):  # (a spec without a judge has no judge templates)
             src = parent.template_path(f"{section}.{key}")
             rel = src.name if sources.get(src.name, src) == src else f"{section}_{src.name}"
             sources[rel], templates[f"{section}.{key}"] = src, rel

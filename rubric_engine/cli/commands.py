@@ -47,10 +47,11 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     console.print(f"[bold]{shown(spec.name)}[/] {shown(spec.version)} ({shown(spec.locale)}) from "
                   f"{shown(', '.join(str(f) for f in spec.files))}", highlight=False, soft_wrap=True)
     console.print(f"data: {shown(ds.source)} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
-    jm = spec.judge.model  # a stranger's spec decides where judge prompts (and a named key) go: say it
+    jm = spec.judge.model if spec.judge else None  # a stranger's spec decides where judge prompts (and a key) go
     console.print(f"judge: {shown(jm.name)} ({shown(jm.model)}) calls "
-                  f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}", highlight=False, soft_wrap=True)
-    if spec.judge.verdict.kind == "pairwise":  # what the candidate is compared with; where baseline calls go
+                  f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}" if jm else
+                  "judge: none (every item is checked by the engine)", highlight=False, soft_wrap=True)
+    if spec.judge is not None and spec.judge.verdict.kind == "pairwise":  # the comparison; where baseline calls go
         from rubric_engine.run.pairwise import describe_pairwise
 
         console.print(shown(describe_pairwise(spec)), highlight=False, soft_wrap=True)
@@ -63,10 +64,14 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
     if spec.failure_rules:
         parts.append(f"{sum(rule_items.values())} failure-rule items")
+    n_checked = sum(1 for q in qs for c in q.criteria if c.check is not None)
+    if n_checked:  # decided by the engine (scoring/checks.py), every one validated as the data was read
+        parts.append(f"{n_checked} items checked by the engine")
     agg = spec.aggregation
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
-    v = spec.judge.verdict
-    if v.kind == "score":  # scores on a scale (judge/scores.py): the judge's number, no formula
+    v = spec.judge.verdict if spec.judge else None
+    if v is not None and v.kind == "score":  # scores on a scale (judge/scores.py): the judge's number, no formula
+        assert spec.judge is not None
         console.print(f"scoring: the judge's score from {v.min:g} to {v.max:g} "
                       f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), judge.scope "
                       f"{spec.judge.scope}; question score = mean of its valid judgments, overall = mean over every "
@@ -74,7 +79,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     else:
         console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
                       f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
-                      f"{spec.judge.verdict.granularity}", highlight=False, soft_wrap=True)
+                      f"{v.granularity if v else 'none'}", highlight=False, soft_wrap=True)
 
     if spec.taxonomy is not None:
         tax = Table(title="Taxonomy")
@@ -212,6 +217,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     when the reply it judges is known (a cached candidate reply, or the answers file) and the verdict for
     that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
     """
+    from rubric_engine.judge.checked import judged_question
     from rubric_engine.judge.grading import shape_of
     from rubric_engine.judge.dialogue import first_request
     from rubric_engine.judge.prompts import judge_messages, pair_messages
@@ -229,7 +235,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
     count = _counter()
-    fmt = shape_of(spec).response_format()  # the format the judge is first asked with (part of the cache key)
+    fmt = shape_of(spec).response_format() if spec.judge else None  # the format the judge is first asked with (part of the cache key)
     est: dict[str, Any] = {}
     replies: dict[tuple[str, int], str | None] = {(q, 0): a for q, a in given.items()} if given is not None else {}
 
@@ -266,24 +272,29 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                     continue
                 reply = replies.get((q.id, s))
                 text = reply if reply is not None else ""
+                shown_q = judged_question(q)  # checked items are never sent: the judge sees the rest, as in a run
+                assert spec.judge is not None  # (plan.judges is empty for a spec without one)
                 if spec.judge.verdict.kind == "pairwise":  # a game per order, the baseline's reply not known here
                     units = [pair_messages(spec, q, text, "") for _ in range(2 if spec.judge.verdict.swap else 1)]
                     calls += len(units) - 1
                     prompt += sum(count(model=model.model, messages=m) + 2 * reply_tokens for m in units)
                     completion += reply_tokens * len(units)
                     continue
-                if spec.judge.verdict.granularity == "per_criterion":
-                    units = [judge_messages(spec, q, text, c.index) for c in q.criteria]
-                    calls += len(q.criteria) - 1
+                if shown_q is None:
+                    units = []
+                    calls -= 1
+                elif spec.judge.verdict.granularity == "per_criterion":
+                    units = [judge_messages(spec, shown_q, text, c.index) for c in shown_q.criteria]
+                    calls += len(shown_q.criteria) - 1
                 else:
-                    units = [judge_messages(spec, q, text)]
+                    units = [judge_messages(spec, shown_q, text)]
                 for r in range(repeats):  # each repeat is its own call with its own cache entry
                     hits = [cached(model, m, (fmt, None), s * repeats + r) if reply is not None else None for m in units]
                     n_cached += sum(h is not None for h in hits)
                     if all(h is not None for h in hits):
                         completion += sum(int(h.get("completion_tokens") or 0) for h in hits if h is not None)
                     else:
-                        completion += judge_reply_tokens_per_item * len(q.criteria)
+                        completion += judge_reply_tokens_per_item * len(shown_q.criteria if shown_q else ())
                 prompt += repeats * sum(count(model=model.model, messages=m) + (reply_tokens if reply is None else 0)
                                         for m in units)  # a reply not known yet adds ~reply_tokens to each prompt
             if role not in ("candidate", "baseline"):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from rubric_engine.dataset.checked import choice_items, item_check, item_text, spec_items
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
 from rubric_engine.dataset.quirks import DataQuirks
 from rubric_engine.dataset.references import load_references, row_references, with_references
@@ -241,7 +242,7 @@ def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: 
 
 def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, weighted_rule: list[str]) -> list[Criterion]:
     f = spec.data.fields
-    if spec.judge.verdict.kind == "pairwise":  # the judge compares two replies: the rows carry no rubric
+    if spec.judge is not None and spec.judge.verdict.kind == "pairwise":  # compares two replies: no rubric
         return []
     to_ability, to_rule = spec.label_to_ability(), spec.label_to_rule()
     rubric = r.get(raw, f.rubric, "rubric")
@@ -268,10 +269,11 @@ def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, weigh
                         "for failure-rule items)")
         if rule is not None and weight is not None:
             weighted_rule.append(f"{qid}:{weight}")
+        check = item_check(spec, r, item, where)  # None: judged
         crits.append(Criterion(index=i + 1, label=str(label), weight=weight,  # type: ignore[arg-type]
-                               text=r.text(item, f.item_text, "item_text", where, False), ability=ability,
-                               rule=rule, tags=_tags(r, item, f.item_tags, "item_tags", where)))
-    return crits
+                               text=item_text(r, item, f.item_text, where, check), ability=ability,
+                               rule=rule, tags=_tags(r, item, f.item_tags, "item_tags", where), check=check))
+    return crits + spec_items(spec, len(crits) + 1)
 
 
 def _number(text: str) -> Any:
@@ -346,13 +348,16 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
     f = spec.data.fields
     qid = _row_id(r, raw, f.id, seen)
     turns = _turns(spec, r, raw)
-    scalar = spec.judge.verdict.kind == "score" and raw.get(f.rubric) is None  # a score needs no rubric
-    crits = [] if scalar else _criteria(spec, r, raw, qid, quirks.weighted_rule)
+    scalar = spec.judge is not None and spec.judge.verdict.kind == "score" and raw.get(f.rubric) is None  # no rubric
+    # multiple choice: the options and one item, the choice check (dataset/checked.py); else the rubric's items
+    choices, crits = choice_items(spec, r, raw) if f.choices else \
+        ((), [] if scalar else _criteria(spec, r, raw, qid, quirks.weighted_rule))
     refs = row_references(raw.get(f.reference), f"{r.file}:{r.line}", str(f.reference)) if f.reference else None
     meta = _meta(spec, r, {**raw, str(f.reference): None} if refs is not None else raw, qid, quirks)
     mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference,
-              f.turns}
+              f.turns, f.choices, f.answer}
     return Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
+                    choices=choices,
                     scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
                     tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
                     turns=_user_turns(r, raw, f.turns), references=refs or (),

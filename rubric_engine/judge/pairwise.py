@@ -33,7 +33,7 @@ __all__ = ["BaselineReply", "Game", "PairResult", "is_pairwise", "baseline_reply
 
 
 def is_pairwise(spec: "BenchmarkSpec") -> bool:
-    return spec.judge.verdict.kind == "pairwise"
+    return spec.judge is not None and spec.judge.verdict.kind == "pairwise"  # None: every item checked
 
 
 @dataclass

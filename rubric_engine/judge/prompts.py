@@ -5,7 +5,8 @@ benchmark, not to the engine; the engine only supplies neutral variables. Strict
 a template a loud `SpecError` naming the file and the variable instead of a silently empty prompt.
 
 Template variables
-  candidate template: `dialogue`, `question`, `reference`
+  candidate template: `dialogue`, `question`, `reference`, `choices` (multiple choice: list of {letter, text};
+                      [] otherwise)
   judge template (judge.verdict.granularity all_criteria): `dialogue`, `question`, `response`, `reference`,
                       `criteria`, `n_criteria`, `tag`
   judge template (per_criterion): `dialogue`, `question`, `response`, `reference`, `criterion` (one item), `tag`
@@ -50,7 +51,7 @@ if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the im
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["candidate_messages", "judge_messages", "pair_messages", "dialogue_vars", "criteria_vars", "render_template",
-           "check_templates", "data_tag"]
+           "check_templates", "data_tag", "choice_vars"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
 # mutation of the engine's objects) and an undefined variable is an error, never an empty string.
@@ -176,11 +177,16 @@ def _system(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]) -> lis
     return [{"role": "system", "content": render_template(spec, field, variables)}]
 
 
+def choice_vars(question: Question) -> list[dict[str, str]]:
+    """A multiple-choice question's options as {letter, text}, lettered A, B, ... ([] for other questions)."""
+    return [{"letter": chr(ord("A") + i), "text": t} for i, t in enumerate(question.choices)]
+
+
 def candidate_messages(spec: "BenchmarkSpec", question: Question, mode: str | None = None) -> list[dict[str, str]]:
     """Messages for the model under test, per spec.candidate.mode (see module docstring); `mode` overrides it
     (a conversation's prefix is always built as chat_turns: judge/dialogue.py)."""
     variables: dict[str, Any] = {"dialogue": dialogue_vars(spec, question), "question": question,
-                                 "reference": question.reference}
+                                 "reference": question.reference, "choices": choice_vars(question)}
     messages = _system(spec, "candidate.system", variables)
     mode = mode or spec.candidate.mode
     if mode == "single_message":
@@ -251,10 +257,12 @@ def check_templates(spec: "BenchmarkSpec", questions: list[Question] | tuple[Que
 
     Why: an undefined variable or a sandbox violation must be a SpecError with file and line at
     `validate` time (or at the start of a run), not after the candidate answers were bought."""
-    per_criterion = spec.judge.verdict.granularity == "per_criterion"
+    per_criterion = spec.judge is not None and spec.judge.verdict.granularity == "per_criterion"
     for question in list(questions)[:n]:
         if spec.conversation.mode == "single":
             candidate_messages(spec, question)
+        if spec.judge is None:  # every item is checked by the engine: no judge prompt
+            continue
         if spec.judge.verdict.kind == "pairwise":
             pair_messages(spec, question, "A sample reply.", "Another sample reply.")
             continue

@@ -178,12 +178,16 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     `spec` is the resolved spec as plain data (spec.resolved.json)."""
     c = summary["counts"]
     head = Table(title=f"{summary['benchmark']} {summary.get('benchmark_version', '')}: "
-                       f"{summary['candidate']['name']} judged by {summary['judge']['name']}", show_header=False)
+                       f"{summary['candidate']['name']} " + (f"judged by {summary['judge']['name']}" if
+                       summary["judge"].get("model") or summary["judge"]["name"] != "none" else "checked by the engine"),
+                 show_header=False)
     head.add_row("Overall", _fmt(summary["overall"]))
     iv = summary.get("interval")
     if iv:
         head.add_row("95% interval / bootstrap std", f"{_fmt(iv['lo'])}-{_fmt(iv['hi'])} / {_fmt(iv['std'])}")
     head.add_row("Questions scored", f"{c['scored']} of {c['questions']}")
+    if "no_choice" in c:  # multiple choice: replies without a readable option letter, scored as wrong
+        head.add_row("No option letter read (scored wrong)", str(c["no_choice"]))
     console.print(head)
     if summary.get("scale"):  # scores on a scale: per-turn and per-group means with intervals (report/scales.py)
         print_scale(summary, spec, console)

@@ -26,6 +26,7 @@ from typing import Any
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.checked import Grader
 from rubric_engine.judge.panels import Panel
 from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.client import ModelClient, preload_litellm
@@ -130,12 +131,14 @@ class RewardScorer:
         limits: dict[str, Any] = dict(cache=self.cache, concurrency=settings.concurrency, rpm=settings.rpm,
                                       max_retries=settings.max_retries)
         self.clients = [ModelClient(j, role="judge", **limits) for j in plan.judges]
-        self.panel = Panel(list(self.clients), [j.name for j in plan.judges], self.spec, plan.repeats, plan.rule, plan.tie)
-        self.shadow: Panel | None = None
+        # checked items (judge/checked.py) are decided by the engine as in a run; the panel grades the rest
+        self.panel = Grader(Panel(list(self.clients), [j.name for j in plan.judges], self.spec, plan.repeats, plan.rule,
+                                  plan.tie) if self.clients else None)
+        self.shadow: Grader | None = None
         if shadow is not None and self.shadow_fraction > 0:
             client = ModelClient(shadow, role="judge", **limits)
             self.clients.append(client)
-            self.shadow = Panel([client], [shadow.name], self.spec, 1, plan.rule, plan.tie)
+            self.shadow = Grader(Panel([client], [shadow.name], self.spec, 1, plan.rule, plan.tie))
         self.judges = [j.name for j in plan.judges]
         if not all(is_mock(j.model) for j in (*plan.judges, *([shadow] if self.shadow else []))):
             preload_litellm()  # the import takes seconds: begin it now, not at the first batch

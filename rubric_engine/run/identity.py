@@ -58,7 +58,7 @@ def run_identity(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dige
     The data's and the answers file's content hashes and each model's sampling params are part of it:
     a run over a changed data file, changed answers or another temperature is another run, never a
     resume that would mix two runs' answers in one directory."""
-    cand, judges, judge, judged = plan.candidate, plan.judges, plan.judges[0], plan.judged
+    cand, judges, judge, judged = plan.candidate, plan.judges, plan.judges[0] if plan.judges else None, plan.judged
     panel = {"jury": [[j.name, j.model, j.api_base, j.revision] for j in judges], "jury_rule": plan.rule,
              "repeats": plan.repeats, "tie": plan.tie} if plan.panel else {}  # a single grading keeps its old identity
     if plan.samples > 1:
@@ -75,7 +75,7 @@ def run_identity(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dige
             "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
             "answers": str(settings.answers or settings.from_run or "") or None,
             "answers_sha256": _answers_sha256(settings),
-            "judge": [judge.name, judge.model, judge.api_base, judge.revision] if judged else None,
+            "judge": [judge.name, judge.model, judge.api_base, judge.revision] if judged and judge else None,
             "params": {"candidate": dict(cand.params) if cand else None,
                        "judge": [dict(j.params) for j in judges] if judged else None},
             "selection": {"subset": settings.subset, "limit": settings.limit,

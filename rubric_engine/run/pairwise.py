@@ -32,7 +32,7 @@ def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", *, panel: bool
     if not is_pairwise(spec):
         if settings.baseline is not None or settings.baseline_answers:
             raise ConfigError(f"baseline=...: the benchmark {spec.name} is not pairwise (judge.verdict.kind: "
-                              f"{spec.judge.verdict.kind}); drop baseline= / baseline.answers=")
+                              f"{spec.judge.verdict.kind if spec.judge else 'none'}); drop baseline= / baseline.answers=")
         return None
     if settings.stage == "generate":  # no judging: the baseline is not needed (a later stage=score names it)
         return None

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.judge.checked import Grader
 from rubric_engine.judge.pairwise import baseline_reply, is_pairwise, judge_pair
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
@@ -86,7 +87,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
     said = given_transcripts(settings.answers, settings.from_run, spec.data.fields.id) if talk and given is not None \
         else {}  # a conversation judged again from its answers: the sessions they hold
     clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
-    judge = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
+    panel = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
+    judge = Grader(panel) if plan.judged else None  # checked items by the engine, the rest by the panel
     with ProgressBoard(settings.progress, console) as board:
         k = plan.samples
         gen_bar = board.stage("generate", k * len(questions)) if cand else None
@@ -145,8 +147,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     o.judge = await judge_pair(clients[0], spec, q, o.response,
                                                await baseline_reply(base, baseline, spec, q))
                 else:
-                    o.judge = await judge.judge(q, o.response, first_repeat=s * judge.repeats,
-                                                **({"transcript": _as_dicts(o)} if o.transcript is not None else {}))
+                    o.judge, o.checks = await judge.grade(q, o.response, first_repeat=s * judge.repeats,
+                                                          transcript=_as_dicts(o) if o.transcript is not None else None)
             jr = o.judge
             if jr is not None and jr.error:
                 log.info("judge error on %s: %s", q.id, jr.error)

@@ -16,6 +16,7 @@ from rubric_engine.run.pairwise import plan_baseline
 from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of, user_of
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.scales import is_score
 from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["RunPlan", "plan_run", "check_run_keys"]
@@ -61,13 +62,14 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
     rules, candidate samples (K > 1 needs the candidate called and judged); one line per setting that cannot run."""
     need_candidate = not (settings.answers or settings.from_run)
     samples = samples_of(settings, need_candidate)
-    if samples > 1 and spec.judge.verdict.kind == "score":
+    if samples > 1 and is_score(spec):
         raise ConfigError(f"samples={samples} with judge.verdict.kind score is not supported: a score run grades "
                           "one reply per question (use judge.repeats or a jury to average several gradings)")
     plan = RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
                    judges=tuple(judges_of(settings, spec)), repeats=repeats_of(settings, spec),
                    samples=samples, rule=settings.jury_rule,
-                   tie=settings.tie or spec.judge.tie, user=user_of(settings, spec, need_candidate))
+                   tie=settings.tie or (spec.judge.tie if spec.judge is not None else "not_met"),
+                   user=user_of(settings, spec, need_candidate))
     return replace(plan, baseline=plan_baseline(settings, spec, panel=plan.panel, samples=plan.samples))
 
 

@@ -15,6 +15,7 @@ from rubric_engine.judge.pairwise import PairResult, baseline_usage, pair_fields
 from rubric_engine.judge.scores import ScoreResult
 from rubric_engine.models.redact import redact
 from rubric_engine.records import SampleRecord
+from rubric_engine.scoring.checks import CheckResult, check_dict
 from rubric_engine.scoring.question import QuestionScore
 from rubric_engine.scoring.scalar import scalar_fields
 from rubric_engine.spec.schema import BenchmarkSpec
@@ -34,6 +35,7 @@ class Outcome:
     truncated: bool = False  # the candidate's reply was cut off (finish_reason "length")
     judge: JudgeResult | None = None
     score: QuestionScore | None = None
+    checks: dict[int, CheckResult] = field(default_factory=dict)  # what each checked item's check found, by index
     samples: list["Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
     # conversations (run/dialogue.py); None / 0 for a single reply, and then absent from the record
     transcript: list[Turn] | None = None  # the turns this run generated, user turns included
@@ -59,11 +61,15 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
         rec["tags"] = list(q.tags)
     for c in q.criteria:
         v = verdicts.get(c.index)
+        found = o.checks.get(c.index)  # a checked item: what its check found, even when the judge failed
         rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
                                 "weight": c.weight, "text": c.text,
-                                "reasoning": redact(v.reasoning) if v else None, "hit": v.hit if v else None,
-                                **_votes(jr, c.index),
+                                "reasoning": found.found if found else redact(v.reasoning) if v else None,
+                                "hit": found.hit if found else v.hit if v else None,
+                                **(_votes(jr, c.index) if c.check is None else {"check": check_dict(c.check)}),
                                 **({"tags": list(c.tags)} if c.tags else {})})
+    if q.choices and o.checks:  # multiple choice: the option letter read from the reply (None: none could be read)
+        rec["choice"] = next((r.choice for r in o.checks.values()), None)
     if isinstance(jr, ScoreResult):  # a score on a scale: the turns' numbers (judge/scores.py, scoring/scalar.py)
         rec["turns"] = [{**t.record(), "reasoning": redact(_clip(t.reasoning)) if t.reasoning else t.reasoning,
                          "error": redact(t.error) if t.error else None} for t in jr.turns]

@@ -39,6 +39,7 @@ from rubric_engine.run.summary import build_summary
 from rubric_engine.spec.checks import check_breakdowns_against_tags
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.scales import is_score
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import merge_record
 from rubric_engine.stats.scores import question_score, zero_fields
@@ -123,6 +124,9 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     if mocks:
         console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
                       "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
+    if spec.judge is None and (settings.judge or settings.jury) and plan.judged:
+        console.print("note: this benchmark declares no judge (every item is checked by the engine); judge= is "
+                      "not used", highlight=False, soft_wrap=True)
     check_keys(*plan.models())  # every model's key, before the first call
     base_warnings: list[str] = []  # pairwise: the baseline's answers, every selected question's, before any call
     base_answers = baseline_answers(settings, spec, plan.baseline, plan.judged, questions, base_warnings)
@@ -157,7 +161,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
              "max_retries %d, cache %s", spec.name, len(questions), len(todo), settings.stage,
              f"{settings.candidate.name} ({settings.candidate.model})" if need_candidate and settings.candidate
-             else "answers file", f"{judges[0].name} ({judges[0].model})" if plan.judged else "none",
+             else "answers file", f"{judges[0].name} ({judges[0].model})" if plan.judged and judges else "none",
              settings.concurrency, settings.rpm, settings.max_retries,
              (settings.cache_dir or "default") if settings.cache_enabled else "off")
 
@@ -196,7 +200,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
     if plan.judged and plan.panel:
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
-    if plan.judged and (plan.panel or plan.samples > 1) and spec.judge.verdict.kind != "score":  # criteria votes
+    if plan.judged and (plan.panel or plan.samples > 1) and not is_score(spec):  # criteria votes
         # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
         summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
                                                 samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets))

@@ -75,11 +75,16 @@ def samples_of(settings: RunSettings, need_candidate: bool) -> int:
 
 def repeats_of(settings: RunSettings, spec: BenchmarkSpec) -> int:
     """How many times each judge grades each reply: judge.repeats given on the command line, else the spec's."""
-    return spec.judge.repeats if settings.repeats is None else settings.repeats
+    if settings.repeats is None:
+        return spec.judge.repeats if spec.judge is not None else 1
+    return settings.repeats
 
 
 def judges_of(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
-    """The run's judges (a jury, the judge given, or the one the spec declares), settings checked."""
+    """The run's judges (a jury, the judge given, or the one the spec declares), settings checked; none when the
+    spec declares no judge (every item is checked by the engine, so judge= has nothing to grade)."""
+    if spec.judge is None:
+        return []
     if len(settings.jury) == 1:
         raise ConfigError(f"a jury of one judge ({settings.jury[0].name}): give a list of 2+ judges, "
                           f"or use judge={settings.jury[0].name} for a single judge")
@@ -108,4 +113,5 @@ def user_of(settings: RunSettings, spec: BenchmarkSpec, need_candidate: bool) ->
 
 def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:
     """The judge the benchmark declares, built like every other model entry (its timeout included)."""
+    assert spec.judge is not None, "declared_judge of a spec without a judge"
     return ModelSpec.from_config(spec.judge.model.model_dump(exclude_none=True), role="judge", timeout=timeout)

@@ -26,6 +26,7 @@ from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.noise import PanelFold, gradings
 from rubric_engine.stats.sampling import SectionsFold
 from rubric_engine.stats.turns import turn_pairs
+from rubric_engine.stats.scores import unread_choices
 from rubric_engine.store import layout as rundir
 
 __all__ = ["Totals", "resume", "index", "ordered_records", "panel_sections", "finish_files"]
@@ -61,6 +62,7 @@ class Totals:
             "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
             "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
                           if isinstance(v, Mapping)},
+            "no_choice": unread_choices(rec),  # multiple choice: replies without a readable letter
             **{k: rec[k] for k in ("user_error", "ended") if rec.get(k)}}  # type: ignore[literal-required]
         if rec.get("turns"):  # scores on a scale: [turn, score] pairs for the per-turn table (stats/turns.py)
             self.compact[str(rec["id"])]["turns"] = turn_pairs(rec["turns"])

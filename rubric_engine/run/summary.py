@@ -21,19 +21,22 @@ from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.scores import score_summary
 from rubric_engine.store import layout as rundir
 
+NO_JUDGE: dict[str, Any] = {"name": "none", "model": None, "family": None}  # every item checked by the engine
+
 
 
 def build_summary(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dataset: Any,
                   totals: runstream.Totals, scored: Sequence[ScoredQuestion],
                   calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    judged, judge_spec = plan.judged, plan.judges[0]
+    judged, judge_spec = plan.judged, plan.judges[0] if plan.judges else None  # none: every item is checked
     cand = settings.candidate
     summary = {
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
         "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": dataset.sha256,
         "data_trust": dataset.trust,
         "candidate": {"name": cand.name, "model": cand.model, "family": cand.family} if cand else _answers_candidate(settings),
-        "judge": {"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family} if judged else None,
+        "judge": ({"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family} if judge_spec
+                  else NO_JUDGE) if judged else None,
         # the same path `rescore` takes from samples.jsonl (stats/scores.py): one aggregation, never two; the
         # journal's compact per-question values stand in for the records
         **score_summary(spec, compact, scored_stage=judged, scored=scored),

@@ -51,7 +51,7 @@ def check_formula(spec: "BenchmarkSpec", fail: Fail, trust_code: bool) -> None:
 def _check_scoring(spec: "BenchmarkSpec", fail: Fail) -> None:
     sc = spec.aggregation
     if spec.taxonomy is None:
-        if sc.question == "mean_over_groups" and spec.judge.verdict.kind != "pairwise":  # no items to group
+        if sc.question == "mean_over_groups" and not (spec.judge and spec.judge.verdict.kind == "pairwise"):  # no items
             fail(("aggregation", "question"), "mean_over_groups needs a taxonomy (its abilities are the groups)",
                  sc.question, "without a taxonomy use all_items")
         if sc.overall == "macro_over_groups":
@@ -60,6 +60,8 @@ def _check_scoring(spec: "BenchmarkSpec", fail: Fail) -> None:
 
 
 def _check_judge(spec: "BenchmarkSpec", fail: Fail) -> None:
+    if spec.judge is None:
+        return  # only checked items (_check_checked): nothing is sent to a judge
     j, v = spec.judge, spec.judge.verdict
     per = v.granularity == "per_criterion"
     if per and v.shape != "object":
@@ -109,6 +111,34 @@ def _check_breakdowns(spec: "BenchmarkSpec", fail: Fail) -> None:
             fail(key + ("prefix",), f"prefix applies only to item_tag / example_tag breakdowns, not {b.by}", b.prefix)
 
 
+def _check_checked(spec: "BenchmarkSpec", fail: Fail) -> None:
+    """Checks and multiple choice (scoring/checks.py): the keys that go together, and a judge unless no item
+    can need one. Each row's own checks are validated when the data is read (dataset/checked.py)."""
+    f, mc = spec.data.fields, spec.multiple_choice
+    if bool(f.choices) != bool(f.answer):
+        fail(("data", "fields", "answer" if f.choices else "choices"), "multiple choice needs both "
+             "data.fields.choices and data.fields.answer", fix="name the options' and the answer's fields")
+    if f.choices and spec.taxonomy is not None:
+        fail(("taxonomy",), "a multiple-choice question is one unlabelled item: it has no ability to be scored in",
+             fix="drop the taxonomy; group the results with report.breakdowns (subset, scenario, example_tag)")
+    if (mc.read == "pattern") != (mc.pattern is not None):
+        fail(("multiple_choice", "pattern" if mc.read == "pattern" else "read"), "read: pattern and a pattern go "
+             "together", mc.read, "set both, or neither (the default reads the first standalone option letter)")
+    to_ability = spec.label_to_ability()
+    for i, c in enumerate(spec.checks):
+        if spec.taxonomy is not None and c.label not in to_ability:
+            fail(("checks", i, "label"), "with a taxonomy, a check is scored in an ability: give its data label",
+                 c.label, f"known labels: {', '.join(to_ability)}")
+    if spec.judge is not None and spec.judge.verdict.kind != "criteria" and (f.item_check or f.choices or spec.checks):
+        fail(("judge", "verdict", "kind"), "checked items and multiple choice are rubric items: they go with "
+             "criteria verdicts", spec.judge.verdict.kind, "use judge.verdict.kind: criteria, or drop the checks")
+    if spec.judge is None and spec.baseline is not None:
+        fail(("baseline",), "a baseline is compared by a judge (judge.verdict.kind: pairwise)", fix="remove baseline:")
+    if spec.judge is None and not (f.item_check or f.choices):
+        fail(("judge",), "required key is missing: without data.fields.item_check or data.fields.choices every "
+             "item needs a judge", fix="add a judge: block (model, template), or check every item")
+
+
 def _check_pairwise(spec: "BenchmarkSpec", fail: Fail) -> None:
     """judge.verdict.kind: pairwise (scoring/pairwise.py): labels the pattern can read, a pooled overall, one
     baseline source; `baseline:` only with it."""
@@ -154,14 +184,18 @@ def _check_conversation(spec: "BenchmarkSpec", fail: Fail) -> None:
 def check_language(spec: "BenchmarkSpec", fail: Fail, trust_code: bool = False) -> None:
     """Every rule above; `fail(key, message, value, fix)` raises the SpecError."""
     check_formula(spec, fail, trust_code)
-    if is_score(spec):
+    _check_checked(spec, fail)
+    if spec.judge is None:  # every item is checked by the engine: none of the judge's rules apply
+        _check_scoring(spec, fail)
+    elif is_score(spec):
         check_scale(spec, fail)  # a score verdict has no criteria: the criteria rules below do not apply
     else:
         _check_scoring(spec, fail)
         _check_judge(spec, fail)
         check_scale(spec, fail)
     _check_breakdowns(spec, fail)
-    _check_pairwise(spec, fail)
+    if spec.judge is not None:
+        _check_pairwise(spec, fail)
     _check_conversation(spec, fail)
 
 

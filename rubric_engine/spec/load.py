@@ -115,6 +115,8 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
         except jinja2.TemplateSyntaxError as exc:
             raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
                             fix="fix the jinja2 syntax") from exc
+    if spec.judge is None:
+        return  # every item is checked by the engine (spec/checks.py): no judge model to check
     check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
     for bad in endpoint_params(spec.judge.model.params):
         fail(("judge", "model", "params", bad), "an endpoint or credential is not allowed in params "

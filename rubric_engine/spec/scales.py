@@ -22,7 +22,7 @@ _VERDICT_DEFAULTS = {"kind": "criteria", "min": None, "max": None, "field": "sco
 
 def is_score(spec: "BenchmarkSpec") -> bool:
     """True when the judge answers with a number on a scale."""
-    return spec.judge.verdict.kind == "score"
+    return spec.judge is not None and spec.judge.verdict.kind == "score"  # None: every item checked
 
 
 def multi_turn(spec: "BenchmarkSpec") -> bool:
@@ -50,11 +50,11 @@ def score_defaults(spec: "BenchmarkSpec") -> None:
 def drop_score_defaults(dump: dict[str, Any]) -> None:
     """Leave the score keys out of a resolved spec's dump where they hold their defaults, so the dump and the
     spec hash of every spec written before they existed stay byte for byte the same."""
-    verdict = dump.get("judge", {}).get("verdict", {})
+    verdict = (dump.get("judge") or {}).get("verdict", {})  # no judge: every item is checked by the engine
     for key, default in _VERDICT_DEFAULTS.items():
         if key in verdict and verdict[key] == default:
             del verdict[key]
-    if dump.get("judge", {}).get("scope") == "conversation":
+    if (dump.get("judge") or {}).get("scope") == "conversation":
         del dump["judge"]["scope"]
     if "references" in dump.get("data", {}) and dump["data"]["references"] is None:
         del dump["data"]["references"]

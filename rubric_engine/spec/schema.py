@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
+from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
 from rubric_engine.spec.scales import drop_score_defaults, score_defaults
 
@@ -24,7 +25,7 @@ __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
     "Candidate", "Conversation", "Simulator", "VerdictFields", "Breakdown", "References",
     "ModelRef", "Judge", "AnswerFile", "BaselineAnswers", "Baseline",
-    "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
+    "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES", "MultipleChoice", "SpecCheck",
 ]
 
 _TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system",
@@ -78,6 +79,9 @@ class DataFields(_Model):
     example_tags: str | None = None  # a list of strings per row (e.g. "theme:...")
     reference: str | None = None  # a reference answer shown to the judge as `reference` (a list: one per turn)
     turns: str | None = None  # conversation.mode scripted: a list of user messages per row
+    item_check: str | None = None  # an item's deterministic check (scoring/checks.py): decided by the engine
+    choices: str | None = None  # multiple choice: the row's options (a list of strings, lettered A, B, ...)
+    answer: str | None = None  # multiple choice: the correct option (a letter, or a 0-based index)
 
 
 class References(_Model):
@@ -257,9 +261,11 @@ class BenchmarkSpec(_Model):
     aggregation: AggregationSpec = AggregationSpec()
     candidate: Candidate = Candidate()
     conversation: Conversation = Conversation()
-    judge: Judge
+    judge: Judge | None = None  # None: allowed only when every item is checked by the engine (spec/checks.py)
     baseline: Baseline | None = None  # judge.verdict.kind: pairwise only
     report: Report = Report()
+    multiple_choice: MultipleChoice = MultipleChoice()
+    checks: list[SpecCheck] = []
     _dir: Path = PrivateAttr(default=Path("."))
     _files: list[Path] = PrivateAttr(default_factory=list)
     _origins: dict[Key, tuple[Path, int]] = PrivateAttr(default_factory=dict)
@@ -398,6 +404,7 @@ class BenchmarkSpec(_Model):
         if dump["data"]["fields"]["turns"] is None:
             del dump["data"]["fields"]["turns"]
         drop_score_defaults(dump)  # likewise for the keys of scores on a scale
+        drop_checked_defaults(dump)
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
@@ -411,7 +418,7 @@ class BenchmarkSpec(_Model):
 
 def _drop_pairwise_defaults(dump: dict[str, Any]) -> None:
     """The pairwise keys are left out of a criteria spec's dump: its spec hash stays what it was before they existed."""
-    verdict = dump["judge"]["verdict"]
+    verdict = (dump["judge"] or {}).get("verdict") or {}  # no judge: every item is checked by the engine
     if verdict.get("kind") == "criteria":
         for key in ("kind", "labels", "strong_weight", "swap", "pattern"):
             verdict.pop(key, None)

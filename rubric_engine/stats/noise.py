@@ -88,10 +88,11 @@ def gradings(rec: Mapping[str, Any], names: Sequence[str], repeats: int) -> Iter
         if entry.get("candidate_error") or entry.get("judge_error"):
             continue
         marks = entry.get("criteria") or []
-        if any("votes" not in c for c in marks):
+        if any("votes" not in c for c in marks if "check" not in c):
             continue  # not graded by a panel (no votes kept)
-        yield ([int(c["index"]) for c in marks],
-               {n: [[bool(c["votes"][n][r]) for c in marks] for r in range(repeats)] for n in names})
+        yield ([int(c["index"]) for c in marks],  # a checked item: its one result stands for every grading
+               {n: [[bool(c["votes"][n][r] if "check" not in c else c["hit"]) for c in marks] for r in range(repeats)]
+                for n in names})
 
 
 class PanelFold:
@@ -107,11 +108,14 @@ class PanelFold:
         self.q_sd: dict[str, list[float]] = {OVERALL: []}
         self.own: dict[str, list[ScoredQuestion]] = {n: [] for n in self.names}  # each judge alone
         self.cols: dict[str, tuple[list[str], bytearray]] = {OVERALL: ([], bytearray())}  # group -> (ids, votes)
+        self.positions: list[int] = []  # the judged items' positions in the grading being added
 
     def add(self, q: Question, grading: Grading) -> None:
         indices, votes = grading
         ability = {c.index: c.ability for c in q.criteria}
         groups = [str(ability[index]) if ability.get(index) else None for index in indices]  # None: no ability
+        checked = {c.index for c in q.criteria if c.check is not None}  # never flip, never disagree: not counted
+        self.positions = [i for i, index in enumerate(indices) if index not in checked]
         if self.repeats > 1:
             self._noise(q, groups, votes)
         if len(self.names) > 1:
@@ -119,7 +123,7 @@ class PanelFold:
 
     def _noise(self, q: Question, groups: Sequence[str | None], votes: Mapping[str, Sequence[Sequence[bool]]]) -> None:
         for reps in votes.values():
-            for pos, group in enumerate(groups):
+            for pos, group in ((p, groups[p]) for p in self.positions):
                 flipped = len({r[pos] for r in reps}) > 1
                 for g in (OVERALL,) if group is None else (OVERALL, group):
                     c = self.flips.setdefault(g, {}).setdefault(q.id, [0, 0])
@@ -146,7 +150,7 @@ class PanelFold:
         for n in self.names:
             if (sq := _scored(self.spec, q, own[n])) is not None:
                 self.own[n].append(sq)
-        for pos, group in enumerate(groups):
+        for pos, group in ((p, groups[p]) for p in self.positions):
             col = bytes(int(own[n][pos]) for n in self.names)
             for g in (OVERALL,) if group is None else (OVERALL, group):
                 ids, marks = self.cols.setdefault(g, ([], bytearray()))

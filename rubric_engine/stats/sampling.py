@@ -75,7 +75,7 @@ def merge_scores(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _entry(s: int, rec: Mapping[str, Any]) -> dict[str, Any]:
     """One sample as kept under `samples`: its reply, errors, verdicts (index, hit, reasoning, votes), scores."""
     keep = ("response", "candidate_error", "judge_error", "judge_raw", *_SCORE_KEYS, "tokens", "cost",
-            "cache_hits", "truncated", "transcript", "ended", "user_error")  # the last three: conversations
+            "cache_hits", "truncated", "choice", "transcript", "ended", "user_error")  # the last three: conversations
     out: dict[str, Any] = {"sample": s, **{k: rec[k] for k in keep if k in rec}}
     out["criteria"] = [{k: c[k] for k in ("index", "hit", "reasoning", "votes") if k in c} for c in rec["criteria"]]
     return out
@@ -92,7 +92,7 @@ def _error(entries: Sequence[Mapping[str, Any]], key: str) -> str | None:
 def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
     """One samples.jsonl record for a question from its K per-sample records (run.record.sample_record each)."""
     entries = [_entry(s, r) for s, r in enumerate(records)]
-    out = {k: v for k, v in records[0].items() if k not in (*_SCORE_KEYS, "judge_raw", "sample_score_sd")}
+    out = {k: v for k, v in records[0].items() if k not in (*_SCORE_KEYS, "judge_raw", "sample_score_sd", "choice")}
     cand, judge = _error(entries, "candidate_error"), _error(entries, "judge_error")
     out.update(candidate_error=cand, judge_error=None if cand else judge,
                abilities={}, score=None, failed_rules=[], catastrophic=False)

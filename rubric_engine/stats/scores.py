@@ -14,7 +14,9 @@ from dataclasses import fields, replace
 from typing import Any
 
 from rubric_engine.datatypes import Criterion
+from rubric_engine.errors import DataError
 from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, breakdowns, scored_from_samples
+from rubric_engine.scoring.checks import CheckProblem, parse_check
 from rubric_engine.scoring.question import QuestionScore, score_question
 from rubric_engine.stats.bootstrap import bootstrap_stats
 from rubric_engine.spec.scales import is_score
@@ -22,7 +24,7 @@ from rubric_engine.stats.lengths import length_block
 from rubric_engine.stats.turns import score_sections
 
 __all__ = ["question_score", "record_fields", "score_fields", "score_summary", "criteria_from_record", "zero_fields",
-           "EMPTY_SCORES", "INTERVAL_SAMPLES", "INTERVAL_SEED"]
+           "EMPTY_SCORES", "INTERVAL_SAMPLES", "INTERVAL_SEED", "unread_choices"]
 
 EMPTY_SCORES: dict[str, Any] = {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
 INTERVAL_SAMPLES, INTERVAL_SEED = 1000, 0
@@ -67,6 +69,15 @@ def zero_fields(spec: Any, criteria: Sequence[Criterion]) -> dict[str, Any]:
     return out
 
 
+def unread_choices(rec: Mapping[str, Any]) -> int:
+    """A multiple-choice record's replies from which no option letter could be read (each candidate sample's);
+    a run's compact totals carry the count as `no_choice`."""
+    if "no_choice" in rec:
+        return int(rec["no_choice"])
+    entries = rec["samples"] if "samples" in rec else [rec]
+    return sum(1 for e in entries if "choice" in e and e["choice"] is None)
+
+
 def criteria_from_record(rec: Mapping[str, Any]) -> list[Criterion]:
     """The Criterion objects a samples.jsonl record stored: every Criterion field the record holds
     (lists become tuples); verdict keys (reasoning, hit) and unknown keys are not criterion fields."""
@@ -76,6 +87,12 @@ def criteria_from_record(rec: Mapping[str, Any]) -> list[Criterion]:
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in c.items() if k in names}
         kw.update(index=int(c["index"]), label=str(c.get("label", "")), text=str(c.get("text", "")),
                   weight=c.get("weight"))
+        if c.get("check") is not None:  # an engine-checked item, typed again (its stored result is its `hit`)
+            try:
+                kw["check"] = parse_check(c["check"], allow_choice=True)
+            except CheckProblem as exc:
+                raise DataError("samples.jsonl", f"question {rec.get('id')!r}, criterion {c['index']}: check: {exc}",
+                                fix="restore the record's check as the run wrote it") from None
         out.append(Criterion(**kw))
     return out
 
@@ -117,6 +134,8 @@ def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_sta
                    "candidate_errors": sum(1 for s in samples if s.get("candidate_error")),
                    "catastrophic": sum(1 for s in scored if s.catastrophic),
                    "truncated": sum(1 for s in samples if s.get("truncated")),
+                   # multiple choice: replies from which no option letter could be read (scored as wrong)
+                   **({"no_choice": sum(unread_choices(s) for s in samples)} if spec.data.fields.choices else {}),
                    # questions left out for having no positive points (only where the spec excludes them)
                    **({"unscored": sum(1 for o in samples if o.get("score") is None and not o.get("judge_error")
                                        and not o.get("candidate_error") and scored_stage)}

@@ -7,6 +7,9 @@ one item, so one human label is compared with both judges. The key is
 `<question id>#<criterion index>@<reply hash>`; the reply hash is the first 10 hex digits of the
 sha256 of the reply text.
 
+Items the engine checked (a `check` on the criterion) are not items: a check is no judge verdict, so review
+sheets never show them and agreement never counts them.
+
 Fields beyond the ones named here (tags, extra columns another spec adds) are kept in `fields`
 so breakdowns and stratification can use them without this module knowing them.
 """
@@ -86,7 +89,7 @@ def _scalar_fields(obj: dict[str, Any], skip: set[str]) -> dict[str, Any]:
 
 _SAMPLE_KNOWN = {"id", "response", "criteria", "candidate_error", "judge_error", "judge_raw", "abilities",
                  "score", "failed_rules", "catastrophic", "tokens", "cost", "cache_hits"}
-_CRIT_KNOWN = {"index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "met"}
+_CRIT_KNOWN = {"index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "met", "check"}
 
 
 def load_items(dirs: Sequence[Path]) -> RunItems:
@@ -126,6 +129,8 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
             criteria = s.get("criteria") or []
             extras = _scalar_fields(s, _SAMPLE_KNOWN)
             for c in criteria:
+                if isinstance(c, dict) and c.get("check") is not None:
+                    continue  # decided by the engine, not a judge: nothing for a person to agree with
                 idx = c.get("index") if isinstance(c, dict) else None
                 if not isinstance(idx, int) or isinstance(idx, bool):
                     raise DataError(str(r.dir / SAMPLES_FILE), f"question {qid}: a criterion without an integer 'index'",

@@ -135,7 +135,9 @@ def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
                           "labels; choose another out=DIR, or pass force=true to replace it")
     data = load_items(dirs)
     if not data.items:
-        raise ConfigError("review export: the runs hold no reply to review (every candidate call failed?)")
+        raise ConfigError("review export: the runs hold no judged item to review" + (
+            " (every item is checked by the engine: no judge verdict to compare with people)" if data.replies
+            else " (every candidate call failed?)"))
     picked = sample_items(list(data.items.values()), n, seed, stratify, unit)
     sid = sheet_id(data.benchmark, [it.key for it in picked])
     questions = _questions(data, picked)
