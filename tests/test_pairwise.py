@@ -88,6 +88,15 @@ def test_label_problems() -> None:
     assert label_problem(["A much better", "A=B"], PATTERNS, 3)[0] == "labels"  # type: ignore[index]
     assert label_problem(["A>B", "B>A"], [r"\[\[(\d+)\]\]"], 3)[0] == "labels"  # type: ignore[index]
     assert label_problem(LABELS, [r"\[\[[AB]\]\]"], 3)[0] == "pattern"  # type: ignore[index]
+    # spec patterns run under RE2 (linear time): a look-ahead, which only a backtracking engine has, is refused
+    problem = label_problem(LABELS, [r"\[\[([AB<>=]+)(?=\]\])"], 3)
+    assert problem is not None and problem[0] == "pattern" and "RE2" in problem[1], problem
+
+
+def test_a_hostile_label_pattern_reads_a_long_reply_in_linear_time() -> None:
+    """(a+)+$ backtracks exponentially in Python's re on 'aaa...b'; under RE2 the read simply finds no label."""
+    with pytest.raises(ValueError, match="no verdict found"):
+        read_label("a" * 5000 + "b", [r"((a+)+$)"], ["A>B", "B>A"])
 
 
 # -- runs -------------------------------------------------------------------------------------------------

@@ -168,6 +168,8 @@ def _bad_spec(tmp: Path, old: str, new: str) -> Path:
     ("min: 1, max: 5", "min: 5, max: 5", "judge.verdict.min: min must be below max"),
     ("field: rating, reasoning: why", "pattern: '[[('", "judge.verdict.pattern: the pattern does not compile"),
     ("field: rating, reasoning: why", r"pattern: '\[\[\d+\]\]'", "judge.verdict.pattern: the pattern has no group"),
+    # a look-ahead needs a backtracking engine: a stranger's pattern is run by RE2 (linear time), which refuses it
+    ("field: rating, reasoning: why", r"pattern: '\[\[(\d+)(?=\]\])'", "judge.verdict.pattern: the pattern does not compile: RE2 cannot compile"),
     ("kind: score,", "kind: score, min: 1,", "judge.verdict.min"),
     ("  template: judge.j2", "  template: judge.j2\n  scope: each_turn",
      "judge.scope: each_turn judging needs a conversation of several candidate turns"),

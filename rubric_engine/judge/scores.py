@@ -30,6 +30,7 @@ from rubric_engine.judge.prompts import judge_messages
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.judge.verdicts import VerdictError, extract_json
 from rubric_engine.models.mock import MOCK_TAG, MockShape
+from rubric_engine.scoring.checks import compile_re2
 
 if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
@@ -91,7 +92,7 @@ class ScoreShape:
     def parse(self, text: str) -> ScoreVerdict:
         """The one number of a reply, or VerdictError worded for the judge."""
         if self.pattern is not None:
-            found = [m.group(1) for m in re.finditer(self.pattern, text)]
+            found = [m.group(1) for m in compile_re2(self.pattern).finditer(text)]  # RE2: linear time
             if not found:
                 raise VerdictError(f"the reply has no rating in the required format (pattern {self.pattern})")
             numbers = []

@@ -11,9 +11,13 @@ the pooled mean over questions is the mean over every counted game score (the wi
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from rubric_engine.scoring.checks import compile_re2
 
 __all__ = ["DEFAULT_PATTERN", "ORDERS", "GameScore", "label_value", "game_scores", "question_value", "read_label",
            "label_problem", "written_form", "patterns_of"]
@@ -68,10 +72,17 @@ def patterns_of(pattern: str | Sequence[str] | None) -> list[str]:
     return [pattern] if isinstance(pattern, str) else list(pattern)
 
 
+@functools.lru_cache(maxsize=64)
+def _compiled(pattern: str) -> Any:
+    """A spec's label pattern under RE2 (linear time: a stranger's pattern cannot hang a run on a long reply)."""
+    return compile_re2(pattern)
+
+
 def _found(text: str, patterns: Sequence[str]) -> list[str]:
     """The distinct labels the first matching pattern finds in `text` ([] when none matches)."""
     for pattern in patterns:
-        found = list(dict.fromkeys(m.strip() for m in re.findall(pattern, text) if isinstance(m, str) and m.strip()))
+        found = list(dict.fromkeys(m.strip() for m in _compiled(pattern).findall(text)
+                                   if isinstance(m, str) and m.strip()))
         if found:
             return found
     return []
@@ -100,9 +111,9 @@ def label_problem(labels: Sequence[str], patterns: Sequence[str], strong_weight:
     """(key, problem) for declared labels or patterns that cannot work; None when all can."""
     for p in patterns:
         try:
-            compiled = re.compile(p)
-        except re.error as exc:
-            return "pattern", f"{p!r} is not a regular expression ({exc})"
+            compiled = _compiled(p)
+        except ValueError as exc:
+            return "pattern", f"{p!r}: {exc}"
         if compiled.groups < 1:
             return "pattern", f"{p!r} has no group: group 1 must capture the label"
     if len(set(labels)) != len(labels):

@@ -9,8 +9,9 @@ judging of a single reply), all before any call is paid for.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
+
+from rubric_engine.scoring.checks import compile_re2
 
 BenchmarkSpec = Any  # spec/schema.py imports this module: its BenchmarkSpec cannot be imported back
 
@@ -91,10 +92,10 @@ def check_scale(spec: "BenchmarkSpec", fail: Fail) -> None:
              r"give one regular expression whose group 1 is the number, e.g. \[\[(\d+\.?\d*)\]\]")
     if isinstance(v.pattern, str):
         try:
-            groups = re.compile(v.pattern).groups
-        except re.error as exc:
+            groups = compile_re2(v.pattern).groups  # RE2 reads the judge's replies: linear time, no look-arounds
+        except ValueError as exc:
             fail(("judge", "verdict", "pattern"), f"the pattern does not compile: {exc}", v.pattern,
-                 r"a Python regular expression whose group 1 is the number, e.g. \[\[(\d+\.?\d*)\]\]")
+                 r"an RE2 regular expression whose group 1 is the number, e.g. \[\[(\d+\.?\d*)\]\]")
             return
         if groups < 1:
             fail(("judge", "verdict", "pattern"), "the pattern has no group (group 1 must capture the number)",
