@@ -11,12 +11,12 @@ first missing ids.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.dataset.fetch import fetch
+from rubric_engine.dataset.jsonl import jsonl_rows
 from rubric_engine.errors import DataError
 
 if TYPE_CHECKING:
@@ -72,28 +72,21 @@ def _read(path: Path, declared: "BaselineAnswers", wanted: set[str]) -> dict[str
     if not path.is_file():
         raise DataError(str(path), "baseline answers file not found", fix="check the path given for baseline.answers")
     out: dict[str, str] = {}
-    with path.open(encoding="utf-8-sig") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(str(path), f"invalid JSON: {exc.msg}", line=n, fix="one JSON object a line") from None
-            if not isinstance(row, dict) or declared.id not in row:
-                raise DataError(str(path), f"row has no {declared.id!r} field", line=n,
-                                fix="set baseline.answers.id to the field holding the question id")
-            qid = str(row[declared.id])
-            if qid not in wanted:
-                continue
-            if qid in out:
-                raise DataError(str(path), f"a second answer for question {qid!r}", line=n, fix="keep one row per id")
-            text = _answer(row.get(declared.response), declared)
-            if text is None and declared.response not in row:
-                raise DataError(str(path), f"row {qid!r} has no {declared.response!r} field", line=n,
-                                fix="set baseline.answers.response to the field holding the answer")
-            if text is not None and text.strip():
-                out[qid] = text
+    for n, row in jsonl_rows(path):
+        if not isinstance(row, dict) or declared.id not in row:
+            raise DataError(str(path), f"row has no {declared.id!r} field", line=n,
+                            fix="set baseline.answers.id to the field holding the question id")
+        qid = str(row[declared.id])
+        if qid not in wanted:
+            continue
+        if qid in out:
+            raise DataError(str(path), f"a second answer for question {qid!r}", line=n, fix="keep one row per id")
+        text = _answer(row.get(declared.response), declared)
+        if text is None and declared.response not in row:
+            raise DataError(str(path), f"row {qid!r} has no {declared.response!r} field", line=n,
+                            fix="set baseline.answers.response to the field holding the answer")
+        if text is not None and text.strip():
+            out[qid] = text
     return out
 
 

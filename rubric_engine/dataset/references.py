@@ -13,12 +13,12 @@ local file carries its references in its own rows.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.dataset.fetch import fetch, sha256_file
+from rubric_engine.dataset.jsonl import jsonl_rows
 from rubric_engine.datatypes import Question, QuestionRows
 from rubric_engine.errors import DataError
 
@@ -75,25 +75,18 @@ def load_references(spec: "BenchmarkSpec", cache_dir: str | Path | None = None,
     assert ref is not None
     file = _file(spec, cache_dir, warnings if warnings is not None else [])
     out: dict[str, tuple[str, ...]] = {}
-    with open(file, encoding="utf-8-sig") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(str(file), f"invalid JSON: {exc.msg}", line=n, fix="one JSON object a line") from None
-            qid, answer = _walk(row, ref.id), _walk(row, ref.answer)
-            if qid is None or isinstance(qid, (dict, list, bool)):
-                raise DataError(str(file), f"no question id at {ref.id!r}", line=n, fix="check data.references.id")
-            if isinstance(answer, str):
-                answer = [answer]
-            if not isinstance(answer, list) or not all(isinstance(a, str) for a in answer):
-                raise DataError(str(file), f"no reference text (a string or a list of strings) at {ref.answer!r}",
-                                line=n, fix="check data.references.answer (a dotted path such as choices.0.turns)")
-            if str(qid) in out:
-                raise DataError(str(file), f"question id {qid!r} appears twice", line=n, fix="ids must be unique")
-            out[str(qid)] = tuple(answer)
+    for n, row in jsonl_rows(Path(file)):
+        qid, answer = _walk(row, ref.id), _walk(row, ref.answer)
+        if qid is None or isinstance(qid, (dict, list, bool)):
+            raise DataError(str(file), f"no question id at {ref.id!r}", line=n, fix="check data.references.id")
+        if isinstance(answer, str):
+            answer = [answer]
+        if not isinstance(answer, list) or not all(isinstance(a, str) for a in answer):
+            raise DataError(str(file), f"no reference text (a string or a list of strings) at {ref.answer!r}",
+                            line=n, fix="check data.references.answer (a dotted path such as choices.0.turns)")
+        if str(qid) in out:
+            raise DataError(str(file), f"question id {qid!r} appears twice", line=n, fix="ids must be unique")
+        out[str(qid)] = tuple(answer)
     return out
 
 
