@@ -161,3 +161,12 @@ def test_a_replaced_model_or_deleted_key_variable_is_still_checked(tmp_path: Pat
     assert res.returncode == 2, res.stderr
     _one_error(res.stderr, "export OPENAI_API_KEY=")
     assert _debris(tmp_path) == []
+
+
+def test_a_misspelt_benchmark_keeps_its_hint_whatever_the_search_path(tmp_path: Path, env: dict[str, str]) -> None:
+    """The error line is capped at 400 characters: the "did you mean" must not sit behind a long search path."""
+    deep = tmp_path / ("d" * 120) / ("e" * 120) / ("f" * 120)
+    deep.mkdir(parents=True)
+    res = run_cli(["validate", "benchmark=heartbnech_en", f"benchmark_dirs=[{deep}]"], env, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    _one_error(res.stderr, "did you mean 'heartbench_en'")

@@ -67,8 +67,9 @@ def _find(name: str, search_path: Sequence[str | Path] | None, file: str, key: s
     close = difflib.get_close_matches(name, list(known), n=1)
     # closest names first: with several benchmark families the likely one leads the list
     ranked = sorted(known, key=lambda k: (-difflib.SequenceMatcher(None, name, k).ratio(), k))
-    fix = f"known benchmarks: {', '.join(ranked) or '(none)'}; searched: {os.pathsep.join(map(str, dirs))}"
-    fix += f"; did you mean {close[0]!r}?" if close else ""
+    # the hint first: the line is capped, and a long search path must not cut it off
+    fix = (f"did you mean {close[0]!r}? " if close else "") + (
+        f"known benchmarks: {', '.join(ranked) or '(none)'}; searched: {os.pathsep.join(map(str, dirs))}")
     raise SpecError(file, key, "unknown benchmark", value=name, fix=fix)
 
 
