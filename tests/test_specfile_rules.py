@@ -146,8 +146,8 @@ def test_unknown_benchmark_ranks_close_names_first(tmp_path: Path) -> None:
         spec_file(tmp_path / "lib", "name: x\n", name=name)
     f = spec_file(tmp_path, "extends: beta\n", name="c")
     msg = error(_load_chain, f.parent, [tmp_path / "lib"], [])
-    assert msg == (f"{f}:1: extends: unknown benchmark (got 'beta'); known benchmarks: betb, beta_long, alpha; "
-                   f"searched: {tmp_path / 'lib'}; did you mean 'betb'?")
+    assert msg == (f"{f}:1: extends: unknown benchmark (got 'beta'); did you mean 'betb'? known benchmarks: betb, "
+                   f"beta_long, alpha; searched: {tmp_path / 'lib'}")
     f = spec_file(tmp_path, "extends: zzzz\n", name="d")
     assert error(_load_chain, f.parent, [tmp_path / "empty"], []) == (
         f"{f}:1: extends: unknown benchmark (got 'zzzz'); known benchmarks: (none); searched: {tmp_path / 'empty'}")
