@@ -204,6 +204,13 @@ def test_candidate_samples_keep_each_session_and_the_user_tokens(tmp_path: Path,
     assert s2["tokens"]["user"] == {k: 2 * v for k, v in s1["tokens"]["user"].items()}  # both samples' sessions
     rec = records(tmp_path / "two")["cd01"]
     assert [len(s["transcript"]) for s in rec["samples"]] == [7, 7] and rec["samples"][1]["ended"] == "stop"
+    res = run_cli(["leaderboard", str(tmp_path / "one"), f"out={tmp_path / 'lb'}"], env)
+    assert res.returncode == 0, res.stderr
+    row = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["rows"][0]
+    # the simulated user's tokens and cost count in the leaderboard's totals
+    assert row["tokens"]["user"] == s1["tokens"]["user"] and "user" in s1["cost"]
+    assert row["tokens"]["total"] == {k: sum(t[k] for t in s1["tokens"].values()) for k in ("prompt", "completion")}
+    assert row["cost"] == {**s1["cost"], "total": sum(s1["cost"].values())}
 
 
 def test_a_run_whose_simulated_user_always_fails_exits_1_saying_so(tmp_path: Path, env: dict[str, str]) -> None:
