@@ -137,6 +137,11 @@ def test_user_entry_key_is_checked_before_any_call(tmp_path: Path, env: dict[str
                       env)
         assert srv.requests == []
     assert res.returncode == 2 and "OPENAI_API_KEY" in res.stderr and "Traceback" not in res.stderr
+    lines = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
+    assert len(lines) == 1, res.stderr  # one line naming the role and the override that points it elsewhere
+    line = lines[0]
+    assert line.startswith("rubric-engine: error: user gpt-4o (openai/gpt-4o") and "needs an API key" in line, line
+    assert "user.api_key_env=<VAR>" in line, line
     assert not (tmp_path / "r").exists()
 
 

@@ -282,6 +282,7 @@ def test_baseline_key_is_checked_before_any_call(tmp_path: Path, env: dict[str, 
     line = _one_line(run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "judge=mock",
                               "baseline=openai/gpt-4o", f"hydra.run.dir={tmp_path / 'out'}"], env))
     assert "OPENAI_API_KEY" in line and "openai/gpt-4o" in line
+    assert line.startswith("rubric-engine: error: baseline ") and "baseline.api_key_env=<VAR>" in line, line  # role, override
     assert not (tmp_path / "out" / "samples.jsonl").exists()
 
 
