@@ -220,6 +220,12 @@ def test_validate_and_dry_run_show_the_baseline_and_count_two_games(tmp_path: Pa
     res = run_cli(["validate", "benchmark=arena_hard", f"data.path={MINI}"], env)
     assert res.returncode == 0, res.stderr
     assert "baseline answers per subset: hard_prompt: o3-mini-2025-01-31" in res.stdout.replace("\n", " ")
+    scoring = res.stdout.replace("\n", " ").split("scoring: ", 1)[1]  # what the spec does, not a criteria formula
+    assert scoring.startswith("pairwise labels A>>B, A>B, A=B, B>A, B>>A; a game scores the candidate 1 (win), "
+                              "0.5 (tie) or 0 (loss), a strong label (A>>B, B>>A) counted 3x; both orders judged "
+                              "(position swap)"), scoring
+    assert "win rate against the baseline (ties as half), pooled over every counted game score" in scoring
+    assert "log_normalised" not in res.stdout and "no positive points" not in res.stdout
     res = run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "baseline=mock", "dry_run=true",
                    f"hydra.run.dir={tmp_path / 'out'}"], env)
     assert res.returncode == 0, res.stderr
