@@ -102,7 +102,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
 
 
 _SCOPES = {"conversation": "one judgment of the whole conversation", "last_turn": "one judgment of the last reply",
-           "each_turn": "one judgment per candidate turn"}
+           "each_turn": "one judgment per candidate turn", "turn": "one judgment of candidate turn {turn}"}
 
 
 def _scoring_line(spec: Any) -> str:
@@ -110,7 +110,7 @@ def _scoring_line(spec: Any) -> str:
     agg, v = spec.aggregation, spec.judge.verdict if spec.judge else None
     if v is not None and v.kind == "score":  # scores on a scale (judge/scores.py): the judge's number, no formula
         return (f"scoring: the judge's score from {v.min:g} to {v.max:g} "
-                f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), {_SCOPES[spec.judge.scope]} "
+                f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), {_SCOPES[spec.judge.scope].format(turn=spec.judge.turn)} "
                 f"(judge.scope {spec.judge.scope}); question score = mean of its valid judgments, overall = mean over "
                 "every valid judgment (pooled)")
     if v is not None and v.kind == "pairwise":  # scoring/pairwise.py: each game from the candidate's side

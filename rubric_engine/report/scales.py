@@ -35,7 +35,7 @@ def scale_tables(summary: Mapping[str, Any], spec: Mapping[str, Any]) -> list[di
     intervals = summary.get("group_intervals") or {}
     out: list[dict[str, Any]] = []
     turns = summary.get("turns") or {}
-    if len(turns) > 1 or (summary.get("scale") or {}).get("scope") == "each_turn":
+    if len(turns) > 1 or (summary.get("scale") or {}).get("scope") in ("each_turn", "turn"):
         out.append({"id": "turns", "title": "Turns", "count": "judgments",
                     "rows": [(f"turn {k}", t.get("mean"), t.get("lo"), t.get("hi"), t.get("judgments"))
                              for k, t in turns.items()]})
