@@ -157,6 +157,14 @@ def test_mt_bench_runs_keyless_on_the_mini_sample(tmp_path: Path) -> None:
     samples = [json.loads(x) for x in (tmp_path / "r" / "samples.jsonl").read_text().splitlines()]
     assert all([t["turn"] for t in s["turns"]] == [1, 2] and s["weight"] == 2 for s in samples)
     assert "Turns (scale 1-10)" in proc.stdout and "Categories (scale 1-10)" in proc.stdout
+    # the run's report.html: turn 1, turn 2 and the overall, each mean with its interval (summary.json `turns`)
+    page = (tmp_path / "r" / "report.html").read_text()
+    section = page.split("<h2>Turns</h2>", 1)[1].split("<h2>", 1)[0]
+    for head in ("turn 1", "turn 2", "overall"):
+        assert f">{head}<" in section, section
+    for t in summary["turns"].values():
+        assert f"{t['mean']:.2f} [{t['lo']:.2f}, {t['hi']:.2f}]" in section, section
+    assert f"{summary['overall']:.2f} [" in section
 
 
 def test_references_file_is_the_declared_source(tmp_path: Path) -> None:
