@@ -137,6 +137,11 @@ def test_user_entry_key_is_checked_before_any_call(tmp_path: Path, env: dict[str
                       env)
         assert srv.requests == []
     assert res.returncode == 2 and "OPENAI_API_KEY" in res.stderr and "Traceback" not in res.stderr
+    lines = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
+    assert len(lines) == 1, res.stderr  # one line naming the role and the override that points it elsewhere
+    line = lines[0]
+    assert line.startswith("rubric-engine: error: user gpt-4o (openai/gpt-4o") and "needs an API key" in line, line
+    assert "user.api_key_env=<VAR>" in line, line
     assert not (tmp_path / "r").exists()
 
 
@@ -155,7 +160,9 @@ def _spec(tmp_path: Path, old: str, new: str) -> Path:
     ("max_turns: 3", "max_turns: 0", ["user=mock"], "conversation.max_turns"),
     ("system: persona.j2", "system: empty.j2", ["user=mock"], "empty.j2"),
     ("system: persona.j2", "system: ../outside.j2", ["user=mock"], "leads outside the spec's directory"),
-], ids=["no-simulator-model", "no-simulator", "max-turns-0", "empty-persona", "persona-outside"])
+    ("  template: judge.j2", "  template: judge.j2\n  scope: turn\n  turn: 4\n  verdict: {kind: score, "
+     "min: 1, max: 10}", ["user=mock"], "judge.turn: a simulated session has at most 3 candidate turns"),
+], ids=["no-simulator-model", "no-simulator", "max-turns-0", "empty-persona", "persona-outside", "turn-beyond"])
 def test_bad_conversation_settings_are_one_line(tmp_path: Path, env: dict[str, str], old: str, new: str,
                                                 extra: list[str], says: str) -> None:
     spec = _spec(tmp_path, old, new)
@@ -204,6 +211,13 @@ def test_candidate_samples_keep_each_session_and_the_user_tokens(tmp_path: Path,
     assert s2["tokens"]["user"] == {k: 2 * v for k, v in s1["tokens"]["user"].items()}  # both samples' sessions
     rec = records(tmp_path / "two")["cd01"]
     assert [len(s["transcript"]) for s in rec["samples"]] == [7, 7] and rec["samples"][1]["ended"] == "stop"
+    res = run_cli(["leaderboard", str(tmp_path / "one"), f"out={tmp_path / 'lb'}"], env)
+    assert res.returncode == 0, res.stderr
+    row = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["rows"][0]
+    # the simulated user's tokens and cost count in the leaderboard's totals
+    assert row["tokens"]["user"] == s1["tokens"]["user"] and "user" in s1["cost"]
+    assert row["tokens"]["total"] == {k: sum(t[k] for t in s1["tokens"].values()) for k in ("prompt", "completion")}
+    assert row["cost"] == {**s1["cost"], "total": sum(s1["cost"].values())}
 
 
 def test_a_run_whose_simulated_user_always_fails_exits_1_saying_so(tmp_path: Path, env: dict[str, str]) -> None:
@@ -214,3 +228,34 @@ def test_a_run_whose_simulated_user_always_fails_exits_1_saying_so(tmp_path: Pat
         in res.stderr
     assert all(r["user_error"] == "simulated user, turn 1: the simulated user returned an empty reply"
                for r in records(tmp_path / "run").values())
+
+
+def test_a_chosen_turn_the_session_never_reached_is_a_counted_judge_error(tmp_path: Path, env: dict[str, str]) -> None:
+    """judge.scope: turn, judge.turn: 3 on a simulated session: p2 (cut at 3 turns) gets one judge call for its
+    third reply; p1 (stopped after one reply) is a judge error naming the turn, with no judge call."""
+    spec = tmp_path / "spec"
+    shutil.copytree(SPEC, spec)
+    text = (spec / "benchmark.yaml").read_text().replace("  scale: 100\n", "")
+    assert "  template: judge.j2" in text
+    (spec / "benchmark.yaml").write_text(text.replace("  template: judge.j2", "  template: judge.j2\n  scope: turn\n"
+                                                      "  turn: 3\n  verdict: {kind: score, min: 1, max: 10, "
+                                                      "pattern: '\\[\\[(\\d+)\\]\\]'}"))
+    judged: list[str] = []
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if body["model"] == "judge":
+            judged.append(json.dumps(body["messages"]))
+            return Reply(text="Rating: [[7]]")
+        return Script()(body)
+
+    with FakeServer(reply) as srv:
+        res = run_cli([f"benchmark={spec}", f"hydra.run.dir={tmp_path / 'run'}", "progress=none",
+                       *model_args(srv.url), *user_args(srv.url)], env)
+    assert res.returncode == 0, res.stderr
+    recs = records(tmp_path / "run")
+    assert len(judged) == 1 and "C3 to <p2 says 3>" in judged[0]
+    assert recs["p2"]["score"] == 7 and [t["turn"] for t in recs["p2"]["turns"]] == [3]
+    assert recs["p1"]["judge_error"] == "judge.turn 3: the conversation has only 1 candidate turn(s)"
+    assert recs["p1"]["score"] is None and recs["p3"]["user_error"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["counts"]["judge_errors"] == 1 and summary["overall"] == 7

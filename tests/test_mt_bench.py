@@ -157,6 +157,14 @@ def test_mt_bench_runs_keyless_on_the_mini_sample(tmp_path: Path) -> None:
     samples = [json.loads(x) for x in (tmp_path / "r" / "samples.jsonl").read_text().splitlines()]
     assert all([t["turn"] for t in s["turns"]] == [1, 2] and s["weight"] == 2 for s in samples)
     assert "Turns (scale 1-10)" in proc.stdout and "Categories (scale 1-10)" in proc.stdout
+    # the run's report.html: turn 1, turn 2 and the overall, each mean with its interval (summary.json `turns`)
+    page = (tmp_path / "r" / "report.html").read_text()
+    section = page.split("<h2>Turns</h2>", 1)[1].split("<h2>", 1)[0]
+    for head in ("turn 1", "turn 2", "overall"):
+        assert f">{head}<" in section, section
+    for t in summary["turns"].values():
+        assert f"{t['mean']:.2f} [{t['lo']:.2f}, {t['hi']:.2f}]" in section, section
+    assert f"{summary['overall']:.2f} [" in section
 
 
 def test_references_file_is_the_declared_source(tmp_path: Path) -> None:
@@ -178,3 +186,58 @@ def test_references_file_is_the_declared_source(tmp_path: Path) -> None:
     assert by_id["902"].references == ("File reference: 80 km/h.", "File reference: 2 h 30 min.")  # the file wins
     assert by_id["905"].references == ("No, it does not follow.", "Bloops {a}, razzies {a, b}, lazzies {b}: no bloop is a lazzie.")
     assert by_id["901"].references == () and by_id["901"].reference == ""
+
+
+def _chosen_turn_spec(tmp: Path, scope: str) -> Path:
+    """The shipped mt_bench spec with `judge.scope` replaced by `scope` (YAML lines)."""
+    bench = tmp / "chosen"
+    bench.mkdir(exist_ok=True)
+    for f in (REPO / "benchmarks" / "mt_bench").iterdir():
+        (bench / f.name).write_text(f.read_text())
+    text = (bench / "benchmark.yaml").read_text()
+    assert "  scope: each_turn" in text
+    (bench / "benchmark.yaml").write_text(text.replace("  scope: each_turn", scope))
+    return bench
+
+
+def test_a_chosen_turn_is_the_only_one_judged(tmp_path: Path) -> None:
+    """judge.scope: turn, judge.turn: 2 on the fake server: one judge call per question, for turn 2 (the prompt
+    showing the conversation through reply 2); the scores, turn table and validate line are turn 2's."""
+    rows = _rows(6, 5)
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bench = _chosen_turn_spec(tmp_path, "  scope: turn\n  turn: 2")
+    script = MTServer(rows, 3)
+    with FakeServer(script) as srv:
+        proc = subprocess.run([EXE, f"benchmark={bench}", f"data.path={data}", *model_args(srv.url, "cand"),
+                               f"hydra.run.dir={tmp_path / 'r'}", "progress=plain"], env=clean_env(tmp_path),
+                              capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert set(script.judge_prompts) == {(r["question_id"], 2) for r in rows}
+    q = rows[0]["question_id"]
+    assert f"ANSWER {q} T1" in script.judge_prompts[(q, 2)]
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    valid = [v for (_, t), (k, v) in script.plan.items() if k != "garbage"]
+    assert set(summary["turns"]) == {"2"} and summary["overall"] == pytest.approx(sum(valid) / len(valid), abs=1e-12)
+    assert summary["scale"]["scope"] == "turn"
+    samples = [json.loads(x) for x in (tmp_path / "r" / "samples.jsonl").read_text().splitlines()]
+    assert all([t["turn"] for t in s["turns"]] == [2] for s in samples)
+    val = subprocess.run([EXE, "validate", f"benchmark={bench}", f"data.path={data}"], env=clean_env(tmp_path),
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert val.returncode == 0 and "one judgment of candidate turn 2 (judge.scope turn)" in val.stdout, val.stdout
+
+
+@pytest.mark.parametrize("scope, needle", [
+    ("  scope: turn\n  turn: 3", "judge.turn is 3 but this row has 2 user turn(s)"),
+    ("  scope: turn", "judge.turn: judge.scope: turn needs the candidate turn to grade"),
+    ("  scope: each_turn\n  turn: 2", "judge.turn applies only to judge.scope: turn"),
+])
+def test_a_chosen_turn_beyond_the_rows_or_undeclared_is_one_line(tmp_path: Path, scope: str, needle: str) -> None:
+    bench = _chosen_turn_spec(tmp_path, scope)
+    proc = subprocess.run([EXE, "validate", f"benchmark={bench}", f"data.path={MINI}"], env=clean_env(tmp_path),
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("rubric-engine: error:")]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert needle in lines[0], lines[0]
+    assert ("mt_bench_mini.jsonl:1" if "row" in needle else "benchmark.yaml") in lines[0], lines[0]

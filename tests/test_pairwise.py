@@ -220,6 +220,12 @@ def test_validate_and_dry_run_show_the_baseline_and_count_two_games(tmp_path: Pa
     res = run_cli(["validate", "benchmark=arena_hard", f"data.path={MINI}"], env)
     assert res.returncode == 0, res.stderr
     assert "baseline answers per subset: hard_prompt: o3-mini-2025-01-31" in res.stdout.replace("\n", " ")
+    scoring = res.stdout.replace("\n", " ").split("scoring: ", 1)[1]  # what the spec does, not a criteria formula
+    assert scoring.startswith("pairwise labels A>>B, A>B, A=B, B>A, B>>A; a game scores the candidate 1 (win), "
+                              "0.5 (tie) or 0 (loss), a strong label (A>>B, B>>A) counted 3x; both orders judged "
+                              "(position swap)"), scoring
+    assert "win rate against the baseline (ties as half), pooled over every counted game score" in scoring
+    assert "log_normalised" not in res.stdout and "no positive points" not in res.stdout
     res = run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "baseline=mock", "dry_run=true",
                    f"hydra.run.dir={tmp_path / 'out'}"], env)
     assert res.returncode == 0, res.stderr
@@ -282,6 +288,7 @@ def test_baseline_key_is_checked_before_any_call(tmp_path: Path, env: dict[str, 
     line = _one_line(run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=mock", "judge=mock",
                               "baseline=openai/gpt-4o", f"hydra.run.dir={tmp_path / 'out'}"], env))
     assert "OPENAI_API_KEY" in line and "openai/gpt-4o" in line
+    assert line.startswith("rubric-engine: error: baseline ") and "baseline.api_key_env=<VAR>" in line, line  # role, override
     assert not (tmp_path / "out" / "samples.jsonl").exists()
 
 
@@ -309,3 +316,31 @@ def test_rescore_recomputes_scores_from_the_stored_labels(tmp_path: Path, env: d
     assert res.returncode == 0, res.stderr
     again = json.loads((tmp_path / "re" / "summary.json").read_text())
     assert again["overall"] == pytest.approx(summary["overall"]) and again["subsets"] == pytest.approx(summary["subsets"])
+
+
+@pytest.mark.slow
+def test_leaderboard_totals_count_the_called_baseline(tmp_path: Path, env: dict[str, str]) -> None:
+    """Every role priced on the fake server (models LiteLLM has prices for): the leaderboard's cost and tokens
+    hold the baseline's part, and the total is the sum over candidate, judge and baseline."""
+    models = {"candidate": "openai/gpt-4o-mini", "judge": "openai/gpt-4.1-mini", "baseline": "openai/gpt-4o"}
+    out = tmp_path / "run"
+    with FakeServer(lambda body: Reply(text="verdict [[B>A]]" if body["model"] == "gpt-4.1-mini" else "a reply")) as srv:
+        res = run_cli(["benchmark=arena_hard", f"data.path={MINI}", "candidate=openai_compatible",
+                       "judge=openai_compatible", f"baseline={models['baseline']}",
+                       *(f"{r}.{k}" for r, m in models.items() for k in
+                         (f"model={m}", f"api_base={srv.url}", "api_key_env=FAKE_KEY")),
+                       "progress=none", f"hydra.run.dir={out}"], env)
+        assert res.returncode == 0, res.stderr
+    summary, _ = read_run(out)
+    cost = summary["cost"]
+    assert all(isinstance(cost[r], float) and cost[r] > 0 for r in models), cost
+    res = run_cli(["leaderboard", str(out), f"out={tmp_path / 'lb'}"], env)
+    assert res.returncode == 0, res.stderr
+    row = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["rows"][0]
+    assert row["cost"]["baseline"] == cost["baseline"]
+    assert row["cost"]["total"] == pytest.approx(sum(cost[r] for r in models), rel=1e-12)
+    assert row["tokens"]["baseline"] == summary["tokens"]["baseline"]
+    assert row["tokens"]["total"] == {k: sum(summary["tokens"][r][k] for r in models) for k in ("prompt", "completion")}
+    lb_csv = (tmp_path / "lb" / "leaderboard.csv").read_text()
+    assert "cost_baseline" in lb_csv and "tokens_baseline_prompt" in lb_csv
+    assert f"{row['cost']['total']:.4f}" in (tmp_path / "lb" / "leaderboard.md").read_text()

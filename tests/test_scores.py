@@ -184,6 +184,17 @@ def test_bad_score_specs_are_one_line(tmp_path: Path, old: str, new: str, needle
     assert needle in lines[0] and "benchmark.yaml" in lines[0], lines[0]
 
 
+def test_validate_says_what_a_score_spec_does(tmp_path: Path) -> None:
+    """validate's scoring line names the range, the field read and the scope, never the criteria formula."""
+    proc = subprocess.run([EXE, "validate", f"benchmark={LIKERT}"], env=clean_env(tmp_path), capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.replace("\n", " ").split("scoring: ")[1:])
+    assert line.startswith("the judge's score from 1 to 5 (JSON field rating), one judgment of the whole "
+                           "conversation (judge.scope conversation)"), line
+    assert "log_normalised" not in proc.stdout and "no positive points" not in proc.stdout
+
+
 def test_repeats_are_combined_by_the_mean_and_kept(tmp_path: Path) -> None:
     calls: dict[str, int] = {}
 

@@ -69,17 +69,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
         parts.append(f"{n_checked} items checked by the engine")
     agg = spec.aggregation
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
-    v = spec.judge.verdict if spec.judge else None
-    if v is not None and v.kind == "score":  # scores on a scale (judge/scores.py): the judge's number, no formula
-        assert spec.judge is not None
-        console.print(f"scoring: the judge's score from {v.min:g} to {v.max:g} "
-                      f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), judge.scope "
-                      f"{spec.judge.scope}; question score = mean of its valid judgments, overall = mean over every "
-                      "valid judgment", highlight=False, soft_wrap=True, markup=False)
-    else:
-        console.print(f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
-                      f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
-                      f"{v.granularity if v else 'none'}", highlight=False, soft_wrap=True)
+    console.print(_scoring_line(spec), highlight=False, soft_wrap=True, markup=False)
 
     if spec.taxonomy is not None:
         tax = Table(title="Taxonomy")
@@ -109,6 +99,31 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
         console.print(f"[yellow]warning:[/] {shown(w)}", highlight=False, soft_wrap=True)
     console.print("[green]ok[/]: spec and data are valid")
     return 0
+
+
+_SCOPES = {"conversation": "one judgment of the whole conversation", "last_turn": "one judgment of the last reply",
+           "each_turn": "one judgment per candidate turn", "turn": "one judgment of candidate turn {turn}"}
+
+
+def _scoring_line(spec: Any) -> str:
+    """validate's scoring line: what the spec really does with the judge's verdicts, per verdict kind."""
+    agg, v = spec.aggregation, spec.judge.verdict if spec.judge else None
+    if v is not None and v.kind == "score":  # scores on a scale (judge/scores.py): the judge's number, no formula
+        return (f"scoring: the judge's score from {v.min:g} to {v.max:g} "
+                f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), {_SCOPES[spec.judge.scope].format(turn=spec.judge.turn)} "
+                f"(judge.scope {spec.judge.scope}); question score = mean of its valid judgments, overall = mean over "
+                "every valid judgment (pooled)")
+    if v is not None and v.kind == "pairwise":  # scoring/pairwise.py: each game from the candidate's side
+        strong = [x for x in v.labels if ">>" in x or "<<" in x]
+        return (f"scoring: pairwise labels {', '.join(v.labels)}; a game scores the candidate 1 (win), 0.5 (tie) "
+                f"or 0 (loss), a strong label ({', '.join(strong) or 'none declared'}) counted {v.strong_weight:g}x; "
+                + ("both orders judged (position swap), a question with a failed game is a judge error; "
+                   if v.swap else "one order judged (baseline first, no swap); ")
+                + "question score = mean of its counted game scores, overall = win rate against the baseline "
+                  "(ties as half), pooled over every counted game score")
+    return (f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
+            f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
+            f"{v.granularity if v else 'none'}")
 
 
 def _group_counts(questions: Sequence[Any], by: str, prefix: str) -> Counter[str]:

@@ -218,6 +218,15 @@ def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
     return turns
 
 
+def _chosen_turn(spec: BenchmarkSpec, r: _Row, turns: tuple[str, ...]) -> tuple[str, ...]:
+    """A scripted row has as many candidate turns as user turns: judge.turn (scope `turn`) must be one of them."""
+    k = spec.judge.turn if spec.judge is not None and spec.judge.scope == "turn" else None
+    if k is not None and spec.conversation.mode == "scripted" and k > len(turns):
+        raise r.err(f"judge.turn is {k} but this row has {len(turns)} user turn(s), so {len(turns)} candidate "
+                    "turn(s)", fix=f"give every row at least {k} turns, or choose judge.turn from 1 to {len(turns)}")
+    return turns
+
+
 def _user_turns(r: _Row, raw: dict[str, Any], name: str | None) -> tuple[str, ...]:
     """data.fields.turns: a non-empty list of non-empty strings (the scripted user messages), () when unmapped."""
     if not name:
@@ -360,7 +369,7 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
                     choices=choices,
                     scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
                     tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
-                    turns=_user_turns(r, raw, f.turns), references=refs or (),
+                    turns=_chosen_turn(spec, r, _user_turns(r, raw, f.turns)), references=refs or (),
                     extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
 
 

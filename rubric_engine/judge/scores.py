@@ -9,8 +9,9 @@ recorded as that turn's judge error; never clipped, rounded or defaulted.
 `judge.scope` says what one judgment grades: `conversation` (the whole exchange, graded once, with the last
 reply as `response`), `last_turn` (the same call, asked about the last reply), `each_turn` (one call per
 candidate turn k, the prompt showing the conversation through reply k as `transcript`, `turn` = k, and the
-turn's own reference as `reference` when the data gives one per turn). A failed turn is recorded and counted;
-the other turns keep their scores. Repeats and jurors are combined per turn by the mean of their scores; a
+turn's own reference as `reference` when the data gives one per turn), `turn` (that one call for the candidate
+turn `judge.turn` only; a session that ended sooner is the question's judge error, with no call). A failed turn
+is recorded and counted; the other turns keep their scores. Repeats and jurors are combined per turn by the mean of their scores; a
 turn any of whose calls failed is a failed turn (never scored on the remaining votes).
 """
 
@@ -168,18 +169,21 @@ Transcript = Sequence[Mapping[str, str]]
 def turn_units(spec: "BenchmarkSpec", question: Question, response: str,
                transcript: Transcript | None) -> list[tuple[int, str, list[dict[str, str]], dict[str, Any]]]:
     """(turn, the reply graded, the transcript shown, extra template variables) for each judgment the scope
-    asks for: one per candidate reply under each_turn, else one for the whole exchange."""
+    asks for: one per candidate reply under each_turn, the chosen one under turn, else one for the whole
+    exchange."""
     whole = [{"role": t["role"], "content": t["content"]} for t in transcript or ()]
     replies = [i for i, t in enumerate(whole) if t["role"] == "assistant"]
     refs = question.references
-    if spec.judge.scope != "each_turn" or not replies:
+    if spec.judge.scope == "turn":  # the chosen turn alone, shown as each_turn shows it ([] when never reached)
+        replies = replies[spec.judge.turn - 1:spec.judge.turn]
+    if spec.judge.scope not in ("each_turn", "turn") or not replies:
         n = max(1, len(replies))
         extra: dict[str, Any] = {"turn": n, "references": list(refs)}
         if refs and spec.judge.scope == "last_turn":
             extra["reference"] = refs[n - 1] if n <= len(refs) else question.reference
         return [(n, response, whole, extra)]
     units = []
-    for k, pos in enumerate(replies, start=1):
+    for k, pos in enumerate(replies, start=spec.judge.turn if spec.judge.scope == "turn" else 1):
         extra = {"turn": k, "references": list(refs), "reference": refs[k - 1] if k <= len(refs) else question.reference}
         units.append((k, whole[pos]["content"], whole[:pos + 1], extra))
     return units
@@ -204,6 +208,10 @@ async def judge_scores(client: "ModelClient", spec: "BenchmarkSpec", question: Q
                        transcript: Transcript | None = None, repeat: int = 0) -> ScoreResult:
     """Every judgment the scope asks for, started together (they pipeline under the client's concurrency).
     Raises FatalModelError only when it stops the run, as judge_response does."""
+    k, n = spec.judge.turn, sum(1 for t in transcript or () if t["role"] == "assistant")
+    if spec.judge.scope == "turn" and k is not None and n < k:  # a session that ended before the chosen turn
+        error = f"judge.turn {k}: the conversation has only {n} candidate turn(s)"  # recorded, counted; no call
+        return ScoreResult(verdicts=None, error=error, turns=[TurnScore(k, None, None, error)])
     units = turn_units(spec, question, response, transcript)
     done = await asyncio.gather(*(_one(client, spec, question, k, reply, shown, extra, repeat)
                                   for k, reply, shown, extra in units))

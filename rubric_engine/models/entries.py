@@ -108,6 +108,9 @@ class ModelSpec:
     timeout: float = 120.0
     family: str | None = None  # maker / lineage (openai, anthropic, qwen, ...): the self-preference audit's unit
     revision: str | None = None  # any string naming what is served behind `model` (part of the cache key)
+    # the role it plays (candidate, judge, user, baseline): its errors name the overrides to use; not part of
+    # equality, hashing or any cache key (one model in two roles is one model)
+    role: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -160,7 +163,7 @@ class ModelSpec:
         return cls(name=str(data.get("name") or str(model).split("/", 1)[-1]), model=str(model),
                    api_base=data.get("api_base") or None, api_key_env=data.get("api_key_env") or None,
                    params=dict(data.get("params") or {}), timeout=seconds, family=data.get("family") or None,
-                   revision=None if data.get("revision") is None else str(data.get("revision")))
+                   revision=None if data.get("revision") is None else str(data.get("revision")), role=role)
 
     @cached_property
     def _key_part(self) -> dict[str, Any]:
@@ -198,8 +201,9 @@ def check_keys(*specs: "ModelSpec | None") -> None:
     for spec in specs:
         env = spec.required_key_env if spec is not None else None
         if env and not os.environ.get(env):
-            raise ConfigError(f"{spec.name} ({spec.model}) needs an API key: export {env}=... "
-                              f"(or point it elsewhere with api_key_env=<VAR>)")
+            where = f"{spec.role}.api_key_env=<VAR>" if spec.role else "api_key_env=<VAR>"
+            raise ConfigError(f"{spec.role + ' ' if spec.role else ''}{spec.name} ({spec.model}) needs an API key: "
+                              f"export {env}=... (or point it elsewhere with {where})")
 
 
 def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
 from rubric_engine.report.items_view import load_items_section
+from rubric_engine.report.scales import turn_table
 from rubric_engine.report.transcript import transcript_html
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.leaderboard import fmt
@@ -159,6 +160,9 @@ def _tables(lb: "Leaderboard", subset_ci: Mapping[str, Mapping[str, Any]] | None
         out += ["<h2>Subsets</h2>", _subsets(lb, subset_ci)]
     if any(r.scenarios for r in lb.rows):
         out += ["<h2>Scenarios</h2>", _scenarios(lb)]
+    turns = turn_table(lb.rows)  # scores on a scale graded per turn: turn 1, turn 2, ..., overall with intervals
+    if turns is not None:
+        out += ["<h2>Turns</h2>", _table(map(_e, turns[0]), [[_e(c) for c in row] for row in turns[1]])]
     if lb.bradley_terry is not None:  # pairwise runs against one baseline
         bt = lb.bradley_terry
         out += [f"<h2>Bradley-Terry ({_e(bt['baseline'])} = {bt['anchor']:g})</h2>",

@@ -121,7 +121,9 @@ def _csv_record(lb: Leaderboard, r: Row) -> dict[str, Any]:
             **{f"subset.{x}": r.subsets.get(x) for x in _subsets(lb)},
             **{f"{bid}.{g}": r.breakdowns.get(bid, {}).get(g) for bid, _, groups in _tag_breakdowns(lb) for g in groups},
             "decay_pct": r.decay_pct, "decay_base": r.decay_base, **r.counts,
-            **{f"cost_{k}": v for k, v in r.cost.items()}, "stage": r.stage, "run_dir": r.run_dir,
+            **{f"cost_{k}": v for k, v in r.cost.items()},
+            **{f"tokens_{k}_{part}": n for k, t in r.tokens.items() for part, n in t.items()},
+            "stage": r.stage, "run_dir": r.run_dir,
             **_bt_columns(lb, r),
             "gap_to_next": next(("within judge noise" if p.within_noise else "" for p in lb.pairs if p.a == r.label), "")}
 
@@ -161,7 +163,8 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
     write_json(files["json"], lb.to_dict())  # every output written atomically: a full disk leaves the old file
     records = [_csv_record(lb, r) for r in lb.rows]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(records[0]))
+    # the union of the rows' columns: runs of one sweep may differ in their roles (a baseline called or read)
+    writer = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for rec in records for k in rec)))
     writer.writeheader()
     writer.writerows({k: ("" if v is None else csv_cell(v)) for k, v in rec.items()} for rec in records)
     write_text(files["csv"], buf.getvalue())

@@ -15,7 +15,7 @@ from rubric_engine.text.terminal import shown
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["scale_tables", "print_scale", "leaderboard_scale_tables"]
+__all__ = ["scale_tables", "print_scale", "leaderboard_scale_tables", "turn_table"]
 
 Row = tuple[str, Any, Any, Any, Any]  # label, score, lo, hi, count
 
@@ -35,7 +35,7 @@ def scale_tables(summary: Mapping[str, Any], spec: Mapping[str, Any]) -> list[di
     intervals = summary.get("group_intervals") or {}
     out: list[dict[str, Any]] = []
     turns = summary.get("turns") or {}
-    if len(turns) > 1 or (summary.get("scale") or {}).get("scope") == "each_turn":
+    if len(turns) > 1 or (summary.get("scale") or {}).get("scope") in ("each_turn", "turn"):
         out.append({"id": "turns", "title": "Turns", "count": "judgments",
                     "rows": [(f"turn {k}", t.get("mean"), t.get("lo"), t.get("hi"), t.get("judgments"))
                              for k, t in turns.items()]})
@@ -93,3 +93,14 @@ def leaderboard_scale_tables(rows: Sequence[Any]) -> list[tuple[str, list[str], 
                                   else "—" for g in groups]])
         out.append((title, ["Model", *groups], body))
     return out
+
+
+def turn_table(rows: Sequence[Any]) -> tuple[list[str], list[list[str]]] | None:
+    """(header, rows) for report.html: each run's mean per candidate turn (summary.json `turns`) and its overall,
+    each with its interval; None when no run was graded per turn."""
+    turns = next((t for t in leaderboard_scale_tables(rows) if t[0] == "Turns"), None)
+    if turns is None:
+        return None
+    by_label = {r.label: r for r in rows}
+    return [*turns[1], "overall"], [[*cells, f"{_fmt(by_label[cells[0]].overall)} [{_fmt(by_label[cells[0]].ci_lo)}, "
+                                             f"{_fmt(by_label[cells[0]].ci_hi)}]"] for cells in turns[2]]

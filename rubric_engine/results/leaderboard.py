@@ -59,22 +59,27 @@ class Row:
     decay_base: str | None
     scenarios: dict[str, float | None]
     counts: dict[str, int]
-    cost: dict[str, float | None]  # candidate, judge, total (total None unless both prices were known)
+    # every role's cost (candidate, judge, then baseline / user when the run called one) and total (None unless
+    # every role's price was known)
+    cost: dict[str, float | None]
     stage: str
     breakdowns: dict[str, dict[str, float | None]] = field(default_factory=dict)  # summary.json "breakdowns"
     candidate_errors: str = "exclude"  # the run's policy for candidate calls that failed for good
     # the run left out (errors, unscored) questions another ranked run scored: its score is not like for like
     not_like_for_like: bool = False
     rank: int = 0
+    # every role's tokens {prompt, completion} and their "total", as summary.json's `tokens` has them
+    tokens: dict[str, dict[str, int]] = field(default_factory=dict)
     run: RunRecord | None = field(default=None, repr=False, compare=False)
     scored: list[ScoredQuestion] = field(default_factory=list, repr=False, compare=False)
 
     def cost_text(self) -> str:
         """Total cost for tables; '+ ?' marks an unknown part, so a partial sum never passes as the whole."""
-        known = [v for v in (self.cost["candidate"], self.cost["judge"]) if v is not None]
+        parts = [v for k, v in self.cost.items() if k != "total"]
+        known = [v for v in parts if v is not None]
         if not known:
             return "—"
-        return fmt(sum(known), 4) + (" + ?" if len(known) < 2 else "")
+        return fmt(sum(known), 4) + (" + ?" if len(known) < len(parts) else "")
 
     def to_dict(self) -> dict[str, Any]:
         skip = {"run", "scored"}
@@ -185,8 +190,7 @@ def _row(run: RunRecord, label: str, tax: RunTaxonomy, n_boot: int, seed: int, a
                         f"from {SAMPLES_FILE}; re-score the run (the table shows the summary's number)")
     sub = dict(s.get("subsets") or {})
     decay_pct, decay_base = sub.pop("decay_pct", None), sub.pop("decay_base", None)
-    cost = dict(s.get("cost") or {})
-    parts = (cost.get("candidate"), cost.get("judge"))
+    cost, tokens = role_totals(s)
     return Row(
         label=label, candidate=run.candidate, candidate_model=str(s["candidate"].get("model", "")),
         judge=run.judge, judge_model=str(s["judge"].get("model", "")), run_dir=str(run.dir),
@@ -195,10 +199,23 @@ def _row(run: RunRecord, label: str, tax: RunTaxonomy, n_boot: int, seed: int, a
         subsets=sub, decay_pct=decay_pct, decay_base=decay_base or (tax.decay[2] if tax.decay else None),
         scenarios=dict(s.get("scenarios") or {}),
         counts={k: int((s.get("counts") or {}).get(k, 0)) for k in _COUNTS},
-        cost={"candidate": parts[0], "judge": parts[1], "total": None if None in parts else sum(parts)},
+        cost=cost, tokens=tokens,
         stage=str(s.get("stage", "")), run=run, scored=scored, breakdowns=dict(s.get("breakdowns") or {}),
         candidate_errors=str((s.get("aggregation") or {}).get("candidate_errors", "exclude")),
     )
+
+
+def role_totals(summary: dict[str, Any]) -> tuple[dict[str, float | None], dict[str, dict[str, int]]]:
+    """Cost and tokens of every role the run called (candidate, judge, then baseline, user, ...) with their
+    totals: the cost total is None unless every role was priced (an unknown part is never a made-up zero)."""
+    cost = dict(summary.get("cost") or {})
+    roles = list(dict.fromkeys(["candidate", "judge", *cost]))
+    out: dict[str, float | None] = {r: cost.get(r) for r in roles}
+    out["total"] = None if any(v is None for v in out.values()) else sum(v for v in out.values() if v is not None)
+    tokens = {r: {"prompt": int(t.get("prompt", 0)), "completion": int(t.get("completion", 0))}
+              for r, t in (summary.get("tokens") or {}).items() if isinstance(t, dict)}
+    tokens["total"] = {k: sum(t[k] for t in tokens.values()) for k in ("prompt", "completion")}
+    return out, tokens
 
 
 def _mark_unlike(rows: Sequence[Row], warnings: list[str]) -> None:

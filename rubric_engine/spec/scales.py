@@ -57,8 +57,37 @@ def drop_score_defaults(dump: dict[str, Any]) -> None:
             del verdict[key]
     if (dump.get("judge") or {}).get("scope") == "conversation":
         del dump["judge"]["scope"]
+    if "turn" in (dump.get("judge") or {}) and dump["judge"]["turn"] is None:
+        del dump["judge"]["turn"]
     if "references" in dump.get("data", {}) and dump["data"]["references"] is None:
         del dump["data"]["references"]
+
+
+def _check_chosen_turn(spec: "BenchmarkSpec", fail: Fail) -> None:
+    """`judge.scope: turn` grades the candidate turn `judge.turn` of a conversation with a score; a scripted
+    row with fewer turns is refused as the data is read (dataset/load.py), a simulated session that ended
+    sooner is that question's judge error (judge/scores.py)."""
+    j = spec.judge
+    if j.scope != "turn":
+        if j.turn is not None:
+            fail(("judge", "turn"), "judge.turn applies only to judge.scope: turn", j.turn,
+                 "set judge.scope: turn, or drop judge.turn")
+        return
+    if j.turn is None:
+        fail(("judge", "turn"), "judge.scope: turn needs the candidate turn to grade", None,
+             "declare judge.turn: K (1 = the first candidate reply)")
+    if not is_score(spec):
+        fail(("judge", "scope"), "judging a chosen turn needs a score verdict (one number for that turn)", j.scope,
+             "set judge.verdict.kind: score, or judge.scope: conversation")
+    if not multi_turn(spec):
+        fail(("judge", "scope"), "judging a chosen turn needs a conversation of several candidate turns; this "
+             "spec's candidate writes one reply", j.scope, "use judge.scope: conversation, or declare "
+             "conversation.mode: scripted")
+    conv = spec.conversation
+    most = conv.max_turns + (conv.first == "candidate")
+    if conv.mode == "simulated" and j.turn is not None and j.turn > most:
+        fail(("judge", "turn"), f"a simulated session has at most {most} candidate turns "
+             f"(conversation.max_turns {conv.max_turns})", j.turn, f"choose a turn from 1 to {most}")
 
 
 def check_scale(spec: "BenchmarkSpec", fail: Fail) -> None:
@@ -71,6 +100,7 @@ def check_scale(spec: "BenchmarkSpec", fail: Fail) -> None:
         fail(("judge", "scope"), "each_turn judging needs a conversation of several candidate turns; this spec's "
              "candidate writes one reply", j.scope, "use judge.scope: conversation (or last_turn), or declare "
              "conversation.mode: scripted")
+    _check_chosen_turn(spec, fail)
     if not is_score(spec):
         for key in ("min", "max", *(("pattern",) if v.kind == "criteria" else ())):  # pairwise reads labels by one
             if getattr(v, key) is not None:
