@@ -67,7 +67,6 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     n_checked = sum(1 for q in qs for c in q.criteria if c.check is not None)
     if n_checked:  # decided by the engine (scoring/checks.py), every one validated as the data was read
         parts.append(f"{n_checked} items checked by the engine")
-    agg = spec.aggregation
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
     console.print(_scoring_line(spec), highlight=False, soft_wrap=True, markup=False)
 
