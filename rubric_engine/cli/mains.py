@@ -15,7 +15,8 @@ from pathlib import Path
 from rubric_engine.cli.args import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 
-__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main", "items_main"]
+__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main", "items_main",
+           "robustness_main"]
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
@@ -164,6 +165,40 @@ def items_main(argv: Sequence[str]) -> int:
     print(f"wrote {out / 'items.md'}, items.csv, items.html and items.json")
     return 0
 
+
+def robustness_main(argv: Sequence[str]) -> int:
+    """`rubric-engine robustness RUN_DIR check=order|granularity [n=N] [seed=S] [dry_run=true] [n_boot=N] [out=DIR]`:
+    the run's own judge entry and call settings (its .hydra/config.yaml), keys checked before any call."""
+    from rubric_engine.cli.runjudge import run_judge, run_spec
+    from rubric_engine.models.entries import check_keys
+    from rubric_engine.validity.robustness import PARAPHRASE_LATER, robustness_command
+
+    parsed = parse(COMMANDS["robustness"], argv)
+    run_dir, opts = Path(parsed.positionals[0]).expanduser(), parsed.options
+    check = str(opts.get("check") or "")
+    if not check:
+        raise ConfigError("robustness: which check? add check=order or check=granularity")
+    if check == "paraphrase":
+        raise ConfigError(PARAPHRASE_LATER)
+    dry = as_bool(parsed.get("dry_run", "false"), "dry_run", "robustness")
+    n, seed = as_int(parsed.get("n", "50"), "n", "robustness", 1), as_int(parsed.get("seed", "0"), "seed", "robustness")
+    n_boot = as_int(parsed.get("n_boot", "1000"), "n_boot", "robustness", 0)
+    judge, cache, limits = run_judge(run_dir)
+    if not dry:  # a dry run calls nothing, so it needs no key
+        check_keys(judge)
+    report = robustness_command(run_dir, check, judge, run_spec, n=n, seed=seed, dry_run=dry, n_boot=n_boot,
+                                out=Path(opts["out"]).expanduser() if opts.get("out") else None, cache=cache,
+                                limits=limits)
+    if dry:
+        print(f"robustness check={check}: {report['replies']} replies, {report['calls']} judge calls "
+              f"({report['cached']} cached); dry run, nothing called")
+        return 0
+    print(report["paragraph"])
+    if report["errors"]:
+        print(f"{len(report['errors'])} re-judgment(s) failed (counted, not compared); see {check}.json",
+              file=sys.stderr)
+    print(f"wrote {Path(report['out']) / (check + '.md')} and {check}.json")
+    return 0 if report["comparison"]["n"] else 1
 
 def _flag(value: object) -> bool:
     """A true/false option (`allow_mixed_specs=true`, `trust_code=true`); absent is false."""

@@ -1,0 +1,158 @@
+"""`rubric-engine robustness` end to end: a run of the console script on the project's mini HeartBench data
+against tests/fakeserver.py, whose judge is scripted to be position-biased (the last of several listed
+criteria is never met, whatever it says); the robustness command, against the same server, must detect it
+(check=order), report agreement and a kappa equal to scikit-learn's on the same verdicts (check=granularity),
+make no request when run again or in a dry run, and refuse what it cannot do with one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from conftest import MINI, QuestionScript, clean_env, model_args, read_rows, run_cli
+from fakeserver import FakeServer, Reply
+
+ROWS, BY_ID = read_rows(MINI)
+REPLY_RE = re.compile(r"REPLY\[(\w{6})\]")
+ITEM_RE = re.compile(r"^(\d+)\. \[[^\]]*\]\[[^\]]*\] (.*)$", re.M)
+
+
+def truth(qid: str, item: int) -> bool:
+    """What the judge thinks of item `item` (1-based, data order) of `qid`, wherever it is shown."""
+    return (sum(map(ord, qid)) + 3 * item) % 5 < 4
+
+
+def item_of(qid: str, text: str) -> int:
+    texts = [c["content"] for c in BY_ID[qid]["rubric"]]
+    assert texts.count(text) == 1, (qid, text)
+    return texts.index(text) + 1
+
+
+class Biased(QuestionScript):
+    """A judge that never meets the last of several listed criteria (one criterion alone: its truth)."""
+
+    def __init__(self) -> None:
+        super().__init__(ROWS)
+        self.lock = threading.Lock()
+        self.judged: list[tuple[str, list[int]]] = []  # (question, data items in shown order) per judge request
+
+    def judge(self, model: str, text: str) -> Reply:
+        qid = REPLY_RE.search(text).group(1)  # type: ignore[union-attr]
+        shown = [(int(i), item_of(qid, t.strip())) for i, t in ITEM_RE.findall(text)]
+        assert [i for i, _ in shown] == list(range(1, len(shown) + 1))
+        with self.lock:
+            self.judged.append((qid, [it for _, it in shown]))
+        n = len(shown)
+        return self.verdict(n, lambda i: truth(qid, shown[i - 1][1]) and not (n > 1 and i == n))
+
+    def candidate(self, model: str, qid: str) -> Reply:
+        return Reply(text=f"REPLY[{qid}] 我在这里，愿意听你说。", usage=(40, 20))
+
+
+def original(qid: str, item: int) -> bool:
+    """The run's verdict: every criterion in data order, so the data's last one is never met."""
+    return truth(qid, item) and item != len(BY_ID[qid]["rubric"])
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("robust")
+    env = clean_env(tmp)
+    script = Biased()
+    with FakeServer(script) as srv:
+        run = tmp / "run"
+        res = run_cli(["benchmark=heartbench", f"data.path={MINI}", "progress=none", f"hydra.run.dir={run}",
+                       *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        srv.reset()
+        script.judged.clear()
+        yield run, env, srv, script
+
+
+def robustness(made: Any, *args: str) -> Any:
+    run, env, _, _ = made
+    return run_cli(["robustness", str(run), *args], env)
+
+
+def test_order_detects_a_position_biased_judge_and_a_rerun_pays_nothing(made: Any) -> None:
+    run, env, srv, script = made
+    dry = robustness(made, "check=order", "n=10", "seed=3", "dry_run=true")
+    assert dry.returncode == 0, dry.stderr
+    assert "10 replies, 10 judge calls (0 cached)" in dry.stdout and not srv.requests
+    res = robustness(made, "check=order", "n=10", "seed=3")
+    assert res.returncode == 0, res.stderr
+    assert len(srv.requests) == 10  # one call per reply, no re-ask
+    report = json.loads((run / "robustness" / "order.json").read_text())
+    assert (run / "robustness" / "order.md").is_file()
+    # the verdicts, recomputed here from what the server was shown
+    expect = {}
+    for qid, order in script.judged:
+        assert order != sorted(order)  # every question really was permuted
+        for pos, item in enumerate(order, 1):
+            expect[(qid, item)] = (truth(qid, item) and pos != len(order), pos)
+    got = {(v["id"], v["index"]): (v["new"], v["position"]) for v in report["verdicts"]}
+    assert got == expect
+    assert all(v["original"] == original(v["id"], v["index"]) for v in report["verdicts"])
+    flips = sum(v["new"] != v["original"] for v in report["verdicts"])
+    assert report["comparison"]["flip_rate"] == pytest.approx(flips / len(expect)) and flips > 0
+    pos = {p["position"]: p for p in report["positions"]}
+    assert pos["last"]["hit_rate"] == 0 and pos["last"]["n"] == 10
+    assert pos["1"]["ci"][0] > pos["last"]["ci"][1]  # the intervals do not overlap
+    assert "position-biased" in res.stdout
+    again = robustness(made, "check=order", "n=10", "seed=3")
+    assert again.returncode == 0, again.stderr
+    assert len(srv.requests) == 10  # a re-run is served from the cache
+    assert json.loads((run / "robustness" / "order.json").read_text())["verdicts"] == report["verdicts"]
+    dry = robustness(made, "check=order", "n=10", "seed=3", "dry_run=true")
+    assert "(10 cached)" in dry.stdout and len(srv.requests) == 10
+
+
+def test_granularity_kappa_equals_sklearn(made: Any) -> None:
+    run, env, srv, script = made
+    srv.reset()
+    res = robustness(made, "check=granularity", "n=6", "seed=1", "n_boot=200")
+    assert res.returncode == 0, res.stderr
+    report = json.loads((run / "robustness" / "granularity.json").read_text())
+    qids = {v["id"] for v in report["verdicts"]}
+    assert len(qids) == 6 and len(srv.requests) == sum(len(BY_ID[q]["rubric"]) for q in qids)
+    new = [v["new"] for v in report["verdicts"]]
+    old = [v["original"] for v in report["verdicts"]]
+    assert new == [truth(v["id"], v["index"]) for v in report["verdicts"]]  # alone, every verdict is the truth
+    assert old == [original(v["id"], v["index"]) for v in report["verdicts"]]
+    cmp = report["comparison"]
+    assert cmp["cohen_kappa"] == pytest.approx(cohen_kappa_score(new, old), abs=1e-12)
+    assert cmp["agreement"] == pytest.approx(sum(a == b for a, b in zip(new, old)) / len(new))
+    assert cmp["kappa_ci"] is not None and cmp["kappa_ci"][0] <= cmp["cohen_kappa"] <= cmp["kappa_ci"][1]
+    assert "kappa" in (run / "robustness" / "granularity.md").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["check=paraphrase"], "check=paraphrase is not available yet"),
+    (["check=sideways"], "check='sideways' is not a check"),
+    ([], "add check=order or check=granularity"),
+    (["check=order", "n=0"], "n must be at least 1"),
+])
+def test_refusals_are_one_line_exit_2(made: Any, args: list[str], message: str) -> None:
+    _, _, srv, _ = made
+    before = len(srv.requests)
+    res = robustness(made, *args)
+    assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) <= 2 and len(srv.requests) == before
+
+
+def test_missing_key_is_refused_before_any_call(made: Any) -> None:
+    run, env, srv, _ = made
+    before = len(srv.requests)
+    res = run_cli(["robustness", str(run), "check=order", "seed=9"], {k: v for k, v in env.items() if k != "FAKE_KEY"})
+    assert res.returncode == 2 and "FAKE_KEY" in res.stderr and len(srv.requests) == before
+
+
+def test_not_a_run_directory(tmp_path: Path) -> None:
+    res = run_cli(["robustness", str(tmp_path), "check=order"], clean_env(tmp_path))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
