@@ -2,7 +2,9 @@
 against tests/fakeserver.py, whose judge is scripted to be position-biased (the last of several listed
 criteria is never met, whatever it says); the robustness command, against the same server, must detect it
 (check=order), report agreement and a kappa equal to scikit-learn's on the same verdicts (check=granularity),
-make no request when run again or in a dry run, and refuse what it cannot do with one line and exit 2."""
+make no request when run again or in a dry run, and refuse what it cannot do with one line and exit 2; with
+criteria reworded by a scripted paraphraser (check=paraphrase), report exactly the flips the judge script
+implies and count a criterion the paraphraser could not reword."""
 
 from __future__ import annotations
 
@@ -133,9 +135,9 @@ def test_granularity_kappa_equals_sklearn(made: Any) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["check=paraphrase"], "check=paraphrase is not available yet"),
+    (["check=paraphrase", "paraphraser=nosuchentry"], "paraphraser=nosuchentry: not a conf/judge/"),
     (["check=sideways"], "check='sideways' is not a check"),
-    ([], "add check=order or check=granularity"),
+    ([], "add check=order, check=granularity or check=paraphrase"),
     (["check=order", "n=0"], "n must be at least 1"),
 ])
 def test_refusals_are_one_line_exit_2(made: Any, args: list[str], message: str) -> None:
@@ -156,3 +158,65 @@ def test_missing_key_is_refused_before_any_call(made: Any) -> None:
 def test_not_a_run_directory(tmp_path: Path) -> None:
     res = run_cli(["robustness", str(tmp_path), "check=order"], clean_env(tmp_path))
     assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+PREFIX = "换言之："
+STUCK = BY_ID["mq03cc"]["rubric"][0]["content"]  # the paraphraser cannot reword this one
+
+
+class Rewording(Biased):
+    """The biased judge, reading reworded criteria (PREFIX + the text) and flipping its verdict on the second
+    criterion of every question when reworded; `para` rewords by prefixing, but repeats STUCK word for word."""
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if body["model"] == "para":
+            text = self.text(body)
+            crit = re.search(r"<criterion-\w+>\n(.*)\n</criterion-", text, re.S).group(1)  # type: ignore[union-attr]
+            return Reply(text=crit if crit == STUCK else PREFIX + crit, usage=(20, 10))
+        return super().__call__(body)
+
+    def judge(self, model: str, text: str) -> Reply:
+        qid = REPLY_RE.search(text).group(1)  # type: ignore[union-attr]
+        shown = [t.strip() for _, t in ITEM_RE.findall(text)]
+        items = [item_of(qid, t.removeprefix(PREFIX)) for t in shown]
+        n = len(items)
+        return self.verdict(n, lambda i: (truth(qid, items[i - 1]) != (items[i - 1] == 2 and shown[i - 1].startswith(PREFIX)))
+                            and not (n > 1 and i == n))
+
+
+def test_paraphrase_flip_rate_failed_rewording_counted_and_cached(tmp_path: Path) -> None:
+    env = clean_env(tmp_path)
+    entries = tmp_path / "conf" / "judge"
+    entries.mkdir(parents=True)
+    with FakeServer(Rewording()) as srv:
+        (entries / "para.yaml").write_text(f"name: para\nmodel: openai/para\napi_base: {srv.url}\napi_key_env: FAKE_KEY\n")
+        run = tmp_path / "run"
+        res = run_cli(["benchmark=heartbench", f"data.path={MINI}", "progress=none", f"hydra.run.dir={run}",
+                       *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        srv.reset()
+        args = ["robustness", str(run), "check=paraphrase", "n=12", "paraphraser=para"]
+        res = run_cli(args, env, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        texts = {c["content"] for r in ROWS for c in r["rubric"]}
+        para = [b for b in srv.requests if b["model"] == "para"]
+        judged = [b for b in srv.requests if b["model"] == "judge"]
+        assert len(para) == len(texts) + 2  # one request per distinct criterion, two re-asks for STUCK
+        assert len(judged) == 11  # mq03cc's reply is not judged: one of its criteria could not be reworded
+        report = json.loads((run / "robustness" / "paraphrase.json").read_text())
+        assert [e["id"] for e in report["errors"]] == ["mq03cc"] and "word for word" in report["errors"][0]["error"]
+        flips = [(v["id"], v["index"]) for v in report["verdicts"] if v["new"] != v["original"]]
+        assert sorted(flips) == sorted((r["question_id"], 2) for r in ROWS if r["question_id"] != "mq03cc")
+        assert report["comparison"]["flip_rate"] == pytest.approx(11 / sum(len(r["rubric"]) for r in ROWS
+                                                                            if r["question_id"] != "mq03cc"))
+        assert "## Reworded criteria whose verdict changed" in (run / "robustness" / "paraphrase.md").read_text()
+        before = len(srv.requests)
+        again = run_cli(args, env, cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        # the paraphrases and the verdicts come from the cache; only the failed paraphrase is asked again
+        assert [b["model"] for b in srv.requests[before:]] == ["para"] * 3
+        before = len(srv.requests)
+        dry = run_cli([*args, "dry_run=true"], env, cwd=tmp_path)
+        assert dry.returncode == 0 and len(srv.requests) == before
+        assert f"12 replies, {len(texts) + 12} paraphraser and judge calls" in dry.stdout
+        assert f"{len(texts) - 1 + 11} cached" in dry.stdout  # all but STUCK's paraphrase, and the 11 judge calls

@@ -274,10 +274,13 @@ COMMANDS: dict[str, Command] = {
     "robustness": Command(
         "robustness", "Re-judge a seeded sample of a finished run with the criteria in another order (check=order: hit "
                       "rate by shown position, flip rate) or one criterion per call (check=granularity: agreement and "
-                      "kappa with the run's verdicts); the run's judge, every call cached. Writes "
+                      "kappa with the run's verdicts) or every criterion reworded by a model (check=paraphrase: flip rate); the run's "
+                      "judge, every call cached. Writes "
                       "RUN_DIR/robustness/<check>.json and .md.",
-        [("RUN_DIR", "one complete run directory that judged all criteria at once")],
-        {"check": "order or granularity (paraphrase: not available yet)",
+        [("RUN_DIR", "one complete run directory graded by one judge")],
+        {"check": "order, granularity or paraphrase",
+         "paraphraser": "paraphrase: the model entry (conf/judge/ or conf/candidate/) or LiteLLM id that rewords the "
+                        "criteria (default: the run's judge)",
          "n": "replies to re-judge (default 50)", "seed": "sampling and permutation seed (default 0)",
          "dry_run": "true: count the calls (and how many are cached), call nothing",
          "n_boot": "bootstrap resamples for the intervals (default 1000)",

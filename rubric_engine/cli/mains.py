@@ -167,30 +167,31 @@ def items_main(argv: Sequence[str]) -> int:
 
 
 def robustness_main(argv: Sequence[str]) -> int:
-    """`rubric-engine robustness RUN_DIR check=order|granularity [n=N] [seed=S] [dry_run=true] [n_boot=N] [out=DIR]`:
+    """`rubric-engine robustness RUN_DIR check=order|granularity|paraphrase [n=N] [seed=S] [dry_run=true] [n_boot=N]
+    [paraphraser=ENTRY] [out=DIR]`:
     the run's own judge entry and call settings (its .hydra/config.yaml), keys checked before any call."""
-    from rubric_engine.cli.runjudge import run_judge, run_spec
+    from rubric_engine.cli.runjudge import model_entry, run_judge, run_spec
     from rubric_engine.models.entries import check_keys
-    from rubric_engine.validity.robustness import PARAPHRASE_LATER, robustness_command
+    from rubric_engine.validity.robustness import robustness_command
 
     parsed = parse(COMMANDS["robustness"], argv)
     run_dir, opts = Path(parsed.positionals[0]).expanduser(), parsed.options
     check = str(opts.get("check") or "")
     if not check:
-        raise ConfigError("robustness: which check? add check=order or check=granularity")
-    if check == "paraphrase":
-        raise ConfigError(PARAPHRASE_LATER)
+        raise ConfigError("robustness: which check? add check=order, check=granularity or check=paraphrase")
     dry = as_bool(parsed.get("dry_run", "false"), "dry_run", "robustness")
     n, seed = as_int(parsed.get("n", "50"), "n", "robustness", 1), as_int(parsed.get("seed", "0"), "seed", "robustness")
     n_boot = as_int(parsed.get("n_boot", "1000"), "n_boot", "robustness", 0)
     judge, cache, limits = run_judge(run_dir)
+    paraphraser = model_entry(str(opts["paraphraser"]), "paraphraser", judge.timeout) if opts.get("paraphraser") else None
     if not dry:  # a dry run calls nothing, so it needs no key
-        check_keys(judge)
+        check_keys(judge, paraphraser if check == "paraphrase" else None)
     report = robustness_command(run_dir, check, judge, run_spec, n=n, seed=seed, dry_run=dry, n_boot=n_boot,
                                 out=Path(opts["out"]).expanduser() if opts.get("out") else None, cache=cache,
-                                limits=limits)
+                                limits=limits, paraphraser=paraphraser)
     if dry:
-        print(f"robustness check={check}: {report['replies']} replies, {report['calls']} judge calls "
+        print(f"robustness check={check}: {report['replies']} replies, {report['calls']} "
+              f"{'paraphraser and judge' if check == 'paraphrase' else 'judge'} calls "
               f"({report['cached']} cached); dry run, nothing called")
         return 0
     print(report["paragraph"])

@@ -3,9 +3,10 @@
 Why: a verdict should depend on the reply and the criterion, not on where the criterion sits in the list
 (`check=order`: the judged criteria shown in a seeded permuted order, the verdicts mapped back) or on whether
 it is judged with the others or alone (`check=granularity`: one criterion per call, each shown as the only
-item of the run's own all-criteria template). The run's resolved spec, its answers file (the benchmark's own
-rows plus the replies) and its verdicts are read back; the judge is the run's, called through the one judge
-path (judge/grading.judge_response) with every call in the call cache, so a re-run pays nothing and
+item of the run's own all-criteria template) or on its wording (`check=paraphrase`: every judged criterion
+reworded by a declared model, validity/paraphrase.py, then the reply judged again as the run judged it). The
+run's spec, its answers file (the benchmark's own rows plus the replies) and its verdicts are read back; the
+judge is the run's, called through the one judge path (judge/grading.judge_response) with every call in the call cache, so a re-run pays nothing and
 `dry_run=true` counts the calls (and how many are cached) without making one. The statistics are
 stats/robustness.py's. A failed re-judgment is counted, never compared.
 """
@@ -31,10 +32,8 @@ from rubric_engine.store.runs import collect_runs
 __all__ = ["CHECKS", "USAGE", "Target", "Unit", "load_targets", "plan_units", "robustness_command"]
 
 CHECKS = ("order", "granularity", "paraphrase")
-USAGE = ("rubric-engine robustness RUN_DIR check=order|granularity [n=50] [seed=0] [dry_run=true] [n_boot=1000] "
-         "[out=DIR]")
-PARAPHRASE_LATER = ("robustness: check=paraphrase is not available yet; use check=order or check=granularity "
-                    "(docs/authoring.md, section 11)")
+USAGE = ("rubric-engine robustness RUN_DIR check=order|granularity|paraphrase [n=50] [seed=0] [dry_run=true] "
+         "[n_boot=1000] [paraphraser=ENTRY] [out=DIR]")
 
 
 @dataclass(frozen=True)
@@ -158,6 +157,11 @@ async def _rejudge(units: Sequence[Unit], spec: Any, client: Any) -> tuple[list[
     return rows, errors
 
 
+def cell(text: Any) -> str:
+    """Text as one markdown table cell (a criterion or a model's paraphrase: data, never table syntax)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
 def _markdown(report: dict[str, Any]) -> str:
     def pct(x: float | None) -> str:
         return "—" if x is None else f"{100 * x:.1f}%"
@@ -180,6 +184,15 @@ def _markdown(report: dict[str, Any]) -> str:
                   "|---|---:|---:|---|---:|"]
         lines += [f"| {p['position']} | {p['n']} | {pct(p['hit_rate'])} | {ci(p['ci'])} | {pct(p['original_hit_rate'])} |"
                   for p in report["positions"]]
+    flipped = sorted((p for p in report.get("paraphrases") or [] if p["flips"]), key=lambda p: -p["flips"] / p["judged"])
+    if flipped:
+        lines += ["", "## Reworded criteria whose verdict changed", "", "| criterion | paraphrase | flips |",
+                  "|---|---|---:|"]
+        lines += [f"| {cell(p['text'])} | {cell(p['paraphrase'])} | {p['flips']} of {p['judged']} |" for p in flipped]
+    failed = [p for p in report.get("paraphrases") or [] if p["error"]]
+    if failed:
+        lines += ["", f"{len(failed)} criteria could not be reworded (their replies were not compared); see "
+                  "paraphrase.json."]
     lines += ["", *[f"- {n}" for n in cmp["notes"]], ""]
     return "\n".join(lines)
 
@@ -187,7 +200,8 @@ def _markdown(report: dict[str, Any]) -> str:
 def _paragraph(check: str, cmp: dict[str, Any], positions: Sequence[dict[str, Any]]) -> str:
     if not cmp["n"]:
         return "No criterion was re-judged: nothing to compare."
-    what = "with the criteria in another order" if check == "order" else "one criterion per call"
+    what = {"order": "with the criteria in another order", "granularity": "one criterion per call",
+            "paraphrase": "with every criterion reworded"}[check]
     text = (f"Re-judged {what}, the judge changed {100 * cmp['flip_rate']:.1f}% of {cmp['n']} verdicts "
             f"(kappa with the run's verdicts {'undefined' if cmp['cohen_kappa'] is None else format(cmp['cohen_kappa'], '.2f')}).")
     first = next((p for p in positions if p["position"] == "1"), None)
@@ -200,50 +214,110 @@ def _paragraph(check: str, cmp: dict[str, Any], positions: Sequence[dict[str, An
     return text
 
 
-def robustness_command(run_dir: Path, check: str, judge: Any, spec_of: Any, *, n: int = 50, seed: int = 0, dry_run: bool = False,
-                       n_boot: int = 1000, out: Path | None = None, cache: Any = None,
-                       limits: dict[str, Any] | None = None) -> dict[str, Any]:
+def _paraphrased(t: Target, para: dict[str, tuple[str | None, str | None]]) -> Unit | None:
+    """The reply's question with every judged criterion reworded (same order), or None when one could not be."""
+    texts = [para.get(c.text, (None, None))[0] for c in t.question.criteria]
+    if any(x is None for x in texts):
+        return None
+    crit = tuple(replace(c, text=str(x)) for c, x in zip(t.question.criteria, texts))
+    return Unit(t, replace(t.question, criteria=crit), tuple(range(1, len(crit) + 1)))
+
+
+def _cached_paraphrases(texts: Sequence[str], model: Any, cache: Any) -> dict[str, tuple[str | None, str | None]]:
+    """The paraphrases already in the cache (a dry run counts what a run would still pay for)."""
+    from rubric_engine.models.entries import cache_key
+    from rubric_engine.validity.paraphrase import accept_paraphrase, paraphrase_messages
+
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for t in dict.fromkeys(texts):
+        hit = cache.get(cache_key(model, paraphrase_messages(t), None)) if cache is not None else None
+        if hit is not None:
+            try:
+                out[t] = (accept_paraphrase(t, str(hit.get("text", ""))), None)
+            except ValueError:
+                pass
+    return out
+
+
+def robustness_command(run_dir: Path, check: str, judge: Any, spec_of: Any, *, n: int = 50, seed: int = 0,
+                       dry_run: bool = False, n_boot: int = 1000, out: Path | None = None, cache: Any = None,
+                       limits: dict[str, Any] | None = None, paraphraser: Any = None) -> dict[str, Any]:
     """Re-judge, compare and write `<out>/<check>.json` and `.md` (out: RUN_DIR/robustness). `judge` is the
-    run's judge ModelSpec; `cache` the call cache (None: every call is made); `limits` the client's
-    concurrency, rpm and max_retries; `spec_of(run_dir, summary)` the run's BenchmarkSpec as the run loaded it
-    (its templates too). Returns the report (with dry_run: the call counts only)."""
-    if check == "paraphrase":
-        raise ConfigError(PARAPHRASE_LATER)
+    run's judge ModelSpec; `paraphraser` the model rewording criteria (default: the judge); `cache` the call
+    cache (None: every call is made); `limits` the clients' concurrency, rpm and max_retries;
+    `spec_of(run_dir, summary)` the run's BenchmarkSpec as the run loaded it (its templates too). Returns the
+    report (with dry_run: the call counts only)."""
     if check not in CHECKS:
-        raise ConfigError(f"robustness: check={check!r} is not a check; use check=order or check=granularity")
+        raise ConfigError(f"robustness: check={check!r} is not a check; use check=order, granularity or paraphrase")
     runs = collect_runs([Path(run_dir)])  # a complete run, read as every reader reads it
     if len(runs) != 1:
         raise ConfigError(f"robustness: {run_dir} holds {len(runs)} runs; give one run directory (a sweep's job)")
     run = runs[0]
     spec = spec_of(run.dir, run.summary)
     _refuse(spec, run, str(run.dir))
-    if spec.judge.verdict.granularity != "all_criteria":
+    if check != "paraphrase" and spec.judge.verdict.granularity != "all_criteria":
         raise ConfigError(f"robustness: {run.dir}: the run judged one criterion per call, so check={check} has "
                           "nothing to change (order and granularity need a run that judged all criteria at once)")
     targets, skipped = load_targets(run, spec)
     chosen = sample_targets(targets, n, seed)
     if not chosen:
         raise ConfigError(f"robustness: {run.dir}: no judged reply with two or more judged criteria to re-judge")
-    units = plan_units(check, chosen, seed)
-    counts = {"check": check, "replies": len(chosen), "calls": len(units), "cached": _cached(units, spec, judge, cache)}
+    paraphraser = paraphraser or judge
+    texts = [c.text for t in chosen for c in t.question.criteria] if check == "paraphrase" else []
     if dry_run:
-        return counts
+        if check != "paraphrase":
+            units = plan_units(check, chosen, seed)
+            return {"check": check, "replies": len(chosen), "calls": len(units),
+                    "cached": _cached(units, spec, judge, cache)}
+        known = _cached_paraphrases(texts, paraphraser, cache)
+        units = [u for u in (_paraphrased(t, known) for t in chosen) if u is not None]
+        distinct = len(set(texts))
+        return {"check": check, "replies": len(chosen), "calls": distinct + len(chosen),
+                "cached": len(known) + _cached(units, spec, judge, cache)}
     from rubric_engine.models.client import ModelClient
+    from rubric_engine.validity.paraphrase import paraphrase_all
 
-    async def go() -> tuple[list[Rejudged], list[dict[str, str]], int]:
+    para: dict[str, tuple[str | None, str | None]] = {}
+
+    async def go() -> tuple[list[Rejudged], list[dict[str, str]], int, int]:
+        nonlocal para
+        failed: list[dict[str, str]] = []
+        made = 0
+        if check == "paraphrase":
+            async with ModelClient(paraphraser, cache=cache, role="paraphraser", **(limits or {})) as pc:
+                para = await paraphrase_all(pc, texts)
+                hits, made = pc.stats.cache_hits, pc.stats.calls
+            units = []
+            for t in chosen:
+                u = _paraphrased(t, para)
+                if u is None:
+                    why = next(str(para[c.text][1]) for c in t.question.criteria if para[c.text][0] is None)
+                    failed.append({"id": t.qid, "error": f"a criterion could not be reworded: {why}"})
+                else:
+                    units.append(u)
+        else:
+            units, hits = plan_units(check, chosen, seed), 0
         async with ModelClient(judge, cache=cache, role="judge", **(limits or {})) as client:
             rows, errors = await _rejudge(units, spec, client)
-            return rows, errors, client.stats.cache_hits
+            return rows, failed + errors, hits + client.stats.cache_hits, made + client.stats.calls
 
-    rows, errors, hits = asyncio.run(go())
+    rows, errors, hits, calls = asyncio.run(go())
     cmp = compare_verdicts(rows, n_boot=n_boot, seed=seed)
     positions = position_rates(rows) if check == "order" else []
     report = {"schema_version": 1, "check": check, "run": str(run.dir), "judge": judge.name, "seed": seed, "n": n,
-              "replies": len(chosen), "replies_not_judged_in_run": skipped, "calls": len(units), "cache_hits": hits,
+              "replies": len(chosen), "replies_not_judged_in_run": skipped, "calls": calls, "cache_hits": hits,
               "errors": errors, "comparison": cmp, "positions": positions,
               "paragraph": _paragraph(check, cmp, positions),
               "verdicts": [{"id": r.qid, "index": r.index, "original": r.original, "new": r.new,
                             "position": r.position} for r in rows]}
+    if check == "paraphrase":
+        report["paraphraser"] = paraphraser.name
+        text_of = {(t.qid, c.index): c.text for t in chosen for c in t.question.criteria}
+        tally: dict[str, list[int]] = {}
+        for r in rows:
+            tally.setdefault(text_of[(r.qid, r.index)], [0, 0])[r.new != r.original] += 1
+        report["paraphrases"] = [{"text": t, "paraphrase": p, "error": e, "judged": sum(tally.get(t, [0, 0])),
+                                  "flips": tally.get(t, [0, 0])[1]} for t, (p, e) in para.items()]
     target = Path(out) if out is not None else run.dir / "robustness"
     rundir.write_json(target / f"{check}.json", report)
     rundir.write_text(target / f"{check}.md", _markdown(report))
