@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rubric_engine.cli.config import _entry_file, _model_spec
+from rubric_engine.cli.config import _model_spec, entry_data
 from rubric_engine.errors import ConfigError
 
 __all__ = ["run_judge", "run_spec", "model_entry"]
@@ -71,14 +71,4 @@ def run_spec(run_dir: Path, summary: dict[str, Any], what: str = "robustness") -
 def model_entry(name: str, role: str, timeout: float | None) -> Any:
     """A model named on the command line (`paraphraser=ENTRY`): a conf/judge/ or conf/candidate/ entry, as a run
     finds `judge=NAME`, or a LiteLLM id (provider/model); built the one way every model spec is."""
-    import yaml
-
-    found = _entry_file(name, "judge") or _entry_file(name, "candidate")
-    if found is not None:
-        data = yaml.safe_load(found.read_text(encoding="utf-8"))
-    elif "/" in name:
-        data = {"name": name, "model": name}
-    else:
-        raise ConfigError(f"{role}={name}: not a conf/judge/ or conf/candidate/ entry nor a LiteLLM id "
-                          "(provider/model); use an entry name such as mock or an id such as openai/gpt-4o")
-    return _model_spec(data, role, timeout, set())
+    return _model_spec(entry_data(name, role, ("judge", "candidate")), role, timeout, set())
