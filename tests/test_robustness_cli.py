@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from conftest import MINI, QuestionScript, clean_env, model_args, read_rows, run_cli
+from conftest import EXE, MINI, QuestionScript, clean_env, model_args, read_rows, run_cli
 from fakeserver import FakeServer, Reply
 
 ROWS, BY_ID = read_rows(MINI)
@@ -43,6 +46,8 @@ class Biased(QuestionScript):
         super().__init__(ROWS)
         self.lock = threading.Lock()
         self.judged: list[tuple[str, list[int]]] = []  # (question, data items in shown order) per judge request
+        self.broken = False  # True: every judge reply is unusable
+        self.delay = 0.0  # seconds before each judge reply
 
     def judge(self, model: str, text: str) -> Reply:
         qid = REPLY_RE.search(text).group(1)  # type: ignore[union-attr]
@@ -51,7 +56,11 @@ class Biased(QuestionScript):
         with self.lock:
             self.judged.append((qid, [it for _, it in shown]))
         n = len(shown)
-        return self.verdict(n, lambda i: truth(qid, shown[i - 1][1]) and not (n > 1 and i == n))
+        if self.broken:
+            return Reply(text="I would rather not say.", delay=self.delay)
+        reply = self.verdict(n, lambda i: truth(qid, shown[i - 1][1]) and not (n > 1 and i == n))
+        reply.delay = self.delay
+        return reply
 
     def candidate(self, model: str, qid: str) -> Reply:
         return Reply(text=f"REPLY[{qid}] 我在这里，愿意听你说。", usage=(40, 20))
@@ -146,6 +155,46 @@ def test_refusals_are_one_line_exit_2(made: Any, args: list[str], message: str) 
     res = robustness(made, *args)
     assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) <= 2 and len(srv.requests) == before
+
+
+def test_nothing_compared_exits_1_with_the_failures_counted(made: Any) -> None:
+    run, env, srv, script = made
+    before = len(srv.requests)
+    script.broken = True
+    try:
+        res = robustness(made, "check=order", "n=2", "seed=77", "out=" + str(run / "broken"))
+    finally:
+        script.broken = False
+    assert res.returncode == 1 and "2 re-judgment(s) failed" in res.stderr and "Traceback" not in res.stderr
+    assert len(srv.requests) - before == 2 * 3  # each reply asked once and re-asked twice, then counted
+    report = json.loads((run / "broken" / "order.json").read_text())
+    assert len(report["errors"]) == 2 and report["comparison"]["n"] == 0 and report["verdicts"] == []
+
+
+def test_interrupted_then_resumed_pays_only_for_the_rest(made: Any) -> None:
+    run, env, srv, script = made
+    args = [EXE, "robustness", str(run), "check=granularity", "n=12", "seed=5", "out=" + str(run / "killed")]
+    start = len(srv.requests)
+    script.delay = 1.0
+    try:
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while len(srv.requests) - start < 20 and time.monotonic() < deadline:  # the first batch answered
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        script.delay = 0.0
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err and not (run / "killed" / "granularity.json").exists()
+    first = len(srv.requests) - start
+    total = sum(len(r["rubric"]) for r in ROWS)
+    assert 0 < first < total
+    res = robustness(made, "check=granularity", "n=12", "seed=5", "out=" + str(run / "killed"))
+    assert res.returncode == 0, res.stderr
+    again = len(srv.requests) - start - first
+    assert 0 < again < total  # the calls answered before the signal came from the cache
+    assert json.loads((run / "killed" / "granularity.json").read_text())["comparison"]["n"] == total
 
 
 def test_missing_key_is_refused_before_any_call(made: Any) -> None:

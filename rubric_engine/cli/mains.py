@@ -186,9 +186,16 @@ def robustness_main(argv: Sequence[str]) -> int:
     paraphraser = model_entry(str(opts["paraphraser"]), "paraphraser", judge.timeout) if opts.get("paraphraser") else None
     if not dry:  # a dry run calls nothing, so it needs no key
         check_keys(judge, paraphraser if check == "paraphrase" else None)
-    report = robustness_command(run_dir, check, judge, run_spec, n=n, seed=seed, dry_run=dry, n_boot=n_boot,
-                                out=Path(opts["out"]).expanduser() if opts.get("out") else None, cache=cache,
-                                limits=limits, paraphraser=paraphraser)
+    try:
+        report = robustness_command(run_dir, check, judge, run_spec, n=n, seed=seed, dry_run=dry, n_boot=n_boot,
+                                    out=Path(opts["out"]).expanduser() if opts.get("out") else None, cache=cache,
+                                    limits=limits, paraphraser=paraphraser)
+    except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: one line, 130 / 143; the same command resumes
+        from rubric_engine.models.interrupt import exit_code
+
+        print("rubric-engine: robustness interrupted; completed calls are cached: run the same command to resume",
+              file=sys.stderr)
+        return exit_code(exc)
     if dry:
         print(f"robustness check={check}: {report['replies']} replies, {report['calls']} "
               f"{'paraphraser and judge' if check == 'paraphrase' else 'judge'} calls "

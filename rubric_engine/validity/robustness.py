@@ -275,6 +275,7 @@ def robustness_command(run_dir: Path, check: str, judge: Any, spec_of: Any, *, n
         return {"check": check, "replies": len(chosen), "calls": distinct + len(chosen),
                 "cached": len(known) + _cached(units, spec, judge, cache)}
     from rubric_engine.models.client import ModelClient
+    from rubric_engine.models.interrupt import SignalStop, check_stopped
     from rubric_engine.validity.paraphrase import paraphrase_all
 
     para: dict[str, tuple[str | None, str | None]] = {}
@@ -301,7 +302,18 @@ def robustness_command(run_dir: Path, check: str, judge: Any, spec_of: Any, *, n
             rows, errors = await _rejudge(units, spec, client)
             return rows, failed + errors, hits + client.stats.cache_hits, made + client.stats.calls
 
-    rows, errors, hits, calls = asyncio.run(go())
+    async def guarded() -> tuple[list[Rejudged], list[dict[str, str]], int, int]:
+        stop = SignalStop().install()  # the first Ctrl-C / SIGTERM: no new request, calls in flight cancelled
+        try:
+            return await go()
+        finally:
+            stop.restore()
+
+    try:
+        rows, errors, hits, calls = asyncio.run(guarded())
+    except asyncio.CancelledError:
+        check_stopped()  # a signal: Interrupted (exit 130 / 143); completed calls are cached
+        raise
     cmp = compare_verdicts(rows, n_boot=n_boot, seed=seed)
     positions = position_rates(rows) if check == "order" else []
     report = {"schema_version": 1, "check": check, "run": str(run.dir), "judge": judge.name, "seed": seed, "n": n,
