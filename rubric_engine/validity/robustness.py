@@ -130,15 +130,23 @@ def plan_units(check: str, targets: Sequence[Target], seed: int) -> list[Unit]:
     return units
 
 
+def _requests(spec: Any, units: Sequence[Unit]) -> list[list[dict[str, str]]]:
+    """The judge requests of the units as judge_response sends them: one per unit, or one per criterion when
+    the spec judges per criterion (paraphrase on such a run)."""
+    if spec.judge.verdict.granularity == "all_criteria":
+        return [judge_messages(spec, u.question, u.target.reply) for u in units]
+    return [judge_messages(spec, u.question, u.target.reply, c.index) for u in units for c in u.question.criteria]
+
+
 def _cached(units: Sequence[Unit], spec: Any, judge: Any, cache: Any) -> int:
-    """How many of the calls are in the cache (the format a judge is first asked with, or none)."""
+    """How many of the judge requests are in the cache (the format a judge is first asked with, or none)."""
     from rubric_engine.models.entries import cache_key
 
     if cache is None:
         return 0
     fmt = shape_of(spec).response_format()
-    return sum(any(cache.get(cache_key(judge, judge_messages(spec, u.question, u.target.reply), f)) is not None
-                   for f in (fmt, None)) for u in units)
+    return sum(any(cache.get(cache_key(judge, msgs, f)) is not None for f in (fmt, None))
+               for msgs in _requests(spec, units))
 
 
 async def _rejudge(units: Sequence[Unit], spec: Any, client: Any) -> tuple[list[Rejudged], list[dict[str, str]]]:
@@ -271,8 +279,9 @@ def robustness_command(run_dir: Path, check: str, judge: Any, spec_of: Any, *, n
                     "cached": _cached(units, spec, judge, cache)}
         known = _cached_paraphrases(texts, paraphraser, cache)
         units = [u for u in (_paraphrased(t, known) for t in chosen) if u is not None]
-        distinct = len(set(texts))
-        return {"check": check, "replies": len(chosen), "calls": distinct + len(chosen),
+        per_reply = spec.judge.verdict.granularity == "all_criteria"
+        judged = len(chosen) if per_reply else sum(len(t.original) for t in chosen)
+        return {"check": check, "replies": len(chosen), "calls": len(set(texts)) + judged,
                 "cached": len(known) + _cached(units, spec, judge, cache)}
     from rubric_engine.models.client import ModelClient
     from rubric_engine.models.interrupt import SignalStop, check_stopped
