@@ -271,6 +271,22 @@ COMMANDS: dict[str, Command] = {
          "n_boot": "bootstrap resamples for the alpha intervals (default 1000)", "seed": "bootstrap seed (default 0)"},
         required_positionals=1, examples=["rubric-engine items multirun/my_bench/2026-11-22_10-00-00 hard=0.3"],
         details_from="rubric_engine.validity.itemsdiag:USAGE", **_RUN_DIRS),
+    "robustness": Command(
+        "robustness", "Re-judge a seeded sample of a finished run with the criteria in another order (check=order: hit "
+                      "rate by shown position, flip rate) or one criterion per call (check=granularity: agreement and "
+                      "kappa with the run's verdicts) or every criterion reworded by a model (check=paraphrase: flip rate); the run's "
+                      "judge, every call cached. Writes "
+                      "RUN_DIR/robustness/<check>.json and .md.",
+        [("RUN_DIR", "one complete run directory graded by one judge")],
+        {"check": "order, granularity or paraphrase",
+         "paraphraser": "paraphrase: the model entry (conf/judge/ or conf/candidate/) or LiteLLM id that rewords the "
+                        "criteria (default: the run's judge)",
+         "n": "replies to re-judge (default 50)", "seed": "sampling and permutation seed (default 0)",
+         "dry_run": "true: count the calls (and how many are cached), call nothing",
+         "n_boot": "bootstrap resamples for the intervals (default 1000)",
+         "out": "output directory (default RUN_DIR/robustness)"},
+        required_positionals=1, examples=["rubric-engine robustness outputs/run1 check=order n=50"],
+        details_from="rubric_engine.validity.robustness:USAGE", **_RUN_DIRS),
     "data": Command(
         "data", "Download a benchmark's pinned data into the data cache (checked against its sha256) and print "
                 "the path.", [("ACTION", "fetch (default) or path (print where it is, download nothing)")],

@@ -111,8 +111,6 @@ def _baseline(node: Any, timeout: float | None, given: set[str]) -> Any:
     """`baseline=ENTRY` (a conf/candidate/ entry, resolved as jurors are, or an ad-hoc LiteLLM id such as
     openai/gpt-4o) with `baseline.model=` / `baseline.api_base=` / `baseline.api_key_env=` overrides; None
     without an entry (the spec's baseline, or `baseline.answers=`)."""
-    import yaml
-
     node = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else (node or {})
     entry, changes = node.get("entry"), {k: node.get(k) for k in ("model", "api_base", "api_key_env") if node.get(k)}
     if entry is None:
@@ -120,17 +118,23 @@ def _baseline(node: Any, timeout: float | None, given: set[str]) -> Any:
             raise ConfigError(f"baseline.{next(iter(changes))}= changes a baseline entry, but no baseline= chooses "
                               "one; write baseline=<entry or LiteLLM id> first (see docs/cli.md)")
         return None
-    name = str(entry)
-    found = _entry_file(name, "candidate")
-    if found is not None:
-        data = yaml.safe_load(found.read_text(encoding="utf-8"))
-    elif "/" in name:
-        data = {"name": name, "model": name}
-    else:
-        raise ConfigError(f"baseline={name}: not a conf/candidate/ entry nor a LiteLLM id (provider/model); "
-                          "use an entry name such as mock or an id such as openai/gpt-4o")
+    data = entry_data(str(entry), "baseline", ("candidate",))
     data.update(changes)
     return _model_spec(data, "baseline", timeout, given)
+
+
+def entry_data(name: str, role: str, groups: tuple[str, ...]) -> dict[str, Any]:
+    """`role=NAME` given outside a group override (baseline=, robustness's paraphraser=): the first entry file
+    of that name in `groups` (found as Hydra finds `candidate=NAME`), else an ad-hoc LiteLLM id (provider/model)."""
+    import yaml
+
+    found = next((f for f in (_entry_file(name, g) for g in groups) if f is not None), None)
+    if found is not None:
+        return dict(yaml.safe_load(found.read_text(encoding="utf-8")) or {})
+    if "/" in name:
+        return {"name": name, "model": name}
+    raise ConfigError(f"{role}={name}: not a {' or '.join(f'conf/{g}/' for g in groups)} entry nor a LiteLLM id "
+                      "(provider/model); use an entry name such as mock or an id such as openai/gpt-4o")
 
 
 def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 from rubric_engine.cli.args import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 
-__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main", "items_main"]
+__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main", "items_main",
+           "robustness_main"]
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
@@ -164,6 +165,48 @@ def items_main(argv: Sequence[str]) -> int:
     print(f"wrote {out / 'items.md'}, items.csv, items.html and items.json")
     return 0
 
+
+def robustness_main(argv: Sequence[str]) -> int:
+    """`rubric-engine robustness RUN_DIR check=order|granularity|paraphrase [n=N] [seed=S] [dry_run=true] [n_boot=N]
+    [paraphraser=ENTRY] [out=DIR]`:
+    the run's own judge entry and call settings (its .hydra/config.yaml), keys checked before any call."""
+    from rubric_engine.cli.runjudge import model_entry, run_judge, run_spec
+    from rubric_engine.models.entries import check_keys
+    from rubric_engine.validity.robustness import robustness_command
+
+    parsed = parse(COMMANDS["robustness"], argv)
+    run_dir, opts = Path(parsed.positionals[0]).expanduser(), parsed.options
+    check = str(opts.get("check") or "")
+    if not check:
+        raise ConfigError("robustness: which check? add check=order, check=granularity or check=paraphrase")
+    dry = as_bool(parsed.get("dry_run", "false"), "dry_run", "robustness")
+    n, seed = as_int(parsed.get("n", "50"), "n", "robustness", 1), as_int(parsed.get("seed", "0"), "seed", "robustness")
+    n_boot = as_int(parsed.get("n_boot", "1000"), "n_boot", "robustness", 0)
+    judge, cache, limits = run_judge(run_dir)
+    paraphraser = model_entry(str(opts["paraphraser"]), "paraphraser", judge.timeout) if opts.get("paraphraser") else None
+    if not dry:  # a dry run calls nothing, so it needs no key
+        check_keys(judge, paraphraser if check == "paraphrase" else None)
+    try:
+        report = robustness_command(run_dir, check, judge, run_spec, n=n, seed=seed, dry_run=dry, n_boot=n_boot,
+                                    out=Path(opts["out"]).expanduser() if opts.get("out") else None, cache=cache,
+                                    limits=limits, paraphraser=paraphraser)
+    except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: one line, 130 / 143; the same command resumes
+        from rubric_engine.models.interrupt import exit_code
+
+        print("rubric-engine: robustness interrupted; completed calls are cached: run the same command to resume",
+              file=sys.stderr)
+        return exit_code(exc)
+    if dry:
+        print(f"robustness check={check}: {report['replies']} replies, {report['calls']} "
+              f"{'paraphraser and judge' if check == 'paraphrase' else 'judge'} calls "
+              f"({report['cached']} cached); dry run, nothing called")
+        return 0
+    print(report["paragraph"])
+    if report["errors"]:
+        print(f"{len(report['errors'])} re-judgment(s) failed (counted, not compared); see {check}.json",
+              file=sys.stderr)
+    print(f"wrote {Path(report['out']) / (check + '.md')} and {check}.json")
+    return 0 if report["comparison"]["n"] else 1
 
 def _flag(value: object) -> bool:
     """A true/false option (`allow_mixed_specs=true`, `trust_code=true`); absent is false."""

@@ -22,7 +22,7 @@ __all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "fail", "is_config_libra
 
 CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head` when cat is ended by the closed pipe
 SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit",
-               "items", "serve-reward")
+               "items", "robustness", "serve-reward")
 Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
 
 
