@@ -116,7 +116,8 @@ def test_missing_credentials_ends_in_the_one_line_key_error(tmp_path: Path, env:
         sent = [b["model"] for b in srv.requests]
     assert res.returncode == 2, (res.returncode, res.stderr)
     [line] = error_lines(res.stderr)
-    assert line.startswith(f"rubric-engine: error: {role[:4]} (openai/gpt-4o") and "export OPENAI_API_KEY=" in line
+    assert line.startswith(f"rubric-engine: error: {role} {role[:4]} (openai/gpt-4o") and "export OPENAI_API_KEY=" in line
+    assert f"{role}.api_key_env=<VAR>" in line  # the role's own override
     assert sent == []  # no request at all, for either role
 
 

@@ -166,7 +166,7 @@ def test_a_row_whose_turns_are_not_a_list_of_strings_is_one_line(tmp_path: Path,
 
 
 def test_dry_run_counts_every_turn(tmp_path: Path, env: dict[str, str]) -> None:
-    res = run_cli([f"benchmark={SPEC}", "candidate=mock", "judge=mock", "dry_run=true"], env)
+    res = run_cli([f"benchmark={SPEC}", "candidate=mock", "judge=mock", "dry_run=true"], env, cwd=tmp_path)  # no debris here
     assert res.returncode == 0, res.stderr
     row = next(line for line in res.stdout.splitlines() if "│ candidate" in line)
     cells = [c.strip() for c in row.split("│")]
