@@ -14,6 +14,7 @@ import functools
 import http.server
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -57,6 +58,17 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 300, **kw: Any) -> subprocess.CompletedProcess:
     """The console script of the environment under test, output captured as text."""
     return subprocess.run([EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def edited_spec(src: Path, dest: Path, old: str, new: str) -> Path:
+    """A copy of the spec directory `src` at `dest` whose benchmark.yaml has `old` replaced by `new` (which must
+    be there: a test whose edit no longer applies fails instead of testing the unedited spec)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(src, dest)
+    text = (dest / "benchmark.yaml").read_text()
+    assert old in text
+    (dest / "benchmark.yaml").write_text(text.replace(old, new))
+    return dest
 
 
 def complete_lines(path: Path) -> list[dict[str, Any]]:

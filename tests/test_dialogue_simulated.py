@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import EXE, REPO, model_args, run_cli
+from conftest import EXE, REPO, edited_spec, model_args, run_cli
 from fakeserver import FakeServer, Reply
 from test_dialogue_scripted import kill_after_requests
 
@@ -146,12 +146,7 @@ def test_user_entry_key_is_checked_before_any_call(tmp_path: Path, env: dict[str
 
 
 def _spec(tmp_path: Path, old: str, new: str) -> Path:
-    spec = tmp_path / "spec"
-    shutil.copytree(SPEC, spec)
-    text = (spec / "benchmark.yaml").read_text()
-    assert old in text
-    (spec / "benchmark.yaml").write_text(text.replace(old, new))
-    return spec
+    return edited_spec(SPEC, tmp_path / "spec", old, new)
 
 
 @pytest.mark.parametrize("old, new, extra, says", [

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import EXE, clean_env, model_args
+from conftest import EXE, clean_env, edited_spec, model_args
 from fakeserver import FakeServer, Reply
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,13 +155,7 @@ def test_parse_rules() -> None:
 
 
 def _bad_spec(tmp: Path, old: str, new: str) -> Path:
-    bench = tmp / "bad"
-    shutil.rmtree(bench, ignore_errors=True)
-    shutil.copytree(LIKERT, bench)
-    text = (bench / "benchmark.yaml").read_text()
-    assert old in text
-    (bench / "benchmark.yaml").write_text(text.replace(old, new))
-    return bench
+    return edited_spec(LIKERT, tmp / "bad", old, new)
 
 
 @pytest.mark.parametrize("old,new,needle", [

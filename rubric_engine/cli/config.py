@@ -82,8 +82,6 @@ def _juror(node: Any, timeout: float | None, given: set[str]) -> Any:
     """One jury entry: a judge entry's name or an inline entry. A name is looked up as `judge=<name>` is (Hydra's
     search path): the shipped conf/judge/ first, then the user's config dirs, so a shipped entry is never
     silently replaced by a user file of the same name (docs/cli.md)."""
-    import yaml
-
     if isinstance(node, DictConfig):
         return _model_spec(node, "judge", timeout, given)
     name = str(node)
@@ -91,7 +89,14 @@ def _juror(node: Any, timeout: float | None, given: set[str]) -> Any:
     if found is None:
         raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/ "
                           "or inline entries {name: x, model: provider/model, ...}")
-    return _model_spec(yaml.safe_load(found.read_text(encoding="utf-8")), "judge", timeout, given)
+    return _model_spec(_read_entry(found), "judge", timeout, given)
+
+
+def _read_entry(found: Any) -> Any:
+    """An entry file's YAML (a juror's, a baseline's, a paraphraser's): the one reader of entries found by name."""
+    import yaml
+
+    return yaml.safe_load(found.read_text(encoding="utf-8"))
 
 
 def _entry_file(name: str, group: str) -> Any:
@@ -126,11 +131,9 @@ def _baseline(node: Any, timeout: float | None, given: set[str]) -> Any:
 def entry_data(name: str, role: str, groups: tuple[str, ...]) -> dict[str, Any]:
     """`role=NAME` given outside a group override (baseline=, robustness's paraphraser=): the first entry file
     of that name in `groups` (found as Hydra finds `candidate=NAME`), else an ad-hoc LiteLLM id (provider/model)."""
-    import yaml
-
     found = next((f for f in (_entry_file(name, g) for g in groups) if f is not None), None)
     if found is not None:
-        return dict(yaml.safe_load(found.read_text(encoding="utf-8")) or {})
+        return dict(_read_entry(found) or {})
     if "/" in name:
         return {"name": name, "model": name}
     raise ConfigError(f"{role}={name}: not a {' or '.join(f'conf/{g}/' for g in groups)} entry nor a LiteLLM id "
