@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
 from rubric_engine.report.items_view import load_items_section
+from rubric_engine.report.judges_view import judges_html
 from rubric_engine.report.scales import turn_table
 from rubric_engine.report.transcript import transcript_html
 from rubric_engine.results import intervals as nested_runs
@@ -279,6 +280,7 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
         + f"scores 0–{lb.taxonomy.scale:g}.</p>",
         f"<ul>{warn}</ul>" if warn else "",
         "<h2>Leaderboard</h2>", _leaderboard(lb),
+        judges_html(lb),  # a judge sweep: rankings side by side, rank correlation (report/judges_view.py)
         *_tables(lb, subset_ci),
         views.heatmaps(lb),
         views.load_agreement(Path(agreement)) if agreement is not None else "",

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.results import intervals as nested_runs
+from rubric_engine.report.judges_view import judge_tables
 from rubric_engine.report.scales import leaderboard_scale_tables
+from rubric_engine.results.judges import judge_order
 from rubric_engine.results.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
 from rubric_engine.scoring.aggregate import ability_ids
 from rubric_engine.store.layout import write_json, write_text
@@ -36,34 +38,50 @@ def _subsets(lb: Leaderboard) -> list[str]:
 
 def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for Markdown and the console: three narrow tables rather than one that is
-    unreadable in 80 columns; compact (console) drops the judge column when all runs share a judge."""
+    unreadable in 80 columns; compact (console) drops the judge column when all runs share a judge. Several
+    judges: one ranking per judge, a Judge column in every other table, and the judges side by side."""
     t, subs = lb.taxonomy, _subsets(lb)
-    judges = sorted({r.judge for r in lb.rows})
-    show_judge = not compact or len(judges) > 1
-    title = f"{lb.benchmark} {lb.benchmark_version}" + ("" if show_judge else f" (judge: {judges[0]})")
-    ranking = [[str(r.rank), r.label, *([r.judge] if show_judge else []), fmt(r.overall), f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]",
-                f"{r.counts['scored']}/{r.counts['questions']}" + (" *" if r.not_like_for_like else ""),
-                f"{r.counts['judge_errors']}/{r.counts['candidate_errors']}"
-                + (" (c=0)" if r.candidate_errors == "zero" else "")] for r in lb.rows]
-    dims = [[r.label, *[fmt(r.dimensions.get(d)) for d in t.dimensions]] for r in lb.rows]
+    judges = judge_order([r.judge for r in lb.rows])
+    several = len(judges) > 1
+    show_judge = not compact and not several
+    head = ["#", "Model", *(["Judge"] if show_judge else []), "Overall", f"{100 * (1 - lb.alpha):.0f}% CI",
+            "Scored", "Err j/c" if compact else "Errors judge/cand."]
+
+    def ranking(rows: Sequence[Row]) -> list[list[str]]:
+        return [[str(r.rank), r.name or r.label, *([r.judge] if show_judge else []), fmt(r.overall),
+                 f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]",
+                 f"{r.counts['scored']}/{r.counts['questions']}" + (" *" if r.not_like_for_like else ""),
+                 f"{r.counts['judge_errors']}/{r.counts['candidate_errors']}"
+                 + (" (c=0)" if r.candidate_errors == "zero" else "")] for r in rows]
+
+    def who(r: Row) -> list[str]:  # the row's name, and its judge when there are several
+        return [r.name or r.label, r.judge] if several else [r.label]
+
+    model = ["Model", "Judge"] if several else ["Model"]
+    title = f"{lb.benchmark} {lb.benchmark_version}"
+    dims = [[*who(r), *[fmt(r.dimensions.get(d)) for d in t.dimensions]] for r in lb.rows]
     cat = t.has_rules
-    subsets = [[r.label, *[fmt(r.subsets.get(x)) for x in subs], *([fmt(r.decay_pct, 1)] if t.decay and subs else []),
+    subsets = [[*who(r), *[fmt(r.subsets.get(x)) for x in subs], *([fmt(r.decay_pct, 1)] if t.decay and subs else []),
                 *([str(r.counts["catastrophic"])] if cat else []), r.cost_text()] for r in lb.rows]
     last_title = ", ".join([*(["Subsets"] if subs else []), *(["catastrophic failures"] if cat else []), "cost"])
-    out = [(title, ["#", "Model", *(["Judge"] if show_judge else []), "Overall", f"{100 * (1 - lb.alpha):.0f}% CI",
-                    "Scored", "Err j/c" if compact else "Errors judge/cand."], ranking)]
+    if several:  # one ranking per judge: a candidate is ranked against the others under the same judge only
+        out = [(f"{title}, judge {j}", head, ranking([r for r in lb.rows if r.judge == j])) for j in judges]
+        out += judge_tables(lb)
+    else:
+        judge = "" if show_judge or not judges else f" (judge: {judges[0]})"
+        out = [(title + judge, head, ranking(lb.rows))]
     if t.dimensions:
-        out.append(("Dimensions", ["Model", *[t.label(d) for d in t.dimensions]], dims))
+        out.append(("Dimensions", [*model, *[t.label(d) for d in t.dimensions]], dims))
     for bid, btitle, groups in _tag_breakdowns(lb):
-        out.append((btitle, ["Model", *groups], [[r.label, *[fmt(r.breakdowns.get(bid, {}).get(g)) for g in groups]]
-                                                 for r in lb.rows]))
+        out.append((btitle, [*model, *groups], [[*who(r), *[fmt(r.breakdowns.get(bid, {}).get(g)) for g in groups]]
+                                                for r in lb.rows]))
     if lb.bradley_terry is not None:  # pairwise runs against one baseline (results/bradley_terry.py)
         bt = lb.bradley_terry
         out.append((f"Bradley-Terry ({bt['baseline']} = {bt['anchor']:g})", ["Model", "Rating",
                     f"{100 * (1 - lb.alpha):.0f}% CI"], [[x["label"] + (" (baseline)" if x["baseline"] else ""),
                     fmt(x["rating"], 1), f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]"] for x in bt["ratings"]]))
     out += leaderboard_scale_tables(lb.rows)  # scores on a scale: turns and groups with intervals
-    out.append((last_title[0].upper() + last_title[1:], ["Model", *[t.subset_labels.get(x, x) for x in subs],
+    out.append((last_title[0].upper() + last_title[1:], [*model, *[t.subset_labels.get(x, x) for x in subs],
                 *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
     return out
 
@@ -79,17 +97,31 @@ def _tag_breakdowns(lb: Leaderboard) -> list[tuple[str, str, list[str]]]:
 
 
 def _notes(lb: Leaderboard) -> list[str]:
+    """The notes under the tables (intervals, decay, paired differences, length); the warnings come after them
+    in leaderboard.md (`_warnings`) and go to stderr on the console."""
     t = lb.taxonomy
+    rows = {r.label: r for r in lb.rows}
+    several = len({r.judge for r in lb.rows}) > 1
+
+    def pair(p: Any) -> str:  # under several judges: "judge J: a - b", each pair being under one judge
+        a, b = rows.get(p.a), rows.get(p.b)
+        if several and a is not None and b is not None:
+            return f"judge {a.judge}: {a.name} - {b.name}"
+        return f"{p.a} - {p.b}"
+
     out = [f"Intervals: percentile bootstrap, questions resampled with replacement ({lb.n_boot} resamples, "
            f"seed {lb.seed}); paired differences use the same draws for both models."]
     out += [n for n in [nested_runs.note([r.run for r in lb.rows])] if n]
     if t.decay:
         out.append(f"Decay % = ({t.decay[0]} - {t.decay[1]}) / {t.decay[2]} x 100 (base: {t.decay[2]}).")
-    out += [f"{p.a} - {p.b}: {fmt(p.diff)} [{fmt(p.lo)}, {fmt(p.hi)}] "
+    out += [f"{pair(p)}: {fmt(p.diff)} [{fmt(p.lo)}, {fmt(p.hi)}] "
             f"({'differs' if p.excludes_zero else 'not distinguishable'}, {p.questions} questions"
             f"{_noise_note(p)})" for p in lb.pairs if not p.error]  # failed pairs are among the warnings
-    out += length_notes(lb)
-    return out + [f"warning: {w}" for w in lb.warnings]
+    return out + length_notes(lb)
+
+
+def _warnings(lb: Leaderboard) -> list[str]:
+    return [f"warning: {w}" for w in lb.warnings]
 
 
 def _noise_note(p: Any) -> str:
@@ -108,7 +140,7 @@ def _markdown(lb: Leaderboard) -> str:
     for title, head, rows in _tables(lb):
         lines += ["", f"## {title}", "", "| " + " | ".join(map(cell, head)) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
-    return "\n".join([*lines, "", *(f"- {cell(n)}" for n in _notes(lb))]) + "\n"
+    return "\n".join([*lines, "", *(f"- {cell(n)}" for n in [*_notes(lb), *_warnings(lb)])]) + "\n"
 
 
 def _csv_record(lb: Leaderboard, r: Row) -> dict[str, Any]:
@@ -215,8 +247,9 @@ def _length_points(r: Row, scale: float) -> tuple[list[float], list[float], str]
     return [x for x, _ in pts], [y for _, y in pts], note
 
 
-def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None:
-    """The two tables, the paired differences of adjacent ranks and the warnings, on a rich console."""
+def print_leaderboard(lb: Leaderboard, console: "Console | None" = None, errors: "Console | None" = None) -> None:
+    """The tables and the paired differences of adjacent ranks on `console` (stdout: results), the warnings on
+    `errors` (stderr, as every warning of the command line: `> result.txt` keeps only the results)."""
     from rich import box
     from rich.table import Table
 
@@ -226,14 +259,17 @@ def print_leaderboard(lb: Leaderboard, console: "Console | None" = None) -> None
     for title, head, rows in _tables(lb, compact=True):
         table = Table(title=shown(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for i, h in enumerate(head):
-            text = h in ("Model", "Judge")  # names fold onto two lines rather than vanish
+            text = h in ("Model", "Judge", "Judge A", "Judge B")  # names fold onto two lines rather than vanish
             table.add_column(h, justify="left" if text else "right", no_wrap=not text, overflow="fold",
                              min_width=min(12, max(len(r[i]) for r in rows)) if text else None)
         for row in rows:
             table.add_row(*(shown(cell) for cell in row))
         console.print(table)
     for note in _notes(lb):
-        console.print(note, style="yellow" if note.startswith("warning:") else None, highlight=False, markup=False)
+        console.print(note, highlight=False, markup=False)
+    errors = errors or SafeConsole(stderr=True)
+    for warning in _warnings(lb):
+        errors.print(warning, style="yellow", highlight=False, markup=False, soft_wrap=True)
 
 
 def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,

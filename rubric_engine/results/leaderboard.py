@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.bradley_terry import baseline_of, bradley_terry_section
+from rubric_engine.results.judges import judge_order, judges_section
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference
 from rubric_engine.stats.noise import pair_noise
@@ -72,6 +73,8 @@ class Row:
     tokens: dict[str, dict[str, int]] = field(default_factory=dict)
     run: RunRecord | None = field(default=None, repr=False, compare=False)
     scored: list[ScoredQuestion] = field(default_factory=list, repr=False, compare=False)
+    # the label without its judge part: what a table with a Judge column shows (== label with one judge)
+    name: str = ""
 
     def cost_text(self) -> str:
         """Total cost for tables; '+ ?' marks an unknown part, so a partial sum never passes as the whole."""
@@ -119,6 +122,7 @@ class Leaderboard:
     alpha: float
     warnings: list[str] = field(default_factory=list)
     bradley_terry: dict[str, Any] | None = None  # pairwise runs against one baseline (results/bradley_terry.py)
+    judges: dict[str, Any] | None = None  # several judges: rankings side by side, tau (results/judges.py)
 
     def row(self, label: str) -> Row:
         for r in self.rows:
@@ -143,6 +147,7 @@ class Leaderboard:
             "warnings": self.warnings,
             "length_notes": length_notes(self),
             **({"bradley_terry": self.bradley_terry} if self.bradley_terry is not None else {}),
+            **({"judges": self.judges} if self.judges is not None else {}),
         }
 
 
@@ -160,17 +165,21 @@ def _scored(run: RunRecord) -> list[ScoredQuestion]:
     return run.scored
 
 
-def _labels(runs: Sequence[RunRecord]) -> list[str]:
-    """Candidate names; the run dir name added where (candidate, judge) repeats (path if names clash)."""
+def _labels(runs: Sequence[RunRecord]) -> list[tuple[str, str]]:
+    """(label, name) per run: the name is the candidate, with the run dir name added where (candidate, judge)
+    repeats (path if names clash); with several judges the label adds the judge, so every label is one row."""
     keys = [(r.candidate, r.judge) for r in runs]
     names = [r.dir.name for r in runs]
     if len(set(names)) < len(names):
         common = Path(os.path.commonpath([str(r.dir) for r in runs]))
         names = [str(r.dir.relative_to(common)) or r.dir.name for r in runs]
-    return [f"{r.candidate} [{n}]" if keys.count(k) > 1 else r.candidate for r, k, n in zip(runs, keys, names)]
+    shown = [f"{r.candidate} [{n}]" if keys.count(k) > 1 else r.candidate for r, k, n in zip(runs, keys, names)]
+    if len({r.judge for r in runs}) < 2:
+        return [(x, x) for x in shown]
+    return [(f"{x} [judge {r.judge}]", x) for r, x in zip(runs, shown)]
 
 
-def _row(run: RunRecord, label: str, tax: RunTaxonomy, n_boot: int, seed: int, alpha: float,
+def _row(run: RunRecord, label: tuple[str, str], tax: RunTaxonomy, n_boot: int, seed: int, alpha: float,
          warnings: list[str]) -> Row:
     s = run.summary
     scored = _scored(run)
@@ -192,7 +201,7 @@ def _row(run: RunRecord, label: str, tax: RunTaxonomy, n_boot: int, seed: int, a
     decay_pct, decay_base = sub.pop("decay_pct", None), sub.pop("decay_base", None)
     cost, tokens = role_totals(s)
     return Row(
-        label=label, candidate=run.candidate, candidate_model=str(s["candidate"].get("model", "")),
+        label=label[0], name=label[1], candidate=run.candidate, candidate_model=str(s["candidate"].get("model", "")),
         judge=run.judge, judge_model=str(s["judge"].get("model", "")), run_dir=str(run.dir),
         overall=s.get("overall"), ci_lo=lo, ci_hi=hi,
         dimensions=dict(s.get("dimensions") or {}), abilities=dict(s.get("abilities") or {}),
@@ -260,7 +269,8 @@ def compare(lb: Leaderboard, a: str | Row, b: str | Row, *, n_boot: int | None =
 
 def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: int = 0,
                       alpha: float = 0.05) -> Leaderboard:
-    """One row per run, best overall first, plus paired differences of adjacent ranks."""
+    """One row per run, ranked per judge (best overall first), plus paired differences of adjacent ranks under
+    the same judge, and with several judges their rankings side by side (results/judges.py)."""
     if not runs:
         raise ConfigError("no runs to rank")
     tax = RunTaxonomy.from_spec(runs[0].spec, str(runs[0].dir / SPEC_FILE))
@@ -275,11 +285,14 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
         if len(values) > 1:
             warnings.append(f"runs differ in {key} ({', '.join(sorted(values))}); scores may not be comparable")
     rows = [_row(r, lab, tax, n_boot, seed, alpha, warnings) for r, lab in zip(runs, _labels(runs))]
-    rows.sort(key=lambda r: (r.overall is None, -(r.overall or 0.0), r.label))
-    for i, r in enumerate(rows, 1):
-        prev = rows[i - 2] if i > 1 else None
+    # ranked per judge (one judge: one ranking); judges in the order their runs were found
+    judges = judge_order([r.judge for r in rows])
+    rows.sort(key=lambda r: (judges.index(r.judge), r.overall is None, -(r.overall or 0.0), r.label))
+    for i, r in enumerate(rows):
+        prev = rows[i - 1] if i and rows[i - 1].judge == r.judge else None
+        first = next(j for j, x in enumerate(rows) if x.judge == r.judge)
         # equal overall scores share a rank (1, 2, 2, 4): the order within a tie is only alphabetical
-        r.rank = prev.rank if prev is not None and prev.overall == r.overall else i
+        r.rank = prev.rank if prev is not None and prev.overall == r.overall else i - first + 1
         zeroed = int(((r.run.summary if r.run else {}).get("counts") or {}).get("candidate_errors_zeroed", 0))
         if zeroed:
             warnings.append(f"{r.label}: {zeroed} candidate errors are scored 0 (candidate_errors: zero)")
@@ -290,9 +303,11 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
     _mark_unlike(rows, warnings)
     lb = Leaderboard(benchmark=runs[0].benchmark, benchmark_version=str(runs[0].summary.get("benchmark_version", "")),
                      taxonomy=tax, rows=rows, pairs=[], n_boot=n_boot, seed=seed, alpha=alpha, warnings=warnings)
-    lb.pairs = [compare(lb, a, b) for a, b in zip(rows, rows[1:])]
+    # adjacent ranks under the same judge: a candidate is never compared with itself under another judge
+    lb.pairs = [compare(lb, a, b) for a, b in zip(rows, rows[1:]) if a.judge == b.judge]
     lb.bradley_terry = bradley_terry_section([(r.label, baseline_of(r.run.summary if r.run else None), r.scored)
                                               for r in rows], n_boot=n_boot, seed=seed, alpha=alpha,
                                              warnings=lb.warnings)
     lb.warnings += [f"{p.a} vs {p.b}: {p.error}" for p in lb.pairs if p.error]
+    lb.judges = judges_section(rows, tax, n_boot=n_boot, seed=seed, alpha=alpha, warnings=lb.warnings)
     return lb

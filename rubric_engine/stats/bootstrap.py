@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from rubric_engine.scoring.aggregate import ScoredQuestion, ability_ids, overall
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, Aggregation
 
-__all__ = ["bootstrap_overall", "bootstrap_stats", "paired_difference", "percentile"]
+__all__ = ["bootstrap_overall", "bootstrap_stats", "paired_difference", "percentile", "common_resamples"]
 
 _Vector = tuple[tuple[int, float, float], ...]  # (ability index, score 0-1, weight) for each ability of a question
 
@@ -180,3 +180,41 @@ def paired_difference(
         "excludes_zero": lo > 0 or hi < 0,
         "questions": m,
     }
+
+
+def common_resamples(
+    groups: Sequence[Sequence[ScoredQuestion]],
+    dimensions: Mapping[str, Sequence[str]],
+    n: int = 1000,
+    seed: int = 0,
+    *,
+    alpha: float = 0.05,
+    scale: float = 100.0,
+    how: Aggregation = DEFAULT_AGGREGATION,
+) -> tuple[list[float], list[list[float]], int]:
+    """(points, resamples, questions): each group's overall on the questions every group scored, and `n` resamples
+    of those overalls drawn with the SAME question draws for every group (as paired_difference draws them for
+    two), all times `scale`. For statistics over several runs at once (a rank correlation between judges)."""
+    _check(n, alpha)
+    if not groups:
+        raise ValueError("common_resamples needs at least one group of scores")
+    by_id: list[dict[str, ScoredQuestion]] = []
+    for g, scored in enumerate(groups):
+        ids: dict[str, ScoredQuestion] = {}
+        for q in scored:
+            if q.id in ids:
+                raise ValueError(f"question id {q.id!r} appears twice in group {g + 1}")
+            ids[q.id] = q
+        by_id.append(ids)
+    common = [qid for qid in by_id[0] if all(qid in ids for ids in by_id[1:])]
+    if not common:
+        raise ValueError("the runs have no scored question in common; nothing to compare")
+    vectors = [_vectors([ids[qid] for qid in common], dimensions, how) for ids in by_id]
+    points = []
+    for ids in by_id:
+        value = overall([ids[qid] for qid in common], dimensions, how)
+        assert value is not None  # every question has >= 1 ability (checked in _vectors)
+        points.append(value * scale)
+    clip = how.clip in ("group", "overall")
+    resamples = [[_macro(vec, draw, k, clip) * scale for vec, k in vectors] for draw in _draws(len(common), n, seed)]
+    return points, resamples, len(common)
