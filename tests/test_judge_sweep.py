@@ -14,29 +14,9 @@ import pytest
 from scipy.stats import kendalltau
 
 from conftest import EXE
+from view_runs import CANDIDATES, JUDGES, judge_sweep
 
 pytestmark = pytest.mark.slow
-
-CANDIDATES = ("mock-a", "mock-b", "mock-c")
-JUDGES = ("mock-judge", "mock-j2", "mock-j3")  # `judge=mock` is the shipped entry named mock-judge
-
-
-def mock_entries(cwd: Path) -> None:
-    """./conf model entries for mock candidates and two more mock judges (docs/authoring.md shows the same)."""
-    for role, names in (("candidate", CANDIDATES), ("judge", JUDGES[1:])):
-        (cwd / "conf" / role).mkdir(parents=True, exist_ok=True)
-        for name in names:
-            (cwd / "conf" / role / f"{name}.yaml").write_text(f"name: {name}\nmodel: mock/{name[5:]}\nfamily: mock\n")
-
-
-def judge_sweep(cwd: Path, env: dict[str, str]) -> tuple[Path, subprocess.CompletedProcess]:
-    mock_entries(cwd)
-    res = subprocess.run([EXE, "-m", "benchmark=heartbench_en", f"candidate={','.join(CANDIDATES)}",
-                          "judge=mock,mock-j2,mock-j3", "hydra.sweep.dir=sweep", "progress=none",
-                          "bootstrap.samples=300"], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return cwd / "sweep", res
-
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:

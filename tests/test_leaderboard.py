@@ -243,7 +243,9 @@ def test_same_candidate_and_judge_twice_keeps_both_rows(tmp_path: Path) -> None:
     make_run(tmp_path / "other-judge", "model-a", 0.7, judge="judge-y")
     lb = build_leaderboard(collect_runs([tmp_path]), n_boot=50)
     labels = sorted(r.label for r in lb.rows)
-    assert labels == ["model-a", "model-a [monday]", "model-a [tuesday]"]
+    # two judges: each label names its judge too (the tables show `name` beside a Judge column)
+    assert labels == ["model-a [judge judge-y]", "model-a [monday] [judge judge-x]", "model-a [tuesday] [judge judge-x]"]
+    assert sorted(r.name for r in lb.rows) == ["model-a", "model-a [monday]", "model-a [tuesday]"]
 
 
 def test_files_written_and_consistent(sweep: Path, tmp_path: Path) -> None:
@@ -294,11 +296,13 @@ def test_print_and_leaderboard_command(sweep: Path) -> None:
     from rich.console import Console
 
     console = Console(record=True, width=80)  # a CI log's width: both tables must stay readable
-    lb, files = leaderboard_command([sweep], n_boot=50, console=console)
+    errors = Console(record=True, width=80)
+    lb, files = leaderboard_command([sweep], n_boot=50, console=console, errors=errors)
     text = console.export_text()
     for label in ("judge: judge-x", "model-a", "model-b", "model-c", "Mind", "Heart", "Normal", "Hard", "Decay %",
-                  "(base: hard)", "model-a - model-b:", "warning: model-c", "0.0180 + ?"):
+                  "(base: hard)", "model-a - model-b:", "0.0180 + ?"):
         assert label in text, label
+    assert "warning:" not in text and "warning: model-c" in errors.export_text()  # warnings: stderr's console
     for row in lb.rows:  # every number fits: nothing cropped at 80 columns
         assert f"[{row.ci_lo:.2f}, {row.ci_hi:.2f}]" in text and f"{row.dimensions['heart']:.2f}" in text
     assert files["html"] == sweep / "report.html"  # one dir: written where the end-of-sweep callback writes
@@ -331,11 +335,11 @@ def test_failed_sweep_job_is_reported_not_dropped(sweep: Path) -> None:
     (sweep / "10" / "error.txt").write_text("openai/x [HTTP 401]: bad key (after 1 attempt)\n", encoding="utf-8")
     from rich.console import Console
 
-    console = Console(record=True, width=200)
-    lb, _ = leaderboard_command([sweep], n_boot=20, console=console)
+    console, errors = Console(record=True, width=200), Console(record=True, width=200)
+    lb, _ = leaderboard_command([sweep], n_boot=20, console=console, errors=errors)
     assert len(lb.rows) == 3
     assert lb.warnings[0].endswith("10: run failed, not ranked (openai/x [HTTP 401]: bad key (after 1 attempt))")
-    assert "run failed, not ranked" in console.export_text()
+    assert "run failed, not ranked" in errors.export_text() and "not ranked" not in console.export_text()
 
 
 def test_dir_without_summary_is_a_clear_error(tmp_path: Path) -> None:

@@ -304,4 +304,14 @@ COMMANDS: dict[str, Command] = {
              "counts_path": "a JSON Lines file with one line of counts per batch",
              "KEY": "any run key: judge.api_base=, data.path=, concurrency=, rpm=, cache.enabled=, ..."},
         examples=["rubric-engine serve-reward benchmark=my_bench judge=gpt-4.1 port=5000 concurrency=64"]),
+    "view": Command(
+        "view", "Write one offline HTML index of every run and sweep under the directories (state, benchmark, models, "
+                "overall with its interval, date, wall time, cost, report links; pick runs to compare), and open it "
+                "or serve it on 127.0.0.1.",
+        [("DIR...", "directories holding runs or sweeps (default: outputs/ and multirun/)")],
+        {"out": "the index file (default ./runs.html)", "open": "false: do not open a browser (it opens only at "
+         "a terminal)", "serve": "true: serve the index and the runs' reports on 127.0.0.1 until Ctrl-C instead",
+         "port": "serve=true: the port (default 8000; 0: any free port, printed)"},
+        examples=["rubric-engine view", "rubric-engine view multirun/my_bench serve=true port=8080"],
+        unknown_word="option"),
 }

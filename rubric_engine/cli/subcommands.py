@@ -22,7 +22,7 @@ __all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "fail", "is_config_libra
 
 CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head` when cat is ended by the closed pipe
 SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit",
-               "items", "robustness", "serve-reward")
+               "items", "robustness", "serve-reward", "view")
 Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
 
 
@@ -137,6 +137,10 @@ def _dispatch(name: str, args: list[str], compose: Compose) -> int:
         from rubric_engine.cli.reward import serve_reward_main
 
         return serve_reward_main(args)
+    if name == "view":  # the index of past runs (cli/view.py)
+        from rubric_engine.cli.view import view_main
+
+        return view_main(args)
     from rubric_engine.cli import mains
 
     return int(getattr(mains, f"{name}_main")(args))

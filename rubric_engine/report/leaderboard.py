@@ -273,10 +273,11 @@ def print_leaderboard(lb: Leaderboard, console: "Console | None" = None, errors:
 
 
 def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
-                        console: Console | None = None, allow_mixed_specs: bool = False,
+                        console: Console | None = None, errors: Console | None = None, allow_mixed_specs: bool = False,
                         agreement: Path | None = None, trust_code: bool = False) -> tuple[Leaderboard, dict[str, Path]]:
-    """CLI and end-of-sweep entry: collect, rank, write, print. Default out_dir: the one dir given
-    (where the end-of-sweep callback writes too), else ./leaderboard for several dirs."""
+    """CLI and end-of-sweep entry: collect, rank, write, print (results on `console`, stdout; warnings on `errors`,
+    stderr). Default out_dir: the one dir given (where the end-of-sweep callback writes too), else ./leaderboard for
+    several dirs."""
     from rubric_engine.text.terminal import SafeConsole
 
     dirs = [Path(d) for d in dirs]
@@ -290,6 +291,6 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
                           "`rubric-engine agree`")
     files = write_leaderboard(lb, target, agreement=agreement or find_agreement([target, *dirs]))
     console = console or SafeConsole()
-    print_leaderboard(lb, console)
+    print_leaderboard(lb, console, errors)
     console.print(f"leaderboard written to {target} (report: {files['html']})", highlight=False, markup=False)
     return lb, files

@@ -1,0 +1,119 @@
+"""`rubric-engine view [DIR ...]`: write the index of past runs (report/index_page.py), open it, or serve it.
+
+Why a module of its own: besides parsing it owns the one small web server of the command line (stdlib
+http.server, bound to 127.0.0.1 only), which serves the index and the runs' report.html files and nothing else of
+the run directories (no samples, no logs), until Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import http.server
+import signal
+import sys
+import webbrowser
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rubric_engine.cli.args import COMMANDS, as_bool, as_int, parse
+from rubric_engine.errors import ConfigError
+
+__all__ = ["view_main", "DEFAULT_DIRS"]
+
+DEFAULT_DIRS = ("outputs", "multirun")
+
+
+def _roots(positionals: Sequence[str]) -> list[Path]:
+    if positionals:
+        return [Path(p).expanduser() for p in positionals]
+    found = [Path(d) for d in DEFAULT_DIRS if Path(d).is_dir()]
+    if not found:
+        raise ConfigError(f"view: no {' or '.join(d + '/' for d in DEFAULT_DIRS)} in {Path.cwd()}; run it where your "
+                          "runs are, or pass the directories holding them: rubric-engine view DIR [DIR ...]")
+    return found
+
+
+def _open(target: str) -> None:
+    """Open the page in a browser, only when a person is at a terminal (never in a pipe, a CI log or a test)."""
+    if sys.stdout.isatty():
+        webbrowser.open(target)
+
+
+def view_main(argv: Sequence[str]) -> int:
+    """Scan, write (or serve) the index, print where it is."""
+    from rubric_engine.report.index_page import relative_link, render_index
+    from rubric_engine.results.runindex import STATES, scan_runs
+    from rubric_engine.store.layout import write_text
+
+    parsed = parse(COMMANDS["view"], argv)
+    roots = _roots(parsed.positionals)
+    entries = scan_runs(roots)
+    counts = ", ".join(f"{n} {s}" for s in STATES if (n := sum(e.state == s for e in entries)))
+    open_it = as_bool(parsed.get("open", "true"), "open", "view")
+    if as_bool(parsed.get("serve", "false"), "serve", "view"):
+        files = {f"/runs/{i}/report.html": e.report for i, e in enumerate(entries) if e.report is not None}
+        boards = {e.sweep / "report.html" for e in entries if e.sweep is not None and (e.sweep / "report.html").is_file()}
+        files.update({f"/sweeps/{i}/report.html": p for i, p in enumerate(sorted(boards))})
+        href = {path: url for url, path in files.items()}
+        page = render_index(entries, roots, lambda p: href.get(p, "#"))
+        return _serve(page, files, as_int(parsed.get("port", "8000"), "port", "view", 0), len(entries), counts, open_it)
+    out = Path(parsed.get("out", "runs.html") or "runs.html").expanduser()
+    if out.is_dir():
+        out = out / "runs.html"
+    write_text(out, render_index(entries, roots, relative_link(out)))
+    print(f"index of {len(entries)} run(s){': ' + counts if counts else ''}: {out}", flush=True)
+    if open_it:
+        _open(out.resolve().as_uri())
+    return 0
+
+
+def _serve(page: str, files: dict[str, Path], port: int, n: int, counts: str, open_it: bool) -> int:
+    """Serve the page at / and each listed report at its own path on 127.0.0.1; anything else is 404."""
+    body = page.encode("utf-8")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            from urllib.parse import urlsplit
+
+            path = urlsplit(self.path).path
+            if path in ("/", "/index.html"):
+                data: bytes | None = body
+            else:
+                target = files.get(path)
+                try:
+                    data = target.read_bytes() if target is not None else None
+                except OSError:
+                    data = None
+            if data is None:
+                self.send_error(404, "not a page of this index")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:  # no access log on the terminal
+            return
+
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    except OSError as exc:
+        raise ConfigError(f"view: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); choose another "
+                          "port=N (0: any free port)") from None
+
+    def stop(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    print(f"index of {n} run(s){': ' + counts if counts else ''}: serving {url} (Ctrl-C stops)", flush=True)
+    if open_it:
+        _open(url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,145 @@
+"""`rubric-engine view`: the index of past runs, through the console script, over run directories of every state made
+by real runs (tests/view_runs.py): finished and rejected sweep jobs, a run that scored nothing, a run seen running
+while it hung and then interrupted with SIGINT. The typed rows (results/runindex.py) are checked on their own, the
+page for what it shows and links, and `serve=true` for what it serves (the index and reports, nothing else)."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import urllib.error
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+
+from conftest import EXE
+from view_runs import FAST, make_runs
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("view")
+    return root, make_runs(root)
+
+
+def _by_name(root: Path) -> dict[str, Any]:
+    from rubric_engine.results.runindex import scan_runs
+
+    return {e.dir.name: e for e in scan_runs([root / "outputs", root / "multirun"])}
+
+
+def test_states_from_what_each_directory_holds(runs) -> None:
+    root, made = runs
+    got = _by_name(root)
+    jobs = {n: e for n, e in got.items() if e.sweep is not None}
+    assert sorted(e.state for e in jobs.values()) == ["finished", "finished", "rejected", "rejected"]
+    assert all(e.sweep == root / "multirun" / "sweep" for e in jobs.values())
+    for name, e in jobs.items():
+        if e.state == "rejected":
+            assert "limit=-3" in name and "limit=-3 is not valid" in e.reason and e.overall is None
+        else:
+            summary = json.loads((e.dir / "summary.json").read_text())
+            assert (e.overall, e.lo, e.hi) == (summary["overall"], summary["interval"]["lo"], summary["interval"]["hi"])
+            assert e.wall_seconds == summary["wall_seconds"]["total"] and e.cost == 0.0 and not e.cost_partial
+            assert (e.candidate, e.judge, e.benchmark) == (summary["candidate"]["name"], "mock-judge", "heartbench_en")
+            assert e.report == e.dir / "report.html" and e.started == summary["created"] or e.started
+            assert e.tables["dimensions"] == summary["breakdowns"]["dimensions"]
+    failed, stopped = got["failed"], got["stopped"]
+    assert failed.state == "failed" and failed.reason.startswith("nothing was scored (3 candidate errors")
+    assert failed.sweep is None and failed.candidate == "broken" and failed.overall is None
+    assert stopped.state == "interrupted" and f"{FAST} of 5 questions in the journal" in stopped.reason
+    assert (stopped.candidate, stopped.candidate_model, stopped.judge) == ("slow", "openai/slow", "mock-judge")
+    assert stopped.benchmark == "heartbench_en" and stopped.report is None
+    # while it hung, the same directory was seen running (its lock held by the live process)
+    seen = made["running"]
+    assert seen.returncode == 0, seen.stderr
+    assert "1 running" in seen.stdout and "1 failed" in seen.stdout
+    assert "interrupted" not in seen.stdout
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+        self.rows: list[str] = []
+        self.sections: list[str] = []
+        self.urls: list[str] = []
+        self._h2 = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "a":
+            self.links.append(str(a.get("href")))
+        if tag == "tr" and a.get("data-text") is not None:
+            self.rows.append(str(a["data-text"]))
+        self.urls += [str(v) for k, v in attrs if k in ("src", "href") and v and "://" in v]
+        self._h2 = tag == "h2"
+
+    def handle_data(self, data: str) -> None:
+        if self._h2:
+            self.sections.append(data)
+            self._h2 = False
+
+
+def test_index_page_lists_groups_and_links_every_report(runs) -> None:
+    root, made = runs
+    res = subprocess.run([EXE, "view", "open=false"], cwd=root, env=made["env"], capture_output=True, text=True,
+                         timeout=120)  # default directories: outputs/ and multirun/ here
+    assert res.returncode == 0, res.stderr
+    assert re.fullmatch(r"index of 6 run\(s\): 2 finished, 1 interrupted, 1 failed, 2 rejected: runs\.html\n",
+                        res.stdout), res.stdout
+    page = (root / "runs.html").read_text(encoding="utf-8")
+    p = _Page()
+    p.feed(page)
+    assert p.urls == []  # offline: nothing is fetched, no link leaves the disk
+    assert "default-src 'none'" in page
+    assert p.sections == [f"Sweep {Path('multirun') / 'sweep'}", "Single runs"]
+    assert len(p.rows) == 6 and sum(r.startswith("interrupted ") for r in p.rows) == 1
+    targets = [(root / unquote(h)).resolve() for h in p.links]
+    assert all(t.is_file() for t in targets), p.links
+    # the 2 finished jobs, the run that scored nothing (its page shows every error), the sweep's leaderboard
+    assert sorted(t.parent.name for t in targets if "limit=4" not in t.parent.name) == ["failed", "sweep"]
+    assert len(targets) == 4 and {t.name for t in targets} == {"report.html"}
+    assert (root / "multirun" / "sweep" / "report.html").resolve() in targets
+    data = json.loads(re.search(r'<script type="application/json" id="runs-data">(.*?)</script>', page, re.S).group(1))
+    assert sorted(d["state"] for d in data) == ["failed", "finished", "finished", "interrupted", "rejected", "rejected"]
+
+
+def test_a_missing_directory_is_one_line(runs, tmp_path: Path) -> None:
+    root, made = runs
+    res = subprocess.run([EXE, "view", str(tmp_path / "nowhere")], cwd=root, env=made["env"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2 and "nowhere is not a directory" in res.stderr and res.stdout == ""
+    empty = subprocess.run([EXE, "view"], cwd=tmp_path, env=made["env"], capture_output=True, text=True, timeout=120)
+    assert empty.returncode == 2 and "no outputs/ or multirun/" in empty.stderr
+
+
+def test_serve_gives_the_index_and_reports_only_on_localhost(runs) -> None:
+    root, made = runs
+    proc = subprocess.Popen([EXE, "view", "outputs", "multirun", "serve=true", "port=0", "open=false"], cwd=root,
+                            env=made["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"serving (http://127\.0\.0\.1:\d+/) ", line).group(1)
+        index = urllib.request.urlopen(url, timeout=30).read().decode("utf-8")
+        hrefs = re.findall(r'href="(/[^"]+)"', index)
+        assert len(hrefs) == 4
+        for h in hrefs:
+            assert urllib.request.urlopen(url.rstrip("/") + h, timeout=30).read().lstrip().startswith(b"<!DOCTYPE html>")
+        job = next(p for p in (root / "multirun" / "sweep").iterdir() if (p / "samples.jsonl").is_file())
+        for bad in ("/samples.jsonl", f"/{job.name}/samples.jsonl", "/../../etc/passwd", "/runs/99/report.html"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(url.rstrip("/") + bad, timeout=30)
+            assert err.value.code == 404
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err_text = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err_text
