@@ -35,7 +35,7 @@ overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:6px 0;font-size:0.9em}
 th,td{border:1px solid #d0d0d0;padding:4px 7px;text-align:left;vertical-align:top}
 th{background:#f3f3f5;white-space:nowrap}td.n{text-align:right;white-space:nowrap}
-td small{color:#666;display:block;overflow-wrap:anywhere}
+td small,th small{color:#666;display:block;overflow-wrap:anywhere;font-weight:normal;white-space:normal}
 .note{color:#555;font-size:0.9em;overflow-wrap:anywhere}
 .st{font-weight:600;white-space:nowrap}.finished{color:#0a6b0a}.failed,.rejected{color:#b00000}
 .interrupted{color:#8a4b00}.running{color:#0a4fa0}
@@ -43,7 +43,9 @@ td small{color:#666;display:block;overflow-wrap:anywhere}
 border-bottom:1px solid #eee;z-index:1}
 #filter{flex:1 1 220px;min-width:0;padding:6px;font-size:1em}
 button{padding:6px 12px;font-size:1em}
-#compare{display:none;margin:12px 0;padding:8px;border:1px solid #ccd;border-radius:6px;background:#fafaff}
+#compare{display:none;margin:12px 0;padding:8px;border:1px solid #ccd;border-radius:6px;background:#fafaff;
+scroll-margin-top:64px}
+#compare-table th{max-width:18em;white-space:normal;overflow-wrap:anywhere}
 #compare.on{display:block}
 tr.hide,section.hide{display:none}
 """
@@ -68,7 +70,7 @@ function compare(){
  var wrap=document.createElement('div');wrap.className='tw';var t=document.createElement('table');t.id='compare-table';
  var head=document.createElement('tr');head.appendChild(cell('th',''));
  pick.forEach(function(r){var th=cell('th',r.candidate||'?');th.appendChild(cell('small','judge '+(r.judge||'?')));
-  th.appendChild(cell('small',r.dir));head.appendChild(th);});
+  th.appendChild(cell('small',r.name));head.appendChild(th);});
  t.appendChild(head);
  t.appendChild(row('State',pick.map(function(r){return r.state;})));
  t.appendChild(row('Benchmark',pick.map(function(r){return r.benchmark;})));
@@ -162,7 +164,7 @@ def _counts(entries: Sequence[RunEntry]) -> str:
 
 def _data(entries: Sequence[RunEntry]) -> str:
     """The runs' numbers for the script, safe inside <script>: '<', '>' and '&' are written as JSON escapes."""
-    rows = [{"id": str(i), "dir": str(e.dir), "state": e.state, "benchmark": e.benchmark, "candidate": e.candidate,
+    rows = [{"id": str(i), "dir": str(e.dir), "name": e.dir.name, "state": e.state, "benchmark": e.benchmark, "candidate": e.candidate,
              "judge": e.judge, "overall": e.overall, "lo": e.lo, "hi": e.hi, "tables": e.tables}
             for i, e in enumerate(entries)]
     text = json.dumps(rows, ensure_ascii=False, allow_nan=False)
