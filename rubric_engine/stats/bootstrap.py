@@ -90,6 +90,16 @@ def _interval(values: list[float], alpha: float) -> tuple[float, float]:
     return percentile(values, alpha / 2), percentile(values, 1 - alpha / 2)
 
 
+def _by_id(scored: Sequence[ScoredQuestion], what: str) -> dict[str, ScoredQuestion]:
+    """Question id -> its scores; a question twice is an error (it would be drawn twice as often)."""
+    out: dict[str, ScoredQuestion] = {}
+    for q in scored:
+        if q.id in out:
+            raise ValueError(f"question id {q.id!r} appears twice in {what}")
+        out[q.id] = q
+    return out
+
+
 def bootstrap_stats(
     scored: Sequence[ScoredQuestion],
     dimensions: Mapping[str, Sequence[str]],
@@ -140,11 +150,7 @@ def paired_difference(
     Returns {"diff", "lo", "hi", "excludes_zero", "questions"} (scores times `scale`).
     """
     _check(n, alpha)
-    by_id_b: dict[str, ScoredQuestion] = {}
-    for q in scored_b:
-        if q.id in by_id_b:
-            raise ValueError(f"question id {q.id!r} appears twice in the second model's scores")
-        by_id_b[q.id] = q
+    by_id_b = _by_id(scored_b, "the second model's scores")
     seen: set[str] = set()
     common_a: list[ScoredQuestion] = []
     common_b: list[ScoredQuestion] = []
@@ -198,14 +204,7 @@ def common_resamples(
     _check(n, alpha)
     if not groups:
         raise ValueError("common_resamples needs at least one group of scores")
-    by_id: list[dict[str, ScoredQuestion]] = []
-    for g, scored in enumerate(groups):
-        ids: dict[str, ScoredQuestion] = {}
-        for q in scored:
-            if q.id in ids:
-                raise ValueError(f"question id {q.id!r} appears twice in group {g + 1}")
-            ids[q.id] = q
-        by_id.append(ids)
+    by_id = [_by_id(scored, f"group {g + 1}") for g, scored in enumerate(groups)]
     common = [qid for qid in by_id[0] if all(qid in ids for ids in by_id[1:])]
     if not common:
         raise ValueError("the runs have no scored question in common; nothing to compare")
