@@ -143,3 +143,29 @@ def test_serve_gives_the_index_and_reports_only_on_localhost(runs) -> None:
         proc.send_signal(signal.SIGINT)
         out, err_text = proc.communicate(timeout=60)
     assert proc.returncode == 0, err_text
+
+
+def test_lock_is_read_without_taking_it(tmp_path: Path) -> None:
+    """`running` means a live process holds the run's lock; reading it never takes the lock (a run starting at that
+    moment must not be refused), so a lock file left by an ended run reads as not held."""
+    import fcntl
+    import os
+
+    from rubric_engine.results.runindex import lock_held
+
+    assert not lock_held(tmp_path)  # no lock file
+    fd = os.open(tmp_path / ".rubric-engine.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(fd, f"{os.getpid()}\n".encode())
+        assert not lock_held(tmp_path)  # the file alone, as an ended run leaves it
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert lock_held(tmp_path)
+        other = os.open(tmp_path / ".rubric-engine.lock", os.O_RDWR)  # and a run could still not take it: held
+        try:
+            with pytest.raises(OSError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    finally:
+        os.close(fd)
+    assert not lock_held(tmp_path)

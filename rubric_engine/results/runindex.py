@@ -62,7 +62,7 @@ def lock_held(run_dir: Path) -> bool:
     whether the pid written in the lock file is alive."""
     path = Path(run_dir) / LOCK_FILE
     try:
-        inode = path.stat().st_ino
+        st = path.stat()
         pid_text = path.read_text(encoding="ascii", errors="replace").strip()
     except OSError:
         return False
@@ -76,7 +76,16 @@ def lock_held(run_dir: Path) -> bool:
             if "FLOCK" not in parts or "->" in parts:  # '->': a process waiting for a lock, not holding it
                 continue
             i = parts.index("FLOCK")
-            if len(parts) > i + 4 and parts[i + 4].rsplit(":", 1)[-1] == str(inode):
+            where = parts[i + 4].split(":") if len(parts) > i + 4 else []
+            if len(where) != 3 or where[2] != str(st.st_ino):
+                continue
+            # the same inode on the same device, or (a file system that reports another device) held by the pid
+            # the lock file names
+            try:
+                same_device = (int(where[0], 16), int(where[1], 16)) == (os.major(st.st_dev), os.minor(st.st_dev))
+            except ValueError:
+                same_device = False
+            if same_device or parts[i + 3] == pid_text:
                 return True
         return False
     if not pid_text.isdigit():
