@@ -51,7 +51,10 @@ def test_states_from_what_each_directory_holds(runs) -> None:
             assert e.wall_seconds == summary["wall_seconds"]["total"] and e.cost == 0.0 and not e.cost_partial
             assert (e.candidate, e.judge, e.benchmark) == (summary["candidate"]["name"], "mock-judge", "heartbench_en")
             assert e.report == e.dir / "report.html" and e.started == summary["created"] or e.started
-            assert e.tables["dimensions"] == summary["breakdowns"]["dimensions"]
+            # the compare view's tables: the spec's declared titles and labels, the summary's numbers
+            dims = summary["breakdowns"]["dimensions"]
+            assert list(e.tables["Dimensions"].values()) == list(dims.values()) and "Personality" in e.tables["Dimensions"]
+            assert e.tables["Subsets"]["Hard"] == summary["subsets"]["hard"]
     failed, stopped = got["failed"], got["stopped"]
     assert failed.state == "failed" and failed.reason.startswith("nothing was scored (3 candidate errors")
     assert failed.sweep is None and failed.candidate == "broken" and failed.overall is None

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubric_engine.errors import ConfigError
+from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.results.leaderboard import role_totals
 from rubric_engine.store.layout import (ERROR_FILE, GENERATE_JOURNAL, LOCK_FILE, MANIFEST_FILE, REJECTED_FILE,
-                                        REPORT_FILE, SAMPLES_FILE, SUMMARY_FILE, read_manifest)
+                                        REPORT_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, read_manifest)
+from rubric_engine.store.runs import RunTaxonomy
 
 __all__ = ["STATES", "RunEntry", "scan_runs", "lock_held"]
 
@@ -153,19 +154,33 @@ def _number(x: Any) -> float | None:
     return float(x) if ok else None
 
 
-def _tables(summary: dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    """The run's breakdowns (summary.json `breakdowns`: the spec's own tables), then its dimension, ability, subset and
-    scenario scores where no breakdown of that id holds them."""
+def _taxonomy(run_dir: Path) -> RunTaxonomy | None:
+    """The run's labels (English where the spec has them) from its resolved spec; None when it cannot be read."""
+    spec = _json(run_dir / SPEC_FILE)
+    try:
+        return RunTaxonomy.from_spec(spec, str(run_dir / SPEC_FILE)) if spec else None
+    except (DataError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _tables(summary: dict[str, Any], tax: RunTaxonomy | None) -> dict[str, dict[str, float | None]]:
+    """The run's breakdowns (summary.json `breakdowns`: the spec's own tables, under their declared titles), then its
+    dimension, ability, subset and scenario scores where no breakdown of that id holds them; groups under their
+    labels where the spec gives them."""
+    titles = {bid: title for bid, title, _ in tax.breakdowns} if tax else {}
+    names = {**tax.labels, **tax.subset_labels, **tax.scenario_labels} if tax else {}
     out: dict[str, dict[str, float | None]] = {}
     for bid, groups in (summary.get("breakdowns") or {}).items():
         if isinstance(groups, dict) and groups:
-            out[str(bid)] = {str(g): _number(v.get("score") if isinstance(v, dict) else v) for g, v in groups.items()}
+            out[titles.get(str(bid), str(bid))] = {names.get(str(g), str(g)): _number(v.get("score") if isinstance(
+                v, dict) else v) for g, v in groups.items()}
     for key in ("dimensions", "abilities", "subsets", "scenarios"):
         part = summary.get(key)
-        if key not in out and isinstance(part, dict):
-            values = {str(k): _number(v) for k, v in part.items() if k != "decay_base"}
+        if key not in (summary.get("breakdowns") or {}) and isinstance(part, dict):
+            values = {"Decay %" if k == "decay_pct" else names.get(str(k), str(k)): _number(v)
+                      for k, v in part.items() if k != "decay_base"}
             if values:
-                out[key] = values
+                out[key.capitalize()] = values
     return out
 
 
@@ -240,7 +255,8 @@ def _entry(run_dir: Path, names: set[str]) -> RunEntry:
         questions=counts.get("questions") if isinstance(counts.get("questions"), int) else None,
         scored=counts.get("scored") if isinstance(counts.get("scored"), int) else None,
         wall_seconds=_number((summary.get("wall_seconds") or {}).get("total")), cost=cost, cost_partial=partial,
-        report=report if REPORT_FILE in names else None, tables=_tables(summary) if summary else {})
+        report=report if REPORT_FILE in names else None,
+        tables=_tables(summary, _taxonomy(run_dir) if SPEC_FILE in names else None) if summary else {})
 
 
 def _is_run(names: set[str], subdirs: list[str]) -> bool:
