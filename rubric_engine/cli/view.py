@@ -8,6 +8,7 @@ the run directories (no samples, no logs), until Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import http.server
+import os
 import signal
 import sys
 import webbrowser
@@ -34,9 +35,15 @@ def _roots(positionals: Sequence[str]) -> list[Path]:
 
 
 def _open(target: str) -> None:
-    """Open the page in a browser, only when a person is at a terminal (never in a pipe, a CI log or a test)."""
-    if sys.stdout.isatty():
-        webbrowser.open(target)
+    """Open the page in a browser, only when a person is at a terminal (never in a pipe, a CI log or a test) and a
+    graphical browser can be reached: on Linux without a display (or $BROWSER) Python would start a text browser
+    inside this terminal, so the address is printed for the user to open instead."""
+    if not sys.stdout.isatty():
+        return
+    headless = sys.platform.startswith("linux") and not any(os.environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY",
+                                                                                          "BROWSER"))
+    if headless or not webbrowser.open(target):
+        print(f"open {target} in a browser", flush=True)
 
 
 def view_main(argv: Sequence[str]) -> int:
