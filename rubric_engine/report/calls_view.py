@@ -1,0 +1,93 @@
+"""One question's calls from the run's transcripts, as plain text (`rubric-engine show`) and as HTML (report.html).
+
+Why one module for both: `show` and the report's drill-down tell the same story (the question's record, then
+every call in order: who was asked, the rendered messages, the raw reply, the parse error that led to a re-ask,
+each retry, tokens, cost, latency, cache hit), so they read the same `Call`s (store/transcripts.py) and say the
+same things. Text is printed as it is, never wrapped; HTML escapes every text and folds each call away.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rubric_engine.store.transcripts import Call
+
+__all__ = ["call_heading", "calls_text", "calls_html", "record_text"]
+
+_KIND = {"reply": "reply", "cache_hit": "cache hit", "rejected": "reply refused by the parser", "error": "error"}
+
+
+def call_heading(c: Call) -> str:
+    """One line naming the call: number, role, model, where it belongs, outcome, usage."""
+    where = [f"{k} {c.context[k]}" for k in ("sample", "turn", "criterion") if k in c.context]
+    if c.repeat:
+        where.append(f"repeat {c.repeat}")
+    if c.reask:
+        where.append(f"re-ask {c.reask}" + (f" of call {c.reask_of}" if c.reask_of else ""))
+    usage = [f"{c.prompt_tokens}+{c.completion_tokens} tokens",
+             "cost unknown" if c.cost is None else f"${c.cost:.6f}",
+             f"{c.latency:.2f} s" if c.latency is not None else "", f"{c.attempts} request(s)" if c.attempts else "",
+             f"{len(c.retries)} retried" if c.retries else ""]
+    return " · ".join([f"call {c.number}", f"{c.role} {c.model} ({c.model_id})", *where, _KIND.get(c.kind, c.kind),
+                       *(u for u in usage if u)])
+
+
+def _sections(c: Call) -> list[tuple[str, str]]:
+    """(title, text) blocks of one call, in reading order."""
+    out = [(f"message {i} [{role}]", text) for i, (role, text) in enumerate(c.messages, 1)]
+    if c.reply is not None:
+        out.append(("reply", c.reply))
+    if c.parse_error:
+        out.append(("parse error (the model was asked again)" if c.kind == "rejected" else "parse error", c.parse_error))
+    if c.error:
+        out.append(("error" + (f" (HTTP {c.status})" if c.status else ""), c.error))
+    for r in c.retries:
+        status = f"HTTP {r.status}" if r.status else "no status"
+        wait = f"; waited {r.wait:.2f} s" if r.wait is not None else ""
+        out.append((f"retry after attempt {r.attempt}", f"{status}: {r.error}{wait}"))
+    return out
+
+
+def record_text(rec: Mapping[str, Any] | None) -> list[str]:
+    """The question's record (samples.jsonl) in a few lines: score, errors, each criterion's verdict."""
+    if rec is None:
+        return ["(no record of this question in the run: it was not finished)"]
+    lines = [f"score: {rec.get('score')}" + (" (zeroed: candidate error)" if rec.get("zeroed") else ""),
+             f"candidate error: {rec.get('candidate_error') or 'none'}", f"judge error: {rec.get('judge_error') or 'none'}"]
+    for c in rec.get("criteria") or []:
+        hit = {True: "met", False: "not met", None: "no verdict"}.get(c.get("hit"), str(c.get("hit")))
+        weight = f" ({c.get('weight')})" if c.get("weight") is not None else ""
+        lines.append(f"  {c.get('index')}. {hit}{weight}: {c.get('text')}")
+        if c.get("reasoning"):
+            lines.append(f"     reasoning: {c.get('reasoning')}")
+    return lines
+
+
+def calls_text(question: str, rec: Mapping[str, Any] | None, calls: Sequence[Call]) -> str:
+    """The whole story of one question, plain text."""
+    lines = [f"question {question}", *record_text(rec), "",
+             f"{len(calls)} call(s) recorded" + ("" if calls else " (no transcripts for this question)")]
+    for c in calls:
+        lines += ["", "=" * 8 + " " + call_heading(c)]
+        for title, text in _sections(c):
+            lines += [f"--- {title} ---", text]
+    return "\n".join(lines) + "\n"
+
+
+def calls_html(calls: Sequence[Call], max_chars: int = 200_000) -> str:
+    """The calls as collapsed <details> blocks ('' when none); texts past `max_chars` in all are cut, saying so."""
+    if not calls:
+        return ""
+    budget, parts = max_chars, []
+    for c in calls:
+        body = []
+        for title, text in _sections(c):
+            shown = text[:max(budget, 0)]
+            budget -= len(shown)
+            cut = f"\n[... {len(text) - len(shown)} more characters: rubric-engine show]" if len(shown) < len(text) else ""
+            body.append(f"<div class=\"call-part\"><b>{html.escape(title)}</b><pre>{html.escape(shown + cut)}</pre></div>")
+        parts.append(f"<details class=\"call call-{html.escape(c.kind)}\"><summary>{html.escape(call_heading(c))}"
+                     f"</summary>{''.join(body)}</details>")
+    return f"<div class=\"calls\"><p class=\"note\">Calls ({len(calls)}):</p>{''.join(parts)}</div>"
