@@ -307,10 +307,10 @@ COMMANDS: dict[str, Command] = {
     "show": Command(
         "show", "Print one question's whole story from a run directory: its record, then every call it made (the "
                 "rendered messages, the raw reply, parse errors and re-asks, retries, tokens, cost, latency, cache hits).",
-        [("RUN_DIR", "a run directory"), ("QUESTION_ID", "the question's id (as in samples.jsonl)")], {},
+        [("RUN_DIR", "a run directory"), ("QUESTION", "the question's id (as in samples.jsonl)")], {},
         required_positionals=2, examples=["rubric-engine show outputs/2026-11-25/10-00-00 q017",
                                           "rubric-engine show outputs/2026-11-25/10-00-00 q017 > q017.txt"],
-        unknown_word="option", missing="show needs RUN_DIR and QUESTION_ID"),
+        unknown_word="option", missing="show needs RUN_DIR and QUESTION (an id)"),
     "prompts": Command(
         "prompts", "Render one question's candidate and judge prompts (one per criterion where the judge takes one "
                    "at a time) from the spec and data, calling no model; the candidate's reply is a marked placeholder.",
@@ -319,6 +319,6 @@ COMMANDS: dict[str, Command] = {
          "benchmark_dirs": "[DIR,...] searched first for specs",
          "data.path": "a local data file instead of the pinned download", "data.cache_dir": "where downloads are kept",
          "trust_code": "true: a spec's module:function scoring formula may be imported (runs its code)"},
-        examples=["rubric-engine prompts benchmark=heartbench_en question=enq001",
+        examples=["rubric-engine prompts my_bench question=q3",
                   "rubric-engine prompts benchmark=my_bench data.path=rows.jsonl question=q3"]),
 }

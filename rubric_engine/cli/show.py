@@ -1,4 +1,4 @@
-"""`rubric-engine show RUN_DIR QUESTION_ID` and `rubric-engine prompts benchmark=... question=ID`.
+"""`rubric-engine show RUN_DIR QUESTION` and `rubric-engine prompts benchmark=... question=ID`.
 
 Why together: both answer "what did (or will) the models see for this question?" `show` reads a finished or
 interrupted run directory (its record and transcripts/), `prompts` renders a question's candidate and judge prompts
@@ -43,13 +43,9 @@ def _find_record(run_dir: Path, question: str) -> dict[str, Any] | None:
 
 
 def _write(text: str) -> None:
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        from rubric_engine.cli.subcommands import closed_pipe
-
-        closed_pipe()
+    """Plain text as it is (a closed pipe ends quietly with 141 in cli/main.py)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def show_command(run_dir: Path, question: str) -> int:
@@ -94,8 +90,9 @@ def prompts_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: st
         ids = ", ".join(q.id for q in list(ds.questions)[:5])
         raise ConfigError(f"prompts: no question {question!r} in {spec.name}'s data; ids look like: {ids}")
     out = [f"benchmark {spec.name}, question {found.id}", "",
-           f"=== candidate prompt ({spec.conversation.mode} conversation"
-           f"{'' if spec.conversation.mode == 'single' else ': the first turn; later turns add the replies'}) ==="]
+           "=== candidate prompt" + ("" if spec.conversation.mode == "single" else
+                                     f" ({spec.conversation.mode} conversation: the first turn; later turns add the "
+                                     "replies)") + " ==="]
     out += _messages_text(candidate_messages(spec, found, "chat_turns" if spec.conversation.mode != "single" else None))
     judge = spec.judge
     if judge is None:

@@ -4,7 +4,8 @@ Why here, under the client: the client is the one place every call passes, so a 
 (run/transcripts.py) see cache hits, replies, replies the caller's `accept()` refused, errors and each retry
 without the judge or the pipeline knowing about them. Who asked (the question, the candidate sample, the
 conversation turn, the criterion) is not the client's business: the layers above say it with `call_context`,
-a context variable that follows each asyncio task, and the event carries it. Nothing here writes a file.
+a context variable that follows each asyncio task, and the event carries it. Nothing here writes a file. (The client and its CallResult are typed Any here: models/client.py imports this
+module, and the import graph stays one-way.)
 """
 
 from __future__ import annotations
@@ -15,12 +16,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rubric_engine.errors import ModelCallError
-
-if TYPE_CHECKING:
-    from rubric_engine.models.client import CallResult, ModelClient
 
 __all__ = ["CallEvent", "Observer", "call_context", "set_call_context", "observed", "retry_event"]
 
@@ -78,28 +76,28 @@ def set_call_context(**fields: Any) -> None:
     _CONTEXT.set({**_CONTEXT.get(), **fields})
 
 
-def _base(client: "ModelClient", kind: str, call: int) -> CallEvent:
+def _base(client: Any, kind: str, call: int) -> CallEvent:
     return CallEvent(kind=kind, call=call, role=client.role, model=client.spec.name, model_id=client.spec.model,
                      context=_CONTEXT.get(), time=time.time())
 
 
-def retry_event(client: "ModelClient", attempt: int, status: int | None, error: str, wait: float) -> CallEvent:
+def retry_event(client: Any, attempt: int, status: int | None, error: str, wait: float) -> CallEvent:
     """A failed attempt of the current call that will be retried after `wait` seconds."""
     event = _base(client, "retry", _CURRENT.get())
     event.attempts, event.status, event.error, event.wait = attempt, status, error, round(wait, 3)
     return event
 
 
-async def observed(client: "ModelClient", observer: Observer, messages: list[dict[str, Any]],
+async def observed(client: Any, observer: Observer, messages: list[dict[str, Any]],
                    cache_as: list[dict[str, Any]] | None, repeat: int,
-                   inner: Callable[[], Awaitable["CallResult"]]) -> "CallResult":
+                   inner: Callable[[], Awaitable[Any]]) -> Any:
     """Run one `complete()` (`inner`) and report its outcome; exceptions pass through unchanged."""
     call = next(_IDS)
     _CURRENT.set(call)  # this task's current call: _call's retries report under it
     origin = cache_as if cache_as is not None else messages
     reask = (len(messages) - len(origin)) // 2 if origin is not messages and origin != messages else 0
 
-    def event(kind: str, result: "CallResult | None") -> CallEvent:
+    def event(kind: str, result: Any) -> CallEvent:
         e = _base(client, kind, call)
         e.messages, e.repeat, e.reask, e.chain = messages, repeat, reask, id(origin)
         if result is not None:

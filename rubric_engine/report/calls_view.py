@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
-from rubric_engine.store.transcripts import Call
+from rubric_engine.store.transcripts import Call, Transcripts
 
-__all__ = ["call_heading", "calls_text", "calls_html", "record_text"]
+__all__ = ["call_heading", "calls_text", "calls_html", "record_text", "run_calls", "PAGE_CHARS", "QUESTION_CHARS"]
+
+QUESTION_CHARS = 40_000  # texts of one question's calls embedded in report.html; `show` prints them all
+PAGE_CHARS = 8_000_000  # and of all questions of one run: past it, the drill-down names `show` instead
 
 _KIND = {"reply": "reply", "cache_hit": "cache hit", "rejected": "reply refused by the parser", "error": "error"}
 
@@ -76,7 +80,7 @@ def calls_text(question: str, rec: Mapping[str, Any] | None, calls: Sequence[Cal
     return "\n".join(lines) + "\n"
 
 
-def calls_html(calls: Sequence[Call], max_chars: int = 200_000) -> str:
+def calls_html(calls: Sequence[Call], max_chars: int = QUESTION_CHARS) -> str:
     """The calls as collapsed <details> blocks ('' when none); texts past `max_chars` in all are cut, saying so."""
     if not calls:
         return ""
@@ -91,3 +95,23 @@ def calls_html(calls: Sequence[Call], max_chars: int = 200_000) -> str:
         parts.append(f"<details class=\"call call-{html.escape(c.kind)}\"><summary>{html.escape(call_heading(c))}"
                      f"</summary>{''.join(body)}</details>")
     return f"<div class=\"calls\"><p class=\"note\">Calls ({len(calls)}):</p>{''.join(parts)}</div>"
+
+
+def run_calls(run_dir: Path | None) -> Callable[[Mapping[str, Any]], str]:
+    """For the report's drill-down: a record -> its question's calls as HTML ('' without transcripts). Indexed
+    once per run; the page stays bounded (QUESTION_CHARS a question, PAGE_CHARS in all)."""
+    index = Transcripts(run_dir) if run_dir is not None else None
+    left = [PAGE_CHARS]
+
+    def one(sample: Mapping[str, Any]) -> str:
+        qid = sample.get("id")
+        if index is None or not isinstance(qid, str):
+            return ""
+        if left[0] <= 0:
+            return (f'<p class="note">Calls not embedded (the page is at its size limit): rubric-engine show '
+                    f'{html.escape(str(run_dir))} {html.escape(qid)}</p>')
+        out = calls_html(index.calls(qid), min(QUESTION_CHARS, left[0]))
+        left[0] -= len(out)
+        return out
+
+    return one

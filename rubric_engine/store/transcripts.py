@@ -23,8 +23,8 @@ from typing import Any
 
 from rubric_engine.errors import DataError
 
-__all__ = ["TRANSCRIPTS_DIR", "CALLS_FILE", "Call", "Retry", "calls_path", "digest", "read_calls", "content_text",
-           "SHORT_TEXT"]
+__all__ = ["TRANSCRIPTS_DIR", "CALLS_FILE", "Call", "Retry", "Transcripts", "calls_path", "digest", "read_calls",
+           "content_text", "SHORT_TEXT"]
 
 TRANSCRIPTS_DIR = "transcripts"
 CALLS_FILE = "calls.jsonl"
@@ -80,19 +80,26 @@ class Call:
     time: float | None = None
 
 
-def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    """Every complete JSON line (an incomplete last line, left by a killed run, is skipped)."""
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, raw line) of every complete line (an incomplete last line, left by a killed run, is skipped)."""
+    offset = 0
     with path.open("rb") as fh:
-        for number, raw in enumerate(fh, 1):
+        for raw in fh:
             if not raw.endswith(b"\n"):
                 return  # the last line, cut off mid-write
-            try:
-                rec = json.loads(raw)
-            except ValueError as exc:
-                raise DataError(str(path), f"unreadable line ({str(exc)[:80]})", line=number,
-                                fix="the transcripts file is damaged; move it away") from None
-            if isinstance(rec, dict):
-                yield rec
+            yield offset, raw
+            offset += len(raw)
+
+
+def _load(path: Path, raw: bytes) -> dict[str, Any]:
+    try:
+        rec = json.loads(raw)
+    except ValueError as exc:
+        raise DataError(str(path), f"unreadable line ({str(exc)[:80]})",
+                        fix="the transcripts file is damaged; move it away") from None
+    if not isinstance(rec, dict):
+        raise DataError(str(path), "a line that is not a JSON object", fix="the transcripts file is damaged; move it away")
+    return rec
 
 
 def _refs(content: Any) -> Iterator[str]:
@@ -143,34 +150,62 @@ def _call(rec: Mapping[str, Any], texts: Mapping[str, Any]) -> Call:
                 context=ctx, time=rec.get("t"))
 
 
-def read_calls(run_dir: Path, question: str | None = None) -> list[Call]:
-    """Every call of the run (or of one question), in the order they ended, texts resolved, each with its
-    retries. Reads the file a few times rather than holding every text: only the texts those calls use are kept."""
-    path = calls_path(run_dir)
-    if not path.is_file():
-        return []
-    chosen: list[dict[str, Any]] = []
-    retries: dict[int, list[Retry]] = {}
-    for rec in _lines(path):
-        if "call" not in rec or (question is not None and rec.get("q") != question):
-            continue
-        if rec.get("kind") == "retry":
-            retries.setdefault(int(rec["call"]), []).append(Retry(int(rec.get("attempt") or 0), rec.get("status"),
-                                                                  str(rec.get("error") or ""), rec.get("wait")))
-        else:
-            chosen.append(rec)
-    texts: dict[str, Any] = {}
-    need = {h for rec in chosen for c in [*(rec.get("messages") or []), rec.get("reply")] for h in _refs(c)}
-    for _ in range(_MAX_DEPTH + 1):  # each pass loads the texts still needed, and learns what those refer to
-        need -= texts.keys()
-        if not need:
-            break
-        for rec in _lines(path):
-            h = rec.get("h")
-            if h in need and h not in texts:
-                texts[h] = rec
-        need = {r for h in need if h in texts for r in _refs(texts[h])}
-    calls = [_call(rec, texts) for rec in chosen]
-    for c in calls:
-        c.retries = retries.pop(c.number, [])
-    return calls
+class Transcripts:
+    """Random access to one run's transcripts: one pass indexes where each question's calls and each text are, then
+    `calls(question)` reads only those lines, so a report over thousands of questions holds one question at a time."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = calls_path(run_dir)
+        self._calls: dict[str | None, list[int]] = {}
+        self._texts: dict[str, int] = {}
+        if not self.path.is_file():
+            return
+        for offset, raw in _lines(self.path):
+            if raw.startswith(b'{"h":"'):
+                self._texts[raw[6:22].decode("ascii", "replace")] = offset
+            else:
+                rec = _load(self.path, raw)
+                if "call" in rec:
+                    self._calls.setdefault(rec.get("q"), []).append(offset)
+
+    def questions(self) -> list[str | None]:
+        return list(self._calls)
+
+    def calls(self, question: str | None) -> list[Call]:
+        """The question's calls in the order they ended, texts resolved, each with its retries."""
+        offsets = self._calls.get(question, [])
+        if not offsets:
+            return []
+        chosen: list[dict[str, Any]] = []
+        retries: dict[int, list[Retry]] = {}
+        texts: dict[str, Any] = {}
+        with self.path.open("rb") as fh:
+            for offset in offsets:
+                fh.seek(offset)
+                rec = _load(self.path, fh.readline())
+                if rec.get("kind") == "retry":
+                    retries.setdefault(int(rec["call"]), []).append(
+                        Retry(int(rec.get("attempt") or 0), rec.get("status"), str(rec.get("error") or ""),
+                              rec.get("wait")))
+                else:
+                    chosen.append(rec)
+            need = [h for rec in chosen for c in [*(rec.get("messages") or []), rec.get("reply")] for h in _refs(c)]
+            for _ in range(_MAX_DEPTH + 1):  # texts may refer to earlier texts: load until none is missing
+                more = []
+                for h in need:
+                    if h not in texts and h in self._texts:
+                        fh.seek(self._texts[h])
+                        texts[h] = _load(self.path, fh.readline())
+                        more += _refs(texts[h])
+                need = more
+                if not need:
+                    break
+        calls = [_call(rec, texts) for rec in chosen]
+        for c in calls:
+            c.retries = retries.pop(c.number, [])
+        return calls
+
+
+def read_calls(run_dir: Path, question: str) -> list[Call]:
+    """One question's calls (see Transcripts.calls)."""
+    return Transcripts(run_dir).calls(question)
