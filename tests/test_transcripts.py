@@ -28,8 +28,10 @@ SECRET = "trk9f2c7a1e5b3d8"  # no key-shaped prefix: only the registered-secret 
 
 def _prose(rng: random.Random, chars: int) -> str:
     out: list[str] = []
-    while sum(len(w) + 1 for w in out) < chars:
+    size = 0
+    while size < chars:
         out.append(rng.choice(WORDS))
+        size += len(out[-1]) + 1
     return " ".join(out).capitalize() + "."
 
 

@@ -34,6 +34,14 @@ _KNOWN_MIN = 128  # a question's text at least this long is looked for inside it
 _KNOWN_MAX = 32  # texts remembered per question for that search
 _MIN_SAVED = 128  # a head + tail shorter than this is not worth a reference
 _BUFFER = 1 << 20
+_JOIN = "\n\x00\u241e\x00\n"  # between an event's texts redacted in one pass: no key or redaction pattern spans it
+
+
+def _redacted(texts: list[str]) -> list[str]:
+    """Every text of one event through the one redaction, in one pass (its cost is mostly per call, not per byte)."""
+    joined = redact(_JOIN.join(texts)) or ""
+    out = joined.split(_JOIN)
+    return out if len(out) == len(texts) else [redact(t) or "" for t in texts]
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -132,15 +140,17 @@ class TranscriptWriter:
         else:
             self._chains.pop(e.chain, None)
         q = self._question(qid)
-        head["messages"] = [{"role": m.get("role"), **self._content(str(m.get("content", "")), q,
-                                                                    (e.role, e.model, "m", i))}
-                            for i, m in enumerate(e.messages or ())]
+        messages = list(e.messages or ())
+        texts = _redacted([str(m.get("content", "")) for m in messages] + [e.text or "", e.parse_error or "",
+                                                                             e.error or ""])
+        head["messages"] = [{"role": m.get("role"), **self._content(texts[i], q, (e.role, e.model, "m", i))}
+                            for i, m in enumerate(messages)]
         if e.text is not None:
-            head["reply"] = self._content(e.text, q, (e.role, e.model, "r"))
+            head["reply"] = self._content(texts[-3], q, (e.role, e.model, "r"))
         if e.parse_error is not None:
-            head["parse_error"] = redact(e.parse_error)
+            head["parse_error"] = texts[-2]
         if e.error is not None:
-            head.update(error=redact(e.error), status=e.status)
+            head.update(error=texts[-1], status=e.status)
         head.update(attempts=e.attempts, tokens=[e.prompt_tokens, e.completion_tokens], cost=e.cost,
                     latency=e.latency, cached=e.cached, t=round(e.time, 3))
         self._write(head)
@@ -155,9 +165,9 @@ class TranscriptWriter:
                 self._questions.popitem(last=False)
         return q
 
-    def _content(self, raw: str, q: _Question | None, kind: tuple[Any, ...]) -> dict[str, Any]:
-        """One text as a CONTENT (store/transcripts.py): inline, a reference, or a base's head and tail + a middle."""
-        text = redact(raw) or ""
+    def _content(self, text: str, q: _Question | None, kind: tuple[Any, ...]) -> dict[str, Any]:
+        """One redacted text as a CONTENT (store/transcripts.py): inline, a reference, or a base's head and tail
+        plus a middle."""
         if len(text) < SHORT_TEXT:
             return {"text": text}
         h = digest(text)
