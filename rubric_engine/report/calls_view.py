@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from rubric_engine.store.transcripts import Call, Transcripts
+from rubric_engine.store.transcripts import TRANSCRIPTS_DIR, Call, Transcripts
 
 __all__ = ["call_heading", "calls_text", "calls_html", "record_text", "run_calls", "PAGE_CHARS", "QUESTION_CHARS"]
 
 QUESTION_CHARS = 40_000  # texts of one question's calls embedded in report.html; `show` prints them all
-PAGE_CHARS = 8_000_000  # and of all questions of one run: past it, the drill-down names `show` instead
+PAGE_CHARS = 6_000_000  # and of all questions of one run: past it, the drill-down names `show` instead
 
 _KIND = {"reply": "reply", "cache_hit": "cache hit", "rejected": "reply refused by the parser", "error": "error"}
 
@@ -97,14 +97,18 @@ def calls_html(calls: Sequence[Call], max_chars: int = QUESTION_CHARS) -> str:
     return f"<div class=\"calls\"><p class=\"note\">Calls ({len(calls)}):</p>{''.join(parts)}</div>"
 
 
-def run_calls(run_dir: Path | None) -> Callable[[Mapping[str, Any]], str]:
+def run_calls(run_dir: Path | None, alone: bool = True) -> Callable[[Mapping[str, Any]], str]:
     """For the report's drill-down: a record -> its question's calls as HTML ('' without transcripts). Indexed
-    once per run; the page stays bounded (QUESTION_CHARS a question, PAGE_CHARS in all)."""
-    index = Transcripts(run_dir) if run_dir is not None else None
+    once per run; the page stays bounded (QUESTION_CHARS a question, PAGE_CHARS in all). A page of several runs
+    (a leaderboard, `alone` False) names `rubric-engine show` instead of embedding every run's calls."""
+    recorded = run_dir is not None and (Path(run_dir) / TRANSCRIPTS_DIR).is_dir()
+    index = Transcripts(Path(run_dir)) if recorded and alone and run_dir is not None else None
     left = [PAGE_CHARS]
 
     def one(sample: Mapping[str, Any]) -> str:
         qid = sample.get("id")
+        if recorded and not alone and isinstance(qid, str):
+            return (f'<p class="note">Calls: rubric-engine show {html.escape(str(run_dir))} {html.escape(qid)}</p>')
         if index is None or not isinstance(qid, str):
             return ""
         if left[0] <= 0:

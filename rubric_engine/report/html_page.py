@@ -255,7 +255,7 @@ def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
     summary = (f"{_e(row.label)} — {run.records if run else 0} questions, {row.counts['judge_errors']} judge errors, "
                f"{row.counts['candidate_errors']} candidate errors")
     err_line = f'<p class="err">Questions with errors: {_e(", ".join(errs))}</p>' if errs else ""
-    calls = run_calls(run.dir if run else None)  # transcripts: each question's calls (report/calls_view.py)
+    calls = run_calls(run.dir if run else None, len(lb.rows) == 1)  # each question's calls (report/calls_view.py)
     return (f'<details class="model"><summary>{summary}</summary>{err_line}'
             + "".join(_question(s, lb, turns.get(str(s.get("id"))), calls(s)) for s in (run.iter_samples() if run else ()))
             + "</details>")

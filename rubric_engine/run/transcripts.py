@@ -67,6 +67,13 @@ def _common_suffix(a: str, b: str, limit: int) -> int:
     return lo
 
 
+def _plain(content: Any) -> str:
+    """A message's content as text: a string as it is, content parts (a list) as their JSON."""
+    if isinstance(content, str):
+        return content
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
+
+
 class _Question:
     """What one question's calls wrote so far: the last text of each kind (a base for the next) and its long
     texts (looked for in its later prompts)."""
@@ -141,7 +148,7 @@ class TranscriptWriter:
             self._chains.pop(e.chain, None)
         q = self._question(qid)
         messages = list(e.messages or ())
-        texts = _redacted([str(m.get("content", "")) for m in messages] + [e.text or "", e.parse_error or "",
+        texts = _redacted([_plain(m.get("content")) for m in messages] + [e.text or "", e.parse_error or "",
                                                                              e.error or ""])
         head["messages"] = [{"role": m.get("role"), **self._content(texts[i], q, (e.role, e.model, "m", i))}
                             for i, m in enumerate(messages)]
