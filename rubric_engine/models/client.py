@@ -19,7 +19,7 @@ import asyncio
 import os
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable
 
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
@@ -49,7 +49,8 @@ class CallResult:
     cached: bool
     attempts: int  # HTTP requests made for this result (0 for a cache hit)
     finish_reason: str | None = None  # "stop", "length" (cut off), "content_filter", ... as the provider says
-    latency: float | None = None  # seconds of the successful attempt; None for a cache hit
+    # seconds of the successful attempt; None for a cache hit. A measurement, not part of the result's identity
+    latency: float | None = field(default=None, compare=False)
 
 
 @dataclass
