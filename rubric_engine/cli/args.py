@@ -305,15 +305,17 @@ COMMANDS: dict[str, Command] = {
              "KEY": "any run key: judge.api_base=, data.path=, concurrency=, rpm=, cache.enabled=, ..."},
         examples=["rubric-engine serve-reward benchmark=my_bench judge=gpt-4.1 port=5000 concurrency=64"]),
     "show": Command(
-        "show", "Print one question's whole story from a run directory: its record, then every call it made (the "
-                "rendered messages, the raw reply, parse errors and re-asks, retries, tokens, cost, latency, cache hits).",
+        "show", "Print one question's whole story from a run directory: its record, then every call it made "
+                "(the rendered messages, the raw reply, parse errors and re-asks, retries, tokens, cost, latency, "
+                "cache hits).",
         [("RUN_DIR", "a run directory"), ("QUESTION", "the question's id (as in samples.jsonl)")], {},
         required_positionals=2, examples=["rubric-engine show outputs/2026-11-25/10-00-00 q017",
                                           "rubric-engine show outputs/2026-11-25/10-00-00 q017 > q017.txt"],
         unknown_word="option", missing="show needs RUN_DIR and QUESTION (an id)"),
     "prompts": Command(
         "prompts", "Render one question's candidate and judge prompts (one per criterion where the judge takes one "
-                   "at a time) from the spec and data, calling no model; the candidate's reply is a marked placeholder.",
+                   "at a time) from the spec and data, calling no model; the candidate's reply is a marked "
+                   "placeholder.",
         [("BENCHMARK", _BENCH + " (same as benchmark=)")],
         {"question": "the question's id in the data", "benchmark": _BENCH,
          "benchmark_dirs": "[DIR,...] searched first for specs",

@@ -4,8 +4,8 @@ Why here, under the client: the client is the one place every call passes, so a 
 (run/transcripts.py) see cache hits, replies, replies the caller's `accept()` refused, errors and each retry
 without the judge or the pipeline knowing about them. Who asked (the question, the candidate sample, the
 conversation turn, the criterion) is not the client's business: the layers above say it with `call_context`,
-a context variable that follows each asyncio task, and the event carries it. Nothing here writes a file. (The client and its CallResult are typed Any here: models/client.py imports this
-module, and the import graph stays one-way.)
+a context variable that follows each asyncio task, and the event carries it. Nothing here writes a file.
+The client and its CallResult are typed Any here: models/client.py imports this module (one-way imports).
 """
 
 from __future__ import annotations

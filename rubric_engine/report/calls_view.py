@@ -44,7 +44,8 @@ def _sections(c: Call) -> list[tuple[str, str]]:
     if c.reply is not None:
         out.append(("reply", c.reply))
     if c.parse_error:
-        out.append(("parse error (the model was asked again)" if c.kind == "rejected" else "parse error", c.parse_error))
+        title = "parse error (the model was asked again)" if c.kind == "rejected" else "parse error"
+        out.append((title, c.parse_error))
     if c.error:
         out.append(("error" + (f" (HTTP {c.status})" if c.status else ""), c.error))
     for r in c.retries:
@@ -59,7 +60,8 @@ def record_text(rec: Mapping[str, Any] | None) -> list[str]:
     if rec is None:
         return ["(no record of this question in the run: it was not finished)"]
     lines = [f"score: {rec.get('score')}" + (" (zeroed: candidate error)" if rec.get("zeroed") else ""),
-             f"candidate error: {rec.get('candidate_error') or 'none'}", f"judge error: {rec.get('judge_error') or 'none'}"]
+             f"candidate error: {rec.get('candidate_error') or 'none'}",
+             f"judge error: {rec.get('judge_error') or 'none'}"]
     for c in rec.get("criteria") or []:
         hit = {True: "met", False: "not met", None: "no verdict"}.get(c.get("hit"), str(c.get("hit")))
         weight = f" ({c.get('weight')})" if c.get("weight") is not None else ""
@@ -90,8 +92,10 @@ def calls_html(calls: Sequence[Call], max_chars: int = QUESTION_CHARS) -> str:
         for title, text in _sections(c):
             shown = text[:max(budget, 0)]
             budget -= len(shown)
-            cut = f"\n[... {len(text) - len(shown)} more characters: rubric-engine show]" if len(shown) < len(text) else ""
-            body.append(f"<div class=\"call-part\"><b>{html.escape(title)}</b><pre>{html.escape(shown + cut)}</pre></div>")
+            cut = (f"\n[... {len(text) - len(shown)} more characters: rubric-engine show]"
+                   if len(shown) < len(text) else "")
+            body.append(f'<div class="call-part"><b>{html.escape(title)}</b>'
+                        f"<pre>{html.escape(shown + cut)}</pre></div>")
         parts.append(f"<details class=\"call call-{html.escape(c.kind)}\"><summary>{html.escape(call_heading(c))}"
                      f"</summary>{''.join(body)}</details>")
     return f"<div class=\"calls\"><p class=\"note\">Calls ({len(calls)}):</p>{''.join(parts)}</div>"

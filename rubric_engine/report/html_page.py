@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
+from rubric_engine.report.calls_view import run_calls
 from rubric_engine.report.items_view import load_items_section
 from rubric_engine.report.scales import turn_table
-from rubric_engine.report.calls_view import run_calls
 from rubric_engine.report.transcript import transcript_html
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.leaderboard import fmt
@@ -257,7 +257,8 @@ def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
     err_line = f'<p class="err">Questions with errors: {_e(", ".join(errs))}</p>' if errs else ""
     calls = run_calls(run.dir if run else None, len(lb.rows) == 1)  # each question's calls (report/calls_view.py)
     return (f'<details class="model"><summary>{summary}</summary>{err_line}'
-            + "".join(_question(s, lb, turns.get(str(s.get("id"))), calls(s)) for s in (run.iter_samples() if run else ()))
+            + "".join(_question(s, lb, turns.get(str(s.get("id"))), calls(s))
+                      for s in (run.iter_samples() if run else ()))
             + "</details>")
 
 

@@ -98,7 +98,8 @@ def _load(path: Path, raw: bytes) -> dict[str, Any]:
         raise DataError(str(path), f"unreadable line ({str(exc)[:80]})",
                         fix="the transcripts file is damaged; move it away") from None
     if not isinstance(rec, dict):
-        raise DataError(str(path), "a line that is not a JSON object", fix="the transcripts file is damaged; move it away")
+        raise DataError(str(path), "a line that is not a JSON object",
+                        fix="the transcripts file is damaged; move it away")
     return rec
 
 
