@@ -211,3 +211,43 @@ def test_prompts_calls_nothing_and_imports_no_litellm(tmp_path: Path, env: dict[
     missing = run_cli(["show", str(tmp_path), "q1"], env, cwd=tmp_path)
     assert missing.returncode == 2 and "not a run directory" in missing.stderr
     assert not complete_lines(tmp_path / "nothing.jsonl")
+
+
+def test_every_text_reads_back_as_written_redacted(tmp_path: Path, monkeypatch: Any) -> None:
+    """The format's round trip, on texts built to hit each way of storing one: inline, whole, a known text inside
+    a later one (several times), a base's head and tail with a new middle, CJK, content parts, a key."""
+    from rubric_engine.models.events import CallEvent
+    from rubric_engine.run.transcripts import TranscriptWriter
+
+    monkeypatch.setenv("TRANSCRIPT_TEST_API_KEY", SECRET)
+    rng = random.Random(3)
+    reply = "回答：" + _prose(rng, 700)
+    turns = [_prose(rng, 300), "短い " + _prose(rng, 200)]
+    sent: list[tuple[str, list[dict[str, Any]], str]] = []
+    writer = TranscriptWriter(tmp_path)
+    writer.observe(CallEvent("reply", 50, "candidate", "c", "openai/c", {"question": "q1"},
+                             [{"role": "user", "content": turns[0]}, {"role": "user", "content": turns[1]}],
+                             text=reply))
+    for i in range(1, 9):
+        body = f"Conversation:\n{turns[0]}\n{turns[1]}\nReply:\n{reply}\nReply again: {reply}\n"
+        messages = [{"role": "system", "content": "Grade it." if i % 2 else _prose(rng, 90)},
+                    {"role": "user", "content": body + f"Criterion {i}: " + _prose(rng, 20 * i) + f" key {SECRET}"}]
+        if i == 8:
+            messages.append({"role": "user", "content": [{"type": "text", "text": "parts"}]})
+        answer = json.dumps({"explanation": _prose(rng, 50 * i), "criteria_met": True})
+        writer.observe(CallEvent("reply", i, "judge", "j", "openai/j", {"question": "q1", "criterion": i},
+                                 messages, text=answer, attempts=1))
+        sent.append(("q1", messages, answer))
+    writer.observe(CallEvent("reply", 99, "candidate", "c", "openai/c", {"question": "q2"},
+                             [{"role": "user", "content": turns[0]}], text=reply))
+    writer.close()
+    calls = Transcripts(tmp_path).calls("q1")
+    assert [c.number for c in calls] == list(range(1, 10)) and calls[0].reply == reply
+    for c, (_, messages, answer) in zip(calls[1:], sent):
+        want = [(m["role"], m["content"] if isinstance(m["content"], str) else json.dumps(m["content"]))
+                for m in messages]
+        assert c.messages == [(r, t.replace(SECRET, "***")) for r, t in want]
+        assert c.reply == answer and c.context == {"criterion": c.number - 1}
+    assert Transcripts(tmp_path).calls("q2")[0].reply == reply
+    raw = (tmp_path / "transcripts" / "calls.jsonl").read_bytes()
+    assert SECRET.encode() not in raw and raw.count(reply[:40].encode()) == 1  # the reply stored once
