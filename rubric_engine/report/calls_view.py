@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
-from rubric_engine.store.transcripts import TRANSCRIPTS_DIR, Call, Transcripts
+from rubric_engine.store.transcripts import TRANSCRIPTS_DIR, WHERE, Call, Transcripts
 
 __all__ = ["call_heading", "calls_text", "calls_html", "record_text", "run_calls", "PAGE_CHARS", "QUESTION_CHARS"]
 
@@ -25,7 +25,7 @@ _KIND = {"reply": "reply", "cache_hit": "cache hit", "rejected": "reply refused 
 
 def call_heading(c: Call) -> str:
     """One line naming the call: number, role, model, where it belongs, outcome, usage."""
-    where = [f"{k} {c.context[k]}" for k in ("sample", "turn", "criterion") if k in c.context]
+    where = [f"{k} {c.context[k]}" for k in WHERE if k in c.context]
     if c.repeat:
         where.append(f"repeat {c.repeat}")
     if c.reask:

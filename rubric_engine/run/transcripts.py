@@ -26,7 +26,7 @@ from typing import IO, Any
 from rubric_engine.models.events import CallEvent
 from rubric_engine.models.redact import redact
 from rubric_engine.store.layout import open_nofollow
-from rubric_engine.store.transcripts import SHORT_TEXT, calls_path, digest
+from rubric_engine.store.transcripts import SHORT_TEXT, WHERE, calls_path, digest
 
 __all__ = ["TranscriptWriter"]
 
@@ -129,7 +129,7 @@ class TranscriptWriter:
             number, self._next = self._next, self._next + 1
         qid = e.context.get("question")
         head: dict[str, Any] = {"call": number, "kind": e.kind, "q": qid}
-        head.update((k, e.context[k]) for k in ("sample", "turn", "criterion") if e.context.get(k) is not None)
+        head.update((k, e.context[k]) for k in WHERE if e.context.get(k) is not None)
         head.update(role=e.role, model=e.model, model_id=e.model_id)
         if e.kind == "retry":
             self._numbers[e.call] = number

@@ -24,10 +24,11 @@ from typing import Any
 from rubric_engine.errors import DataError
 
 __all__ = ["TRANSCRIPTS_DIR", "CALLS_FILE", "Call", "Retry", "Transcripts", "calls_path", "digest", "read_calls",
-           "content_text", "SHORT_TEXT"]
+           "content_text", "SHORT_TEXT", "WHERE"]
 
 TRANSCRIPTS_DIR = "transcripts"
 CALLS_FILE = "calls.jsonl"
+WHERE = ("sample", "turn", "criterion", "order")  # where in its question a call belongs, when known
 SHORT_TEXT = 64  # a text shorter than this is written inline: a reference would not be shorter
 _MAX_DEPTH = 4  # PIECES may refer to texts whose own PIECES refer to others; never deeper than this
 
@@ -138,7 +139,7 @@ def content_text(content: Any, texts: Mapping[str, Any], depth: int = 0) -> str:
 
 
 def _call(rec: Mapping[str, Any], texts: Mapping[str, Any]) -> Call:
-    ctx = {k: rec[k] for k in ("sample", "turn", "criterion") if rec.get(k) is not None}
+    ctx = {k: rec[k] for k in WHERE if rec.get(k) is not None}
     tokens = rec.get("tokens") or [0, 0]
     return Call(number=int(rec["call"]), kind=str(rec.get("kind")), role=str(rec.get("role")),
                 model=str(rec.get("model")), model_id=str(rec.get("model_id")), question=rec.get("q"),
