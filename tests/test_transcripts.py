@@ -115,7 +115,7 @@ def test_the_judge_prompts_the_server_received_are_in_the_run_and_in_show(tmp_pa
                and (c.prompt_tokens, c.completion_tokens) == (900, 80) and c.reply and c.attempts == 1 for c in judged)
     # the judge prompt of criterion 7 of hb-3, exactly as the server received it, printed by `show`
     target = next(b for b in judge_bodies if "CRIT[3#7]" in b["messages"][-1]["content"])
-    shown = run_cli(["show", str(run), "hb-3"], env)
+    shown = run_cli(["show", str(run), "hb-3"], dict(env, COLUMNS="40"))  # printed as it is, never wrapped
     assert shown.returncode == 0, shown.stderr
     assert target["messages"][-1]["content"] in shown.stdout
     assert shown.stdout.count("======== call ") == 11 and "criterion 7" in shown.stdout
@@ -167,14 +167,14 @@ def test_retries_reasks_cache_hits_recorded_and_no_key(tmp_path: Path, env: dict
 
 
 def test_kill_9_then_resume_keeps_the_transcripts_readable(tmp_path: Path, env: dict[str, str]) -> None:
-    data = write_rows(tmp_path / "hb.jsonl", hb_rows(n=10, criteria=2))
+    data = write_rows(tmp_path / "hb.jsonl", hb_rows(n=24, criteria=2))
     run = tmp_path / "run"
     script = Script()
-    with FakeServer(lambda body: Reply(**{**script(body).__dict__, "delay": 0.05})) as srv:
+    with FakeServer(lambda body: Reply(**{**script(body).__dict__, "delay": 0.08})) as srv:
         cmd = [EXE, "benchmark=healthbench", f"data.path={data}", "progress=none", f"hydra.run.dir={run}",
                "concurrency=1", *model_args(srv.url)]
         left = kill_after_lines(cmd, run / "samples.jsonl", 4, env)
-        assert 4 <= len(left) < 11  # killed midway
+        assert 4 <= len(left) < 25  # killed midway
         calls_file = run / "transcripts" / "calls.jsonl"
         before = [json.loads(x) for x in calls_file.read_bytes().splitlines(keepends=True) if x.endswith(b"\n")]
         done = {r["id"] for r in left[1:]}
@@ -191,9 +191,9 @@ def test_kill_9_then_resume_keeps_the_transcripts_readable(tmp_path: Path, env: 
     numbers = [r["call"] for r in lines if "call" in r and r.get("kind") != "retry"]
     assert len(numbers) == len(set(numbers))
     index = Transcripts(run)
-    assert {f"hb-{k}" for k in range(10)} <= set(index.questions())
-    assert all(any(c.role == "judge" for c in index.calls(f"hb-{k}")) for k in range(10))
-    assert run_cli(["show", str(run), "hb-9"], env).returncode == 0
+    assert {f"hb-{k}" for k in range(24)} <= set(index.questions())
+    assert all(any(c.role == "judge" for c in index.calls(f"hb-{k}")) for k in range(24))
+    assert run_cli(["show", str(run), "hb-23"], env).returncode == 0
 
 
 def test_prompts_calls_nothing_and_imports_no_litellm(tmp_path: Path, env: dict[str, str]) -> None:
@@ -217,6 +217,7 @@ def test_every_text_reads_back_as_written_redacted(tmp_path: Path, monkeypatch: 
     """The format's round trip, on texts built to hit each way of storing one: inline, whole, a known text inside
     a later one (several times), a base's head and tail with a new middle, CJK, content parts, a key."""
     from rubric_engine.models.events import CallEvent
+    from rubric_engine.report.calls_view import calls_html
     from rubric_engine.run.transcripts import TranscriptWriter
 
     monkeypatch.setenv("TRANSCRIPT_TEST_API_KEY", SECRET)
@@ -249,5 +250,8 @@ def test_every_text_reads_back_as_written_redacted(tmp_path: Path, monkeypatch: 
         assert c.messages == [(r, t.replace(SECRET, "***")) for r, t in want]
         assert c.reply == answer and c.context == {"criterion": c.number - 1}
     assert Transcripts(tmp_path).calls("q2")[0].reply == reply
+    hostile = Transcripts(tmp_path).calls("q2")[0]
+    hostile.reply = "</pre></details><script>alert(1)</script>"
+    assert "<script>" not in calls_html([hostile]) and "&lt;script&gt;" in calls_html([hostile])
     raw = (tmp_path / "transcripts" / "calls.jsonl").read_bytes()
     assert SECRET.encode() not in raw and raw.count(reply[:40].encode()) == 1  # the reply stored once
