@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from rubric_engine.errors import RubricEngineError
 from rubric_engine.store.transcripts import TRANSCRIPTS_DIR, WHERE, Call, Transcripts
 
 __all__ = ["call_heading", "calls_text", "calls_html", "record_text", "run_calls", "PAGE_CHARS", "QUESTION_CHARS"]
@@ -106,19 +107,30 @@ def run_calls(run_dir: Path | None, alone: bool = True) -> Callable[[Mapping[str
     once per run; the page stays bounded (QUESTION_CHARS a question, PAGE_CHARS in all). A page of several runs
     (a leaderboard, `alone` False) names `rubric-engine show` instead of embedding every run's calls."""
     recorded = run_dir is not None and (Path(run_dir) / TRANSCRIPTS_DIR).is_dir()
-    index = Transcripts(Path(run_dir)) if recorded and alone and run_dir is not None else None
-    left = [PAGE_CHARS]
+    index: Transcripts | None = None
+    left, broken = [PAGE_CHARS], [""]
+    if recorded and alone and run_dir is not None:
+        try:
+            index = Transcripts(Path(run_dir))
+        except (RubricEngineError, OSError) as exc:  # damaged transcripts cost the page its calls, not the page
+            broken[0] = str(exc)
 
     def one(sample: Mapping[str, Any]) -> str:
         qid = sample.get("id")
-        if recorded and not alone and isinstance(qid, str):
-            return (f'<p class="note">Calls: rubric-engine show {html.escape(str(run_dir))} {html.escape(qid)}</p>')
-        if index is None or not isinstance(qid, str):
+        if not isinstance(qid, str) or not recorded:
             return ""
+        where = f"rubric-engine show {html.escape(str(run_dir))} {html.escape(qid)}"
+        if broken[0]:
+            return f'<p class="note">Calls not shown (transcripts unreadable: {html.escape(broken[0])})</p>'
+        if index is None:
+            return f'<p class="note">Calls: {where}</p>'
         if left[0] <= 0:
-            return (f'<p class="note">Calls not embedded (the page is at its size limit): rubric-engine show '
-                    f'{html.escape(str(run_dir))} {html.escape(qid)}</p>')
-        out = calls_html(index.calls(qid), min(QUESTION_CHARS, left[0]))
+            return f'<p class="note">Calls not embedded (the page is at its size limit): {where}</p>'
+        try:
+            out = calls_html(index.calls(qid), min(QUESTION_CHARS, left[0]))
+        except (RubricEngineError, OSError) as exc:
+            broken[0] = str(exc)
+            return f'<p class="note">Calls not shown (transcripts unreadable: {html.escape(broken[0])})</p>'
         left[0] -= len(out)
         return out
 
