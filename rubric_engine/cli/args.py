@@ -309,9 +309,10 @@ COMMANDS: dict[str, Command] = {
                 "(the rendered messages, the raw reply, parse errors and re-asks, retries, tokens, cost, latency, "
                 "cache hits).",
         [("RUN_DIR", "a run directory"), ("QUESTION", "the question's id (as in samples.jsonl)")], {},
-        required_positionals=2, examples=["rubric-engine show outputs/2026-11-25/10-00-00 q017",
-                                          "rubric-engine show outputs/2026-11-25/10-00-00 q017 > q017.txt"],
-        unknown_word="option", missing="show needs RUN_DIR and QUESTION (an id)"),
+        required_positionals=2,
+        examples=["rubric-engine show outputs/my_bench/2026-11-25_10-00-00_ab12cd q017",
+                  "rubric-engine show outputs/my_bench/2026-11-25_10-00-00_ab12cd q017 > q017.txt"],
+        unknown_word="option", missing="needs RUN_DIR and QUESTION (a question id)"),
     "prompts": Command(
         "prompts", "Render one question's candidate and judge prompts (one per criterion where the judge takes one "
                    "at a time) from the spec and data, calling no model; the candidate's reply is a marked "
