@@ -314,4 +314,24 @@ COMMANDS: dict[str, Command] = {
          "port": "serve=true: the port (default 8000; 0: any free port, printed)"},
         examples=["rubric-engine view", "rubric-engine view multirun/my_bench serve=true port=8080"],
         unknown_word="option"),
+    "show": Command(
+        "show", "Print one question's whole story from a run directory: its record, then every call it made "
+                "(the rendered messages, the raw reply, parse errors and re-asks, retries, tokens, cost, latency, "
+                "cache hits).",
+        [("RUN_DIR", "a run directory"), ("QUESTION", "the question's id (as in samples.jsonl)")], {},
+        required_positionals=2,
+        examples=["rubric-engine show outputs/my_bench/2026-11-25_10-00-00_ab12cd q017",
+                  "rubric-engine show outputs/my_bench/2026-11-25_10-00-00_ab12cd q017 > q017.txt"],
+        unknown_word="option", missing="needs RUN_DIR and QUESTION (a question id)"),
+    "prompts": Command(
+        "prompts", "Render one question's candidate and judge prompts (one per criterion where the judge takes one "
+                   "at a time) from the spec and data, calling no model; the candidate's reply is a marked "
+                   "placeholder.",
+        [("BENCHMARK", _BENCH + " (same as benchmark=)")],
+        {"question": "the question's id in the data", "benchmark": _BENCH,
+         "benchmark_dirs": "[DIR,...] searched first for specs",
+         "data.path": "a local data file instead of the pinned download", "data.cache_dir": "where downloads are kept",
+         "trust_code": "true: a spec's module:function scoring formula may be imported (runs its code)"},
+        examples=["rubric-engine prompts my_bench question=q3",
+                  "rubric-engine prompts benchmark=my_bench data.path=rows.jsonl question=q3"]),
 }

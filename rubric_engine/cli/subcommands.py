@@ -12,6 +12,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rubric_engine.cli.args import COMMANDS, HelpRequested, Parsed, parse
@@ -22,7 +23,7 @@ __all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "fail", "is_config_libra
 
 CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head` when cat is ended by the closed pipe
 SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit",
-               "items", "robustness", "serve-reward", "view")
+               "items", "robustness", "serve-reward", "view", "show", "prompts")
 Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
 
 
@@ -133,6 +134,15 @@ def _dispatch(name: str, args: list[str], compose: Compose) -> int:
 
         parse(COMMANDS[name], args)
         return localize_command([a for a in args if a.partition("=")[0] != "debug"])
+    if name in ("show", "prompts"):  # a question's calls from a run / its prompts from the spec (cli/show.py)
+        from rubric_engine.cli.show import prompts_command, show_command
+
+        parsed = parse(COMMANDS[name], args)
+        if name == "show":
+            return show_command(Path(parsed.positionals[0]).expanduser(), parsed.positionals[1])
+        cfg = compose([o for o in _overrides(parsed, "benchmark") if not o.startswith("question=")])
+        return prompts_command(str(cfg.benchmark), list(cfg.benchmark_dirs or []), cfg.data.path, cfg.data.cache_dir,
+                               parsed.get("question"), trust_code=bool(cfg.get("trust_code", False)))
     if name == "serve-reward":  # a run's overrides plus the server's own keys (cli/reward.py)
         from rubric_engine.cli.reward import serve_reward_main
 

@@ -24,6 +24,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.prompts import judge_messages
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictShape
+from rubric_engine.models.events import call_context
 from rubric_engine.models.mock import MockShape
 
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
@@ -133,10 +134,11 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
 async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: VerdictShape, n: int,
                max_reasks: int, index: int | None = None, repeat: int = 0) -> JudgeResult:
     """A verdict for n criteria (or for criterion `index` alone) through the one structured-output loop."""
-    got = await ask_structured(client, messages, lambda text: shape.parse(text, n),
-                               reask=lambda problem: shape.reask(problem, n), max_reasks=max_reasks,
-                               what="verdict", role="judge", response_format=shape.response_format(),
-                               expect=_mock_shape(shape, n), repeat=repeat)
+    with call_context(criterion=index):  # the transcripts name the criterion (None: all in one call)
+        got = await ask_structured(client, messages, lambda text: shape.parse(text, n),
+                                   reask=lambda problem: shape.reask(problem, n), max_reasks=max_reasks,
+                                   what="verdict", role="judge", response_format=shape.response_format(),
+                                   expect=_mock_shape(shape, n), repeat=repeat)
     verdicts = got.value
     if verdicts is not None and index is not None:
         verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit) for v in verdicts]

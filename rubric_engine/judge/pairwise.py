@@ -21,6 +21,7 @@ from rubric_engine.errors import FatalModelError, ModelCallError
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.prompts import candidate_messages, pair_messages
 from rubric_engine.judge.structured import ask_structured
+from rubric_engine.models.events import set_call_context
 from rubric_engine.models.mock import MockLabels
 from rubric_engine.models.redact import redact
 from rubric_engine.scoring.pairwise import ORDERS, patterns_of, question_value, read_label, written_form
@@ -105,6 +106,7 @@ async def judge_pair(client: "ModelClient", spec: "BenchmarkSpec", question: Que
 
     async def game(order: str) -> Any:
         a, b = (base.text, response) if order == "baseline_first" else (response, base.text)
+        set_call_context(order=order)  # this game's task: the run's transcripts name the order
         return await ask_structured(client, pair_messages(spec, question, str(a), str(b)),
                                     lambda text: read_label(text, patterns, labels),
                                     reask=lambda problem: _reask(problem, written), max_reasks=spec.judge.max_reasks,

@@ -29,6 +29,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult, add_usage
 from rubric_engine.judge.prompts import judge_messages
 from rubric_engine.judge.structured import ask_structured
+from rubric_engine.models.events import set_call_context
 from rubric_engine.judge.verdicts import VerdictError, extract_json
 from rubric_engine.models.mock import MOCK_TAG, MockShape
 from rubric_engine.scoring.checks import compile_re2
@@ -191,6 +192,7 @@ def turn_units(spec: "BenchmarkSpec", question: Question, response: str,
 
 async def _one(client: "ModelClient", spec: "BenchmarkSpec", question: Question, turn: int, reply: str,
                shown: list[dict[str, str]], extra: dict[str, Any], repeat: int) -> tuple[TurnScore, JudgeResult]:
+    set_call_context(turn=turn)  # this task's calls grade turn `turn` (the run's transcripts say so)
     shape = score_shape(spec)
     messages = judge_messages(spec, question, reply, transcript=shown, extra=extra)
     got = await ask_structured(client, messages, shape.parse,

@@ -19,13 +19,14 @@ import asyncio
 import os
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable
 
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes, openai_client, served_by_openai_client
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
+from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.models.interrupt import stopped
 from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, reply_cost
@@ -48,6 +49,8 @@ class CallResult:
     cached: bool
     attempts: int  # HTTP requests made for this result (0 for a cache hit)
     finish_reason: str | None = None  # "stop", "length" (cut off), "content_filter", ... as the provider says
+    # seconds of the successful attempt; None for a cache hit. A measurement, not part of the result's identity
+    latency: float | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -110,6 +113,7 @@ class ModelClient:
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stats = CallStats()
         self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
+        self.observer: Observer | None = None  # every call's outcome and each retry (models/events.py)
         self._limiter = _RateLimiter(rpm, clock, sleep)
         self._sleep = sleep
         self._sem: asyncio.Semaphore | None = None
@@ -143,6 +147,16 @@ class ModelClient:
         original request, so the validated answer is found again by the original request on resume. Lookups
         use `messages`: a re-ask is never answered from the entry whose reply it is re-asking about.
         `expect` (a models/mock.MockShape) tells a `mock/` model what to answer; real models ignore it."""
+        if self.observer is not None:  # the run's transcripts (models/events.py): same call, its outcome reported
+            return await observed(self, self.observer, messages, cache_as, repeat, lambda: self._complete(
+                messages, response_format=response_format, accept=accept, cache_as=cache_as, expect=expect,
+                repeat=repeat))
+        return await self._complete(messages, response_format=response_format, accept=accept, cache_as=cache_as,
+                                    expect=expect, repeat=repeat)
+
+    async def _complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None,
+                        accept: Callable[[str], None] | None, cache_as: list[dict[str, Any]] | None, expect: Any,
+                        repeat: int) -> CallResult:
         self.stats.calls += 1
         if is_mock(self.spec.model):  # deterministic and free: never stored in (or read from) the cache
             result = self._mock(messages, expect)
@@ -301,6 +315,7 @@ class ModelClient:
                 if stopped():  # a signal stopped the run: no request leaves, even if a cancellation was lost
                     raise asyncio.CancelledError
                 self.stats.requests += 1
+                started = time.monotonic()
                 try:  # `timeout` is wall-clock per attempt: httpx's is per read, which a trickling server resets
                     response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout)
                     text, prompt_tokens, completion_tokens = parse_reply(response)
@@ -314,7 +329,7 @@ class ModelClient:
                     self.stats.cost += cost or 0.0
                     self.stats.cost_unknown_calls += cost is None
                     return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts,
-                                      finish_reason(response))
+                                      finish_reason(response), latency=round(time.monotonic() - started, 4))
             if failure.fatal or attempts > self.max_retries:
                 self.stats.errors += 1
                 if failure.kind == "connection" and not self._answered:  # no server there: every call would fail
@@ -332,6 +347,8 @@ class ModelClient:
             if failure.retry_after is not None:
                 self._limiter.pause(delay)  # the provider asked everyone on this key to wait
             self.stats.retries += 1
+            if self.observer is not None:
+                self.observer(retry_event(self, attempts, failure.status, failure.detail, delay))
             if self.notify is not None:
                 why = f"HTTP {failure.status}" if failure.status else failure.detail[:80]
                 wait = "rate limit: waiting as asked (Retry-After)" if failure.retry_after is not None else "backing off"

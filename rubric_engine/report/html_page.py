@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
+from rubric_engine.report.calls_view import run_calls
 from rubric_engine.report.items_view import load_items_section
 from rubric_engine.report.judges_view import judges_html
 from rubric_engine.report.scales import turn_table
@@ -210,7 +211,7 @@ def _games(sample: Mapping[str, Any]) -> str:
             + _table(["Order", "Label", "Judge reply / error"], rows, left=range(3), sortable=False))
 
 
-def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -> str:
+def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None, calls: str = "") -> str:
     t = lb.taxonomy
     score = sample.get("score")
     err_j, err_c = sample.get("judge_error"), sample.get("candidate_error")
@@ -243,6 +244,7 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -
     body.append(f"<p class=\"note\">Reply:</p><pre>{_e(sample.get('response'))}</pre>")
     body.append(_criteria(sample, lb))
     body.append(_games(sample))
+    body.append(calls)  # the question's calls from the run's transcripts (report/calls_view.py)
     return f'<details class="{classes}"><summary>{head}</summary>{"".join(body)}</details>'
 
 
@@ -254,8 +256,10 @@ def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
     summary = (f"{_e(row.label)} — {run.records if run else 0} questions, {row.counts['judge_errors']} judge errors, "
                f"{row.counts['candidate_errors']} candidate errors")
     err_line = f'<p class="err">Questions with errors: {_e(", ".join(errs))}</p>' if errs else ""
+    calls = run_calls(run.dir if run else None, len(lb.rows) == 1)  # each question's calls (report/calls_view.py)
     return (f'<details class="model"><summary>{summary}</summary>{err_line}'
-            + "".join(_question(s, lb, turns.get(str(s.get("id")))) for s in (run.iter_samples() if run else ()))
+            + "".join(_question(s, lb, turns.get(str(s.get("id"))), calls(s))
+                      for s in (run.iter_samples() if run else ()))
             + "</details>")
 
 

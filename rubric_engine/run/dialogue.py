@@ -22,6 +22,7 @@ from rubric_engine.datatypes import Question, Turn
 from rubric_engine.errors import AnswersError, FatalModelError, ModelCallError
 from rubric_engine.judge.dialogue import candidate_prefix, candidate_view, simulator_view
 from rubric_engine.models.client import CallResult, ModelClient
+from rubric_engine.models.events import call_context
 from rubric_engine.models.mock import MockUser
 from rubric_engine.models.redact import redact
 from rubric_engine.run.record import Outcome
@@ -66,7 +67,8 @@ async def _candidate_turn(o: Outcome, cand: ModelClient, prefix: Sequence[dict[s
     assert o.transcript is not None
     turn = sum(1 for t in o.transcript if t.role == "assistant") + 1
     try:
-        res = await cand.complete(candidate_view(prefix, _as_messages(o.transcript)), accept=accept, repeat=repeat)
+        with call_context(turn=turn):  # the transcripts name the turn
+            res = await cand.complete(candidate_view(prefix, _as_messages(o.transcript)), accept=accept, repeat=repeat)
     except ModelCallError as exc:  # FatalModelError included: the pipeline decides whether it stops the run
         exc.turn = turn  # type: ignore[attr-defined]
         o.response = None  # an unfinished conversation has no last reply to judge (its turns are in the transcript)
@@ -90,8 +92,9 @@ async def _user_turn(spec: BenchmarkSpec, q: Question, o: Outcome, user: ModelCl
     conv = spec.conversation
     turn = sum(1 for t in o.transcript if t.role == "user") + 1
     try:
-        res = await user.complete(simulator_view(spec, q, _as_messages(o.transcript)), accept=_accept_user,
-                                  repeat=repeat, expect=MockUser(conv.stop, MOCK_USER_TURNS))
+        with call_context(turn=turn):  # the transcripts name the turn
+            res = await user.complete(simulator_view(spec, q, _as_messages(o.transcript)), accept=_accept_user,
+                                      repeat=repeat, expect=MockUser(conv.stop, MOCK_USER_TURNS))
     except ModelCallError as exc:
         if isinstance(exc, FatalModelError) and exc.stops_run:
             raise

@@ -22,6 +22,7 @@ from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient
+from rubric_engine.models.events import Observer, set_call_context
 from rubric_engine.models.interrupt import SignalStop, stopped
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
@@ -59,7 +60,8 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
                        given: dict[str, str | None] | None,
                      cache: ResultCache | None, console: Console,
                      stages: dict[str, Any], finished: Callable[[Outcome], None],
-                     baseline: Mapping[str, str] | None = None) -> dict[str, dict[str, int]]:
+                     baseline: Mapping[str, str] | None = None,
+                     observer: Observer | None = None) -> dict[str, dict[str, int]]:
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
     pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
     (and in memory) does not grow with the number of questions.
@@ -68,7 +70,8 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
     question (models/interrupt.py); the caller sees asyncio.CancelledError and `interrupt.stopped()`."""
     stop = SignalStop().install()
     try:
-        return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished, baseline)
+        return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished, baseline,
+                               observer)
     finally:
         stop.restore()
 
@@ -77,7 +80,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     given: dict[str, str | None] | None,
                     cache: ResultCache | None, console: Console,
                     stages: dict[str, Any], finished: Callable[[Outcome], None],
-                    baseline: Mapping[str, str] | None) -> dict[str, dict[str, int]]:
+                    baseline: Mapping[str, str] | None,
+                    observer: Observer | None = None) -> dict[str, dict[str, int]]:
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
     pairwise = is_pairwise(spec)  # judge.verdict.kind: pairwise: the baseline's reply, then a game per order
     base = ModelClient(plan.baseline, role="baseline", **limits) if pairwise and plan.baseline and plan.judged else None
@@ -102,10 +106,12 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
         for client in (cand, user, base, *clients):
             if client is not None:
                 client.notify = notify
+                client.observer = observer  # the run's transcripts (run/transcripts.py)
 
         async def one(o: Outcome, s: int = 0) -> None:
             """One reply of a question (sample s: its own candidate cache key, its own judge repeat keys)."""
             q = o.question
+            set_call_context(question=q.id, sample=s)  # this task's calls belong to q (the transcripts say so)
             if cand is not None:
                 assert gen_bar is not None
                 gen_bar.start()

@@ -36,6 +36,7 @@ from rubric_engine.run.plan import plan_run
 from rubric_engine.run.record import Outcome, sample_record
 from rubric_engine.run.settings import STAGES, RunSettings
 from rubric_engine.run.summary import build_summary
+from rubric_engine.run.transcripts import TranscriptWriter
 from rubric_engine.spec.checks import check_breakdowns_against_tags
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
@@ -156,6 +157,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
     todo = rows.view([r for r in questions if r.id not in done])
     writer = JournalWriter(journal, fp, header={"questions": len(questions)}) if todo else None
+    transcripts = TranscriptWriter(out) if todo else None  # every call of this run (transcripts/, docs/outputs.md)
     stages: dict[str, Any] = {}
     t0 = time.monotonic()
     log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
@@ -174,19 +176,24 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         if rec["candidate_error"] and spec.aggregation.candidate_errors == "zero" and settings.stage != "generate":
             rec.update(zero_fields(spec, o.question.criteria))  # scored 0, marked `zeroed`, counted in the summary
         assert writer is not None
+        if transcripts is not None:
+            transcripts.finished(o.question.id)  # its calls reach the disk before its journal record
         writer.append(rec)
         totals.add(rec)
 
     saved = interrupt.handlers()
     try:
         calls = asyncio.run(run_pipeline(settings, plan, spec, todo, given, cache, console, stages, finished,
-                                         baseline=base_answers))
+                                         baseline=base_answers,
+                                         observer=transcripts.observe if transcripts is not None else None))
     except asyncio.CancelledError:
         if not interrupt.stopped():
             raise
     finally:
         if writer is not None:
             writer.close()  # synced: every question finished before a signal is in the journal
+        if transcripts is not None:
+            transcripts.close()
         if cache is not None:
             cache.close()
     interrupt.check_stopped(saved)  # a signal: Interrupted (exit 130 / 143), the same command resumes
