@@ -35,8 +35,9 @@ __all__ = ["main", "SweepLeaderboard"]
 
 
 def _slug(value: Any) -> str:
-    """A directory-safe name for a benchmark given by name or by path."""
-    name = Path(str(value).rstrip("/\\")).name or str(value)
+    """A directory-safe name for a benchmark given by name or by path (`benchmark=.`: the directory's own name)."""
+    path = Path(str(value).rstrip("/\\"))
+    name = (path.resolve().name if path.name in ("", ".", "..") else path.name) or str(value)
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
