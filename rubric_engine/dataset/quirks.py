@@ -56,9 +56,10 @@ class DataQuirks:
             self.no_rule.append(q.id)
 
     def check_mapped(self, spec: BenchmarkSpec, file: Path) -> None:
-        """A data.fields mapping a report breakdown depends on names a column no row has (a misspelt field):
-        one error naming the spec's key, the bad name and the closest of the data's columns, not a warning
-        that leaves a table empty."""
+        """A data.fields mapping a report breakdown depends on names a column no row has but one close to it
+        (a misspelt field): one error naming the spec's key, the bad name and the closest of the data's columns,
+        not a warning that leaves a table empty. A column no row has and none resembles (a per-subset file
+        without its subset column) stays the counted warning of `finish`."""
         f = spec.data.fields
         needs = {"subset": ("subset", f.subset, self.columns), "scenario": ("scenario", f.scenario, self.columns),
                  "example_tag": ("example_tags", f.example_tags, self.columns),
@@ -67,15 +68,15 @@ class DataQuirks:
         uses += [(None, "report.decay", "subset")] if spec.report.decay is not None else []
         for i, what, by in uses:
             key, name, columns = needs.get(by, (None, None, set()))
-            if not name or name in columns:
+            close = difflib.get_close_matches(name, sorted(columns), n=1) if name and name not in columns else []
+            if not close:
                 continue
             origin = spec.origin(("data", "fields", key))
             where = f"{origin[0]}:{origin[1]}" if origin else str(spec.files[-1] if spec.files else spec.name)
-            close = difflib.get_close_matches(name, sorted(columns), n=1, cutoff=0.5)
             user = f"report.breakdowns[{i}] ({what}, by: {by})" if i is not None else what
             raise SpecError(where, f"data.fields.{key}", f"no row of {file} has this column, and {user} depends on "
-                            "it", value=name, fix=(f"did you mean {close[0]!r}? " if close else "")
-                            + f"the data's {'item ' if key == 'item_tags' else ''}columns: {', '.join(sorted(columns))}")
+                            "it", value=name, fix=f"did you mean {close[0]!r}? the data's "
+                            f"{'item ' if key == 'item_tags' else ''}columns: {', '.join(sorted(columns))}")
 
     def finish(self, file: Path, rows: int) -> list[str]:
         """A column only some rows lack is an error; the rest are counted warnings, never silent fixes."""
