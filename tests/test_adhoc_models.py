@@ -96,15 +96,20 @@ def test_a_sweep_mixes_ids_and_entries(tmp_path: Path, env: dict[str, str]) -> N
     assert (sweep / "leaderboard.json").is_file()
 
 
-def test_an_entry_file_of_that_name_wins(tmp_path: Path, env: dict[str, str]) -> None:
-    own = tmp_path / "conf" / "candidate" / "openai"
+@pytest.mark.parametrize(("group", "args", "field"), [
+    ("candidate", ["candidate=openai/mine"], "candidate"),
+    ("judge", ["candidate=mock", "judge=[mock,openai/mine]"], "jury")])
+def test_an_entry_file_of_that_name_wins(tmp_path: Path, env: dict[str, str], group: str, args: list[str],
+                                         field: str) -> None:
+    own = tmp_path / "conf" / group / "openai"
     own.mkdir(parents=True)
-    (own / "mine.yaml").write_text("name: from-the-file\nmodel: mock/candidate\napi_base: null\napi_key_env: null\n"
+    (own / "mine.yaml").write_text(f"name: from-the-file\nmodel: mock/{group}\napi_base: null\napi_key_env: null\n"
                                    "params: {}\n", encoding="utf-8")
     run = tmp_path / "run"
-    res = run_cli([*BASE, "candidate=openai/mine", f"hydra.run.dir={run}"], env, cwd=tmp_path)
+    base = [a for a in BASE if a != "judge=mock"] if group == "judge" else BASE
+    res = run_cli([*base, *args, f"hydra.run.dir={run}"], env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr  # no OPENAI_API_KEY needed: the file's mock model answered
-    assert json.loads((run / "summary.json").read_text(encoding="utf-8"))["candidate"]["name"] == "from-the-file"
+    assert "from-the-file" in json.dumps(json.loads((run / "summary.json").read_text(encoding="utf-8"))[field])
 
 
 def test_the_provider_list_is_litellms() -> None:

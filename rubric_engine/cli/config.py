@@ -106,8 +106,8 @@ def _entry_file(name: str, group: str) -> Any:
 
     from rubric_engine.cli.args import config_dirs
 
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        return None
+    if not re.fullmatch(r"(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*", name):
+        return None  # (an entry may sit in a folder, conf/judge/openai/x.yaml, as Hydra allows; never a `..` part)
     places = [Path(d) / group / f"{name}.yaml" for d in config_dirs()]
     return next((p for p in [resources.files(CONFIG_MODULE) / group / f"{name}.yaml", *places] if p.is_file()), None)
 
