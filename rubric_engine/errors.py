@@ -49,7 +49,7 @@ class DataError(RubricEngineError):
     """A data file is invalid: names the file, the 1-based line (if any) and the fix."""
 
     def __init__(self, file: str, message: str, *, line: int | None = None, fix: str = "") -> None:
-        self.file, self.line, self.fix = str(file), line, fix
+        self.file, self.line, self.fix, self.message = str(file), line, fix, message
         where = f"{self.file}:{line}" if line is not None else self.file
         super().__init__(f"{where}: {message}" + (f"; {fix}" if fix else ""))
 

@@ -132,8 +132,8 @@ def test_a_model_key_without_an_entry_gets_the_engines_advice(tmp_path: Path, en
                   env, timeout=60)
     assert res.returncode == 2, res.stderr
     line = res.stderr.splitlines()[0]
-    assert "no candidate= chooses one" in line and "write candidate=gpt-4o candidate.model=openai/gpt-4o" in line
-    assert "$OPENAI_API_KEY" in line and "candidate=openai_compatible" in line
+    assert "no candidate= chooses one" in line and "write candidate=openai/gpt-4o (the model by its LiteLLM id" in line
+    assert "$OPENAI_API_KEY" in line and "candidate=openai/gpt-4o candidate.api_base=URL" in line
     assert not any(w in res.stderr for w in HYDRA_WORDS), res.stderr
     assert not (tmp_path / "r").exists()
 
@@ -144,7 +144,8 @@ def test_plus_on_a_model_key_never_skips_the_key_check(tmp_path: Path, env: dict
                             f"+candidate.api_base={srv.url}", "judge=mock", f"hydra.run.dir={tmp_path / 'a'}"], env)
         assert srv.requests == []
     assert no_entry.returncode == 2 and "no candidate= chooses one" in no_entry.stderr, no_entry.stderr
-    assert "candidate=openai_compatible candidate.model=openai/cand candidate.api_base=" in no_entry.stderr
+    assert "write candidate=openai/cand (the model by its LiteLLM id" in no_entry.stderr
+    assert "candidate=openai/cand candidate.api_base=URL" in no_entry.stderr
     # With an entry chosen, `+` is the entry's key set: the entry's key variable is checked before any call.
     keyed = run_cli(["benchmark=heartbench_en", "candidate=gpt-4o", "+candidate.model=openai/gpt-4o", "judge=mock",
                      "limit=1", f"hydra.run.dir={tmp_path / 'b'}"], env, timeout=120)
@@ -155,7 +156,7 @@ def test_plus_on_a_model_key_never_skips_the_key_check(tmp_path: Path, env: dict
 def test_a_judge_key_without_a_judge_entry_is_refused(tmp_path: Path, env: dict[str, str]) -> None:
     res = run_cli(["benchmark=heartbench_en", "candidate=mock", "judge.model=openai/gpt-4o",
                    f"hydra.run.dir={tmp_path / 'r'}"], env, timeout=60)
-    assert res.returncode == 2 and "write judge=gpt-4o judge.model=openai/gpt-4o" in res.stderr, res.stderr
+    assert res.returncode == 2 and "write judge=openai/gpt-4o (the model by its LiteLLM id" in res.stderr, res.stderr
 
 
 @pytest.mark.parametrize("args, needle", [

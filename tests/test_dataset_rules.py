@@ -16,6 +16,8 @@ from rubric_engine.spec.schema import BenchmarkSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 HEART = load_spec(ROOT / "benchmarks" / "heartbench")
+# how every error reading a file says the format it was read in (dataset/formats.py)
+READ_AS = f"read as data.format jsonl, set in {ROOT / 'benchmarks' / 'heartbench' / 'benchmark.yaml'}:21"
 QA = load_spec(ROOT / "benchmarks" / "reference_qa")
 
 
@@ -525,8 +527,8 @@ def test_a_row_that_is_not_an_object_or_not_json_word_for_word(tmp_path: Path) -
                                                 "JSON object"
     for cut in ('{"question_id": "b",', '{"question_id": "b",  \t', '{"question_id": "b",\r'):
         assert one_row_error(tmp_path, cut) == (  # the column where the text ends, not 1 on the next line
-            "<file>:2: invalid JSON: Expecting property name enclosed in double quotes (column 21); each line must "
-            "be one complete JSON object (JSON Lines)")
+            f"<file>:2: invalid JSON: Expecting property name enclosed in double quotes (column 21) ({READ_AS}); "
+            "each line must be one complete JSON object (JSON Lines)")
 
 
 def test_example_tags_error_word_for_word(tmp_path: Path) -> None:
@@ -582,11 +584,11 @@ def test_file_level_errors_word_for_word(tmp_path: Path) -> None:
     f.write_bytes(json.dumps(row("a")).encode() + b"\n" + b'{"question_id": "\xff"}\n')
     with pytest.raises(DataError) as err:
         parse_rows(HEART, f)
-    assert str(err.value) == f"{f}:2: not valid UTF-8 (invalid start byte at byte 17); save the file as UTF-8"
+    assert str(err.value) == f"{f}:2: not valid UTF-8 (invalid start byte at byte 17) ({READ_AS}); save the file as UTF-8"
     f.write_text("\n \n")
     with pytest.raises(DataError) as err:
         parse_rows(HEART, f)
-    assert str(err.value) == f"{f}: no rows; the file is empty: point data.path at the benchmark's data file"
+    assert str(err.value) == f"{f}: no rows ({READ_AS}); the file is empty: point data.path at the benchmark's data file"
 
 
 def test_json_file_errors_name_the_row(tmp_path: Path) -> None:
@@ -600,13 +602,14 @@ def test_json_file_errors_name_the_row(tmp_path: Path) -> None:
     f.write_text(json.dumps({"rows": []}))
     with pytest.raises(DataError) as err:
         parse_rows(spec, f)
-    assert str(err.value) == (f"{f}: the file holds a JSON dict, not an array of rows; data.format json expects "
-                              "[ {...}, {...} ]; for one object a line use jsonl")
+    read_as = READ_AS.replace("jsonl", "json")  # the spec's line, its value changed by with_data
+    assert str(err.value) == (f"{f}: the file holds a JSON dict, not an array of rows ({read_as}); data.format json "
+                              "expects [ {...}, {...} ]; for one object a line use jsonl")
     f.write_text("[\n{}\n")
     with pytest.raises(DataError) as err:
         parse_rows(spec, f)
-    assert str(err.value) == (f"{f}:3: invalid JSON: Expecting ',' delimiter (column 1); data.format json expects one JSON "
-                              "array of row objects")
+    assert str(err.value) == (f"{f}:3: invalid JSON: Expecting ',' delimiter (column 1) ({read_as}); data.format json "
+                              "expects one JSON array of row objects")
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -1,13 +1,17 @@
-"""`rubric-engine new`: creates a loadable variant directory, refuses to overwrite, cleans up on failure."""
+"""`rubric-engine new`: creates a loadable benchmark (from scratch, or a variant with extends=), refuses to overwrite,
+cleans up on failure."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
-from rubric_engine.authoring.scaffold import default_parent
+from conftest import clean_env, run_cli
 from rubric_engine.cli.mains import new_main as new_command
+from rubric_engine.dataset.load import load_dataset
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.spec.load import load_spec
 
@@ -37,11 +41,33 @@ def test_creates_a_loadable_variant(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert f"rubric-engine validate benchmark=my_variant benchmark_dirs=[{tmp_path}]" in out
 
 
-def test_key_value_form_and_default_parent(tmp_path: Path) -> None:
-    assert default_parent() == "heartbench"  # conf/config.yaml's default benchmark
+def test_without_extends_a_benchmark_starts_from_scratch(tmp_path: Path) -> None:
+    """No silent variant of the configured benchmark: a generic English spec of its own, its sample data loaded."""
     assert new_command(["v2", f"dir={tmp_path}"]) == 0
-    spec = load_spec(tmp_path / "v2")
-    assert spec.extends == "heartbench" and spec.locale == load_spec("heartbench").locale
+    d = tmp_path / "v2"
+    assert sorted(p.name for p in d.iterdir()) == ["benchmark.yaml", "data.jsonl", "judge.j2", "judge_system.j2"]
+    spec = load_spec(d)
+    assert (spec.name, spec.extends, spec.locale, spec.taxonomy) == ("v2", None, "en", None)
+    assert len(load_dataset(spec, spec.data_path()).questions) == 3
+    assert {"{{ tag }}", "dialogue", "response", "criteria"} <= set(re.findall(r"\{\{ tag \}\}|\w+",
+                                                                               (d / "judge.j2").read_text("utf-8")))
+
+
+@pytest.mark.slow
+def test_from_scratch_runs_end_to_end_with_the_mock_models(tmp_path: Path) -> None:
+    """Through the console script, as a newcomer types it: new, validate, a keyless run."""
+    env = {k: v for k, v in clean_env(tmp_path).items() if k != "RUBRIC_ENGINE_BENCHMARKS"}
+    made = run_cli(["new", "my_bench"], env, cwd=tmp_path)
+    assert made.returncode == 0 and "from scratch" in made.stdout, made.stderr
+    checked = run_cli(["validate", "my_bench"], env, cwd=tmp_path)
+    assert checked.returncode == 0 and "3 questions" in checked.stdout, checked.stderr + checked.stdout
+    run = tmp_path / "run"
+    res = run_cli(["benchmark=my_bench", "candidate=mock", "judge=mock", f"hydra.run.dir={run}"], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    assert summary["counts"]["scored"] == 3 and summary["counts"]["judge_errors"] == 0
+    assert set(summary["breakdowns"]["topics"]) == {"topic:cooking", "topic:fitness", "topic:technology"}
+    assert "Cooking" in res.stdout and "Technology" in res.stdout  # the groups' row labels
 
 
 def test_variant_of_a_variant(tmp_path: Path) -> None:
@@ -89,3 +115,21 @@ def test_cli_dispatches_new(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as info:
         main(["new", "via_cli", f"dir={tmp_path}"])
     assert info.value.code == 2
+
+
+@pytest.mark.slow
+def test_benchmark_dot_and_a_bare_directory_name(tmp_path: Path) -> None:
+    """`benchmark=.` inside a spec directory and `benchmark=NAME` beside ./NAME/benchmark.yaml are accepted (the
+    docs say a directory is); a name on the search path still means that benchmark."""
+    env = {k: v for k, v in clean_env(tmp_path).items() if k != "RUBRIC_ENGINE_BENCHMARKS"}
+    assert run_cli(["new", "mine", "dir=."], env, cwd=tmp_path).returncode == 0
+    bare = run_cli(["benchmark=mine", "candidate=mock", "judge=mock", f"hydra.run.dir={tmp_path / 'run'}"], env,
+                   cwd=tmp_path)
+    assert bare.returncode == 0 and (tmp_path / "run" / "summary.json").is_file(), bare.stderr
+    dot = run_cli(["validate", "benchmark=."], env, cwd=tmp_path / "mine")
+    assert dot.returncode == 0 and "3 questions" in dot.stdout, dot.stderr
+    run = run_cli(["benchmark=.", "candidate=mock", "judge=mock", "limit=1"], env, cwd=tmp_path / "mine")
+    assert run.returncode == 0 and "outputs: outputs/mine/" in run.stdout.replace(str(tmp_path / "mine") + "/", "")
+    assert run_cli(["new", "reference_qa", "dir=."], env, cwd=tmp_path).returncode == 0
+    shipped = run_cli(["validate", "reference_qa"], env, cwd=tmp_path)
+    assert shipped.returncode == 0 and str(tmp_path / "reference_qa") not in shipped.stdout, shipped.stdout

@@ -1,14 +1,16 @@
-"""`rubric-engine new NAME`: create a variant benchmark directory that extends an existing one.
+"""`rubric-engine new NAME`: create a benchmark directory, from scratch or as a variant that extends another.
 
 Why a generator: a variant is a few keys plus prompt templates, and the usual mistakes (a template path
 resolved against the wrong directory, a typo in a key, a name clash) are cheaper to prevent than to debug.
-The new directory is validated with load_spec before the command reports success.
+The new directory is validated (the spec loaded; from scratch, its sample data too) before the command reports
+success; a failure leaves nothing behind. The from-scratch files are authoring/blank.py's.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import yaml
 
 from rubric_engine.errors import ConfigError, RubricEngineError
 
-__all__ = ["create_variant", "default_parent", "spec_yaml", "check_name", "USAGE"]
+__all__ = ["create_variant", "create_blank", "spec_yaml", "check_name", "USAGE"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TEMPLATE_FIELDS = (("candidate", "template"), ("candidate", "system"), ("judge", "template"), ("judge", "system"))
@@ -28,26 +30,6 @@ def check_name(name: str) -> None:
     if not _NAME_RE.match(name):
         raise ConfigError(f"new: {name!r} is not a valid benchmark name; use letters, digits, '_', '.', '-' "
                           "(it becomes a directory name)")
-
-
-def default_parent() -> str | None:
-    """The benchmark the shipped run config uses by default (conf/config.yaml `benchmark:`), if readable."""
-    candidates: list[Path] = []
-    try:
-        from importlib.resources import files
-
-        candidates.append(Path(str(files("rubric_engine.conf") / "config.yaml")))
-    except (ImportError, TypeError, ValueError):
-        pass
-    candidates.append(Path(__file__).resolve().parents[2] / "conf" / "config.yaml")
-    for path in candidates:
-        try:
-            value = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("benchmark")
-        except (OSError, yaml.YAMLError, AttributeError):
-            continue
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def spec_yaml(name: str, parent: Any, locale: str, templates: dict[str, str]) -> str:
@@ -93,31 +75,60 @@ def spec_yaml(name: str, parent: Any, locale: str, templates: dict[str, str]) ->
     return "\n".join(lines) + "\n"
 
 
+def _free(directory: Path, name: str) -> Path:
+    """The new benchmark's directory, refused when it exists (nothing is ever overwritten)."""
+    target = directory / name
+    if target.exists():
+        raise ConfigError(f"new: {target} already exists; choose another name or remove it first (nothing was changed)")
+    return target
+
+
+def _fill(target: Path, files: dict[str, str | Path], check: Callable[[], Any]) -> Path:
+    """Make `target` with `files` (name -> text, or a file to copy) and check it; on failure remove it, never
+    leaving a half-made benchmark that blocks a retry."""
+    target.mkdir(parents=True)
+    try:
+        for rel, content in files.items():
+            if isinstance(content, Path):
+                shutil.copyfile(content, target / rel)
+            else:
+                (target / rel).write_text(content, encoding="utf-8")
+        check()
+    except (RubricEngineError, OSError):
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return target
+
+
 def create_variant(name: str, parent_name: str, directory: Path, locale: str | None = None) -> Path:
     """Create <directory>/<name>/ (benchmark.yaml + copies of the parent's templates) and validate it."""
     from rubric_engine.spec.files import benchmark_search_path
     from rubric_engine.spec.load import load_spec
 
     search = benchmark_search_path([directory])
-    target = directory / name
-    if target.exists():
-        raise ConfigError(f"new: {target} already exists; choose another name or remove it first (nothing was changed)")
+    target = _free(directory, name)
     parent = load_spec(parent_name, search)
     templates: dict[str, str] = {}
-    sources: dict[str, Path] = {}
+    sources: dict[str, str | Path] = {}
     for section, key in _TEMPLATE_FIELDS:
         if getattr(getattr(parent, section), key, None):  # (a spec without a judge has no judge templates)
             src = parent.template_path(f"{section}.{key}")
             rel = src.name if sources.get(src.name, src) == src else f"{section}_{src.name}"
             sources[rel], templates[f"{section}.{key}"] = src, rel
-    target.mkdir(parents=True)
-    try:
-        for rel, src in sources.items():
-            shutil.copyfile(src, target / rel)
-        (target / "benchmark.yaml").write_text(spec_yaml(name, parent, locale or parent.locale, templates),
-                                               encoding="utf-8")
-        load_spec(target, search)
-    except (RubricEngineError, OSError):
-        shutil.rmtree(target, ignore_errors=True)  # never leave a half-made benchmark that blocks a retry
-        raise
-    return target
+    sources["benchmark.yaml"] = spec_yaml(name, parent, locale or parent.locale, templates)
+    return _fill(target, sources, lambda: load_spec(target, search))
+
+
+def create_blank(name: str, directory: Path, locale: str | None = None) -> Path:
+    """Create <directory>/<name>/ from scratch (authoring/blank.py), then load it and check its sample data."""
+    from rubric_engine.authoring.blank import blank_files
+    from rubric_engine.dataset.load import load_dataset
+    from rubric_engine.spec.files import benchmark_search_path
+    from rubric_engine.spec.load import load_spec
+
+    def check() -> None:
+        spec = load_spec(target, benchmark_search_path([directory]))
+        load_dataset(spec, spec.data_path())
+
+    target = _free(directory, name)
+    return _fill(target, dict(blank_files(name, locale or "en")), check)

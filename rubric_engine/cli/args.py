@@ -206,11 +206,14 @@ COMMANDS: dict[str, Command] = {
          "agreement": "an agreement.json (from `agree`) to show in report.html (default: one in out= or a DIR)"},
         required_positionals=1, examples=["rubric-engine leaderboard multirun/my_bench/2026-11-22_10-00-00"]),
     "new": Command(
-        "new", "Create a benchmark variant that extends another, with copies of its templates to edit.",
+        "new", "Create a benchmark: from scratch (a generic English spec with 3 sample questions), or with extends= a "
+               "variant of another, with copies of its templates to edit.",
         [("NAME", "the new benchmark's name")],
-        {"extends": "the parent benchmark (default: the configured benchmark)",
-         "dir": "where to create it (default: ./benchmarks)", "locale": "the variant's locale (default: the parent's)"},
-        required_positionals=1, examples=["rubric-engine new my_variant extends=my_bench locale=en"]),
+        {"extends": "the parent benchmark of a variant (default: none, a benchmark from scratch)",
+         "dir": "where to create it (default: ./benchmarks)",
+         "locale": "the benchmark's locale (default: en from scratch, the parent's for a variant)"},
+        required_positionals=1, examples=["rubric-engine new my_bench",
+                                          "rubric-engine new my_variant extends=my_bench locale=en"]),
     "localize": Command(
         "localize", "Translate and culturally adapt a benchmark's data with a model; writes a review CSV.",
         (), {"source": "the benchmark to translate", "target": "the new benchmark's name",

@@ -36,6 +36,10 @@ def rewrite(argv: list[str]) -> list[str]:
 def compose(overrides: list[str]) -> DictConfig:
     from hydra import compose as hydra_compose, initialize_config_module
 
+    from rubric_engine.cli.adhoc import register
+    from rubric_engine.cli.overrides import group_choices
+
+    register(group_choices(overrides))  # candidate=openai/gpt-4o-mini: an entry Hydra finds like any other
     with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
         return hydra_compose(config_name="config", overrides=overrides)
 

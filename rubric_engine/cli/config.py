@@ -14,6 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rubric_engine.errors import ConfigError
+from rubric_engine.models.adhoc import adhoc_entry, is_model_id
 from rubric_engine.models.entries import MAX_TIMEOUT
 
 __all__ = ["CONFIG_MODULE", "settings_from_config"]
@@ -79,17 +80,16 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
 
 
 def _juror(node: Any, timeout: float | None, given: set[str]) -> Any:
-    """One jury entry: a judge entry's name or an inline entry. A name is looked up as `judge=<name>` is (Hydra's
+    """One jury entry: a judge entry's name, a LiteLLM id or an inline entry. A name is looked up as `judge=<name>` is (Hydra's
     search path): the shipped conf/judge/ first, then the user's config dirs, so a shipped entry is never
     silently replaced by a user file of the same name (docs/cli.md)."""
     if isinstance(node, DictConfig):
         return _model_spec(node, "judge", timeout, given)
     name = str(node)
-    found = _entry_file(name, "judge")
-    if found is None:
-        raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/ "
-                          "or inline entries {name: x, model: provider/model, ...}")
-    return _model_spec(_read_entry(found), "judge", timeout, given)
+    if _entry_file(name, "judge") is None and not is_model_id(name):
+        raise ConfigError(f"judge=[...]: {name!r} is not a judge entry; use names from conf/judge/, LiteLLM ids "
+                          "(openai/gpt-4o-mini) or inline entries {name: x, model: provider/model, ...}")
+    return _model_spec(entry_data(name, "judge", ("judge",)), "judge", timeout, given)
 
 
 def _read_entry(found: Any) -> Any:
@@ -106,8 +106,8 @@ def _entry_file(name: str, group: str) -> Any:
 
     from rubric_engine.cli.args import config_dirs
 
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        return None
+    if not re.fullmatch(r"(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*", name):
+        return None  # (an entry may sit in a folder, conf/judge/openai/x.yaml, as Hydra allows; never a `..` part)
     places = [Path(d) / group / f"{name}.yaml" for d in config_dirs()]
     return next((p for p in [resources.files(CONFIG_MODULE) / group / f"{name}.yaml", *places] if p.is_file()), None)
 
@@ -134,8 +134,8 @@ def entry_data(name: str, role: str, groups: tuple[str, ...]) -> dict[str, Any]:
     found = next((f for f in (_entry_file(name, g) for g in groups) if f is not None), None)
     if found is not None:
         return dict(_read_entry(found) or {})
-    if "/" in name:
-        return {"name": name, "model": name}
+    if is_model_id(name):
+        return adhoc_entry(name, role)  # the one way an id stands for an entry (models/adhoc.py)
     raise ConfigError(f"{role}={name}: not a {' or '.join(f'conf/{g}/' for g in groups)} entry nor a LiteLLM id "
                       "(provider/model); use an entry name such as mock or an id such as openai/gpt-4o")
 

@@ -35,8 +35,9 @@ __all__ = ["main", "SweepLeaderboard"]
 
 
 def _slug(value: Any) -> str:
-    """A directory-safe name for a benchmark given by name or by path."""
-    name = Path(str(value).rstrip("/\\")).name or str(value)
+    """A directory-safe name for a benchmark given by name or by path (`benchmark=.`: the directory's own name)."""
+    path = Path(str(value).rstrip("/\\"))
+    name = (path.resolve().name if path.name in ("", ".", "..") else path.name) or str(value)
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
@@ -286,11 +287,14 @@ def _front(argv: list[str]) -> None:
 
 
 def _main(argv: list[str], debug: bool) -> None:
-    from rubric_engine.cli.overrides import hydra_form
+    from rubric_engine.cli.overrides import group_choices, hydra_form
 
     argv = [hydra_form(a) for a in argv]
     try:
+        from rubric_engine.cli.adhoc import register
         from rubric_engine.cli.sweepcheck import check_sweep_keys
+
+        register(group_choices(argv))  # candidate=openai/gpt-4o-mini (judge=, user=): an entry Hydra finds like any other
 
         check_sweep_keys([*argv, *_user_search_path(argv)], _compose, settings_from_config)
     except RubricEngineError as exc:

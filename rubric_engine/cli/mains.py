@@ -36,28 +36,34 @@ def leaderboard_main(argv: Sequence[str]) -> int:
 
 
 def new_main(argv: Sequence[str]) -> int:
-    """`rubric-engine new NAME [extends=BENCHMARK] [dir=DIR] [locale=LL]`: create, validate, print next steps."""
-    from rubric_engine.authoring.scaffold import USAGE, check_name, create_variant, default_parent
+    """`rubric-engine new NAME [extends=BENCHMARK] [dir=DIR] [locale=LL]`: create, validate, print next steps.
+    Without extends= the benchmark starts from scratch (authoring/blank.py), never as a silent variant."""
+    from rubric_engine.authoring.scaffold import check_name, create_blank, create_variant
 
     parsed = parse(COMMANDS["new"], argv)
     name, opts = parsed.positionals[0], parsed.options
     check_name(name)
-    parent = opts.get("extends") or default_parent()
-    if not parent:
-        raise ConfigError(f"new: no default benchmark to extend; pass extends=NAME; {USAGE}")
-    if Path(parent).name == name:
+    parent = opts.get("extends") or None
+    if parent and Path(parent).name == name:
         raise ConfigError(f"new: {name!r} cannot extend itself; choose a new name (e.g. {name}_en)")
     directory, locale = Path(opts.get("dir") or "benchmarks").expanduser(), opts.get("locale") or None
-    target = create_variant(name, parent, directory, locale)
+    target = create_variant(name, parent, directory, locale) if parent else create_blank(name, directory, locale)
     files = sorted(p.name for p in target.iterdir())
     on_path = directory.resolve() == (Path.cwd() / "benchmarks").resolve()
     dirs = "" if on_path else f" benchmark_dirs=[{directory}]"
-    print(f"created {target}/ ({', '.join(files)}), extending {parent}; it loads and validates")
+    how = f"extending {parent}" if parent else "from scratch, with 3 sample questions"
+    print(f"created {target}/ ({', '.join(files)}), {how}; it loads and validates")
     print("next:")
-    print(f"  1. edit {target / 'benchmark.yaml'}: description, locale, and a data: block for your own data")
-    print(f"  2. rewrite the copied templates ({', '.join(f for f in files if f.endswith('.j2'))}) for your audience")
+    if parent:
+        print(f"  1. edit {target / 'benchmark.yaml'}: description, locale, and a data: block for your own data")
+        print(f"  2. rewrite the copied templates ({', '.join(f for f in files if f.endswith('.j2'))}) for your audience")
+    else:
+        print(f"  1. put your questions in {target / 'data.jsonl'} (the samples show the row format) and edit "
+              f"{target / 'benchmark.yaml'}: description, topics")
+        print(f"  2. rewrite the judge prompt ({', '.join(f for f in files if f.endswith('.j2'))}) for your criteria")
     print(f"  3. check it: rubric-engine validate benchmark={name}{dirs}")
-    print(f"  4. try it on a few questions: rubric-engine benchmark={name}{dirs} candidate=<model> limit=5")
+    print(f"  4. try it without a key: rubric-engine benchmark={name}{dirs} candidate=mock judge=mock; then with a "
+          f"model: candidate=<model> limit=5")
     print("  see docs/authoring.md for every key, the template variables and judge-agreement checks")
     return 0
 

@@ -4,7 +4,7 @@ Why: Hydra answers a misspelt key (`candiate=gpt-4o`) with "use +candiate=..." a
 worse, an unknown model entry with a multi-line listing, `--dry-run` with argparse's usage text and a bare
 word with its grammar error. Here an unknown key gets "did you mean candidate=?" from the keys of the
 primary config, an unknown model entry the list of entries in the package and in the user's config
-directories (cliargs.config_dirs), a `--flag` the key=value to write, a bare word the subcommands, and
+directories (cliargs.config_dirs) unless it is a LiteLLM id (cli/adhoc.py: its provider checked), a `--flag` the key=value to write, a bare word the subcommands, and
 `candidate.model=` without `candidate=` the entry to start from. No Hydra import: this runs first.
 """
 
@@ -24,7 +24,7 @@ from rubric_engine.cli.args import CONFIG_DIRS_ENV, config_dirs, did_you_mean
 from rubric_engine.errors import ConfigError
 
 __all__ = ["check_overrides", "check_command_line", "known_keys", "group_entries", "override_syntax_error",
-           "unknown_word", "hydra_form", "GROUPS", "RUN_WORDS", "help_config", "quickstart"]
+           "unknown_word", "hydra_form", "GROUPS", "RUN_WORDS", "help_config", "quickstart", "group_choices"]
 
 GROUPS = ("candidate", "judge", "user")
 _CONFIG_MODULE = "rubric_engine.conf"
@@ -86,23 +86,18 @@ def _check_nested(key: str, top: str) -> None:
 
 
 def _entry_advice(group: str, key: str, value: str) -> str:
-    """What to write for `candidate.model=X` (or any `candidate.*`) when no `candidate=` chooses an entry:
-    an entry of the same provider (its key variable comes with it), or the one for a server of one's own."""
+    """What to write for `candidate.model=X` (or any `candidate.*`) when no `candidate=` chooses an entry: the
+    model by its LiteLLM id (its key variable follows the provider), or the same with a server of one's own."""
     compatible = f"{group}=openai_compatible {group}.model=openai/<served-model-name> {group}.api_base=URL"
     if key == f"{group}.model" and value:
-        provider = value.split("/", 1)[0] if "/" in value else ""
-        same: list[tuple[str, dict[str, Any]]] = []
-        own = compatible.replace("openai/<served-model-name>", value)
-        for name in group_entries(group):
-            path = resources.files(_CONFIG_MODULE).joinpath(group, f"{name}.yaml")
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-            if isinstance(data, dict) and data.get("api_key_env") and str(data.get("model")).split("/")[0] == provider:
-                same.append((name, data))
-        if same:
-            name, data = next(((n, d) for n, d in same if n in value), same[0])
-            return (f"{group}={name} {key}={value} (the {name} entry with your model id; its key comes from "
-                    f"${data['api_key_env']}), or for a server of your own {own}")
-        return own
+        if "/" not in value:
+            return compatible.replace("openai/<served-model-name>", value)
+        from rubric_engine.models.entries import KEYED_PROVIDERS, provider_key_env
+
+        key_from = (f"its key comes from ${provider_key_env(value)}" if value.split("/", 1)[0] in KEYED_PROVIDERS
+                    else "no key unless you name one")
+        return (f"{group}={value} (the model by its LiteLLM id, no entry needed; {key_from}), or for a server of your "
+                f"own {group}={value} {group}.api_base=URL (plus {group}.api_key_env=VAR if it wants a key)")
     if key == f"{group}.api_base":
         return compatible.replace("URL", value or "URL")
     return f"{group}=<entry> {key}={value} (entries: {', '.join(group_entries(group))})"
@@ -144,13 +139,29 @@ def check_overrides(argv: Sequence[str]) -> None:
                               "(see rubric-engine --help)")
         _check_nested(key, top)
         if key in GROUPS and value and not _SWEEP_FN.match(value) and value.lower() != "null":
+            from rubric_engine.cli.adhoc import adhoc_model, entry_file_exists
+
             entries = group_entries(key)
-            for name in (v.strip() for v in value.split(",")):
-                if name and name not in entries:
+            for _, name in group_choices([f"{key}={value}"]):
+                if (name not in entries and not entry_file_exists(key, name)  # conf/candidate/a/b.yaml
+                        and adhoc_model(key, name) is None):  # a LiteLLM id (its provider checked here)
                     raise ConfigError(
-                        f"unknown {key} entry {name!r}{did_you_mean(name, entries)}; known: {', '.join(entries)}. "
-                        f"Your own entries go in ./conf/{key}/<name>.yaml or a directory named in "
-                        f"${CONFIG_DIRS_ENV} (see docs/cli.md: Models and API keys)")
+                        f"unknown {key} entry {name!r}{did_you_mean(name, entries)}; known: {', '.join(entries)}, "
+                        f"or a LiteLLM id with its provider ({key}=openai/gpt-4o-mini). Your own entries go in "
+                        f"./conf/{key}/<name>.yaml or a directory named in ${CONFIG_DIRS_ENV} "
+                        "(see docs/cli.md: Models and API keys)")
+
+
+def group_choices(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """(group, value) for every value chosen with `candidate=`, `judge=` or `user=` (each value of a sweep's
+    list; not Hydra's sweep functions): what cli/adhoc.py registers when it is a LiteLLM id."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        group = key.lstrip("+")
+        if eq and group in GROUPS and not _SWEEP_FN.match(value):
+            out += [(group, v.strip()) for v in value.split(",") if v.strip()]
+    return out
 
 
 @functools.cache

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rubric_engine.dataset.checked import choice_items, item_check, item_text, spec_items
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
+from rubric_engine.dataset.formats import reading, with_format
 from rubric_engine.dataset.quirks import DataQuirks
 from rubric_engine.dataset.references import load_references, row_references, with_references
 from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
@@ -340,13 +341,16 @@ def _scan(spec: BenchmarkSpec, file: Path, warnings: list[str], quirks: DataQuir
     """Validate every row (file:line errors, in file order) and keep what `keep` makes of each question."""
     seen: dict[str, int] = {}
     out: list[_T] = []
-    for where, raw in _records(file, spec.data.format):
-        r = _Row(file, where.number, raw)
-        q = _question(spec, r, raw, quirks, seen)
-        quirks.note(spec, q)
-        out.append(keep(q, where))
-    if not out:
-        raise DataError(str(file), "no rows", fix="the file is empty: point data.path at the benchmark's data file")
+    with reading(spec, file, warnings) as parsed:  # its errors say the format read in, and who chose it
+        for where, raw in parsed(_records(file, spec.data.format)):
+            r = _Row(file, where.number, raw)
+            q = _question(spec, r, raw, quirks, seen)
+            quirks.note(spec, q)
+            out.append(keep(q, where))
+        if not out:
+            raise with_format(DataError(str(file), "no rows", fix="the file is empty: point data.path at the "
+                                        "benchmark's data file"), spec, file)
+    quirks.check_mapped(spec, file)
     warnings.extend(quirks.finish(file, len(out)))
     return out
 

@@ -7,13 +7,14 @@ never silently fixed.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rubric_engine.datatypes import Question
-from rubric_engine.errors import DataError
+from rubric_engine.errors import DataError, SpecError
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -33,8 +34,14 @@ class DataQuirks:
     last_not_user: list[str] = field(default_factory=list)
     item_tags: set[str] = field(default_factory=set)
     example_tags: set[str] = field(default_factory=set)
+    columns: set[str] = field(default_factory=set)  # of the rows, and of their rubric items
+    item_columns: set[str] = field(default_factory=set)
 
     def note(self, spec: BenchmarkSpec, q: Question) -> None:
+        self.columns.update(q.source_row)
+        items = q.source_row.get(spec.data.fields.rubric)
+        if isinstance(items, list):
+            self.item_columns.update(k for item in items if isinstance(item, dict) for k in item)
         if spec.conversation.mode == "single" and spec.data.roles[q.dialogue[-1].role] != "user":  # a conversation
             # goes on after its prefix (and may have none), so a prefix ending on the assistant is expected
             self.last_not_user.append(q.id)
@@ -47,6 +54,29 @@ class DataQuirks:
         self.only_negative += sum(1 for positive in signs.values() if not positive)
         if spec.failure_rules and not any(c.rule for c in q.criteria):
             self.no_rule.append(q.id)
+
+    def check_mapped(self, spec: BenchmarkSpec, file: Path) -> None:
+        """A data.fields mapping a report breakdown depends on names a column no row has but one close to it
+        (a misspelt field): one error naming the spec's key, the bad name and the closest of the data's columns,
+        not a warning that leaves a table empty. A column no row has and none resembles (a per-subset file
+        without its subset column) stays the counted warning of `finish`."""
+        f = spec.data.fields
+        needs = {"subset": ("subset", f.subset, self.columns), "scenario": ("scenario", f.scenario, self.columns),
+                 "example_tag": ("example_tags", f.example_tags, self.columns),
+                 "item_tag": ("item_tags", f.item_tags, self.item_columns)}
+        uses = [(i, b.id, b.by) for i, b in enumerate(spec.report.breakdowns)]
+        uses += [(None, "report.decay", "subset")] if spec.report.decay is not None else []
+        for i, what, by in uses:
+            key, name, columns = needs.get(by, (None, None, set()))
+            close = difflib.get_close_matches(name, sorted(columns), n=1) if name and name not in columns else []
+            if not close:
+                continue
+            origin = spec.origin(("data", "fields", key))
+            where = f"{origin[0]}:{origin[1]}" if origin else str(spec.files[-1] if spec.files else spec.name)
+            user = f"report.breakdowns[{i}] ({what}, by: {by})" if i is not None else what
+            raise SpecError(where, f"data.fields.{key}", f"no row of {file} has this column, and {user} depends on "
+                            "it", value=name, fix=f"did you mean {close[0]!r}? the data's "
+                            f"{'item ' if key == 'item_tags' else ''}columns: {', '.join(sorted(columns))}")
 
     def finish(self, file: Path, rows: int) -> list[str]:
         """A column only some rows lack is an error; the rest are counted warnings, never silent fixes."""

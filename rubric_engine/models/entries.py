@@ -19,7 +19,7 @@ from rubric_engine.errors import ConfigError
 from rubric_engine.models.mock import is_mock
 
 __all__ = ["ModelSpec", "cache_key", "provider_key_env", "check_keys", "CACHE_KEY_VERSION", "endpoint_params",
-           "PARAMS_FIX", "destination"]
+           "PARAMS_FIX", "destination", "KEYED_PROVIDERS"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
 MAX_TIMEOUT = 86_400.0  # one day: a per-attempt limit, and what httpx / asyncio are given must be finite
@@ -28,7 +28,7 @@ _KEY_ENV_EXCEPTIONS = {"together_ai": "TOGETHERAI_API_KEY"}  # the rest follow <
 # Hosted providers whose own endpoint always wants a key in <PROVIDER>_API_KEY: an entry for one of them
 # without api_key_env (a spec's declared judge, an inline juror) is checked for that variable before any
 # call. Providers not listed (local servers, cloud credentials such as bedrock / vertex_ai) are not checked.
-_KEYED_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "mistral", "deepseek", "dashscope", "moonshot",
+KEYED_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "mistral", "deepseek", "dashscope", "moonshot",
                               "together_ai", "groq", "xai", "openrouter", "fireworks_ai", "cohere", "perplexity",
                               "deepinfra", "cerebras"})
 _FAMILY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
@@ -192,7 +192,7 @@ class ModelSpec:
             return None
         provider = self.model.split("/", 1)[0] if "/" in self.model else None
         env = provider_key_env(self.model)
-        return env if provider is None or provider in _KEYED_PROVIDERS else None
+        return env if provider is None or provider in KEYED_PROVIDERS else None
 
 
 def check_keys(*specs: "ModelSpec | None") -> None:

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ValidationError
 from rubric_engine.errors import DataError, SpecError
 from rubric_engine.models.entries import PARAMS_FIX, endpoint_params
 from rubric_engine.spec.checks import check_formula, check_language, check_model
-from rubric_engine.spec.files import SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key
+from rubric_engine.spec.files import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key,
+                                      list_benchmarks)
 from rubric_engine.spec.schema import _TEMPLATE_FIELDS, BenchmarkSpec
 
 __all__ = ["load_spec", "load_resolved"]
@@ -133,16 +134,21 @@ def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None
               trust_code: bool = False) -> BenchmarkSpec:
     """Load a benchmark by name (looked up on the search path) or by directory / benchmark.yaml path.
 
-    A plain string without a path separator is a name; anything else (or a Path) is a path.
+    A plain string without a path separator is a name, found on the search path, else a directory of that name
+    in the working directory (`benchmark=my_bench` beside ./my_bench/benchmark.yaml); `.`, `..` and anything
+    else (or a Path) is a path.
     trust_code=True allows a `module:function` scoring formula to be imported (see scoring/formulas.py).
     """
     s = str(name_or_path)
-    if isinstance(name_or_path, Path) or "/" in s or os.sep in s or s.endswith((".yaml", ".yml")):
+    if (isinstance(name_or_path, Path) or "/" in s or os.sep in s or s.endswith((".yaml", ".yml"))
+            or s in (".", "..")):
         directory = Path(s).expanduser()
         directory = directory.parent if directory.suffix in (".yaml", ".yml") else directory
         if not (directory / SPEC_FILE).is_file():
             raise SpecError(str(directory), "", f"no {SPEC_FILE} here",
                             fix="give a benchmark directory containing benchmark.yaml, or a benchmark name")
+    elif (Path(s) / SPEC_FILE).is_file() and s not in list_benchmarks(search_path):
+        directory = Path(s)  # a bare directory name in the working directory (a name on the search path wins)
     else:
         directory = _find(s, search_path, s, "benchmark")
     data, origins, files = _load_chain(directory.resolve(), search_path, [])
