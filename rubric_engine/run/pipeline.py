@@ -22,13 +22,15 @@ from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient
+from rubric_engine.models.concurrency import ceiling
 from rubric_engine.models.interrupt import SignalStop, stopped
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
 from rubric_engine.run.plan import RunPlan
 from rubric_engine.run.dialogue import converse, given_transcripts
 from rubric_engine.run.record import Outcome
-from rubric_engine.run.settings import RunSettings
+from rubric_engine.run.callnotes import call_notes
+from rubric_engine.run.settings import RunSettings, prompt_cache_of
 from rubric_engine.spec.schema import BenchmarkSpec
 
 
@@ -87,6 +89,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
     said = given_transcripts(settings.answers, settings.from_run, spec.data.fields.id) if talk and given is not None \
         else {}  # a conversation judged again from its answers: the sessions they hold
     clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
+    for client in clients:
+        client.prompt_cache = prompt_cache_of(settings, spec)
     panel = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
     judge = Grader(panel) if plan.judged else None  # checked items by the engine, the rest by the panel
     with ProgressBoard(settings.progress, console) as board:
@@ -172,7 +176,7 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
 
         try:
             async with asyncio.TaskGroup() as tg:
-                for _ in range(min(len(questions), 2 * max(1, settings.concurrency))):
+                for _ in range(min(len(questions), 2 * ceiling(settings.concurrency))):
                     tg.create_task(worker())
         except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
             raise _first_leaf(group) from None
@@ -182,7 +186,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     await client.aclose()
     # "made": requests for results this invocation did not have; cache hits are counted apart
     calls = {role: {"made": sum(c.stats.calls - c.stats.cache_hits for c in cs),
-                    "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs)}
+                    "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs),
+                    **call_notes([c for c in cs if c is not None])}  # prompt cache, concurrency=auto (run/callnotes.py)
              for role, cs in (("candidate", [cand] if cand else []), ("judge", clients), ("user", [user] if user else []),
                               ("baseline", [base] if base else []))
              if cs or role in ("candidate", "judge")}

@@ -158,7 +158,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     writer = JournalWriter(journal, fp, header={"questions": len(questions)}) if todo else None
     stages: dict[str, Any] = {}
     t0 = time.monotonic()
-    log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
+    log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %s, rpm %s, "
              "max_retries %d, cache %s", spec.name, len(questions), len(todo), settings.stage,
              f"{settings.candidate.name} ({settings.candidate.model})" if need_candidate and settings.candidate
              else "answers file", f"{judges[0].name} ({judges[0].model})" if plan.judged and judges else "none",

@@ -1,0 +1,27 @@
+"""Console lines for what summary.json's `calls` says beyond counts: prompt-cache tokens and the money they
+saved per role, and where concurrency=auto settled (its fields come from run/callnotes.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["cost_lines"]
+
+
+def cost_lines(calls: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per role that read prompt-cache tokens, and one per role that ran with concurrency=auto."""
+    lines = []
+    for role, c in calls.items():
+        cached = int(c.get("cached_tokens") or 0)
+        if cached:
+            saved = c.get("cache_saved")
+            money = "saved: unknown (no cache-read price for this model in LiteLLM's price map)" if saved is None \
+                else f"saved ~${saved:,.4f} against the full input price"
+            lines.append(f"{role}: {cached:,} prompt tokens served from the provider's prompt cache; {money}")
+    for role, c in calls.items():
+        gate = c.get("concurrency")
+        for g in (gate.get("per_client") or [gate]) if isinstance(gate, Mapping) else []:
+            lines.append(f"{role}: concurrency=auto settled at {g['final']} in flight (started at {g['start']}, "
+                         f"ranged {g['min']}-{g['max']}, {g['throttles']} cut(s) after 429s or spent rate limits)")
+    return lines
