@@ -23,10 +23,13 @@ _MARKER = {"type": "ephemeral"}
 
 
 def shared_prefix(texts: Sequence[str]) -> int:
-    """Characters every text starts with (0 for fewer than two texts: nothing is repeated)."""
+    """Characters every text starts with, cut after the last line break they share when there is one (so the
+    marked block ends where a section ends, not inside the first words of the criteria); 0 for fewer than two
+    texts: nothing is repeated."""
     if len(texts) < 2:
         return 0
-    return len(os.path.commonprefix(list(texts)))
+    common = os.path.commonprefix(list(texts))
+    return common.rfind("\n") + 1 or len(common)
 
 
 def needs_marker(model: str) -> bool:
