@@ -207,3 +207,32 @@ def test_saving_uses_the_price_map_or_says_unknown() -> None:
     assert saving(Map, "prov/m", 1000) == pytest.approx(1000 * 2.7e-6)
     assert saving(Map, "n", 1000) is None and saving(Map, "unknown", 5) is None
     assert saving(Map, "unknown", 0) == 0.0
+
+
+def dry_run(tmp_path: Path, env: dict[str, str], data: Path, judge: str, *extra: str) -> str:
+    res = subprocess.run([EXE, "benchmark=healthbench", f"data.path={data}", "dry_run=true", "candidate=gpt-4o",
+                          f"judge={judge}", f"hydra.run.dir={tmp_path / 'dry'}", *extra],
+                         env={**env, "OPENAI_API_KEY": "sk-x", "ANTHROPIC_API_KEY": "sk-x"}, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return " ".join(res.stdout.split())
+
+
+def test_dry_run_estimates_cached_prefix_tokens_and_saving(tmp_path: Path, env: dict[str, str]) -> None:
+    rows = make_rows(seed=2, n=4)
+    short = write_jsonl(tmp_path / "short.jsonl", rows)
+    for r in rows:  # a conversation long enough for a provider to cache its prefix (1,024+ tokens)
+        r["prompt"][-1]["content"] += " " + " ".join(f"detail {i} of the symptom" for i in range(400))
+    long = write_jsonl(tmp_path / "long.jsonl", rows)
+    out = dry_run(tmp_path, env, long, "claude-sonnet-4-5")
+    found = re.search(r"judge: ~([\d,]+) of the ~([\d,]+) prompt tokens may come from the provider's prompt cache "
+                      r"\(each question's shared prefix, for every criterion but the first; prefixes under 1,024 tokens "
+                      r"are not cached\), saving ~\$([\d.]+)", out)
+    assert found, out
+    tokens, total = int(found.group(1).replace(",", "")), int(found.group(2).replace(",", ""))
+    assert 0 < tokens < total
+    full, read = price("claude-sonnet-4-5")
+    assert float(found.group(3)) == pytest.approx(tokens * (full - read), abs=0.005)
+    assert "prompt cache" not in dry_run(tmp_path, env, long, "claude-sonnet-4-5", "prompt_cache=false")
+    assert "prompt cache" in dry_run(tmp_path, env, long, "gpt-4.1", "prompt_cache=false")  # OpenAI: automatic
+    assert "prompt cache" not in dry_run(tmp_path, env, short, "claude-sonnet-4-5")  # prefixes under 1,024 tokens

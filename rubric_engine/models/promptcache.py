@@ -11,10 +11,11 @@ never to the messages the result cache keys on, so `prompt_cache` on or off find
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["MIN_CACHED_PREFIX_TOKENS", "shared_prefix", "needs_marker", "mark_prefix", "saving", "cache_read_price"]
+__all__ = ["MIN_CACHED_PREFIX_TOKENS", "shared_prefix", "needs_marker", "mark_prefix", "saving", "cache_read_price",
+           "cacheable_tokens"]
 
 # Providers cache no prefix shorter than this (OpenAI: 1,024 tokens; Anthropic: 1,024 for most models, more
 # for some): the dry run counts only prefixes at least this long.
@@ -77,3 +78,19 @@ def saving(litellm: Any, model: str, cached_tokens: int) -> float | None:
     if prices is None:
         return None
     return cached_tokens * (prices[0] - prices[1])
+
+
+def cacheable_tokens(requests: Sequence[list[dict[str, Any]]], count: Callable[[list[dict[str, Any]]], int],
+                     unknown_reply: int = 0) -> int:
+    """An estimate of the prompt tokens a provider serves from its cache for one question's per-criterion
+    requests (all of them sent): the shared prefix's tokens for every request but the first, 0 when the prefix
+    is shorter than MIN_CACHED_PREFIX_TOKENS. `unknown_reply`: tokens to add for a reply not known yet (it is
+    part of the prefix)."""
+    firsts = [next((str(m.get("content", "")) for m in r if m.get("role") == "user"), "") for r in requests]
+    chars = shared_prefix(firsts)
+    if not chars:
+        return 0
+    request = list(requests[0])
+    at = next(i for i, m in enumerate(request) if m.get("role") == "user")
+    tokens = count(request[:at] + [{**request[at], "content": firsts[0][:chars]}]) + unknown_reply
+    return (len(requests) - 1) * tokens if tokens >= MIN_CACHED_PREFIX_TOKENS else 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["cost_lines"]
+__all__ = ["cost_lines", "estimate_lines"]
 
 
 def cost_lines(calls: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -24,4 +24,19 @@ def cost_lines(calls: Mapping[str, Mapping[str, Any]]) -> list[str]:
         for g in (gate.get("per_client") or [gate]) if isinstance(gate, Mapping) else []:
             lines.append(f"{role}: concurrency=auto settled at {g['final']} in flight (started at {g['start']}, "
                          f"ranged {g['min']}-{g['max']}, {g['throttles']} cut(s) after 429s or spent rate limits)")
+    return lines
+
+
+def estimate_lines(est: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The dry run's prompt-cache estimate, one line per role that has one."""
+    lines = []
+    for role, e in est.items():
+        tokens = int(e.get("cached_prompt_tokens") or 0)
+        if tokens:
+            saved = e.get("cache_saved")
+            money = "saving unknown (no cache-read price in LiteLLM's price map)" if saved is None \
+                else f"saving ~${saved:,.2f}"
+            lines.append(f"{role}: ~{tokens:,} of the ~{int(e['prompt_tokens']):,} prompt tokens may come from the "
+                         f"provider's prompt cache (each question's shared prefix, for every criterion but the first; "
+                         f"prefixes under 1,024 tokens are not cached), {money}")
     return lines
