@@ -51,6 +51,7 @@ class Slot:
 
     started: float
     epoch: int
+    mark: int  # the gate's count of fillings when this call took its place
     outcome: str = ""  # "answered" | "throttled" | "" (another failure or a cancellation: nothing learnt)
     headers: Mapping[str, str] | None = None
 
@@ -68,18 +69,22 @@ class AdaptiveGate:
                  rpm: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.low, self.high, self.rpm, self._clock = low, high, rpm, clock
         self.limit = float(min(max(start, low), high))
+        self.start = int(self.limit)
         self.in_flight = 0
         self.lowest = self.highest = int(self.limit)
         self.throttles = 0  # decreases made (one per round of throttled calls)
         self.slow_start = True
         self.latency: float | None = None  # running mean of answered calls' seconds
         self._epoch = 0
+        self._fills = 0  # times the gate was found or made full: a call that saw one may grow the limit
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     # -- the slot ----------------------------------------------------------------------------------
     async def acquire(self) -> Slot:
         """Wait for a free place (first come, first served) and take it."""
+        mark = self._fills
         if self.in_flight >= self.allowed or self._waiters:
+            self._fills += 1  # demand is above the limit
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
@@ -93,14 +98,16 @@ class AdaptiveGate:
                 raise
         else:
             self.in_flight += 1
-        return Slot(self._clock(), self._epoch)
+            if self.in_flight >= self.allowed:
+                self._fills += 1
+        return Slot(self._clock(), self._epoch, mark)
 
     def slot(self) -> "_Acquire":
         """`async with gate.slot() as slot:` takes a place and gives it back."""
         return _Acquire(self)
 
     def release(self, slot: Slot) -> None:
-        full = self.in_flight >= self.allowed  # every place was taken: demand exceeded the limit
+        full = self._fills > slot.mark  # every place was taken while this call was in flight
         self.in_flight -= 1
         if slot.outcome == "answered":
             self._answered(slot, full)
@@ -114,7 +121,7 @@ class AdaptiveGate:
 
     def report(self) -> dict[str, Any]:
         """Where the limit settled, for the run summary."""
-        return {"mode": AUTO, "start": AUTO_START, "final": self.allowed, "min": self.lowest, "max": self.highest,
+        return {"mode": AUTO, "start": self.start, "final": self.allowed, "min": self.lowest, "max": self.highest,
                 "throttles": self.throttles}
 
     # -- learning ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.litellm_runtime import RUNTIME
+from rubric_engine.models.mock import is_mock
 from rubric_engine.models.promptcache import saving
 
 __all__ = ["call_notes"]
@@ -29,7 +30,7 @@ def call_notes(clients: Sequence[ModelClient]) -> dict[str, Any]:
             saved = None if part is None or saved is None else saved + part
     out: dict[str, Any] = {"cached_tokens": cached, "cache_saved": saved,
                            "prompt_cache": any(c.prompt_cache for c in clients)}
-    gates = [c.gate.report() for c in clients if c.gate is not None]
+    gates = [c.gate.report() for c in clients if c.gate is not None and not is_mock(c.spec.model)]  # mocks wait for nothing
     if len(gates) == 1:
         out["concurrency"] = gates[0]
     elif gates:
