@@ -214,3 +214,30 @@ def test_bad_concurrency_is_one_line(tmp_path: Path, env: dict[str, str]) -> Non
     res = subprocess.run([EXE, "benchmark=heartbench_en", "concurrency=lots", "candidate=mock", "judge=mock",
                           f"hydra.run.dir={tmp_path / 'r'}"], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "concurrency=lots is not valid; give a whole number >= 1 or auto" in res.stderr
+
+
+def test_tpm_cap_on_the_gate() -> None:
+    clock = Clock()
+    gate = AdaptiveGate(start=2, tpm=6000, clock=clock)  # 6,000 tokens a minute at 1,000 a call, 2 s a call: 1 busy (+1)
+    for _ in range(5):
+        slots = fill(gate)
+        clock.now += 2.0
+        for slot in slots:
+            slot.answered(None, 1000)
+            gate.release(slot)
+    assert gate.allowed == 2
+
+
+def test_tpm_spaces_requests_by_the_tokens_answered(fake_key: str) -> None:
+    with FakeServer(lambda body: Reply(text="ok", usage=(10, 5))) as srv:  # 15 tokens a call
+        spec = ModelSpec.from_config({"name": "c", "model": "openai/c", "api_base": srv.url, "api_key_env": fake_key},
+                                     role="candidate")
+
+        async def main() -> None:
+            client = ModelClient(spec, cache=None, concurrency=1, tpm=6000)  # 15 tokens = 0.15 s of the budget
+            await asyncio.gather(*(client.complete([{"role": "user", "content": f"q{i}"}]) for i in range(6)))
+            await client.aclose()
+
+        asyncio.run(main())
+        gaps = [b - a for a, b in zip(srv.request_times, srv.request_times[1:])]
+    assert len(gaps) == 5 and min(gaps) >= 0.14, gaps

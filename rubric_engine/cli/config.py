@@ -69,7 +69,8 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         user=_model_spec(opt("user"), "user", opt("timeout"), given),
         benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
-        answers=opt("answers"), from_run=opt("from_run"), concurrency=parse_concurrency(cfg.concurrency), rpm=opt("rpm"),
+        answers=opt("answers"), from_run=opt("from_run"), concurrency=parse_concurrency(cfg.concurrency),
+        rpm=opt("rpm"), tpm=opt("tpm"),
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
         progress="none" if opt("quiet") else str(cfg.progress), quiet=bool(opt("quiet")),
         trust_code=bool(opt("trust_code")), prompt_cache=opt("prompt_cache"),
@@ -160,7 +161,7 @@ def _check_values(cfg: DictConfig) -> None:
     _whole(cfg, "limit", 0, optional=True)
     _whole(cfg, "bootstrap.samples", 1)  # read only by a sweep's leaderboard, after every job paid: check now
     _whole(cfg, "bootstrap.seed", 0)
-    for key, top in (("rpm", 1e9), ("timeout", MAX_TIMEOUT)):
+    for key, top in (("rpm", 1e9), ("tpm", 1e12), ("timeout", MAX_TIMEOUT)):
         value = OmegaConf.select(cfg, key, default=None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0 < value <= top):  # NaN fails both comparisons

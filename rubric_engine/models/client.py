@@ -75,11 +75,14 @@ class CallStats:
 
 
 class _RateLimiter:
-    """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429."""
+    """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429; with tpm,
+    each answer's tokens push the next start back by tokens x 60/tpm s (paid after: a call's size is known
+    only once answered, so up to `concurrency` calls may start before the first is counted)."""
 
     def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep, tpm: float | None = None) -> None:
         self.interval = 60.0 / rpm if rpm else 0.0
+        self.per_token = 60.0 / tpm if tpm else 0.0
         self._next = 0.0
         self._paused_until = 0.0
         self._clock, self._sleep = clock, sleep
@@ -92,6 +95,10 @@ class _RateLimiter:
         if slot > now:
             await self._sleep(slot - now)
 
+    def spend(self, tokens: int) -> None:
+        if self.per_token:
+            self._next = max(self._next, self._clock()) + tokens * self.per_token
+
     def pause(self, seconds: float) -> None:
         self._paused_until = max(self._paused_until, self._clock() + seconds)
 
@@ -100,7 +107,7 @@ class ModelClient:
     """Calls one model with caching, a concurrency cap, an rpm cap and retries. See module docstring."""
 
     def __init__(self, spec: ModelSpec, *, cache: ResultCache | None, concurrency: int | str = 8,
-                 rpm: float | None = None,
+                 rpm: float | None = None, tpm: float | None = None,
                  max_retries: int = 4, backoff_base: float = 1.0, backoff_max: float = 60.0,
                  role: str = "candidate", clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
@@ -110,6 +117,7 @@ class ModelClient:
         for bad, what in ((not auto and not (isinstance(concurrency, int) and concurrency >= 1),
                            f"concurrency must be >= 1 or auto (got {concurrency})"),
                           (rpm is not None and rpm <= 0, f"rpm must be > 0, or null for no limit (got {rpm})"),
+                          (tpm is not None and tpm <= 0, f"tpm must be > 0, or null for no limit (got {tpm})"),
                           (max_retries < 0, f"max_retries must be >= 0 (got {max_retries})")):
             if bad:
                 raise ConfigError(f"{role}: {what}")
@@ -118,10 +126,10 @@ class ModelClient:
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stats = CallStats()
         self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
-        self._limiter = _RateLimiter(rpm, clock, sleep)
+        self._limiter = _RateLimiter(rpm, clock, sleep, tpm)
         self._sleep = sleep
         self._sem: asyncio.Semaphore | None = None
-        self.gate = AdaptiveGate(rpm=rpm, clock=clock) if auto else None  # concurrency=auto: one for the client
+        self.gate = AdaptiveGate(rpm=rpm, tpm=tpm, clock=clock) if auto else None  # concurrency=auto (one a client)
         self.prompt_cache = False  # mark a shared prompt prefix for providers that cache only marked content
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         self._loops: set[int] = set()
@@ -333,8 +341,9 @@ class ModelClient:
                     self.stats.cost_unknown_calls += cost is None
                     served = cached_tokens(response)
                     self.stats.cached_tokens += served
+                    self._limiter.spend(prompt_tokens + completion_tokens)
                     if isinstance(slot, Slot):
-                        slot.answered(rate_headers(response))
+                        slot.answered(rate_headers(response), prompt_tokens + completion_tokens)
                     return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts,
                                       finish_reason(response), served)
             if failure.fatal or attempts > self.max_retries:

@@ -5,8 +5,9 @@ provider's own limit is rarely known in advance and changes with its load. TCP's
 double the limit each round-trip until the first throttle (slow start), then add one call per limit's worth
 of answers (additive increase) and cut the limit by a quarter on a 429 or a rate-limit header saying nothing
 is left (multiplicative decrease), once per round: the 429s of calls sent before a cut do not cut again.
-The limit stays within 1..256, grows only while every slot is taken, and, with `rpm=`, never above the
-calls that rate can feed (rpm / 60 x the measured latency, plus one). An integer `concurrency=` never comes
+The limit stays within 1..256, grows only while every slot is taken, and, with `rpm=` / `tpm=`, never above
+the calls those rates can feed (rpm / 60 x the measured latency, plus one; tpm likewise over the measured
+tokens per call). An integer `concurrency=` never comes
 here: the client keeps its plain semaphore.
 
 The logic is pure apart from asyncio futures for waiting; `clock` is injectable (tests use a fake one).
@@ -55,8 +56,10 @@ class Slot:
     outcome: str = ""  # "answered" | "throttled" | "" (another failure or a cancellation: nothing learnt)
     headers: Mapping[str, str] | None = None
 
-    def answered(self, headers: Mapping[str, str] | None = None) -> None:
-        self.outcome, self.headers = "answered", headers
+    tokens: int = 0
+
+    def answered(self, headers: Mapping[str, str] | None = None, tokens: int = 0) -> None:
+        self.outcome, self.headers, self.tokens = "answered", headers, tokens
 
     def throttled(self) -> None:
         self.outcome = "throttled"
@@ -66,8 +69,9 @@ class AdaptiveGate:
     """Additive-increase, multiplicative-decrease limit on calls in flight. See module docstring."""
 
     def __init__(self, *, start: int = AUTO_START, low: int = AUTO_MIN, high: int = AUTO_MAX,
-                 rpm: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.low, self.high, self.rpm, self._clock = low, high, rpm, clock
+                 rpm: float | None = None, tpm: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.low, self.high, self.rpm, self.tpm, self._clock = low, high, rpm, tpm, clock
         self.limit = float(min(max(start, low), high))
         self.start = int(self.limit)
         self.in_flight = 0
@@ -75,6 +79,7 @@ class AdaptiveGate:
         self.throttles = 0  # decreases made (one per round of throttled calls)
         self.slow_start = True
         self.latency: float | None = None  # running mean of answered calls' seconds
+        self.tokens: float | None = None  # running mean of answered calls' tokens
         self._epoch = 0
         self._fills = 0  # times the gate was found or made full: a call that saw one may grow the limit
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -127,7 +132,9 @@ class AdaptiveGate:
     # -- learning ----------------------------------------------------------------------------------
     def _answered(self, slot: Slot, full: bool) -> None:
         seconds = max(0.0, self._clock() - slot.started)
-        self.latency = seconds if self.latency is None else (1 - _EWMA) * self.latency + _EWMA * seconds
+        self.latency = _mean(self.latency, seconds)
+        if slot.tokens:
+            self.tokens = _mean(self.tokens, float(slot.tokens))
         requests, tokens = _remaining(slot.headers or {})
         if requests == 0 or tokens == 0:  # the provider says this window has nothing left: back off before the 429s
             self._decrease(slot.epoch)
@@ -146,10 +153,12 @@ class AdaptiveGate:
         self._set(max(self.low, math.floor(self.limit * BACKOFF)))
 
     def _rate_cap(self) -> float:
-        """With rpm=, the calls that rate keeps busy at the measured latency (+1); else the upper bound."""
-        if not self.rpm or self.latency is None:
+        """With rpm= / tpm=, the calls those rates keep busy at the measured latency (and tokens per call), +1;
+        else the upper bound."""
+        per_minute = [r for r in (self.rpm, self.tpm / self.tokens if self.tpm and self.tokens else None) if r]
+        if not per_minute or self.latency is None:
             return float(self.high)
-        return max(float(self.low), min(float(self.high), math.ceil(self.rpm / 60.0 * self.latency) + 1.0))
+        return max(float(self.low), min(float(self.high), math.ceil(min(per_minute) / 60.0 * self.latency) + 1.0))
 
     def _set(self, value: float) -> None:
         self.limit = max(float(self.low), min(float(self.high), value))
@@ -174,6 +183,10 @@ class _Acquire:
     async def __aexit__(self, *exc: Any) -> None:
         if self._slot is not None:
             self.gate.release(self._slot)
+
+
+def _mean(old: float | None, new: float) -> float:
+    return new if old is None else (1 - _EWMA) * old + _EWMA * new
 
 
 def _remaining(headers: Mapping[str, str]) -> tuple[int | None, int | None]:

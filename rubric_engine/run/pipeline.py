@@ -80,7 +80,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     cache: ResultCache | None, console: Console,
                     stages: dict[str, Any], finished: Callable[[Outcome], None],
                     baseline: Mapping[str, str] | None) -> dict[str, dict[str, int]]:
-    limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
+    limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries,
+                  tpm=settings.tpm)
     pairwise = is_pairwise(spec)  # judge.verdict.kind: pairwise: the baseline's reply, then a game per order
     base = ModelClient(plan.baseline, role="baseline", **limits) if pairwise and plan.baseline and plan.judged else None
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None

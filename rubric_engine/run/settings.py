@@ -49,6 +49,7 @@ class RunSettings:
     from_run: str | None = None
     concurrency: int | str = 16  # or "auto": adaptive, from 429s and rate-limit headers (models/concurrency.py)
     rpm: float | None = None
+    tpm: float | None = None  # tokens-per-minute cap per role (models/client._RateLimiter, models/concurrency.py)
     max_retries: int = 4
     timeout: float | None = None  # run-wide per-request timeout; None: each model's own (default 120 s)
     prompt_cache: bool | None = None  # mark per-criterion prompts' shared prefix; None: the spec's default (prompt_cache_of)
