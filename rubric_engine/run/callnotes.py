@@ -20,16 +20,18 @@ __all__ = ["call_notes"]
 
 
 def call_notes(clients: Sequence[ModelClient]) -> dict[str, Any]:
-    """{cached_tokens, cache_saved (USD, None when a price is unknown), prompt_cache} for one role's clients,
-    and `concurrency` (start, final, min, max, throttles) when they ran with concurrency=auto."""
+    """{cached_tokens, cache_saved (USD, None when a price is unknown), prompt_cache} for one role's clients when
+    the marker was on or the provider reported cache reads, and `concurrency` (start, final, min, max,
+    throttles) when they ran with concurrency=auto; {} otherwise."""
     cached = sum(c.stats.cached_tokens for c in clients)
     saved: float | None = 0.0
     for c in clients:
         if c.stats.cached_tokens:  # LiteLLM is loaded: this client made the calls that reported them
             part = saving(RUNTIME.module(), c.spec.model, c.stats.cached_tokens)
             saved = None if part is None or saved is None else saved + part
-    out: dict[str, Any] = {"cached_tokens": cached, "cache_saved": saved,
-                           "prompt_cache": any(c.prompt_cache for c in clients)}
+    marked = any(c.prompt_cache for c in clients)
+    out: dict[str, Any] = {"cached_tokens": cached, "cache_saved": saved, "prompt_cache": marked} \
+        if marked or cached else {}
     gates = [c.gate.report() for c in clients if c.gate is not None and not is_mock(c.spec.model)]  # mocks wait for nothing
     if len(gates) == 1:
         out["concurrency"] = gates[0]
