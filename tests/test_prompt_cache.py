@@ -95,13 +95,20 @@ def by_question(bodies: list[dict[str, Any]]) -> dict[str, list[str]]:
     return out
 
 
-def test_openai_style_prefix_shared_and_cached_tokens_reported(tmp_path: Path, env: dict[str, str]) -> None:
-    rows = make_rows(seed=5, n=6)
+def judge_run(tmp_path: Path, env: dict[str, str], seed: int, n: int, model: str,
+              *extra: str) -> tuple[list[dict[str, Any]], subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """A HealthBench run of n handmade rows, the judge `model` at the fake server: (rows, result, judge requests)."""
+    rows = make_rows(seed=seed, n=n)
     data = write_jsonl(tmp_path / "hb.jsonl", rows)
     with FakeServer(Script(rows)) as srv:
-        res = run(tmp_path, env, srv, data, "run", "openai/gpt-4.1", srv.url)
+        base = srv.url.rsplit("/v1", 1)[0] if model.startswith("anthropic/") else srv.url  # Anthropic: <base>/v1/messages
+        res = run(tmp_path, env, srv, data, "run", model, base, *extra)
         assert res.returncode == 0, res.stderr
-        judged = [b for b in srv.requests if is_judge(b)]
+    return rows, res, [b for b in srv.requests if is_judge(b)]
+
+
+def test_openai_style_prefix_shared_and_cached_tokens_reported(tmp_path: Path, env: dict[str, str]) -> None:
+    rows, res, judged = judge_run(tmp_path, env, 5, 6, "openai/gpt-4.1")
     assert len(judged) == sum(len(r["rubrics"]) for r in rows)
     for pid, prompts in by_question(judged).items():
         row = next(r for r in rows if r["prompt_id"] == pid)
@@ -152,25 +159,15 @@ def test_anthropic_marker_sent_and_never_keyed_on(tmp_path: Path, env: dict[str,
 
 
 def test_prompt_cache_off_sends_plain_text(tmp_path: Path, env: dict[str, str]) -> None:
-    rows = make_rows(seed=3, n=2)
-    data = write_jsonl(tmp_path / "hb.jsonl", rows)
-    with FakeServer(Script(rows)) as srv:
-        res = run(tmp_path, env, srv, data, "run", "anthropic/claude-sonnet-4-5", srv.url.rsplit("/v1", 1)[0],
-                  "prompt_cache=false")
-        assert res.returncode == 0, res.stderr
-        judged = [b for b in srv.requests if is_judge(b)]
+    _, _, judged = judge_run(tmp_path, env, 3, 2, "anthropic/claude-sonnet-4-5", "prompt_cache=false")
     assert judged and all("cache_control" not in json.dumps(b) for b in judged)  # (LiteLLM sends one text block)
 
 
 def test_unknown_price_says_unknown(tmp_path: Path, env: dict[str, str]) -> None:
-    rows = make_rows(seed=4, n=2)
-    data = write_jsonl(tmp_path / "hb.jsonl", rows)
-    with FakeServer(Script(rows)) as srv:
-        res = run(tmp_path, env, srv, data, "run", "openai/judge-model-without-a-price", srv.url)
-        assert res.returncode == 0, res.stderr
+    _, res, _ = judge_run(tmp_path, env, 4, 2, "openai/judge-model-without-a-price")
     judge = json.loads((tmp_path / "run" / "summary.json").read_text())["calls"]["judge"]
     assert judge["cached_tokens"] > 0 and judge["cache_saved"] is None
-    assert "saved: unknown (no cache-read price" in res.stdout
+    assert "saved unknown (no cache-read price in LiteLLM's price map) against" in " ".join(res.stdout.split())
 
 
 def test_bad_prompt_cache_value_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:

@@ -15,10 +15,8 @@ def cost_lines(calls: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for role, c in calls.items():
         cached = int(c.get("cached_tokens") or 0)
         if cached:
-            saved = c.get("cache_saved")
-            money = "saved: unknown (no cache-read price for this model in LiteLLM's price map)" if saved is None \
-                else f"saved ~${saved:,.4f} against the full input price"
-            lines.append(f"{role}: {cached:,} prompt tokens served from the provider's prompt cache; {money}")
+            lines.append(f"{role}: {cached:,} prompt tokens served from the provider's prompt cache; saved "
+                         f"{_money(c.get('cache_saved'), 4)} against the full input price")
     for role, c in calls.items():
         gate = c.get("concurrency")
         for g in (gate.get("per_client") or [gate]) if isinstance(gate, Mapping) else []:
@@ -33,10 +31,12 @@ def estimate_lines(est: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for role, e in est.items():
         tokens = int(e.get("cached_prompt_tokens") or 0)
         if tokens:
-            saved = e.get("cache_saved")
-            money = "saving unknown (no cache-read price in LiteLLM's price map)" if saved is None \
-                else f"saving ~${saved:,.2f}"
             lines.append(f"{role}: ~{tokens:,} of the ~{int(e['prompt_tokens']):,} prompt tokens may come from the "
                          f"provider's prompt cache (each question's shared prefix, for every criterion but the first; "
-                         f"prefixes under 1,024 tokens are not cached), {money}")
+                         f"prefixes under 1,024 tokens are not cached), saving {_money(e.get('cache_saved'), 2)}")
     return lines
+
+
+def _money(saved: float | None, digits: int) -> str:
+    """A saving in USD, or 'unknown' with why: never a number the price map did not give."""
+    return "unknown (no cache-read price in LiteLLM's price map)" if saved is None else f"~${saved:,.{digits}f}"
