@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import EXE
+from conftest import EXE, MINI
 from fakeserver import FakeServer, Reply
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.concurrency import AUTO_MAX, AdaptiveGate, ceiling, parse_concurrency
@@ -196,12 +196,19 @@ def test_integer_concurrency_keeps_a_plain_semaphore(fake_key: str) -> None:
 def test_summary_and_console_say_where_it_settled(tmp_path: Path, env: dict[str, str]) -> None:
     with FakeServer() as srv:
         srv.latency = 0.02
-        res = subprocess.run([EXE, "benchmark=heartbench_en", f"data.path={Path(__file__).parent / 'data' / 'mini_heartbench.jsonl'}",
-                              "judge=mock", "concurrency=auto", "progress=none", f"hydra.run.dir={tmp_path / 'run'}",
-                              "candidate=openai_compatible", "candidate.model=openai/c", f"candidate.api_base={srv.url}",
-                              "candidate.name=c", "candidate.api_key_env=FAKE_KEY"],
-                             env=env, capture_output=True, text=True, timeout=300)
-        assert res.returncode == 0, res.stderr
+
+        def run(name: str) -> subprocess.CompletedProcess[str]:
+            res = subprocess.run([EXE, "benchmark=heartbench_en", f"data.path={MINI}", "judge=mock", "concurrency=auto", "progress=none", f"hydra.run.dir={tmp_path / name}",
+                                  "candidate=openai_compatible", "candidate.model=openai/c", f"candidate.api_base={srv.url}",
+                                  "candidate.name=c", "candidate.api_key_env=FAKE_KEY"],
+                                 env=env, capture_output=True, text=True, timeout=300)
+            assert res.returncode == 0, res.stderr
+            return res
+
+        res = run("run")
+        again = run("again")  # every answer from the cache: nothing was learnt, nothing is said
+    assert "concurrency" not in json.loads((tmp_path / "again" / "summary.json").read_text())["calls"]["candidate"]
+    assert "concurrency=auto" not in again.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     gate = summary["calls"]["candidate"]["concurrency"]
     assert gate["mode"] == "auto" and gate["start"] == 8 and gate["throttles"] == 0

@@ -32,7 +32,8 @@ def call_notes(clients: Sequence[ModelClient]) -> dict[str, Any]:
     marked = any(c.prompt_cache for c in clients)
     out: dict[str, Any] = {"cached_tokens": cached, "cache_saved": saved, "prompt_cache": marked} \
         if marked or cached else {}
-    gates = [c.gate.report() for c in clients if c.gate is not None and not is_mock(c.spec.model)]  # mocks wait for nothing
+    gates = [c.gate.report() for c in clients  # a mock, or a run answered from the cache, learnt nothing
+             if c.gate is not None and c.stats.requests and not is_mock(c.spec.model)]
     if len(gates) == 1:
         out["concurrency"] = gates[0]
     elif gates:
