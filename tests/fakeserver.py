@@ -11,7 +11,8 @@ call outside this machine, and must be able to script the failures real provider
 
 Reply selection per request: (1) `reject_json_schema` check, (2) the next queued reply,
 (3) `srv.handler(body)` (which may return a Reply or a plain str), default: echo of the last message.
-`srv.auth_headers` records each request's Authorization header; the text `{authorization}` in a reply's
+`POST /v1/messages` answers in Anthropic's shape (for `anthropic/` models pointed here); `Reply.cached` reports
+prompt-cache reads in either shape. `srv.auth_headers` records each request's Authorization header; the text `{authorization}` in a reply's
 `error` or `text` is replaced by it (a server that echoes the key back, for leak tests).
 """
 
@@ -43,6 +44,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     raw: str | None = None
     usage: tuple[int, int] = (10, 5)
+    cached: int = 0  # prompt tokens reported as served from a prompt cache (usage.prompt_tokens_details.cached_tokens)
     drop: bool = False
     error: str | None = None
     finish_reason: str = "stop"
@@ -93,8 +95,19 @@ def _completion_json(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
                 "finish_reason": reply.finish_reason,
             }
         ],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                  **({"prompt_tokens_details": {"cached_tokens": reply.cached}} if reply.cached else {})},
     }
+
+
+def _anthropic_json(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """The same reply in Anthropic's Messages API shape (POST /v1/messages), cache reads as Anthropic counts them."""
+    prompt, completion = reply.usage
+    return {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant",
+            "model": str(body.get("model", "fake-model")), "content": [{"type": "text", "text": reply.text}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": prompt - reply.cached, "output_tokens": completion,
+                      "cache_read_input_tokens": reply.cached, "cache_creation_input_tokens": 0}}
 
 
 def _error_json(status: int, message: str | None, param: str | None = None) -> dict[str, Any]:
@@ -121,7 +134,9 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         length = int(self.headers.get("Content-Length") or 0)
         raw_body = self.rfile.read(length) if length else b""
-        if self.path.split("?")[0].rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        route = self.path.split("?")[0].rstrip("/")
+        anthropic = route in ("/v1/messages", "/messages")  # Anthropic's API, for LiteLLM's anthropic/ provider
+        if route not in ("/v1/chat/completions", "/chat/completions") and not anthropic:
             self._send(404, json.dumps(_error_json(404, f"no route {self.path}")))
             return
         try:
@@ -158,8 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
             elif reply.status >= 300:
                 self._send(reply.status, json.dumps(_error_json(reply.status, reply.error)), reply.headers)
             else:
-                self._send(reply.status, json.dumps(_completion_json(body, reply), ensure_ascii=False),
-                           reply.headers)
+                shape = _anthropic_json if anthropic else _completion_json
+                self._send(reply.status, json.dumps(shape(body, reply), ensure_ascii=False), reply.headers)
         finally:
             fake._leave()
 

@@ -205,7 +205,7 @@ def test_cache_hit_on_second_call(fake_server: FakeServer, cache: ResultCache) -
     assert client.stats.cache_hits == 1 and client.stats.prompt_tokens == 4
     stored = cache.get(cache_key(client.spec, MSGS, None))
     assert stored == {"text": "first", "prompt_tokens": 4, "completion_tokens": 2, "cost": None,
-                      "model": "openai/fake-model", "finish_reason": "stop"}
+                      "model": "openai/fake-model", "finish_reason": "stop", "cached_tokens": 0}
 
 
 def test_cache_key_rules() -> None:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rubric_engine.errors import ConfigError
+from rubric_engine.report.costlines import estimate_lines
 from rubric_engine.models.entries import destination
 from rubric_engine.text.terminal import SafeConsole, shown
 
@@ -216,12 +217,17 @@ def data_command(action: str, benchmark: str, benchmark_dirs: Sequence[str], cac
     return 0
 
 
-def _counter() -> Any:
-    """LiteLLM's offline token counter (its bundled tokenizers; the price map read locally, never fetched)."""
+def _litellm() -> Any:
+    """LiteLLM with its price map read from the copy it ships, never fetched."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
-    return litellm.token_counter
+    return litellm
+
+
+def _counter() -> Any:
+    """LiteLLM's offline token counter (its bundled tokenizers)."""
+    return _litellm().token_counter
 
 
 def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_per_item: int = 60) -> dict[str, Any]:
@@ -237,7 +243,9 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     from rubric_engine.judge.prompts import judge_messages, pair_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.entries import cache_key
+    from rubric_engine.models.promptcache import cacheable_tokens, needs_marker, saving
     from rubric_engine.run.plan import plan_run
+    from rubric_engine.run.settings import prompt_cache_of
     from rubric_engine.run.runner import given_answers, load_inputs
 
     spec, dataset, questions = load_inputs(settings)
@@ -249,6 +257,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
     count = _counter()
+    caching = prompt_cache_of(settings, spec)  # the marker for providers that need one (models/promptcache.py)
     fmt = shape_of(spec).response_format() if spec.judge else None  # the format the judge is first asked with (part of the cache key)
     est: dict[str, Any] = {}
     replies: dict[tuple[str, int], str | None] = {(q, 0): a for q, a in given.items()} if given is not None else {}
@@ -271,7 +280,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
         for role, model in roles:
             if model is None:
                 raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
-            prompt = completion = n_cached = 0
+            prompt = completion = n_cached = from_cache = 0  # from_cache: prompt tokens a provider cache may serve
             calls = len(questions) * k
             for q, s in ((q, s) for q in questions for s in range(k)):
                 if role in ("candidate", "user", "baseline"):  # a conversation: its first request, times its turns
@@ -305,6 +314,10 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                 for r in range(repeats):  # each repeat is its own call with its own cache entry
                     hits = [cached(model, m, (fmt, None), s * repeats + r) if reply is not None else None for m in units]
                     n_cached += sum(h is not None for h in hits)
+                    if spec.judge.verdict.granularity == "per_criterion" and (caching or not needs_marker(model.model)):
+                        from_cache += cacheable_tokens([m for m, h in zip(units, hits) if h is None],
+                                                       lambda m: count(model=model.model, messages=m),
+                                                       reply_tokens if reply is None else 0)
                     if all(h is not None for h in hits):
                         completion += sum(int(h.get("completion_tokens") or 0) for h in hits if h is not None)
                     else:
@@ -317,7 +330,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                          "calls_to": destination(model.model, model.api_base, model.api_key_env),
                          "repeats": 1 if role in ("candidate", "baseline") else repeats, "samples": k,
                          "prompt_tokens": prompt, "completion_tokens": completion,
-                         "cost": _price(model.model, prompt, completion)}
+                         "cost": _price(model.model, prompt, completion), "cached_prompt_tokens": from_cache,
+                         "cache_saved": saving(_litellm(), model.model, from_cache)}
             if spec.conversation.mode != "single" and role in ("candidate", "user"):
                 est[role]["conversation"] = spec.conversation.mode
     finally:
@@ -328,10 +342,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
 
 def _price(model: str, prompt: int, completion: int) -> float | None:
     """Price from LiteLLM's bundled price list (never fetched over the network); None if unknown."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    info = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1])
+    table = _litellm().model_cost
+    info = table.get(model) or table.get(model.split("/", 1)[-1])
     if not info or info.get("input_cost_per_token") is None:
         return None
     return prompt * info["input_cost_per_token"] + completion * (info.get("output_cost_per_token") or 0.0)
@@ -348,6 +360,8 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         t.add_row(shown(role), shown(e["model"]), str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
                   f"~{e['completion_tokens']:,}", cost)
     console.print(t)
+    for line in estimate_lines(est):  # what a provider's prompt cache may serve (report/costlines.py)
+        console.print(line, highlight=False, soft_wrap=True)
     for role, e in est.items():  # where each role's calls (and which key) would go
         console.print(f"{shown(role)}: {shown(e['name'])} ({shown(e['model'])}) calls {shown(e['calls_to'])}",
                       highlight=False, soft_wrap=True)

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.adhoc import adhoc_entry, is_model_id
+from rubric_engine.models.concurrency import parse_concurrency
 from rubric_engine.models.entries import MAX_TIMEOUT
 
 __all__ = ["CONFIG_MODULE", "settings_from_config"]
@@ -69,10 +70,11 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         user=_model_spec(opt("user"), "user", opt("timeout"), given),
         benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
-        answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
+        answers=opt("answers"), from_run=opt("from_run"), concurrency=parse_concurrency(cfg.concurrency),
+        rpm=opt("rpm"), tpm=opt("tpm"),
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
         progress="none" if opt("quiet") else str(cfg.progress), quiet=bool(opt("quiet")),
-        trust_code=bool(opt("trust_code")),
+        trust_code=bool(opt("trust_code")), prompt_cache=opt("prompt_cache"),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
         samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
         baseline=_baseline(opt("baseline"), opt("timeout"), given), baseline_answers=opt("baseline.answers"),
@@ -151,12 +153,15 @@ def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> N
 
 def _check_values(cfg: DictConfig) -> None:
     """Command-line values are checked before use: one line each, never a cast that silently rounds."""
-    _whole(cfg, "concurrency", 1)
+    try:
+        parse_concurrency(OmegaConf.select(cfg, "concurrency", default=None))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     _whole(cfg, "max_retries", 0)
     _whole(cfg, "limit", 0, optional=True)
     _whole(cfg, "bootstrap.samples", 1)  # read only by a sweep's leaderboard, after every job paid: check now
     _whole(cfg, "bootstrap.seed", 0)
-    for key, top in (("rpm", 1e9), ("timeout", MAX_TIMEOUT)):
+    for key, top in (("rpm", 1e9), ("tpm", 1e12), ("timeout", MAX_TIMEOUT)):
         value = OmegaConf.select(cfg, key, default=None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0 < value <= top):  # NaN fails both comparisons
@@ -164,6 +169,9 @@ def _check_values(cfg: DictConfig) -> None:
     progress = OmegaConf.select(cfg, "progress", default="auto")
     if progress not in ("auto", "rich", "plain", "none"):
         raise ConfigError(f"progress={progress} is not valid; use auto, rich, plain or none")
+    if OmegaConf.select(cfg, "prompt_cache", default=None) not in (None, True, False):
+        raise ConfigError(f"prompt_cache={OmegaConf.select(cfg, 'prompt_cache')} is not valid; use true, false or null "
+                          "(null: on for per-criterion judging)")
     for key in ("cache.enabled", "dry_run", "debug", "quiet"):
         value = OmegaConf.select(cfg, key, default=False)
         if not isinstance(value, bool):

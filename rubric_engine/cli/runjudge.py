@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rubric_engine.cli.config import _model_spec, entry_data
 from rubric_engine.errors import ConfigError
+from rubric_engine.models.concurrency import parse_concurrency
 
 __all__ = ["run_judge", "run_spec", "model_entry"]
 
@@ -47,7 +48,7 @@ def run_judge(run_dir: Path, what: str = "robustness") -> tuple[Any, Any, dict[s
     cache_cfg = cfg.get("cache") or {}
     cache = ResultCache(Path(str(cache_cfg.get("dir"))).expanduser() if cache_cfg.get("dir") else default_cache_dir()) \
         if cache_cfg.get("enabled", True) else None
-    limits = {"concurrency": int(cfg.get("concurrency") or 8), "rpm": cfg.get("rpm"),
+    limits = {"concurrency": parse_concurrency(cfg.get("concurrency") or 8), "rpm": cfg.get("rpm"), "tpm": cfg.get("tpm"),
               "max_retries": int(cfg.get("max_retries") if cfg.get("max_retries") is not None else 4)}
     return judge, cache, limits
 

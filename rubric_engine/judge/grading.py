@@ -26,6 +26,7 @@ from rubric_engine.judge.structured import ask_structured
 from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictShape
 from rubric_engine.models.events import call_context
 from rubric_engine.models.mock import MockShape
+from rubric_engine.models.promptcache import shared_prefix
 
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.models.client import ModelClient
@@ -99,10 +100,15 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
     if shape.shape == "list":
         return await _ask(client, judge_messages(spec, question, response, transcript=transcript), shape,
                           len(question.criteria), max_reasks, repeat=repeat)
-    units = [_ask(client, judge_messages(spec, question, response, c.index, transcript), shape, 1, max_reasks,
-                  c.index, repeat)
-             for c in question.criteria]
+    requests = [judge_messages(spec, question, response, c.index, transcript) for c in question.criteria]
+    shared = shared_prefix([_first_user(m) for m in requests])  # what every criterion's prompt repeats
+    units = [_ask(client, m, shape, 1, max_reasks, c.index, repeat, shared)
+             for m, c in zip(requests, question.criteria)]
     return _merge(await asyncio.gather(*units))
+
+
+def _first_user(messages: list[dict[str, str]]) -> str:
+    return next((str(m["content"]) for m in messages if m.get("role") == "user"), "")
 
 
 def add_usage(out: JudgeResult, parts: list[JudgeResult]) -> None:
@@ -132,13 +138,13 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
 
 
 async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: VerdictShape, n: int,
-               max_reasks: int, index: int | None = None, repeat: int = 0) -> JudgeResult:
+               max_reasks: int, index: int | None = None, repeat: int = 0, shared_prefix: int = 0) -> JudgeResult:
     """A verdict for n criteria (or for criterion `index` alone) through the one structured-output loop."""
     with call_context(criterion=index):  # the transcripts name the criterion (None: all in one call)
         got = await ask_structured(client, messages, lambda text: shape.parse(text, n),
                                    reask=lambda problem: shape.reask(problem, n), max_reasks=max_reasks,
                                    what="verdict", role="judge", response_format=shape.response_format(),
-                                   expect=_mock_shape(shape, n), repeat=repeat)
+                                   expect=_mock_shape(shape, n), repeat=repeat, shared_prefix=shared_prefix)
     verdicts = got.value
     if verdicts is not None and index is not None:
         verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit) for v in verdicts]

@@ -69,14 +69,14 @@ def one_line(text: str) -> str:
 
 async def _complete(client: "ModelClient", messages: Messages, accept: Callable[[str], None],
                     response_format: dict[str, Any] | None, original: Messages, expect: Any,
-                    repeat: int) -> "CallResult":
+                    repeat: int, shared_prefix: int = 0) -> "CallResult":
     """One reply, cached under `original`: json_schema first; on HTTP 400 at once without response_format."""
     if response_format is None or not uses_json_schema(client):
         return await client.complete(messages, response_format=None, accept=accept, cache_as=original,
-                                     expect=expect, repeat=repeat)
+                                     expect=expect, repeat=repeat, shared_prefix=shared_prefix)
     try:
         return await client.complete(messages, response_format=response_format, accept=accept, cache_as=original,
-                                     expect=expect, repeat=repeat)
+                                     expect=expect, repeat=repeat, shared_prefix=shared_prefix)
     except FatalModelError as exc:
         # only a 400 naming the format: any other 400 (a filter, a bad param) would switch structured output
         # off for the rest of the run, and with it every later cache key
@@ -86,7 +86,7 @@ async def _complete(client: "ModelClient", messages: Messages, accept: Callable[
         refusal = words
     try:
         result = await client.complete(messages, response_format=None, accept=accept, cache_as=original,
-                                       expect=expect, repeat=repeat)
+                                       expect=expect, repeat=repeat, shared_prefix=shared_prefix)
     except Unusable:
         _refused(client, refusal)  # the server answered: it was the response_format it refused
         raise
@@ -108,11 +108,12 @@ def _refused(client: "ModelClient", why: str) -> None:
 async def ask_structured(client: "ModelClient", messages: Messages, parse: Callable[[str], T], *,
                          reask: Callable[[str], str], max_reasks: int, what: str = "reply", role: str = "model",
                          response_format: dict[str, Any] | None = None, expect: Any = None,
-                         repeat: int = 0) -> Outcome[T]:
+                         repeat: int = 0, shared_prefix: int = 0) -> Outcome[T]:
     """Ask, parse with `parse`, and re-ask up to `max_reasks` times with `reask(problem)` as the next user
     turn. Raises FatalModelError only when it stops the run (bad key, no access, unknown model); every other
     failure is the Outcome's error. `expect` tells a `mock/` model what to answer; `repeat` > 0 is an
-    independent re-ask of the same request with its own cache entry (judge.repeats)."""
+    independent re-ask of the same request with its own cache entry (judge.repeats). `shared_prefix`: see
+    ModelClient.complete (per-criterion judging's repeated prompt prefix)."""
     original = messages  # every accepted reply is cached under the first request, re-asks included
     out: Outcome[T] = Outcome()
     costs: list[float | None] = []
@@ -140,7 +141,8 @@ async def ask_structured(client: "ModelClient", messages: Messages, parse: Calla
 
         out.attempts += 1
         try:
-            result = await _complete(client, messages, accept, response_format, original, expect, repeat)
+            result = await _complete(client, messages, accept, response_format, original, expect, repeat,
+                                     shared_prefix)
         except Unusable as exc:
             out.replies.append(exc.text)
             if exc.call_result is not None:

@@ -25,12 +25,15 @@ from typing import Any, Awaitable, Callable
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes, openai_client, served_by_openai_client
 from rubric_engine.models.cache import ResultCache
+from rubric_engine.models.concurrency import AUTO, AdaptiveGate, Slot
 from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.models.interrupt import stopped
 from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, reply_cost
+from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
+from rubric_engine.models.promptcache import mark_prefix, needs_marker
 from rubric_engine.models.redact import register_secret
 
 __all__ = ["CallResult", "CallStats", "ModelClient", "preload_litellm"]
@@ -49,6 +52,7 @@ class CallResult:
     cached: bool
     attempts: int  # HTTP requests made for this result (0 for a cache hit)
     finish_reason: str | None = None  # "stop", "length" (cut off), "content_filter", ... as the provider says
+    cached_tokens: int = 0  # prompt tokens the provider served from its prompt cache (models/promptcache.py)
     # seconds of the successful attempt; None for a cache hit. A measurement, not part of the result's identity
     latency: float | None = field(default=None, compare=False)
 
@@ -67,17 +71,21 @@ class CallStats:
     completion_tokens: int = 0
     cost: float = 0.0  # sum over calls whose cost is known
     cost_unknown_calls: int = 0
+    cached_tokens: int = 0  # prompt tokens served from the provider's prompt cache
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class _RateLimiter:
-    """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429."""
+    """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429; with tpm,
+    each answer's tokens push the next start back by tokens x 60/tpm s (paid after: a call's size is known
+    only once answered, so up to `concurrency` calls may start before the first is counted)."""
 
     def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep, tpm: float | None = None) -> None:
         self.interval = 60.0 / rpm if rpm else 0.0
+        self.per_token = 60.0 / tpm if tpm else 0.0
         self._next = 0.0
         self._paused_until = 0.0
         self._clock, self._sleep = clock, sleep
@@ -90,6 +98,10 @@ class _RateLimiter:
         if slot > now:
             await self._sleep(slot - now)
 
+    def spend(self, tokens: int) -> None:
+        if self.per_token:
+            self._next = max(self._next, self._clock()) + tokens * self.per_token
+
     def pause(self, seconds: float) -> None:
         self._paused_until = max(self._paused_until, self._clock() + seconds)
 
@@ -97,14 +109,18 @@ class _RateLimiter:
 class ModelClient:
     """Calls one model with caching, a concurrency cap, an rpm cap and retries. See module docstring."""
 
-    def __init__(self, spec: ModelSpec, *, cache: ResultCache | None, concurrency: int = 8, rpm: float | None = None,
+    def __init__(self, spec: ModelSpec, *, cache: ResultCache | None, concurrency: int | str = 8,
+                 rpm: float | None = None, tpm: float | None = None,
                  max_retries: int = 4, backoff_base: float = 1.0, backoff_max: float = 60.0,
                  role: str = "candidate", clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  runtime: LiteLLMRuntime = RUNTIME) -> None:
         """`clock` and `sleep` exist so tests can check pauses and spacing without measuring wall time."""
-        for bad, what in ((concurrency < 1, f"concurrency must be >= 1 (got {concurrency})"),
+        auto = concurrency == AUTO  # adaptive (models/concurrency.py); a number keeps a plain semaphore
+        for bad, what in ((not auto and not (isinstance(concurrency, int) and concurrency >= 1),
+                           f"concurrency must be >= 1 or auto (got {concurrency})"),
                           (rpm is not None and rpm <= 0, f"rpm must be > 0, or null for no limit (got {rpm})"),
+                          (tpm is not None and tpm <= 0, f"tpm must be > 0, or null for no limit (got {tpm})"),
                           (max_retries < 0, f"max_retries must be >= 0 (got {max_retries})")):
             if bad:
                 raise ConfigError(f"{role}: {what}")
@@ -114,9 +130,11 @@ class ModelClient:
         self.stats = CallStats()
         self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
         self.observer: Observer | None = None  # every call's outcome and each retry (models/events.py)
-        self._limiter = _RateLimiter(rpm, clock, sleep)
+        self._limiter = _RateLimiter(rpm, clock, sleep, tpm)
         self._sleep = sleep
         self._sem: asyncio.Semaphore | None = None
+        self.gate = AdaptiveGate(rpm=rpm, tpm=tpm, clock=clock) if auto else None  # concurrency=auto (one a client)
+        self.prompt_cache = False  # mark a shared prompt prefix for providers that cache only marked content
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         self._loops: set[int] = set()
         self._answered = False  # a server answered once: later connection errors are per-question
@@ -139,24 +157,26 @@ class ModelClient:
     async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
                        accept: Callable[[str], None] | None = None,
                        cache_as: list[dict[str, Any]] | None = None, expect: Any = None,
-                       repeat: int = 0) -> CallResult:
+                       repeat: int = 0, shared_prefix: int = 0) -> CallResult:
         """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, and the exception
         propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits.
 
         `cache_as`: the messages whose key stores the result (default `messages`). A re-ask passes the
         original request, so the validated answer is found again by the original request on resume. Lookups
         use `messages`: a re-ask is never answered from the entry whose reply it is re-asking about.
-        `expect` (a models/mock.MockShape) tells a `mock/` model what to answer; real models ignore it."""
+        `expect` (a models/mock.MockShape) tells a `mock/` model what to answer; real models ignore it.
+        `shared_prefix`: characters of the first user message that other calls repeat (per-criterion judging);
+        with `prompt_cache` on, marked for providers that need a marker (models/promptcache.py), never keyed on."""
         if self.observer is not None:  # the run's transcripts (models/events.py): same call, its outcome reported
             return await observed(self, self.observer, messages, cache_as, repeat, lambda: self._complete(
                 messages, response_format=response_format, accept=accept, cache_as=cache_as, expect=expect,
-                repeat=repeat))
+                repeat=repeat, shared_prefix=shared_prefix))
         return await self._complete(messages, response_format=response_format, accept=accept, cache_as=cache_as,
-                                    expect=expect, repeat=repeat)
+                                    expect=expect, repeat=repeat, shared_prefix=shared_prefix)
 
     async def _complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None,
                         accept: Callable[[str], None] | None, cache_as: list[dict[str, Any]] | None, expect: Any,
-                        repeat: int) -> CallResult:
+                        repeat: int, shared_prefix: int) -> CallResult:
         self.stats.calls += 1
         if is_mock(self.spec.model):  # deterministic and free: never stored in (or read from) the cache
             result = self._mock(messages, expect)
@@ -169,17 +189,19 @@ class ModelClient:
                 self.stats.cache_hits += 1
                 result = CallResult(hit["text"], int(hit.get("prompt_tokens") or 0),
                                     int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0,
-                                    hit.get("finish_reason"))
+                                    hit.get("finish_reason"), int(hit.get("cached_tokens") or 0))
                 self._accept(accept, result)
                 return result
-        result = await self._call(messages, response_format)
+        marked = self.prompt_cache and shared_prefix > 0 and needs_marker(self.spec.model)
+        result = await self._call(mark_prefix(messages, shared_prefix) if marked else messages, response_format)
         self._accept(accept, result)
         if key is not None and self.cache is not None:
             if cache_as and cache_as != messages:
                 key = cache_key(self.spec, cache_as, response_format, repeat)
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
                                  "completion_tokens": result.completion_tokens, "cost": result.cost,
-                                 "model": self.spec.model, "finish_reason": result.finish_reason})
+                                 "model": self.spec.model, "finish_reason": result.finish_reason,
+                                 "cached_tokens": result.cached_tokens})
         return result
 
     async def aclose(self) -> None:
@@ -208,14 +230,16 @@ class ModelClient:
                 pass
             raise
 
-    def _semaphore(self) -> asyncio.Semaphore:
+    def _semaphore(self) -> Any:
+        """This loop's semaphore, or with concurrency=auto a place in the adaptive gate (`async with` gives a Slot)."""
         loop = asyncio.get_running_loop()
         if self._sem is None or self._sem_loop is not loop:  # asyncio primitives bind to one loop
-            self._sem, self._sem_loop = asyncio.Semaphore(self.concurrency), loop
+            # (with concurrency=auto the gate waits instead: its futures belong to whichever loop awaits them)
+            self._sem, self._sem_loop = asyncio.Semaphore(self.concurrency if self.gate is None else 1), loop
             if id(loop) not in self._loops:
                 self._loops.add(id(loop))
                 self._runtime.use_loop(loop)
-        return self._sem
+        return self._sem if self.gate is None else self.gate.slot()
 
     def _base_request(self) -> dict[str, Any]:
         """What every request of this client sends, resolved once at its first real call (the key too)."""
@@ -310,7 +334,7 @@ class ModelClient:
         attempts = 0
         while True:
             attempts += 1
-            async with self._semaphore():
+            async with self._semaphore() as slot:
                 await self._limiter.wait()
                 if stopped():  # a signal stopped the run: no request leaves, even if a cancellation was lost
                     raise asyncio.CancelledError
@@ -321,6 +345,8 @@ class ModelClient:
                     text, prompt_tokens, completion_tokens = parse_reply(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
                     failure, error = classify(exc, self._key), exc
+                    if isinstance(slot, Slot) and failure.status == 429 and not failure.fatal:
+                        slot.throttled()
                 else:
                     self._answered = True
                     cost = reply_cost(litellm, response)
@@ -328,8 +354,13 @@ class ModelClient:
                     self.stats.completion_tokens += completion_tokens
                     self.stats.cost += cost or 0.0
                     self.stats.cost_unknown_calls += cost is None
+                    served = cached_tokens(response)
+                    self.stats.cached_tokens += served
+                    self._limiter.spend(prompt_tokens + completion_tokens)
+                    if isinstance(slot, Slot):
+                        slot.answered(rate_headers(response), prompt_tokens + completion_tokens)
                     return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts,
-                                      finish_reason(response), latency=round(time.monotonic() - started, 4))
+                                      finish_reason(response), served, latency=round(time.monotonic() - started, 4))
             if failure.fatal or attempts > self.max_retries:
                 self.stats.errors += 1
                 if failure.kind == "connection" and not self._answered:  # no server there: every call would fail

@@ -28,7 +28,7 @@ from typing import Any
 from rubric_engine.models.failures import Malformed
 from rubric_engine.text.surrogates import LONE_SURROGATE
 
-__all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "reply_cost"]
+__all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "reply_cost", "cached_tokens", "rate_headers"]
 
 _ENV_BEFORE_IMPORT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
 # What LiteLLM's first acompletion imports lazily (~470 modules, 0.5 s of CPU measured on the development
@@ -209,3 +209,24 @@ def reply_cost(litellm: Any, response: Any) -> float | None:
     except Exception:  # noqa: BLE001 - unmapped models raise; unknown cost is None, never 0
         return None
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def cached_tokens(response: Any) -> int:
+    """Prompt tokens the provider served from its prompt cache: `usage.prompt_tokens_details.cached_tokens`
+    (OpenAI-style; LiteLLM also fills it from Anthropic's count) else `usage.cache_read_input_tokens` (Anthropic,
+    as LiteLLM passes it); 0 when the reply says nothing."""
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    for value in (getattr(details, "cached_tokens", None) if details is not None else None,
+                  getattr(usage, "cache_read_input_tokens", None)):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def rate_headers(response: Any) -> dict[str, str]:
+    """The provider's response headers as LiteLLM keeps them (`_hidden_params["additional_headers"]`, names
+    lower-cased); {} when there are none."""
+    hidden = getattr(response, "_hidden_params", None)
+    headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+    return {str(k).lower(): str(v) for k, v in headers.items()} if isinstance(headers, dict) else {}

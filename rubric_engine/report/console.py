@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from rubric_engine.report.costlines import cost_lines
 from rubric_engine.report.scales import print_scale
 from rubric_engine.text.terminal import shown
 
@@ -226,6 +227,8 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     if c.get("truncated"):
         stats.add_row("replies cut off (finish_reason length)", f"{c['truncated']}", "")
     console.print(stats)
+    for line in cost_lines(calls):  # prompt-cache tokens and savings, concurrency=auto (report/costlines.py)
+        console.print(line, highlight=False, soft_wrap=True)
     hits = {r: calls[r]["cache_hits"] for r in ("candidate", "judge") if calls and calls.get(r, {}).get("cache_hits")}
     if hits:  # said plainly: a reused answer under a new model name is the local-server trap (see README)
         console.print("[bold yellow]answers from the cache:[/] " + ", ".join(f"{r} {n}" for r, n in hits.items())

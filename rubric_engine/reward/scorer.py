@@ -36,7 +36,7 @@ from rubric_engine.models.redact import redact
 from rubric_engine.reward.loop import LoopThread
 from rubric_engine.run.plan import plan_run
 from rubric_engine.run.runner import load_inputs
-from rubric_engine.run.settings import RunSettings
+from rubric_engine.run.settings import RunSettings, prompt_cache_of
 from rubric_engine.stats.scores import question_score
 
 __all__ = ["RolloutScore", "RewardCounts", "RewardScorer", "shadow_picked"]
@@ -129,8 +129,10 @@ class RewardScorer:
         check_keys(*plan.judges, shadow if self.shadow_fraction > 0 else None)
         self.cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
         limits: dict[str, Any] = dict(cache=self.cache, concurrency=settings.concurrency, rpm=settings.rpm,
-                                      max_retries=settings.max_retries)
+                                      max_retries=settings.max_retries, tpm=settings.tpm)
         self.clients = [ModelClient(j, role="judge", **limits) for j in plan.judges]
+        for client in self.clients:
+            client.prompt_cache = prompt_cache_of(settings, self.spec)
         # checked items (judge/checked.py) are decided by the engine as in a run; the panel grades the rest
         self.panel = Grader(Panel(list(self.clients), [j.name for j in plan.judges], self.spec, plan.repeats, plan.rule,
                                   plan.tie) if self.clients else None)

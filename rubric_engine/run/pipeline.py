@@ -23,13 +23,15 @@ from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.events import Observer, set_call_context
+from rubric_engine.models.concurrency import ceiling
 from rubric_engine.models.interrupt import SignalStop, stopped
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
 from rubric_engine.run.plan import RunPlan
 from rubric_engine.run.dialogue import converse, given_transcripts
 from rubric_engine.run.record import Outcome
-from rubric_engine.run.settings import RunSettings
+from rubric_engine.run.callnotes import call_notes
+from rubric_engine.run.settings import RunSettings, prompt_cache_of
 from rubric_engine.spec.schema import BenchmarkSpec
 
 
@@ -82,7 +84,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     stages: dict[str, Any], finished: Callable[[Outcome], None],
                     baseline: Mapping[str, str] | None,
                     observer: Observer | None = None) -> dict[str, dict[str, int]]:
-    limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries)
+    limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries,
+                  tpm=settings.tpm)
     pairwise = is_pairwise(spec)  # judge.verdict.kind: pairwise: the baseline's reply, then a game per order
     base = ModelClient(plan.baseline, role="baseline", **limits) if pairwise and plan.baseline and plan.judged else None
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
@@ -91,6 +94,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
     said = given_transcripts(settings.answers, settings.from_run, spec.data.fields.id) if talk and given is not None \
         else {}  # a conversation judged again from its answers: the sessions they hold
     clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
+    for client in clients:
+        client.prompt_cache = prompt_cache_of(settings, spec)
     panel = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
     judge = Grader(panel) if plan.judged else None  # checked items by the engine, the rest by the panel
     with ProgressBoard(settings.progress, console) as board:
@@ -178,7 +183,7 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
 
         try:
             async with asyncio.TaskGroup() as tg:
-                for _ in range(min(len(questions), 2 * max(1, settings.concurrency))):
+                for _ in range(min(len(questions), 2 * ceiling(settings.concurrency))):
                     tg.create_task(worker())
         except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
             raise _first_leaf(group) from None
@@ -188,7 +193,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     await client.aclose()
     # "made": requests for results this invocation did not have; cache hits are counted apart
     calls = {role: {"made": sum(c.stats.calls - c.stats.cache_hits for c in cs),
-                    "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs)}
+                    "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs),
+                    **call_notes([c for c in cs if c is not None])}  # prompt cache, concurrency=auto (run/callnotes.py)
              for role, cs in (("candidate", [cand] if cand else []), ("judge", clients), ("user", [user] if user else []),
                               ("baseline", [base] if base else []))
              if cs or role in ("candidate", "judge")}

@@ -160,7 +160,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     transcripts = TranscriptWriter(out) if todo else None  # every call of this run (transcripts/, docs/outputs.md)
     stages: dict[str, Any] = {}
     t0 = time.monotonic()
-    log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %d, rpm %s, "
+    log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %s, rpm %s, "
              "max_retries %d, cache %s", spec.name, len(questions), len(todo), settings.stage,
              f"{settings.candidate.name} ({settings.candidate.model})" if need_candidate and settings.candidate
              else "answers file", f"{judges[0].name} ({judges[0].model})" if plan.judged and judges else "none",

@@ -18,7 +18,8 @@ from rubric_engine.models.entries import ModelSpec
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import check_samples
 
-__all__ = ["STAGES", "RunSettings", "judges_of", "declared_judge", "repeats_of", "samples_of", "user_of"]
+__all__ = ["STAGES", "RunSettings", "judges_of", "declared_judge", "repeats_of", "samples_of", "user_of",
+           "prompt_cache_of"]
 
 STAGES = ("full", "generate", "score")
 
@@ -46,10 +47,12 @@ class RunSettings:
     stage: str = "full"
     answers: str | None = None
     from_run: str | None = None
-    concurrency: int = 16
+    concurrency: int | str = 16  # or "auto": adaptive, from 429s and rate-limit headers (models/concurrency.py)
     rpm: float | None = None
+    tpm: float | None = None  # tokens-per-minute cap per role (models/client._RateLimiter, models/concurrency.py)
     max_retries: int = 4
     timeout: float | None = None  # run-wide per-request timeout; None: each model's own (default 120 s)
+    prompt_cache: bool | None = None  # mark per-criterion prompts' shared prefix; None: the spec's default (prompt_cache_of)
     cache_dir: str | None = None
     cache_enabled: bool = True
     progress: str = "auto"  # the live progress display only (auto | rich | plain | none)
@@ -115,3 +118,10 @@ def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSp
     """The judge the benchmark declares, built like every other model entry (its timeout included)."""
     assert spec.judge is not None, "declared_judge of a spec without a judge"
     return ModelSpec.from_config(spec.judge.model.model_dump(exclude_none=True), role="judge", timeout=timeout)
+
+
+def prompt_cache_of(settings: RunSettings, spec: BenchmarkSpec) -> bool:
+    """prompt_cache given, else on exactly for per-criterion judging (its calls repeat one prompt prefix)."""
+    if settings.prompt_cache is not None:
+        return settings.prompt_cache
+    return spec.judge is not None and spec.judge.verdict.granularity == "per_criterion"
