@@ -48,6 +48,7 @@ class CallResult:
     cached: bool
     attempts: int  # HTTP requests made for this result (0 for a cache hit)
     finish_reason: str | None = None  # "stop", "length" (cut off), "content_filter", ... as the provider says
+    batched: bool = False  # the result came from a provider batch (batch=true, models/batches.py)
 
 
 @dataclass
@@ -64,6 +65,7 @@ class CallStats:
     completion_tokens: int = 0
     cost: float = 0.0  # sum over calls whose cost is known
     cost_unknown_calls: int = 0
+    batched: int = 0  # results that came from a provider batch (batch=true)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +112,7 @@ class ModelClient:
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stats = CallStats()
         self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
+        self.batcher: Any = None  # batch=true: a models/batches.Batcher answers every call from provider batches
         self._limiter = _RateLimiter(rpm, clock, sleep)
         self._sleep = sleep
         self._sem: asyncio.Semaphore | None = None
@@ -158,7 +161,7 @@ class ModelClient:
                                     hit.get("finish_reason"))
                 self._accept(accept, result)
                 return result
-        result = await self._call(messages, response_format)
+        result = await self._call(messages, response_format, key)
         self._accept(accept, result)
         if key is not None and self.cache is not None:
             if cache_as and cache_as != messages:
@@ -281,10 +284,13 @@ class ModelClient:
         self.stats.completion_tokens += mock_tokens(text)
         return CallResult(text, prompt, mock_tokens(text), 0.0, False, 1)
 
-    async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
+    async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+                    key: str | None = None) -> CallResult:
         kwargs = {**self._base_request(), "messages": messages}
         if response_format:
             kwargs["response_format"] = response_format
+        if self.batcher is not None and key is not None:  # batch=true: the request's id is its cache key
+            return await self.batcher.call(kwargs, key)  # type: ignore[no-any-return]
         if self.notify is not None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = self._runtime.module()

@@ -20,6 +20,7 @@ from rubric_engine.judge.checked import Grader
 from rubric_engine.judge.pairwise import baseline_reply, is_pairwise, judge_pair
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
+from rubric_engine.models.batches import start_batches
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.interrupt import SignalStop, stopped
@@ -102,6 +103,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
         for client in (cand, user, base, *clients):
             if client is not None:
                 client.notify = notify
+        batches = start_batches(settings.out_dir, (cand, user, base, *clients), poll=settings.batch_poll,
+                                max_retries=settings.max_retries, notify=notify) if settings.batch else None
 
         async def one(o: Outcome, s: int = 0) -> None:
             """One reply of a question (sample s: its own candidate cache key, its own judge repeat keys)."""
@@ -172,11 +175,14 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
 
         try:
             async with asyncio.TaskGroup() as tg:
-                for _ in range(min(len(questions), 2 * max(1, settings.concurrency))):
+                # batch=true: every question at once, so each wave of calls is one provider batch
+                for _ in range(len(questions) if settings.batch else min(len(questions), 2 * max(1, settings.concurrency))):
                     tg.create_task(worker())
         except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
             raise _first_leaf(group) from None
         finally:
+            if batches is not None:
+                await batches.aclose()
             for client in (cand, user, base, *clients):
                 if client is not None:
                     await client.aclose()
