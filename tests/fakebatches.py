@@ -12,7 +12,7 @@ synchronous run's on the same server.
 
 Routes: POST /v1/files (multipart upload), GET /v1/files/{id}/content, POST /v1/batches, GET /v1/batches/{id}
 (status validating -> in_progress -> completed (or expired) over `polls_to_finish` polls), GET /v1/batches
-(list, newest first, `after` / `limit`). `expire_after`: a batch expires with only that many lines answered.
+(list, newest first, `after` / `limit`). `expire=(n, ...)`: the next batches expire with only n lines answered.
 A scripted Reply with status >= 300 becomes an error-file line with that status.
 """
 
@@ -71,16 +71,18 @@ class _BatchHandler(_Handler):
 class FakeBatchServer(FakeServer):
     """FakeServer plus files and batches; see the module docstring."""
 
-    def __init__(self, handler: Any = None, *, polls_to_finish: int = 2, expire_after: int | None = None,
+    def __init__(self, handler: Any = None, *, polls_to_finish: int = 2, expire: tuple[int, ...] = (),
                  **kw: Any) -> None:
         super().__init__(handler, **kw)
-        self.polls_to_finish, self.expire_after = polls_to_finish, expire_after
+        self.polls_to_finish = polls_to_finish
+        self.expire = list(expire)  # batches created next expire with only this many lines answered, in order
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.submitted: Counter[str] = Counter()  # custom_id -> batches created holding it
         self.steps: Counter[str] = Counter()  # upload, create, poll, list, content: requests answered (or held)
         self.held = threading.Event()  # set when a held step was reached
         self._hold: str | None = None
+        self._skip = 0
         self._release = threading.Event()
         self._n = 0
 
@@ -97,10 +99,11 @@ class FakeBatchServer(FakeServer):
         super().stop()
 
     # -- scripting -------------------------------------------------------------------------------
-    def hold(self, step: str | None) -> None:
-        """The next `step` request is carried out, then its answer is held until `release()` (or stop)."""
+    def hold(self, step: str | None, skip: int = 0) -> None:
+        """The next `step` request after `skip` more of them is carried out, then its answer is held until
+        `release()` (or stop)."""
         with self._lock:
-            self._hold = step
+            self._hold, self._skip = step, skip
             self.held.clear()
             self._release.clear()
 
@@ -112,7 +115,9 @@ class FakeBatchServer(FakeServer):
     def _step(self, step: str) -> None:
         with self._lock:
             self.steps[step] += 1
-            hold = self._hold == step
+            hold = self._hold == step and self._skip == 0
+            if self._hold == step and not hold:
+                self._skip -= 1
             if hold:
                 self._hold = None
         if hold:
@@ -146,7 +151,7 @@ class FakeBatchServer(FakeServer):
                  "input_file_id": file_id, "completion_window": "24h", "status": "validating",
                  "output_file_id": None, "error_file_id": None, "created_at": int(time.time()),
                  "metadata": body.get("metadata"), "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
-                 "_lines": lines, "_polls": 0}
+                 "_lines": lines, "_polls": 0, "_expire": self.expire.pop(0) if self.expire else None}
         with self._lock:
             self.batches[batch_id] = batch
             self.submitted.update(line["custom_id"] for line in lines)
@@ -169,7 +174,7 @@ class FakeBatchServer(FakeServer):
     def _finish(self, batch: dict[str, Any]) -> None:
         out, err = [], []
         lines = batch["_lines"]
-        done = lines if self.expire_after is None else lines[: self.expire_after]
+        done = lines if batch["_expire"] is None else lines[: batch["_expire"]]
         for line in done:
             reply = self._choose(line["body"])
             rid = self._id("req")
@@ -186,7 +191,7 @@ class FakeBatchServer(FakeServer):
                 file_id = self._id("file")
                 self.files[file_id] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
                 batch[name] = file_id
-        batch["status"] = "completed" if self.expire_after is None else "expired"
+        batch["status"] = "completed" if batch["_expire"] is None else "expired"
         batch["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(err)}
 
     def _list(self, after: str | None, limit: int) -> tuple[int, Any]:
