@@ -178,3 +178,15 @@ def test_no_batch_api_is_one_line_before_any_call(tmp_path: Path, case: str, wor
     lines = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine:")]
     assert len(lines) == 1 and "batch=true" in lines[0] and words in lines[0], res.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_dry_run_prices_both_modes(tmp_path: Path) -> None:
+    res = run_cli(["benchmark=heartbench", f"data.path={DATA}", "dry_run=true", "candidate=gpt-4o",
+                   "judge=claude-sonnet-4-5"], clean_env(tmp_path), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout + res.stderr
+    line = next(x for x in out.splitlines() if x.startswith("candidate: $"))
+    sync, batch = (float(x.split("$")[1].split()[0]) for x in line.split(", "))
+    assert "synchronous" in line and "with batch=true" in line
+    assert batch == pytest.approx(sync / 2, abs=0.011)  # gpt-4o's batch price is half, to the cent shown
+    assert any(x.startswith("judge: $") and x.endswith("no batch API through LiteLLM") for x in out.splitlines())

@@ -19,12 +19,17 @@ from rubric_engine.models.entries import ModelSpec, provider_of
 from rubric_engine.models.failures import STOPS_RUN_KINDS, classify
 from rubric_engine.models.mock import is_mock
 
-__all__ = ["BATCH_PROVIDERS", "check_batchable", "BatchAPI", "batch_cost"]
+__all__ = ["BATCH_PROVIDERS", "batchable", "check_batchable", "BatchAPI", "batch_cost"]
 
 # providers LiteLLM can upload a batch file to and create a batch for (its batches/main.py, files/main.py)
 BATCH_PROVIDERS = frozenset({"openai", "hosted_vllm", "litellm_proxy", "azure", "vertex_ai", "bedrock"})
 _NEEDS_MODEL = frozenset({"vertex_ai", "bedrock"})  # LiteLLM picks their file / batch transformation by model
 ENDPOINT = "/v1/chat/completions"
+
+
+def batchable(model: str) -> bool:
+    """LiteLLM can send this model's calls through its provider's batch API."""
+    return not is_mock(model) and provider_of(model) in BATCH_PROVIDERS
 
 
 def check_batchable(models: Any, cache_enabled: bool) -> None:

@@ -156,7 +156,10 @@ class Batcher:
             line = await self._line(key, kwargs, api)
             error = _error(line)
             if error is None:
-                return self._result(line, api)
+                try:
+                    return self._result(line, api)
+                except Exception as exc:  # noqa: BLE001 - an answer LiteLLM cannot read: retried like a malformed reply
+                    error = (200, f"malformed batch answer ({str(exc)[:200]})", True)
             status, message, retry = error
             tries = run._tries.get(key, 0)
             if retry and tries <= run.max_retries:
