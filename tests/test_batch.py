@@ -169,8 +169,8 @@ def test_cost_is_the_batch_price(tmp_path: Path) -> None:
 def test_no_batch_api_is_one_line_before_any_call(tmp_path: Path, case: str, words: str) -> None:
     with FakeBatchServer(Script()) as srv:
         models = {"mock": ["candidate=mock", "judge=mock"],
-                  "anthropic": [*model_args(srv.url)[:2], "candidate.model=anthropic/claude-x",
-                                *model_args(srv.url)[3:]],
+                  "anthropic": [model_args(srv.url)[0], "candidate.model=anthropic/claude-x",
+                                *model_args(srv.url)[2:]],
                   "nocache": [*model_args(srv.url), "cache.enabled=false"]}[case]
         res = run_cli([*ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}", *models], clean_env(tmp_path))
         assert not srv.requests and not srv.files
