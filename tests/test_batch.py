@@ -62,6 +62,7 @@ def test_batched_run_gives_the_synchronous_runs_results(tmp_path: Path, sync_ref
     assert (tmp_path / "run" / "answers.jsonl").read_bytes() == (sync_ref / "answers.jsonl").read_bytes()
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["scored"] == 4
+    assert summary["calls"]["candidate"]["batched"] == summary["calls"]["judge"]["batched"] == 4
 
 
 @pytest.mark.parametrize("wave", [0, 1], ids=["generate", "judge"])

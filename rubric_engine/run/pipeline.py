@@ -192,6 +192,10 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
              for role, cs in (("candidate", [cand] if cand else []), ("judge", clients), ("user", [user] if user else []),
                               ("baseline", [base] if base else []))
              if cs or role in ("candidate", "judge")}
+    if batches is not None:  # batch=true: how many of each role's answers came from provider batches
+        for role, cs in (("candidate", [cand]), ("judge", clients), ("user", [user]), ("baseline", [base])):
+            if role in calls:
+                calls[role]["batched"] = sum(c.stats.batched for c in cs if c is not None)
     return calls
 
 
