@@ -13,6 +13,7 @@ synchronous run's on the same server.
 Routes: POST /v1/files (multipart upload), GET /v1/files/{id}/content, POST /v1/batches, GET /v1/batches/{id}
 (status validating -> in_progress -> completed (or expired) over `polls_to_finish` polls), GET /v1/batches
 (list, newest first, `after` / `limit`). `expire=(n, ...)`: the next batches expire with only n lines answered.
+`failing[step] = n`: the next n requests of a step are carried out, then answered with a 500.
 A scripted Reply with status >= 300 becomes an error-file line with that status.
 """
 
@@ -62,6 +63,12 @@ class _BatchHandler(_Handler):
     def _answer(self, status: int, payload: Any, *, step: str, raw: bool = False) -> None:
         fake: FakeBatchServer = self.server.fake  # type: ignore[assignment]
         fake._step(step)
+        with fake._lock:
+            failing = fake.failing[step] > 0
+            fake.failing[step] -= failing
+        if failing:  # carried out, then answered with a 500 (as a provider may, after a timeout inside)
+            self._send(500, json.dumps(_error_json(500, None)))
+            return
         data = payload if raw else json.dumps(payload)
         if isinstance(data, bytes):
             data = data.decode("utf-8")
@@ -81,6 +88,7 @@ class FakeBatchServer(FakeServer):
         self.submitted: Counter[str] = Counter()  # custom_id -> batches created holding it
         self.steps: Counter[str] = Counter()  # upload, create, poll, list, content: requests answered (or held)
         self.held = threading.Event()  # set when a held step was reached
+        self.failing: Counter[str] = Counter()  # step -> how many more of its requests are answered with a 500
         self._hold: str | None = None
         self._skip = 0
         self._release = threading.Event()

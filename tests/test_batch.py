@@ -191,3 +191,40 @@ def test_dry_run_prices_both_modes(tmp_path: Path) -> None:
     assert "synchronous" in line and "with batch=true" in line
     assert batch == pytest.approx(sync / 2, abs=0.011)  # gpt-4o's batch price is half, to the cent shown
     assert any(x.startswith("judge: $") and x.endswith("no batch API through LiteLLM") for x in out.splitlines())
+
+
+def test_batch_api_errors_are_retried_and_a_create_is_never_repeated(tmp_path: Path, sync_ref: Path) -> None:
+    """A create answered with a 500 after the server created the batch is looked up, not sent again; a 500 on a
+    poll or a fetch is retried."""
+    with FakeBatchServer(Script()) as srv:
+        srv.failing.update({"create": 1, "poll": 1, "content": 1, "upload": 1})
+        res = run_cli([*ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}", *model_args(srv.url)],
+                      clean_env(tmp_path))
+        assert res.returncode == 0, res.stderr
+        assert len(srv.batches) == 2 and set(srv.submitted.values()) == {1}
+        assert srv.steps["list"] >= 1
+    assert scores(tmp_path / "run") == scores(sync_ref)
+
+
+def test_a_batch_api_that_keeps_failing_stops_the_run_and_the_same_command_reattaches(tmp_path: Path,
+                                                                                     sync_ref: Path) -> None:
+    cmd = [*ARGS, "batch=true", "max_retries=1", f"hydra.run.dir={tmp_path / 'run'}"]
+    with FakeBatchServer(Script()) as srv:
+        srv.failing["poll"] = 10
+        res = run_cli([*cmd, *model_args(srv.url)], clean_env(tmp_path))
+        assert res.returncode == 2, res.stderr
+        line = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine:")]
+        assert len(line) == 1 and "cannot poll batch batch-0002" in line[0] and "re-attaches" in line[0], res.stderr
+        # no question recorded as an error: its request may still be answered
+        assert not (tmp_path / "run" / "samples.jsonl").exists() or records_or_journal(tmp_path / "run") == []
+        srv.failing["poll"] = 0
+        res = run_cli([*cmd, *model_args(srv.url)], clean_env(tmp_path))
+        assert res.returncode == 0, res.stderr
+        assert len(srv.batches) == 2 and set(srv.submitted.values()) == {1}
+    assert scores(tmp_path / "run") == scores(sync_ref)
+
+
+def records_or_journal(run: Path) -> list[str]:
+    """The question records a run directory's samples.jsonl holds (a journal's header line left out)."""
+    lines = (run / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    return [x for x in lines if '"journal"' not in x[:20]]

@@ -14,9 +14,9 @@ import asyncio
 import random
 from typing import Any, Awaitable, Callable
 
-from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
+from rubric_engine.errors import ConfigError, FatalModelError
 from rubric_engine.models.entries import ModelSpec, provider_of
-from rubric_engine.models.failures import STOPS_RUN_KINDS, classify
+from rubric_engine.models.failures import classify
 from rubric_engine.models.mock import is_mock
 
 __all__ = ["BATCH_PROVIDERS", "batchable", "check_batchable", "BatchAPI", "batch_cost"]
@@ -69,7 +69,8 @@ def batch_cost(litellm: Any, model: str, prompt_tokens: int, completion_tokens: 
 
 class BatchAPI:
     """One model's batch endpoint: LiteLLM's files and batches functions with its credentials, each call retried
-    on 429 / 5xx / timeouts (`max_retries`, exponential backoff), a failure retrying cannot fix raised at once."""
+    on 429 / 5xx / timeouts (`max_retries`, exponential backoff); a failure retrying cannot fix, or one that
+    outlived the retries, stops the run (FatalModelError) with one line: the same command re-attaches."""
 
     def __init__(self, spec: ModelSpec, litellm: Any, base: dict[str, Any], *, max_retries: int, role: str,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
@@ -95,9 +96,19 @@ class BatchAPI:
         return str(got.id)
 
     async def create(self, file_id: str, tag: str) -> Any:
-        return await self._retried("create a batch", lambda: self._litellm.acreate_batch(
-            completion_window="24h", endpoint=ENDPOINT, input_file_id=file_id,
-            metadata={"rubric_engine": tag}, **self._creds))
+        """Create the batch of `file_id`; after a failed attempt (a timeout or a 5xx may come after the provider
+        created it) the batch is looked up by its file before another create, so it is never created twice."""
+        tried = False
+
+        async def attempt() -> Any:
+            nonlocal tried
+            found = await self.find(file_id) if tried else None
+            tried = True
+            return found if found is not None else await self._litellm.acreate_batch(
+                completion_window="24h", endpoint=ENDPOINT, input_file_id=file_id,
+                metadata={"rubric_engine": tag}, **self._creds)
+
+        return await self._retried("create a batch", attempt)
 
     async def retrieve(self, batch_id: str) -> Any:
         return await self._retried(f"poll batch {batch_id}", lambda: self._litellm.aretrieve_batch(
@@ -133,13 +144,15 @@ class BatchAPI:
                 return await call()
             except Exception as exc:  # noqa: BLE001 - classified; CancelledError passes through
                 failure = classify(exc, self._key)
-                who = f"{self.role} model '{self.spec.name}': batch API: cannot {what}: {failure.detail}"
-                if failure.fatal:
-                    raise FatalModelError(self.spec.model, who, status=failure.status, attempts=attempts,
-                                          stops_run=failure.kind in STOPS_RUN_KINDS or failure.status == 400) from exc
-                if attempts > self.max_retries:
-                    raise ModelCallError(self.spec.model, f"{who}; check the provider's status, or raise max_retries",
-                                         status=failure.status, attempts=attempts) from exc
+                if failure.fatal or attempts > self.max_retries:
+                    # the run stops (the batches in flight keep running at the provider and are billed): never
+                    # a per-question error for a request that may still be answered
+                    advice = "check the provider's status, or raise max_retries" if not failure.fatal else \
+                        "check the model's batch API access"
+                    raise FatalModelError(self.spec.model, f"{self.role} model '{self.spec.name}': batch API: cannot "
+                                          f"{what}: {failure.detail}; {advice}, then run the same command (it "
+                                          "re-attaches to the batches in flight)", status=failure.status,
+                                          attempts=attempts, stops_run=True) from exc
                 delay = failure.retry_after if failure.retry_after is not None else \
                     random.uniform(0.0, min(60.0, 2.0 ** (attempts - 1)))
                 await self._sleep(delay)
