@@ -228,3 +228,27 @@ def records_or_journal(run: Path) -> list[str]:
     """The question records a run directory's samples.jsonl holds (a journal's header line left out)."""
     lines = (run / "samples.jsonl").read_text(encoding="utf-8").splitlines()
     return [x for x in lines if '"journal"' not in x[:20]]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_polling_stops_the_run_and_the_same_command_reattaches(tmp_path: Path, sync_ref: Path,
+                                                                            sig: int, code: int) -> None:
+    env = clean_env(tmp_path)
+    cmd = [EXE, *ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}"]
+    with FakeBatchServer(Script()) as srv:
+        srv.hold("poll", skip=srv.polls_to_finish)  # the judging wave's first poll
+        proc = subprocess.Popen([*cmd, *model_args(srv.url)], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert srv.held.wait(120)
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            srv.release()
+        assert proc.returncode == code, err
+        res = run_cli([*cmd[1:], *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        assert len(srv.batches) == 2 and set(srv.submitted.values()) == {1}
+    assert scores(tmp_path / "run") == scores(sync_ref)

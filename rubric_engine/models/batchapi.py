@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 from rubric_engine.errors import ConfigError, FatalModelError
 from rubric_engine.models.entries import ModelSpec, provider_of
 from rubric_engine.models.failures import classify
+from rubric_engine.models.interrupt import stopped
 from rubric_engine.models.mock import is_mock
 
 __all__ = ["BATCH_PROVIDERS", "batchable", "check_batchable", "BatchAPI", "batch_cost"]
@@ -140,6 +141,8 @@ class BatchAPI:
         attempts = 0
         while True:
             attempts += 1
+            if stopped():  # a signal stopped the run: nothing more leaves (the same command re-attaches)
+                raise asyncio.CancelledError
             try:
                 return await call()
             except Exception as exc:  # noqa: BLE001 - classified; CancelledError passes through
