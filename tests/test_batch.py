@@ -252,3 +252,20 @@ def test_a_signal_while_polling_stops_the_run_and_the_same_command_reattaches(tm
         assert res.returncode == 0, res.stderr
         assert len(srv.batches) == 2 and set(srv.submitted.values()) == {1}
     assert scores(tmp_path / "run") == scores(sync_ref)
+
+
+def test_identical_requests_share_one_line_of_a_batch(tmp_path: Path) -> None:
+    rows = DATA.read_text(encoding="utf-8").splitlines()[:3]
+    twin = json.loads(rows[0])
+    twin["question_id"] = "twin01"  # the same dialogue under another id: the same candidate request
+    data = tmp_path / "twins.jsonl"
+    data.write_text("\n".join([*rows, json.dumps(twin, ensure_ascii=False)]) + "\n", encoding="utf-8")
+    args = [a for a in ARGS if not a.startswith(("data.path", "limit"))]
+    with FakeBatchServer(Script()) as srv:
+        res = run_cli([*args, f"data.path={data}", "batch=true", f"hydra.run.dir={tmp_path / 'run'}",
+                       *model_args(srv.url)], clean_env(tmp_path))
+        assert res.returncode == 0, res.stderr
+        first = next(iter(srv.batches.values()))
+        assert len(first["_lines"]) == 3 and set(srv.submitted.values()) == {1}  # 4 questions, 3 requests
+    got = {r["id"]: r["response"] for r in records(tmp_path / "run")}
+    assert len(got) == 4 and got["twin01"] == got[json.loads(rows[0])["question_id"]]

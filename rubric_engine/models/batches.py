@@ -174,6 +174,9 @@ class Batcher:
 
     async def _line(self, key: str, kwargs: dict[str, Any], api: BatchAPI) -> dict[str, Any]:
         run = self.run
+        fut = self._waiting.get(key)
+        if fut is not None and not fut.done():  # the same request is already on its way (collected or in a batch)
+            return await asyncio.shield(fut)
         owner = run._owner.get(key)
         if owner is not None:  # an earlier invocation (or this one) already holds it in a batch
             seq = run.journal.seqs[owner]
@@ -185,21 +188,19 @@ class Batcher:
                 return lines.get(key) or {"custom_id": key, "error": {"code": "missing", "message":
                                           f"batch {seq.batch_id} ended without this request"}}
             run._owner.pop(key, None)  # its file never reached the provider: send it now
-        fut = self._waiting.get(key)
-        if fut is None or fut.done():
-            fut = asyncio.get_running_loop().create_future()
-            self._waiting[key] = fut
-            body = {k: v for k, v in kwargs.items() if k not in _NOT_BODY}
-            data = json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT,
-                               "body": {"model": api.body_model(), **body}}, ensure_ascii=False,
-                              separators=(",", ":")).encode("utf-8") + b"\n"
-            self._pending[key] = (data, fut)
-            self._size += len(data)
-            self._arrived += 1
-            if len(self._pending) >= MAX_LINES or self._size >= MAX_BYTES:
-                self._flush()
-            elif self._timer is None or self._timer.done():
-                self._timer = asyncio.ensure_future(self._quiet())
+        fut = asyncio.get_running_loop().create_future()
+        self._waiting[key] = fut
+        body = {k: v for k, v in kwargs.items() if k not in _NOT_BODY}
+        data = json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT,
+                           "body": {"model": api.body_model(), **body}}, ensure_ascii=False,
+                          separators=(",", ":")).encode("utf-8") + b"\n"
+        self._pending[key] = (data, fut)
+        self._size += len(data)
+        self._arrived += 1
+        if len(self._pending) >= MAX_LINES or self._size >= MAX_BYTES:
+            self._flush()
+        elif self._timer is None or self._timer.done():
+            self._timer = asyncio.ensure_future(self._quiet())
         return await asyncio.shield(fut)
 
     async def _quiet(self) -> None:
