@@ -269,3 +269,15 @@ def test_identical_requests_share_one_line_of_a_batch(tmp_path: Path) -> None:
         assert len(first["_lines"]) == 3 and set(srv.submitted.values()) == {1}  # 4 questions, 3 requests
     got = {r["id"]: r["response"] for r in records(tmp_path / "run")}
     assert len(got) == 4 and got["twin01"] == got[json.loads(rows[0])["question_id"]]
+
+
+def test_a_server_refusing_json_schema_in_a_batch_is_asked_again_without_it(tmp_path: Path, sync_ref: Path) -> None:
+    """The judge's json_schema lines come back as HTTP 400 error lines: the judge asks again without
+    response_format (in the next batch), as after a synchronous 400, and scores as the synchronous run."""
+    with FakeBatchServer(Script(), reject_json_schema=True) as srv:
+        res = run_cli([*ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}", *model_args(srv.url)],
+                      clean_env(tmp_path))
+        assert res.returncode == 0, res.stderr
+        assert set(srv.submitted.values()) == {1} and len(srv.batches) == 3
+    assert "refused response_format json_schema" in res.stderr
+    assert scores(tmp_path / "run") == scores(sync_ref)

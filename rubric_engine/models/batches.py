@@ -19,7 +19,7 @@ import json
 import uuid
 from typing import Any, Callable
 
-from rubric_engine.errors import ModelCallError
+from rubric_engine.errors import FatalModelError, ModelCallError
 from rubric_engine.models.batchapi import ENDPOINT, BatchAPI, batch_cost
 from rubric_engine.models.batchjournal import BatchJournal, Seq
 from rubric_engine.models.litellm_runtime import finish_reason, parse_reply
@@ -167,10 +167,14 @@ class Batcher:
                 self.client.stats.retries += 1
                 continue
             self.client.stats.errors += 1
-            raise ModelCallError(self.client.spec.model, f"{self.client.role} model '{self.client.spec.name}': "
-                                 f"batch request failed: {message}" + ("" if not retry else
-                                 f" (sent in {tries} batches; raise max_retries to send it again)"),
-                                 status=status, attempts=tries)
+            who = f"{self.client.role} model '{self.client.spec.name}': batch request failed: {message}"
+            # as a synchronous call's: one retrying cannot fix is fatal for its question only (a 400 naming
+            # response_format then makes judge/structured.py ask again without it)
+            err = ModelCallError(self.client.spec.model, f"{who} (sent in {tries} batches; raise max_retries to "
+                                 "send it again)", status=status, attempts=tries) if retry else \
+                FatalModelError(self.client.spec.model, who, status=status, attempts=tries)
+            err.detail = message  # type: ignore[attr-defined]  # the provider's own words, for callers
+            raise err
 
     async def _line(self, key: str, kwargs: dict[str, Any], api: BatchAPI) -> dict[str, Any]:
         run = self.run
