@@ -10,6 +10,8 @@ synchronous run's on the same server.
         ... srv.held.wait(); kill the client; srv.release() ...
         srv.submitted               # Counter: custom_id -> batches created holding it (what is billed)
 
+`hold("create:before")` / `hold("upload:before")` hold the request before it is carried out.
+
 Routes: POST /v1/files (multipart upload), GET /v1/files/{id}/content, POST /v1/batches, GET /v1/batches/{id}
 (status validating -> in_progress -> completed (or expired) over `polls_to_finish` polls), GET /v1/batches
 (list, newest first, `after` / `limit`). `expire=(n, ...)`: the next batches expire with only n lines answered.
@@ -55,6 +57,7 @@ class _BatchHandler(_Handler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        fake._step("upload:before" if path == "/v1/files" else "create:before")  # `hold` before carrying it out
         if path == "/v1/files":
             self._answer(*fake._upload(raw, self.headers.get("Content-Type", "")), step="upload")
         else:

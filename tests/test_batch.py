@@ -66,15 +66,16 @@ def test_batched_run_gives_the_synchronous_runs_results(tmp_path: Path, sync_ref
 
 
 @pytest.mark.parametrize("wave", [0, 1], ids=["generate", "judge"])
-@pytest.mark.parametrize("step", ["upload", "create", "poll", "content"])
+@pytest.mark.parametrize("step", ["upload", "create:before", "create", "poll", "content"])
 def test_kill9_at_every_step_then_the_same_command_submits_nothing_twice(tmp_path: Path, sync_ref: Path,
                                                                          step: str, wave: int) -> None:
-    """Killed after the server carried out `step` (its answer never reached the client) of the generation wave or
-    of the judging wave; the same command finishes the run, each request submitted exactly once."""
+    """Killed after the server carried out `step` (its answer never reached the client; `create:before`: before the
+    server created the batch) of the generation wave or of the judging wave; the same command finishes the run,
+    each request submitted exactly once."""
     env = clean_env(tmp_path)
     cmd = [EXE, *ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}"]
     with FakeBatchServer(Script()) as srv:
-        skip = wave * ({"poll": srv.polls_to_finish}.get(step, 1) if step != "content" else 1)
+        skip = wave * (srv.polls_to_finish if step == "poll" else 1)  # the same step of the judging wave
         srv.hold(step, skip=skip)
         proc = subprocess.Popen([*cmd, *model_args(srv.url)], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
@@ -90,8 +91,8 @@ def test_kill9_at_every_step_then_the_same_command_submits_nothing_twice(tmp_pat
         assert srv.requests == []
         assert len(srv.submitted) == 8 and set(srv.submitted.values()) == {1}, srv.submitted
         assert srv.steps["create"] == 2  # never a second batch for a wave
-        if step == "create":  # the batch existed but not in the journal: found by its file, not created again
-            assert '"event":"batch"' not in journal.splitlines()[-1]
+        if step.startswith("create"):  # the file id is in the journal, the batch id is not: the provider is asked
+            assert '"event":"file"' in journal.splitlines()[-1]  # for the batch of that file before any create
             assert srv.steps["list"] >= 1
     assert scores(tmp_path / "run") == scores(sync_ref)
 
