@@ -282,3 +282,26 @@ def test_a_server_refusing_json_schema_in_a_batch_is_asked_again_without_it(tmp_
         assert set(srv.submitted.values()) == {1} and len(srv.batches) == 3
     assert "refused response_format json_schema" in res.stderr
     assert scores(tmp_path / "run") == scores(sync_ref)
+
+
+def test_resuming_batches_in_flight_without_batch_mode_is_refused(tmp_path: Path, sync_ref: Path) -> None:
+    env = clean_env(tmp_path)
+    cmd = [EXE, *ARGS, f"hydra.run.dir={tmp_path / 'run'}"]
+    with FakeBatchServer(Script()) as srv:
+        srv.hold("poll")
+        proc = subprocess.Popen([*cmd, "batch=true", *model_args(srv.url)], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            assert srv.held.wait(120)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            srv.release()
+        res = run_cli([*cmd[1:], *model_args(srv.url)], env)  # the same run, synchronously
+        assert res.returncode == 2 and not srv.requests, res.stderr
+        line = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine:")]
+        assert len(line) == 1 and "batch-0002" in line[0] and "resume it with batch=true" in line[0], res.stderr
+        res = run_cli([*cmd[1:], "batch=true", *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        assert set(srv.submitted.values()) == {1} and not srv.requests
+    assert scores(tmp_path / "run") == scores(sync_ref)

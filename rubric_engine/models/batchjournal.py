@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from rubric_engine.errors import DataError
+from rubric_engine.errors import ConfigError, DataError
 
-__all__ = ["BATCH_JOURNAL", "BATCH_DIR", "Seq", "BatchJournal"]
+__all__ = ["BATCH_JOURNAL", "BATCH_DIR", "Seq", "BatchJournal", "check_no_batches_in_flight"]
 
 BATCH_JOURNAL = "batches.jsonl"
 BATCH_DIR = "batches"
@@ -141,6 +141,19 @@ class BatchJournal:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+def check_no_batches_in_flight(run_dir: Path) -> None:
+    """A run without batch=true into a directory whose batches may still be running: one line (ConfigError),
+    since sending their requests again synchronously would pay for them twice."""
+    if not (Path(run_dir) / BATCH_JOURNAL).exists():
+        return
+    journal = BatchJournal(run_dir)
+    live = [s.batch_id or s.file_id for s in journal.seqs.values() if s.submitted and s.status is None]
+    if live:
+        raise ConfigError(f"{run_dir} has {len(live)} provider batch(es) in flight from a batch=true run "
+                          f"({', '.join(str(x) for x in live[:3])}); resume it with batch=true, or move "
+                          f"{BATCH_JOURNAL} away to send those requests again (the batches are still billed)")
 
 
 def _ok(line: dict[str, Any]) -> bool:
