@@ -78,8 +78,10 @@ class BatchAPI:
         self.spec, self.role, self._litellm, self._sleep = spec, role, litellm, sleep
         self.provider = provider_of(spec.model)
         self.max_retries = max_retries
+        # files of up to 150 MB go up and come down: at least 10 minutes, wall-clock, per attempt
+        self._timeout = max(spec.timeout, 600.0)
         self._creds: dict[str, Any] = {"custom_llm_provider": self.provider, "max_retries": 0,
-                                       "timeout": min(spec.timeout, 600.0)}
+                                       "timeout": self._timeout}
         for name in ("api_base", "api_key", "api_version"):
             if base.get(name):
                 self._creds[name] = base[name]
@@ -144,7 +146,7 @@ class BatchAPI:
             if stopped():  # a signal stopped the run: nothing more leaves (the same command re-attaches)
                 raise asyncio.CancelledError
             try:
-                return await call()
+                return await asyncio.wait_for(call(), self._timeout)
             except Exception as exc:  # noqa: BLE001 - classified; CancelledError passes through
                 failure = classify(exc, self._key)
                 if failure.fatal or attempts > self.max_retries:
