@@ -305,3 +305,16 @@ def test_resuming_batches_in_flight_without_batch_mode_is_refused(tmp_path: Path
         assert res.returncode == 0, res.stderr
         assert set(srv.submitted.values()) == {1} and not srv.requests
     assert scores(tmp_path / "run") == scores(sync_ref)
+
+
+def test_a_batch_cancelled_at_the_provider_is_not_sent_again(tmp_path: Path, sync_ref: Path) -> None:
+    with FakeBatchServer(Script(), expire=(2,)) as srv:
+        srv.cut_status = "cancelled"
+        res = run_cli([*ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}", *model_args(srv.url)],
+                      clean_env(tmp_path))
+        assert res.returncode == 0, res.stderr
+        assert set(srv.submitted.values()) == {1}  # the 2 requests it never ran are not sent behind anyone's back
+    got, ref = scores(tmp_path / "run"), scores(sync_ref)
+    errors = {q: v[2] for q, v in got.items() if v[2]}
+    assert len(errors) == 2 and all("ended 'cancelled'" in e for e in errors.values())
+    assert {q: v for q, v in got.items() if q not in errors} == {q: v for q, v in ref.items() if q not in errors}

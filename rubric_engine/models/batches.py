@@ -172,7 +172,8 @@ class Batcher:
             # response_format then makes judge/structured.py ask again without it)
             err = ModelCallError(self.client.spec.model, f"{who} (sent in {tries} batches; raise max_retries to "
                                  "send it again)", status=status, attempts=tries) if retry else \
-                FatalModelError(self.client.spec.model, who, status=status, attempts=tries)
+                FatalModelError(self.client.spec.model, who, status=status, attempts=tries,
+                                stops_run=status in FatalModelError.STOPS_RUN_STATUSES)
             err.detail = message  # type: ignore[attr-defined]  # the provider's own words, for callers
             raise err
 
@@ -184,13 +185,10 @@ class Batcher:
         owner = run._owner.get(key)
         if owner is not None:  # an earlier invocation (or this one) already holds it in a batch
             seq = run.journal.seqs[owner]
+            if seq.status is None and seq.submitted:
+                await run.seq_task(seq, api, None)
             if seq.status is not None:
-                return seq.lines.get(key) or {"custom_id": key, "error": {"code": "missing", "message":
-                                              f"batch {seq.batch_id} ended '{seq.status}' without this request"}}
-            if seq.submitted:
-                lines = await run.seq_task(seq, api, None)
-                return lines.get(key) or {"custom_id": key, "error": {"code": "missing", "message":
-                                          f"batch {seq.batch_id} ended without this request"}}
+                return _line_of(seq, key)
             run._owner.pop(key, None)  # its file never reached the provider: send it now
         fut = asyncio.get_running_loop().create_future()
         self._waiting[key] = fut
@@ -234,8 +232,7 @@ class Batcher:
                 elif t.exception() is not None:
                     fut.set_exception(t.exception())  # type: ignore[arg-type]
                 else:
-                    fut.set_result(t.result().get(cid) or {"custom_id": cid, "error": {
-                        "code": "missing", "message": "the batch ended without this request"}})
+                    fut.set_result(_line_of(self.run.journal.seqs[seq], cid))
 
         task.add_done_callback(settle)
 
@@ -258,6 +255,16 @@ class Batcher:
     def aclose(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+
+def _line_of(seq: Seq, cid: str) -> dict[str, Any]:
+    """An ended batch's line for `cid`; when it has none, an error line: sent again unless the batch was cancelled
+    (by someone at the provider: its requests are not sent again behind their back)."""
+    if cid in seq.lines:
+        return seq.lines[cid]
+    code = "batch_cancelled" if seq.status == "cancelled" else "missing"
+    return {"custom_id": cid, "error": {"code": code, "message": f"batch {seq.batch_id} ended '{seq.status}' "
+                                                                "without answering this request"}}
 
 
 def _error(line: dict[str, Any]) -> tuple[int | None, str, bool] | None:
