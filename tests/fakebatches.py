@@ -86,7 +86,7 @@ class FakeBatchServer(FakeServer):
         super().__init__(handler, **kw)
         self.polls_to_finish = polls_to_finish
         self.expire = list(expire)  # batches created next expire with only this many lines answered, in order
-        self.cut_status = "expired"  # what such a batch ends as ("cancelled": someone cancelled it)
+        self.cut_status = "expired"  # what such a batch ends as ("cancelled": someone cancelled it; "failed")
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.submitted: Counter[str] = Counter()  # custom_id -> batches created holding it
@@ -204,6 +204,9 @@ class FakeBatchServer(FakeServer):
                 self.files[file_id] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
                 batch[name] = file_id
         batch["status"] = "completed" if batch["_expire"] is None else self.cut_status
+        if batch["status"] == "failed":  # refused as a whole, as when its file does not validate
+            batch["errors"] = {"object": "list", "data": [{"code": "invalid_json", "line": 1,
+                                                           "message": "scripted: the file did not validate"}]}
         batch["request_counts"] = {"total": len(lines), "completed": len(out), "failed": len(err)}
 
     def _list(self, after: str | None, limit: int) -> tuple[int, Any]:

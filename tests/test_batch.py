@@ -318,3 +318,14 @@ def test_a_batch_cancelled_at_the_provider_is_not_sent_again(tmp_path: Path, syn
     errors = {q: v[2] for q, v in got.items() if v[2]}
     assert len(errors) == 2 and all("ended 'cancelled'" in e for e in errors.values())
     assert {q: v for q, v in got.items() if q not in errors} == {q: v for q, v in ref.items() if q not in errors}
+
+
+def test_a_batch_failed_as_a_whole_records_its_reason_for_every_request(tmp_path: Path) -> None:
+    with FakeBatchServer(Script(), expire=(0,)) as srv:
+        srv.cut_status = "failed"
+        res = run_cli([*ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}", *model_args(srv.url)],
+                      clean_env(tmp_path))
+        assert set(srv.submitted.values()) == {1} and len(srv.batches) == 1
+    assert res.returncode == 1, res.stderr  # nothing was scored: never exit 0
+    errors = [v[2] for v in scores(tmp_path / "run").values()]
+    assert len(errors) == 4 and all("the file did not validate" in (e or "") for e in errors)
