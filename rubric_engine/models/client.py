@@ -289,11 +289,11 @@ class ModelClient:
         kwargs = {**self._base_request(), "messages": messages}
         if response_format:
             kwargs["response_format"] = response_format
-        if self.batcher is not None and key is not None:  # batch=true: the request's id is its cache key
-            return await self.batcher.call(kwargs, key)  # type: ignore[no-any-return]
         if self.notify is not None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = self._runtime.module()
+        if self.batcher is not None and key is not None:  # batch=true: the request's id is its cache key
+            return await self.batcher.call(kwargs, key)  # type: ignore[no-any-return]
         if self._capped is None:
             self._capped = served_by_openai_client(litellm, self.spec.model, self.spec.api_base)
         client = self._openai_client() if self._capped else None
