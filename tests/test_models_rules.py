@@ -422,7 +422,7 @@ def test_stats_as_a_dict(fake_server: FakeServer) -> None:
     d = c.stats.as_dict()
     assert d == {"calls": 1, "cache_hits": 0, "errors": 0, "retries": 0, "requests": 1, "rejected": 0,
                  "prompt_tokens": 10, "completion_tokens": 5, "cost": 0.0, "cost_unknown_calls": 1,
-                 "cached_tokens": 0}
+                 "cached_tokens": 0, "batched": 0}
 
 
 def test_closing_a_client_that_made_no_real_call_releases_nothing() -> None:

@@ -332,6 +332,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion), "cached_prompt_tokens": from_cache,
                          "cache_saved": saving(_litellm(), model.model, from_cache)}
+            est[role]["batch_cost"] = _batch_price(model.model, prompt, completion)  # batch=true's price
             if spec.conversation.mode != "single" and role in ("candidate", "user"):
                 est[role]["conversation"] = spec.conversation.mode
     finally:
@@ -349,7 +350,19 @@ def _price(model: str, prompt: int, completion: int) -> float | None:
     return prompt * info["input_cost_per_token"] + completion * (info.get("output_cost_per_token") or 0.0)
 
 
+def _batch_price(model: str, prompt: int, completion: int) -> float | None:
+    """The same tokens at the provider's batch price (batch=true), from LiteLLM's bundled price list."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    from rubric_engine.models.batchapi import batch_cost, batchable
+
+    return batch_cost(litellm, model, prompt, completion) if batchable(model) else None
+
+
 def print_estimate(settings: Any, console: Console | None = None) -> dict[str, Any]:
+    from rubric_engine.models.batchapi import batchable
+
     console = console or SafeConsole()
     est = estimate_calls(settings)
     t = Table(title="Dry run: estimated calls, tokens and cost (no model was called)")
@@ -360,6 +373,11 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         t.add_row(shown(role), shown(e["model"]), str(e["calls"]), str(e["cached"]), f"~{e['prompt_tokens']:,}",
                   f"~{e['completion_tokens']:,}", cost)
     console.print(t)
+    for role, e in est.items():  # both modes side by side: synchronous calls, and batch=true's batch API
+        batch = "no batch API through LiteLLM" if not batchable(e["model"]) else "unknown price with batch=true" \
+            if e.get("batch_cost") is None else f"${e['batch_cost']:.2f} with batch=true"
+        sync = "unknown price" if e["cost"] is None else f"${e['cost']:.2f}"
+        console.print(f"{shown(role)}: {sync} synchronous, {batch}", highlight=False, soft_wrap=True)
     for line in estimate_lines(est):  # what a provider's prompt cache may serve (report/costlines.py)
         console.print(line, highlight=False, soft_wrap=True)
     for role, e in est.items():  # where each role's calls (and which key) would go

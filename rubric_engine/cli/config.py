@@ -78,6 +78,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
         samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
         baseline=_baseline(opt("baseline"), opt("timeout"), given), baseline_answers=opt("baseline.answers"),
+        batch=bool(opt("batch")), batch_poll=float(opt("batch_poll") or 30.0),
     )
 
 
@@ -161,7 +162,7 @@ def _check_values(cfg: DictConfig) -> None:
     _whole(cfg, "limit", 0, optional=True)
     _whole(cfg, "bootstrap.samples", 1)  # read only by a sweep's leaderboard, after every job paid: check now
     _whole(cfg, "bootstrap.seed", 0)
-    for key, top in (("rpm", 1e9), ("tpm", 1e12), ("timeout", MAX_TIMEOUT)):
+    for key, top in (("rpm", 1e9), ("tpm", 1e12), ("timeout", MAX_TIMEOUT), ("batch_poll", 86_400)):
         value = OmegaConf.select(cfg, key, default=None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0 < value <= top):  # NaN fails both comparisons
@@ -172,7 +173,7 @@ def _check_values(cfg: DictConfig) -> None:
     if OmegaConf.select(cfg, "prompt_cache", default=None) not in (None, True, False):
         raise ConfigError(f"prompt_cache={OmegaConf.select(cfg, 'prompt_cache')} is not valid; use true, false or null "
                           "(null: on for per-criterion judging)")
-    for key in ("cache.enabled", "dry_run", "debug", "quiet"):
+    for key in ("cache.enabled", "dry_run", "debug", "quiet", "batch"):
         value = OmegaConf.select(cfg, key, default=False)
         if not isinstance(value, bool):
             raise ConfigError(f"{key}={value} is not valid; use true or false")

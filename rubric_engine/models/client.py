@@ -55,6 +55,7 @@ class CallResult:
     cached_tokens: int = 0  # prompt tokens the provider served from its prompt cache (models/promptcache.py)
     # seconds of the successful attempt; None for a cache hit. A measurement, not part of the result's identity
     latency: float | None = field(default=None, compare=False)
+    batched: bool = False  # the result came from a provider batch (batch=true, models/batches.py)
 
 
 @dataclass
@@ -72,6 +73,7 @@ class CallStats:
     cost: float = 0.0  # sum over calls whose cost is known
     cost_unknown_calls: int = 0
     cached_tokens: int = 0  # prompt tokens served from the provider's prompt cache
+    batched: int = 0  # results that came from a provider batch (batch=true)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,6 +132,7 @@ class ModelClient:
         self.stats = CallStats()
         self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
         self.observer: Observer | None = None  # every call's outcome and each retry (models/events.py)
+        self.batcher: Any = None  # batch=true: a models/batches.Batcher answers every call from provider batches
         self._limiter = _RateLimiter(rpm, clock, sleep, tpm)
         self._sleep = sleep
         self._sem: asyncio.Semaphore | None = None
@@ -193,7 +196,7 @@ class ModelClient:
                 self._accept(accept, result)
                 return result
         marked = self.prompt_cache and shared_prefix > 0 and needs_marker(self.spec.model)
-        result = await self._call(mark_prefix(messages, shared_prefix) if marked else messages, response_format)
+        result = await self._call(mark_prefix(messages, shared_prefix) if marked else messages, response_format, key)
         self._accept(accept, result)
         if key is not None and self.cache is not None:
             if cache_as and cache_as != messages:
@@ -319,13 +322,16 @@ class ModelClient:
         self.stats.completion_tokens += mock_tokens(text)
         return CallResult(text, prompt, mock_tokens(text), 0.0, False, 1)
 
-    async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None) -> CallResult:
+    async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+                    key: str | None = None) -> CallResult:
         kwargs = {**self._base_request(), "messages": messages}
         if response_format:
             kwargs["response_format"] = response_format
         if self.notify is not None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = self._runtime.module()
+        if self.batcher is not None and key is not None:  # batch=true: the request's id is its cache key
+            return await self.batcher.call(kwargs, key)  # type: ignore[no-any-return]
         if self._capped is None:
             self._capped = served_by_openai_client(litellm, self.spec.model, self.spec.api_base)
         client = self._openai_client() if self._capped else None

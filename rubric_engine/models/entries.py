@@ -18,8 +18,8 @@ from typing import Any, Mapping
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.mock import is_mock
 
-__all__ = ["ModelSpec", "cache_key", "provider_key_env", "check_keys", "CACHE_KEY_VERSION", "endpoint_params",
-           "PARAMS_FIX", "destination", "KEYED_PROVIDERS"]
+__all__ = ["ModelSpec", "cache_key", "provider_key_env", "provider_of", "check_keys", "CACHE_KEY_VERSION",
+           "endpoint_params", "PARAMS_FIX", "destination", "KEYED_PROVIDERS"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
 MAX_TIMEOUT = 86_400.0  # one day: a per-attempt limit, and what httpx / asyncio are given must be finite
@@ -47,13 +47,17 @@ _EXAMPLES = {"model": "{role}.model=openai/<served-model-name>",
              "api_base": "{role}.api_base=http://<host>:<port>/v1 (the server's OpenAI-compatible URL)"}
 
 
+def provider_of(model: str) -> str:
+    """The LiteLLM provider of a model id: its prefix, or the one LiteLLM infers from a bare name."""
+    if "/" in model:
+        return model.split("/", 1)[0]
+    provider = next((p for p in ("claude", "gemini", "mistral", "deepseek") if model.startswith(p)), "openai")
+    return {"claude": "anthropic"}.get(provider, provider)
+
+
 def provider_key_env(model: str) -> str:
     """The env var LiteLLM reads for `model`'s provider when no api_key_env is given."""
-    if "/" in model:
-        provider = model.split("/", 1)[0]
-    else:  # LiteLLM infers the provider from bare names
-        provider = next((p for p in ("claude", "gemini", "mistral", "deepseek") if model.startswith(p)), "openai")
-        provider = {"claude": "anthropic"}.get(provider, provider)
+    provider = provider_of(model)
     return _KEY_ENV_EXCEPTIONS.get(provider, f"{provider.upper()}_API_KEY")
 
 

@@ -20,6 +20,7 @@ from rubric_engine.judge.checked import Grader
 from rubric_engine.judge.pairwise import baseline_reply, is_pairwise, judge_pair
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
+from rubric_engine.models.batches import start_batches
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.events import Observer, set_call_context
@@ -112,6 +113,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
             if client is not None:
                 client.notify = notify
                 client.observer = observer  # the run's transcripts (run/transcripts.py)
+        batches = start_batches(settings.out_dir, (cand, user, base, *clients), poll=settings.batch_poll,
+                                max_retries=settings.max_retries, notify=notify) if settings.batch else None
 
         async def one(o: Outcome, s: int = 0) -> None:
             """One reply of a question (sample s: its own candidate cache key, its own judge repeat keys)."""
@@ -183,11 +186,14 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
 
         try:
             async with asyncio.TaskGroup() as tg:
-                for _ in range(min(len(questions), 2 * ceiling(settings.concurrency))):
+                # batch=true: every question at once, so each wave of calls is one provider batch
+                for _ in range(len(questions) if settings.batch else min(len(questions), 2 * ceiling(settings.concurrency))):
                     tg.create_task(worker())
         except* BaseException as group:  # one line from the CLI, never an ExceptionGroup traceback
             raise _first_leaf(group) from None
         finally:
+            if batches is not None:
+                await batches.aclose()
             for client in (cand, user, base, *clients):
                 if client is not None:
                     await client.aclose()
@@ -198,6 +204,10 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
              for role, cs in (("candidate", [cand] if cand else []), ("judge", clients), ("user", [user] if user else []),
                               ("baseline", [base] if base else []))
              if cs or role in ("candidate", "judge")}
+    if batches is not None:  # batch=true: how many of each role's answers came from provider batches
+        for role, cs in (("candidate", [cand]), ("judge", clients), ("user", [user]), ("baseline", [base])):
+            if role in calls:
+                calls[role]["batched"] = sum(c.stats.batched for c in cs if c is not None)
     return calls
 
 

@@ -21,6 +21,8 @@ from rubric_engine.errors import ConfigError
 from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
 from rubric_engine.judge.pairwise import PairResult, is_pairwise
 from rubric_engine.models import interrupt
+from rubric_engine.models.batchapi import check_batchable
+from rubric_engine.models.batchjournal import check_no_batches_in_flight
 from rubric_engine.models.bodycap import max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.entries import check_keys
@@ -129,6 +131,10 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         console.print("note: this benchmark declares no judge (every item is checked by the engine); judge= is "
                       "not used", highlight=False, soft_wrap=True)
     check_keys(*plan.models())  # every model's key, before the first call
+    if settings.batch:  # batch=true: every model has a batch API through LiteLLM, before any call (exit 2)
+        check_batchable(plan.models(), settings.cache_enabled)
+    else:  # batches a batch=true run left in flight here are resumed with batch=true, never paid twice
+        check_no_batches_in_flight(Path(settings.out_dir))
     base_warnings: list[str] = []  # pairwise: the baseline's answers, every selected question's, before any call
     base_answers = baseline_answers(settings, spec, plan.baseline, plan.judged, questions, base_warnings)
     for warning in base_warnings:

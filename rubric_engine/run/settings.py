@@ -61,6 +61,8 @@ class RunSettings:
     candidate_errors: str | None = None  # exclude | zero: overrides the spec's aggregation.candidate_errors
     baseline: ModelSpec | None = None  # pairwise: baseline=ENTRY (None: the spec's baseline:)
     baseline_answers: str | None = None  # pairwise: baseline.answers=FILE (the engine's answers format)
+    batch: bool = False  # batch=true: calls go through the provider's batch API (models/batches.py)
+    batch_poll: float = 30.0  # seconds between polls of a batch in flight
     extra: dict[str, Any] = field(default_factory=dict)
 
 
