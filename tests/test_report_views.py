@@ -92,9 +92,9 @@ def test_readable_with_scripts_off(report: Path) -> None:
 def test_heatmap_scores_and_counts_per_cell(runs: Path, report: Path) -> None:
     lb = build_leaderboard(collect_runs([runs]), n_boot=20)
     html_text = report.read_text(encoding="utf-8")
-    assert "Ability × model" in html_text and "Difficulty × model" in html_text
+    assert "<h2>Ability</h2>" in html_text and "<h2>Difficulty</h2>" in html_text  # the declared labels
     page = Page()
-    page.feed(html_text[html_text.index("Ability × model"):html_text.index("Difficulty × model")])
+    page.feed(html_text[html_text.index("<h2>Ability</h2>"):html_text.index("<h2>Difficulty</h2>")])
     cells = "".join(page.text)
     b = lb.rows[1]  # model-b: one judge error, so its counts are one lower where q04 was
     members = group_members(b.scored, "ability", lb.taxonomy.dimensions)
