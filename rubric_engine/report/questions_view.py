@@ -184,7 +184,8 @@ def criteria_rates(grid: Grid) -> str:
     head = ('<tr><th class="t">Criteria</th><th class="t">Kind</th>'
             + "".join(f"<th>{_e(x)}</th>" for x in grid.labels) + "</tr>")
     rows = []
-    for (group, kind), per in counts.items():
+    order = {"reward": 0, "penalty": 1, "rule": 2}  # stable: taxonomy groups in first-seen order within a kind
+    for (group, kind), per in sorted(counts.items(), key=lambda kv: order.get(kv[0][1], 3)):
         cells = "".join(f"<td>{100 * k / n:.1f}% <small>({k}/{n})</small></td>" if n else "<td>—</td>" for k, n in per)
         rows.append(f'<tr><td class="t">{_e(group)}</td><td class="t">{_e(kind)}</td>{cells}</tr>')
     return ('<h2 id="criteria">Criterion pass rates</h2><p class="note">Per kind of criterion and model: the share '
