@@ -117,8 +117,13 @@ def provenance_section(lb: "Leaderboard") -> str:
         return head + _table(_fields(lb.rows[0]))
     notes = []
     for key, name in (("spec_hash", "spec hash"), ("data_sha256", "data sha256")):
-        values = {str((r.run.summary if r.run else {}).get(key)) for r in lb.rows}
-        notes.append(f"same {name} in every run" if len(values) == 1 else f"{len(values)} different {name}es")
+        values = [(r.run.summary if r.run else {}).get(key) for r in lb.rows]
+        known, missing = {str(v) for v in values if v}, sum(not v for v in values)
+        if known:
+            notes.append(f"same {name} in every run" if len(known) == 1 and not missing else
+                         f"{len(known)} different {name}es")
+        if missing:
+            notes.append(f"{name} not recorded in {missing} run{'s' if missing > 1 else ''}")
     return (head + f'<p class="note">{_e("; ".join(notes))}.</p>'
             + "".join(f'<details class="prov"><summary>{_e(r.label)}</summary>{_table(_fields(r))}</details>'
                       for r in lb.rows))
