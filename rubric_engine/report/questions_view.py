@@ -77,8 +77,10 @@ def _crit(c: Mapping[str, Any], lb: "Leaderboard") -> Crit:
 
 
 def collect(lb: "Leaderboard") -> Grid:
-    """One pass over each ranked run's samples.jsonl; rows without a run directory are left out."""
+    """One pass over each ranked run's samples.jsonl; rows without a run directory are left out. Replies are kept
+    only when there are two models to put side by side (a single run's page shows them in its drill-down)."""
     rows = [r for r in lb.rows if r.run is not None]
+    replies = len(rows) > 1
     grid = Grid(labels=[r.label for r in rows])
     seen: dict[str, None] = {}
     for r in rows:
@@ -94,7 +96,8 @@ def collect(lb: "Leaderboard") -> Grid:
             score = s.get("score")
             cells[qid] = Cell(float(score) if isinstance(score, (int, float)) else None, err,
                               tuple(str(x) for x in s.get("failed_rules") or []), bool(s.get("catastrophic")),
-                              {int(c.get("index") or 0): c.get("hit") for c in crits}, s.get("response"))
+                              {int(c.get("index") or 0): c.get("hit") for c in crits},
+                              s.get("response") if replies else None)
         grid.cells.append(cells)
     grid.qids = list(seen)
     return grid
