@@ -69,6 +69,7 @@ def test_run_records_provenance(cjk_run: dict[str, Any]) -> None:
     assert prov["engine_version"] == version("rubric-engine") and prov["litellm"] == version("litellm")
     assert prov["command"].startswith("rubric-engine ") and "benchmark=heartbench" in prov["command"]
     assert CAND in prov["command"]  # shell-quoted as typed
+    assert f"hydra.run.dir={cjk_run['dir']}" in prov["command"] and "hydra.mode" not in prov["command"]
     models = {m["role"]: m for m in prov["models"]}
     assert models["candidate"]["model"] == "openai/cand" and models["candidate"]["params"] == {"temperature": 0.3}
     assert models["judge"]["name"] == "judge" and not any(m["mock"] for m in prov["models"])

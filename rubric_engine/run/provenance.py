@@ -22,7 +22,7 @@ from rubric_engine.run.plan import RunPlan
 __all__ = ["run_provenance", "engine_version", "COMMAND"]
 
 COMMAND = "rubric-engine"
-_MAX_OVERRIDES_BYTES = 256 * 1024  # Hydra's own small file; anything larger is not one
+_MAX_HYDRA_BYTES = 1024 * 1024  # Hydra's own small files; anything larger is not one
 
 
 def engine_version() -> str:
@@ -35,22 +35,32 @@ def engine_version() -> str:
         return "unknown"
 
 
-def _command(out_dir: Path) -> str | None:
-    """The command that made this run: the console script with the job's own overrides (Hydra writes them to
-    .hydra/overrides.yaml, also for each job of a sweep), else this process's arguments when it is the console
-    script, else None (a Python caller)."""
+def _yaml(path: Path) -> Any:
+    """A small YAML file Hydra wrote, or None when it is missing, too large to be Hydra's, or unreadable."""
     import yaml
 
-    path = Path(out_dir) / ".hydra" / "overrides.yaml"
-    args: list[str] | None = None
     try:
-        if path.is_file() and path.stat().st_size <= _MAX_OVERRIDES_BYTES:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-            if isinstance(loaded, list):
-                args = [str(x) for x in loaded]
+        if path.is_file() and path.stat().st_size <= _MAX_HYDRA_BYTES:
+            return yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError):
-        args = None
-    if args is None and Path(sys.argv[0]).name == COMMAND:
+        pass
+    return None
+
+
+def _command(out_dir: Path) -> str | None:
+    """The command that made this run: the console script with the Hydra overrides (hydra.run.dir=...; not
+    hydra.mode, which Hydra adds itself) and the job's own overrides, as Hydra recorded them in .hydra/ (for
+    each job of a sweep, that job's values, so the command reruns that job alone); else this process's
+    arguments when it is the console script; else None (a Python caller)."""
+    task = _yaml(Path(out_dir) / ".hydra" / "overrides.yaml")
+    args: list[str] | None = None
+    if isinstance(task, list):
+        found: Any = _yaml(Path(out_dir) / ".hydra" / "hydra.yaml")
+        for key in ("hydra", "overrides", "hydra"):  # hydra.overrides.hydra: the list of hydra.* overrides
+            found = found.get(key) if isinstance(found, dict) else None
+        own = [str(x) for x in found or [] if not str(x).startswith("hydra.mode=")] if isinstance(found, list) else []
+        args = [*own, *(str(x) for x in task)]
+    elif Path(sys.argv[0]).name == COMMAND:
         args = list(sys.argv[1:])
     return redact(shlex.join([COMMAND, *args])) if args is not None else None
 
