@@ -378,3 +378,14 @@ def test_provenance_of_runs_made_before_it_was_recorded(report: Path) -> None:
     assert "openai/model-a" in block and "openai/j" in block and "2026-11-22T06:00:00+00:00" in block
     assert block.count("not recorded") >= 3 * 3  # engine, command and spec hash of each of the 3 runs
     assert 'class="mock"' not in html_text
+
+
+def test_pass_rates_leave_out_criteria_never_judged() -> None:
+    """Scores on a scale keep the data's rubric items without verdicts: no row of dashes, no empty section."""
+    from rubric_engine.report.questions_view import Cell, Crit, Grid, criteria_rates
+
+    grid = Grid(labels=["m1", "m2"], qids=["q1"], criteria={"q1": [Crit(1, "t", 1.0, "Warmth", "reward")]},
+                cells=[{"q1": Cell(0.5, None, (), False, {1: None}, None)}, {}])
+    assert criteria_rates(grid) == ""
+    grid.cells[1] = {"q1": Cell(0.5, None, (), False, {1: True}, None)}
+    assert "<td>—</td><td>100.0% <small>(1/1)</small></td>" in criteria_rates(grid)

@@ -189,8 +189,12 @@ def criteria_rates(grid: Grid) -> str:
     rows = []
     order = {"reward": 0, "penalty": 1, "rule": 2}  # stable: taxonomy groups in first-seen order within a kind
     for (group, kind), per in sorted(counts.items(), key=lambda kv: order.get(kv[0][1], 3)):
+        if not any(n for _, n in per):  # never judged (scores on a scale keep their items without verdicts)
+            continue
         cells = "".join(f"<td>{100 * k / n:.1f}% <small>({k}/{n})</small></td>" if n else "<td>—</td>" for k, n in per)
         rows.append(f'<tr><td class="t">{_e(group)}</td><td class="t">{_e(kind)}</td>{cells}</tr>')
+    if not rows:
+        return ""
     return ('<h2 id="criteria">Criterion pass rates</h2><p class="note">Per kind of criterion and model: the share '
             "of judged criteria the replies met (k/n: met / judged; unjudged criteria of questions with an error "
             "are not counted). For penalty items and failure rules a lower rate is better.</p>"
