@@ -389,3 +389,8 @@ def test_pass_rates_leave_out_criteria_never_judged() -> None:
     assert criteria_rates(grid) == ""
     grid.cells[1] = {"q1": Cell(0.5, None, (), False, {1: True}, None)}
     assert "<td>—</td><td>100.0% <small>(1/1)</small></td>" in criteria_rates(grid)
+
+
+def test_charts_are_named_by_the_declared_labels(report: Path) -> None:
+    text = "".join(_page_text(report.read_text(encoding="utf-8")))
+    assert "Ability (radar)" in text and "abilities (radar)" not in text  # the spec calls its abilities "Ability"

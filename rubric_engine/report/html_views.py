@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rubric_engine.report.questions_view import Grid
     from rubric_engine.results.leaderboard import Leaderboard, Row
 
-__all__ = ["SCRIPT", "CSS", "heatmap", "side_by_side", "dialogue", "dialogues", "agreement_section",
+__all__ = ["SCRIPT", "CSS", "breakdown_title", "heatmap", "side_by_side", "dialogue", "dialogues", "agreement_section",
            "find_agreement", "load_agreement", "load_json_section", "subset_intervals", "AGREEMENT_FILE"]
 
 AGREEMENT_FILE = "agreement.json"
@@ -123,6 +123,12 @@ def _heat(score: float | None, scale: float) -> str:
         return ""
     x = max(0.0, min(1.0, score / scale if scale else 0.0))
     return f' style="background:hsl({int(120 * x)},70%,{82 - 6 * x:.0f}%)"'
+
+
+def breakdown_title(lb: "Leaderboard", by: str, default: str) -> str:
+    """The label the spec declares for its breakdown by `by` (the first such), else `default`: charts and tables
+    head a breakdown the way the spec names it."""
+    return next((title for _, title, kind in lb.taxonomy.breakdowns if kind == by), default)
 
 
 def heatmap(lb: "Leaderboard", title: str, by: str, bid: str) -> str:
