@@ -394,3 +394,15 @@ def test_pass_rates_leave_out_criteria_never_judged() -> None:
 def test_charts_are_named_by_the_declared_labels(report: Path) -> None:
     text = "".join(_page_text(report.read_text(encoding="utf-8")))
     assert "Ability (radar)" in text and "abilities (radar)" not in text  # the spec calls its abilities "Ability"
+
+
+def test_columns_of_a_judge_sweep_name_the_judge(runs: Path, tmp_path: Path) -> None:
+    """One candidate graded by two judges: two columns, each naming its judge, never the same name twice."""
+    for d, judge in (("0", "judge-x"), ("1", "judge-y")):
+        make_run(tmp_path / "runs" / d, "model-a", 0.6 if d == "0" else 0.4, judge=judge)
+    lb = build_leaderboard(collect_runs([tmp_path / "runs"]), n_boot=20)
+    html_text = write_leaderboard(lb, tmp_path / "out")["html"].read_text(encoding="utf-8")
+    for section in ('<table class="sortable" id="qtable"', '<h2 id="criteria">', '<div id="sbs"', "<h2>Abilities</h2>"):
+        part = html_text[html_text.index(section):]
+        part = part[:part.index("</thead>")]
+        assert "model-a (judge-x)" in part and "model-a (judge-y)" in part, section

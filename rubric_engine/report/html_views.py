@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rubric_engine.report.questions_view import Grid
     from rubric_engine.results.leaderboard import Leaderboard, Row
 
-__all__ = ["SCRIPT", "CSS", "breakdown_title", "heatmap", "side_by_side", "dialogue", "dialogues", "agreement_section",
+__all__ = ["SCRIPT", "CSS", "column_labels", "breakdown_title", "heatmap", "side_by_side", "dialogue", "dialogues", "agreement_section",
            "find_agreement", "load_agreement", "load_json_section", "subset_intervals", "AGREEMENT_FILE"]
 
 AGREEMENT_FILE = "agreement.json"
@@ -125,6 +125,13 @@ def _heat(score: float | None, scale: float) -> str:
     return f' style="background:hsl({int(120 * x)},70%,{82 - 6 * x:.0f}%)"'
 
 
+def column_labels(rows: Sequence["Row"]) -> list[str]:
+    """A column name per row: its label, with its judge when the label repeats (a sweep over judges ranks each
+    candidate once per judge), so no two columns read the same."""
+    labels = [r.label for r in rows]
+    return [f"{r.label} ({r.judge})" if labels.count(r.label) > 1 else r.label for r in rows]
+
+
 def breakdown_title(lb: "Leaderboard", by: str, default: str) -> str:
     """The label the spec declares for its breakdown by `by` (the first such), else `default`: charts and tables
     head a breakdown the way the spec names it."""
@@ -156,7 +163,7 @@ def heatmap(lb: "Leaderboard", title: str, by: str, bid: str) -> str:
             return "(none)" if g == NO_SCENARIO else t.scenario_labels.get(g, g)
         return g
 
-    head = "".join(f'<th>{_e(r.label)}</th>' for r in lb.rows)
+    head = "".join(f'<th>{_e(name)}</th>' for name in column_labels(lb.rows))
     body = []
     for g in groups:
         cells = []

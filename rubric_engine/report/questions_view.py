@@ -79,9 +79,11 @@ def _crit(c: Mapping[str, Any], lb: "Leaderboard") -> Crit:
 def collect(lb: "Leaderboard") -> Grid:
     """One pass over each ranked run's samples.jsonl; rows without a run directory are left out. Replies are kept
     only when there are two models to put side by side (a single run's page shows them in its drill-down)."""
+    from rubric_engine.report.html_views import column_labels
+
     rows = [r for r in lb.rows if r.run is not None]
     replies = len(rows) > 1
-    grid = Grid(labels=[r.label for r in rows])
+    grid = Grid(labels=column_labels(rows))
     seen: dict[str, None] = {}
     for r in rows:
         cells: dict[str, Cell] = {}
