@@ -213,3 +213,24 @@ def test_chinese_renders_in_chromium(cjk_run: dict[str, Any], driver, width: int
     shot = tmp_path / f"report-{width}.png"
     driver.save_screenshot(str(shot))
     assert shot.stat().st_size > 20_000
+
+
+def test_without_the_font_package_the_page_says_so(cjk_run: dict[str, Any], tmp_path: Path) -> None:
+    """An install without noto-cjk-sans-otc: no embedded font, and one line at the top of the page saying why
+    its Chinese may show as boxes and what to install (never a silent fallback)."""
+    import sys
+
+    shim = tmp_path / "shim" / "noto_cjk_sans_otc"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('not installed')\n", encoding="utf-8")
+    code = ("import sys; from pathlib import Path; from rubric_engine.report.leaderboard import write_leaderboard; "
+            "from rubric_engine.results.leaderboard import build_leaderboard; from rubric_engine.store.runs import "
+            f"collect_runs; write_leaderboard(build_leaderboard(collect_runs([Path(sys.argv[1])]), n_boot=20), "
+            "Path(sys.argv[2]))")
+    env = {**cjk_run["env"], "PYTHONPATH": str(tmp_path / "shim")}
+    res = subprocess.run([sys.executable, "-c", code, str(cjk_run["dir"]), str(tmp_path / "out")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    html_text = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "@font-face" not in html_text and "pip install noto-cjk-sans-otc" in html_text
+    assert "我听见了你的心慌" in html_text  # the text itself is all there
