@@ -328,7 +328,9 @@ def test_questions_sort_by_difference_and_filter_errors_and_rules_in_chromium(dr
     heads = [h.text for h in crit.find_elements(By.CSS_SELECTOR, "thead th") if h.is_displayed()]
     assert heads == ["#", "Criterion", "Weight", "model-a", "model-c", "Met by"]
     last = crit.find_elements(By.CSS_SELECTOR, "tbody tr")[-1]  # the rule item: model-c's fired
-    assert [c.text for c in last.find_elements(By.TAG_NAME, "td") if c.is_displayed()][3:5] == ["no", "met"]
+    shown = [c for c in last.find_elements(By.TAG_NAME, "td") if c.is_displayed()]
+    assert [c.text for c in shown][3:5] == ["no", "met"]
+    assert shown[4].value_of_css_property("color") == "rgba(176, 0, 0, 1)"  # a fired rule is bad news: red
 
 
 def test_criterion_pass_rates_match_the_records(runs: Path, report: Path) -> None:

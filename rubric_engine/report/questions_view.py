@@ -163,7 +163,7 @@ def criteria_compare(grid: Grid, qid: str) -> str:
             hit = cell.hits.get(c.index) if cell is not None else None
             judged += hit is not None
             met += hit is True
-            cls = "z" if hit is None else f"y {c.kind[:4]}" if hit else "n"
+            cls = "z" if hit is None else "n" if not hit else {"penalty": "y pen", "rule": "y rule"}.get(c.kind, "y")
             marks.append(f'<td data-m="{i}" class="{cls}">{"—" if hit is None else "met" if hit else "no"}</td>')
         w = "rule" if c.kind == "rule" else _e("—" if c.weight is None else f"{c.weight:g}")
         rows.append(f'<tr><td class="t">{c.index}</td><td class="t">{_e(c.text)}</td><td>{w}</td>{"".join(marks)}'
