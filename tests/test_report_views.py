@@ -330,7 +330,15 @@ def test_questions_sort_by_difference_and_filter_errors_and_rules_in_chromium(dr
     last = crit.find_elements(By.CSS_SELECTOR, "tbody tr")[-1]  # the rule item: model-c's fired
     shown = [c for c in last.find_elements(By.TAG_NAME, "td") if c.is_displayed()]
     assert [c.text for c in shown][3:5] == ["no", "met"]
-    assert shown[4].value_of_css_property("color") == "rgba(176, 0, 0, 1)"  # a fired rule is bad news: red
+    red, green, seen = "rgba(176, 0, 0, 1)", "rgba(10, 107, 10, 1)", set()
+    for row in crit.find_elements(By.CSS_SELECTOR, "tbody tr"):  # met: red on a penalty item or a rule, else green
+        cells = [c for c in row.find_elements(By.TAG_NAME, "td") if c.is_displayed()]
+        bad = cells[2].text == "rule" or cells[2].text.startswith("-")
+        for c in cells[3:5]:
+            if c.text == "met":
+                assert c.value_of_css_property("color") == (red if bad else green), (cells[1].text, c.text)
+                seen.add(bad)
+    assert seen == {True, False}
 
 
 def test_criterion_pass_rates_match_the_records(runs: Path, report: Path) -> None:
