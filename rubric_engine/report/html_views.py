@@ -14,14 +14,14 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from rubric_engine.report.questions_view import Grid, column_labels, criteria_compare
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.scoring.aggregate import NO_SCENARIO, ability_ids, group_members, scenario_order
 
 if TYPE_CHECKING:
-    from rubric_engine.report.questions_view import Grid
     from rubric_engine.results.leaderboard import Leaderboard, Row
 
-__all__ = ["SCRIPT", "CSS", "column_labels", "breakdown_title", "heatmap", "side_by_side", "dialogue", "dialogues", "agreement_section",
+__all__ = ["SCRIPT", "CSS", "breakdown_title", "heatmap", "side_by_side", "dialogue", "dialogues", "agreement_section",
            "find_agreement", "load_agreement", "load_json_section", "subset_intervals", "AGREEMENT_FILE"]
 
 AGREEMENT_FILE = "agreement.json"
@@ -125,13 +125,6 @@ def _heat(score: float | None, scale: float) -> str:
     return f' style="background:hsl({int(120 * x)},70%,{82 - 6 * x:.0f}%)"'
 
 
-def column_labels(rows: Sequence["Row"]) -> list[str]:
-    """A column name per row: its label, with its judge when the label repeats (a sweep over judges ranks each
-    candidate once per judge), so no two columns read the same."""
-    labels = [r.label for r in rows]
-    return [f"{r.label} ({r.judge})" if labels.count(r.label) > 1 else r.label for r in rows]
-
-
 def breakdown_title(lb: "Leaderboard", by: str, default: str) -> str:
     """The label the spec declares for its breakdown by `by` (the first such), else `default`: charts and tables
     head a breakdown the way the spec names it."""
@@ -202,11 +195,9 @@ def dialogues(lb: "Leaderboard") -> dict[str, list[tuple[str, str, str]]]:
     return out
 
 
-def side_by_side(lb: "Leaderboard", turns: Mapping[str, Sequence[tuple[str, str, str]]], grid: "Grid") -> str:
+def side_by_side(lb: "Leaderboard", turns: Mapping[str, Sequence[tuple[str, str, str]]], grid: Grid) -> str:
     """Every question with each model's reply and score in columns, then its criteria side by side (which model
     met which); the script narrows both to two models. `grid`: questions_view.collect(lb)."""
-    from rubric_engine.report.questions_view import criteria_compare
-
     if len(grid.labels) < 2:
         return ""
     t = lb.taxonomy

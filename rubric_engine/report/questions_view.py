@@ -14,14 +14,14 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rubric_engine.results.leaderboard import fmt
 
 if TYPE_CHECKING:
-    from rubric_engine.results.leaderboard import Leaderboard
+    from rubric_engine.results.leaderboard import Leaderboard, Row
 
-__all__ = ["Cell", "Grid", "collect", "questions_section", "criteria_compare", "criteria_rates", "SCRIPT", "CSS"]
+__all__ = ["Cell", "Grid", "collect", "column_labels", "questions_section", "criteria_compare", "criteria_rates", "SCRIPT", "CSS"]
 
 CSS = """
 td.y{color:#0a6b0a;font-weight:600;text-align:center}td.n{color:#777;text-align:center}td.z{text-align:center}
@@ -64,6 +64,13 @@ def _e(x: Any) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
+def column_labels(rows: Sequence["Row"]) -> list[str]:
+    """A column name per row: its label, with its judge when the label repeats (a sweep over judges ranks each
+    candidate once per judge), so no two columns read the same."""
+    labels = [r.label for r in rows]
+    return [f"{r.label} ({r.judge})" if labels.count(r.label) > 1 else r.label for r in rows]
+
+
 def _crit(c: Mapping[str, Any], lb: "Leaderboard") -> Crit:
     w = c.get("weight")
     weight = float(w) if isinstance(w, (int, float)) and not isinstance(w, bool) else None
@@ -79,8 +86,6 @@ def _crit(c: Mapping[str, Any], lb: "Leaderboard") -> Crit:
 def collect(lb: "Leaderboard") -> Grid:
     """One pass over each ranked run's samples.jsonl; rows without a run directory are left out. Replies are kept
     only when there are two models to put side by side (a single run's page shows them in its drill-down)."""
-    from rubric_engine.report.html_views import column_labels
-
     rows = [r for r in lb.rows if r.run is not None]
     replies = len(rows) > 1
     grid = Grid(labels=column_labels(rows))
