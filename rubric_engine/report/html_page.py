@@ -194,12 +194,12 @@ def _games(sample: Mapping[str, Any]) -> str:
             + _table(["Order", "Label", "Judge reply / error"], rows, left=range(3), sortable=False))
 
 
-def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None, run: Any = None) -> str:
-    """One question of one model's run (`run`: its RunRecord): head line, errors, rules, dialogue, reply, criteria."""
+def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None) -> str:
     t = lb.taxonomy
     score = sample.get("score")
     err_j, err_c = sample.get("judge_error"), sample.get("candidate_error")
     classes = "q" + (" err" if err_j or err_c else "") + (" cat" if sample.get("catastrophic") else "")
+    classes += " rules" if sample.get("failed_rules") else ""  # the questions filter (questions_view.SCRIPT)
     scen = sample.get("scenario") or ""
     flags = " · JUDGE ERROR" if err_j else (" · CANDIDATE ERROR" if err_c else "")
     flags += " · catastrophic" if sample.get("catastrophic") else ""
@@ -228,9 +228,7 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None, r
     body.append(f"<p class=\"note\">Reply:</p><pre>{_e(sample.get('response'))}</pre>")
     body.append(_criteria(sample, lb))
     body.append(_games(sample))
-    # the question's model calls (prompts sent, raw replies) join the drill-down here, read from `run`'s directory
-    flags_attr = f' data-err="{int(bool(err_j or err_c))}" data-rules="{int(bool(sample.get("failed_rules")))}"'
-    return f'<details class="{classes}"{flags_attr}><summary>{head}</summary>{"".join(body)}</details>'
+    return f'<details class="{classes}"><summary>{head}</summary>{"".join(body)}</details>'
 
 
 def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
@@ -242,7 +240,7 @@ def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
                f"{row.counts['candidate_errors']} candidate errors")
     err_line = f'<p class="err">Questions with errors: {_e(", ".join(errs))}</p>' if errs else ""
     return (f'<details class="model"><summary>{summary}</summary>{err_line}'
-            + "".join(_question(s, lb, turns.get(str(s.get("id"))), run) for s in (run.iter_samples() if run else ()))
+            + "".join(_question(s, lb, turns.get(str(s.get("id")))) for s in (run.iter_samples() if run else ()))
             + "</details>")
 
 

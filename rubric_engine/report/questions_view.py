@@ -209,7 +209,8 @@ def criteria_rates(grid: Grid) -> str:
 
 
 # The pickers of A and B fill the difference column; the filters hide questions without an error / a fired rule in
-# the questions table, the side-by-side view (details.sbs data-err / data-rules) and the drill-down (details.q).
+# the questions table and the side-by-side view (data-err / data-rules) and the drill-down (details.q's classes
+# err / rules).
 SCRIPT = r"""
 (function(){
 var tb=document.getElementById('qtable');if(!tb)return;
@@ -220,8 +221,8 @@ function check(id,text){var l=document.createElement('label');var c=document.cre
   c.addEventListener('change',filter);return c;}
 var onlyErr=check('only-errors','Only questions with an error');
 var onlyRules=check('only-rules','Only questions where a failure rule fired');
-function keep(el){return (!onlyErr.checked||el.getAttribute('data-err')==='1')&&
-  (!onlyRules.checked||el.getAttribute('data-rules')==='1');}
+function has(el,k){return el.getAttribute('data-'+k)==='1'||el.classList.contains(k==='err'?'err':'rules');}
+function keep(el){return (!onlyErr.checked||has(el,'err'))&&(!onlyRules.checked||has(el,'rules'));}
 function filter(){
   Array.prototype.forEach.call(body.rows,function(r){r.classList.toggle('off',!keep(r));r.hidden=r.classList.contains('off')||r.classList.contains('nomatch');});
   document.querySelectorAll('details.sbs, details.q').forEach(function(d){d.classList.toggle('off',!keep(d));d.hidden=d.classList.contains('off');});
