@@ -17,6 +17,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from agree_runs import EXE
+from test_review import read_sheet
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,7 @@ def verdicts(run_dirs: list[Path]) -> dict[str, bool]:
 def export(run_dirs: list[Path], out: Path, *opts: str) -> list[dict[str, str]]:
     res = run("review", "export", *map(str, run_dirs), f"out={out}", *opts)
     assert res.returncode == 0, res.stderr
-    return list(csv.DictReader((out / "review.csv").read_text(encoding="utf-8-sig").splitlines()))
+    return read_sheet(out / "review.csv")
 
 
 def fill(rows: list[dict[str, str]], path: Path, rater: str, met: Callable[[int, dict[str, str]], Any]) -> Path:

@@ -5,6 +5,7 @@ cannot run (before any request)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -277,9 +278,11 @@ def test_review_sheets_show_only_judged_items(tmp_path: Path, env: dict[str, str
         assert run_cli(args(srv.url, tmp_path / "run"), env).returncode == 0
     res = run_cli(["review", "export", str(tmp_path / "run"), "n=100", f"out={tmp_path / 'sheet'}"], env)
     assert res.returncode == 0, res.stderr
-    rows = (tmp_path / "sheet" / "review.csv").read_text(encoding="utf-8-sig").splitlines()[1:]
+    with (tmp_path / "sheet" / "review.csv").open(encoding="utf-8-sig", newline="") as fh:
+        head, *rows = list(csv.reader(fh))  # cells span lines (the dialogue, the reply): read as CSV
+    qcol, icol = 2, head.index("criterion_index")  # the question column is the benchmark's own id field, third
     # the judged items only: haiku #1 and #4, leaves #1 and #3 (a check is no judge verdict to agree with)
-    assert sorted((r.split(",")[2], int(r.split(",")[3])) for r in rows) == [
+    assert sorted((r[qcol], int(r[icol])) for r in rows) == [
         ("haiku", 1), ("haiku", 4), ("leaves", 1), ("leaves", 3)]
     # a run whose items are all checks (multiple choice) has nothing to review: one line says why
     mc = [f"benchmark={REPO / 'tests' / 'data' / 'choice_mini'}", "candidate=mock", "progress=none"]

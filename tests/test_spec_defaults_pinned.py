@@ -135,7 +135,7 @@ def test_the_smallest_positive_weight_fires_under_hit_positive_weight() -> None:
 def test_heatmaps_show_abilities_in_declaration_order_and_the_unlabelled_scenario_last() -> None:
     from types import SimpleNamespace
 
-    from rubric_engine.report.html_views import heatmaps
+    from rubric_engine.report.html_views import heatmap
 
     spec = {"taxonomy": {"dimensions": [{"id": "d", "abilities": [{"id": "zeta"}, {"id": "alpha"}]}]},
             "report": {"breakdowns": [{"id": "abilities", "by": "ability"}, {"id": "scenarios", "by": "scenario"}]}}
@@ -146,6 +146,7 @@ def test_heatmaps_show_abilities_in_declaration_order_and_the_unlabelled_scenari
                                                                 "scenarios": {"(none)": 50.0, "Work": 100.0}}),
             SimpleNamespace(label="m2", scored=qs, breakdowns={"abilities": {"alpha": 75.0},
                                                                 "scenarios": {"Work": 100.0, "Growth": 1.0}})]
-    html = heatmaps(SimpleNamespace(taxonomy=tax, rows=rows))
+    lb = SimpleNamespace(taxonomy=tax, rows=rows)
+    html = "".join(heatmap(lb, title, by, bid) for bid, title, by in tax.breakdowns)  # one per declared breakdown
     cells = [html.index(f'<td class="t">{name}</td>') for name in ("zeta", "alpha", "Growth", "Work", "(none)")]
     assert cells == sorted(cells), html

@@ -2,21 +2,37 @@
 
 matplotlib is imported inside the functions (it costs ~1 s and only the leaderboard needs it) and
 drives the Agg canvas directly through `Figure`, never pyplot, so no GUI backend or global figure
-state is involved (safe in sweep workers and headless CI). Callers pass English labels, so the
-default DejaVu font renders every glyph and no CJK font is needed. Missing numbers (None) are
-drawn as gaps, never as zeros.
+state is involved (safe in sweep workers and headless CI). Every chart draws inside the rc settings of
+report/fonts.py: Latin text in DejaVu Sans, Chinese (a model name, a scenario, a tag) in the embedded
+Noto Sans CJK face, so no glyph is drawn as a box on a machine without CJK fonts. Missing numbers (None)
+are drawn as gaps, never as zeros.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 __all__ = ["radar_chart", "subsets_chart", "length_chart", "FORMATS"]
 
 FORMATS = ("png", "svg")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _fonts(draw: _F) -> _F:
+    """Run a chart function with the CJK fallback font (report/fonts.py) in force while it builds and saves."""
+    @functools.wraps(draw)
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        import matplotlib
+
+        from rubric_engine.report.fonts import chart_fonts
+
+        with matplotlib.rc_context(chart_fonts()):
+            return draw(*args, **kw)
+    return wrapper  # type: ignore[return-value]
 
 
 def _figure(width: float, height: float, polar: bool = False) -> tuple[Any, Any]:
@@ -59,6 +75,7 @@ def _nan(values: Sequence[float | None]) -> list[float]:
     return [math.nan if v is None else float(v) for v in values]
 
 
+@_fonts
 def radar_chart(axes: Sequence[str], series: Mapping[str, Sequence[float | None]], out_base: Path, *,
                 title: str = "", max_value: float = 100.0, formats: Sequence[str] = FORMATS) -> list[Path]:
     """One polygon per model over all abilities; writes out_base.png/.svg and returns the paths."""
@@ -94,6 +111,7 @@ def radar_chart(axes: Sequence[str], series: Mapping[str, Sequence[float | None]
     return _save(fig, Path(out_base), formats)
 
 
+@_fonts
 def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | None]], out_base: Path, *,
                   title: str = "", ylabel: str = "Score", notes: Mapping[str, str] | None = None,
                   intervals: Mapping[str, Sequence[tuple[float, float] | None]] | None = None,
@@ -140,6 +158,7 @@ def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | 
     return _save(fig, Path(out_base), formats)
 
 
+@_fonts
 def length_chart(series: Mapping[str, tuple[Sequence[float], Sequence[float], str]], out_base: Path, *,
                  title: str = "", xlabel: str = "reply length (characters)", max_value: float = 100.0,
                  formats: Sequence[str] = FORMATS) -> list[Path]:

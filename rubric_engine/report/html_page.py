@@ -1,11 +1,13 @@
 """The leaderboard as one self-contained HTML file.
 
 Self-contained because reports get mailed, attached to CI runs and opened offline: the CSS is
-inline, the charts are embedded as base64 PNG data URIs, one small inline script (html_views.SCRIPT)
-adds sorting, filtering, search and the two-model picker, and nothing points to any URL. Every piece
-of text from a run (dialogue, model output, judge reasoning, labels) goes through html.escape, because
-model outputs are untrusted text. The drill-down uses <details> so the page stays readable without
-JavaScript. The font list names CJK fonts, so Chinese data never renders as boxes.
+inline, the charts are embedded as base64 PNG data URIs, the CJK glyphs the page uses as a base64 font
+(report/fonts.py), small inline scripts (html_views.SCRIPT, questions_view.SCRIPT) add sorting,
+filtering, search, the model pickers and the error / failure-rule filters, and nothing points to any URL.
+Every piece of text from a run (dialogue, model output, judge reasoning, labels) goes through html.escape,
+because model outputs are untrusted text. The drill-down uses <details> so the page stays readable without
+JavaScript. Each declared breakdown gets one view under its declared label: a heatmap with numbers, or for
+subsets the table with intervals and decay.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
 from rubric_engine.report.calls_view import run_calls
+from rubric_engine.report import provenance as prov
+from rubric_engine.report import questions_view as qview
+from rubric_engine.report.fonts import font_face_css
 from rubric_engine.report.items_view import load_items_section
 from rubric_engine.report.judges_view import judges_html
 from rubric_engine.report.scales import turn_table
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["render_html", "write_html"]
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans CJK SC","Source Han Sans SC","PingFang SC",
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"rubric-engine CJK","Noto Sans CJK SC","Source Han Sans SC","PingFang SC",
 "Hiragino Sans GB","Microsoft YaHei","Noto Sans",sans-serif;margin:24px auto;max-width:1200px;
 color:#1d1d1f;line-height:1.4;padding:0 16px}
 h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:4px}
@@ -101,19 +106,6 @@ def _leaderboard(lb: "Leaderboard") -> str:
                if len(lb.rows) > 1 else ""))
 
 
-def _dimensions(lb: "Leaderboard") -> str:
-    t = lb.taxonomy
-    rows = [[_e(r.label), *[_f(r.dimensions.get(d)) for d in t.dimensions]] for r in lb.rows]
-    return _table(["Model", *[_e(t.label(d)) for d in t.dimensions]], rows)
-
-
-def _abilities(lb: "Leaderboard") -> str:
-    t = lb.taxonomy
-    rows = [[_e(t.label(d)), _e(t.label(a)), *[_f(r.abilities.get(a)) for r in lb.rows]]
-            for d, abilities in t.dimensions.items() for a in abilities]
-    return _table(["Dimension", "Ability", *[_e(r.label) for r in lb.rows]], rows, left=(0, 1))
-
-
 def _subsets(lb: "Leaderboard", ci: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     t = lb.taxonomy
     names = list(dict.fromkeys([*t.subsets, *(s for r in lb.rows for s in r.subsets)]))
@@ -136,32 +128,25 @@ def _subsets(lb: "Leaderboard", ci: Mapping[str, Mapping[str, Any]] | None = Non
     return _table(head, rows) + note
 
 
-def _scenarios(lb: "Leaderboard") -> str:
+def views_of(lb: "Leaderboard") -> list[tuple[str, str, str]]:
+    """(id, title, by) of the breakdowns to show: the spec's declared ones under their declared labels, else the
+    tables a taxonomy, declared subsets and the data's scenarios give."""
     t = lb.taxonomy
-    names = list(dict.fromkeys(s for r in lb.rows for s in r.scenarios))
-    rows = [[_e(t.scenario_labels.get(s, s)), *[_f(r.scenarios.get(s)) for r in lb.rows]] for s in names]
-    return _table(["Scenario", *[_e(r.label) for r in lb.rows]], rows)
-
-
-def _breakdown(lb: "Leaderboard", bid: str) -> str:
-    groups = list(dict.fromkeys(g for r in lb.rows for g in r.breakdowns.get(bid, {})))
-    rows = [[_e(g), *[_f(r.breakdowns.get(bid, {}).get(g)) for r in lb.rows]] for g in groups]
-    return _table(["Group", *[_e(r.label) for r in lb.rows]], rows)
+    if t.breakdowns:
+        return list(t.breakdowns)
+    out = [("dimensions", "Dimensions", "dimension"), ("abilities", "Abilities", "ability")] if t.dimensions else []
+    out += [("subsets", "Subsets", "subset")] if t.has_subsets else []
+    return out + ([("scenarios", "Scenarios", "scenario")] if any(r.scenarios for r in lb.rows) else [])
 
 
 def _tables(lb: "Leaderboard", subset_ci: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
-    """Only the tables the spec declares: taxonomy tables with a taxonomy, subsets when declared, tag
-    breakdowns by their titles, scenarios when the data has them."""
-    t, out = lb.taxonomy, []
-    if t.dimensions:
-        out += ["<h2>Dimensions</h2>", _dimensions(lb), "<h2>Abilities</h2>", _abilities(lb)]
-    for bid, title, by in t.breakdowns:
-        if by in ("item_tag", "example_tag"):
-            out += [f"<h2>{_e(title)}</h2>", _breakdown(lb, bid)]
-    if t.has_subsets:
-        out += ["<h2>Subsets</h2>", _subsets(lb, subset_ci)]
-    if any(r.scenarios for r in lb.rows):
-        out += ["<h2>Scenarios</h2>", _scenarios(lb)]
+    """One view per breakdown (views_of): a heatmap with scores and counts, or for subsets the table with each
+    subset's interval and the decay; then the turns and Bradley-Terry tables when the runs have them."""
+    out = []
+    for bid, title, by in views_of(lb):
+        view = _subsets(lb, subset_ci) if by == "subset" else views.heatmap(lb, title, by, bid)
+        if view:
+            out += [f"<h2>{_e(title)}</h2>", view]
     turns = turn_table(lb.rows)  # scores on a scale graded per turn: turn 1, turn 2, ..., overall with intervals
     if turns is not None:
         out += ["<h2>Turns</h2>", _table(map(_e, turns[0]), [[_e(c) for c in row] for row in turns[1]])]
@@ -216,6 +201,7 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None, c
     score = sample.get("score")
     err_j, err_c = sample.get("judge_error"), sample.get("candidate_error")
     classes = "q" + (" err" if err_j or err_c else "") + (" cat" if sample.get("catastrophic") else "")
+    classes += " rules" if sample.get("failed_rules") else ""  # the questions filter (questions_view.SCRIPT)
     scen = sample.get("scenario") or ""
     flags = " · JUDGE ERROR" if err_j else (" · CANDIDATE ERROR" if err_c else "")
     flags += " · catastrophic" if sample.get("catastrophic") else ""
@@ -270,35 +256,40 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
     (lo, hi); agreement: an agreement.json whose headline and pair table join the page; items: an items.json
     (rubric diagnostics) whose summary and review-first criteria join it."""
     turns = views.dialogues(lb)
+    grid = qview.collect(lb)  # one pass over every run's records for the question table, side by side and rates
     title = f"{lb.benchmark} {lb.benchmark_version} " + (f"run: {lb.rows[0].label}" if len(lb.rows) == 1 else "leaderboard")
     warn = "".join(f'<li class="warn">{_e(w)}</li>' for w in lb.warnings)
-    parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
-        "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">",
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title><style>{_CSS}{views.CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
+    body = [
+        f"<h1>{_e(title)}</h1>", prov.mock_banner(lb),
         f'<p class="note">{len(lb.rows)} run{"s" if len(lb.rows) != 1 else ""}; ' + (f"{len(ability_ids(lb.taxonomy.dimensions))} abilities in "
         f"{len(lb.taxonomy.dimensions)} dimensions; " if lb.taxonomy.dimensions else "")
         + f"scores 0–{lb.taxonomy.scale:g}.</p>",
         f"<ul>{warn}</ul>" if warn else "",
         "<h2>Leaderboard</h2>", _leaderboard(lb),
         judges_html(lb),  # a judge sweep: rankings side by side, rank correlation (report/judges_view.py)
+        prov.provenance_section(lb),
         *_tables(lb, subset_ci),
-        views.heatmaps(lb),
         views.load_agreement(Path(agreement)) if agreement is not None else "",
         load_items_section(Path(items)) if items is not None else "",
         "<h2>Charts</h2>", _images(images or {}),
-        views.side_by_side(lb, turns),
-        "<h2>Per-question drill-down</h2>",
+        qview.questions_section(grid, lb),
+        qview.criteria_rates(grid),
+        views.side_by_side(lb, turns, grid),
+        '<h2 id="drilldown">Per-question drill-down</h2>',
         '<p class="note">Open a model, then a question: the dialogue, the reply, each criterion with the judge\'s '
         "reasoning and verdict. Questions with errors are highlighted in red, catastrophic ones in amber.</p>",
         '<div id="drill">', *(_drilldown(lb, r, turns) for r in lb.rows), "</div>",
-        f"<script>{views.SCRIPT}</script>",
-        "</body></html>",
+        f"<script>{views.SCRIPT}{qview.SCRIPT}</script>",
     ]
-    return "\n".join(parts)
+    page = "\n".join(body)
+    font, font_note = font_face_css(page)  # the CJK glyphs this page uses, embedded (report/fonts.py)
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; font-src data:; "
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title><style>{font}{_CSS}{views.CSS}{prov.CSS}{qview.CSS}</style></head><body>",
+        f'<p class="warn">{_e(font_note)}</p>' if font_note else "", page, "</body></html>"])
 
 
 def write_html(lb: "Leaderboard", path: Path, images: Mapping[str, Path] | None = None, **kw: Any) -> Path:

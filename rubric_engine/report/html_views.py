@@ -1,4 +1,4 @@
-"""Parts of report.html beyond the plain tables: heatmaps with counts, the side-by-side view, dialogues,
+"""Parts of report.html beyond the plain tables: a breakdown's heatmap with counts, the side-by-side view, dialogues,
 the judge-human agreement section and the small inline script that sorts, filters and searches.
 
 Why apart from report/html_page.py: that module lays out the page; this one holds the views a reader works
@@ -14,13 +14,14 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from rubric_engine.report.questions_view import Grid, column_labels, criteria_compare
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.scoring.aggregate import NO_SCENARIO, ability_ids, group_members, scenario_order
 
 if TYPE_CHECKING:
     from rubric_engine.results.leaderboard import Leaderboard, Row
 
-__all__ = ["SCRIPT", "CSS", "heatmaps", "side_by_side", "dialogue", "dialogues", "agreement_section",
+__all__ = ["SCRIPT", "CSS", "breakdown_title", "heatmap", "side_by_side", "dialogue", "dialogues", "agreement_section",
            "find_agreement", "load_agreement", "load_json_section", "subset_intervals", "AGREEMENT_FILE"]
 
 AGREEMENT_FILE = "agreement.json"
@@ -69,7 +70,8 @@ document.querySelectorAll('table.sortable').forEach(function(tb){
   var inp=document.createElement('input');inp.type='search';inp.placeholder='Filter rows';
   inp.setAttribute('aria-label','Filter rows of this table');inp.className='filter';
   inp.addEventListener('input',function(){var q=inp.value.toLowerCase();
-    Array.prototype.forEach.call(body.rows,function(r){r.hidden=q!==''&&txt(r).indexOf(q)<0;});});
+    Array.prototype.forEach.call(body.rows,function(r){r.classList.toggle('nomatch',q!==''&&txt(r).indexOf(q)<0);
+      r.hidden=r.classList.contains('nomatch')||r.classList.contains('off');});});
   box.appendChild(inp);var at=tb.parentNode.classList.contains('tw')?tb.parentNode:tb;
   at.parentNode.insertBefore(box,at);
 });
@@ -81,7 +83,8 @@ if(drill){
   inp.setAttribute('aria-label','Search the drill-down');
   inp.addEventListener('input',function(){var q=inp.value.toLowerCase();
     drill.querySelectorAll('details.model').forEach(function(m){var any=false;
-      m.querySelectorAll('details.q').forEach(function(d){var ok=q===''||txt(d).indexOf(q)>=0;d.hidden=!ok;any=any||ok;});
+      m.querySelectorAll('details.q').forEach(function(d){var ok=(q===''||txt(d).indexOf(q)>=0)&&!d.classList.contains('off');
+        d.hidden=!ok;any=any||ok;});
       m.open=q!==''&&any;});});
   box.appendChild(inp);drill.parentNode.insertBefore(box,drill);
 }
@@ -95,7 +98,7 @@ if(sbs){
     s.value=String(Math.min(k,names.length-1));s.addEventListener('change',show);sel.push(s);
     box.appendChild(document.createTextNode(k?' vs ':'Compare '));box.appendChild(s);});
   function show(){var keep=[sel[0].value,sel[1].value];
-    sbs.querySelectorAll('.sbs-grid>div').forEach(function(c){c.hidden=keep.indexOf(c.getAttribute('data-m'))<0;});}
+    sbs.querySelectorAll('[data-m]').forEach(function(c){c.hidden=keep.indexOf(c.getAttribute('data-m'))<0;});}
   sbs.parentNode.insertBefore(box,sbs);show();
 }
 })();
@@ -122,7 +125,15 @@ def _heat(score: float | None, scale: float) -> str:
     return f' style="background:hsl({int(120 * x)},70%,{82 - 6 * x:.0f}%)"'
 
 
-def _heatmap(lb: "Leaderboard", title: str, by: str, bid: str) -> str:
+def breakdown_title(lb: "Leaderboard", by: str, default: str) -> str:
+    """The label the spec declares for its breakdown by `by` (the first such), else `default`: charts and tables
+    head a breakdown the way the spec names it."""
+    return next((title for _, title, kind in lb.taxonomy.breakdowns if kind == by), default)
+
+
+def heatmap(lb: "Leaderboard", title: str, by: str, bid: str) -> str:
+    """One breakdown as group x model, each cell its score (coloured) and n, the scored questions in the group for
+    that model (questions with an error are not counted); '' when no run has a group of it."""
     t = lb.taxonomy
     values = {r.label: _values(lb, r, bid, by) for r in lb.rows}
     counts = {r.label: {g: len(ids) for g, ids in group_members(r.scored, by, t.dimensions).items()}
@@ -145,7 +156,7 @@ def _heatmap(lb: "Leaderboard", title: str, by: str, bid: str) -> str:
             return "(none)" if g == NO_SCENARIO else t.scenario_labels.get(g, g)
         return g
 
-    head = "".join(f'<th>{_e(r.label)}</th>' for r in lb.rows)
+    head = "".join(f'<th>{_e(name)}</th>' for name in column_labels(lb.rows))
     body = []
     for g in groups:
         cells = []
@@ -153,25 +164,10 @@ def _heatmap(lb: "Leaderboard", title: str, by: str, bid: str) -> str:
             v, n = values[r.label].get(g), counts[r.label].get(g, 0)
             cells.append(f'<td class="c"{_heat(v, t.scale)}>{_e(fmt(v, 1))}<small>n={n}</small></td>')
         body.append(f'<tr><td class="t">{_e(name(g))}</td>{"".join(cells)}</tr>')
-    return (f"<h3>{_e(title)} × model</h3>"
-            f'<div class="tw"><table class="heat sortable"><thead><tr><th class="t">{_e(title)}</th>{head}</tr>'
-            f'</thead><tbody>{"".join(body)}</tbody></table></div>')
-
-
-def heatmaps(lb: "Leaderboard") -> str:
-    """One heatmap per declared breakdown (abilities when the spec declares none but has a taxonomy);
-    each cell: the score and n = scored questions in the group for that model."""
-    declared = list(lb.taxonomy.breakdowns)
-    if not declared and lb.taxonomy.dimensions:
-        declared = [("abilities", "Ability", "ability")]
-    parts = [_heatmap(lb, title, by, bid) for bid, title, by in declared]
-    parts = [p for p in parts if p]
-    if not parts:
-        return ""
-    return ("<h2>Heatmaps</h2>" + "".join(parts)
-            + '<p class="note">Each cell: the model\'s score on the group and n, the scored questions in it '
-              "(questions with a judge or candidate error are not counted). Colour runs from red (0) to "
-              "green (top of the scale); few questions make a score unstable.</p>")
+    return (f'<div class="tw"><table class="heat sortable"><thead><tr><th class="t">{_e(title)}</th>{head}</tr>'
+            f'</thead><tbody>{"".join(body)}</tbody></table></div>'
+            '<p class="note">Each cell: the score and n, the scored questions in the group. Colour runs from red (0) '
+            "to green (top of the scale); few questions make a score unstable.</p>")
 
 
 def dialogue(turns: Sequence[tuple[str, str, str]] | None) -> str:
@@ -199,37 +195,34 @@ def dialogues(lb: "Leaderboard") -> dict[str, list[tuple[str, str, str]]]:
     return out
 
 
-def side_by_side(lb: "Leaderboard", turns: Mapping[str, Sequence[tuple[str, str, str]]]) -> str:
-    """Every question with each model's reply and score in columns; the script narrows it to two models."""
-    rows = [r for r in lb.rows if r.run is not None]
-    if len(rows) < 2:
+def side_by_side(lb: "Leaderboard", turns: Mapping[str, Sequence[tuple[str, str, str]]], grid: Grid) -> str:
+    """Every question with each model's reply and score in columns, then its criteria side by side (which model
+    met which); the script narrows both to two models. `grid`: questions_view.collect(lb)."""
+    if len(grid.labels) < 2:
         return ""
     t = lb.taxonomy
-    keep = ("score", "candidate_error", "judge_error", "response")  # what a column shows, not whole records
-    by_model = [{str(s.get("id")): {k: s.get(k) for k in keep} for s in r.run.iter_samples()}  # type: ignore[union-attr]
-                for r in rows]
-    qids = list(dict.fromkeys(q for m in by_model for q in m))
     out = []
-    for q in qids:
-        cols = []
-        for i, (r, m) in enumerate(zip(rows, by_model)):
+    for k, q in enumerate(grid.qids):
+        cols, err_any, rules_any = [], False, False
+        for i, (label, m) in enumerate(zip(grid.labels, grid.cells)):
             s = m.get(q)
             if s is None:
-                cols.append(f'<div data-m="{i}"><b>{_e(r.label)}</b><p class="note">not in this run</p></div>')
+                cols.append(f'<div data-m="{i}"><b>{_e(label)}</b><p class="note">not in this run</p></div>')
                 continue
-            err = s.get("candidate_error") or s.get("judge_error")
-            score = s.get("score")
-            head = f"{_e(r.label)} · score {_e(fmt(None if score is None else score * t.scale))}"
-            cls = ' class="err"' if err else ""
+            err_any, rules_any = err_any or bool(s.error), rules_any or bool(s.rules)
+            head = f"{_e(label)} · score {_e(fmt(None if s.score is None else s.score * t.scale))}"
+            cls = ' class="err"' if s.error else ""
             cols.append(f'<div data-m="{i}"{cls}><b>{head}</b>'
-                        + (f'<p class="err">{_e(err)}</p>' if err else "")
-                        + f"<pre>{_e(s.get('response'))}</pre></div>")
-        out.append(f'<details class="sbs" data-q="{_e(q)}"><summary>{_e(q)}</summary>{dialogue(turns.get(q))}'
-                   f'<div class="sbs-grid">{"".join(cols)}</div></details>')
-    models = _e(json.dumps([r.label for r in rows], ensure_ascii=False))
-    return ("<h2>Side by side</h2><p class=\"note\">Open a question to read the models' replies next to each "
-            "other (with scripts on, pick the two models to compare).</p>"
-            f'<div id="sbs" data-models="{models}">{"".join(out)}</div>')
+                        + (f'<p class="err">{_e(s.error)}</p>' if s.error else "")
+                        + (f'<p class="warn">Failure rules fired: {_e(", ".join(s.rules))}</p>' if s.rules else "")
+                        + f"<pre>{_e(s.response)}</pre></div>")
+        out.append(f'<details class="sbs" id="sbs-{k}" data-q="{_e(q)}" data-err="{int(err_any)}" '
+                   f'data-rules="{int(rules_any)}"><summary>{_e(q)}</summary>{dialogue(turns.get(q))}'
+                   f'<div class="sbs-grid">{"".join(cols)}</div>{criteria_compare(grid, q)}</details>')
+    models = _e(json.dumps(grid.labels, ensure_ascii=False))
+    return ("<h2 id=\"side-by-side\">Side by side</h2><p class=\"note\">Open a question to read the models' replies "
+            "next to each other, then which criteria each model met (with scripts on, pick the two models to "
+            f'compare).</p><div id="sbs" data-models="{models}">{"".join(out)}</div>')
 
 
 def find_agreement(paths: Iterable[Path]) -> Path | None:

@@ -173,8 +173,10 @@ def _radar(lb: Leaderboard) -> tuple[str, list[str], dict[str, list[float | None
     has a taxonomy with 3 or more, else a tag breakdown; None when no breakdown has 3 groups."""
     t, abilities = lb.taxonomy, ability_ids(lb.taxonomy.dimensions)
     if len(abilities) >= 3:
-        return "abilities", [t.label(a) for a in abilities], {r.label: [r.abilities.get(a) for a in abilities]
-                                                              for r in lb.rows}
+        from rubric_engine.report.html_views import breakdown_title  # the spec's label for its abilities
+
+        return (breakdown_title(lb, "ability", "abilities"), [t.label(a) for a in abilities],
+                {r.label: [r.abilities.get(a) for a in abilities] for r in lb.rows})
     for bid, title, groups in _tag_breakdowns(lb):
         if len(groups) >= 3:
             return title, groups, {r.label: [r.breakdowns.get(bid, {}).get(g) for g in groups] for r in lb.rows}
@@ -214,7 +216,8 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
         images[f"{name} (radar)"] = out / f"radar.{shown}"
     if subs:  # the subset / decay chart only when the spec declares subsets
         charts.subsets_chart([t.subset_labels.get(x, x) for x in subs], {r.label: [r.subsets.get(x) for x in subs]
-                             for r in lb.rows}, out / "subsets", title=f"{lb.benchmark}: subsets{base}",
+                             for r in lb.rows}, out / "subsets",
+                             title=f"{lb.benchmark}: {html_views.breakdown_title(lb, 'subset', 'subsets')}{base}",
                              notes={r.label: f"decay {fmt(r.decay_pct, 1)}%" for r in lb.rows if r.decay_pct is not None},
                              intervals={r.label: [ci.get(r.label, {}).get(x) for x in subs] for r in lb.rows},
                              formats=chart_formats or (shown,))

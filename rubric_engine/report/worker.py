@@ -152,6 +152,9 @@ def _warm_up() -> None:
     from rubric_engine.results import leaderboard as _ranking  # noqa: F401
     from rubric_engine.store import runs  # noqa: F401
 
+    from rubric_engine.report.fonts import chart_fonts
+
+    chart_fonts()  # the CJK face registered with matplotlib's font manager once, here
     fig, ax = charts._figure(2, 2)  # noqa: SLF001 - the same canvas the charts use
     ax.set_title("warm-up")
     ax.plot([0, 1], [0, 1])

@@ -31,6 +31,7 @@ from rubric_engine.report.console import print_pairwise, print_panel, print_samp
 from rubric_engine.report.run_page import write_run_report
 from rubric_engine.run import stream as runstream
 from rubric_engine.run.identity import is_shipped, is_shipped_name, run_identity, spec_digest
+from rubric_engine.run.provenance import run_provenance
 from rubric_engine.run.journal import JournalWriter, run_fingerprint
 from rubric_engine.run.pipeline import run_pipeline
 from rubric_engine.run.pairwise import baseline_answers, pairwise_section
@@ -210,6 +211,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
                             totals.scored_in_order(questions) if plan.judged else [], calls,
                             totals.compact_in_order(questions))
     summary.update(spec_hash=digest, run_id=manifest["run_id"])
+    summary["provenance"] = run_provenance(plan, out)  # engine, command, models and params (report.html)
     offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
     if plan.judged and plan.panel:
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}

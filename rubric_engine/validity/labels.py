@@ -95,9 +95,10 @@ def _rows(path: Path, id_field: str) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise DataError(str(path), f"missing column(s) {', '.join(missing)}", line=1,
                                 fix=f"a labels CSV needs the columns {', '.join(required)}")
             used = [c for c in (id_field, *_USED) if c in reader.fieldnames]  # type: ignore[operator]
-            # line_num: the row's last physical line; cell_value undoes the formula guard review.csv was written with
-            for r in reader:
-                yield reader.line_num, {k: cell_value(r[k]) for k in used}
+            # numbered as a spreadsheet shows the rows (header = 1), not by physical line: review.csv's dialogue and
+            # reply cells span lines; cell_value undoes the formula guard review.csv was written with
+            for number, r in enumerate(reader, start=2):
+                yield number, {k: cell_value(r[k]) for k in used}
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(str(path), f"cannot read the labels file ({exc.__class__.__name__}: {exc})",
                         fix="give a JSONL or CSV file saved as UTF-8") from None

@@ -3,7 +3,9 @@
 Why: the judge is only as trustworthy as its agreement with people, and people can label only a
 few hundred items. The sample is stratified (by ability and subset by default) so that every
 ability is represented, deterministic for a given seed, and written as a self-contained HTML page
-plus a CSV (UTF-8 with BOM, so Excel reads Chinese) that carry the same sheet id.
+plus a CSV (UTF-8 with BOM, so Excel reads Chinese) that carry the same sheet id. The CSV holds on every row the
+question's dialogue and the reply under review, so a rater can label in a spreadsheet alone; a cell longer than a
+spreadsheet keeps (Excel: 32,767 characters) is cut with a marker saying how much and where the whole text is.
 """
 
 from __future__ import annotations
@@ -26,14 +28,31 @@ __all__ = ["sample_items", "sheet_id", "export_review", "csv_columns", "USAGE"]
 
 def csv_columns(id_field: str) -> list[str]:
     """The review CSV header; the question column is the benchmark's own id field."""
-    return ["sheet_id", "item_key", id_field, "criterion_index", "criterion", "weight", "met", "rater", "note"]
+    return ["sheet_id", "item_key", id_field, "dialogue", "reply", "criterion_index", "criterion", "weight", "met",
+            "rater", "note"]
+
+
+CELL_MAX = 32_000  # under Excel's 32,767 characters per cell, room left for the marker
+
+
+def _cell_text(text: str) -> str:
+    """A long text cut to what a spreadsheet cell holds, with a marker naming the cut (never silently)."""
+    if len(text) <= CELL_MAX:
+        return text
+    return text[:CELL_MAX] + f"\n[... {len(text) - CELL_MAX} more characters cut here; the whole text is in review.html]"
+
+
+def _dialogue_text(turns: Sequence[tuple[str, str, str]]) -> str:
+    """The dialogue as one cell: `Kind (role): text` per turn, as the review page labels them, blank lines between."""
+    return "\n\n".join(f"{kind.capitalize() or 'Turn'} ({role}): {text}" for role, kind, text in turns)
 USAGE = """usage: rubric-engine review export RUN_DIR [RUN_DIR ...] [n=100] [seed=0]
                                    [stratify=[ability,subset]] [unit=item|reply] [out=DIR] [force=true]
 
 Draw a stratified random sample of (question, criterion) items from one or more run directories
 (several candidates, several judges) and write a blind review sheet to out= (default: review/):
   review.html  open it from disk, label each item Met / Not met / Unsure, Save labels
-  review.csv   the same items for a spreadsheet (UTF-8 with BOM); fill `met` and `rater`
+  review.csv   the same items for a spreadsheet (UTF-8 with BOM), each row with the question's
+               dialogue and the reply under review; fill `met` and `rater`
   sheet.json   what was sampled, from which runs, with which seed
 stratify= any item field: ability, dimension, subset, scenario, weight_sign, candidate, or a
 field the data carries. unit=reply samples whole replies (all their criteria), which is what
@@ -113,9 +132,10 @@ def _csv(sid: str, questions: Sequence[ReviewQuestion], id_field: str) -> str:
     w = csv.writer(buf, lineterminator="\r\n")
     w.writerow(csv_columns(id_field))
     for q in questions:
+        dialogue, reply = _cell_text(_dialogue_text(q.dialogue)), _cell_text(q.reply)  # on every row: rows stand alone
         for c in q.criteria:
             weight = "" if c.weight is None else (int(c.weight) if float(c.weight).is_integer() else c.weight)
-            w.writerow(csv_row([sid, c.key, q.qid, c.index, c.text, weight, "", "", ""]))
+            w.writerow(csv_row([sid, c.key, q.qid, dialogue, reply, c.index, c.text, weight, "", "", ""]))
     return buf.getvalue()
 
 
