@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.entries import MAX_TIMEOUT
+from rubric_engine.models.workers import workers_count
 
 __all__ = ["CONFIG_MODULE", "settings_from_config"]
 
@@ -69,7 +70,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         benchmark_dirs=list(opt("benchmark_dirs") or []), data_path=opt("data.path"), data_cache_dir=opt("data.cache_dir"),
         subset=opt("subset"), limit=opt("limit"), ids=list(ids) if ids else None, stage=str(cfg.stage),
         answers=opt("answers"), from_run=opt("from_run"), concurrency=int(cfg.concurrency), rpm=opt("rpm"),
-        max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
+        max_retries=int(cfg.max_retries), workers=workers_count(1 if opt("workers") is None else opt("workers")), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
         progress="none" if opt("quiet") else str(cfg.progress), quiet=bool(opt("quiet")),
         trust_code=bool(opt("trust_code")),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),

@@ -49,6 +49,7 @@ class RunSettings:
     concurrency: int = 16
     rpm: float | None = None
     max_retries: int = 4
+    workers: int = 1  # processes carrying model calls (models/workers.py); 1: this process
     timeout: float | None = None  # run-wide per-request timeout; None: each model's own (default 120 s)
     cache_dir: str | None = None
     cache_enabled: bool = True
