@@ -188,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--criteria", type=int, default=10)
     ap.add_argument("--inspect-python", default=sys.executable, help="a Python that can import inspect_ai")
     ap.add_argument("--skip-per-criterion", action="store_true")
+    ap.add_argument("--clients", default="", help="comma-separated client names to run (default: all); an engine "
+                    "without workers= (another version's) runs as 'engine'")
     args = ap.parse_args(argv)
     c = args.concurrency
     os.environ[KEY_ENV] = "sk-bench"
@@ -196,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = write_synthetic(args.calls, tmp / "rows.jsonl", unique=True)
         gen_jobs = _jobs_generate(rows, tmp / "gen.jsonl")
         clients: dict[str, Any] = {
+            "engine": lambda r: engine_args(srv.url, rows, tmp / f"g0-{r}", tmp / f"c0-{r}", c, "generate"),
             "engine workers=1": lambda r: engine_args(srv.url, rows, tmp / f"g1-{r}", tmp / f"c1-{r}", c, "generate")
             + ["workers=1"],
             "engine workers=2": lambda r: engine_args(srv.url, rows, tmp / f"g2-{r}", tmp / f"c2-{r}", c, "generate")
@@ -206,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         skipped = {} if _importable(args.inspect_python, "inspect_ai") else \
             {"inspect_ai": f"not installed (for {args.inspect_python}; pass --inspect-python)"}
-        results: dict[str, list[dict[str, float]]] = {k: [] for k in clients if k not in skipped}
+        wanted = [x.strip() for x in args.clients.split(",") if x.strip()] or [k for k in clients if k != "engine"]
+        results: dict[str, list[dict[str, float]]] = {k: [] for k in clients if k not in skipped and k in wanted}
         for r in range(args.runs):
             for name in results:
                 results[name].append(_measure(srv, clients[name](r)))

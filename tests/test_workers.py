@@ -144,3 +144,48 @@ def test_workers_must_be_a_whole_number_or_auto(tmp_path: Path, env: dict[str, s
                     "candidate=mock", "judge=mock"], env)
     assert done.returncode != 0 and "workers=0 is not valid" in done.stderr
     assert os.cpu_count()
+
+
+def test_a_failure_rebuilt_from_a_worker_classifies_as_the_original(fake_key: str) -> None:
+    """Real LiteLLM exceptions (from the fake server and from a closed port) classify the same after the trip
+    through describe_error / rebuild_error as before it: kind, retry or not, status and Retry-After."""
+    import asyncio
+    import socket
+
+    from rubric_engine.models.failures import Malformed, classify
+    from rubric_engine.models.litellm_runtime import RUNTIME
+    from rubric_engine.models.workers import describe_error, rebuild_error
+
+    litellm = RUNTIME.module()
+    replies = [Reply(status=429, headers={"Retry-After": "7"}), Reply(status=500), Reply(status=400),
+               Reply(status=401), Reply(status=404), Reply(status=413), Reply(status=422),
+               Reply(status=400, error="This model's maximum context length is 8192 tokens",
+                     headers={}), Reply(raw="<html>gateway</html>"), Reply(delay=5)]
+
+    async def failures(url: str) -> list[BaseException]:
+        out: list[BaseException] = []
+        for i, _ in enumerate(replies):
+            try:
+                await litellm.acompletion(model="openai/m", api_base=url, api_key="sk-test", max_retries=0,
+                                          timeout=1 if i == len(replies) - 1 else 30,
+                                          messages=[{"role": "user", "content": str(i)}])
+            except Exception as exc:  # noqa: BLE001 - collected
+                out.append(exc)
+        with socket.socket() as s:  # a port nobody listens on: connection refused
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            await litellm.acompletion(model="openai/m", api_base=f"http://127.0.0.1:{port}/v1", api_key="sk-test",
+                                      max_retries=0, timeout=5, messages=[{"role": "user", "content": "x"}])
+        except Exception as exc:  # noqa: BLE001
+            out.append(exc)
+        return out
+
+    with FakeServer() as srv:
+        srv.queue(*replies)
+        errors = asyncio.run(failures(srv.url)) + [Malformed("malformed response: no choices"), TimeoutError()]
+    assert len(errors) == len(replies) + 3
+    for exc in errors:
+        before, after = classify(exc, "sk-test"), classify(rebuild_error(describe_error(exc)), "sk-test")
+        assert (before.kind, before.fatal, before.status, before.retry_after, before.detail) == \
+            (after.kind, after.fatal, after.status, after.retry_after, after.detail), type(exc).__name__
