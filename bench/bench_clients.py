@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -162,7 +163,7 @@ def _span(values: list[float], fmt: str = "{:.2f}") -> str:
 
 def _table(title: str, calls: int, results: dict[str, list[dict[str, float]]], skipped: dict[str, str]) -> None:
     base = results.get("bare OpenAI")
-    mid = (lambda rs, k: sorted(r[k] for r in rs)[len(rs) // 2])
+    mid = (lambda rs, k: statistics.median(r[k] for r in rs))
     print(f"\n{title} ({calls:,} calls each)")
     print(f"  {'client':<22} {'wall s':>12} {'CPU ms/call':>13} {'wall x':>8} {'CPU x':>8} {'requests seen':>15}")
     for name, rs in results.items():
