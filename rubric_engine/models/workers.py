@@ -181,6 +181,7 @@ class _Worker:
         self.loop_id: int | None = None
         self.writer: asyncio.StreamWriter | None = None
         self._ready: asyncio.Task[asyncio.StreamWriter] | None = None
+        self.copies: list[socket.socket] = []  # one per event loop that talked to the worker
 
     async def attach(self) -> asyncio.StreamWriter:
         """This event loop's stream to the worker (a new loop gets its own, over a copy of the socket); one
@@ -191,7 +192,9 @@ class _Worker:
         return await asyncio.shield(self._ready)
 
     async def _connect(self) -> asyncio.StreamWriter:
-        reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=os.dup(self.sock.fileno())))
+        copy = socket.socket(fileno=os.dup(self.sock.fileno()))
+        self.copies.append(copy)
+        reader, writer = await asyncio.open_connection(sock=copy)
         self.writer = writer
         asyncio.get_running_loop().create_task(self._read(reader))
         return writer
@@ -229,8 +232,12 @@ class WorkerPool:
         self._lock = threading.Lock()
 
     def configure(self, workers: int) -> None:
-        """workers=N from the run's settings: 1 is today's behaviour (calls in this process)."""
-        self.size = 0 if workers <= 1 else int(workers)
+        """workers=N from the run's settings: 1 is today's behaviour (calls in this process). A new size
+        (another run in this process) ends the workers of the old one."""
+        size = 0 if workers <= 1 else int(workers)
+        if size != self.size:
+            self.close()
+        self.size = size
 
     def start(self) -> None:
         """Start the workers now (each imports LiteLLM while the run starts); idempotent."""
@@ -269,21 +276,21 @@ class WorkerPool:
                 if stopped() and not self._stop_sent:  # a signal: every worker stops all its calls at once
                     self._stop_sent = True
                     for w in self._workers:
-                        if w.alive and w.writer is not None:
+                        if w.alive and w.writer is not None and w.loop_id == worker.loop_id:
                             w.writer.write(_frame(("stop",)))
                 writer.write(_frame(("cancel", call_id)))
             raise
 
     def close(self) -> None:
-        """End the workers (closing our end of each socket is their signal); waits briefly, then kills."""
+        """End the workers (closing every copy of our end of each socket is their signal: end of file); waits
+        briefly, then kills."""
         workers, self._workers = self._workers, []
         for w in workers:
-            try:
-                w.sock.close()
-                if w.writer is not None:
-                    w.writer.transport.abort()
-            except Exception:  # noqa: BLE001 - a loop already closed
-                pass
+            for sock in (w.sock, *w.copies):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
         deadline = time.monotonic() + 3.0
         for w in workers:
             try:
@@ -378,9 +385,13 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     from rubric_engine.models.litellm_runtime import RUNTIME
 
-    RUNTIME.quiet_gc = True
-    litellm = RUNTIME.module()
-    asyncio.run(_serve(socket.socket(fileno=fd), litellm))
+    try:
+        RUNTIME.quiet_gc = True
+        litellm = RUNTIME.module()
+        asyncio.run(_serve(socket.socket(fileno=fd), litellm))
+    except Exception as exc:  # noqa: BLE001 - one line; the main process reports the calls it loses
+        sys.stderr.write(f"rubric-engine worker {os.getpid()}: {type(exc).__name__}: {exc}\n")
+        return 1
     return 0
 
 
