@@ -29,9 +29,9 @@ from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.models.interrupt import stopped
 from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply
-from rubric_engine.models.workers import POOL, WorkerPool
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.redact import register_secret
+from rubric_engine.models.workers import POOL, WorkerPool
 
 __all__ = ["CallResult", "CallStats", "ModelClient", "preload_litellm"]
 
@@ -291,9 +291,9 @@ class ModelClient:
         kwargs = {**self._base_request(), "messages": messages}
         if response_format:
             kwargs["response_format"] = response_format
-        if self.notify is not None and self._runtime.announce_once():
-            self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         pool = self.workers if self.workers is not None and self.workers.size > 0 else None
+        if self.notify is not None and pool is None and self._runtime.announce_once():
+            self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = None if pool is not None else self._runtime.module()  # workers: LiteLLM is theirs, not imported here
         if litellm is not None and self._capped is None:
             self._capped = served_by_openai_client(litellm, self.spec.model, self.spec.api_base)
