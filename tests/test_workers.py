@@ -189,3 +189,28 @@ def test_a_failure_rebuilt_from_a_worker_classifies_as_the_original(fake_key: st
         before, after = classify(exc, "sk-test"), classify(rebuild_error(describe_error(exc)), "sk-test")
         assert (before.kind, before.fatal, before.status, before.retry_after, before.detail) == \
             (after.kind, after.fatal, after.status, after.retry_after, after.detail), type(exc).__name__
+
+
+def test_with_workers_the_main_process_never_imports_litellm(tmp_path: Path) -> None:
+    """The workers import LiteLLM; the main process keeps only the engine's side (and the cost comes back)."""
+    import sys
+
+    code = (
+        "import asyncio, os, sys\n"
+        "from rubric_engine.models.client import ModelClient\n"
+        "from rubric_engine.models.entries import ModelSpec\n"
+        "from rubric_engine.models.workers import POOL\n"
+        "POOL.configure(2)\n"
+        "async def main(url):\n"
+        "    spec = ModelSpec(name='m', model='openai/gpt-4o', api_base=url, api_key_env='FAKE_KEY')\n"
+        "    async with ModelClient(spec, cache=None) as c:\n"
+        "        rs = await asyncio.gather(*(c.complete([{'role': 'user', 'content': f'x{i}'}]) for i in range(6)))\n"
+        "    print(sorted({r.cost for r in rs}), 'litellm' in sys.modules)\n"
+        "asyncio.run(main(sys.argv[1]))\n"
+        "POOL.close()\n")
+    with FakeServer() as srv:
+        done = subprocess.run([sys.executable, "-c", code, srv.url], env={**os.environ, "FAKE_KEY": "sk-test"},
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        assert len(srv.requests) == 6
+    assert done.stdout.split() == ["[7.500000000000001e-05]", "False"]  # 10 x 2.5e-6 + 5 x 1e-5 (gpt-4o)
