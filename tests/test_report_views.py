@@ -415,4 +415,4 @@ def test_columns_of_a_judge_sweep_name_the_judge(runs: Path, tmp_path: Path) -> 
     for section in ('<table class="sortable" id="qtable"', '<h2 id="criteria">', '<div id="sbs"', "<h2>Abilities</h2>"):
         part = html_text[html_text.index(section):]
         part = part[:part.index("</thead>")]
-        assert "model-a (judge-x)" in part and "model-a (judge-y)" in part, section
+        assert "model-a [judge judge-x]" in part and "model-a [judge judge-y]" in part, section

@@ -17,6 +17,7 @@ from rubric_engine.errors import ConfigError
 from rubric_engine.models.adhoc import adhoc_entry, is_model_id
 from rubric_engine.models.concurrency import parse_concurrency
 from rubric_engine.models.entries import MAX_TIMEOUT
+from rubric_engine.models.workers import workers_count
 
 __all__ = ["CONFIG_MODULE", "settings_from_config"]
 
@@ -73,6 +74,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         answers=opt("answers"), from_run=opt("from_run"), concurrency=parse_concurrency(cfg.concurrency),
         rpm=opt("rpm"), tpm=opt("tpm"),
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
+        workers=workers_count(1 if opt("workers") is None else opt("workers")),
         progress="none" if opt("quiet") else str(cfg.progress), quiet=bool(opt("quiet")),
         trust_code=bool(opt("trust_code")), prompt_cache=opt("prompt_cache"),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),

@@ -30,18 +30,23 @@ from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.models.interrupt import stopped
-from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, reply_cost
+from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply
 from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.promptcache import mark_prefix, needs_marker
 from rubric_engine.models.redact import register_secret
+from rubric_engine.models.workers import POOL, WorkerPool
 
 __all__ = ["CallResult", "CallStats", "ModelClient", "preload_litellm"]
 
 
 def preload_litellm() -> None:
-    """Start importing LiteLLM on a thread now, for a caller that knows calls will be made."""
-    RUNTIME.preload()
+    """Start importing LiteLLM on a thread now, for a caller that knows calls will be made (with workers=N:
+    start the worker processes, each importing it)."""
+    if POOL.size > 0:
+        POOL.start()
+    else:
+        RUNTIME.preload()
 
 @dataclass
 class CallResult:
@@ -133,6 +138,7 @@ class ModelClient:
         self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
         self.observer: Observer | None = None  # every call's outcome and each retry (models/events.py)
         self.batcher: Any = None  # batch=true: a models/batches.Batcher answers every call from provider batches
+        self.workers: WorkerPool | None = POOL  # workers=N: calls run in worker processes (models/workers.py)
         self._limiter = _RateLimiter(rpm, clock, sleep, tpm)
         self._sleep = sleep
         self._sem: asyncio.Semaphore | None = None
@@ -327,14 +333,15 @@ class ModelClient:
         kwargs = {**self._base_request(), "messages": messages}
         if response_format:
             kwargs["response_format"] = response_format
-        if self.notify is not None and self._runtime.announce_once():
+        pool = self.workers if self.workers is not None and self.workers.size > 0 else None
+        if self.notify is not None and pool is None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
-        litellm = self._runtime.module()
+        litellm = None if pool is not None else self._runtime.module()  # workers: LiteLLM is theirs, not imported here
         if self.batcher is not None and key is not None:  # batch=true: the request's id is its cache key
             return await self.batcher.call(kwargs, key)  # type: ignore[no-any-return]
-        if self._capped is None:
+        if litellm is not None and self._capped is None:
             self._capped = served_by_openai_client(litellm, self.spec.model, self.spec.api_base)
-        client = self._openai_client() if self._capped else None
+        client = self._openai_client() if self._capped and litellm is not None else None
         if client is not None:  # the reply body is capped while it arrives (models/bodycap.py)
             kwargs["client"] = client
         attempts = 0
@@ -347,7 +354,9 @@ class ModelClient:
                 self.stats.requests += 1
                 started = time.monotonic()
                 try:  # `timeout` is wall-clock per attempt: httpx's is per read, which a trickling server resets
-                    response = await asyncio.wait_for(litellm.acompletion(**kwargs), self.spec.timeout)
+                    call = self._runtime.acompletion(litellm, kwargs) if pool is None else \
+                        pool.acompletion(kwargs, self._cap)  # models/workers.py: the call runs in a worker process
+                    response, cost = await asyncio.wait_for(call, self.spec.timeout)
                     text, prompt_tokens, completion_tokens = parse_reply(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
                     failure, error = classify(exc, self._key), exc
@@ -355,7 +364,6 @@ class ModelClient:
                         slot.throttled()
                 else:
                     self._answered = True
-                    cost = reply_cost(litellm, response)
                     self.stats.prompt_tokens += prompt_tokens
                     self.stats.completion_tokens += completion_tokens
                     self.stats.cost += cost or 0.0

@@ -26,9 +26,11 @@ import threading
 from typing import Any
 
 from rubric_engine.models.failures import Malformed
+from rubric_engine.models.pricing import ModelPricing
 from rubric_engine.text.surrogates import LONE_SURROGATE
 
-__all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "reply_cost", "cached_tokens", "rate_headers"]
+__all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "reply_cost", "cached_tokens", "rate_headers",
+           "configure"]
 
 _ENV_BEFORE_IMPORT = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
 # What LiteLLM's first acompletion imports lazily (~470 modules, 0.5 s of CPU measured on the development
@@ -47,6 +49,7 @@ class LiteLLMRuntime:
         self._announced = False  # the 'loading LiteLLM' line is shown once per process
         self._loop_users: dict[int, int] = {}  # event-loop id -> open ModelClients that made real calls in it
         self._lock = threading.Lock()
+        self._pricing: dict[tuple[str, str], ModelPricing] = {}  # (model, its params) -> looked up once
         # The command line sets this (cli/main.py): the cyclic GC is paused while LiteLLM imports (its
         # import triggers full collections that find nothing, 0.8 s of CPU measured) and the objects
         # alive after it are frozen out of later collections. Off for Python callers: the GC is theirs.
@@ -89,10 +92,7 @@ class LiteLLMRuntime:
         try:
             import litellm  # noqa: PLC0415 - deliberate lazy import (seconds of start-up)
 
-            litellm.suppress_debug_info = True
-            litellm.set_verbose = False
-            for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
-                logging.getLogger(name).setLevel(logging.ERROR)
+            configure(litellm)
             for name in _FIRST_CALL_MODULES:
                 try:
                     importlib.import_module(name)
@@ -104,6 +104,22 @@ class LiteLLMRuntime:
                 gc.enable()
         self._module = litellm
         return litellm
+
+    def pricing(self, litellm: Any, model: str, params: dict[str, Any]) -> ModelPricing:
+        """The model's pricing (models/pricing.py), looked up once per model and params in this process."""
+        key = (model, repr(sorted(params.items(), key=lambda kv: kv[0])))
+        found = self._pricing.get(key)
+        if found is None:
+            found = self._pricing[key] = ModelPricing(litellm, model, params)
+        return found
+
+    async def acompletion(self, litellm: Any, kwargs: dict[str, Any]) -> tuple[Any, float | None]:
+        """One `litellm.acompletion` (the engine's one call site of it) and the reply's cost (None: unknown).
+        The model's per-token prices go with the call (LiteLLM's documented custom pricing), so LiteLLM skips
+        its per-call price lookups; the cost is then computed here from the reply's tokens (models/pricing.py)."""
+        pricing = self.pricing(litellm, kwargs["model"], {k: v for k, v in kwargs.items() if k in _PRICED_PARAMS})
+        response = await litellm.acompletion(**kwargs, **pricing.kwargs)
+        return response, reply_cost(litellm, response, pricing)
 
     def use_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """A client starts making real calls in `loop`."""
@@ -120,6 +136,25 @@ class LiteLLMRuntime:
 
 
 RUNTIME = LiteLLMRuntime()
+# the request params that change which prices apply (models/pricing.py)
+_PRICED_PARAMS = frozenset({"service_tier", "web_search_options", "tools", "input_cost_per_token",
+                            "output_cost_per_token", "cache_read_input_token_cost"})
+
+
+def configure(litellm: Any) -> None:
+    """LiteLLM's process-wide settings, once after its import: no debug output, no logging below ERROR, no
+    callbacks (the engine keeps its own journal, transcripts and costs). Only public settings: LiteLLM still
+    builds its logging payload per call (it has no switch for that). `turn_off_message_logging` is left
+    off on purpose: with no callback there is nothing to redact, and setting it makes LiteLLM deep-copy
+    and redact every call's logging payload (~6% of the engine's CPU per call, measured with py-spy)."""
+    litellm.suppress_debug_info = True
+    litellm.set_verbose = False
+    for name in ("callbacks", "success_callback", "failure_callback", "input_callback", "service_callback",
+                 "_async_success_callback", "_async_failure_callback", "_async_input_callback"):
+        if isinstance(getattr(litellm, name, None), list):
+            getattr(litellm, name).clear()
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _prepare_environment() -> None:
@@ -197,9 +232,14 @@ def parse_reply(response: Any) -> tuple[str, int, int]:
     return text, int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
 
 
-def reply_cost(litellm: Any, response: Any) -> float | None:
-    """USD cost, or None when unknown. LiteLLM already priced the response (hidden params); reuse
-    that, since a second completion_cost() raising for unmapped models costs ~2 ms of CPU per call."""
+def reply_cost(litellm: Any, response: Any, pricing: ModelPricing | None = None) -> float | None:
+    """USD cost, or None when unknown: from the model's pricing when given (models/pricing.py), else the figure
+    LiteLLM stamped on the response (hidden params; a reply from a worker process carries the worker's)."""
+    if pricing is not None:
+        try:
+            return pricing.cost(litellm, response)
+        except Exception:  # noqa: BLE001 - a reply without usable usage: the cost is unknown, never 0
+            return None
     hidden = getattr(response, "_hidden_params", None)
     if isinstance(hidden, dict) and "response_cost" in hidden:
         value = hidden["response_cost"]

@@ -27,6 +27,7 @@ from rubric_engine.models.bodycap import max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.entries import check_keys
 from rubric_engine.models.mock import is_mock
+from rubric_engine.models.workers import POOL
 from rubric_engine.report.console import print_pairwise, print_panel, print_sampling, print_summary
 from rubric_engine.report.run_page import write_run_report
 from rubric_engine.run import stream as runstream
@@ -107,6 +108,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
 def _run_locked(settings: RunSettings, console: Console | None, results: Console | None) -> dict[str, Any]:
     console = console or SafeConsole(stderr=True)
     results = results or SafeConsole()
+    POOL.configure(settings.workers)  # workers=N: model calls in N processes (models/workers.py)
     _start_litellm_early(settings)
     spec, dataset, rows = load_inputs(settings, lazy=True)
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)

@@ -51,6 +51,7 @@ class RunSettings:
     rpm: float | None = None
     tpm: float | None = None  # tokens-per-minute cap per role (models/client._RateLimiter, models/concurrency.py)
     max_retries: int = 4
+    workers: int = 1  # processes carrying model calls (models/workers.py); 1: this process
     timeout: float | None = None  # run-wide per-request timeout; None: each model's own (default 120 s)
     prompt_cache: bool | None = None  # mark per-criterion prompts' shared prefix; None: the spec's default (prompt_cache_of)
     cache_dir: str | None = None

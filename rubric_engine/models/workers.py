@@ -1,0 +1,399 @@
+"""`workers=N`: model calls carried by N worker processes, each running its own LiteLLM in an asyncio loop.
+
+Why: a call through LiteLLM costs milliseconds of CPU in the calling process (request set-up, response
+models, its logging payload), so one process tops out near a few hundred calls a second on one core. With
+workers, the main process keeps everything that must stay in one place (the cache, the journal, retries
+and their classification, rate limits, interrupts) and only the `litellm.acompletion` itself, and the
+reply's cost, run in a worker: both cores of a small machine (`workers=auto`), more on larger ones.
+
+The protocol: one socketpair per worker, frames of a 4-byte length and a pickle, both ways.
+  main -> worker: ("call", id, kwargs, reply_cap) | ("cancel", id) | ("stop",)
+  worker -> main: ("ok", id, reply, cost) | ("err", id, chain)
+A reply is the few fields the engine reads (text, finish reason, usage, served model), rebuilt in the main
+process as attributes, so `parse_reply` and the usage readers see what they would see in-process. A failure
+travels as its exception chain's class names, message, HTTP status, body and headers, and is rebuilt as
+exceptions with those class names (models/failures.py classifies by name, status, body and headers), so a
+failure classifies the same with or without workers. The API key travels inside the request (never logged).
+
+Lifetime: workers start with the run (each imports LiteLLM while the run loads its spec and data) and end
+with the main process: the socket's end-of-file (the main process exited, or was killed with -9) or a new
+parent id ends a worker. The first SIGINT / SIGTERM stops every worker's calls and no request leaves after
+it (models/interrupt.py; a worker given the signal by the terminal stops by itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import itertools
+import os
+import pickle
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from rubric_engine.models.interrupt import stopped
+
+__all__ = ["WorkerPool", "POOL", "workers_count", "rebuild_error", "describe_error"]
+
+_HEADER = struct.Struct("!I")
+_CHAIN_LIMIT = 8
+_REAL_MODULES = ("builtins", "rubric_engine.")  # classes rebuilt as themselves; others by name
+
+
+def workers_count(value: Any) -> int:
+    """`workers=` as a number of processes: a whole number >= 1, or `auto` (the machine's cores)."""
+    from rubric_engine.errors import ConfigError
+
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"workers={value} is not valid; give a whole number >= 1 (1: calls in this process) or "
+                          "workers=auto (one process per core)")
+    return value
+
+
+# -- failures across the process boundary ------------------------------------------------------------------
+def describe_error(exc: BaseException) -> list[dict[str, Any]]:
+    """The exception chain (outermost first) as plain data: class names, message, status, body, headers."""
+    out: list[dict[str, Any]] = []
+    node: BaseException | None = exc
+    seen: set[int] = set()
+    while node is not None and id(node) not in seen and len(out) < _CHAIN_LIMIT:
+        seen.add(id(node))
+        headers = getattr(node, "litellm_response_headers", None) or getattr(getattr(node, "response", None),
+                                                                             "headers", None)
+        try:
+            headers = {str(k): str(v) for k, v in dict(headers or {}).items()} or None
+        except Exception:  # noqa: BLE001 - unreadable headers carry no hint
+            headers = None
+        body = getattr(node, "body", None)
+        item = {"mro": [(c.__module__, c.__name__) for c in type(node).__mro__], "msg": _text(node),
+                "status_code": getattr(node, "status_code", None), "headers": headers,
+                "body": body if _plain(body) else None}
+        for name in ("code", "type"):
+            value = getattr(node, name, None)
+            if isinstance(value, str):
+                item[name] = value
+        out.append(item)
+        node = node.__cause__ or node.__context__
+    return out
+
+
+def rebuild_error(chain: list[dict[str, Any]]) -> BaseException:
+    """Exceptions with the same class names (and the real class for builtins and the engine's own), message,
+    status, body and headers, linked as they were."""
+    built: list[BaseException] = []
+    for item in chain:
+        cls = _rebuilt_class(tuple(tuple(x) for x in item["mro"]))
+        exc = cls.__new__(cls)
+        exc.args = (item["msg"],)
+        for name in ("status_code", "body", "code", "type"):
+            if item.get(name) is not None:
+                _set(exc, name, item[name])
+        if item.get("headers"):
+            _set(exc, "litellm_response_headers", item["headers"])
+        built.append(exc)
+    for outer, inner in zip(built, built[1:]):
+        outer.__cause__ = inner
+    return built[0] if built else RuntimeError("a worker process reported an empty failure")
+
+
+_CLASSES: dict[tuple[tuple[str, str], ...], type] = {}
+
+
+def _rebuilt_class(mro: tuple[tuple[str, str], ...]) -> type:
+    found = _CLASSES.get(mro)
+    if found is not None:
+        return found
+    anchor_at, base = len(mro), Exception
+    for i, (module, name) in enumerate(mro):
+        real = _real_class(module, name)
+        if real is not None and issubclass(real, BaseException):
+            anchor_at, base = i, real
+            break
+    cls = base
+    for module, name in reversed(mro[:anchor_at]):
+        cls = type(name, (cls,), {"__module__": module})
+    _CLASSES[mro] = cls
+    return cls
+
+
+def _real_class(module: str, name: str) -> type | None:
+    if not module.startswith(_REAL_MODULES) and module != "builtins":
+        return None
+    mod = sys.modules.get(module)
+    found = getattr(mod, name, None) if mod is not None else None
+    return found if isinstance(found, type) else None
+
+
+def _set(exc: BaseException, name: str, value: Any) -> None:
+    try:
+        setattr(exc, name, value)
+    except (AttributeError, TypeError):
+        pass
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001
+        return type(exc).__name__
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool)) or (
+        isinstance(value, dict) and all(isinstance(k, str) and _plain(v) for k, v in value.items())) or (
+        isinstance(value, list) and all(_plain(v) for v in value))
+
+
+# -- replies ------------------------------------------------------------------------------------------------
+def slim_reply(response: Any, text: str) -> dict[str, Any]:
+    """What the engine reads of a reply, as plain data (`text` as parse_reply read it)."""
+    choice = (getattr(response, "choices", None) or [None])[0]
+    usage = getattr(response, "usage", None)
+    dump = getattr(usage, "model_dump", None)
+    return {"model": getattr(response, "model", None),
+            "choices": [{"finish_reason": getattr(choice, "finish_reason", None), "message": {"content": text}}],
+            "usage": dump() if callable(dump) else None}
+
+
+def _as_attrs(value: Any) -> Any:
+    if isinstance(value, dict):
+        return SimpleNamespace(**{k: _as_attrs(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_as_attrs(v) for v in value]
+    return value
+
+
+# -- the main process's side ----------------------------------------------------------------------------------
+class _Worker:
+    def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
+        self.proc, self.sock = proc, sock
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.alive = True
+        self.loop_id: int | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self._ready: asyncio.Task[asyncio.StreamWriter] | None = None
+        self.copies: list[socket.socket] = []  # one per event loop that talked to the worker
+
+    async def attach(self) -> asyncio.StreamWriter:
+        """This event loop's stream to the worker (a new loop gets its own, over a copy of the socket); one
+        connection per loop however many calls ask for it at once (two readers would split the frames)."""
+        loop = asyncio.get_running_loop()
+        if self._ready is None or self.loop_id != id(loop):
+            self.loop_id, self._ready = id(loop), loop.create_task(self._connect())
+        return await asyncio.shield(self._ready)
+
+    async def _connect(self) -> asyncio.StreamWriter:
+        copy = socket.socket(fileno=os.dup(self.sock.fileno()))
+        self.copies.append(copy)
+        reader, writer = await asyncio.open_connection(sock=copy)
+        self.writer = writer
+        asyncio.get_running_loop().create_task(self._read(reader))
+        return writer
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                size = _HEADER.unpack(await reader.readexactly(_HEADER.size))[0]
+                message = pickle.loads(await reader.readexactly(size))
+                future = self.pending.pop(message[1], None)
+                if future is None or future.done():
+                    continue
+                if message[0] == "ok":
+                    reply = _as_attrs(message[2])
+                    reply._hidden_params = {"response_cost": message[3]}
+                    future.set_result((reply, message[3]))
+                else:
+                    future.set_exception(rebuild_error(message[2]))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            self.alive = False
+            for future in self.pending.values():
+                if not future.done():
+                    future.set_exception(ConnectionResetError("a worker process ended while a call was in it"))
+            self.pending.clear()
+
+
+class WorkerPool:
+    """The process's worker processes (none until `configure(n)` with n > 1). See the module docstring."""
+
+    def __init__(self) -> None:
+        self.size = 0  # worker processes asked for (0: calls run in this process)
+        self._workers: list[_Worker] = []
+        self._ids = itertools.count(1)
+        self._stop_sent = False
+        self._lock = threading.Lock()
+
+    def configure(self, workers: int) -> None:
+        """workers=N from the run's settings: 1 is today's behaviour (calls in this process). A new size
+        (another run in this process) ends the workers of the old one."""
+        size = 0 if workers <= 1 else int(workers)
+        if size != self.size:
+            self.close()
+        self.size = size
+
+    def start(self) -> None:
+        """Start the workers now (each imports LiteLLM while the run starts); idempotent."""
+        with self._lock:
+            if self.size <= 0 or self._workers:
+                return
+            for _ in range(self.size):
+                mine, theirs = socket.socketpair()
+                env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+                proc = subprocess.Popen([sys.executable, "-m", "rubric_engine.models.workers", str(theirs.fileno()),
+                                         str(os.getpid())], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, env=env)
+                theirs.close()
+                self._workers.append(_Worker(proc, mine))
+            atexit.register(self.close)
+
+    async def acompletion(self, kwargs: dict[str, Any], cap: int) -> tuple[Any, float | None]:
+        """One `litellm.acompletion` in a worker: (reply, cost) or the worker's failure, rebuilt."""
+        self.start()
+        alive = [w for w in self._workers if w.alive]
+        if not alive:
+            raise ConnectionResetError("every worker process has ended; run again (workers=1 runs calls in the "
+                                       "main process)")
+        worker = min(alive, key=lambda w: len(w.pending))
+        writer = await worker.attach()
+        call_id = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        worker.pending[call_id] = future
+        body = {k: v for k, v in kwargs.items() if k != "client"}
+        writer.write(_frame(("call", call_id, body, cap)))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            worker.pending.pop(call_id, None)
+            if worker.alive:
+                if stopped() and not self._stop_sent:  # a signal: every worker stops all its calls at once
+                    self._stop_sent = True
+                    for w in self._workers:
+                        if w.alive and w.writer is not None and w.loop_id == worker.loop_id:
+                            w.writer.write(_frame(("stop",)))
+                writer.write(_frame(("cancel", call_id)))
+            raise
+
+    def close(self) -> None:
+        """End the workers (closing every copy of our end of each socket is their signal: end of file); waits
+        briefly, then kills."""
+        workers, self._workers = self._workers, []
+        for w in workers:
+            for sock in (w.sock, *w.copies):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 3.0
+        for w in workers:
+            try:
+                w.proc.wait(max(0.05, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+                w.proc.wait()
+
+
+POOL = WorkerPool()
+
+
+def _frame(message: Any) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(data)) + data
+
+
+# -- the worker process ---------------------------------------------------------------------------------------
+def _watch_parent(parent: int) -> None:
+    """Ends the worker when its parent is gone, even while LiteLLM is still importing."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(0)
+        time.sleep(0.5)
+
+
+async def _serve(sock: socket.socket, litellm: Any) -> None:
+    from rubric_engine.models.bodycap import openai_client, served_by_openai_client
+    from rubric_engine.models.litellm_runtime import RUNTIME, parse_reply
+
+    reader, writer = await asyncio.open_connection(sock=sock)
+    tasks: dict[int, asyncio.Task[Any]] = {}
+    capped: dict[tuple[str, str | None], bool] = {}
+    clients: dict[tuple[Any, ...], Any] = {}
+    state = {"stopped": False}
+
+    def stop() -> None:
+        state["stopped"] = True
+        for task in tasks.values():
+            task.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+
+    async def one(call_id: int, kwargs: dict[str, Any], cap: int) -> None:
+        try:
+            model, base = kwargs["model"], kwargs.get("api_base")
+            if capped.setdefault((model, base), served_by_openai_client(litellm, model, base)):
+                key = (kwargs.get("api_key"), base, kwargs.get("timeout"), cap)
+                if key not in clients:
+                    clients[key] = openai_client(api_key=kwargs.get("api_key"), api_base=base,
+                                                 timeout=kwargs.get("timeout") or 600.0, cap=cap)
+                if clients[key] is not None:
+                    kwargs["client"] = clients[key]
+            response, cost = await RUNTIME.acompletion(litellm, kwargs)
+            text = parse_reply(response)[0]
+            reply: tuple[Any, ...] = ("ok", call_id, slim_reply(response, text), cost)
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to be classified there
+            reply = ("err", call_id, describe_error(exc))
+        finally:
+            tasks.pop(call_id, None)
+        writer.write(_frame(reply))
+
+    try:
+        while True:
+            size = _HEADER.unpack(await reader.readexactly(_HEADER.size))[0]
+            message = pickle.loads(await reader.readexactly(size))
+            if message[0] == "call" and not state["stopped"]:
+                tasks[message[1]] = loop.create_task(one(message[1], message[2], message[3]))
+            elif message[0] == "cancel" and message[1] in tasks:
+                tasks[message[1]].cancel()
+            elif message[0] == "stop":
+                stop()
+    except (asyncio.IncompleteReadError, ConnectionError, OSError):
+        stop()  # the main process is gone: nothing is waiting for these calls
+    finally:
+        for client in clients.values():
+            if client is not None:
+                try:
+                    await client.close()
+                except Exception:  # noqa: BLE001 - best effort at exit
+                    pass
+
+
+def main(argv: list[str]) -> int:
+    """The worker: `python -m rubric_engine.models.workers FD PARENT_PID`."""
+    fd, parent = int(argv[0]), int(argv[1])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the loop handles it: the main process decides
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    from rubric_engine.models.litellm_runtime import RUNTIME
+
+    try:
+        RUNTIME.quiet_gc = True
+        litellm = RUNTIME.module()
+        asyncio.run(_serve(socket.socket(fileno=fd), litellm))
+    except Exception as exc:  # noqa: BLE001 - one line; the main process reports the calls it loses
+        sys.stderr.write(f"rubric-engine worker {os.getpid()}: {type(exc).__name__}: {exc}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
