@@ -18,7 +18,8 @@ from conftest import EXE, MINI, model_args, run_cli
 from fakeserver import FakeServer, Reply
 
 _ITEM = re.compile(r"^(\d+)\. \[", re.M)
-_TIMING = {"created", "run_id", "started", "finished", "resumed", "wall_seconds"}
+_TIMING = {"created", "run_id", "started", "finished", "resumed", "wall_seconds",
+           "provenance"}  # provenance: the command line, which names workers= itself
 
 
 def _script(body: dict[str, Any]) -> Reply:
