@@ -67,7 +67,8 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
                      observer: Observer | None = None) -> dict[str, dict[str, int]]:
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
     pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
-    (and in memory) does not grow with the number of questions.
+    (and in memory) does not grow with the number of questions. With batch=true every question starts at
+    once instead, so each wave of calls (generation, judging, re-asks) is one provider batch.
     `stages` receives the per-stage progress counters (their clocks give the wall time per stage).
     The first SIGINT / SIGTERM cancels this task and every call in flight, and no worker takes another
     question (models/interrupt.py); the caller sees asyncio.CancelledError and `interrupt.stopped()`."""
