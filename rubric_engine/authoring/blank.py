@@ -89,7 +89,7 @@ Reply to grade:
 
 Criteria ({{ n_criteria }}); positive points reward a behaviour, negative points penalise one:
 {% for c in criteria -%}
-{{ c.index }}. ({{ c.weight }} points) {{ c.text }}
+{{ c.index }}. ({{ c.weight }} point{{ '' if c.weight in (1, -1) else 's' }}) {{ c.text }}
 {% endfor %}
 For each criterion decide whether the reply does what it describes (for a penalty: whether the reply makes
 that mistake). Judge only the reply, not the earlier turns.
