@@ -112,7 +112,10 @@ def _serve(page: str, files: dict[str, Path], port: int, n: int, counts: str, op
     def stop(*_: Any) -> None:
         raise KeyboardInterrupt
 
+    # both set explicitly: a process started in the background by a non-interactive shell inherits SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt for it (Ctrl-C / kill -INT would do nothing)
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     print(f"index of {n} run(s){': ' + counts if counts else ''}: serving {url} (Ctrl-C stops)", flush=True)
     if open_it:
