@@ -108,21 +108,17 @@ async def observed(client: Any, observer: Observer, messages: list[dict[str, Any
 
     try:
         result = await inner()
-    except ModelCallError as exc:
-        got = getattr(exc, "call_result", None)
-        e = event("rejected" if got is not None else "error", got)
-        if got is not None:
-            e.parse_error = str(exc)
-        else:
-            e.error, e.status, e.attempts = str(exc), exc.status, exc.attempts
-        observer(e)
-        raise
     except Exception as exc:
         got = getattr(exc, "call_result", None)
-        if got is not None:  # the caller's accept() refused the reply (judge/structured.Unusable, ...)
+        if got is not None:  # the caller's accept() refused the reply (judge/structured.Unusable, EmptyReply, ...)
             e = event("rejected", got)
             e.parse_error = str(exc)
-            observer(e)
+        elif isinstance(exc, ModelCallError):  # the call itself failed
+            e = event("error", None)
+            e.error, e.status, e.attempts = str(exc), exc.status, exc.attempts
+        else:  # not a call's outcome (a bug, a cancellation's cousin): nothing to record
+            raise
+        observer(e)
         raise
     observer(event("cache_hit" if result.cached else "reply", result))
     return result
