@@ -6,7 +6,6 @@ and they answer questions a user asks before spending money.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -218,11 +217,11 @@ def data_command(action: str, benchmark: str, benchmark_dirs: Sequence[str], cac
 
 
 def _litellm() -> Any:
-    """LiteLLM with its price map read from the copy it ships, never fetched."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+    """LiteLLM as every model call gets it (models/litellm_runtime.py: the price map read from the copy it ships,
+    never fetched; no `.env` loaded; configured once)."""
+    from rubric_engine.models.litellm_runtime import RUNTIME
 
-    return litellm
+    return RUNTIME.module()
 
 
 def _counter() -> Any:
@@ -352,12 +351,9 @@ def _price(model: str, prompt: int, completion: int) -> float | None:
 
 def _batch_price(model: str, prompt: int, completion: int) -> float | None:
     """The same tokens at the provider's batch price (batch=true), from LiteLLM's bundled price list."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
     from rubric_engine.models.batchapi import batch_cost, batchable
 
-    return batch_cost(litellm, model, prompt, completion) if batchable(model) else None
+    return batch_cost(_litellm(), model, prompt, completion) if batchable(model) else None
 
 
 def print_estimate(settings: Any, console: Console | None = None) -> dict[str, Any]:
