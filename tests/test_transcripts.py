@@ -255,3 +255,24 @@ def test_every_text_reads_back_as_written_redacted(tmp_path: Path, monkeypatch: 
     assert "<script>" not in calls_html([hostile]) and "&lt;script&gt;" in calls_html([hostile])
     raw = (tmp_path / "transcripts" / "calls.jsonl").read_bytes()
     assert SECRET.encode() not in raw and raw.count(reply[:40].encode()) == 1  # the reply stored once
+
+
+def test_show_never_sends_a_reply_s_control_characters_to_the_terminal(tmp_path: Path, env: dict[str, str]) -> None:
+    """A reply is untrusted: escape sequences in it (clear the screen, set the title, write the clipboard) are
+    printed as visible escapes by `show`, never passed to the terminal."""
+    hostile = "fine\x1b[2J\x1b]52;c;ZXZpbA==\x07 reply\u202e"
+    data = write_rows(tmp_path / "hb.jsonl", hb_rows(n=1, criteria=1))
+    run = tmp_path / "run"
+
+    def script(body: dict[str, Any]) -> Reply:
+        if body["model"] == "judge":
+            return Reply(text=json.dumps({"explanation": "ok", "criteria_met": True}), usage=(10, 5))
+        return Reply(text=hostile, usage=(10, 5))
+
+    with FakeServer(script) as srv:
+        res = _run(run, data, srv.url, env)
+        assert res.returncode == 0, res.stderr
+    out = run_cli(["show", str(run), "hb-0"], env)
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout and "\u202e" not in out.stdout
+    assert "fine\\x1b[2J\\x1b]52;c;ZXZpbA==\\x07 reply\\u202e" in out.stdout

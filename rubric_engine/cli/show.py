@@ -43,8 +43,12 @@ def _find_record(run_dir: Path, question: str) -> dict[str, Any] | None:
 
 
 def _write(text: str) -> None:
-    """Plain text as it is (a closed pipe ends quietly with 141 in cli/main.py)."""
-    sys.stdout.write(text)
+    """Plain text, never wrapped, with every control character but the line break shown as an escape (replies
+    and data are untrusted: an escape sequence must not reach the terminal); a closed pipe ends quietly with
+    141 in cli/main.py."""
+    from rubric_engine.text.terminal import shown
+
+    sys.stdout.write(shown(text, markup=False, newlines=True))
     sys.stdout.flush()
 
 
