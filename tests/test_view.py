@@ -172,3 +172,64 @@ def test_lock_is_read_without_taking_it(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     assert not lock_held(tmp_path)
+
+
+def _planted(root: Path) -> Path:
+    """Two hand-made run directories: one with its own report.html, one whose report.html is a symlink to a
+    secret outside the runs (as a hostile local user could plant)."""
+    secret = root / "secret.txt"
+    secret.write_text("AWS_SECRET=planted-secret-value\n", encoding="utf-8")
+    for name in ("honest", "planted"):
+        run = root / "outputs" / name
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps({"benchmark": "b", "overall": 50.0}), encoding="utf-8")
+    (root / "outputs" / "honest" / "report.html").write_text("<!DOCTYPE html><p>honest</p>", encoding="utf-8")
+    (root / "outputs" / "planted" / "report.html").symlink_to(secret)
+    return secret
+
+
+def _request(port: int, method: str, path: str, host: str | None = None) -> tuple[int, bytes, dict[str, str]]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.putrequest(method, path, skip_host=True)
+        if host is not None:
+            conn.putheader("Host", host)
+        conn.endheaders()
+        res = conn.getresponse()
+        return res.status, res.read(), {k.lower(): v for k, v in res.getheaders()}
+    finally:
+        conn.close()
+
+
+def test_serve_follows_no_symlink_checks_host_and_is_read_only(tmp_path: Path) -> None:
+    secret = _planted(tmp_path)
+    proc = subprocess.Popen([EXE, "view", "outputs", "serve=true", "port=0", "open=false"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        port = int(re.search(r"serving http://127\.0\.0\.1:(\d+)/ ", line).group(1))
+        here = f"127.0.0.1:{port}"
+        status, index, _ = _request(port, "GET", "/", here)
+        assert status == 200
+        hrefs = re.findall(r'href="(/runs/[^"]+)"', index.decode("utf-8"))
+        got = [_request(port, "GET", h, here) for h in hrefs]
+        assert all(b"planted-secret-value" not in body for _, body, _ in got)
+        assert len(hrefs) == 2 and sorted(s for s, _, _ in got) == [200, 404]  # the planted link is not served
+        assert any(body.endswith(b"<p>honest</p>") for s, body, _ in got if s == 200)
+        # DNS rebinding: a page of another origin reaches 127.0.0.1 under its own name; refused
+        assert _request(port, "GET", "/", f"evil.example:{port}")[0] == 403
+        assert _request(port, "GET", "/", None)[0] == 403  # no Host at all
+        assert _request(port, "GET", "/", f"localhost:{port}")[0] == 200
+        # read-only: GET and HEAD, nothing else
+        status, body, headers = _request(port, "HEAD", "/", here)
+        assert status == 200 and body == b"" and int(headers["content-length"]) == len(index)
+        for method in ("POST", "PUT", "DELETE"):
+            status, _, headers = _request(port, method, "/", here)
+            assert status == 405 and headers.get("allow") == "GET, HEAD"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err_text = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err_text
+    assert secret.read_text(encoding="utf-8").startswith("AWS_SECRET")

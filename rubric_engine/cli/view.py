@@ -2,7 +2,10 @@
 
 Why a module of its own: besides parsing it owns the one small web server of the command line (stdlib
 http.server, bound to 127.0.0.1 only), which serves the index and the runs' report.html files and nothing else of
-the run directories (no samples, no logs), until Ctrl-C or SIGTERM.
+the run directories (no samples, no logs), until Ctrl-C or SIGTERM. A run directory is data anyone with write
+access may have shaped, and any web page the user opens can send requests to 127.0.0.1, so the server answers
+only GET and HEAD, only with a `Host:` naming its own address (a page reaching it by DNS rebinding names
+another), and only from regular files inside the roots it was given, opened without following a symlink.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ def view_main(argv: Sequence[str]) -> int:
         files.update({f"/sweeps/{i}/report.html": p for i, p in enumerate(sorted(boards))})
         href = {path: url for url, path in files.items()}
         page = render_index(entries, roots, lambda p: href.get(p, "#"))
-        return _serve(page, files, as_int(parsed.get("port", "8000"), "port", "view", 0), len(entries), counts, open_it)
+        return _serve(page, files, roots, as_int(parsed.get("port", "8000"), "port", "view", 0), len(entries), counts,
+                      open_it)
     out = Path(parsed.get("out", "runs.html") or "runs.html").expanduser()
     if out.is_dir():
         out = out / "runs.html"
@@ -74,31 +78,73 @@ def view_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _serve(page: str, files: dict[str, Path], port: int, n: int, counts: str, open_it: bool) -> int:
-    """Serve the page at / and each listed report at its own path on 127.0.0.1; anything else is 404."""
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    """Whether `path`, every symlink of its directories resolved, lies inside one of the roots (resolved too)."""
+    real = Path(os.path.realpath(path.parent)) / path.name
+    return any(real.is_relative_to(os.path.realpath(r)) for r in roots)
+
+
+def read_served(path: Path, roots: Sequence[Path]) -> bytes | None:
+    """A report's bytes when it is a regular file inside the roots, opened without following a symlink (a
+    `report.html` planted as a link to a secret is not read); None otherwise."""
+    import stat
+
+    if not _inside(path, roots):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return fh.read()
+
+
+def _serve(page: str, files: dict[str, Path], roots: Sequence[Path], port: int, n: int, counts: str,
+           open_it: bool) -> int:
+    """Serve the page at / and each listed report at its own path on 127.0.0.1; anything else is 404, a foreign
+    Host 403, a method other than GET / HEAD 405."""
     body = page.encode("utf-8")
+    hosts: set[str] = set()  # filled once the port is known
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        timeout = 30  # an idle client's connection is closed, never held open
+
+        def _page(self) -> bytes | None:
             from urllib.parse import urlsplit
 
+            if self.headers.get("Host", "").lower() not in hosts:
+                self.send_error(403, "Host is not this server's address")
+                return None
             path = urlsplit(self.path).path
-            if path in ("/", "/index.html"):
-                data: bytes | None = body
-            else:
-                target = files.get(path)
-                try:
-                    data = target.read_bytes() if target is not None else None
-                except OSError:
-                    data = None
+            target = files.get(path)
+            data = body if path in ("/", "/index.html") else (read_served(target, roots) if target else None)
             if data is None:
                 self.send_error(404, "not a page of this index")
-                return
+                return None
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
+            self.send_header("X-Content-Type-Options", "nosniff")
             self.end_headers()
-            self.wfile.write(data)
+            return data
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            data = self._page()
+            if data is not None:
+                self.wfile.write(data)
+
+        def do_HEAD(self) -> None:  # noqa: N802
+            self._page()
+
+        def _read_only(self) -> None:
+            self.send_response(405, "read-only")
+            self.send_header("Allow", "GET, HEAD")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _read_only  # noqa: N815
 
         def log_message(self, *args: Any) -> None:  # no access log on the terminal
             return
@@ -116,7 +162,9 @@ def _serve(page: str, files: dict[str, Path], port: int, n: int, counts: str, op
     # ignored, and Python then installs no KeyboardInterrupt for it (Ctrl-C / kill -INT would do nothing)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    bound = server.server_address[1]
+    hosts.update({f"127.0.0.1:{bound}", f"localhost:{bound}"})
+    url = f"http://127.0.0.1:{bound}/"
     print(f"index of {n} run(s){': ' + counts if counts else ''}: serving {url} (Ctrl-C stops)", flush=True)
     if open_it:
         _open(url)
