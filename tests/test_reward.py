@@ -290,6 +290,10 @@ def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
     (["concurrncy=4"], 2, "unknown key 'concurrncy'"),
     (["--port", "5"], 2, "is not key=value"),
     (["--help"], 0, "usage: rubric-engine serve-reward"),
+    (["host=0.0.0.0"], 2, "token_env="),  # anyone on the network could spend the judge budget
+    (["token_env=NO_SUCH_VARIABLE"], 2, "$NO_SUCH_VARIABLE is not set"),
+    (["max_body_mb=0"], 2, "max_body_mb=0 is not valid"),
+    (["max_requests=0"], 2, "max_requests=0 is not valid"),
 ])
 def test_serve_reward_errors_are_one_line(args: list[str], code: int, words: str, tmp_path: Path) -> None:
     res = run_cli(["serve-reward", "benchmark=heartbench", f"data.path={MINI}", "judge=mock", *args],
@@ -321,3 +325,128 @@ def test_built_inside_a_hydra_app(judge_server: FakeServer, tmp_path: Path) -> N
             assert reward.scorer.settings.concurrency == 3
         assert GlobalHydra.instance().is_initialized()
     assert not GlobalHydra.instance().is_initialized()
+
+
+# ------------------------------------------------------------------------------------------------ a hostile caller
+
+def raw_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """POST `body` with exactly these headers (Host included when given); (status, JSON answer, headers)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+    try:
+        conn.putrequest("POST", parts.path, skip_host="Host" in headers, skip_accept_encoding=True)
+        for k, v in {"Content-Length": str(len(body)), **headers}.items():
+            conn.putheader(k, v)
+        conn.endheaders(body)
+        res = conn.getresponse()
+        data = res.read()
+        return res.status, json.loads(data) if data else {}, {k.lower(): v for k, v in res.getheaders()}
+    finally:
+        conn.close()
+
+
+@pytest.fixture()
+def served(judge_server: FakeServer, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
+    """serve-reward on a free port (extra words: the test's indirect parameter); yields (url, process)."""
+    extra = list(getattr(request, "param", []))
+    env = {**clean_env(tmp_path), "REWARD_TOKEN": "t0ken-for-tests"}
+    cmd = [EXE, "serve-reward", "benchmark=heartbench", f"data.path={MINI}", f"cache.dir={tmp_path / 'cache'}",
+           *judge_args(judge_server.url), "port=0", "max_retries=0", *extra]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(180, proc.kill)
+    timer.start()
+    try:
+        url = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        assert url.startswith("http://127.0.0.1:"), proc.stderr.read()  # type: ignore[union-attr]
+        yield url, proc
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def openrlhf_body(rollouts: list[tuple[str, str]]) -> bytes:
+    return json.dumps({"query": [t for _, t in rollouts], "prompts": [""] * len(rollouts),
+                       "labels": [q for q, _ in rollouts]}).encode()
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def test_serve_reward_refuses_what_a_web_page_can_send(served: tuple[str, Any], judge_server: FakeServer) -> None:
+    url, _ = served
+    port = url.split(":")[2].split("/")[0]
+    body = openrlhf_body([(IDS[0], reply(IDS[0], 3))])
+    before = judge_requests(judge_server)
+    # a form or fetch() without a preflight can send text/plain from any page: refused, no judge call
+    status, got, _ = raw_post(url, body, {"Content-Type": "text/plain"})
+    assert status == 415 and "application/json" in got["error"]
+    status, got, _ = raw_post(url, body, {**JSON, "Origin": "https://evil.example"})
+    assert status == 403 and "Origin" in got["error"]
+    status, got, _ = raw_post(url, body, {**JSON, "Host": f"evil.example:{port}"})  # DNS rebinding
+    assert status == 403 and "Host" in got["error"]
+    assert judge_requests(judge_server) == before
+    # nesting deeper than any rollout needs: one 400 line, never a dropped connection
+    deep = b"[" * 200_000 + b"]" * 200_000
+    status, got, _ = raw_post(url, deep, JSON)
+    assert status == 400 and "nested" in got["error"]
+    status, got, _ = raw_post(url, b'{"query": ' + b"[" * 50 + b"]" * 50 + b"}", JSON)
+    assert status == 400 and "nested" in got["error"]
+    # its own origin (a page served by this very server, if ever) is no foreign one
+    status, got, _ = raw_post(url, body, {**JSON, "Origin": f"http://127.0.0.1:{port}"})
+    assert status == 200 and got["extra_logs"]["judge_failed"] == [0.0]
+
+
+def test_serve_reward_one_bad_rollout_fails_only_itself(served: tuple[str, Any], judge_server: FakeServer) -> None:
+    url, _ = served
+    good = (IDS[1], reply(IDS[1], 4))
+    rollouts = [good, (IDS[2], "a lone surrogate \ud800 here"), (IDS[3], "long reply. " * 250_000)]  # 3 M chars
+    status, got, _ = raw_post(url, openrlhf_body(rollouts), JSON)
+    assert status == 200, got
+    assert got["extra_logs"]["judge_failed"] == [0.0, 1.0, 1.0]
+    errors = [d["judge_error"] for d in got["details"]]
+    assert errors[0] is None and "surrogate" in errors[1] and "3000000 characters" in errors[2]
+    assert got["rewards"][1:] == [0.0, 0.0] and got["counts"]["failures"] == 2
+
+
+@pytest.mark.parametrize("served", [["max_requests=1", "max_body_mb=1", "read_timeout=600"]], indirect=True)
+def test_serve_reward_caps_bodies_and_requests_and_never_waits_for_an_idle_client(served: tuple[str, Any]) -> None:
+    import socket
+    import time
+
+    url, proc = served
+    status, got, _ = raw_post(url, b"[" + b'"x",' * 300_000 + b'"x"]', JSON)  # 1.2 MB, over max_body_mb=1
+    assert status == 413 and "max_body_mb" in got["error"]
+    port = int(url.split(":")[2].split("/")[0])
+    idle = socket.create_connection(("127.0.0.1", port))  # sends half its body, then nothing
+    try:
+        idle.sendall(f"POST /get_reward HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 1000\r\n\r\n{\"query\": [".encode())
+        time.sleep(1.0)
+        status, got, headers = raw_post(url, openrlhf_body([(IDS[0], "hello")]), JSON)  # over max_requests=1
+        assert status == 503 and int(headers["retry-after"]) >= 1 and "max_requests" in got["error"]
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+        assert time.monotonic() - t0 < 30  # read_timeout=600: the stop did not wait for the idle client
+    finally:
+        idle.close()
+    err = proc.stderr.read()
+    assert "stopping (SIGTERM)" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("served", [["token_env=REWARD_TOKEN"]], indirect=True)
+def test_serve_reward_bearer_token(served: tuple[str, Any], judge_server: FakeServer) -> None:
+    url, _ = served
+    body = openrlhf_body([(IDS[0], reply(IDS[0], 5))])
+    before = judge_requests(judge_server)
+    for auth in (None, "Bearer wrong", "t0ken-for-tests"):
+        status, got, _ = raw_post(url, body, {**JSON, **({"Authorization": auth} if auth else {})})
+        assert status == 401 and "token" in got["error"] and "t0ken-for-tests" not in json.dumps(got)
+    assert judge_requests(judge_server) == before
+    status, got, _ = raw_post(url, body, {**JSON, "Authorization": "Bearer t0ken-for-tests"})
+    assert status == 200

@@ -10,6 +10,7 @@ trainer is one) sets that program's global Hydra state aside for the moment and 
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -77,7 +78,8 @@ class RubricReward(Reward):
                          failure_score=failure_score, counts_path=counts_path)
 
 
-_OWN = ("port", "host", "id_column", "failure_score", "shadow", "shadow_fraction", "counts_path", "debug")
+_OWN = ("port", "host", "id_column", "failure_score", "shadow", "shadow_fraction", "counts_path", "debug", "token_env",
+        "max_body_mb", "max_requests", "read_timeout")
 
 
 def _number(value: str, key: str) -> float:
@@ -85,6 +87,34 @@ def _number(value: str, key: str) -> float:
         return float(value)
     except ValueError:
         raise ConfigError(f"serve-reward: {key}={value} is not a number") from None
+
+
+def _limits(own: dict[str, str]) -> Any:
+    """The server's limits from its own words (reward/server.py: body cap, requests at once, read timeout,
+    token), each checked before the reward is built: one line, exit 2."""
+    from rubric_engine.reward import server
+
+    mb = _number(own.get("max_body_mb", str(server.DEFAULT_MAX_BODY_MB)), "max_body_mb")
+    if not 0 < mb <= 1024:
+        raise ConfigError(f"serve-reward: max_body_mb={own['max_body_mb']} is not valid; give MiB in (0, 1024] "
+                          f"(default {server.DEFAULT_MAX_BODY_MB})")
+    requests = as_int(own.get("max_requests", str(server.DEFAULT_MAX_REQUESTS)), "max_requests", "serve-reward")
+    if not 1 <= requests <= 1024:
+        raise ConfigError(f"serve-reward: max_requests={requests} is not valid; give 1..1024 "
+                          f"(default {server.DEFAULT_MAX_REQUESTS})")
+    timeout = _number(own.get("read_timeout", str(server.DEFAULT_READ_TIMEOUT)), "read_timeout")
+    if not 0 < timeout <= 86_400:
+        raise ConfigError(f"serve-reward: read_timeout={own['read_timeout']} is not valid; give seconds in "
+                          f"(0, 86400] (default {server.DEFAULT_READ_TIMEOUT:g})")
+    token = None
+    if own.get("token_env"):
+        name = own["token_env"]
+        token = os.environ.get(name, "")
+        if not token.strip():
+            raise ConfigError(f"serve-reward: token_env={name}: ${name} is not set; export the token the clients "
+                              "will send (Authorization: Bearer <token>) in that variable")
+    return server.ServerLimits(max_body_bytes=int(mb * 2**20), max_requests=requests, read_timeout=timeout,
+                               token=token)
 
 
 def serve_reward_main(args: Sequence[str]) -> int:
@@ -98,6 +128,10 @@ def serve_reward_main(args: Sequence[str]) -> int:
     if port > 65535:
         raise ConfigError(f"serve-reward: port={port} is not a port; give 0..65535")
     host = own.get("host") or "127.0.0.1"
+    limits = _limits(own)
+    from rubric_engine.reward.server import LOOPBACK, check_bind
+
+    check_bind(host, limits)  # before the reward is built: one line, no data loaded
     reward = RubricReward(overrides=rest, id_column=own.get("id_column") or None, shadow=own.get("shadow") or None,
                           shadow_fraction=_number(own.get("shadow_fraction", "0"), "shadow_fraction"),
                           failure_score=_number(own.get("failure_score", "0"), "failure_score"),
@@ -109,7 +143,7 @@ def serve_reward_main(args: Sequence[str]) -> int:
 
     try:
         try:
-            server = RewardServer(reward, host, port, note)
+            server = RewardServer(reward, host, port, note, limits)
         except OSError as exc:
             raise ConfigError(f"serve-reward: cannot listen on {host}:{port} ({exc.strerror or exc}); "
                               "choose another port= (port=0 picks a free one)") from None
@@ -128,8 +162,8 @@ def serve_reward_main(args: Sequence[str]) -> int:
             print(server.url, flush=True)  # stdout: the one result line (a script reads the port from it)
             note(f"{reward.scorer.settings.benchmark}, judge {', '.join(reward.scorer.judges)}, "
                  f"{len(reward.scorer.questions)} questions; stop with Ctrl-C")
-            if host not in ("127.0.0.1", "localhost", "::1"):
-                note(f"warning: listening on {host}: anyone who reaches it can spend your judge's budget")
+            if host not in LOOPBACK:
+                note(f"listening on {host}: requests need the token of ${own['token_env']} (Authorization: Bearer)")
             while not stop.wait(0.5):
                 pass
             note(f"stopping ({signal.Signals(got[0]).name}): answering the batches in progress")

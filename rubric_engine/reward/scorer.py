@@ -9,6 +9,13 @@ missing reward (None), never 0; each batch reports its calls, cache hits, failur
 optional shadow judge grades a declared fraction of the rollouts so the gap between the two judges can be
 watched (a policy that learns one judge's blind spots opens it first).
 
+A rollout is untrusted text, and one bad rollout fails only itself: a completion holding an unpaired UTF-16
+surrogate, one longer than a judge prompt may be (judge/prompts.py's limit) or over the reply body cap
+($RUBRIC_ENGINE_MAX_REPLY_MB, models/bodycap.py), or one whose judge prompt passes that limit, is that rollout's
+judge error (None, counted in `failures`), and the rest of the batch is judged. At most 2 x concurrency rollouts
+are in the judge's hands at once (a pool, as a run's questions are), so a batch of many short rollouts holds
+their prompts a few at a time, not all at once.
+
 The reward is the question score (a fraction, before the spec's display `scale`) clipped to [0, 1]; the score
 itself is kept beside it. A fired zeroing rule gives 0, as it does in a run: that is the rubric's verdict, not
 a failure. A question the spec cannot score (no positive points, excluded) gives None, like a failure.
@@ -24,12 +31,15 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from rubric_engine.datatypes import Question
-from rubric_engine.errors import ConfigError
+from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.checked import Grader
 from rubric_engine.judge.panels import Panel
+from rubric_engine.judge.prompts import MAX_OUTPUT_CHARS
+from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.client import ModelClient, preload_litellm
+from rubric_engine.models.concurrency import ceiling
 from rubric_engine.models.entries import ModelSpec, check_keys
 from rubric_engine.models.mock import is_mock
 from rubric_engine.models.redact import redact
@@ -38,6 +48,7 @@ from rubric_engine.run.plan import plan_run
 from rubric_engine.run.runner import load_inputs
 from rubric_engine.run.settings import RunSettings, prompt_cache_of
 from rubric_engine.stats.scores import question_score
+from rubric_engine.text.surrogates import LONE_SURROGATE
 
 __all__ = ["RolloutScore", "RewardCounts", "RewardScorer", "shadow_picked"]
 
@@ -106,6 +117,21 @@ def _usage(results: Sequence[JudgeResult]) -> dict[str, Any]:
             "cost": None if None in costs else float(sum(c for c in costs if c is not None))}
 
 
+def rollout_problem(text: str, reply_cap: int) -> str | None:
+    """Why a completion cannot be judged at all (the engine's rules for a reply), or None."""
+    if LONE_SURROGATE.search(text):
+        return (f"the completion holds {len(LONE_SURROGATE.findall(text))} unpaired UTF-16 surrogate(s) "
+                "(\\ud800-\\udfff), which is not valid Unicode; it is not judged")
+    if len(text) > MAX_OUTPUT_CHARS:
+        return (f"the completion is {len(text)} characters, over the {MAX_OUTPUT_CHARS}-character limit of a "
+                "judge prompt; it is not judged")
+    size = len(text.encode("utf-8"))
+    if size > reply_cap:
+        return (f"the completion is {size} bytes, over the reply limit of {reply_cap / 2**20:g} MiB "
+                f"(${MAX_REPLY_ENV}); it is not judged")
+    return None
+
+
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     exc: BaseException = group
     while isinstance(exc, BaseExceptionGroup):
@@ -142,6 +168,8 @@ class RewardScorer:
             self.clients.append(client)
             self.shadow = Grader(Panel([client], [shadow.name], self.spec, 1, plan.rule, plan.tie))
         self.judges = [j.name for j in plan.judges]
+        self.reply_cap = max_reply_bytes()
+        self.pool = 2 * ceiling(settings.concurrency)  # rollouts in the judge's hands at once
         if not all(is_mock(j.model) for j in (*plan.judges, *([shadow] if self.shadow else []))):
             preload_litellm()  # the import takes seconds: begin it now, not at the first batch
         self._loop = LoopThread()
@@ -184,15 +212,11 @@ class RewardScorer:
             first.setdefault((key[0], key[1]), i)
         unique = list(first)
         shadowed = [k for k in unique if self.shadow is not None and shadow_picked(*k, self.shadow_fraction)]
-        try:
-            async with asyncio.TaskGroup() as tg:
-                main = [tg.create_task(self.panel.judge(self.question(q), text)) for q, text in unique]
-                side = [tg.create_task(self.shadow.judge(self.question(q), text))  # type: ignore[union-attr]
-                        for q, text in shadowed]
-        except* BaseException as group:  # a key refused (401/403) stops training: one line, not a group
-            raise _first_leaf(group) from None
-        graded = {k: self._outcome(k[0], t.result()) for k, t in zip(unique, main)}
-        shadow_graded = {k: self._outcome(k[0], t.result()) for k, t in zip(shadowed, side)}
+        jobs = [(self.panel, k) for k in unique] + [(self.shadow, k) for k in shadowed]
+        done = await self._judge_all(jobs)
+        main, side = done[: len(unique)], done[len(unique):]
+        graded = {k: self._outcome(k[0], r) for k, r in zip(unique, main)}
+        shadow_graded = {k: self._outcome(k[0], r) for k, r in zip(shadowed, side)}
         out = []
         for i, (qid, text) in enumerate(items):
             got = graded[(qid, text)]
@@ -202,10 +226,39 @@ class RewardScorer:
         counts = RewardCounts(rollouts=len(items), judged=len(unique), copies=len(items) - len(unique),
                               failures=sum(1 for r in out if r.error), seconds=time.perf_counter() - t0,
                               unscored=sum(1 for r in out if r.reward is None and not r.error),
-                              **_usage([t.result() for t in main]))
+                              **_usage(main))
         if self.shadow is not None:
-            counts.shadow = self._shadow_counts(graded, shadow_graded, [t.result() for t in side])
+            counts.shadow = self._shadow_counts(graded, shadow_graded, side)
         return out, counts
+
+    async def _judge_all(self, jobs: Sequence[tuple[Any, tuple[str, str]]]) -> list[JudgeResult]:
+        """Each (grader, (question id, reply)) judged, in order, by a pool of `self.pool` workers."""
+        results: list[JudgeResult | None] = [None] * len(jobs)
+        todo = iter(range(len(jobs)))
+
+        async def worker() -> None:
+            for i in todo:  # one iterator shared by the workers: each job is taken once
+                grader, (qid, text) = jobs[i]
+                results[i] = await self._judge_one(grader, qid, text)
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(min(self.pool, len(jobs))):
+                    tg.create_task(worker())
+        except* BaseException as group:  # a key refused (401/403) stops training: one line, not a group
+            raise _first_leaf(group) from None
+        return [r for r in results if r is not None]
+
+    async def _judge_one(self, grader: Any, qid: str, text: str) -> JudgeResult:
+        """One rollout's judgment; a completion the engine refuses (or whose prompt passes the limit) is its own
+        error, never the batch's."""
+        problem = rollout_problem(text, self.reply_cap)
+        if problem is None:
+            try:
+                return await grader.judge(self.question(qid), text)  # type: ignore[no-any-return]
+            except DataError as exc:  # the judge prompt over its limit: this rollout's text is at fault
+                problem = f"not judged: {exc}"
+        return JudgeResult(None, problem)
 
     def _outcome(self, qid: str, jr: JudgeResult) -> RolloutScore:
         if jr.error or jr.verdicts is None:
