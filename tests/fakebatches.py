@@ -16,6 +16,8 @@ Routes: POST /v1/files (multipart upload), GET /v1/files/{id}/content, POST /v1/
 (status validating -> in_progress -> completed (or expired) over `polls_to_finish` polls), GET /v1/batches
 (list, newest first, `after` / `limit`). `expire=(n, ...)`: the next batches expire with only n lines answered.
 `failing[step] = n`: the next n requests of a step are carried out, then answered with a 500.
+`tamper = f`: the next batch's output lines (dicts) become the lines `f` returns (str, written as given): a
+hostile or broken provider (duplicate ids, absurd usage, a line nested past any parser's depth).
 A scripted Reply with status >= 300 becomes an error-file line with that status.
 """
 
@@ -93,6 +95,7 @@ class FakeBatchServer(FakeServer):
         self.steps: Counter[str] = Counter()  # upload, create, poll, list, content: requests answered (or held)
         self.held = threading.Event()  # set when a held step was reached
         self.failing: Counter[str] = Counter()  # step -> how many more of its requests are answered with a 500
+        self.tamper: Any = None  # rewrites the next finished batch's output lines (see the module docstring)
         self._hold: str | None = None
         self._skip = 0
         self._release = threading.Event()
@@ -198,10 +201,12 @@ class FakeBatchServer(FakeServer):
                 out.append({"id": rid, "custom_id": line["custom_id"], "error": None,
                             "response": {"status_code": 200, "request_id": rid,
                                          "body": _completion_json(line["body"], reply)}})
-        for name, rows in (("output_file_id", out), ("error_file_id", err)):
+        tamper, self.tamper = self.tamper, None
+        texts = tamper(out) if tamper is not None else [json.dumps(r, ensure_ascii=False) for r in out]
+        for name, rows in (("output_file_id", texts), ("error_file_id", [json.dumps(r) for r in err])):
             if rows:
                 file_id = self._id("file")
-                self.files[file_id] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
+                self.files[file_id] = "".join(r + "\n" for r in rows).encode()
                 batch[name] = file_id
         batch["status"] = "completed" if batch["_expire"] is None else self.cut_status
         if batch["status"] == "failed":  # refused as a whole, as when its file does not validate

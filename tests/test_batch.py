@@ -331,3 +331,84 @@ def test_a_batch_failed_as_a_whole_records_its_reason_for_every_request(tmp_path
     assert res.returncode == 1, res.stderr  # nothing was scored: never exit 0
     errors = [v[2] for v in scores(tmp_path / "run").values()]
     assert len(errors) == 4 and all("the file did not validate" in (e or "") for e in errors)
+
+
+# ------------------------------------------------------------------------------------------------ a hostile provider
+
+def _first_answered(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(r for r in rows if r["response"]["status_code"] == 200)
+
+
+def test_duplicate_ids_in_a_batch_output_are_an_error_for_that_request(tmp_path: Path, sync_ref: Path) -> None:
+    def twice(rows: list[dict[str, Any]]) -> list[str]:
+        other = json.loads(json.dumps(_first_answered(rows)))
+        other["response"]["body"]["choices"][0]["message"]["content"] = "a second, different answer"
+        return [json.dumps(r) for r in [*rows, other]]  # the same custom_id again, last
+
+    with FakeBatchServer(Script()) as srv:
+        srv.tamper = twice
+        res = run_cli([*ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}", *model_args(srv.url)],
+                      clean_env(tmp_path))
+        assert res.returncode == 0, res.stderr
+    got, ref = scores(tmp_path / "run"), scores(sync_ref)
+    bad = [q for q, v in got.items() if v[2]]
+    assert len(bad) == 1 and "2 lines" in got[bad[0]][2] and got[bad[0]][1] is None  # recorded, never last-wins
+    assert all("a second, different answer" != v[0] for v in got.values())
+    assert {q: v for q, v in got.items() if q not in bad} == {q: v for q, v in ref.items() if q not in bad}
+
+
+def test_an_unparsable_output_line_is_a_per_question_error_and_the_resume_lives(tmp_path: Path,
+                                                                              sync_ref: Path) -> None:
+    def nested(rows: list[dict[str, Any]]) -> list[str]:
+        victim = _first_answered(rows)
+        deep = '{"custom_id": "%s", "response": {"status_code": 200, "body": %s}}' % (
+            victim["custom_id"], "[" * 100_000 + "]" * 100_000)
+        return [deep if r is victim else json.dumps(r) for r in rows]
+
+    cmd = [*ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}"]
+    with FakeBatchServer(Script()) as srv:
+        srv.tamper = nested
+        res = run_cli([*cmd, *model_args(srv.url)], clean_env(tmp_path))
+        assert res.returncode == 0, res.stderr
+        assert "Traceback" not in res.stderr
+        again = run_cli([*cmd, *model_args(srv.url)], clean_env(tmp_path))  # the journal is read back: no death
+        assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+        assert set(srv.submitted.values()) == {1}
+    got, ref = scores(tmp_path / "run"), scores(sync_ref)
+    bad = [q for q, v in got.items() if v[2]]
+    assert len(bad) == 1 and "unreadable" in got[bad[0]][2] and got[bad[0]][1] is None
+    assert {q: v for q, v in got.items() if q not in bad} == {q: v for q, v in ref.items() if q not in bad}
+
+
+def test_absurd_usage_is_unknown_never_summed(tmp_path: Path, sync_ref: Path) -> None:
+    def absurd(rows: list[dict[str, Any]]) -> list[str]:
+        victim = _first_answered(rows)
+        victim["response"]["body"]["usage"] = {"prompt_tokens": 1e15, "completion_tokens": -5, "total_tokens": 1}
+        return [json.dumps(r) for r in rows]
+
+    with FakeBatchServer(Script()) as srv:
+        srv.tamper = absurd
+        res = run_cli([*ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}", *model_args(srv.url)],
+                      clean_env(tmp_path))
+        assert res.returncode == 0, res.stderr
+    assert "usage" in res.stderr and "unknown" in res.stderr  # one warning line
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    text = json.dumps(summary)
+    assert "1000000000000000" not in text and "1e+15" not in text
+    assert summary["tokens"]["candidate"] == {"prompt": 3 * 40, "completion": 3 * 20}  # the 3 honest answers only
+    assert scores(tmp_path / "run") == scores(sync_ref)  # the answer itself is kept
+
+
+def test_a_batch_that_never_completes_stops_at_batch_max_wait(tmp_path: Path, sync_ref: Path) -> None:
+    cmd = [*ARGS, "batch=true", f"hydra.run.dir={tmp_path / 'run'}"]
+    with FakeBatchServer(Script(), polls_to_finish=10**9) as srv:
+        res = run_cli([*cmd, "batch_max_wait=2", *model_args(srv.url)], clean_env(tmp_path), timeout=120)
+        assert res.returncode == 2, res.stderr
+        line = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine:")]
+        assert len(line) == 1 and "batch_max_wait=2" in line[0] and "batch-0002" in line[0], res.stderr
+        assert "in_progress" in line[0] and "same command" in line[0] and "Traceback" not in res.stderr
+        srv.polls_to_finish = 1
+        res = run_cli([*cmd, *model_args(srv.url)], clean_env(tmp_path))
+        assert res.returncode == 0, res.stderr
+        assert set(srv.submitted.values()) == {1}
+    assert scores(tmp_path / "run") == scores(sync_ref)

@@ -81,6 +81,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
         baseline=_baseline(opt("baseline"), opt("timeout"), given), baseline_answers=opt("baseline.answers"),
         batch=bool(opt("batch")), batch_poll=float(opt("batch_poll") or 30.0),
+        batch_max_wait=float(opt("batch_max_wait") or 90_000.0),
     )
 
 
@@ -164,7 +165,8 @@ def _check_values(cfg: DictConfig) -> None:
     _whole(cfg, "limit", 0, optional=True)
     _whole(cfg, "bootstrap.samples", 1)  # read only by a sweep's leaderboard, after every job paid: check now
     _whole(cfg, "bootstrap.seed", 0)
-    for key, top in (("rpm", 1e9), ("tpm", 1e12), ("timeout", MAX_TIMEOUT), ("batch_poll", 86_400)):
+    for key, top in (("rpm", 1e9), ("tpm", 1e12), ("timeout", MAX_TIMEOUT), ("batch_poll", 86_400),
+                     ("batch_max_wait", 30 * 86_400)):
         value = OmegaConf.select(cfg, key, default=None)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0 < value <= top):  # NaN fails both comparisons

@@ -114,8 +114,11 @@ class BatchAPI:
         return await self._retried("create a batch", attempt)
 
     async def retrieve(self, batch_id: str) -> Any:
+        # batch_ignore_default_logging: LiteLLM's own success logging would otherwise download a completed batch's
+        # output file a second time and parse it to price it (a line it cannot parse printed its traceback); the
+        # engine reads and prices the output itself (batchjournal.read_lines, batch_cost)
         return await self._retried(f"poll batch {batch_id}", lambda: self._litellm.aretrieve_batch(
-            batch_id=batch_id, **self._creds))
+            batch_id=batch_id, litellm_metadata={"batch_ignore_default_logging": True}, **self._creds))
 
     async def find(self, file_id: str, pages: int = 20) -> Any | None:
         """The batch created from `file_id`, if one was (a crash may have come between create and the journal)."""

@@ -9,13 +9,18 @@ kill -9 re-attaches to the batches in flight and never submits a request twice. 
 earlier invocation is read back from the run directory; identical requests share one line of a batch.
 
 A request's error line is retried in a later batch when retrying could fix it (429, 5xx, an expired batch that
-never ran it), up to `max_retries`; otherwise it is raised like a synchronous call's error, never padded.
+never ran it), up to `max_retries`; otherwise it is raised like a synchronous call's error, never padded. An
+answer's usage is checked before it is counted: token counts that are negative, not whole or past any model's
+context (MAX_USAGE_TOKENS) are recorded as unknown (no tokens, unknown cost) with a warning, never summed. A batch
+still running after `max_wait` seconds of polling stops the run with one line (FatalModelError); the batch keeps
+running at the provider and the same command re-attaches to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from typing import Any, Callable
 
@@ -24,19 +29,21 @@ from rubric_engine.models.batchapi import ENDPOINT, BatchAPI, batch_cost
 from rubric_engine.models.batchjournal import BatchJournal, Seq
 from rubric_engine.models.litellm_runtime import finish_reason, parse_reply
 
-__all__ = ["BatchRun", "Batcher", "start_batches", "MAX_LINES", "MAX_BYTES"]
+__all__ = ["BatchRun", "Batcher", "start_batches", "MAX_LINES", "MAX_BYTES", "MAX_USAGE_TOKENS", "DEFAULT_MAX_WAIT"]
 
 MAX_LINES = 50_000  # OpenAI's cap on requests per batch
 MAX_BYTES = 150 * 2**20  # under OpenAI's 200 MB input file cap
+MAX_USAGE_TOKENS = 100_000_000  # tokens one request may report: far past any model's context and output
+DEFAULT_MAX_WAIT = 90_000.0  # seconds: the providers' 24 h completion window, plus an hour
 _FINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _NOT_BODY = frozenset({"model", "api_base", "api_key", "api_version", "timeout", "num_retries", "max_retries",
                        "client"})
 
 
 def start_batches(run_dir: Any, clients: Any, *, poll: float, max_retries: int,
-                  notify: Callable[[str], None] | None = None) -> "BatchRun":
+                  notify: Callable[[str], None] | None = None, max_wait: float = DEFAULT_MAX_WAIT) -> "BatchRun":
     """Batch mode for a run: one BatchRun over the run directory's batch journal, a Batcher on each client."""
-    run = BatchRun(run_dir, poll=poll, max_retries=max_retries, notify=notify)
+    run = BatchRun(run_dir, poll=poll, max_retries=max_retries, notify=notify, max_wait=max_wait)
     for client in clients:
         if client is not None:
             client.batcher = run.batcher(client)
@@ -47,9 +54,9 @@ class BatchRun:
     """The run's batches: the journal, the tasks driving each batch, and one Batcher per client."""
 
     def __init__(self, run_dir: Any, *, poll: float, max_retries: int,
-                 notify: Callable[[str], None] | None = None) -> None:
+                 notify: Callable[[str], None] | None = None, max_wait: float = DEFAULT_MAX_WAIT) -> None:
         self.journal = BatchJournal(run_dir)
-        self.poll, self.max_retries, self.notify = poll, max_retries, notify
+        self.poll, self.max_retries, self.notify, self.max_wait = poll, max_retries, notify, max_wait
         self.quiet = min(1.0, poll)  # a wave has ended when no request came for this long
         self._owner: dict[str, str] = {}  # custom_id -> the latest seq holding it (journal order)
         self._tries: dict[str, int] = {}  # custom_id -> seqs that reached the provider with it
@@ -103,6 +110,7 @@ class BatchRun:
                      f"{len(seq.ids)} requests")
         assert seq.batch_id is not None
         shown = None
+        since = time.monotonic()
         while True:
             batch = await api.retrieve(seq.batch_id)
             status = str(_get(batch, "status"))
@@ -114,7 +122,13 @@ class BatchRun:
                 shown = state
             if status in _FINAL:
                 break
-            await asyncio.sleep(self.poll)
+            waited = time.monotonic() - since
+            if waited >= self.max_wait:
+                raise FatalModelError(api.spec.model, f"{state} after batch_max_wait={self.max_wait:g} s of polling; "
+                                      "the run stopped here with its finished questions journaled, and the batch "
+                                      "keeps running at the provider (billed): run the same command to re-attach "
+                                      "and wait again (raise batch_max_wait= to wait longer)", stops_run=True)
+            await asyncio.sleep(min(self.poll, self.max_wait - waited))
         data = b""
         for name in ("output_file_id", "error_file_id"):
             file_id = _get(batch, name)
@@ -157,7 +171,7 @@ class Batcher:
             error = _error(line)
             if error is None:
                 try:
-                    return self._result(line, api)
+                    return self._result(line, api, key)
                 except Exception as exc:  # noqa: BLE001 - an answer LiteLLM cannot read: retried like a malformed reply
                     error = (200, f"malformed batch answer ({str(exc)[:200]})", True)
             status, message, retry = error
@@ -236,13 +250,25 @@ class Batcher:
 
         task.add_done_callback(settle)
 
-    def _result(self, line: dict[str, Any], api: BatchAPI) -> Any:
+    def _result(self, line: dict[str, Any], api: BatchAPI, key: str) -> Any:
         from rubric_engine.models.client import CallResult  # the client imports this module's users, not it
 
         litellm = api._litellm
-        response = litellm.ModelResponse(**line["response"]["body"])
+        body = line["response"]["body"]
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        said = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens") if usage.get(k) is not None}
+        absurd = {k: v for k, v in said.items() if not _plausible_tokens(v)}
+        if absurd:  # read as unknown: the answer is kept, the numbers are not (never summed, never priced)
+            body = {**body, "usage": None}
+        response = litellm.ModelResponse(**body)
         text, prompt, completion = parse_reply(response)
         cost = batch_cost(litellm, self.client.spec.model, prompt, completion)
+        if absurd:
+            prompt = completion = 0
+            cost = None
+            self.run.say(f"warning: {api.role} model '{self.client.spec.name}': a batch answer reported usage "
+                         f"{', '.join(f'{k}={v!r}' for k, v in absurd.items())} (request {key[:12]}); recorded as "
+                         "unknown: its tokens are left out of the totals and its cost is unknown")
         stats = self.client.stats
         stats.requests += 1
         stats.batched += 1
@@ -255,6 +281,13 @@ class Batcher:
     def aclose(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+
+def _plausible_tokens(value: Any) -> bool:
+    """A token count one request can report: a whole number in [0, MAX_USAGE_TOKENS]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return value == value and 0 <= value <= MAX_USAGE_TOKENS and float(value).is_integer()
 
 
 def _line_of(seq: Seq, cid: str) -> dict[str, Any]:

@@ -13,12 +13,19 @@ Each step is durable before the next one starts, so a run killed at any moment k
 A seq with only `submit` never reached the provider's batch endpoint (its ids are sent again); one with `file`
 and no `batch` is looked up by its file id before anything is created. A crash can cut only the last line:
 reading drops it (as the run journal does).
+
+A provider's output is read as untrusted replies are: a request answered by more than one line, or named by a line
+that does not parse (nested past the parser's depth, cut, not JSON), gets an error line of its own
+(`duplicate_custom_id`, `unreadable_line`), recorded against its question like any failed request, never the last
+line silently winning and never an exception that would stop the run and every resume of it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -29,6 +36,7 @@ __all__ = ["BATCH_JOURNAL", "BATCH_DIR", "Seq", "BatchJournal", "check_no_batche
 
 BATCH_JOURNAL = "batches.jsonl"
 BATCH_DIR = "batches"
+_CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"([^"\\]{1,200})"')  # where a line that does not parse names its id
 
 
 @dataclass
@@ -90,19 +98,36 @@ class BatchJournal:
                 os.fsync(fh.fileno())
 
     def read_lines(self, seq: str) -> dict[str, dict[str, Any]]:
-        """custom_id -> its output or error line, from the saved file of an ended seq."""
+        """custom_id -> its output or error line, from the saved file of an ended seq (see the module docstring
+        for duplicate and unreadable lines)."""
         out: dict[str, dict[str, Any]] = {}
         path = self.dir / f"{seq}.jsonl"
         if not path.exists():
             return out
+        answers: Counter[str] = Counter()
+        unreadable: dict[str, str] = {}
         for raw in path.read_bytes().splitlines():
+            if not raw.strip():
+                continue
             try:
                 line = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError) as exc:
+                found = _CUSTOM_ID.search(raw[:4096])
+                if found:
+                    unreadable[found.group(1).decode("utf-8", "replace")] = type(exc).__name__
                 continue
             if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
-                if line["custom_id"] not in out or _ok(line):  # an answer wins over an error line for the same id
-                    out[line["custom_id"]] = line
+                cid = line["custom_id"]
+                answers[cid] += _ok(line)
+                if cid not in out or _ok(line):  # an answer wins over an error line for the same id
+                    out[cid] = line
+        for cid, n in answers.items():
+            if n > 1:
+                out[cid] = _error_line(cid, "duplicate_custom_id", f"the batch output holds {n} lines answering this "
+                                       "request; none is used")
+        for cid, why in unreadable.items():
+            out[cid] = _error_line(cid, "unreadable_line", f"the batch output line for this request is unreadable "
+                                   f"({why}); it is not used")
         return out
 
     def append(self, event: str, seq: str, **fields: Any) -> None:
@@ -154,6 +179,10 @@ def check_no_batches_in_flight(run_dir: Path) -> None:
         raise ConfigError(f"{run_dir} has {len(live)} provider batch(es) in flight from a batch=true run "
                           f"({', '.join(str(x) for x in live[:3])}); resume it with batch=true, or move "
                           f"{BATCH_JOURNAL} away to send those requests again (the batches are still billed)")
+
+
+def _error_line(cid: str, code: str, message: str) -> dict[str, Any]:
+    return {"custom_id": cid, "error": {"code": code, "message": message}}
 
 
 def _ok(line: dict[str, Any]) -> bool:

@@ -115,7 +115,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                 client.notify = notify
                 client.observer = observer  # the run's transcripts (run/transcripts.py)
         batches = start_batches(settings.out_dir, (cand, user, base, *clients), poll=settings.batch_poll,
-                                max_retries=settings.max_retries, notify=notify) if settings.batch else None
+                                max_retries=settings.max_retries, notify=notify,
+                                max_wait=settings.batch_max_wait) if settings.batch else None
 
         async def one(o: Outcome, s: int = 0) -> None:
             """One reply of a question (sample s: its own candidate cache key, its own judge repeat keys)."""

@@ -64,6 +64,7 @@ class RunSettings:
     baseline_answers: str | None = None  # pairwise: baseline.answers=FILE (the engine's answers format)
     batch: bool = False  # batch=true: calls go through the provider's batch API (models/batches.py)
     batch_poll: float = 30.0  # seconds between polls of a batch in flight
+    batch_max_wait: float = 90_000.0  # seconds of polling one batch before the run stops (models/batches.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
