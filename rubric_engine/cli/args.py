@@ -300,7 +300,12 @@ COMMANDS: dict[str, Command] = {
         "serve-reward", "Serve a benchmark's rubric score as an OpenRLHF-compatible remote reward (POST /get_reward) "
                         "until Ctrl-C or SIGTERM.",
         (), {"benchmark": "the benchmark", "judge": "the judge entry (default: the spec's)",
-             "port": "port (default 5000; 0: any free port, printed)", "host": "address (default 127.0.0.1)",
+             "port": "port (default 5000; 0: any free port, printed)",
+             "host": "address (default 127.0.0.1; another needs token_env=)",
+             "token_env": "an environment variable holding a token every request must send (Authorization: Bearer)",
+             "max_body_mb": "the largest request body in MiB (default 32; 413 beyond)",
+             "max_requests": "requests read or judged at once (default 4; 503 with Retry-After beyond)",
+             "read_timeout": "seconds a connection may stay silent while sending its request (default 60)",
              "id_column": "what the requests' labels are (default: the spec's id field)",
              "failure_score": "the float a failed judgment is sent as, flagged judge_failed=1 (default 0.0)",
              "shadow": "a second judge entry for a share of rollouts", "shadow_fraction": "that share (0..1)",
