@@ -192,6 +192,16 @@ def test_judge_failures_are_none_never_zero(judge_server: FakeServer, run_scores
     assert [x["failures"] for x in lines] == [3, 3] and [x["rollouts"] for x in lines] == [5, 5]
 
 
+def test_one_huge_completion_fails_only_itself(judge_server: FakeServer, run_scores: dict, tmp_path: Path) -> None:
+    """TRL's call with one 3-million-character completion: that rollout is None with its reason, the others are
+    the run's scores (the batch is not lost)."""
+    texts = [reply(IDS[0], 0), "long reply. " * 250_000, reply(IDS[2], 0)]
+    with make_reward(judge_server.url, tmp_path) as reward:
+        rewards = reward(completions=texts, question_id=IDS[:3])
+        assert rewards == [run_scores[(IDS[0], texts[0])], None, run_scores[(IDS[2], texts[2])]]
+        assert "3000000 characters" in reward.last_logs["judge_error"][1] and reward.last_counts.failures == 1
+
+
 def test_unknown_question_id_is_one_line_before_any_call(judge_server: FakeServer, tmp_path: Path) -> None:
     from rubric_engine.errors import ConfigError
 
