@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,9 @@ def _run_job(cfg: DictConfig) -> int:
 
             print_estimate(settings_from_config(cfg, out_dir))
             return 0
-        summary = run_benchmark(settings_from_config(cfg, out_dir))
+        # a sweep whose jobs run in this process shows each distinct warning once (other launchers: once per job)
+        summary = run_benchmark(settings_from_config(cfg, out_dir),
+                                warned=_sweep.warned if sweeping and _sweep is not None else None)
         why = nothing_scored(summary)
         if why:
             from rubric_engine.text.terminal import shown
@@ -157,6 +159,7 @@ class _Sweep:
     seed: int
     dry_run: bool = False
     leaderboard_done: bool = False
+    warned: set[str] = field(default_factory=set)  # the warnings its jobs showed (run_benchmark's `warned`)
 
 
 _sweep: _Sweep | None = None

@@ -94,18 +94,29 @@ def given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[
 
 
 def run_benchmark(settings: RunSettings, console: Console | None = None,
-                  results: Console | None = None) -> dict[str, Any]:
+                  results: Console | None = None, warned: set[str] | None = None) -> dict[str, Any]:
     """Run the stages the settings ask for and return the summary (also written to out_dir).
 
     `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
-    so `rubric-engine ... > result.txt` keeps results apart from progress. The run holds its directory's
-    lock throughout (rundir.RunLock): a second process into the same directory is refused.
+    so `rubric-engine ... > result.txt` keeps results apart from progress. `warned`: the warnings already
+    shown by earlier runs of the same sweep (each distinct one is shown once; this run adds its own). The run
+    holds its directory's lock throughout (rundir.RunLock): a second process into the same directory is refused.
     """
     with rundir.RunLock(Path(settings.out_dir)):
-        return _run_locked(settings, console, results)
+        return _run_locked(settings, console, results, set() if warned is None else warned)
 
 
-def _run_locked(settings: RunSettings, console: Console | None, results: Console | None) -> dict[str, Any]:
+def _warn(console: Console, warned: set[str], text: str, key: str | None = None) -> None:
+    """Print a warning line once per `warned` set (a sweep's); `key` when the line names what varies between
+    jobs (the mock models) but says the same thing."""
+    if (key or text) in warned:
+        return
+    warned.add(key or text)
+    console.print(text, highlight=False, soft_wrap=True)
+
+
+def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
+                warned: set[str]) -> dict[str, Any]:
     console = console or SafeConsole(stderr=True)
     results = results or SafeConsole()
     POOL.configure(settings.workers)  # workers=N: model calls in N processes (models/workers.py)
@@ -114,10 +125,10 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
     questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
     for warning in dataset.warnings:
-        console.print(f"[yellow]data warning:[/] {shown(warning)}", highlight=False, soft_wrap=True)
+        _warn(console, warned, f"[yellow]data warning:[/] {shown(warning)}")
     if not is_shipped(spec):
-        console.print(f"spec: {shown(spec.dir)} (not the shipped {shown(spec.name)})" if is_shipped_name(spec.name) else
-                      f"spec: {shown(spec.dir)}", highlight=False, soft_wrap=True)
+        _warn(console, warned, f"spec: {shown(spec.dir)} (not the shipped {shown(spec.name)})"
+              if is_shipped_name(spec.name) else f"spec: {shown(spec.dir)}")
     given = given_answers(settings, spec, [r.id for r in dataset.questions.refs])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
@@ -128,11 +139,11 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     judges = list(plan.judges)
     mocks = [m.name for m in plan.models() if is_mock(m.model)]
     if mocks:
-        console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
-                      "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
+        _warn(console, warned, f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and "
+              "verdicts are deterministic placeholders and the scores mean nothing", key="mock models")
     if spec.judge is None and (settings.judge or settings.jury) and plan.judged:
-        console.print("note: this benchmark declares no judge (every item is checked by the engine); judge= is "
-                      "not used", highlight=False, soft_wrap=True)
+        _warn(console, warned, "note: this benchmark declares no judge (every item is checked by the engine); "
+              "judge= is not used")
     check_keys(*plan.models())  # every model's key, before the first call
     if settings.batch:  # batch=true: every model has a batch API through LiteLLM, before any call (exit 2)
         check_batchable(plan.models(), settings.cache_enabled)
@@ -141,7 +152,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     base_warnings: list[str] = []  # pairwise: the baseline's answers, every selected question's, before any call
     base_answers = baseline_answers(settings, spec, plan.baseline, plan.judged, questions, base_warnings)
     for warning in base_warnings:
-        console.print(f"[yellow]data warning:[/] {shown(warning)}", highlight=False, soft_wrap=True)
+        _warn(console, warned, f"[yellow]data warning:[/] {shown(warning)}")
     max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
 
     out = Path(settings.out_dir)
