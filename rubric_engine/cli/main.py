@@ -124,8 +124,9 @@ def _run_job(cfg: DictConfig) -> int:
     except KeyboardInterrupt as exc:
         if sweeping:
             raise  # the sweep stops too; _main says it once
-        discard_untouched(out_dir)  # stopped before it wrote anything: no empty run left behind
-        return _interrupted(exc)
+        if discard_untouched(out_dir):  # stopped before it wrote anything: no empty run left behind
+            return _interrupted(exc)
+        return _interrupted(exc, out_dir)
     except Exception as exc:  # noqa: BLE001 - every failure is one line (traceback only with debug=true)
         # In a sweep an error in one job must not stop the others or the leaderboard: Hydra's sweeper
         # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
@@ -133,18 +134,38 @@ def _run_job(cfg: DictConfig) -> int:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / (REJECTED_FILE if untouched(out_dir) else ERROR_FILE)).write_text(f"{one_line(exc)}\n",
                                                                                          encoding="utf-8")
-        else:
-            discard_untouched(out_dir)  # rejected before it wrote anything (typo, key, spec): no debris
+        elif not discard_untouched(out_dir) and _began(out_dir):  # rejected before it wrote anything: no debris
+            return fail(exc, bool(cfg.debug), then=f"after fixing that, resume with: {_resume(out_dir)}")
         return fail(exc, bool(cfg.debug))
 
 
-def _interrupted(exc: KeyboardInterrupt) -> int:
-    """Ctrl-C or SIGTERM: one line, and 130 / 143 (models/interrupt.py)."""
+def _began(out_dir: Path) -> bool:
+    """The run claimed its directory (a manifest still `running`): the same directory resumes it."""
+    from rubric_engine.store.layout import read_manifest
+
+    return (read_manifest(out_dir) or {}).get("state") == "running"
+
+
+def _resume(directory: Path, sweep: bool = False) -> str:
+    """The command that resumes the run (sweep) in `directory`, safe for the terminal (cli/resume.py)."""
+    from rubric_engine.cli.resume import resume_command
+    from rubric_engine.text.terminal import shown
+
+    return shown(resume_command(_typed, directory, sweep=sweep), markup=False)
+
+
+def _interrupted(exc: KeyboardInterrupt, directory: Path | None = None, sweep: bool = False) -> int:
+    """Ctrl-C or SIGTERM: one line, and 130 / 143 (models/interrupt.py). With the run's (or the sweep's) directory,
+    the line ends with the exact command that resumes it there (cli/resume.py)."""
     from rubric_engine.models.interrupt import RESUME_HINT, exit_code
 
     name = "SIGTERM" if exit_code(exc) == 143 else "Ctrl-C"
-    print(f"rubric-engine: interrupted ({name}); {RESUME_HINT}", file=sys.stderr)
+    how = f"resume with: {_resume(directory, sweep)}" if directory is not None else "run the same command to start again"
+    print(f"rubric-engine: interrupted ({name}); {RESUME_HINT}; {how}", file=sys.stderr)
     return exit_code(exc)
+
+
+_typed: list[str] = []  # the command line as the user typed it (main() records it once): the resume command's words
 
 
 _exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
@@ -253,6 +274,7 @@ def _front(argv: list[str]) -> None:
     `run key=value ...` is a run; GNU-style flags and bare words are one line each (exit 2)."""
     from rubric_engine.cli.overrides import check_command_line, check_overrides, unknown_word
 
+    _typed[:] = argv
     run = argv[:1] == ["run"]
     if argv[:1] == ["help"]:  # `help [TOPIC]`: the help of a subcommand or of a run
         topic = argv[1] if len(argv) > 1 else "run"
@@ -315,7 +337,7 @@ def _main(argv: list[str], debug: bool) -> None:
     except BrokenPipeError:
         raise  # stdout's reader left: main() ends quietly
     except KeyboardInterrupt as exc:  # a signal while Hydra composed, or during a sweep: no leaderboard
-        sys.exit(_interrupted(exc))
+        sys.exit(_interrupted(exc, _sweep.dir if _sweep is not None else None, sweep=True))
     except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
         if isinstance(exc.__cause__, RubricEngineError):  # e.g. our log handler refusing a planted link,
             sys.exit(fail(exc.__cause__, debug, exc))    # wrapped by logging.config as "Unable to configure"
