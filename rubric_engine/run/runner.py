@@ -164,6 +164,12 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
     fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
     totals = runstream.Totals()
+    if settings.retry_errors:  # the questions that ended in errors leave the journal: they run again below
+        errored = runstream.drop_errors(journal, fp)
+        console.print(f"retry_errors: {errored} of {len(questions)} questions ended in errors; asking them again "
+                      "(every other answer is kept)" if errored else
+                      "retry_errors: no question ended in an error; nothing to ask again", highlight=False,
+                      soft_wrap=True)
     # read what an interrupted run of this same command left, before writing anything: every stage, panel runs
     # (repeats, juries, candidate samples) included, since each record keeps every vote their sections need
     state = runstream.resume(journal, fp, totals.add)

@@ -64,6 +64,7 @@ class RunSettings:
     baseline_answers: str | None = None  # pairwise: baseline.answers=FILE (the engine's answers format)
     batch: bool = False  # batch=true: calls go through the provider's batch API (models/batches.py)
     batch_poll: float = 30.0  # seconds between polls of a batch in flight
+    retry_errors: bool = False  # ask again, in place, the questions whose record holds an error (run/stream.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
