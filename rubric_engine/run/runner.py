@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from rich.console import Console
 
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
-from rubric_engine.errors import ConfigError
+from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
 from rubric_engine.judge.pairwise import PairResult, is_pairwise
 from rubric_engine.models import interrupt
@@ -51,7 +52,7 @@ from rubric_engine.stats.scores import question_score, zero_fields
 from rubric_engine.store import layout as rundir
 from rubric_engine.text.terminal import SafeConsole, shown
 
-__all__ = ["run_benchmark", "load_inputs", "given_answers"]
+__all__ = ["run_benchmark", "load_inputs", "given_answers", "with_run_data"]
 
 log = logging.getLogger("rubric_engine")  # Hydra writes it to <run dir>/rubric-engine.log
 
@@ -62,6 +63,7 @@ def load_inputs(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpe
     memory does not grow with the data; otherwise a list."""
     if settings.stage not in STAGES:
         raise ConfigError(f"stage={settings.stage!r} is not a stage; use one of {', '.join(STAGES)}")
+    settings = with_run_data(settings)
     spec = load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs), settings.trust_code)
     spec = spec.with_candidate_errors(settings.candidate_errors)  # part of the resolved spec, so of its hash
     dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None,
@@ -74,6 +76,18 @@ def load_inputs(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpe
         raise ConfigError("the selection holds no question; check subset= / ids= / limit=")
     check_templates(spec, list(questions[:3]))  # template errors before any paid call
     return spec, dataset, questions
+
+
+def with_run_data(settings: RunSettings) -> RunSettings:
+    """`from_run=DIR` without `data.path=`: the data file that run used (its summary's `data_path`), so its answers
+    are judged against the same rows, never the spec's download; unchanged when the run used the spec's data."""
+    if not settings.from_run or settings.data_path is not None:
+        return settings
+    try:
+        used = rundir.read_summary(Path(settings.from_run)).get("data_path")
+    except DataError:  # no readable summary: given_answers says what is wrong with that directory
+        return settings
+    return replace(settings, data_path=used) if isinstance(used, str) and used else settings
 
 
 def given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[str]) -> dict[str, str | None] | None:
@@ -121,6 +135,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     results = results or SafeConsole()
     POOL.configure(settings.workers)  # workers=N: model calls in N processes (models/workers.py)
     _start_litellm_early(settings)
+    settings = with_run_data(settings)  # from_run=: the run's own data file (summary.json's data_path)
     spec, dataset, rows = load_inputs(settings, lazy=True)
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
     questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
