@@ -105,7 +105,10 @@ def _run_job(cfg: DictConfig) -> int:
         if cfg.dry_run:
             from rubric_engine.cli.commands import print_estimate
 
-            print_estimate(settings_from_config(cfg, out_dir))
+            try:
+                print_estimate(settings_from_config(cfg, out_dir))
+            finally:
+                discard_untouched(out_dir)  # a dry run writes nothing: Hydra's .hydra/ and log go too
             return 0
         # a sweep whose jobs run in this process shows each distinct warning once (other launchers: once per job)
         summary = run_benchmark(settings_from_config(cfg, out_dir),
