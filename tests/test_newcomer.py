@@ -93,7 +93,9 @@ def test_nothing_scored_exits_1_with_one_line(tmp_path: Path, env: dict[str, str
     assert res.returncode == 1, res.stderr
     line = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: nothing was scored")]
     assert line == ["rubric-engine: nothing was scored: 0 of 2 questions (0 candidate errors, 2 judge errors); "
-                    "see samples.jsonl for each error"]
+                    "see samples.jsonl for each error; to ask the failed questions again: rubric-engine "
+                    "benchmark=heartbench " + line[0].split(" benchmark=heartbench ", 1)[1]]
+    assert line[0].endswith(f"hydra.run.dir={tmp_path / 'r'} retry_errors=true"), line
     assert "Traceback" not in res.stderr and "0 of 2" in res.stdout  # the tables still show what happened
 
 

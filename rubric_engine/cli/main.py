@@ -117,7 +117,8 @@ def _run_job(cfg: DictConfig) -> int:
         if why:
             from rubric_engine.text.terminal import shown
 
-            print(f"rubric-engine: {shown(why, markup=False)}", file=sys.stderr)
+            retry = "" if sweeping else f"; to ask the failed questions again: {_resume(out_dir, retry=True)}"
+            print(f"rubric-engine: {shown(why, markup=False)}{retry}", file=sys.stderr)
             if hc.mode == RunMode.MULTIRUN:
                 (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
             return 1
@@ -149,12 +150,13 @@ def _began(out_dir: Path) -> bool:
     return (read_manifest(out_dir) or {}).get("state") == "running"
 
 
-def _resume(directory: Path, sweep: bool = False) -> str:
-    """The command that resumes the run (sweep) in `directory`, safe for the terminal (cli/resume.py)."""
+def _resume(directory: Path, sweep: bool = False, retry: bool = False) -> str:
+    """The command that resumes the run (sweep) in `directory` (`retry`: asking its errored questions again), safe
+    for the terminal (cli/resume.py)."""
     from rubric_engine.cli.resume import resume_command
     from rubric_engine.text.terminal import shown
 
-    return shown(resume_command(_typed, directory, sweep=sweep), markup=False)
+    return shown(resume_command(_typed, directory, sweep=sweep, retry=retry), markup=False)
 
 
 def _interrupted(exc: KeyboardInterrupt, directory: Path | None = None, sweep: bool = False) -> int:

@@ -29,10 +29,12 @@ def _hydra_value(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def resume_command(typed: Sequence[str], directory: Path, *, sweep: bool = False) -> str:
+def resume_command(typed: Sequence[str], directory: Path, *, sweep: bool = False, retry: bool = False) -> str:
     """The command line that continues the run in `directory` (the sweep in it when `sweep`): `typed` with its
-    `hydra.run.dir=` (`hydra.sweep.dir=`) replaced by `directory`, made absolute, shell-quoted and redacted."""
+    `hydra.run.dir=` (`hydra.sweep.dir=`) replaced by `directory`, made absolute, shell-quoted and redacted;
+    `retry`: with `retry_errors=true` (the questions that ended in errors asked again)."""
     key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
-    kept = [a for a in typed if not a.lstrip("+~").startswith(f"{key}=")]
+    dropped = (f"{key}=", "retry_errors=") if retry else (f"{key}=",)
+    kept = [a for a in typed if not a.lstrip("+~").startswith(dropped)]
     where = f"{key}={_hydra_value(str(Path(directory).absolute()))}"
-    return redact(shlex.join([COMMAND, *kept, where]))
+    return redact(shlex.join([COMMAND, *kept, where, *(["retry_errors=true"] if retry else [])]))
