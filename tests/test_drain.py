@@ -130,3 +130,37 @@ def test_a_failure_after_the_run_began_prints_the_command_that_resumes_it(tmp_pa
     assert again.returncode == 0, again.stderr[-2000:]
     assert list((tmp_path / "outputs" / "heartbench").iterdir()) == runs
     assert json.loads((runs[0] / "summary.json").read_text())["counts"]["scored"] == 3
+
+
+def test_an_interrupted_sweep_resumes_in_its_directory_with_the_printed_command(tmp_path: Path,
+                                                                                env: dict[str, str]) -> None:
+    n = 8
+    script = _Script(_rows(n), 0.3)
+    data = _data(tmp_path, n)
+    with FakeServer(script) as srv:
+        args = ["-m", "benchmark=heartbench", f"data.path={data}", "concurrency=2", "progress=none",
+                "bootstrap.samples=50", *model_args(srv.url)]
+        args = [a if not a.startswith("candidate.model=") else "candidate.model=openai/a,openai/b" for a in args]
+        args = [a for a in args if not a.startswith("candidate.name=")]
+        proc = subprocess.Popen([EXE, *args], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        deadline = time.monotonic() + 240
+        while len(srv.request_times) < 6 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        assert proc.poll() is None, "the sweep ended before the signal"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        first = [json.dumps(b, sort_keys=True) for b in srv.requests]
+        assert proc.returncode == 130, err[-2000:]
+        command = _resume_command(err)
+        assert "-m" in command and any(a.startswith("hydra.sweep.dir=") for a in command), command
+        srv.reset()
+        again = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        second = [json.dumps(b, sort_keys=True) for b in srv.requests]
+    assert again.returncode == 0, again.stderr[-2000:]
+    sweeps = list((tmp_path / "multirun" / "heartbench").iterdir())
+    assert len(sweeps) == 1 and (sweeps[0] / "leaderboard.json").is_file(), sweeps
+    seen = Counter(first + second)
+    # each candidate's n calls, and n judge calls: both candidates reply the same text, so the judge's request for
+    # the second is the first's, answered from the cache
+    assert len(seen) == 3 * n and max(seen.values()) == 1, [k[:80] for k, v in seen.items() if v > 1][:3]
