@@ -138,8 +138,10 @@ def _run_job(cfg: DictConfig) -> int:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / (REJECTED_FILE if untouched(out_dir) else ERROR_FILE)).write_text(f"{one_line(exc)}\n",
                                                                                          encoding="utf-8")
-        elif not discard_untouched(out_dir) and _began(out_dir):  # rejected before it wrote anything: no debris
-            return fail(exc, bool(cfg.debug), then=f"after fixing that, resume with: {_resume(out_dir)}")
+        else:
+            discard_untouched(out_dir)  # rejected before it wrote anything (typo, key, spec): no debris
+            if _began(out_dir):  # it had claimed its directory: the same directory resumes it
+                return fail(exc, bool(cfg.debug), then=f"after fixing that, resume with: {_resume(out_dir)}")
         return fail(exc, bool(cfg.debug))
 
 
@@ -165,7 +167,8 @@ def _interrupted(exc: KeyboardInterrupt, directory: Path | None = None, sweep: b
     from rubric_engine.models.interrupt import RESUME_HINT, exit_code
 
     name = "SIGTERM" if exit_code(exc) == 143 else "Ctrl-C"
-    how = f"resume with: {_resume(directory, sweep)}" if directory is not None else "run the same command to start again"
+    how = f"resume with: {_resume(directory, sweep)}" if directory is not None else \
+        "run the same command to start again"
     print(f"rubric-engine: interrupted ({name}); {RESUME_HINT}; {how}", file=sys.stderr)
     return exit_code(exc)
 

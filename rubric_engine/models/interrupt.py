@@ -92,8 +92,8 @@ def exit_code(exc: BaseException) -> int:
 def _exit_now(signum: int, frame: FrameType | None = None) -> None:
     """A second signal: leave at once, without waiting for anything (the cache holds every finished call)."""
     try:
-        sys.stderr.write(f"rubric-engine: {signal.Signals(signum).name} again: exiting now; {RESUME_HINT}: run the same command "
-                         "(with hydra.run.dir= naming this run's directory) to resume\n")
+        sys.stderr.write(f"rubric-engine: {signal.Signals(signum).name} again: exiting now; {RESUME_HINT}: run the "
+                         "same command with hydra.run.dir= naming this run's directory to resume\n")
         sys.stderr.flush()
     finally:
         os._exit(128 + signum)
