@@ -107,5 +107,47 @@ def test_retry_errors_with_no_error_asks_nothing(tmp_path: Path, env: dict[str, 
         res = run_cli([*base, "retry_errors=true"], env)
         assert not srv.requests
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "no question ended in an error" in res.stderr
+    assert "retry_errors: no record holds an error" in res.stderr
     assert (tmp_path / "run" / "samples.jsonl").read_bytes() == before
+
+
+def test_a_retry_killed_midway_loses_no_record_and_the_same_command_finishes_it(tmp_path: Path,
+                                                                               env: dict[str, str]) -> None:
+    """kill -9 while the errored questions are being asked again: the journal on disk still holds every successful
+    record (and only those), and the same retry command finishes with the files of a run that never failed."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import EXE, complete_lines
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _rows(N)), encoding="utf-8")
+    script = _Failing()
+    run = tmp_path / "run"
+    with FakeServer(script) as srv:
+        base = ["benchmark=heartbench", f"data.path={data}", "progress=none", "max_retries=0", *model_args(srv.url),
+                f"hydra.run.dir={run}"]
+        assert run_cli(base, env).returncode == 0
+        ok = {r["id"] for r in complete_lines(run / "samples.jsonl")
+              if not (r.get("candidate_error") or r.get("judge_error"))}
+        assert len(ok) == N - 3
+        script.failing, script.latency = False, 30.0  # the retried calls hang until the kill
+        srv.reset()
+        proc = subprocess.Popen([EXE, *base, "retry_errors=true"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 240
+        while not srv.requests and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        left = complete_lines(run / "samples.jsonl")
+        assert "journal" in left[0] and {r["id"] for r in left[1:]} == ok  # every success kept, no error mixed in
+        script.latency = 0.0
+        again = run_cli([*base, "retry_errors=true"], env)
+        assert again.returncode == 0, again.stderr[-2000:]
+        clean = tmp_path / "clean"
+        fresh = run_cli([*base[:-1], f"hydra.run.dir={clean}"], {**env, "RUBRIC_ENGINE_CACHE": str(tmp_path / "c2")})
+        assert fresh.returncode == 0
+    assert "resuming: 3 of 6 questions already in samples.jsonl" in again.stderr, again.stderr[-2000:]
+    assert _comparable(run) == _comparable(clean)

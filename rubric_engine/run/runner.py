@@ -183,7 +183,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         errored = runstream.drop_errors(journal, fp)
         console.print(f"retry_errors: {errored} of {len(questions)} questions ended in errors; asking them again "
                       "(every other answer is kept)" if errored else
-                      "retry_errors: no question ended in an error; nothing to ask again", highlight=False,
+                      "retry_errors: no record holds an error; no answer is asked again", highlight=False,
                       soft_wrap=True)
     # read what an interrupted run of this same command left, before writing anything: every stage, panel runs
     # (repeats, juries, candidate samples) included, since each record keeps every vote their sections need
