@@ -9,6 +9,7 @@ that on a loaded machine, and nothing may arrive after it.
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import time
@@ -126,7 +127,7 @@ def test_a_second_signal_exits_at_once(tmp_path: Path, env: dict[str, str]) -> N
     """In-flight calls that hang: the first SIGINT waits for them (its countdown says so on stderr); a second
     one ends the process at once, without waiting for anything."""
     with FakeServer(lambda body: Reply(text="x", delay=60)) as srv:
-        proc, _ = _start(tmp_path, env, srv, 4)
+        proc, args = _start(tmp_path, env, srv, 4)
         _wait_for(srv, proc, 4)
         proc.send_signal(signal.SIGINT)
         assert proc.stderr is not None
@@ -142,3 +143,7 @@ def test_a_second_signal_exits_at_once(tmp_path: Path, env: dict[str, str]) -> N
         assert time.monotonic() - t0 < 20
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "never awaited" not in err, err[-2000:]
+    line = next(x for x in err.splitlines() if "SIGINT again: exiting now" in x)  # the command to resume, there too
+    typed = [a for a in args if not a.startswith("hydra.run.dir=")]
+    resume = shlex.join(["rubric-engine", *typed, f"hydra.run.dir={tmp_path / 'run'}"])
+    assert line.endswith(f"resume with: {resume}"), line

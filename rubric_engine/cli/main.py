@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,9 +110,10 @@ def _run_job(cfg: DictConfig) -> int:
             finally:
                 discard_untouched(out_dir)  # a dry run writes nothing: Hydra's .hydra/ and log go too
             return 0
+        settings = replace(settings_from_config(cfg, out_dir), resume_command=_resume(out_dir) if not sweeping else
+                           _resume(_sweep.dir, sweep=True) if _sweep is not None else None)
         # a sweep whose jobs run in this process shows each distinct warning once (other launchers: once per job)
-        summary = run_benchmark(settings_from_config(cfg, out_dir),
-                                warned=_sweep.warned if sweeping and _sweep is not None else None)
+        summary = run_benchmark(settings, warned=_sweep.warned if sweeping and _sweep is not None else None)
         why = nothing_scored(summary)
         if why:
             from rubric_engine.text.terminal import shown

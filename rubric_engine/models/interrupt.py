@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -89,11 +90,13 @@ def exit_code(exc: BaseException) -> int:
     return exc.exit_code if isinstance(exc, Interrupted) else 130
 
 
-def _exit_now(signum: int, frame: FrameType | None = None) -> None:
-    """A second signal: leave at once, without waiting for anything (the cache holds every finished call)."""
+def _exit_now(signum: int, frame: FrameType | None = None, resume: str | None = None) -> None:
+    """A second signal: leave at once, without waiting for anything (the cache holds every finished call). `resume`:
+    the command that resumes the run, when the caller knows it."""
+    how = f"resume with: {resume}" if resume else \
+        "run the same command with hydra.run.dir= naming this run's directory to resume"
     try:
-        sys.stderr.write(f"rubric-engine: {signal.Signals(signum).name} again: exiting now; {RESUME_HINT}: run the "
-                         "same command with hydra.run.dir= naming this run's directory to resume\n")
+        sys.stderr.write(f"rubric-engine: {signal.Signals(signum).name} again: exiting now; {RESUME_HINT}; {how}\n")
         sys.stderr.flush()
     finally:
         os._exit(128 + signum)
@@ -117,11 +120,13 @@ class SignalStop:
     """Installed on the running event loop while calls are made: the first SIGINT / SIGTERM marks the
     process stopped (no request leaves after it), waits up to `grace` seconds for the calls in flight, saying
     so on `say` once a second, then cancels the task it was installed in (the pipeline, whose task group cancels
-    whatever is left: backoff waits, calls still unanswered). `grace=0`: cancel at once."""
+    whatever is left: backoff waits, calls still unanswered). `grace=0`: cancel at once. `resume`: the command
+    that resumes the run, named by the line a second signal prints."""
 
-    def __init__(self, grace: float = 0.0, say: Callable[[str], None] | None = None) -> None:
+    def __init__(self, grace: float = 0.0, say: Callable[[str], None] | None = None,
+                 resume: str | None = None) -> None:
         self.signum = 0
-        self.grace, self._say = max(0.0, float(grace)), say
+        self.grace, self._say, self._resume = max(0.0, float(grace)), say, resume
         self._old: dict[int, Any] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[Any] | None = None
@@ -141,7 +146,7 @@ class SignalStop:
 
     def _on_signal(self, sig: int) -> None:
         if self.signum:
-            _exit_now(sig)
+            _exit_now(sig, resume=self._resume)
         self.signum = _state["signum"] = sig
         # LiteLLM builds each request's coroutine on a worker thread; one finished after its caller was
         # cancelled is dropped unstarted (no request sent), and Python would warn that it was never awaited
@@ -178,5 +183,6 @@ class SignalStop:
             self._drain.cancel()
         for sig, old in self._old.items():
             self._loop.remove_signal_handler(sig)
-            signal.signal(sig, _exit_now if self.signum else old if old is not None else signal.SIG_DFL)
+            signal.signal(sig, functools.partial(_exit_now, resume=self._resume) if self.signum else
+                          old if old is not None else signal.SIG_DFL)
         self._old.clear()

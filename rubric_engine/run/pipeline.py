@@ -75,8 +75,8 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
     then cancels what is left (models/interrupt.py); the caller sees `interrupt.stopped()`, and
     asyncio.CancelledError when something was still running."""
     grace = max((m.timeout for m in plan.models() if m.timeout), default=0.0)
-    stop = SignalStop(grace, say=lambda text: console.print(text, highlight=False, markup=False,
-                                                            soft_wrap=True)).install()
+    stop = SignalStop(grace, say=lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True),
+                      resume=settings.resume_command).install()
     try:
         return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished, baseline,
                                observer)
