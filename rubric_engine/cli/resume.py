@@ -19,14 +19,15 @@ from rubric_engine.run.provenance import COMMAND
 
 __all__ = ["resume_command"]
 
-_PLAIN = re.compile(r"[\w./:@+~%-]+")  # a value Hydra's override grammar reads as is
+_PLAIN = re.compile(r"[A-Za-z0-9_./:@+%-]+")  # a value Hydra's override grammar reads as is
 
 
 def _hydra_value(text: str) -> str:
     """`text` as one value of Hydra's override grammar (quoted when it holds a comma, a space, a bracket ...)."""
     if _PLAIN.fullmatch(text):
         return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    # the grammar reads a backslash as an escape only before a quote (or the closing one): double just those
+    return "'" + re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text).replace("'", "\\'") + "'"
 
 
 def resume_command(typed: Sequence[str], directory: Path, *, sweep: bool = False, retry: bool = False) -> str:
