@@ -93,12 +93,14 @@ def test_nothing_scored_exits_1_with_one_line(tmp_path: Path, env: dict[str, str
     assert res.returncode == 1, res.stderr
     line = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: nothing was scored")]
     assert line == ["rubric-engine: nothing was scored: 0 of 2 questions (0 candidate errors, 2 judge errors); "
-                    "see samples.jsonl for each error"]
+                    "see samples.jsonl for each error; to ask the failed questions again: rubric-engine "
+                    "benchmark=heartbench " + line[0].split(" benchmark=heartbench ", 1)[1]]
+    assert line[0].endswith(f"hydra.run.dir={tmp_path / 'r'} retry_errors=true"), line
     assert "Traceback" not in res.stderr and "0 of 2" in res.stdout  # the tables still show what happened
 
 
 def test_interrupt_exits_130_and_says_how_to_resume(tmp_path: Path, env: dict[str, str]) -> None:
-    with FakeServer(lambda body: Reply(text="x", delay=30)) as srv:
+    with FakeServer(lambda body: Reply(text="x", delay=3)) as srv:  # in flight at the signal: waited for
         proc = subprocess.Popen([EXE, "benchmark=heartbench", f"data.path={MINI}", "limit=2", "progress=none",
                                  f"hydra.run.dir={tmp_path / 'r'}", "candidate=openai_compatible",
                                  "candidate.model=openai/cand", f"candidate.api_base={srv.url}",
@@ -110,7 +112,9 @@ def test_interrupt_exits_130_and_says_how_to_resume(tmp_path: Path, env: dict[st
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "interrupted" in err and "run the same command to resume" in err and "Traceback" not in err
+    assert "interrupted" in err and "Traceback" not in err
+    assert f"resume with: rubric-engine benchmark=heartbench data.path={MINI}" in err
+    assert err.rstrip().endswith(f"hydra.run.dir={tmp_path / 'r'}"), err[-500:]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -9,6 +9,7 @@ that on a loaded machine, and nothing may arrive after it.
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import time
@@ -94,7 +95,7 @@ def test_first_signal_stops_paying_and_the_same_command_resumes(tmp_path: Path, 
         assert proc.returncode == code, err[-2000:]
         assert "never awaited" not in err and "Traceback" not in err, err[-2000:]
         said = [line for line in err.splitlines() if line.startswith("rubric-engine: ")]
-        assert said and "interrupted" in said[-1] and "run the same command to resume" in said[-1], err[-2000:]
+        assert said and "interrupted" in said[-1] and f"hydra.run.dir={tmp_path / 'run'}" in said[-1], err[-2000:]
         run = tmp_path / "run"
         done = {r["id"] for r in complete_lines(run / "samples.jsonl") if "id" in r}
         assert done, "finished questions are in the journal"
@@ -123,15 +124,26 @@ def _qids(body: dict[str, Any]) -> set[str]:
 
 
 def test_a_second_signal_exits_at_once(tmp_path: Path, env: dict[str, str]) -> None:
-    """In-flight calls that hang: the first SIGINT cancels them; a second one, sent at once, ends the
-    process without waiting for anything."""
+    """In-flight calls that hang: the first SIGINT waits for them (its countdown says so on stderr); a second
+    one ends the process at once, without waiting for anything."""
     with FakeServer(lambda body: Reply(text="x", delay=60)) as srv:
-        proc, _ = _start(tmp_path, env, srv, 4)
+        proc, args = _start(tmp_path, env, srv, 4)
         _wait_for(srv, proc, 4)
         proc.send_signal(signal.SIGINT)
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # until the drain's countdown: the first signal has been handled
+            seen.append(line)
+            if "call(s) in flight" in line:
+                break
+        assert seen and "call(s) in flight" in seen[-1], seen[-5:]
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
         _, err = proc.communicate(timeout=60)
         assert time.monotonic() - t0 < 20
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "never awaited" not in err, err[-2000:]
+    line = next(x for x in err.splitlines() if "SIGINT again: exiting now" in x)  # the command to resume, there too
+    typed = [a for a in args if not a.startswith("hydra.run.dir=")]
+    resume = shlex.join(["rubric-engine", *typed, f"hydra.run.dir={tmp_path / 'run'}"])
+    assert line.endswith(f"resume with: {resume}"), line

@@ -82,6 +82,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         baseline=_baseline(opt("baseline"), opt("timeout"), given), baseline_answers=opt("baseline.answers"),
         batch=bool(opt("batch")), batch_poll=float(opt("batch_poll") or 30.0),
         batch_max_wait=float(opt("batch_max_wait") or 90_000.0),
+        retry_errors=bool(opt("retry_errors")),
     )
 
 
@@ -177,7 +178,7 @@ def _check_values(cfg: DictConfig) -> None:
     if OmegaConf.select(cfg, "prompt_cache", default=None) not in (None, True, False):
         raise ConfigError(f"prompt_cache={OmegaConf.select(cfg, 'prompt_cache')} is not valid; use true, false or null "
                           "(null: on for per-criterion judging)")
-    for key in ("cache.enabled", "dry_run", "debug", "quiet", "batch"):
+    for key in ("cache.enabled", "dry_run", "debug", "quiet", "batch", "retry_errors"):
         value = OmegaConf.select(cfg, key, default=False)
         if not isinstance(value, bool):
             raise ConfigError(f"{key}={value} is not valid; use true or false")

@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -105,14 +105,21 @@ def _run_job(cfg: DictConfig) -> int:
         if cfg.dry_run:
             from rubric_engine.cli.commands import print_estimate
 
-            print_estimate(settings_from_config(cfg, out_dir))
+            try:
+                print_estimate(settings_from_config(cfg, out_dir))
+            finally:
+                discard_untouched(out_dir)  # a dry run writes nothing: Hydra's .hydra/ and log go too
             return 0
-        summary = run_benchmark(settings_from_config(cfg, out_dir))
+        settings = replace(settings_from_config(cfg, out_dir), resume_command=_resume(out_dir) if not sweeping else
+                           _resume(_sweep.dir, sweep=True) if _sweep is not None else None)
+        # a sweep whose jobs run in this process shows each distinct warning once (other launchers: once per job)
+        summary = run_benchmark(settings, warned=_sweep.warned if sweeping and _sweep is not None else None)
         why = nothing_scored(summary)
         if why:
             from rubric_engine.text.terminal import shown
 
-            print(f"rubric-engine: {shown(why, markup=False)}", file=sys.stderr)
+            retry = "" if sweeping else f"; to ask the failed questions again: {_resume(out_dir, retry=True)}"
+            print(f"rubric-engine: {shown(why, markup=False)}{retry}", file=sys.stderr)
             if hc.mode == RunMode.MULTIRUN:
                 (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
             return 1
@@ -122,8 +129,9 @@ def _run_job(cfg: DictConfig) -> int:
     except KeyboardInterrupt as exc:
         if sweeping:
             raise  # the sweep stops too; _main says it once
-        discard_untouched(out_dir)  # stopped before it wrote anything: no empty run left behind
-        return _interrupted(exc)
+        if discard_untouched(out_dir):  # stopped before it wrote anything: no empty run left behind
+            return _interrupted(exc)
+        return _interrupted(exc, out_dir)
     except Exception as exc:  # noqa: BLE001 - every failure is one line (traceback only with debug=true)
         # In a sweep an error in one job must not stop the others or the leaderboard: Hydra's sweeper
         # re-raises after the batch and skips on_multirun_end (hydra #2284). Written down, redacted.
@@ -133,16 +141,40 @@ def _run_job(cfg: DictConfig) -> int:
                                                                                          encoding="utf-8")
         else:
             discard_untouched(out_dir)  # rejected before it wrote anything (typo, key, spec): no debris
+            if _began(out_dir):  # it had claimed its directory: the same directory resumes it
+                return fail(exc, bool(cfg.debug), then=f"after fixing that, resume with: {_resume(out_dir)}")
         return fail(exc, bool(cfg.debug))
 
 
-def _interrupted(exc: KeyboardInterrupt) -> int:
-    """Ctrl-C or SIGTERM: one line, and 130 / 143 (models/interrupt.py)."""
+def _began(out_dir: Path) -> bool:
+    """The run claimed its directory (a manifest still `running`): the same directory resumes it."""
+    from rubric_engine.store.layout import read_manifest
+
+    return (read_manifest(out_dir) or {}).get("state") == "running"
+
+
+def _resume(directory: Path, sweep: bool = False, retry: bool = False) -> str:
+    """The command that resumes the run (sweep) in `directory` (`retry`: asking its errored questions again), safe
+    for the terminal (cli/resume.py)."""
+    from rubric_engine.cli.resume import resume_command
+    from rubric_engine.text.terminal import shown
+
+    return shown(resume_command(_typed, directory, sweep=sweep, retry=retry), markup=False)
+
+
+def _interrupted(exc: KeyboardInterrupt, directory: Path | None = None, sweep: bool = False) -> int:
+    """Ctrl-C or SIGTERM: one line, and 130 / 143 (models/interrupt.py). With the run's (or the sweep's) directory,
+    the line ends with the exact command that resumes it there (cli/resume.py)."""
     from rubric_engine.models.interrupt import RESUME_HINT, exit_code
 
     name = "SIGTERM" if exit_code(exc) == 143 else "Ctrl-C"
-    print(f"rubric-engine: interrupted ({name}); {RESUME_HINT}", file=sys.stderr)
+    how = f"resume with: {_resume(directory, sweep)}" if directory is not None else \
+        "run the same command to start again"
+    print(f"rubric-engine: interrupted ({name}); {RESUME_HINT}; {how}", file=sys.stderr)
     return exit_code(exc)
+
+
+_typed: list[str] = []  # the command line as the user typed it (main() records it once): the resume command's words
 
 
 _exit_code = 0  # with the basic launcher jobs run in this process; parallel launchers: see _finish_sweep
@@ -157,6 +189,7 @@ class _Sweep:
     seed: int
     dry_run: bool = False
     leaderboard_done: bool = False
+    warned: set[str] = field(default_factory=set)  # the warnings its jobs showed (run_benchmark's `warned`)
 
 
 _sweep: _Sweep | None = None
@@ -250,6 +283,7 @@ def _front(argv: list[str]) -> None:
     `run key=value ...` is a run; GNU-style flags and bare words are one line each (exit 2)."""
     from rubric_engine.cli.overrides import check_command_line, check_overrides, unknown_word
 
+    _typed[:] = argv
     run = argv[:1] == ["run"]
     if argv[:1] == ["help"]:  # `help [TOPIC]`: the help of a subcommand or of a run
         topic = argv[1] if len(argv) > 1 else "run"
@@ -312,7 +346,7 @@ def _main(argv: list[str], debug: bool) -> None:
     except BrokenPipeError:
         raise  # stdout's reader left: main() ends quietly
     except KeyboardInterrupt as exc:  # a signal while Hydra composed, or during a sweep: no leaderboard
-        sys.exit(_interrupted(exc))
+        sys.exit(_interrupted(exc, _sweep.dir if _sweep is not None else None, sweep=True))
     except Exception as exc:  # noqa: BLE001 - everything our job does not catch itself
         if isinstance(exc.__cause__, RubricEngineError):  # e.g. our log handler refusing a planted link,
             sys.exit(fail(exc.__cause__, debug, exc))    # wrapped by logging.config as "Unable to configure"

@@ -53,12 +53,13 @@ def one_line(exc: BaseException) -> str:
 
 
 def fail(exc: BaseException, debug: bool, original: BaseException | None = None, code: int = 2,
-         hint: bool = True) -> int:
+         hint: bool = True, then: str = "") -> int:
     """One line on stderr (plus a hint, or the traceback with debug=true); returns the exit code.
-    `hint=False`: the command line's shape was wrong (a --flag, a bare word); a traceback would add nothing."""
+    `hint=False`: the command line's shape was wrong (a --flag, a bare word); a traceback would add nothing.
+    `then`: what to do next, appended to the line whole (never cut: the resume command of a run that began)."""
     if debug:
         traceback.print_exception(original or exc)
-    print(f"rubric-engine: error: {one_line(exc)}", file=sys.stderr)
+    print(f"rubric-engine: error: {one_line(exc)}{'; ' + then if then else ''}", file=sys.stderr)
     if not debug and hint:
         print("(add debug=true for the full traceback)", file=sys.stderr)
     return code

@@ -29,7 +29,7 @@ from rubric_engine.models.concurrency import AUTO, AdaptiveGate, Slot
 from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
-from rubric_engine.models.interrupt import stopped
+from rubric_engine.models.interrupt import sending, stopped
 from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply
 from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
@@ -356,7 +356,8 @@ class ModelClient:
                 try:  # `timeout` is wall-clock per attempt: httpx's is per read, which a trickling server resets
                     call = self._runtime.acompletion(litellm, kwargs) if pool is None else \
                         pool.acompletion(kwargs, self._cap)  # models/workers.py: the call runs in a worker process
-                    response, cost = await asyncio.wait_for(call, self.spec.timeout)
+                    with sending():  # a signal now waits for this answer (models/interrupt.py), bounded
+                        response, cost = await asyncio.wait_for(call, self.spec.timeout)
                     text, prompt_tokens, completion_tokens = parse_reply(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
                     failure, error = classify(exc, self._key), exc

@@ -8,6 +8,11 @@ holding only the CJK characters the page uses (fontTools, already a matplotlib d
 file; the charts register the face with matplotlib's font manager and list it after DejaVu Sans, so matplotlib
 falls back to it glyph by glyph. Without the package (a stripped install) the page keeps the system font list
 and says so in a note; charts draw as before.
+
+fontTools logs every subsetting step at INFO (some lines list thousands of glyph ids) on the `fontTools` logger,
+which propagates to the root logger by default. Whatever logging configuration is active when a page is built
+(at the end of a sweep it is Hydra's, whose root handler writes to stdout) must not receive them: `_subset` cuts
+that logger off from the root each time (`_quiet_fonttools`), so the subsetting never logs to the user's terminal.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +79,29 @@ def font_face_css(text: str) -> tuple[str, str]:
 _DROPPED = ["GSUB", "GPOS", "GDEF", "BASE", "VORG", "vhea", "vmtx"]
 
 
+class _Silent(logging.NullHandler):
+    """The handler that marks the `fontTools` logger as ours (so it is added once, whoever configured logging)."""
+
+
+def _quiet_fonttools() -> None:
+    """fontTools' records stop at its own logger: no propagation to the root's handlers (a logging config's
+    console handler among them), only warnings and worse are even formatted, and a handler of its own keeps
+    Python's last-resort stderr handler from printing those. Re-applied before each subset, since a logging
+    config loaded after the last one (Hydra configures logging per sweep job) may have reset the logger."""
+    logger = logging.getLogger("fontTools")
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    if not any(isinstance(h, _Silent) for h in logger.handlers):
+        logger.addHandler(_Silent())
+
+
 @functools.lru_cache(maxsize=4)
 def _subset(found: tuple[Path, int], codepoints: tuple[int, ...]) -> tuple[bytes, str]:
     """The face cut down to `codepoints`, as (bytes, 'woff2' | 'otf')."""
     from fontTools import subset
     from fontTools.ttLib import TTFont
 
+    _quiet_fonttools()
     opts = subset.Options()
     opts.layout_features = []
     opts.drop_tables += _DROPPED

@@ -70,9 +70,13 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
     (and in memory) does not grow with the number of questions. With batch=true every question starts at
     once instead, so each wave of calls (generation, judging, re-asks) is one provider batch.
     `stages` receives the per-stage progress counters (their clocks give the wall time per stage).
-    The first SIGINT / SIGTERM cancels this task and every call in flight, and no worker takes another
-    question (models/interrupt.py); the caller sees asyncio.CancelledError and `interrupt.stopped()`."""
-    stop = SignalStop().install()
+    The first SIGINT / SIGTERM stops every request not yet sent and every question not yet taken, waits for the
+    calls in flight (at most the longest model timeout, a countdown on `console`) so their answers are cached,
+    then cancels what is left (models/interrupt.py); the caller sees `interrupt.stopped()`, and
+    asyncio.CancelledError when something was still running."""
+    grace = max((m.timeout for m in plan.models() if m.timeout), default=0.0)
+    stop = SignalStop(grace, say=lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True),
+                      resume=settings.resume_command).install()
     try:
         return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished, baseline,
                                observer)

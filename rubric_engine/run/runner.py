@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from rich.console import Console
 
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
-from rubric_engine.errors import ConfigError
+from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
 from rubric_engine.judge.pairwise import PairResult, is_pairwise
 from rubric_engine.models import interrupt
@@ -51,7 +52,7 @@ from rubric_engine.stats.scores import question_score, zero_fields
 from rubric_engine.store import layout as rundir
 from rubric_engine.text.terminal import SafeConsole, shown
 
-__all__ = ["run_benchmark", "load_inputs", "given_answers"]
+__all__ = ["run_benchmark", "load_inputs", "given_answers", "with_run_data"]
 
 log = logging.getLogger("rubric_engine")  # Hydra writes it to <run dir>/rubric-engine.log
 
@@ -62,6 +63,7 @@ def load_inputs(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpe
     memory does not grow with the data; otherwise a list."""
     if settings.stage not in STAGES:
         raise ConfigError(f"stage={settings.stage!r} is not a stage; use one of {', '.join(STAGES)}")
+    settings = with_run_data(settings)
     spec = load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs), settings.trust_code)
     spec = spec.with_candidate_errors(settings.candidate_errors)  # part of the resolved spec, so of its hash
     dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None,
@@ -74,6 +76,18 @@ def load_inputs(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpe
         raise ConfigError("the selection holds no question; check subset= / ids= / limit=")
     check_templates(spec, list(questions[:3]))  # template errors before any paid call
     return spec, dataset, questions
+
+
+def with_run_data(settings: RunSettings) -> RunSettings:
+    """`from_run=DIR` without `data.path=`: the data file that run used (its summary's `data_path`), so its answers
+    are judged against the same rows, never the spec's download; unchanged when the run used the spec's data."""
+    if not settings.from_run or settings.data_path is not None:
+        return settings
+    try:
+        used = rundir.read_summary(Path(settings.from_run)).get("data_path")
+    except DataError:  # no readable summary: given_answers says what is wrong with that directory
+        return settings
+    return replace(settings, data_path=used) if isinstance(used, str) and used else settings
 
 
 def given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[str]) -> dict[str, str | None] | None:
@@ -94,30 +108,42 @@ def given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[
 
 
 def run_benchmark(settings: RunSettings, console: Console | None = None,
-                  results: Console | None = None) -> dict[str, Any]:
+                  results: Console | None = None, warned: set[str] | None = None) -> dict[str, Any]:
     """Run the stages the settings ask for and return the summary (also written to out_dir).
 
     `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
-    so `rubric-engine ... > result.txt` keeps results apart from progress. The run holds its directory's
-    lock throughout (rundir.RunLock): a second process into the same directory is refused.
+    so `rubric-engine ... > result.txt` keeps results apart from progress. `warned`: the warnings already
+    shown by earlier runs of the same sweep (each distinct one is shown once; this run adds its own). The run
+    holds its directory's lock throughout (rundir.RunLock): a second process into the same directory is refused.
     """
     with rundir.RunLock(Path(settings.out_dir)):
-        return _run_locked(settings, console, results)
+        return _run_locked(settings, console, results, set() if warned is None else warned)
 
 
-def _run_locked(settings: RunSettings, console: Console | None, results: Console | None) -> dict[str, Any]:
+def _warn(console: Console, warned: set[str], text: str, key: str | None = None) -> None:
+    """Print a warning line once per `warned` set (a sweep's); `key` when the line names what varies between
+    jobs (the mock models) but says the same thing."""
+    if (key or text) in warned:
+        return
+    warned.add(key or text)
+    console.print(text, highlight=False, soft_wrap=True)
+
+
+def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
+                warned: set[str]) -> dict[str, Any]:
     console = console or SafeConsole(stderr=True)
     results = results or SafeConsole()
     POOL.configure(settings.workers)  # workers=N: model calls in N processes (models/workers.py)
     _start_litellm_early(settings)
+    settings = with_run_data(settings)  # from_run=: the run's own data file (summary.json's data_path)
     spec, dataset, rows = load_inputs(settings, lazy=True)
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
     questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
     for warning in dataset.warnings:
-        console.print(f"[yellow]data warning:[/] {shown(warning)}", highlight=False, soft_wrap=True)
+        _warn(console, warned, f"[yellow]data warning:[/] {shown(warning)}")
     if not is_shipped(spec):
-        console.print(f"spec: {shown(spec.dir)} (not the shipped {shown(spec.name)})" if is_shipped_name(spec.name) else
-                      f"spec: {shown(spec.dir)}", highlight=False, soft_wrap=True)
+        _warn(console, warned, f"spec: {shown(spec.dir)} (not the shipped {shown(spec.name)})"
+              if is_shipped_name(spec.name) else f"spec: {shown(spec.dir)}")
     given = given_answers(settings, spec, [r.id for r in dataset.questions.refs])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
@@ -128,11 +154,11 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     judges = list(plan.judges)
     mocks = [m.name for m in plan.models() if is_mock(m.model)]
     if mocks:
-        console.print(f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and verdicts are "
-                      "deterministic placeholders and the scores mean nothing", highlight=False, soft_wrap=True)
+        _warn(console, warned, f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and "
+              "verdicts are deterministic placeholders and the scores mean nothing", key="mock models")
     if spec.judge is None and (settings.judge or settings.jury) and plan.judged:
-        console.print("note: this benchmark declares no judge (every item is checked by the engine); judge= is "
-                      "not used", highlight=False, soft_wrap=True)
+        _warn(console, warned, "note: this benchmark declares no judge (every item is checked by the engine); "
+              "judge= is not used")
     check_keys(*plan.models())  # every model's key, before the first call
     if settings.batch:  # batch=true: every model has a batch API through LiteLLM, before any call (exit 2)
         check_batchable(plan.models(), settings.cache_enabled)
@@ -141,7 +167,7 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     base_warnings: list[str] = []  # pairwise: the baseline's answers, every selected question's, before any call
     base_answers = baseline_answers(settings, spec, plan.baseline, plan.judged, questions, base_warnings)
     for warning in base_warnings:
-        console.print(f"[yellow]data warning:[/] {shown(warning)}", highlight=False, soft_wrap=True)
+        _warn(console, warned, f"[yellow]data warning:[/] {shown(warning)}")
     max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
 
     out = Path(settings.out_dir)
@@ -153,6 +179,12 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
     fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
     totals = runstream.Totals()
+    if settings.retry_errors:  # the questions that ended in errors leave the journal: they run again below
+        errored = runstream.drop_errors(journal, fp)
+        console.print(f"retry_errors: {errored} of {len(questions)} questions ended in errors; asking them again "
+                      "(every other answer is kept)" if errored else
+                      "retry_errors: no record holds an error; no answer is asked again", highlight=False,
+                      soft_wrap=True)
     # read what an interrupted run of this same command left, before writing anything: every stage, panel runs
     # (repeats, juries, candidate samples) included, since each record keeps every vote their sections need
     state = runstream.resume(journal, fp, totals.add)

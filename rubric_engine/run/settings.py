@@ -65,6 +65,8 @@ class RunSettings:
     batch: bool = False  # batch=true: calls go through the provider's batch API (models/batches.py)
     batch_poll: float = 30.0  # seconds between polls of a batch in flight
     batch_max_wait: float = 90_000.0  # seconds of polling one batch before the run stops (models/batches.py)
+    retry_errors: bool = False  # ask again, in place, the questions whose record holds an error (run/stream.py)
+    resume_command: str | None = None  # the command line that resumes this run (a second signal's line names it)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

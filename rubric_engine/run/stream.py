@@ -20,7 +20,7 @@ from typing import Any
 from rubric_engine.datatypes import Question, QuestionRef, QuestionRows
 from rubric_engine.errors import DataError
 from rubric_engine.records import SampleRecord
-from rubric_engine.run.journal import JournalState, read_journal
+from rubric_engine.run.journal import JOURNAL_VERSION, JournalState, read_journal
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.noise import PanelFold, gradings
@@ -29,7 +29,9 @@ from rubric_engine.stats.turns import turn_pairs
 from rubric_engine.stats.scores import unread_choices
 from rubric_engine.store import layout as rundir
 
-__all__ = ["Totals", "resume", "index", "ordered_records", "panel_sections", "finish_files"]
+__all__ = ["Totals", "resume", "drop_errors", "index", "ordered_records", "panel_sections", "finish_files"]
+
+_ERRORS = ("candidate_error", "judge_error", "user_error")  # a record holding any of them ended in an error
 
 # stage=generate's journal (store/layout.GENERATE_JOURNAL): the same format as samples.jsonl, but the run's output
 # is answers.jsonl, so the journal is removed once answers.jsonl is written (a generate run leaves no samples.jsonl)
@@ -127,6 +129,38 @@ def resume(path: Path, fp: str, on_record: Callable[[SampleRecord], None]) -> Jo
             state.done.add(qid)
             on_record(rec)
     return state
+
+
+def drop_errors(path: Path, fp: str) -> int:
+    """`retry_errors=true`: rewrite the journal at `path` (or a finished samples.jsonl, which becomes a journal
+    again) without the records that ended in an error, so `resume` runs those questions again and keeps every
+    other record; returns how many were dropped (0: the file is left as it is). One atomic, fsync'd replace:
+    a crash leaves either the old file or the new one, whole, and the new one resumes like any journal (a
+    dropped question runs again, its successful calls read back from the cache)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    first = _first_line(path)
+    journal = first is not None and "journal" in first
+    if journal:
+        read_journal(path, fp)  # this run's journal (else one line), an incomplete last record cut off
+    errored = 0
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh):
+            if not (journal and n == 0):
+                errored += any(json.loads(raw).get(k) for k in _ERRORS)
+    if not errored:
+        return 0
+
+    def kept() -> Iterator[str]:
+        yield json.dumps(first if journal else {"journal": JOURNAL_VERSION, "run": fp},
+                         ensure_ascii=False, separators=(",", ":")) + "\n"
+        with path.open("rb") as fh:
+            for n, raw in enumerate(fh):
+                if not (journal and n == 0) and not any(json.loads(raw).get(k) for k in _ERRORS):
+                    yield raw.decode("utf-8")
+
+    rundir.write_lines(path, kept(), fsync=True)
+    return errored
 
 
 def index(path: Path) -> dict[str, int]:

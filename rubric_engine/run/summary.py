@@ -34,6 +34,8 @@ def build_summary(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dat
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
         "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": dataset.sha256,
         "data_trust": dataset.trust,
+        # data.path= as given (absolute), None for the spec's own data: stage=score from_run= reuses it
+        "data_path": str(Path(settings.data_path).absolute()) if settings.data_path else None,
         "candidate": {"name": cand.name, "model": cand.model, "family": cand.family} if cand else _answers_candidate(settings),
         "judge": ({"name": judge_spec.name, "model": judge_spec.model, "family": judge_spec.family} if judge_spec
                   else NO_JUDGE) if judged else None,

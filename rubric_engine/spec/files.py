@@ -222,4 +222,22 @@ def _load_chain(directory: Path, search_path: Sequence[str | Path] | None, chain
     else:
         pdir = _find(parent, search_path, f"{file}:{line}", "extends", near=file.parent.parent)
     bdata, bmarks, bfiles = _load_chain(pdir, search_path, chain + [file])
+    bdata, bmarks = _own_data_source(bdata, bmarks, data)
     return deep_merge(bdata, data), _merge_origins(bmarks, marks, data), bfiles + [file]
+
+
+_SOURCE = ("url", "path", "sha256")  # where a spec's data comes from, and the pin of that content
+
+
+def _own_data_source(base: dict[str, Any], marks: dict[Key, tuple[Path, int]], over: Mapping[str, Any]
+                     ) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
+    """A child whose `data:` names a source of its own (`path` or `url`) inherits none of the parent's source:
+    not the other of the two, and not its `sha256`, which pins the parent's file (kept, every run of the child
+    would warn that its data differs). Field names, format and subsets still merge as usual."""
+    own = over.get("data")
+    if not (isinstance(own, Mapping) and any(own.get(k) is not None for k in ("url", "path"))
+            and isinstance(base.get("data"), Mapping)):
+        return base, marks
+    data = {k: v for k, v in base["data"].items() if k not in _SOURCE}
+    return ({**base, "data": data},
+            {k: v for k, v in marks.items() if not (k[:1] == ("data",) and len(k) > 1 and k[1] in _SOURCE)})

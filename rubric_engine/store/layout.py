@@ -87,8 +87,11 @@ class RunLock:
 
     Why: two identical commands into one directory would both pay every call and interleave the journal.
     The lock file holds the owner's pid (named in the refusal); the OS releases the lock when the process
-    ends however it ends, so the same command resumes afterwards. The file itself stays (removing it would
-    race with a process about to lock it)."""
+    ends however it ends, so the same command resumes afterwards. A run that ends (finished, failed,
+    interrupted) removes the file while it still holds the lock, so a finished run directory holds no lock
+    file; a process that opened the file just before it was removed, and locks it just after, holds a lock
+    on a file no longer there: it checks that the path still names the file it locked, and else tries
+    again on a fresh one. Only a process killed with -9 leaves the file (unlocked: `view` reads it so)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir, self._fd = Path(run_dir), -1
@@ -100,15 +103,24 @@ class RunLock:
             return self
         self.run_dir.mkdir(parents=True, exist_ok=True)
         path = self.run_dir / LOCK_FILE
-        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 32).decode("ascii", "replace").strip()
-            os.close(fd)
-            who = f" (pid {holder})" if holder.isdigit() else ""
-            raise ConfigError(f"{self.run_dir} is in use by another rubric-engine process{who}; wait for it to end "
-                              "(the same command then resumes), or use another directory (hydra.run.dir=...)") from None
+        while True:
+            fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.read(fd, 32).decode("ascii", "replace").strip()
+                os.close(fd)
+                who = f" (pid {holder})" if holder.isdigit() else ""
+                raise ConfigError(f"{self.run_dir} is in use by another rubric-engine process{who}; wait for it to "
+                                  "end (the same command then resumes), or use another directory "
+                                  "(hydra.run.dir=...)") from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.lstat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # removed by the owner that just ended: lock the file that is there now
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode("ascii"))
         self._fd = fd
@@ -116,6 +128,10 @@ class RunLock:
 
     def __exit__(self, *exc: Any) -> None:
         if self._fd >= 0:
+            try:
+                (self.run_dir / LOCK_FILE).unlink()  # still ours: removed before the lock is let go
+            except OSError:  # already gone with its directory (discard_untouched), or not removable
+                pass
             os.close(self._fd)  # closing the descriptor releases the flock
             self._fd = -1
 
