@@ -17,7 +17,7 @@ from rich.table import Table
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.report.costlines import estimate_lines
-from rubric_engine.models.entries import destination
+from rubric_engine.models.entries import declared_line, destination
 from rubric_engine.text.terminal import SafeConsole, shown
 
 __all__ = ["validate_command", "cache_command", "data_command", "print_estimate", "estimate_calls"]
@@ -48,17 +48,16 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
                   f"{shown(', '.join(str(f) for f in spec.files))}", highlight=False, soft_wrap=True)
     console.print(f"data: {shown(ds.source)} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
     jm = spec.judge.model if spec.judge else None  # a stranger's spec decides where judge prompts (and a key) go
-    console.print(f"judge: {shown(jm.name)} ({shown(jm.model)}) calls "
-                  f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}" if jm else
-                  "judge: none (every item is checked by the engine)", highlight=False, soft_wrap=True)
+    console.print(shown(declared_line("judge:", jm.name, jm.model, jm.api_base, jm.api_key_env, jm.params)) if jm
+                  else "judge: none (every item is checked by the engine)", highlight=False, soft_wrap=True)
     if spec.judge is not None and spec.judge.verdict.kind == "pairwise":  # the comparison; where baseline calls go
         from rubric_engine.run.pairwise import describe_pairwise
 
         console.print(shown(describe_pairwise(spec)), highlight=False, soft_wrap=True)
     um = spec.conversation.simulator.model if spec.conversation.simulator else None
     if um is not None:  # the declared simulated user: its prompts (and a named key) go where the spec says too
-        console.print(f"user: {shown(um.name)} ({shown(um.model)}) calls "
-                      f"{shown(destination(um.model, um.api_base, um.api_key_env))}", highlight=False, soft_wrap=True)
+        console.print(shown(declared_line("user:", um.name, um.model, um.api_base, um.api_key_env, um.params)),
+                      highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
