@@ -227,7 +227,9 @@ def test_a_specs_sampling_params_are_shown_and_priced(srv: FakeServer, tmp_path:
         return float(re.search(r"judge: \$([0-9.]+) synchronous", proc.stdout).group(1)), proc.stdout
 
     (low, _), (high, out) = cost(honest), cost(greedy)
-    assert high > 100 * low and "n=128" in out and "max_tokens=16000" in out
+    assert high > 50 * low and "n=128" in out and "max_tokens=16000" in out
+    ceiling = float(re.search(r"judge: up to \$([0-9.]+) if every reply runs to its max_tokens", out).group(1))
+    assert ceiling > 1000 * low  # 128 replies of up to 16,000 tokens on every judge request
     assert srv.requests == []
 
 
@@ -237,7 +239,8 @@ def test_credentials_in_an_api_base_are_redacted_everywhere(srv: FakeServer, tmp
     srv.handler = script()
     base = srv.url.replace("http://", "http://alice:hunter2secret@") + "?token=tok3nSECRETvalue"
     proc = run(srv, tmp_path, "limit=1", f"judge.api_base='{base}'")
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]  # (a server may refuse such a URL: a judge error)
+    assert (tmp_path / "run" / "summary.json").is_file() and (tmp_path / "run" / "manifest.json").is_file()
     for path in [*(tmp_path / "run").rglob("*")]:
         if path.is_file() and path.suffix in (".json", ".html", ".jsonl", ".txt", ".log", ""):
             data = path.read_bytes()

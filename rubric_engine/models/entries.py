@@ -21,7 +21,8 @@ from rubric_engine.models.redact import redact
 
 __all__ = ["ModelSpec", "cache_key", "provider_key_env", "provider_of", "check_keys", "CACHE_KEY_VERSION",
            "endpoint_params", "PARAMS_FIX", "destination", "KEYED_PROVIDERS", "spec_chosen_key", "check_spec_keys",
-           "TRUST_ENDPOINTS", "declared_line", "faking_params", "FAKING_FIX"]
+           "TRUST_ENDPOINTS", "declared_line", "faking_params", "FAKING_FIX",
+           "params_text", "replies_per_request", "reply_ceiling"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
 MAX_TIMEOUT = 86_400.0  # one day: a per-attempt limit, and what httpx / asyncio are given must be finite
@@ -116,13 +117,30 @@ def declared_line(label: str, name: str, model: str, api_base: str | None, api_k
     whether a run refuses it (a key the spec chose) unless the user trusts the spec."""
     line = f"{label} {name} ({model}) calls {destination(model, api_base, api_key_env)}"
     if params:
-        line += "; params " + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}"
-                                        if not isinstance(v, (int, float, str)) or isinstance(v, bool) else f"{k}={v}"
-                                        for k, v in params.items())
+        line += f"; params {params_text(params)}"
     why = spec_chosen_key(model, api_base, api_key_env)
     if why:
         line += f" (a run refuses this: the spec {why}; allow it with {TRUST_ENDPOINTS} if you trust the spec)"
     return line
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    """Every params key an entry sends with each request, as validate and the dry run show them: `n=128, ...`."""
+    return ", ".join(f"{k}={v}" if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                     else f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in params.items())
+
+
+def replies_per_request(params: Mapping[str, Any]) -> int:
+    """How many replies one request asks for and is billed for (`n`, or `best_of` generated server-side)."""
+    counts = [params.get(k) for k in ("n", "best_of")]
+    return max([int(c) for c in counts if isinstance(c, (int, float)) and not isinstance(c, bool) and c >= 1] or [1])
+
+
+def reply_ceiling(params: Mapping[str, Any]) -> int | None:
+    """The most completion tokens one reply may be billed for (`max_tokens` / `max_completion_tokens`), or None."""
+    caps = [params.get(k) for k in ("max_tokens", "max_completion_tokens", "max_output_tokens")]
+    caps = [int(c) for c in caps if isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0]
+    return min(caps) if caps else None
 
 
 def spec_chosen_key(model: str, api_base: str | None, api_key_env: str | None) -> str | None:
