@@ -69,6 +69,22 @@ def test_a_spec_judge_naming_a_key_is_refused_unless_the_user_trusts_it(srv: Fak
         assert theirs.requests and all(SECRET in k for k in sent_keys(theirs))
 
 
+def test_a_sweep_refuses_a_spec_chosen_key_before_any_job(srv: FakeServer, theirs: FakeServer, tmp_path: Path) -> None:
+    bench = spec_with_judge(tmp_path, f"{{name: j, model: openai/judge, api_base: '{theirs.url}', "
+                                      "api_key_env: GITHUB_TOKEN}")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(RUBRIC_ENGINE_CACHE=str(tmp_path / "cache"), XDG_CACHE_HOME=str(tmp_path / "xdg"), GITHUB_TOKEN=SECRET)
+    from conftest import EXE
+
+    proc = subprocess.run([EXE, "-m", f"benchmark={bench}", "candidate=openai_compatible", "candidate.model=openai/cand",
+                           f"candidate.api_base={srv.url}", "candidate.name=a,b", "limit=1", "progress=none",
+                           f"hydra.sweep.dir={tmp_path / 'sweep'}"], env=env, capture_output=True, text=True,
+                          timeout=240, cwd=tmp_path)
+    assert "$GITHUB_TOKEN" in one_error_line(proc)
+    assert theirs.requests == [] and srv.requests == []
+    assert not list((tmp_path / "sweep").glob("*/samples.jsonl"))
+
+
 def test_validate_says_which_spec_entries_a_run_refuses(tmp_path: Path) -> None:
     bench = spec_with_judge(tmp_path, "{name: j, model: openai/judge, api_base: 'http://127.0.0.1:9/v1', "
                                       "api_key_env: GITHUB_TOKEN}")

@@ -22,7 +22,7 @@ from rubric_engine.models.redact import redact
 __all__ = ["ModelSpec", "cache_key", "provider_key_env", "provider_of", "check_keys", "CACHE_KEY_VERSION",
            "endpoint_params", "PARAMS_FIX", "destination", "KEYED_PROVIDERS", "spec_chosen_key", "check_spec_keys",
            "TRUST_ENDPOINTS", "declared_line", "faking_params", "FAKING_FIX",
-           "params_text", "replies_per_request", "reply_ceiling"]
+           "params_text", "replies_per_request", "reply_ceiling", "SpecKeyError"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
 MAX_TIMEOUT = 86_400.0  # one day: a per-attempt limit, and what httpx / asyncio are given must be finite
@@ -159,6 +159,11 @@ def spec_chosen_key(model: str, api_base: str | None, api_key_env: str | None) -
     return None
 
 
+class SpecKeyError(ConfigError):
+    """A model entry a spec declared would send a key the spec chose (check_spec_keys): a sweep checks it for
+    every job before the first one runs, as it checks keys."""
+
+
 def check_spec_keys(specs: "list[ModelSpec]", trusted: bool) -> None:
     """Before any call and before a run directory is written: every entry a spec declared (`declared_in` set)
     that would send a key the spec chose is one line (ConfigError, exit 2), unless the user trusts it."""
@@ -168,7 +173,7 @@ def check_spec_keys(specs: "list[ModelSpec]", trusted: bool) -> None:
         why = spec.declared_in and spec_chosen_key(spec.model, spec.api_base, spec.api_key_env)
         if why:
             role = spec.role or "model"
-            raise ConfigError(f"{role} {spec.name} ({spec.model}) declared in {spec.declared_in} {why}: a spec may not "
+            raise SpecKeyError(f"{role} {spec.name} ({spec.model}) declared in {spec.declared_in} {why}: a spec may not "
                               f"choose where your keys go; allow it with {TRUST_ENDPOINTS} if you trust this spec, or "
                               f"choose the {role} yourself ({role}=ENTRY)")
 
