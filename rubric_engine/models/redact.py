@@ -34,7 +34,7 @@ _PATTERNS = (
     # a URL's user:password@ and its credential query parameters (an api_base such as http://u:p@host/v1?key=...)
     (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@"), r"\1***:***@", ("://",), True),
     (re.compile(r"(?i)([?&](?:[a-z0-9_-]*(?:token|key|secret|password|passwd|pwd|sig|signature|auth|"
-                r"credential)[a-z0-9_-]*)=)[^&#\s\"']+"), r"\1***", ("?", "&"), True),
+                r"credential)[a-z0-9_-]*)=)[^&#\s\"']+"), r"\1***", ("=",), True),
 )
 
 
