@@ -9,7 +9,7 @@ Keys are built by `rubric_engine.models.entries.cache_key`; this module only sto
 
 Why a Disk of our own (`_DataDisk`): diskcache unpickles any value stored as a pickle, so anyone who can write
 to the cache would run code in every process reading it. Ours stores only text and bytes and never loads a
-pickle: such a row (planted, or written by an engine older than this store) is a cache miss, warned about once
+pickle: such a row (planted, or written by another tool through diskcache's own Disk) is a cache miss, warned about once
 per cache opened, and asked again. The directory is made readable by its owner only (0700, cache.db 0600):
 it holds prompts and replies.
 """
@@ -145,7 +145,7 @@ class ResultCache:
         if not self._warned:
             self._warned = True
             self._warn(f"the call cache {self.directory} holds a row that is not data (a pickled Python object, "
-                       "written by hand or by an older engine): it is never loaded, the call is made again "
+                       "written by another program): it is never loaded, the call is made again "
                        "(`rubric-engine cache clear` removes such rows)")
 
     def __contains__(self, key: object) -> bool:
