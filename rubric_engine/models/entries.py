@@ -153,7 +153,7 @@ def spec_chosen_key(model: str, api_base: str | None, api_key_env: str | None) -
     if is_mock(model) or not api_key_env:
         return None
     if api_base:
-        return f"would send ${api_key_env} to {api_base}"
+        return f"would send ${api_key_env} to {redact(api_base)}"
     if api_key_env != provider_key_env(model):
         return f"would send ${api_key_env} to the provider's endpoint for {provider_of(model)}"
     return None
@@ -173,9 +173,9 @@ def check_spec_keys(specs: "list[ModelSpec]", trusted: bool) -> None:
         why = spec.declared_in and spec_chosen_key(spec.model, spec.api_base, spec.api_key_env)
         if why:
             role = spec.role or "model"
-            raise SpecKeyError(f"{role} {spec.name} ({spec.model}) declared in {spec.declared_in} {why}: a spec may not "
-                              f"choose where your keys go; allow it with {TRUST_ENDPOINTS} if you trust this spec, or "
-                              f"choose the {role} yourself ({role}=ENTRY)")
+            raise SpecKeyError(f"{role} {spec.name} ({spec.model}) declared in {spec.declared_in} {why}: a spec "
+                               f"may not choose where your keys go; allow it with {TRUST_ENDPOINTS} if you trust "
+                               f"this spec, or choose the {role} yourself ({role}=ENTRY)")
 
 
 def _plain(value: Any) -> Any:

@@ -116,12 +116,7 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
         except jinja2.TemplateSyntaxError as exc:
             raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
                             fix="fix the jinja2 syntax") from exc
-    for bad in (k for k in ("data", "data.references") if _get(spec, _split_key(k + ".url"))):
-        _check_url(_get(spec, _split_key(bad + ".url")), _split_key(bad + ".url"), fail)
-    answers = spec.baseline.answers if spec.baseline else None
-    for group, answer_file in (answers.files.items() if answers else ()):
-        if answer_file.url:
-            _check_url(answer_file.url, ("baseline", "answers", "files", group, "url"), fail)
+    _check_urls(spec, fail)
     if spec.judge is None:
         return  # every item is checked by the engine (spec/checks.py): no judge model to check
     sim = spec.conversation.simulator.model if spec.conversation.simulator else None
@@ -138,13 +133,19 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
             fail(key + ("params", bad), "a params key that fakes the model's answer is not allowed", fix=FAKING_FIX)
 
 
-def _check_url(url: str, key: Key, fail: Any) -> None:
-    """A URL a spec downloads from: https://, or http:// to this machine (a test server); never file:// or
-    another scheme that reads local files (local data is data.path, confined to the spec's directories)."""
-    if not fetchable_url(url):
-        fail(key, "only https:// URLs (or http:// to 127.0.0.1 / localhost) may be downloaded", url,
-             "a local file goes in the matching path key (data.path, data.references.path, "
-             "baseline.answers.files.<group>.path), inside the spec's directory")
+def _check_urls(spec: BenchmarkSpec, fail: Any) -> None:
+    """Every URL a spec downloads from: https://, or http:// to this machine (a test server); never file:// or
+    another scheme that reads local files (local data is a path key, confined to the spec's directories)."""
+    refs, answers = spec.data.references, spec.baseline.answers if spec.baseline else None
+    urls: list[tuple[Key, str | None]] = [(("data", "url"), spec.data.url),
+                                          (("data", "references", "url"), refs.url if refs else None)]
+    urls += [(("baseline", "answers", "files", group, "url"), f.url) for group, f in (answers.files.items()
+                                                                                       if answers else ())]
+    for key, url in urls:
+        if url and not fetchable_url(url):
+            fail(key, "only https:// URLs (or http:// to 127.0.0.1 / localhost) may be downloaded", url,
+                 "a local file goes in the matching path key (data.path, data.references.path, "
+                 "baseline.answers.files.<group>.path), inside the spec's directory")
 
 
 def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None,
