@@ -18,18 +18,38 @@ def test_values_are_stored_as_sorted_readable_json_text(tmp_path: Path) -> None:
 
 
 def test_unreadable_or_non_object_entries_read_as_absent(tmp_path: Path) -> None:
-    with ResultCache(tmp_path / "c") as cache:
+    import diskcache
+
+    with diskcache.Cache(str(tmp_path / "c")) as plain:  # diskcache's own Disk pickles what is not text
+        plain.set("native", {"text": "stored by diskcache itself"})
+        plain.set(("pickled", "key"), "a value under a pickled key")
+        plain.set("number", 5)
+    warned: list[str] = []
+    with ResultCache(tmp_path / "c", warn=warned.append) as cache:
         cache._cache.set("broken", "{not json")  # what a torn write or another tool could leave
         cache._cache.set("list", "[1, 2]")
         cache._cache.set("bytes", b'{"text": "ok"}')
-        cache._cache.set("native", {"text": "stored by diskcache itself"})
-        cache._cache.set("number", 5)
+        with pytest.raises(TypeError):
+            cache._cache.set("object", {"text": "would be pickled"})  # this store never writes a pickle
         assert cache.get("broken") is None
         assert cache.get("list") is None
         assert cache.get("bytes") == {"text": "ok"}
-        assert cache.get("native") == {"text": "stored by diskcache itself"}
+        assert warned == []
+        assert cache.get("native") is None and cache.get("native") is None  # a pickle is never loaded
         assert cache.get("number") is None
         assert "broken" in cache and "missing" not in cache
+        assert len(warned) == 1 and "not data" in warned[0] and str(tmp_path / "c") in warned[0]
+        cache.set("native", {"text": "asked again"})  # the miss, answered, replaces the pickled row
+        assert cache.get("native") == {"text": "asked again"}
+
+
+def test_the_cache_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    import stat
+
+    with ResultCache(tmp_path / "c") as cache:
+        cache.set("k", {"text": "x" * 100_000})  # a large value goes to a file of its own
+    assert stat.S_IMODE((tmp_path / "c").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "c" / "cache.db").stat().st_mode) == 0o600
 
 
 def test_store_settings_never_evict_and_wait_for_locks(tmp_path: Path) -> None:

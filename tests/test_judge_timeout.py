@@ -30,7 +30,7 @@ def _variant(tmp_path: Path, url: str, timeout: float) -> Path:
     d.mkdir()
     (d / "benchmark.yaml").write_text(
         "extends: heartbench_en\nname: slow_judge\n"
-        f"judge:\n  model: {{name: slow, model: openai/judge, api_base: '{url}', api_key_env: FAKE_KEY, "
+        f"judge:\n  model: {{name: slow, model: openai/judge, api_base: '{url}', "
         f"timeout: {timeout}}}\n", encoding="utf-8")
     return d
 

@@ -548,3 +548,25 @@ def test_the_retry_line_without_a_status_shows_the_detail(fake_server: FakeServe
     assert err.status is None and err.detail == "malformed response: no choices"
     assert lines == [f"candidate 'fake': malformed response: no choices; retry 1/1 in {clock.sleeps[0]:.1f}s "
                      "(backing off)"]
+
+
+def test_url_credentials_and_secret_variables_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_SECRET", "s3cretV4lue")
+    monkeypatch.setenv("SMTP_PASSWORD", "pw-V4lue!")
+    assert redact("https://alice:hunter2@host:8/v1?q=1&access_token=abc.def&key=xyz#f") == \
+        "https://***:***@host:8/v1?q=1&access_token=***&key=***#f"
+    assert redact("got s3cretV4lue and pw-V4lue!") == "got *** and ***"
+    assert redact("what? a = b & c, see https://host/v1?q=1") == "what? a = b & c, see https://host/v1?q=1"
+
+
+def test_outgoing_messages_are_redacted_and_an_unchanged_list_is_the_same_object() -> None:
+    from rubric_engine.models.redact import redact_messages
+
+    plain = [{"role": "user", "content": "hello"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert redact_messages(plain) is plain
+    keyed = [{"role": "user", "content": "Bearer abcdefgh"},
+             {"role": "user", "content": [{"type": "text", "text": "sk-abcdefgh", "cache_control": {}}]}]
+    assert redact_messages(keyed) == [{"role": "user", "content": "Bearer ***"},
+                                      {"role": "user", "content": [{"type": "text", "text": "sk-***",
+                                                                    "cache_control": {}}]}]
+    assert keyed[0]["content"] == "Bearer abcdefgh"  # the caller's messages (and their cache key) are untouched

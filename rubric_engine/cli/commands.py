@@ -17,7 +17,8 @@ from rich.table import Table
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.report.costlines import estimate_lines
-from rubric_engine.models.entries import destination
+from rubric_engine.models.entries import (declared_line, destination, params_text, replies_per_request,
+                                          reply_ceiling)
 from rubric_engine.text.terminal import SafeConsole, shown
 
 __all__ = ["validate_command", "cache_command", "data_command", "print_estimate", "estimate_calls"]
@@ -48,17 +49,16 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
                   f"{shown(', '.join(str(f) for f in spec.files))}", highlight=False, soft_wrap=True)
     console.print(f"data: {shown(ds.source)} sha256 {ds.sha256} ({trust})", highlight=False, soft_wrap=True)
     jm = spec.judge.model if spec.judge else None  # a stranger's spec decides where judge prompts (and a key) go
-    console.print(f"judge: {shown(jm.name)} ({shown(jm.model)}) calls "
-                  f"{shown(destination(jm.model, jm.api_base, jm.api_key_env))}" if jm else
-                  "judge: none (every item is checked by the engine)", highlight=False, soft_wrap=True)
+    console.print(shown(declared_line("judge:", jm.name, jm.model, jm.api_base, jm.api_key_env, jm.params)) if jm
+                  else "judge: none (every item is checked by the engine)", highlight=False, soft_wrap=True)
     if spec.judge is not None and spec.judge.verdict.kind == "pairwise":  # the comparison; where baseline calls go
         from rubric_engine.run.pairwise import describe_pairwise
 
         console.print(shown(describe_pairwise(spec)), highlight=False, soft_wrap=True)
     um = spec.conversation.simulator.model if spec.conversation.simulator else None
     if um is not None:  # the declared simulated user: its prompts (and a named key) go where the spec says too
-        console.print(f"user: {shown(um.name)} ({shown(um.model)}) calls "
-                      f"{shown(destination(um.model, um.api_base, um.api_key_env))}", highlight=False, soft_wrap=True)
+        console.print(shown(declared_line("user:", um.name, um.model, um.api_base, um.api_key_env, um.params)),
+                      highlight=False, soft_wrap=True)
     subsets = Counter(q.subset for q in qs if q.subset)
     parts = [f"{len(qs)} questions" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(subsets.items()))})" if subsets else ""),
              f"{n_items} {'ability' if spec.taxonomy is not None else 'scored rubric'} items"]
@@ -325,7 +325,15 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                                         for m in units)  # a reply not known yet adds ~reply_tokens to each prompt
             if role not in ("candidate", "baseline"):
                 calls *= repeats
+            # params the entry sends with every request: n replies each (billed n times), each up to max_tokens
+            per_request, ceiling = replies_per_request(model.params), reply_ceiling(model.params)
+            if ceiling is not None:
+                completion = min(completion, ceiling * max(calls, 1))
+            completion *= per_request
             est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
+                         "params": dict(model.params),
+                         "ceiling_cost": None if ceiling is None else _price(model.model, prompt,
+                                                                             ceiling * per_request * calls),
                          "calls_to": destination(model.model, model.api_base, model.api_key_env),
                          "repeats": 1 if role in ("candidate", "baseline") else repeats, "samples": k,
                          "prompt_tokens": prompt, "completion_tokens": completion,
@@ -376,9 +384,13 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
         console.print(f"{shown(role)}: {sync} synchronous, {batch}", highlight=False, soft_wrap=True)
     for line in estimate_lines(est):  # what a provider's prompt cache may serve (report/costlines.py)
         console.print(line, highlight=False, soft_wrap=True)
-    for role, e in est.items():  # where each role's calls (and which key) would go
-        console.print(f"{shown(role)}: {shown(e['name'])} ({shown(e['model'])}) calls {shown(e['calls_to'])}",
-                      highlight=False, soft_wrap=True)
+    for role, e in est.items():  # where each role's calls (and which key) would go, with which params
+        params = f"; params {params_text(e['params'])}" if e["params"] else ""
+        console.print(f"{shown(role)}: {shown(e['name'])} ({shown(e['model'])}) calls {shown(e['calls_to'])}"
+                      f"{shown(params)}", highlight=False, soft_wrap=True)
+        if e.get("ceiling_cost") is not None:
+            console.print(f"{shown(role)}: up to ${e['ceiling_cost']:.2f} if every reply runs to its max_tokens "
+                          f"({replies_per_request(e['params'])} reply(ies) a request)", highlight=False, soft_wrap=True)
     jroles = [r for r in est if r.startswith("judge")]
     if jroles and (len(jroles) > 1 or est[jroles[0]]["repeats"] > 1):
         total = sum(est[r]["calls"] for r in jroles)

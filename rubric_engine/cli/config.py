@@ -76,7 +76,8 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         max_retries=int(cfg.max_retries), cache_dir=opt("cache.dir"), cache_enabled=bool(opt("cache.enabled")),
         workers=workers_count(1 if opt("workers") is None else opt("workers")),
         progress="none" if opt("quiet") else str(cfg.progress), quiet=bool(opt("quiet")),
-        trust_code=bool(opt("trust_code")), prompt_cache=opt("prompt_cache"),
+        trust_code=bool(opt("trust_code")), trust_endpoints=bool(opt("trust_endpoints")),
+        prompt_cache=opt("prompt_cache"),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
         samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
         baseline=_baseline(opt("baseline"), opt("timeout"), given), baseline_answers=opt("baseline.answers"),
@@ -178,7 +179,7 @@ def _check_values(cfg: DictConfig) -> None:
     if OmegaConf.select(cfg, "prompt_cache", default=None) not in (None, True, False):
         raise ConfigError(f"prompt_cache={OmegaConf.select(cfg, 'prompt_cache')} is not valid; use true, false or null "
                           "(null: on for per-criterion judging)")
-    for key in ("cache.enabled", "dry_run", "debug", "quiet", "batch", "retry_errors"):
+    for key in ("cache.enabled", "dry_run", "debug", "quiet", "batch", "retry_errors", "trust_endpoints"):
         value = OmegaConf.select(cfg, key, default=False)
         if not isinstance(value, bool):
             raise ConfigError(f"{key}={value} is not valid; use true or false")

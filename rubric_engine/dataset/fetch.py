@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from rubric_engine.errors import DataError
+from rubric_engine.spec.checks import fetchable_url
 
 __all__ = ["default_data_cache_dir", "fetch", "sha256_file"]
 
@@ -42,6 +43,9 @@ def fetch(url: str, sha256: str | None, cache_dir: str | Path | None = None,
     pinned sha256 is checked on every use, and a bad file is deleted rather than kept.
     """
     warnings = warnings if warnings is not None else []
+    if not fetchable_url(url):  # a spec's URLs are checked when it loads; this holds for every other caller too
+        raise DataError(url, "only https:// URLs (or http:// to 127.0.0.1 / localhost) are downloaded",
+                        fix="give a local file as a path (data.path=FILE) instead of a file:// URL")
     name = Path(urllib.parse.urlparse(url).path).name or "data"
     sub = sha256 or "unverified-" + hashlib.sha256(url.encode()).hexdigest()[:16]
     target = Path(cache_dir or default_data_cache_dir()).expanduser() / sub / name

@@ -12,7 +12,9 @@ Template variables
   judge template (per_criterion): `dialogue`, `question`, `response`, `reference`, `criterion` (one item), `tag`
   judge template (judge.verdict.kind pairwise): `dialogue`, `question`, `reference`, `response_a`, `response_b`, `tag`
   judge templates also get `transcript`: the conversation a scripted / simulated run generated ({role, content};
-                      [] for a single reply); the simulator's templates: see judge/dialogue.py
+                      [] for a single reply; each content's lines after the first indented by two spaces, so a
+                      reply cannot write a line that reads as a new turn: `turn_text`); the simulator's
+                      templates: see judge/dialogue.py
   judge template (judge.verdict.kind score): also `turn` (the candidate turn graded, 1-based) and `references`
                       (the per-turn references, [] when none); under judge.scope each_turn `transcript` ends with
                       the graded reply, and `reference` is the graded turn's own when the data gives one per turn
@@ -51,7 +53,7 @@ if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the im
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["candidate_messages", "judge_messages", "pair_messages", "dialogue_vars", "criteria_vars", "render_template",
-           "check_templates", "data_tag", "choice_vars"]
+           "check_templates", "data_tag", "choice_vars", "turn_text"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
 # mutation of the engine's objects) and an undefined variable is an error, never an empty string.
@@ -212,6 +214,13 @@ def data_tag(*texts: str) -> str:
     return digest[:size]
 
 
+def turn_text(content: str) -> str:
+    """A conversation turn's text as the judge's templates quote it: every line after the first indented by two
+    spaces, so only the template's own turn lines (`[user] ...`, `Client: ...`) start at the line's beginning,
+    and a reply writing its own `Client:` or `[user]` lines (or a closing tag) stays visibly inside its turn."""
+    return content.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\n  ")
+
+
 def judge_messages(spec: "BenchmarkSpec", question: Question, response: str,
                    criterion: int | None = None, transcript: Sequence[Mapping[str, str]] | None = None,
                    extra: dict[str, Any] | None = None) -> list[dict[str, str]]:
@@ -227,7 +236,7 @@ def judge_messages(spec: "BenchmarkSpec", question: Question, response: str,
         "question": question,
         "response": response,
         "reference": question.reference,
-        "transcript": [{"role": t["role"], "content": t["content"]} for t in transcript or ()],
+        "transcript": [{"role": t["role"], "content": turn_text(t["content"])} for t in transcript or ()],
         "tag": data_tag(response, *(t["content"] for t in dialogue), *said),
     }
     if criterion is None:

@@ -6,6 +6,12 @@ data, so this store never evicts (`eviction_policy="none"`), never drops a write
 (`set` raises), and keeps values as JSON text so the database stays inspectable with sqlite3.
 
 Keys are built by `rubric_engine.models.entries.cache_key`; this module only stores and reads.
+
+Why a Disk of our own (`_DataDisk`): diskcache unpickles any value stored as a pickle, so anyone who can write
+to the cache would run code in every process reading it. Ours stores only text and bytes and never loads a
+pickle: such a row (planted, or written by another tool through diskcache's own Disk) is a cache miss, warned about once
+per cache opened, and asked again. The directory is made readable by its owner only (0700, cache.db 0600):
+it holds prompts and replies.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+import sys
+from typing import Any, Callable
 
 import diskcache
 
@@ -23,6 +30,54 @@ __all__ = ["ResultCache", "CacheError", "default_cache_dir"]
 
 _SIZE_LIMIT = 2**62  # effectively unlimited: eviction is also disabled below
 _TIMEOUT = 60.0  # seconds SQLite waits for a lock held by another process before raising
+_DB_FILES = ("cache.db", "cache.db-wal", "cache.db-shm")
+
+
+class _NotData(Exception):
+    """A row whose value (or key) diskcache would unpickle: never loaded."""
+
+
+class _DataDisk(diskcache.Disk):
+    """diskcache's Disk with pickling removed: values are str or bytes, a pickled row raises _NotData."""
+
+    def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN) -> Any:
+        if not read and not isinstance(value, (str, bytes)):
+            raise TypeError(f"the result cache stores text or bytes, not {type(value).__name__}")
+        return super().store(value, read, key=key)
+
+    def fetch(self, mode: int, filename: Any, value: Any, read: bool) -> Any:
+        if mode == diskcache.core.MODE_PICKLE:
+            raise _NotData
+        return super().fetch(mode, filename, value, read)
+
+    def put(self, key: Any) -> Any:
+        if not isinstance(key, (str, bytes)):
+            raise TypeError(f"the result cache's keys are text, not {type(key).__name__}")
+        return super().put(key)
+
+    def get(self, key: Any, raw: bool) -> Any:
+        if not raw:
+            raise _NotData
+        return super().get(key, raw)
+
+
+def _private(directory: Path) -> None:
+    """The cache directory 0700 and its database files 0600 (created so before SQLite opens them; SQLite gives
+    its -wal / -shm files the database's mode). Best effort on a directory the user does not own."""
+    try:
+        directory.chmod(0o700)
+        for name in _DB_FILES:
+            path = directory / name
+            if name == "cache.db":
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+            if path.exists():
+                path.chmod(0o600)
+    except PermissionError:
+        pass
+
+
+def _stderr(line: str) -> None:
+    print(f"rubric-engine: warning: {line}", file=sys.stderr, flush=True)
 
 
 def default_cache_dir() -> Path:
@@ -37,11 +92,15 @@ def default_cache_dir() -> Path:
 class ResultCache:
     """Key -> JSON-object store on diskcache.Cache. Values must be JSON-serialisable dicts."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, warn: Callable[[str], None] | None = None) -> None:
+        """`warn` says once that a row is not data (default: one line on stderr)."""
         self.directory = Path(directory).expanduser()
+        self._warn = warn or _stderr
+        self._warned = False
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._cache = diskcache.Cache(str(self.directory), eviction_policy="none",
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _private(self.directory)
+            self._cache = diskcache.Cache(str(self.directory), eviction_policy="none", disk=_DataDisk,
                                           size_limit=_SIZE_LIMIT, timeout=_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - any failure here means "cannot use this directory"
             raise CacheError(f"{self.directory}: cannot open the result cache ({type(exc).__name__}: {exc}); "
@@ -52,6 +111,9 @@ class ResultCache:
         """The stored dict, or None when absent. An unreadable entry is treated as absent."""
         try:
             raw = self._cache.get(key, default=None, retry=True)
+        except _NotData:
+            self._not_data()
+            return None
         except Exception as exc:  # noqa: BLE001
             raise self._error("read", exc) from exc
         if raw is None:
@@ -78,6 +140,13 @@ class ResultCache:
         if not ok:
             raise CacheError(f"{self.directory}: the cache refused a write (key {key[:16]}...); "
                              "check free disk space and that the directory is on a local disk")
+
+    def _not_data(self) -> None:
+        if not self._warned:
+            self._warned = True
+            self._warn(f"the call cache {self.directory} holds a row that is not data (a pickled Python object, "
+                       "written by another program): it is never loaded, the call is made again "
+                       "(`rubric-engine cache clear` removes such rows)")
 
     def __contains__(self, key: object) -> bool:
         return key in self._cache

@@ -19,7 +19,7 @@ import asyncio
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Awaitable, Callable
 
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
@@ -34,7 +34,7 @@ from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish
 from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.promptcache import mark_prefix, needs_marker
-from rubric_engine.models.redact import register_secret
+from rubric_engine.models.redact import redact, redact_messages, register_secret
 from rubric_engine.models.workers import POOL, WorkerPool
 
 __all__ = ["CallResult", "CallStats", "ModelClient", "preload_litellm"]
@@ -156,6 +156,9 @@ class ModelClient:
         self._cap = max_reply_bytes()  # a bad $RUBRIC_ENGINE_MAX_REPLY_MB is one line before any call
         self._capped: bool | None = None  # LiteLLM serves this model with its OpenAI client: ours, capped (bodycap)
         self._openai: dict[int, Any] = {}  # event-loop id -> that client, reused by every call in the loop
+        # cache key -> the answer of that request while it is in flight: an identical request waits for it
+        # instead of paying again (within this process; across processes the cache answers once one has stored)
+        self._in_flight: dict[tuple[int, str], asyncio.Future[CallResult | None]] = {}
 
     async def __aenter__(self) -> "ModelClient":
         return self
@@ -191,20 +194,40 @@ class ModelClient:
             result = self._mock(messages, expect)
             self._accept(accept, result)
             return result
-        key = cache_key(self.spec, messages, response_format, repeat) if self.cache is not None else None
-        if key is not None and self.cache is not None:
+        key = cache_key(self.spec, messages, response_format, repeat)
+        if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):
                 self.stats.cache_hits += 1
-                result = CallResult(hit["text"], int(hit.get("prompt_tokens") or 0),
+                result = CallResult(redact(hit["text"]), int(hit.get("prompt_tokens") or 0),
                                     int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0,
                                     hit.get("finish_reason"), int(hit.get("cached_tokens") or 0))
                 self._accept(accept, result)
                 return result
-        marked = self.prompt_cache and shared_prefix > 0 and needs_marker(self.spec.model)
-        result = await self._call(mark_prefix(messages, shared_prefix) if marked else messages, response_format, key)
+        merged = not cache_as or cache_as == messages  # a re-ask is stored under another key: never merged
+        here = (id(asyncio.get_running_loop()), key)  # futures belong to one event loop
+        flight = self._in_flight.get(here) if merged else None
+        if flight is not None:  # the same request is in flight: one call, many waiters
+            shared = await asyncio.shield(flight)
+            if shared is not None:  # (None: that call failed or was stopped; this one asks on its own)
+                self.stats.cache_hits += 1
+                result = replace(shared, cached=True, attempts=0, latency=None)
+                self._accept(accept, result)
+                return result
+        mine = asyncio.get_running_loop().create_future() if merged and here not in self._in_flight else None
+        if mine is not None:
+            self._in_flight[here] = mine
+        try:
+            marked = self.prompt_cache and shared_prefix > 0 and needs_marker(self.spec.model)
+            result = await self._call(mark_prefix(messages, shared_prefix) if marked else messages, response_format,
+                                      key if self.cache is not None else None)
+            result.text = redact(result.text)  # redacted before use and before caching: a resume reads the same
+        except BaseException:
+            self._land(here, mine, None)
+            raise
+        self._land(here, mine, result)
         self._accept(accept, result)
-        if key is not None and self.cache is not None:
+        if self.cache is not None:
             if cache_as and cache_as != messages:
                 key = cache_key(self.spec, cache_as, response_format, repeat)
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
@@ -212,6 +235,13 @@ class ModelClient:
                                  "model": self.spec.model, "finish_reason": result.finish_reason,
                                  "cached_tokens": result.cached_tokens})
         return result
+
+    def _land(self, here: tuple[int, str], mine: "asyncio.Future[CallResult | None] | None",
+              result: CallResult | None) -> None:
+        """The call this client led has ended: its waiters get the result (None: they ask on their own)."""
+        if mine is not None:
+            del self._in_flight[here]
+            mine.set_result(result)
 
     async def aclose(self) -> None:
         """Close LiteLLM's HTTP clients for this loop once no other open ModelClient uses them."""
@@ -330,7 +360,9 @@ class ModelClient:
 
     async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
                     key: str | None = None) -> CallResult:
-        kwargs = {**self._base_request(), "messages": messages}
+        # every text sent to any model passes the one redaction here (models/redact.py): a key one server echoed
+        # into a reply never reaches another server inside a judge's or a simulated user's prompt
+        kwargs = {**self._base_request(), "messages": redact_messages(messages)}
         if response_format:
             kwargs["response_format"] = response_format
         pool = self.workers if self.workers is not None and self.workers.size > 0 else None

@@ -17,9 +17,12 @@ from typing import Any, Mapping
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.mock import is_mock
+from rubric_engine.models.redact import redact
 
 __all__ = ["ModelSpec", "cache_key", "provider_key_env", "provider_of", "check_keys", "CACHE_KEY_VERSION",
-           "endpoint_params", "PARAMS_FIX", "destination", "KEYED_PROVIDERS"]
+           "endpoint_params", "PARAMS_FIX", "destination", "KEYED_PROVIDERS", "spec_chosen_key", "check_spec_keys",
+           "TRUST_ENDPOINTS", "declared_line", "faking_params", "FAKING_FIX",
+           "params_text", "replies_per_request", "reply_ceiling", "SpecKeyError"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
 MAX_TIMEOUT = 86_400.0  # one day: a per-attempt limit, and what httpx / asyncio are given must be finite
@@ -73,11 +76,25 @@ def endpoint_params(params: Mapping[str, Any]) -> list[str]:
     return bad
 
 
+def faking_params(params: Mapping[str, Any]) -> list[str]:
+    """The keys of `params` that make LiteLLM answer (or fail) without calling the model: `mock_response`,
+    `mock_tool_calls`, `mock_timeout`, `mock_delay`, the router's `mock_testing_*`, `fake_stream` and any other
+    `mock_*` / `fake_*` key (refused: a report would name a model that never answered; see FAKING_FIX)."""
+    return [k for k in map(str, params) if k.lower().startswith(("mock_", "fake_"))]
+
+
+FAKING_FIX = ("remove it: it makes LiteLLM answer without calling the model, so a report would name a judge that "
+              "never judged (an offline stand-in is a mock/... model id, labelled mock everywhere)")
+
+
 def _refuse_endpoint_params(params: Mapping[str, Any], where: str) -> None:
     bad = endpoint_params(params)
     if bad:
         raise ConfigError(f"{where}.{bad[0]} is not allowed (an endpoint or credential in params would bypass "
                           f"the key rule); {PARAMS_FIX}")
+    fake = faking_params(params)
+    if fake:
+        raise ConfigError(f"{where}.{fake[0]} is not allowed; {FAKING_FIX}")
 
 
 def destination(model: str, api_base: str | None, api_key_env: str | None) -> str:
@@ -86,9 +103,79 @@ def destination(model: str, api_base: str | None, api_key_env: str | None) -> st
         return "no call (the engine's offline mock answers), no key"
     if api_base:
         key = f"key from ${api_key_env}" if api_key_env else "no key (placeholder 'no-key')"
-        return f"endpoint {api_base}, {key}"
+        return f"endpoint {redact(api_base)}, {key}"
     return (f"the provider's endpoint for {model.split('/', 1)[0] if '/' in model else model}, "
             f"key from ${api_key_env or provider_key_env(model)}")
+
+
+TRUST_ENDPOINTS = "trust_endpoints=true"  # the user's word that a spec's entries may name keys and keyed endpoints
+
+
+def declared_line(label: str, name: str, model: str, api_base: str | None, api_key_env: str | None,
+                  params: Mapping[str, Any] | None = None) -> str:
+    """validate's line for a model entry a spec declares: where it calls, with which key, with which params, and
+    whether a run refuses it (a key the spec chose) unless the user trusts the spec."""
+    line = f"{label} {name} ({model}) calls {destination(model, api_base, api_key_env)}"
+    if params:
+        line += f"; params {params_text(params)}"
+    why = spec_chosen_key(model, api_base, api_key_env)
+    if why:
+        line += f" (a run refuses this: the spec {why}; allow it with {TRUST_ENDPOINTS} if you trust the spec)"
+    return line
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    """Every params key an entry sends with each request, as validate and the dry run show them: `n=128, ...`."""
+    return ", ".join(f"{k}={v}" if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                     else f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in params.items())
+
+
+def replies_per_request(params: Mapping[str, Any]) -> int:
+    """How many replies one request asks for and is billed for (`n`, or `best_of` generated server-side)."""
+    counts = [params.get(k) for k in ("n", "best_of")]
+    return max([int(c) for c in counts if isinstance(c, (int, float)) and not isinstance(c, bool) and c >= 1] or [1])
+
+
+def reply_ceiling(params: Mapping[str, Any]) -> int | None:
+    """The most completion tokens one reply may be billed for (`max_tokens` / `max_completion_tokens`), or None."""
+    caps = [params.get(k) for k in ("max_tokens", "max_completion_tokens", "max_output_tokens")]
+    caps = [int(c) for c in caps if isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0]
+    return min(caps) if caps else None
+
+
+def spec_chosen_key(model: str, api_base: str | None, api_key_env: str | None) -> str | None:
+    """Why an entry shipped in a spec would decide where one of the user's keys goes, or None when it does not.
+
+    A spec may declare a mock, a keyless endpoint of its own (sent the placeholder 'no-key'), or a provider's
+    own endpoint with that provider's own key variable; a key variable it names for its own endpoint, or a
+    variable other than the provider's for the provider's endpoint, is the spec author's choice of secret and
+    destination, not the user's."""
+    if is_mock(model) or not api_key_env:
+        return None
+    if api_base:
+        return f"would send ${api_key_env} to {redact(api_base)}"
+    if api_key_env != provider_key_env(model):
+        return f"would send ${api_key_env} to the provider's endpoint for {provider_of(model)}"
+    return None
+
+
+class SpecKeyError(ConfigError):
+    """A model entry a spec declared would send a key the spec chose (check_spec_keys): a sweep checks it for
+    every job before the first one runs, as it checks keys."""
+
+
+def check_spec_keys(specs: "list[ModelSpec]", trusted: bool) -> None:
+    """Before any call and before a run directory is written: every entry a spec declared (`declared_in` set)
+    that would send a key the spec chose is one line (ConfigError, exit 2), unless the user trusts it."""
+    if trusted:
+        return
+    for spec in specs:
+        why = spec.declared_in and spec_chosen_key(spec.model, spec.api_base, spec.api_key_env)
+        if why:
+            role = spec.role or "model"
+            raise SpecKeyError(f"{role} {spec.name} ({spec.model}) declared in {spec.declared_in} {why}: a spec "
+                               f"may not choose where your keys go; allow it with {TRUST_ENDPOINTS} if you trust "
+                               f"this spec, or choose the {role} yourself ({role}=ENTRY)")
 
 
 def _plain(value: Any) -> Any:
@@ -115,6 +202,9 @@ class ModelSpec:
     # the role it plays (candidate, judge, user, baseline): its errors name the overrides to use; not part of
     # equality, hashing or any cache key (one model in two roles is one model)
     role: str | None = field(default=None, compare=False)
+    # where a spec declared this entry (file:line), None for the user's own entries (conf/, the command line):
+    # a spec's entry may not name a key unless the user trusts it (check_spec_keys)
+    declared_in: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.dataset.fetch import sha256_file
+from rubric_engine.models.redact import redact
 from rubric_engine.run.plan import RunPlan
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.spec.schema import BenchmarkSpec
@@ -57,25 +58,27 @@ def run_identity(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dige
 
     The data's and the answers file's content hashes and each model's sampling params are part of it:
     a run over a changed data file, changed answers or another temperature is another run, never a
-    resume that would mix two runs' answers in one directory."""
+    resume that would mix two runs' answers in one directory. Endpoints are recorded redacted (manifest.json
+    keeps the identity): a password or token inside an api_base is never written."""
     cand, judges, judge, judged = plan.candidate, plan.judges, plan.judges[0] if plan.judges else None, plan.judged
-    panel = {"jury": [[j.name, j.model, j.api_base, j.revision] for j in judges], "jury_rule": plan.rule,
+    panel = {"jury": [[j.name, j.model, redact(j.api_base), j.revision] for j in judges], "jury_rule": plan.rule,
              "repeats": plan.repeats, "tie": plan.tie} if plan.panel else {}  # a single grading keeps its old identity
     if plan.samples > 1:
         panel["samples"] = plan.samples
     base = plan.baseline  # pairwise: another baseline model or answers file is another run
     if base is not None or settings.baseline_answers:
-        panel["baseline"] = ([base.name, base.model, base.api_base, base.revision, dict(base.params)] if base else
+        panel["baseline"] = ([base.name, base.model, redact(base.api_base), base.revision, dict(base.params)]
+                             if base else
                              [settings.baseline_answers, _file_sha256(Path(settings.baseline_answers or ""))])
     if plan.user is not None:  # a simulated user is part of what the run is (absent otherwise: old identities hold)
         u = plan.user
-        panel["user"] = [u.name, u.model, u.api_base, u.revision, dict(u.params)]
+        panel["user"] = [u.name, u.model, redact(u.api_base), u.revision, dict(u.params)]
     return {**panel, "benchmark": spec.name, "spec_hash": digest, "stage": plan.stage,
             "data_sha256": data_sha256,
-            "candidate": [cand.name, cand.model, cand.api_base, cand.revision] if cand else None,
+            "candidate": [cand.name, cand.model, redact(cand.api_base), cand.revision] if cand else None,
             "answers": str(settings.answers or settings.from_run or "") or None,
             "answers_sha256": _answers_sha256(settings),
-            "judge": [judge.name, judge.model, judge.api_base, judge.revision] if judged and judge else None,
+            "judge": [judge.name, judge.model, redact(judge.api_base), judge.revision] if judged and judge else None,
             "params": {"candidate": dict(cand.params) if cand else None,
                        "judge": [dict(j.params) for j in judges] if judged else None},
             "selection": {"subset": settings.subset, "limit": settings.limit,

@@ -51,8 +51,9 @@ def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", *, panel: bool
                           "conf/candidate/ entry or a LiteLLM id) or baseline.answers=FILE, or declare baseline: "
                           "(model or answers) in the spec")
     if declared.model is not None:
-        return ModelSpec.from_config(declared.model.model_dump(exclude_none=True), role="baseline",
-                                     timeout=settings.timeout)
+        from rubric_engine.run.settings import spec_entry
+
+        return spec_entry(spec, "baseline.model", declared.model, "baseline", settings.timeout)
     return None
 
 
@@ -92,7 +93,7 @@ def pairwise_section(settings: "RunSettings", spec: "BenchmarkSpec", model: Mode
 
 def describe_pairwise(spec: "BenchmarkSpec") -> str:
     """validate's line: the labels, their weights, the orders judged and the declared baseline."""
-    from rubric_engine.models.entries import destination
+    from rubric_engine.models.entries import declared_line
 
     v, b = spec.judge.verdict, spec.baseline
     head = (f"pairwise: labels {', '.join(v.labels)} (strong ones count {v.strong_weight:g}x), "
@@ -100,8 +101,8 @@ def describe_pairwise(spec: "BenchmarkSpec") -> str:
     if b is None:
         return head + "no baseline declared: pass baseline=ENTRY or baseline.answers=FILE"
     if b.model is not None:
-        return head + (f"baseline model {b.model.name} ({b.model.model}) calls "
-                       f"{destination(b.model.model, b.model.api_base, b.model.api_key_env)}")
+        m = b.model
+        return head + declared_line("baseline model", m.name, m.model, m.api_base, m.api_key_env, m.params)
     assert b.answers is not None
     files = ", ".join(f"{g}: {f.model or '?'} ({f.url or f.path})" for g, f in b.answers.files.items())
     return head + f"baseline answers{f' per {b.answers.by}' if b.answers.by else ''}: {files}"

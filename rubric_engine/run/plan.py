@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from rubric_engine.errors import ConfigError, RubricEngineError
-from rubric_engine.models.entries import ModelSpec, check_keys
+from rubric_engine.models.entries import ModelSpec, SpecKeyError, check_keys, check_spec_keys
 from rubric_engine.run.pairwise import plan_baseline
 from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of, user_of
 from rubric_engine.spec.files import benchmark_search_path
@@ -70,7 +70,9 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
                    samples=samples, rule=settings.jury_rule,
                    tie=settings.tie or (spec.judge.tie if spec.judge is not None else "not_met"),
                    user=user_of(settings, spec, need_candidate))
-    return replace(plan, baseline=plan_baseline(settings, spec, panel=plan.panel, samples=plan.samples))
+    plan = replace(plan, baseline=plan_baseline(settings, spec, panel=plan.panel, samples=plan.samples))
+    check_spec_keys(plan.models(), settings.trust_endpoints)  # a spec's entry chooses no key unless trusted
+    return plan
 
 
 def check_run_keys(settings: RunSettings) -> None:
@@ -79,6 +81,8 @@ def check_run_keys(settings: RunSettings) -> None:
     try:
         plan = plan_run(settings, load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs),
                                             settings.trust_code))
+    except SpecKeyError:
+        raise  # a key a spec chose: refused before any job runs, as a missing key is
     except RubricEngineError:
         return
     check_keys(*plan.models())

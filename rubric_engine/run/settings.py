@@ -8,7 +8,7 @@ settings; here they import them without importing the runner (which imports them
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import check_samples
 
 __all__ = ["STAGES", "RunSettings", "judges_of", "declared_judge", "repeats_of", "samples_of", "user_of",
-           "prompt_cache_of"]
+           "prompt_cache_of", "spec_entry"]
 
 STAGES = ("full", "generate", "score")
 
@@ -59,6 +59,7 @@ class RunSettings:
     progress: str = "auto"  # the live progress display only (auto | rich | plain | none)
     quiet: bool = False  # no result tables either: stdout is only the 'outputs:' line
     trust_code: bool = False  # allow a spec's module:function scoring formula to be imported (scoring/formulas.py)
+    trust_endpoints: bool = False  # a spec's model entries may name key variables (models/entries.check_spec_keys)
     candidate_errors: str | None = None  # exclude | zero: overrides the spec's aggregation.candidate_errors
     baseline: ModelSpec | None = None  # pairwise: baseline=ENTRY (None: the spec's baseline:)
     baseline_answers: str | None = None  # pairwise: baseline.answers=FILE (the engine's answers format)
@@ -117,13 +118,22 @@ def user_of(settings: RunSettings, spec: BenchmarkSpec, need_candidate: bool) ->
     if ref is None:
         raise ConfigError(f"benchmark {spec.name} simulates the user but names no simulator model: pass user=ENTRY "
                           "(an entry of conf/user/, e.g. user=mock), or declare conversation.simulator.model in the spec")
-    return ModelSpec.from_config(ref.model_dump(exclude_none=True), role="user", timeout=settings.timeout)
+    return spec_entry(spec, "conversation.simulator.model", ref, "user", settings.timeout)
 
 
 def declared_judge(spec: BenchmarkSpec, timeout: float | None = None) -> ModelSpec:
     """The judge the benchmark declares, built like every other model entry (its timeout included)."""
     assert spec.judge is not None, "declared_judge of a spec without a judge"
-    return ModelSpec.from_config(spec.judge.model.model_dump(exclude_none=True), role="judge", timeout=timeout)
+    return spec_entry(spec, "judge.model", spec.judge.model, "judge", timeout)
+
+
+def spec_entry(spec: BenchmarkSpec, key: str, ref: Any, role: str, timeout: float | None) -> ModelSpec:
+    """The model entry `ref` the spec declares at `key`, built like every other entry and marked with where the
+    spec declared it (a spec's entry may not choose a key: models/entries.check_spec_keys, run/plan.py)."""
+    origin = spec.origin(key)
+    entry = ModelSpec.from_config(ref.model_dump(exclude_none=True), role=role, timeout=timeout)
+    where = f"{origin[0]}:{origin[1]}" if origin else str(spec.files[-1] if spec.files else spec.dir)
+    return replace(entry, declared_in=where)
 
 
 def prompt_cache_of(settings: RunSettings, spec: BenchmarkSpec) -> bool:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from rubric_engine.datatypes import Question
     from rubric_engine.spec.schema import BenchmarkSpec, ModelRef
 
-__all__ = ["check_language", "check_model", "check_breakdowns_against_data", "template_variables"]
+__all__ = ["check_language", "check_model", "check_breakdowns_against_data", "template_variables", "fetchable_url"]
 
 Fail = Callable[..., None]
 _ALL = {"criteria", "n_criteria"}
@@ -243,3 +243,22 @@ def check_model(ref: "ModelRef", where: str, key: str) -> None:
     fix = f"did you mean {', '.join(provider + '/' + c for c in close)}? " if close else ""
     raise SpecError(where, key, f"unknown {provider} model", value=ref.model, fix=fix + "use a model id "
                     "LiteLLM knows, or set api_base for a self-hosted / OpenAI-compatible server")
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def fetchable_url(url: str) -> bool:
+    """True for a URL the engine may download from: https://, or http:// to this machine (a test server).
+    file:// (and ftp://, data:, ...) would read what the spec chooses: local data goes through a path key,
+    confined to the spec's directories (schema.BenchmarkSpec._confine)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(str(url))
+    try:
+        host = parts.hostname
+    except ValueError:
+        return False
+    if not host:
+        return False
+    return parts.scheme == "https" or (parts.scheme == "http" and host in _LOOPBACK)

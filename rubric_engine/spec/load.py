@@ -19,8 +19,8 @@ import jinja2
 from pydantic import BaseModel, ValidationError
 
 from rubric_engine.errors import DataError, SpecError
-from rubric_engine.models.entries import PARAMS_FIX, endpoint_params
-from rubric_engine.spec.checks import check_formula, check_language, check_model
+from rubric_engine.models.entries import FAKING_FIX, PARAMS_FIX, endpoint_params, faking_params
+from rubric_engine.spec.checks import check_formula, check_language, check_model, fetchable_url
 from rubric_engine.spec.files import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key,
                                       list_benchmarks)
 from rubric_engine.spec.schema import _TEMPLATE_FIELDS, BenchmarkSpec
@@ -116,18 +116,36 @@ def _check(spec: BenchmarkSpec, origins: Mapping[Key, tuple[Path, int]], file: P
         except jinja2.TemplateSyntaxError as exc:
             raise SpecError(f"{path}:{exc.lineno}", fld, f"template syntax error: {exc.message}",
                             fix="fix the jinja2 syntax") from exc
+    _check_urls(spec, fail)
     if spec.judge is None:
         return  # every item is checked by the engine (spec/checks.py): no judge model to check
-    check_model(spec.judge.model, _where(origins, ("judge", "model", "model"), file), "judge.model.model")
-    for bad in endpoint_params(spec.judge.model.params):
-        fail(("judge", "model", "params", bad), "an endpoint or credential is not allowed in params "
-             "(it would receive the judge's key unseen)", fix=PARAMS_FIX)
     sim = spec.conversation.simulator.model if spec.conversation.simulator else None
-    if sim is not None:  # the declared user simulator: checked as the declared judge is
-        key = ("conversation", "simulator", "model")
-        check_model(sim, _where(origins, key + ("model",), file), "conversation.simulator.model.model")
-        for bad in endpoint_params(sim.params):
-            fail(key + ("params", bad), "an endpoint or credential is not allowed in params", fix=PARAMS_FIX)
+    base = spec.baseline.model if spec.baseline else None
+    for key, ref in ((("judge", "model"), spec.judge.model), (("conversation", "simulator", "model"), sim),
+                     (("baseline", "model"), base)):  # every model entry a spec declares, checked alike
+        if ref is None:
+            continue
+        check_model(ref, _where(origins, key + ("model",), file), _fmt(key + ("model",)))
+        for bad in endpoint_params(ref.params):
+            fail(key + ("params", bad), "an endpoint or credential is not allowed in params "
+                 "(it would receive the entry's key unseen)", fix=PARAMS_FIX)
+        for bad in faking_params(ref.params):
+            fail(key + ("params", bad), "a params key that fakes the model's answer is not allowed", fix=FAKING_FIX)
+
+
+def _check_urls(spec: BenchmarkSpec, fail: Any) -> None:
+    """Every URL a spec downloads from: https://, or http:// to this machine (a test server); never file:// or
+    another scheme that reads local files (local data is a path key, confined to the spec's directories)."""
+    refs, answers = spec.data.references, spec.baseline.answers if spec.baseline else None
+    urls: list[tuple[Key, str | None]] = [(("data", "url"), spec.data.url),
+                                          (("data", "references", "url"), refs.url if refs else None)]
+    urls += [(("baseline", "answers", "files", group, "url"), f.url) for group, f in (answers.files.items()
+                                                                                       if answers else ())]
+    for key, url in urls:
+        if url and not fetchable_url(url):
+            fail(key, "only https:// URLs (or http:// to 127.0.0.1 / localhost) may be downloaded", url,
+                 "a local file goes in the matching path key (data.path, data.references.path, "
+                 "baseline.answers.files.<group>.path), inside the spec's directory")
 
 
 def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None = None,
