@@ -46,17 +46,18 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from rubric_engine.datatypes import Criterion, Question
 from rubric_engine.errors import DataError, SpecError
+from rubric_engine.spec.limits import MAX_PROMPT_CHARS
 
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["candidate_messages", "judge_messages", "pair_messages", "dialogue_vars", "criteria_vars", "render_template",
+__all__ = ["candidate_messages", "judge_messages", "PROMPT_ERRORS", "unrenderable", "pair_messages", "dialogue_vars", "criteria_vars", "render_template",
            "check_templates", "data_tag", "choice_vars"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
 # mutation of the engine's objects) and an undefined variable is an error, never an empty string.
 _ENV = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-MAX_OUTPUT_CHARS = 2_000_000  # a rendered prompt longer than this is a runaway template, not a prompt
+MAX_OUTPUT_CHARS = MAX_PROMPT_CHARS  # a rendered prompt longer than this is a runaway template, not a prompt
 _CACHE: dict[tuple[str, str], jinja2.Template] = {}
 _LOCK = threading.Lock()
 _CHAT_ROLES = {"system": "system", "user": "user", "assistant": "assistant", "other": "assistant"}
@@ -118,9 +119,19 @@ def render_template(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]
     return text
 
 
+PROMPT_ERRORS = (SpecError, DataError)  # what rendering one row's prompt may raise (a template, an oversized row)
+
+
+def unrenderable(exc: Exception) -> str:
+    """A judge prompt that cannot be made for one row (a template failing on that row's text only, or the row
+    with its reply past the prompt limit): that question's judge error, naming the template; the run goes on."""
+    return f"the judge prompt could not be made for this question: {exc}"
+
+
 def _data_chars(variables: dict[str, Any]) -> int:
-    """Characters of the question's own text among the variables (dialogue turns, reply, reference)."""
-    turns = variables.get("dialogue") or []
+    """Characters of the question's own text among the variables (dialogue turns, the conversation's transcript,
+    reply, reference)."""
+    turns = [*(variables.get("dialogue") or []), *(variables.get("transcript") or [])]
     texts = [t.get("content") for t in turns if isinstance(t, dict)]
     texts += [variables.get("response"), variables.get("reference")]
     return sum(len(t) for t in texts if isinstance(t, str))

@@ -26,10 +26,11 @@ from rubric_engine.models.events import call_context
 from rubric_engine.models.mock import MockUser
 from rubric_engine.models.redact import redact
 from rubric_engine.run.record import Outcome
+from rubric_engine.spec.limits import MAX_REPLY_CHARS
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.store.layout import ANSWERS_FILE, iter_jsonl
 
-__all__ = ["converse", "conversation_counts", "given_transcripts"]
+__all__ = ["converse", "conversation_counts", "given_transcripts", "within_cap", "OversizedReply"]
 
 MOCK_USER_TURNS = 3  # the keyless mock user says the stop signal after this many turns of its own
 
@@ -41,9 +42,29 @@ class EmptyUserReply(ModelCallError):
         return "the simulated user returned an empty reply"
 
 
+class OversizedReply(ModelCallError):
+    """A reply past MAX_REPLY_CHARS (spec/limits.py): that question's error, never cached, never retried (the same
+    request would buy the same runaway reply again), and never quoted into a judge prompt it could not fit."""
+
+    def __init__(self, who: str, size: int) -> None:
+        self.sentence = (f"the {who} returned a reply of {size} characters, over the limit of {MAX_REPLY_CHARS} "
+                         "a reply may have; the question is not judged")
+        super().__init__(who, self.sentence, attempts=1)
+
+    def __str__(self) -> str:
+        return self.sentence
+
+
+def within_cap(who: str, text: str) -> None:
+    """Refuse a reply too long to judge (the accept check of every candidate and simulated user call)."""
+    if len(text) > MAX_REPLY_CHARS:
+        raise OversizedReply(who, len(text))
+
+
 def _accept_user(text: str) -> None:
     if not text.strip():
         raise EmptyUserReply("user", "the simulated user returned an empty reply", attempts=1)
+    within_cap("simulated user", text)
 
 
 def _add(o: Outcome, res: CallResult, role: str) -> None:
