@@ -113,3 +113,37 @@ def test_a_row_with_more_turns_than_the_bound_is_refused_by_validate(tmp_path: P
     assert res.returncode == 2, res.stderr
     lines = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error")]
     assert len(lines) == 1 and "10001" in lines[0] and "10000" in lines[0].replace(",", ""), res.stderr
+
+
+def test_a_long_conversation_is_stored_and_reported_in_space_linear_in_its_turns(tmp_path: Path,
+                                                                                 env: dict[str, str]) -> None:
+    """300 scripted turns: every request the server saw is in the transcripts as sent, yet calls.jsonl holds each
+    turn once (not once per later turn), and report.html embeds a bounded share of the question with a note."""
+    turns = [f"Message {i}: please tell me one more thing about the topic we are on." for i in range(300)]
+    spec = copy_spec(tmp_path, [{"id": "long", "topic": "t", "turns": turns, "checks": [{"text": "Answers.",
+                                                                                      "points": 1}]}])
+
+    def script(body: dict[str, Any]) -> Reply:
+        if body["model"] == "judge":
+            return judged(body)
+        k = sum(m["role"] == "user" for m in body["messages"])
+        return Reply(text=f"Reply {k}: that is a fair point, and here is a short answer to it.")
+
+    run = tmp_path / "run"
+    with FakeServer(script) as srv:
+        res = run_cli(args(spec, run, srv.url), env)
+        assert res.returncode == 0, res.stderr
+        bodies = [b["messages"] for b in srv.requests if b["model"] == "cand"]
+    assert len(bodies) == 300
+    sent = sum(len(json.dumps(b)) for b in bodies)  # what the chat protocol itself sends: quadratic in the turns
+    stored = (run / "transcripts" / "calls.jsonl").stat().st_size
+    assert stored < 300 * 1_000 < sent / 10, (stored, sent)  # each turn's text written once
+    shown = run_cli(["show", str(run), "long"], env)
+    assert shown.returncode == 0, shown.stderr
+    last = bodies[-1]
+    assert all(m["content"] in shown.stdout for m in last)  # the last request, every message resolved
+    assert shown.stdout.count(turns[0]) >= 300  # each call's messages in full: turn 1 is in every request
+    report = (run / "report.html").read_text()
+    assert len(report) < 400_000, len(report)
+    assert "more call(s) not embedded" in report and "more turn(s) not embedded" in report
+    assert report.count('class="call-part"') < 1_000  # within the question's share, not one per message per call
