@@ -147,3 +147,21 @@ def test_a_long_conversation_is_stored_and_reported_in_space_linear_in_its_turns
     assert len(report) < 400_000, len(report)
     assert "more call(s) not embedded" in report and "more turn(s) not embedded" in report
     assert report.count('class="call-part"') < 1_000  # within the question's share, not one per message per call
+
+
+def test_one_unreadable_run_directory_is_left_out_of_the_leaderboard_with_one_line(tmp_path: Path,
+                                                                                 env: dict[str, str]) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        return judged(body) if body["model"] == "judge" else Reply(text="fine")
+
+    with FakeServer(script) as srv:
+        for name in ("a", "b"):
+            res = run_cli(args(SPEC, tmp_path / "runs" / name, srv.url, "limit=2", f"candidate.name=cand_{name}"), env)
+            assert res.returncode == 0, res.stderr
+    (tmp_path / "runs" / "b" / "samples.jsonl").write_text('{"id": "s01", "score": "nonsense"\n')  # damaged
+    res = run_cli(["leaderboard", str(tmp_path / "runs"), f"out={tmp_path / 'lb'}", "bootstrap.samples=20"], env)
+    assert res.returncode == 0, res.stderr
+    named = [x for x in res.stderr.splitlines() if str(tmp_path / "runs" / "b") in x]
+    assert len(named) == 1 and "left out" in named[0], res.stderr
+    ranked = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
+    assert "cand_a" in json.dumps(ranked) and "cand_b" not in json.dumps(ranked)
