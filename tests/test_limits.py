@@ -165,3 +165,12 @@ def test_one_unreadable_run_directory_is_left_out_of_the_leaderboard_with_one_li
     assert len(named) == 1 and "left out" in named[0], res.stderr
     ranked = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
     assert "cand_a" in json.dumps(ranked) and "cand_b" not in json.dumps(ranked)
+
+
+def test_a_template_that_loops_for_ever_is_one_line_from_validate(tmp_path: Path, env: dict[str, str]) -> None:
+    spec = copy_spec(tmp_path, judge=(SPEC / "judge.j2").read_text() + (
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n"))
+    res = run_cli(["validate", f"benchmark={spec}"], env, timeout=120)
+    assert res.returncode == 2, res.stderr
+    lines = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error")]
+    assert len(lines) == 1 and "judge.j2" in lines[0] and "5 s" in lines[0], res.stderr

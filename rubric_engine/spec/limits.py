@@ -11,11 +11,12 @@ from __future__ import annotations
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import DataError
 
-__all__ = ["MAX_PROMPT_CHARS", "MAX_REPLY_CHARS", "MAX_TURNS", "question_chars", "check_fits"]
+__all__ = ["MAX_PROMPT_CHARS", "MAX_REPLY_CHARS", "MAX_TURNS", "RENDER_SECONDS", "question_chars", "check_fits"]
 
 MAX_PROMPT_CHARS = 2_000_000  # a rendered prompt longer than this is a runaway template or an oversized row
 MAX_REPLY_CHARS = 1_000_000  # a candidate's or simulated user's reply longer than this is that question's error
 MAX_TURNS = 10_000  # scripted user turns per row (data.fields.turns)
+RENDER_SECONDS = 5.0  # CPU time one template rendering may take (a loop that never ends is a spec error)
 
 
 def question_chars(q: Question) -> int:
