@@ -20,6 +20,7 @@ __all__ = ["call_heading", "calls_text", "calls_html", "record_text", "run_calls
            "QUESTION_CHARS"]
 
 QUESTION_CHARS = 40_000  # texts of one question's calls embedded in report.html; `show` prints them all
+QUESTION_CALLS = 200  # and calls listed (each a folded heading once its texts are past QUESTION_CHARS)
 PAGE_CHARS = 6_000_000  # and of all questions of one run: past it, the drill-down names `show` instead
 
 _KIND = {"reply": "reply", "cache_hit": "cache hit", "rejected": "reply refused by the parser", "error": "error"}
@@ -97,9 +98,9 @@ def calls_html(calls: Sequence[Call], max_chars: int = QUESTION_CHARS) -> str:
         return ""
     budget, parts = max_chars, []
     for n, c in enumerate(calls):
-        if budget <= 0:  # the question's share of the page is spent: a count, never one block per call
-            parts.append(f'<p class="note">{len(calls) - n} more call(s) not embedded (over {max_chars} characters '
-                         "for this question): rubric-engine show</p>")
+        if n >= QUESTION_CALLS:  # a long conversation's hundreds of calls: a count, never a block for each
+            parts.append(f'<p class="note">{len(calls) - n} more call(s) not embedded (a question shows its first '
+                         f"{QUESTION_CALLS}): rubric-engine show</p>")
             break
         body = []
         for title, text in _sections(c):
