@@ -5,7 +5,23 @@ server (its own process, no latency), with a fresh cache and the whole pipeline:
 once on the whole session, the transcripts, samples.jsonl and report.html. Each T runs in its own process, so
 its peak RSS is its own (os.wait4). Beside each figure is the linear ideal: the smallest T's figure scaled by
 T / T_smallest (time and memory above the process's fixed start-up, which does not grow with T).
-Goal: linear growth; 3,000 turns under 60 s and 500 MB.
+Goal: linear growth; 3,000 turns under 60 s and 500 MB. CPU is the engine process's own (user + sys, with the
+children it waited for): the wall time also holds the fake server's work, which grows with the bytes sent.
+
+Measured on the 2-core development machine while heavily shared (load average 16; the fixed cost of a 1-turn run
+was 30.4 s against ~10 s on a quiet machine), before the CPU column was added:
+
+     turns  wall s  ideal s  ratio  peak MB  ideal MB  ratio  calls.jsonl MB  samples MB  report MB
+       100    35.7     35.7   1.00      266       266   1.00            0.06        0.02       0.16
+      1000   157.2     84.1   1.87      270       272   1.00            0.65        0.20       0.24
+      3000   610.0    191.7   3.18      286       285   1.00            1.96        0.59       0.24
+
+Memory and every file are linear (before: 1,500 turns took 2 GB, a 243 MB report.html and 102 MB of
+transcripts; 800 turns here took 652 MB, 42 MB of transcripts and a 73 MB report.html). The time is not yet:
+each request still carries the whole conversation, and LiteLLM walks every message of every request (base64
+truncation for its logging payload, thought-signature removal, JSON encoding): 15-30 us of CPU per message per
+request (under the profiler, 400 turns), which makes 3,000 turns' 9 million message visits minutes of CPU. The
+engine's own per-turn work is linear (the engine process's CPU went from 13.3 s at 400 turns to 16.9 s at 800).
 
     python bench/bench_turns.py [--turns 100,1000,3000]
 
@@ -91,14 +107,16 @@ def main(argv: list[str] | None = None) -> None:
     grow_wall, grow_rss = (m0["wall"] - base["wall"]) / t0, (m0["rss_mb"] - base["rss_mb"]) / t0
     print(f"fixed cost (1 turn): {base['wall']:.1f} s, {base['rss_mb']:.0f} MB; linear ideal = fixed + T x "
           f"(the {t0}-turn run's growth per turn)")
-    print(f"{'turns':>6} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'peak MB':>8} {'ideal MB':>9} {'ratio':>6} "
-          f"{'calls.jsonl MB':>15} {'samples MB':>11} {'report MB':>10}")
+    grow_cpu = (m0["cpu"] - base["cpu"]) / t0
+    print(f"{'turns':>6} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'CPU s':>7} {'ideal':>7} {'ratio':>6} "
+          f"{'peak MB':>8} {'ideal MB':>9} {'ratio':>6} {'calls.jsonl MB':>15} {'samples MB':>11} {'report MB':>10}")
     for t, m in rows:
         iw = base["wall"] + grow_wall * t
+        ic = base["cpu"] + grow_cpu * t
         im = base["rss_mb"] + max(grow_rss, 0.0) * t
-        print(f"{t:>6} {m['wall']:>8.1f} {iw:>8.1f} {m['wall'] / iw:>6.2f} {m['rss_mb']:>8.0f} {im:>9.0f} "
-              f"{m['rss_mb'] / im:>6.2f} {m['calls.jsonl_mb']:>15.2f} {m['samples.jsonl_mb']:>11.2f} "
-              f"{m['report.html_mb']:>10.2f}")
+        print(f"{t:>6} {m['wall']:>8.1f} {iw:>8.1f} {m['wall'] / iw:>6.2f} {m['cpu']:>7.1f} {ic:>7.1f} "
+              f"{m['cpu'] / ic:>6.2f} {m['rss_mb']:>8.0f} {im:>9.0f} {m['rss_mb'] / im:>6.2f} "
+              f"{m['calls.jsonl_mb']:>15.2f} {m['samples.jsonl_mb']:>11.2f} {m['report.html_mb']:>10.2f}")
     worst = rows[-1][1]
     print(f"goal for 3,000 turns: under 60 s and 500 MB; the largest run here: {counts[-1]} turns, "
           f"{worst['wall']:.1f} s, {worst['rss_mb']:.0f} MB")
