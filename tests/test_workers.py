@@ -215,3 +215,43 @@ def test_with_workers_the_main_process_never_imports_litellm(tmp_path: Path) -> 
         assert done.returncode == 0, done.stderr
         assert len(srv.requests) == 6
     assert done.stdout.split() == ["[7.500000000000001e-05]", "False"]  # 10 x 2.5e-6 + 5 x 1e-5 (gpt-4o)
+
+
+def test_worker_start_up_does_not_count_against_the_call_timeout(tmp_path: Path, env: dict[str, str]) -> None:
+    """Each worker imports LiteLLM (seconds) before its first call: with timeout=1 and no retry, every call still
+    answers, since the clock of a call starts once a worker is ready."""
+    with FakeServer(_script) as srv:
+        done = run_cli(_args(srv.url, tmp_path / "run", 2, "limit=4", "timeout=1", "max_retries=0"), env)
+        assert done.returncode == 0, done.stderr
+    rows = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert [(r["candidate_error"], r["judge_error"]) for r in rows] == [(None, None)] * 4
+
+
+def test_a_stuck_worker_is_retired_and_its_calls_go_to_another(tmp_path: Path, env: dict[str, str]) -> None:
+    """One worker stops answering (SIGSTOP) mid-run: a call in it ends at `timeout`, the worker is found silent
+    and retired, and the call is retried on a live worker; every question is answered."""
+    with FakeServer(lambda body: Reply(text=_script(body).text, delay=0.3)) as srv:
+        proc = subprocess.Popen([EXE, *_args(srv.url, tmp_path / "run", 2, "timeout=4", "max_retries=3",
+                                             "concurrency=2")], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while len(srv.requests) < 2 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.02)
+            workers = [c for c in _children(proc.pid)  # the call workers, not the report's own worker
+                       if b"rubric_engine.models.workers" in Path(f"/proc/{c}/cmdline").read_bytes()]
+            assert len(workers) >= 2, "the workers did not start"
+            os.kill(workers[0], signal.SIGSTOP)
+            _, err = proc.communicate(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            for w in workers:
+                try:
+                    os.kill(w, signal.SIGKILL)
+                except OSError:
+                    pass
+    assert proc.returncode == 0, err
+    rows = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 12
+    assert [(r["candidate_error"], r["judge_error"]) for r in rows] == [(None, None)] * 12, err

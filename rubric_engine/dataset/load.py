@@ -24,6 +24,7 @@ from rubric_engine.dataset.quirks import DataQuirks
 from rubric_engine.dataset.references import load_references, row_references, with_references
 from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.spec.limits import MAX_TURNS, check_fits
 from rubric_engine.text.surrogates import surrogate_path
 
 if TYPE_CHECKING:
@@ -235,10 +236,12 @@ def _user_turns(r: _Row, raw: dict[str, Any], name: str | None) -> tuple[str, ..
     value = r.get(raw, name, "turns")
     if not isinstance(value, list) or not value or not all(isinstance(t, str) for t in value):
         raise r.err(f"{name}: expected a non-empty list of strings (the user turns)", fix=f"got {str(value)[:80]!r}")
-    empty = next((i for i, t in enumerate(value) if not t.strip()), None)
-    if empty is not None:
+    if len(value) > MAX_TURNS:  # spec/limits.py
+        raise r.err(f"{name}: {len(value)} user turns, over the limit of {MAX_TURNS} a row may have", fix="split it")
+    if (empty := next((i for i, t in enumerate(value) if not t.strip()), None)) is not None:
         raise r.err(f"{name}[{empty}]: an empty user turn", fix="write the message, or drop the turn")
     return tuple(value)
+
 
 
 def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: str = "") -> tuple[str, ...]:
@@ -369,12 +372,13 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
     meta = _meta(spec, r, {**raw, str(f.reference): None} if refs is not None else raw, qid, quirks)
     mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference,
               f.turns, f.choices, f.answer}
-    return Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
+    q = Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
                     choices=choices,
                     scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
                     tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
                     turns=_chosen_turn(spec, r, _user_turns(r, raw, f.turns)), references=refs or (),
                     extra={k: v for k, v in raw.items() if k not in mapped}, source_row=raw)
+    return check_fits(q, str(r.file), r.line)  # a row too long for any prompt: refused before any call is paid
 
 
 def _row_id(r: _Row, raw: dict[str, Any], name: str, seen: dict[str, int] | None) -> str:

@@ -40,9 +40,10 @@ def candidate_prefix(spec: "BenchmarkSpec", question: Question) -> list[Message]
     return candidate_messages(spec, question, mode="chat_turns")
 
 
-def candidate_view(prefix: Sequence[Message], transcript: Sequence[Mapping[str, str]]) -> list[Message]:
-    """The candidate's next request: the prefix, then every turn so far in order."""
-    return [*prefix, *({"role": t["role"], "content": t["content"]} for t in transcript)]
+def candidate_view(prefix: Sequence[Message], transcript: Sequence[Message]) -> list[Message]:
+    """The candidate's next request: the prefix, then every turn so far in order (the turns' own {role, content}
+    messages, shared from one request to the next as the prefix's are: nothing is copied per turn)."""
+    return [*prefix, *transcript]
 
 
 def _variables(spec: "BenchmarkSpec", question: Question) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
-from rubric_engine.judge.prompts import judge_messages
+from rubric_engine.judge.prompts import PROMPT_ERRORS, judge_messages, unrenderable
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictShape
 from rubric_engine.models.events import call_context
@@ -97,10 +97,13 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
     if max_reasks is None:
         max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
     shape = shape_of(spec)
+    try:
+        requests = [judge_messages(spec, question, response, transcript=transcript)] if shape.shape == "list" else \
+            [judge_messages(spec, question, response, c.index, transcript) for c in question.criteria]
+    except PROMPT_ERRORS as exc:  # this row's prompt only: its error, before any call; the run goes on
+        return JudgeResult(verdicts=None, error=unrenderable(exc))
     if shape.shape == "list":
-        return await _ask(client, judge_messages(spec, question, response, transcript=transcript), shape,
-                          len(question.criteria), max_reasks, repeat=repeat)
-    requests = [judge_messages(spec, question, response, c.index, transcript) for c in question.criteria]
+        return await _ask(client, requests[0], shape, len(question.criteria), max_reasks, repeat=repeat)
     shared = shared_prefix([_first_user(m) for m in requests])  # what every criterion's prompt repeats
     units = [_ask(client, m, shape, 1, max_reasks, c.index, repeat, shared)
              for m, c in zip(requests, question.criteria)]

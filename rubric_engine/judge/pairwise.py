@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import FatalModelError, ModelCallError
 from rubric_engine.judge.grading import JudgeResult
-from rubric_engine.judge.prompts import candidate_messages, pair_messages
+from rubric_engine.judge.prompts import PROMPT_ERRORS, candidate_messages, pair_messages, unrenderable
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.models.events import set_call_context
 from rubric_engine.models.mock import MockLabels
@@ -103,11 +103,16 @@ async def judge_pair(client: "ModelClient", spec: "BenchmarkSpec", question: Que
     patterns, labels = patterns_of(v.pattern), list(v.labels)
     written = [written_form(lab, patterns) or lab for lab in labels]
     orders = ORDERS if v.swap else ORDERS[:1]
+    try:
+        prompts = {o: pair_messages(spec, question, *((str(base.text), response) if o == "baseline_first"
+                                                      else (response, str(base.text)))) for o in orders}
+    except PROMPT_ERRORS as exc:  # this row's prompt only: its error, before any call; the run goes on
+        out.error = unrenderable(exc)
+        return out
 
     async def game(order: str) -> Any:
-        a, b = (base.text, response) if order == "baseline_first" else (response, base.text)
         set_call_context(order=order)  # this game's task: the run's transcripts name the order
-        return await ask_structured(client, pair_messages(spec, question, str(a), str(b)),
+        return await ask_structured(client, prompts[order],
                                     lambda text: read_label(text, patterns, labels),
                                     reask=lambda problem: _reask(problem, written), max_reasks=spec.judge.max_reasks,
                                     what="verdict", role="judge", expect=MockLabels(tuple(written)))

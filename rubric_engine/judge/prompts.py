@@ -38,9 +38,12 @@ response_format json_schema, the judge falls back to instructed JSON and the pro
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -48,17 +51,18 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from rubric_engine.datatypes import Criterion, Question
 from rubric_engine.errors import DataError, SpecError
+from rubric_engine.spec.limits import MAX_PROMPT_CHARS, RENDER_SECONDS
 
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["candidate_messages", "judge_messages", "pair_messages", "dialogue_vars", "criteria_vars", "render_template",
-           "check_templates", "data_tag", "choice_vars", "turn_text"]
+__all__ = ["candidate_messages", "judge_messages", "PROMPT_ERRORS", "unrenderable", "pair_messages", "dialogue_vars",
+           "criteria_vars", "render_template", "check_templates", "data_tag", "choice_vars", "turn_text"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
 # mutation of the engine's objects) and an undefined variable is an error, never an empty string.
 _ENV = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-MAX_OUTPUT_CHARS = 2_000_000  # a rendered prompt longer than this is a runaway template, not a prompt
+MAX_OUTPUT_CHARS = MAX_PROMPT_CHARS  # a rendered prompt longer than this is a runaway template, not a prompt
 _CACHE: dict[tuple[str, str], jinja2.Template] = {}
 _LOCK = threading.Lock()
 _CHAT_ROLES = {"system": "system", "user": "user", "assistant": "assistant", "other": "assistant"}
@@ -88,6 +92,38 @@ def _template(spec: "BenchmarkSpec", field: str) -> tuple[jinja2.Template, Path]
     return template, path
 
 
+class RenderTimeout(Exception):
+    """A template ran past RENDER_SECONDS (raised inside its own code, so the render stops where it is)."""
+
+
+@contextmanager
+def _time_limit(seconds: float = RENDER_SECONDS) -> Iterator[None]:
+    """Bound the time a rendering takes: a trace function on this thread counts the lines of template code run
+    (jinja2 compiles a template to Python whose file is '<template>'; every loop iteration is a line) and raises
+    RenderTimeout inside the template once `seconds` have passed, checked every 4,096 lines. Only template frames
+    are traced, so the engine's own code runs at full speed; the rendering stops in its own thread, in `validate`
+    and inside an async run alike. A tracer already installed (a debugger, coverage) is left alone, unbounded."""
+    if sys.gettrace() is not None:
+        yield
+        return
+    deadline, count = time.monotonic() + seconds, [0]
+
+    def line(frame: Any, event: str, arg: Any) -> Any:
+        count[0] += 1
+        if count[0] & 4095 == 0 and time.monotonic() > deadline:
+            raise RenderTimeout
+        return line
+
+    def call(frame: Any, event: str, arg: Any) -> Any:
+        return line if frame.f_code.co_filename == "<template>" else None
+
+    sys.settrace(call)
+    try:
+        yield
+    finally:
+        sys.settrace(None)
+
+
 def render_template(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]) -> str:
     """Render the template a spec field names ('judge.template'); an undefined variable becomes a
     SpecError naming the file and the variable."""
@@ -95,7 +131,11 @@ def render_template(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]
         raise SpecError(_spec_file(spec), field, "no template set", fix=f"set {field} to a jinja2 file")
     template, path = _template(spec, field)
     try:
-        text = template.render(**variables)
+        with _time_limit():
+            text = template.render(**variables)
+    except RenderTimeout:
+        raise SpecError(str(path), field, f"template rendering ran past the limit of {RENDER_SECONDS:g} s",
+                        fix="a template only lays out its variables: check its loops") from None
     except SecurityError as exc:
         raise SpecError(f"{path}{_line(exc)}", field, f"template tried something the sandbox forbids: {exc}",
                         fix="templates may only read the variables they are given") from None
@@ -120,9 +160,19 @@ def render_template(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]
     return text
 
 
+PROMPT_ERRORS = (SpecError, DataError)  # what rendering one row's prompt may raise (a template, an oversized row)
+
+
+def unrenderable(exc: Exception) -> str:
+    """A judge prompt that cannot be made for one row (a template failing on that row's text only, or the row
+    with its reply past the prompt limit): that question's judge error, naming the template; the run goes on."""
+    return f"the judge prompt could not be made for this question: {exc}"
+
+
 def _data_chars(variables: dict[str, Any]) -> int:
-    """Characters of the question's own text among the variables (dialogue turns, reply, reference)."""
-    turns = variables.get("dialogue") or []
+    """Characters of the question's own text among the variables (dialogue turns, the conversation's transcript,
+    reply, reference)."""
+    turns = [*(variables.get("dialogue") or []), *(variables.get("transcript") or [])]
     texts = [t.get("content") for t in turns if isinstance(t, dict)]
     texts += [variables.get("response"), variables.get("reference")]
     return sum(len(t) for t in texts if isinstance(t, str))

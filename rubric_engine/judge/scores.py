@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult, add_usage
-from rubric_engine.judge.prompts import judge_messages
+from rubric_engine.judge.prompts import PROMPT_ERRORS, judge_messages, unrenderable
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.models.events import set_call_context
 from rubric_engine.judge.verdicts import VerdictError, extract_json
@@ -194,7 +194,10 @@ async def _one(client: "ModelClient", spec: "BenchmarkSpec", question: Question,
                shown: list[dict[str, str]], extra: dict[str, Any], repeat: int) -> tuple[TurnScore, JudgeResult]:
     set_call_context(turn=turn)  # this task's calls grade turn `turn` (the run's transcripts say so)
     shape = score_shape(spec)
-    messages = judge_messages(spec, question, reply, transcript=shown, extra=extra)
+    try:
+        messages = judge_messages(spec, question, reply, transcript=shown, extra=extra)
+    except PROMPT_ERRORS as exc:  # this turn's prompt only: its error, before any call; the run goes on
+        return TurnScore(turn, None, None, unrenderable(exc)), JudgeResult(verdicts=None, error=unrenderable(exc))
     got = await ask_structured(client, messages, shape.parse,
                                reask=shape.reask, max_reasks=spec.judge.max_reasks, what="score", role="judge",
                                response_format=shape.response_format(), expect=shape.mock(), repeat=repeat)

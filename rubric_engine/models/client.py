@@ -383,6 +383,8 @@ class ModelClient:
                 await self._limiter.wait()
                 if stopped():  # a signal stopped the run: no request leaves, even if a cancellation was lost
                     raise asyncio.CancelledError
+                if pool is not None:
+                    await pool.ready()  # a worker's start-up (importing LiteLLM) is not part of a call's timeout
                 self.stats.requests += 1
                 started = time.monotonic()
                 try:  # `timeout` is wall-clock per attempt: httpx's is per read, which a trickling server resets

@@ -7,8 +7,13 @@ and their classification, rate limits, interrupts) and only the `litellm.acomple
 reply's cost, run in a worker: both cores of a small machine (`workers=auto`), more on larger ones.
 
 The protocol: one socketpair per worker, frames of a 4-byte length and a pickle, both ways.
-  main -> worker: ("call", id, kwargs, reply_cap) | ("cancel", id) | ("stop",)
-  worker -> main: ("ok", id, reply, cost) | ("err", id, chain)
+  main -> worker: ("call", id, kwargs, reply_cap) | ("cancel", id) | ("stop",) | ("ping", id)
+  worker -> main: ("ok", id, reply, cost) | ("err", id, chain) | ("ready", 0) | ("pong", id)
+A worker says "ready" once LiteLLM is imported: a call's `timeout` starts when a worker is ready, so start-up
+never counts against it. A call that times out in a worker is followed by a ping: a worker that does not answer
+it within PROBE_SECONDS is stuck (its event loop no longer runs: stopped, deadlocked, spinning), not slow; it is
+retired (killed, a fresh worker started in its place) and the call fails with a WorkerStuck error saying so,
+which the client retries like any transient failure, on another worker.
 A reply is the few fields the engine reads (text, finish reason, usage, served model), rebuilt in the main
 process as attributes, so `parse_reply` and the usage readers see what they would see in-process. A failure
 travels as its exception chain's class names, message, HTTP status, body and headers, and is rebuilt as
@@ -39,12 +44,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from rubric_engine.models.interrupt import stopped
+from rubric_engine.models.workerfailures import describe_error, rebuild_error
 
-__all__ = ["WorkerPool", "POOL", "workers_count", "rebuild_error", "describe_error"]
+__all__ = ["WorkerPool", "POOL", "WorkerStuck", "workers_count", "rebuild_error", "describe_error"]  # the last two: workerfailures.py
+
+PROBE_SECONDS = 2.0  # a live worker answers a ping at once, however slow its calls' servers are
+READY_SECONDS = 600.0  # a worker that has not imported LiteLLM by then is not coming
 
 _HEADER = struct.Struct("!I")
-_CHAIN_LIMIT = 8
-_REAL_MODULES = ("builtins", "rubric_engine.")  # classes rebuilt as themselves; others by name
 
 
 def workers_count(value: Any) -> int:
@@ -57,100 +64,6 @@ def workers_count(value: Any) -> int:
         raise ConfigError(f"workers={value} is not valid; give a whole number >= 1 (1: calls in this process) or "
                           "workers=auto (one process per core)")
     return value
-
-
-# -- failures across the process boundary ------------------------------------------------------------------
-def describe_error(exc: BaseException) -> list[dict[str, Any]]:
-    """The exception chain (outermost first) as plain data: class names, message, status, body, headers."""
-    out: list[dict[str, Any]] = []
-    node: BaseException | None = exc
-    seen: set[int] = set()
-    while node is not None and id(node) not in seen and len(out) < _CHAIN_LIMIT:
-        seen.add(id(node))
-        headers = getattr(node, "litellm_response_headers", None) or getattr(getattr(node, "response", None),
-                                                                             "headers", None)
-        try:
-            headers = {str(k): str(v) for k, v in dict(headers or {}).items()} or None
-        except Exception:  # noqa: BLE001 - unreadable headers carry no hint
-            headers = None
-        body = getattr(node, "body", None)
-        item = {"mro": [(c.__module__, c.__name__) for c in type(node).__mro__], "msg": _text(node),
-                "status_code": getattr(node, "status_code", None), "headers": headers,
-                "body": body if _plain(body) else None}
-        for name in ("code", "type"):
-            value = getattr(node, name, None)
-            if isinstance(value, str):
-                item[name] = value
-        out.append(item)
-        node = node.__cause__ or node.__context__
-    return out
-
-
-def rebuild_error(chain: list[dict[str, Any]]) -> BaseException:
-    """Exceptions with the same class names (and the real class for builtins and the engine's own), message,
-    status, body and headers, linked as they were."""
-    built: list[BaseException] = []
-    for item in chain:
-        cls = _rebuilt_class(tuple(tuple(x) for x in item["mro"]))
-        exc = cls.__new__(cls)
-        exc.args = (item["msg"],)
-        for name in ("status_code", "body", "code", "type"):
-            if item.get(name) is not None:
-                _set(exc, name, item[name])
-        if item.get("headers"):
-            _set(exc, "litellm_response_headers", item["headers"])
-        built.append(exc)
-    for outer, inner in zip(built, built[1:]):
-        outer.__cause__ = inner
-    return built[0] if built else RuntimeError("a worker process reported an empty failure")
-
-
-_CLASSES: dict[tuple[tuple[str, str], ...], type] = {}
-
-
-def _rebuilt_class(mro: tuple[tuple[str, str], ...]) -> type:
-    found = _CLASSES.get(mro)
-    if found is not None:
-        return found
-    anchor_at, base = len(mro), Exception
-    for i, (module, name) in enumerate(mro):
-        real = _real_class(module, name)
-        if real is not None and issubclass(real, BaseException):
-            anchor_at, base = i, real
-            break
-    cls = base
-    for module, name in reversed(mro[:anchor_at]):
-        cls = type(name, (cls,), {"__module__": module})
-    _CLASSES[mro] = cls
-    return cls
-
-
-def _real_class(module: str, name: str) -> type | None:
-    if not module.startswith(_REAL_MODULES) and module != "builtins":
-        return None
-    mod = sys.modules.get(module)
-    found = getattr(mod, name, None) if mod is not None else None
-    return found if isinstance(found, type) else None
-
-
-def _set(exc: BaseException, name: str, value: Any) -> None:
-    try:
-        setattr(exc, name, value)
-    except (AttributeError, TypeError):
-        pass
-
-
-def _text(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except Exception:  # noqa: BLE001
-        return type(exc).__name__
-
-
-def _plain(value: Any) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool)) or (
-        isinstance(value, dict) and all(isinstance(k, str) and _plain(v) for k, v in value.items())) or (
-        isinstance(value, list) and all(_plain(v) for v in value))
 
 
 # -- replies ------------------------------------------------------------------------------------------------
@@ -173,11 +86,16 @@ def _as_attrs(value: Any) -> Any:
 
 
 # -- the main process's side ----------------------------------------------------------------------------------
+class WorkerStuck(RuntimeError):
+    """A worker process stopped answering (not its provider): it was retired; the call may be retried."""
+
+
 class _Worker:
     def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket) -> None:
         self.proc, self.sock = proc, sock
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.alive = True
+        self.ready = False  # LiteLLM imported: its calls' clocks may start
         self.loop_id: int | None = None
         self.writer: asyncio.StreamWriter | None = None
         self._ready: asyncio.Task[asyncio.StreamWriter] | None = None
@@ -204,10 +122,13 @@ class _Worker:
             while True:
                 size = _HEADER.unpack(await reader.readexactly(_HEADER.size))[0]
                 message = pickle.loads(await reader.readexactly(size))
+                self.ready = self.ready or message[0] == "ready"
                 future = self.pending.pop(message[1], None)
                 if future is None or future.done():
                     continue
-                if message[0] == "ok":
+                if message[0] == "pong":
+                    future.set_result(True)
+                elif message[0] == "ok":
                     reply = _as_attrs(message[2])
                     reply._hidden_params = {"response_cost": message[3]}
                     future.set_result((reply, message[3]))
@@ -230,6 +151,7 @@ class WorkerPool:
         self._ids = itertools.count(1)
         self._stop_sent = False
         self._lock = threading.Lock()
+        self._graveyard: list[_Worker] = []  # retired workers: their sockets closed and processes reaped at close
 
     def configure(self, workers: int) -> None:
         """workers=N from the run's settings: 1 is today's behaviour (calls in this process). A new size
@@ -245,14 +167,26 @@ class WorkerPool:
             if self.size <= 0 or self._workers:
                 return
             for _ in range(self.size):
-                mine, theirs = socket.socketpair()
-                env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-                proc = subprocess.Popen([sys.executable, "-m", "rubric_engine.models.workers", str(theirs.fileno()),
-                                         str(os.getpid())], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, env=env)
-                theirs.close()
-                self._workers.append(_Worker(proc, mine))
+                self._workers.append(_spawn())
             atexit.register(self.close)
+
+    async def ready(self) -> None:
+        """Wait (untimed: not part of any call's `timeout`) until a worker has imported LiteLLM."""
+        self.start()
+        waited = 0.0
+        while True:
+            alive = [w for w in self._workers if w.alive]
+            if not alive:
+                raise ConnectionResetError("every worker process has ended; run again (workers=1 runs calls in "
+                                           "the main process)")
+            for w in alive:
+                await w.attach()  # its reader runs: the "ready" message is read
+            if any(w.ready for w in alive):
+                return
+            if waited > READY_SECONDS:
+                raise WorkerStuck(f"no worker process finished starting in {READY_SECONDS:g} s; run with workers=1")
+            await asyncio.sleep(0.05)
+            waited += 0.05
 
     async def acompletion(self, kwargs: dict[str, Any], cap: int) -> tuple[Any, float | None]:
         """One `litellm.acompletion` in a worker: (reply, cost) or the worker's failure, rebuilt."""
@@ -261,7 +195,7 @@ class WorkerPool:
         if not alive:
             raise ConnectionResetError("every worker process has ended; run again (workers=1 runs calls in the "
                                        "main process)")
-        worker = min(alive, key=lambda w: len(w.pending))
+        worker = min([w for w in alive if w.ready] or alive, key=lambda w: len(w.pending))
         writer = await worker.attach()
         call_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -279,12 +213,46 @@ class WorkerPool:
                         if w.alive and w.writer is not None and w.loop_id == worker.loop_id:
                             w.writer.write(_frame(("stop",)))
                 writer.write(_frame(("cancel", call_id)))
+                if not stopped() and not await self._answers(worker, writer):
+                    # asyncio.wait_for's timeout cancelled this call: re-raised as this, wait_for raises it, not a
+                    # TimeoutError that would blame the provider (an outer cancellation stays a cancellation)
+                    raise WorkerStuck(self._retire(worker)) from None
             raise
+
+    async def _answers(self, worker: _Worker, writer: asyncio.StreamWriter) -> bool:
+        """Whether the worker answers a ping within PROBE_SECONDS (its event loop still runs)."""
+        ping = next(self._ids)
+        pong: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        worker.pending[ping] = pong
+        writer.write(_frame(("ping", ping)))
+        try:
+            return bool(await asyncio.wait_for(asyncio.shield(pong), PROBE_SECONDS))
+        except (TimeoutError, ConnectionError):
+            return False
+        finally:
+            worker.pending.pop(ping, None)
+
+    def _retire(self, worker: _Worker) -> str:
+        """Kill a stuck worker, start a fresh one in its place, and say what happened (the call's error)."""
+        worker.alive = False
+        pid = worker.proc.pid
+        worker.proc.kill()
+        for future in worker.pending.values():
+            if not future.done():
+                future.set_exception(WorkerStuck(f"worker process {pid} stopped answering and was retired"))
+        worker.pending.clear()
+        with self._lock:
+            if worker in self._workers:
+                self._workers[self._workers.index(worker)] = _spawn()
+        self._graveyard.append(worker)
+        return (f"worker process {pid} stopped answering (no reply to a ping within {PROBE_SECONDS:g} s after the "
+                "call's timeout): it was retired and a new one started; the call can be retried on another worker")
 
     def close(self) -> None:
         """End the workers (closing every copy of our end of each socket is their signal: end of file); waits
         briefly, then kills."""
-        workers, self._workers = self._workers, []
+        workers, self._workers = self._workers + self._graveyard, []
+        self._graveyard = []
         for w in workers:
             for sock in (w.sock, *w.copies):
                 try:
@@ -301,6 +269,17 @@ class WorkerPool:
 
 
 POOL = WorkerPool()
+
+
+def _spawn() -> _Worker:
+    """One worker process, talking over a socketpair (its end passed as a file descriptor)."""
+    mine, theirs = socket.socketpair()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "rubric_engine.models.workers", str(theirs.fileno()),
+                             str(os.getpid())], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, env=env)
+    theirs.close()
+    return _Worker(proc, mine)
 
 
 def _frame(message: Any) -> bytes:
@@ -322,6 +301,7 @@ async def _serve(sock: socket.socket, litellm: Any) -> None:
     from rubric_engine.models.litellm_runtime import RUNTIME, parse_reply
 
     reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(_frame(("ready", 0)))  # LiteLLM is imported: the main process may start its calls' clocks
     tasks: dict[int, asyncio.Task[Any]] = {}
     capped: dict[tuple[str, str | None], bool] = {}
     clients: dict[tuple[Any, ...], Any] = {}
@@ -363,6 +343,8 @@ async def _serve(sock: socket.socket, litellm: Any) -> None:
             message = pickle.loads(await reader.readexactly(size))
             if message[0] == "call" and not state["stopped"]:
                 tasks[message[1]] = loop.create_task(one(message[1], message[2], message[3]))
+            elif message[0] == "ping":
+                writer.write(_frame(("pong", message[1])))
             elif message[0] == "cancel" and message[1] in tasks:
                 tasks[message[1]].cancel()
             elif message[0] == "stop":

@@ -16,12 +16,21 @@ from typing import Any, Callable
 from rubric_engine.errors import RubricEngineError
 from rubric_engine.store.transcripts import TRANSCRIPTS_DIR, WHERE, Call, Transcripts
 
-__all__ = ["call_heading", "calls_text", "calls_html", "record_text", "run_calls", "PAGE_CHARS", "QUESTION_CHARS"]
+__all__ = ["call_heading", "calls_text", "calls_html", "record_text", "run_calls", "clipped", "PAGE_CHARS",
+           "QUESTION_CHARS"]
 
 QUESTION_CHARS = 40_000  # texts of one question's calls embedded in report.html; `show` prints them all
+QUESTION_CALLS = 200  # and calls listed (each a folded heading once its texts are past QUESTION_CHARS)
 PAGE_CHARS = 6_000_000  # and of all questions of one run: past it, the drill-down names `show` instead
 
 _KIND = {"reply": "reply", "cache_hit": "cache hit", "rejected": "reply refused by the parser", "error": "error"}
+
+
+def clipped(text: Any, max_chars: int = QUESTION_CHARS) -> Any:
+    """A record's text as the report embeds it: past `max_chars`, cut with a note naming where the whole is."""
+    if not isinstance(text, str) or len(text) <= max_chars:
+        return text
+    return text[:max_chars] + f"\n[... {len(text) - max_chars} more characters: samples.jsonl, rubric-engine show]"
 
 
 def call_heading(c: Call) -> str:
@@ -88,10 +97,17 @@ def calls_html(calls: Sequence[Call], max_chars: int = QUESTION_CHARS) -> str:
     if not calls:
         return ""
     budget, parts = max_chars, []
-    for c in calls:
+    for n, c in enumerate(calls):
+        if n >= QUESTION_CALLS:  # a long conversation's hundreds of calls: a count, never a block for each
+            parts.append(f'<p class="note">{len(calls) - n} more call(s) not embedded (a question shows its first '
+                         f"{QUESTION_CALLS}): rubric-engine show</p>")
+            break
         body = []
         for title, text in _sections(c):
-            shown = text[:max(budget, 0)]
+            if budget <= 0:  # a long conversation's request: its turns are not listed one empty block each
+                body.append('<p class="note">[... the rest of this call: rubric-engine show]</p>')
+                break
+            shown = text[:budget]
             budget -= len(shown)
             cut = (f"\n[... {len(text) - len(shown)} more characters: rubric-engine show]"
                    if len(shown) < len(text) else "")

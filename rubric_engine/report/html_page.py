@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
-from rubric_engine.report.calls_view import run_calls
+from rubric_engine.report.calls_view import clipped, run_calls
 from rubric_engine.report import provenance as prov
 from rubric_engine.report import questions_view as qview
 from rubric_engine.report.fonts import font_face_css
@@ -227,7 +227,7 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None, c
     if turns or "transcript" not in sample:  # a conversation may have no fixed prefix to show
         body.append(views.dialogue(turns))
     body.append(transcript_html(sample))  # a conversation's turns ('' for a single reply)
-    body.append(f"<p class=\"note\">Reply:</p><pre>{_e(sample.get('response'))}</pre>")
+    body.append(f"<p class=\"note\">Reply:</p><pre>{_e(clipped(sample.get('response')))}</pre>")
     body.append(_criteria(sample, lb))
     body.append(_games(sample))
     body.append(calls)  # the question's calls from the run's transcripts (report/calls_view.py)

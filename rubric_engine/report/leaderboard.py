@@ -284,8 +284,9 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
     from rubric_engine.text.terminal import SafeConsole
 
     dirs = [Path(d) for d in dirs]
-    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs, trust_code), n_boot=n_boot, seed=seed)
-    lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs)
+    skipped: list[str] = []  # a damaged run directory costs the leaderboard that run, named in one line
+    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs, trust_code, skipped), n_boot=n_boot, seed=seed)
+    lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs) + skipped
     target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
     from rubric_engine.report.html_views import find_agreement
 

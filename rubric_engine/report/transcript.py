@@ -10,19 +10,33 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from rubric_engine.report.calls_view import QUESTION_CHARS, clipped
+
 __all__ = ["transcript_html"]
 
 _WHO = {"user": "user", "assistant": "candidate"}
 _ENDED = {"stop": "the simulated user ended it", "max_turns": "cut at max_turns"}
 
 
-def transcript_html(sample: Mapping[str, Any]) -> str:
-    """The record's transcript, one block per turn ('' for a single-reply record)."""
+def transcript_html(sample: Mapping[str, Any], max_chars: int = QUESTION_CHARS) -> str:
+    """The record's transcript, one block per turn ('' for a single-reply record); past `max_chars` characters of
+    turns the rest is a note pointing to the full text (samples.jsonl, `rubric-engine show`), so a conversation of
+    thousands of turns keeps the page small."""
     turns = sample.get("transcript")
     if not isinstance(turns, list):
         return ""
-    body = "".join(f'<div class="turn"><b>{html.escape(_WHO.get(str(t.get("role")), str(t.get("role"))))}</b>'
-                   f'<pre>{html.escape(str(t.get("content", "")))}</pre></div>' for t in turns if isinstance(t, Mapping))
+    budget, blocks = max_chars, []
+    for k, t in enumerate(t for t in turns if isinstance(t, Mapping)):
+        text = str(t.get("content", ""))
+        if budget <= 0:
+            blocks.append(f'<p class="note">{len(turns) - k} more turn(s) not embedded (over {max_chars} characters):'
+                          " the whole conversation is in samples.jsonl and rubric-engine show</p>")
+            break
+        shown = clipped(text, budget)
+        budget -= len(text)
+        blocks.append(f'<div class="turn"><b>{html.escape(_WHO.get(str(t.get("role")), str(t.get("role"))))}</b>'
+                      f'<pre>{html.escape(shown)}</pre></div>')
+    body = "".join(blocks)
     how = _ENDED.get(str(sample.get("ended")), "")
     note = f"Conversation ({len(turns)} turns{'; ' + how if how else ''}):"
     err = sample.get("user_error")

@@ -26,10 +26,11 @@ from rubric_engine.models.events import call_context
 from rubric_engine.models.mock import MockUser
 from rubric_engine.models.redact import redact
 from rubric_engine.run.record import Outcome
+from rubric_engine.spec.limits import MAX_REPLY_CHARS
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.store.layout import ANSWERS_FILE, iter_jsonl
 
-__all__ = ["converse", "conversation_counts", "given_transcripts"]
+__all__ = ["converse", "conversation_counts", "given_transcripts", "within_cap", "OversizedReply"]
 
 MOCK_USER_TURNS = 3  # the keyless mock user says the stop signal after this many turns of its own
 
@@ -41,9 +42,29 @@ class EmptyUserReply(ModelCallError):
         return "the simulated user returned an empty reply"
 
 
+class OversizedReply(ModelCallError):
+    """A reply past MAX_REPLY_CHARS (spec/limits.py): that question's error, never cached, never retried (the same
+    request would buy the same runaway reply again), and never quoted into a judge prompt it could not fit."""
+
+    def __init__(self, who: str, size: int) -> None:
+        self.sentence = (f"the {who} returned a reply of {size} characters, over the limit of {MAX_REPLY_CHARS} "
+                         "a reply may have; the question is not judged")
+        super().__init__(who, self.sentence, attempts=1)
+
+    def __str__(self) -> str:
+        return self.sentence
+
+
+def within_cap(who: str, text: str) -> None:
+    """Refuse a reply too long to judge (the accept check of every candidate and simulated user call)."""
+    if len(text) > MAX_REPLY_CHARS:
+        raise OversizedReply(who, len(text))
+
+
 def _accept_user(text: str) -> None:
     if not text.strip():
         raise EmptyUserReply("user", "the simulated user returned an empty reply", attempts=1)
+    within_cap("simulated user", text)
 
 
 def _add(o: Outcome, res: CallResult, role: str) -> None:
@@ -61,14 +82,21 @@ def _add(o: Outcome, res: CallResult, role: str) -> None:
         o.cand_tokens, o.cand_cost, o.cand_cached, o.cand_calls = tokens, cost, cached + int(res.cached), o.cand_calls + 1
 
 
-async def _candidate_turn(o: Outcome, cand: ModelClient, prefix: Sequence[dict[str, str]],
-                          accept: Callable[[str], None], repeat: int) -> None:
-    """The candidate answers the conversation so far; its reply is appended to the transcript."""
+def _said(o: Outcome, said: list[dict[str, str]], turn: Turn) -> None:
+    """Append a turn to the transcript and to its messages, kept side by side so that no turn's request rebuilds
+    the whole conversation (a long conversation stays linear in its turns, apart from what each request sends)."""
     assert o.transcript is not None
-    turn = sum(1 for t in o.transcript if t.role == "assistant") + 1
+    o.transcript.append(turn)
+    said.append({"role": turn.role, "content": turn.content})
+
+
+async def _candidate_turn(o: Outcome, cand: ModelClient, prefix: Sequence[dict[str, str]],
+                          said: list[dict[str, str]], accept: Callable[[str], None], repeat: int) -> None:
+    """The candidate answers the conversation so far; its reply is appended to the transcript."""
+    turn = o.cand_calls + 1  # every earlier candidate call of this conversation was a turn answered
     try:
         with call_context(turn=turn):  # the transcripts name the turn
-            res = await cand.complete(candidate_view(prefix, _as_messages(o.transcript)), accept=accept, repeat=repeat)
+            res = await cand.complete(candidate_view(prefix, said), accept=accept, repeat=repeat)
     except ModelCallError as exc:  # FatalModelError included: the pipeline decides whether it stops the run
         exc.turn = turn  # type: ignore[attr-defined]
         o.response = None  # an unfinished conversation has no last reply to judge (its turns are in the transcript)
@@ -79,21 +107,17 @@ async def _candidate_turn(o: Outcome, cand: ModelClient, prefix: Sequence[dict[s
     _add(o, res, "candidate")
     o.truncated = o.truncated or res.finish_reason == "length"
     o.response = res.text
-    o.transcript.append(Turn("assistant", res.text))
+    _said(o, said, Turn("assistant", res.text))
 
 
-def _as_messages(transcript: Sequence[Turn]) -> list[Mapping[str, str]]:
-    return [{"role": t.role, "content": t.content} for t in transcript]
-
-
-async def _user_turn(spec: BenchmarkSpec, q: Question, o: Outcome, user: ModelClient, repeat: int) -> bool:
+async def _user_turn(spec: BenchmarkSpec, q: Question, o: Outcome, user: ModelClient, said: list[dict[str, str]],
+                     repeat: int) -> bool:
     """The simulated user speaks; False when the session is over (its stop signal, or its failure)."""
-    assert o.transcript is not None
     conv = spec.conversation
-    turn = sum(1 for t in o.transcript if t.role == "user") + 1
+    turn = o.user_calls + 1
     try:
         with call_context(turn=turn):  # the transcripts name the turn
-            res = await user.complete(simulator_view(spec, q, _as_messages(o.transcript)), accept=_accept_user,
+            res = await user.complete(simulator_view(spec, q, said), accept=_accept_user,
                                       repeat=repeat, expect=MockUser(conv.stop, MOCK_USER_TURNS))
     except ModelCallError as exc:
         if isinstance(exc, FatalModelError) and exc.stops_run:
@@ -105,12 +129,12 @@ async def _user_turn(spec: BenchmarkSpec, q: Question, o: Outcome, user: ModelCl
         return False
     _add(o, res, "user")
     if conv.stop in res.text:
-        said = res.text.split(conv.stop, 1)[0].strip()
-        if said:  # the user's last words, kept for the judge; the candidate is not asked to answer them
-            o.transcript.append(Turn("user", said))
+        last = res.text.split(conv.stop, 1)[0].strip()
+        if last:  # the user's last words, kept for the judge; the candidate is not asked to answer them
+            _said(o, said, Turn("user", last))
         o.ended = "stop"
         return False
-    o.transcript.append(Turn("user", res.text))
+    _said(o, said, Turn("user", res.text))
     return True
 
 
@@ -119,20 +143,21 @@ async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClie
     """Run one conversation into `o` (transcript, response = the last reply, tokens, cost, cache hits, ended)."""
     conv = spec.conversation
     prefix = candidate_prefix(spec, q)
+    said: list[dict[str, str]] = []
     o.transcript = []
     if conv.mode == "scripted":
         for text in q.turns:
-            o.transcript.append(Turn("user", text))
-            await _candidate_turn(o, cand, prefix, accept, repeat)
+            _said(o, said, Turn("user", text))
+            await _candidate_turn(o, cand, prefix, said, accept, repeat)
         return
     assert user is not None  # run/plan.py: a simulated conversation has a user model
     o.user_tokens = (0, 0)
     if conv.first == "candidate":
-        await _candidate_turn(o, cand, prefix, accept, repeat)
+        await _candidate_turn(o, cand, prefix, said, accept, repeat)
     for _ in range(conv.max_turns):
-        if not await _user_turn(spec, q, o, user, repeat):
+        if not await _user_turn(spec, q, o, user, said, repeat):
             break
-        await _candidate_turn(o, cand, prefix, accept, repeat)
+        await _candidate_turn(o, cand, prefix, said, accept, repeat)
     else:
         o.ended = "max_turns"
     if o.response is None and o.user_error is None:

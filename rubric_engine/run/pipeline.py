@@ -29,7 +29,7 @@ from rubric_engine.models.interrupt import SignalStop, stopped
 from rubric_engine.models.redact import redact
 from rubric_engine.report.console import ProgressBoard
 from rubric_engine.run.plan import RunPlan
-from rubric_engine.run.dialogue import converse, given_transcripts
+from rubric_engine.run.dialogue import converse, given_transcripts, within_cap
 from rubric_engine.run.record import Outcome
 from rubric_engine.run.callnotes import call_notes
 from rubric_engine.run.settings import RunSettings, prompt_cache_of
@@ -49,6 +49,7 @@ class EmptyReply(ModelCallError):
 def _accept_candidate(text: str) -> None:
     if not text.strip():
         raise EmptyReply("candidate", "the candidate returned an empty reply", attempts=1)
+    within_cap("candidate", text)
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

@@ -75,14 +75,26 @@ def _plain(content: Any) -> str:
 
 
 class _Question:
-    """What one question's calls wrote so far: the last text of each kind (a base for the next) and its long
-    texts (looked for in its later prompts)."""
+    """What one question's calls wrote so far: the last text of each kind (a base for the next), its long
+    texts (looked for in its later prompts), and each (role, model)'s last message list with its call number (a
+    conversation's next request repeats it and adds turns: written as `after` that call, its new messages only)."""
 
-    __slots__ = ("bases", "known")
+    __slots__ = ("bases", "known", "lists")
 
     def __init__(self) -> None:
         self.bases: dict[tuple[Any, ...], tuple[str, str]] = {}
         self.known: list[tuple[str, str]] = []
+        self.lists: dict[tuple[str, str], tuple[int, list[Any]]] = {}
+
+
+def _same(m: Any, n: Any) -> bool:
+    """Two messages alike (the same objects, as a conversation's next request reuses them, or equal)."""
+    return m is n or (m.get("role") == n.get("role") and m.get("content") == n.get("content"))
+
+
+def _extends(earlier: list[Any], messages: list[Any]) -> bool:
+    """`messages` starts with every message of `earlier` (a conversation's next turn, a re-ask)."""
+    return 0 < len(earlier) <= len(messages) and all(_same(a, b) for a, b in zip(earlier, messages))
 
 
 class TranscriptWriter:
@@ -148,10 +160,11 @@ class TranscriptWriter:
             self._chains.pop(e.chain, None)
         q = self._question(qid)
         messages = list(e.messages or ())
-        texts = _redacted([_plain(m.get("content")) for m in messages] + [e.text or "", e.parse_error or "",
-                                                                             e.error or ""])
-        head["messages"] = [{"role": m.get("role"), **self._content(texts[i], q, (e.role, e.model, "m", i))}
-                            for i, m in enumerate(messages)]
+        skip = self._after(head, q, (e.role, e.model), number, messages)  # a conversation: its new turns only
+        texts = _redacted([_plain(m.get("content")) for m in messages[skip:]] + [e.text or "", e.parse_error or "",
+                                                                                    e.error or ""])
+        head["messages"] = [{"role": m.get("role"), **self._content(texts[i], q, (e.role, e.model, "m", skip + i))}
+                            for i, m in enumerate(messages[skip:])]
         if e.text is not None:
             head["reply"] = self._content(texts[-3], q, (e.role, e.model, "r"))
         if e.parse_error is not None:
@@ -161,6 +174,21 @@ class TranscriptWriter:
         head.update(attempts=e.attempts, tokens=[e.prompt_tokens, e.completion_tokens], cost=e.cost,
                     latency=e.latency, cached=e.cached, t=round(e.time, 3))
         self._write(head)
+
+    @staticmethod
+    def _after(head: dict[str, Any], q: _Question | None, who: tuple[str, str], number: int,
+               messages: list[Any]) -> int:
+        """How many leading messages are those of this question's last call by the same role and model (then
+        `after` names that call): each turn of a conversation is written once, never copied into every later
+        call, so transcripts grow linearly with the turns."""
+        if q is None:
+            return 0
+        earlier = q.lists.get(who)
+        q.lists[who] = (number, messages)
+        if earlier is None or not _extends(earlier[1], messages):
+            return 0
+        head["after"] = earlier[0]
+        return len(earlier[1])
 
     def _question(self, qid: Any) -> _Question | None:
         if not isinstance(qid, str):

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
+from rubric_engine.spec.limits import MAX_TURNS
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
 from rubric_engine.spec.scales import drop_score_defaults, score_defaults
 
@@ -156,7 +157,7 @@ class Conversation(_Model):
     (scripted), or a simulated user (simulated) for up to `max_turns` turns, ended early by `stop`."""
     mode: Literal["single", "scripted", "simulated"] = "single"
     simulator: Simulator | None = None
-    max_turns: int = Field(default=6, ge=1)
+    max_turns: int = Field(default=6, ge=1, le=MAX_TURNS)  # spec/limits.py: the bound scripted rows are held to
     stop: str = Field(default="<END>", min_length=1)
     first: Literal["user", "candidate"] = "user"
 

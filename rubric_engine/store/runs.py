@@ -310,8 +310,11 @@ def _complete(run_dir: Path) -> bool:
     return manifest is None or manifest.get("state") == "complete"  # None: a run made before manifests
 
 
-def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False, trust_code: bool = False) -> list[RunRecord]:
-    """All complete runs under the given dirs (each once), all of one benchmark and one spec hash."""
+def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False, trust_code: bool = False,
+                 skipped: list[str] | None = None) -> list[RunRecord]:
+    """All complete runs under the given dirs (each once), all of one benchmark and one spec hash. `skipped`: a
+    run directory that cannot be read (damaged files, no permission) is left out with one line added there, as
+    long as another run is left to rank; without it (None) the first such directory is the error."""
     if not dirs:
         raise ConfigError("no directories given; pass run directories or sweep directories")
     seen: dict[Path, None] = {}
@@ -321,7 +324,7 @@ def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False, trust_co
                 seen.setdefault(run_dir.resolve(), None)
     if not seen:
         raise ConfigError("no complete run to rank: " + "; ".join(incomplete_runs(dirs)))
-    runs = [load_run(p, trust_code) for p in seen]
+    runs = _readable(list(seen), trust_code, skipped)
     hashes = {r.summary.get("spec_hash") for r in runs} - {None}
     if len(hashes) > 1 and not allow_mixed_specs:
         listing = "; ".join(f"{r.dir}: {str(r.summary.get('spec_hash'))[:12]}" for r in runs)
@@ -333,6 +336,22 @@ def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False, trust_co
         listing = "; ".join(f"{r.dir}: {r.benchmark}" for r in runs)
         raise ConfigError(f"runs of different benchmarks cannot share a leaderboard ({listing}); "
                           "pass the directories of one benchmark at a time")
+    return runs
+
+
+def _readable(dirs: list[Path], trust_code: bool, skipped: list[str] | None) -> list[RunRecord]:
+    """Each run directory read and checked; with `skipped`, one that fails is a line there instead of the end."""
+    runs, first = [], None
+    for run_dir in dirs:
+        try:
+            runs.append(load_run(run_dir, trust_code))
+        except (DataError, OSError) as exc:
+            if skipped is None:
+                raise
+            first = first or exc
+            skipped.append(f"{run_dir}: left out, unreadable: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+    if not runs and first is not None:
+        raise first
     return runs
 
 

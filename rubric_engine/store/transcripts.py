@@ -6,6 +6,9 @@ conversation and reply once per criterion, so texts are stored once, content-add
 points to a line before it:
   text  {"h": HASH, "t": TEXT} or {"h": HASH, "p": PIECES}   HASH = blake2b-64 (hex) of the text
   call  {"call": N, "kind": ..., "q": ID, "role": ..., "messages": [...], "reply": CONTENT, ...}
+        with "after": M, the call's messages are call M's (same question, written before) followed by "messages":
+        a conversation's request at turn k repeats the turns before it, and writing them again at every turn would
+        make the file quadratic in the number of turns.
 A CONTENT is {"text": TEXT} (short, inline), {"ref": HASH} or {"parts": PIECES}; PIECES is a list of literal
 strings and {"ref": HASH} or {"ref": HASH, "at": [START, END]} (a slice of that text). A run killed mid-write
 leaves at most its last line incomplete: the reader skips it and a resumed run cuts it off before appending.
@@ -62,7 +65,7 @@ class Call:
     model: str
     model_id: str
     question: str | None
-    messages: list[tuple[str, str]]  # (role, content)
+    own: list[tuple[str, str]]  # (role, content): the messages after those of `earlier` (all of them without one)
     reply: str | None
     parse_error: str | None = None
     error: str | None = None
@@ -79,6 +82,18 @@ class Call:
     context: dict[str, Any] = field(default_factory=dict)  # sample, turn, criterion where known
     retries: list[Retry] = field(default_factory=list)
     time: float | None = None
+    earlier: "Call | None" = None  # the call whose messages come first (a conversation's previous turn)
+
+    @property
+    def messages(self) -> list[tuple[str, str]]:
+        """Every message as sent, (role, content): built when asked (a conversation's calls share their turns,
+        so holding each call's whole list would take memory quadratic in the turns)."""
+        chain: list[list[tuple[str, str]]] = []
+        c: Call | None = self
+        while c is not None:
+            chain.append(c.own)
+            c = c.earlier
+        return [m for own in reversed(chain) for m in own]
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -138,12 +153,13 @@ def content_text(content: Any, texts: Mapping[str, Any], depth: int = 0) -> str:
     return "".join(out)
 
 
-def _call(rec: Mapping[str, Any], texts: Mapping[str, Any]) -> Call:
+def _call(rec: Mapping[str, Any], texts: Mapping[str, Any], earlier: Mapping[int, Call]) -> Call:
     ctx = {k: rec[k] for k in WHERE if rec.get(k) is not None}
     tokens = rec.get("tokens") or [0, 0]
     return Call(number=int(rec["call"]), kind=str(rec.get("kind")), role=str(rec.get("role")),
                 model=str(rec.get("model")), model_id=str(rec.get("model_id")), question=rec.get("q"),
-                messages=[(str(m.get("role")), content_text(m, texts)) for m in rec.get("messages") or []],
+                own=[(str(m.get("role")), content_text(m, texts)) for m in rec.get("messages") or []],
+                earlier=earlier.get(rec["after"]) if isinstance(rec.get("after"), int) else None,
                 reply=content_text(rec["reply"], texts) if rec.get("reply") is not None else None,
                 parse_error=rec.get("parse_error"), error=rec.get("error"), status=rec.get("status"),
                 attempts=int(rec.get("attempts") or 0), prompt_tokens=int(tokens[0]), completion_tokens=int(tokens[1]),
@@ -202,9 +218,13 @@ class Transcripts:
                 need = more
                 if not need:
                     break
-        calls = [_call(rec, texts) for rec in chosen]
-        for c in calls:
+        calls: list[Call] = []
+        by_number: dict[int, Call] = {}
+        for rec in chosen:
+            c = _call(rec, texts, by_number)
             c.retries = retries.pop(c.number, [])
+            by_number[c.number] = c
+            calls.append(c)
         return calls
 
 
