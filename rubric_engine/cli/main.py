@@ -287,9 +287,9 @@ def _front(argv: list[str]) -> None:
 
 
 def _main(argv: list[str], debug: bool) -> None:
-    from rubric_engine.cli.overrides import group_choices, hydra_form
+    from rubric_engine.cli.overrides import group_choices, hydra_form, swept_entry_keys
 
-    argv = [hydra_form(a) for a in argv]
+    argv = swept_entry_keys([hydra_form(a) for a in argv])
     try:
         from rubric_engine.cli.adhoc import register
         from rubric_engine.cli.sweepcheck import check_sweep_keys

@@ -24,7 +24,7 @@ from rubric_engine.cli.args import CONFIG_DIRS_ENV, config_dirs, did_you_mean
 from rubric_engine.errors import ConfigError
 
 __all__ = ["check_overrides", "check_command_line", "known_keys", "group_entries", "override_syntax_error",
-           "unknown_word", "hydra_form", "GROUPS", "RUN_WORDS", "help_config", "quickstart", "group_choices"]
+           "unknown_word", "hydra_form", "swept_entry_keys", "GROUPS", "RUN_WORDS", "help_config", "quickstart", "group_choices"]
 
 GROUPS = ("candidate", "judge", "user")
 _CONFIG_MODULE = "rubric_engine.conf"
@@ -190,6 +190,17 @@ def hydra_form(arg: str) -> str:
     parts = bare.split(".")
     model_key = parts[0] in GROUPS and len(parts) > 1 and (len(parts) > 2 or parts[1] not in _in_every_entry(parts[0]))
     return f"++{bare}={value}" if key != bare or model_key else arg
+
+
+def swept_entry_keys(argv: Sequence[str]) -> list[str]:
+    """`argv` (in hydra_form) with `candidate.api_base=URL` made `++candidate.api_base=URL` when the same sweep
+    chooses several `candidate=` entries: Hydra composes a sweep's primary config without its swept choices,
+    where no candidate entry exists yet to hold the key; `++` adds it there and sets it in every job."""
+    if not any(a in ("-m", "--multirun") for a in argv):
+        return list(argv)
+    swept = {k for k, _, v in (a.partition("=") for a in argv) if k in GROUPS and ("," in v or _SWEEP_FN.match(v))}
+    return [f"++{a}" if a.split(".", 1)[0] in swept and "." in a.partition("=")[0] and not a.startswith(("+", "-", "~"))
+            else a for a in argv]
 
 
 # ------------------------------------------------------------------ the shape of the command line
