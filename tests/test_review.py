@@ -159,6 +159,6 @@ def test_bad_arguments_one_line_exit_2(review_runs: list[Path], tmp_path: Path) 
         res = run("review", "export", str(review_runs[0]), *args, f"out={tmp_path}")
         assert res.returncode == 2, (args, res.stderr)
         assert needle in res.stderr and "Traceback" not in res.stderr
-        assert res.stderr.startswith("rubric-engine: error: review export:") and len(res.stderr.splitlines()) == 2
+        assert res.stderr.startswith("rubric-engine: error: review export:") and len(res.stderr.splitlines()) == 1
     res = run("review", "export", str(tmp_path / "nowhere"))
     assert res.returncode == 2 and "not a directory" in res.stderr

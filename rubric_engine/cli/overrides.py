@@ -134,7 +134,8 @@ def check_overrides(argv: Sequence[str]) -> None:
         key = key.lstrip("+")
         keys = keys if keys is not None else known_keys()
         if top not in keys:
-            hint = did_you_mean(top, keys).replace("?)", "=?)")
+            ours = foreign_key(key) if key == top else None  # another tool's word: our key with its value
+            hint = f" (did you mean {ours}={value}?)" if ours else did_you_mean(top, keys).replace("?)", "=?)")
             raise ConfigError(f"unknown key {key!r}{hint}; known keys: {', '.join(keys)} "
                               "(see rubric-engine --help)")
         _check_nested(key, top)
@@ -237,8 +238,26 @@ def _norm(name: str) -> str:
     return name.strip("-").replace("-", "_").replace(".", "_").lower()
 
 
+# Words of other evaluation tools (inspect_ai, lm-evaluation-harness, promptfoo, OpenAI's evals) for what one of
+# our keys does, normalised as _norm does: `--model X`, `model=X`, `--log-dir D`, `output_dir=D`, `--tasks T`.
+_FOREIGN = {"model": "candidate", "models": "candidate", "provider": "candidate", "providers": "candidate",
+            "log_dir": "hydra.run.dir", "output_dir": "hydra.run.dir", "output_path": "hydra.run.dir",
+            "outdir": "hydra.run.dir", "out_dir": "hydra.run.dir", "output": "hydra.run.dir",
+            "task": "benchmark", "tasks": "benchmark", "eval": "benchmark", "grader": "judge",
+            "judge_model": "judge", "grader_model": "judge", "max_connections": "concurrency",
+            "max_concurrency": "concurrency", "temperature": "candidate.params.temperature"}
+
+
+def foreign_key(word: str) -> str | None:
+    """Our key for a word another evaluation tool uses (`log_dir` -> `hydra.run.dir`), or None."""
+    return _FOREIGN.get(_norm(word))
+
+
 def _as_override(flag: str, value: str | None) -> tuple[str | None, str]:
-    """`--dry-run` -> ('dry_run', 'dry_run=true'); an unknown flag -> (None, the closest key=value or '')."""
+    """`--dry-run` -> ('dry_run', 'dry_run=true'); an unknown flag -> (None, the closest key=value or ''),
+    another tool's flag (`--model X`, `--log-dir D`) -> (None, our key=value)."""
+    if foreign_key(flag):
+        return None, f"{foreign_key(flag)}={'VALUE' if value is None else value}"
     keys = _flag_keys()
     by_norm = {_norm(k): k for k in keys}
     key = by_norm.get(_norm(flag))
