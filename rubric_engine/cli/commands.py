@@ -87,12 +87,12 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
             continue  # shown by the taxonomy table
         counts = _group_counts(qs, b.by, b.prefix)
         t = Table(title=shown(f"{spec.label(b.labels, 'en') or b.id} ({b.by}{': ' + b.prefix if b.prefix else ''})"))
-        for col in ("Group", "English", "Questions"):
+        for col in ("Group", f"Label ({spec.locale})", "Questions"):  # the labels shown: the spec's own language
             t.add_column(col, justify="right" if col == "Questions" else "left")
         names = {"scenario": spec.report.scenarios, "subset": spec.report.subsets}.get(b.by, {})
         for group, n in counts.most_common():
             labels = b.groups.get(group) or names.get(group)
-            t.add_row(shown(group) if group else "(empty)", shown(spec.label(labels, "en")) if labels else "", str(n))
+            t.add_row(shown(group) if group else "(empty)", shown(spec.label(labels)) if labels else "", str(n))
         console.print(t)
     for w in ds.warnings:
         console.print(f"[yellow]warning:[/] {shown(w)}", highlight=False, soft_wrap=True)

@@ -263,6 +263,11 @@ def _front(argv: list[str]) -> None:
     pipes_close_quietly()
     if argv[0] in SUBCOMMANDS and not run:
         sys.exit(run_subcommand(argv[0], argv[1:], _compose))
+    if any(a in ("--help", "-h") for a in argv):  # the run's help: ours, without Hydra (overrides.run_help)
+        from rubric_engine.cli.overrides import run_help
+
+        print_quietly(run_help())
+        sys.exit(0)
     if "--version" in argv or argv[:1] == ["-V"]:
         print(f"rubric-engine {_version()}")
         sys.exit(0)

@@ -278,6 +278,32 @@ def help_config() -> dict[str, str]:
     return yaml.safe_load(text)
 
 
+_HELP_KEYS = {"baseline.entry": "baseline", "jury.judges": None}  # config paths a user writes otherwise (judge=[a,b])
+DOCS = ("Docs: README.md and docs/ (docs/cli.md: the command line) are in the project's source distribution, "
+        "not in the installed package: pip download --no-deps --no-binary :all: rubric-engine")
+
+
+def run_help() -> str:
+    """`rubric-engine --help`: the header, each model group's entries (the package's and the user's own, from
+    ./conf and $RUBRIC_ENGINE_CONFIG_DIRS), every key as the `key=default` a command line writes, the footer.
+    Written here rather than by Hydra, whose listing misses the user's entries and prints the config as YAML
+    (`baseline:` / `  entry:` for what is typed `baseline=`)."""
+    from rubric_engine.cli.args import config_dirs
+
+    own = {g: {p.stem for d in config_dirs() if (d / g).is_dir() for p in (d / g).glob("*.yaml")} for g in GROUPS}
+    groups = [f"{g}: " + ", ".join(f"{n} (yours)" if n in own[g] else n for n in group_entries(g)) for g in GROUPS]
+    keys = []
+    for key, default in _flag_keys().items():
+        shown_key = _HELP_KEYS.get(key, key)
+        if shown_key is not None and key not in ("judge.repeats", "judge.tie", "candidate.samples"):
+            value = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
+            keys.append(f"{shown_key}={'[]' if value == [] else value}")
+    cfg = help_config()
+    return "\n".join([cfg["header"].rstrip(), "", "== Config groups: model entries (choose one with group=entry, or a LiteLLM id) ==",
+                      *groups, f"Your own: ./conf/<group>/<name>.yaml or a directory in ${CONFIG_DIRS_ENV}", "",
+                      "== Keys (key=default) ==", *keys, "", cfg["footer"].rstrip()])
+
+
 def quickstart() -> str:
     """The keyless first command, as --help shows it (`Try it (...): rubric-engine ...`)."""
     found = re.search(r"^Try it[^:]*:\s*(rubric-engine .+)$", help_config()["header"], re.M)

@@ -87,11 +87,9 @@ def fail(exc: BaseException, debug: bool, original: BaseException | None = None,
 def short_help() -> str:
     """What a bare `rubric-engine` prints: the --help header (usage, the keyless quickstart, subcommands)
     and where to read more, without Hydra's listing of groups and the current config."""
-    from rubric_engine.cli.overrides import help_config
+    from rubric_engine.cli.overrides import DOCS, help_config
 
-    return (f"{help_config()['header'].rstrip()}\n\nEvery key, the config groups and the current config: "
-            "rubric-engine --help\nDocs: README.md and docs/ of the source distribution "
-            "(docs/cli.md: the command line)")
+    return f"{help_config()['header'].rstrip()}\n\nEvery key and the model entries (yours too): rubric-engine --help\n{DOCS}"
 
 
 def print_quietly(text: str) -> None:
