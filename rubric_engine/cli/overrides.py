@@ -199,7 +199,8 @@ def swept_entry_keys(argv: Sequence[str]) -> list[str]:
     where no candidate entry exists yet to hold the key; `++` adds it there and sets it in every job."""
     if not any(a in ("-m", "--multirun") for a in argv):
         return list(argv)
-    swept = {k for k, _, v in (a.partition("=") for a in argv) if k in GROUPS and ("," in v or _SWEEP_FN.match(v))}
+    swept = {k for k, _, v in (a.partition("=") for a in argv)  # a jury, judge=[a,b], is one value, not a sweep
+             if k in GROUPS and (("," in v and not v.lstrip().startswith("[")) or _SWEEP_FN.match(v))}
     return [f"++{a}" if a.split(".", 1)[0] in swept and "." in a.partition("=")[0] and not a.startswith(("+", "-", "~"))
             else a for a in argv]
 
