@@ -113,7 +113,11 @@ def test_an_entry_file_of_that_name_wins(tmp_path: Path, env: dict[str, str], gr
 
 
 def test_the_provider_list_is_litellms() -> None:
-    """Every name the start-up check accepts without importing LiteLLM is a provider of the installed LiteLLM."""
+    """Every name the start-up check accepts without importing LiteLLM is a provider of the installed LiteLLM, and
+    the list read from its source is the one the imported LiteLLM holds."""
     from rubric_engine.models.adhoc import installed_providers
+    from rubric_engine.models.litellm_runtime import RUNTIME
 
-    assert KNOWN_PROVIDERS <= installed_providers() and {"openai", "anthropic", "ollama"} <= KNOWN_PROVIDERS
+    imported = {str(getattr(p, "value", p)) for p in RUNTIME.module().provider_list}
+    assert installed_providers() == imported
+    assert KNOWN_PROVIDERS <= imported and {"openai", "anthropic", "ollama"} <= KNOWN_PROVIDERS

@@ -132,7 +132,7 @@ def test_user_errors_are_one_line_exit_2(tmp_path: Path, env: dict[str, str], ar
     assert res.returncode == 2, (res.stdout, res.stderr)
     lines = res.stderr.strip().splitlines()
     assert lines[0].startswith("rubric-engine: error: ") and message in lines[0], lines
-    assert lines[1:] == ["(add debug=true for the full traceback)"]
+    assert lines[1:] == []  # one line: the fix, no traceback hint (debug=true is in README)
     assert "+candiate" not in res.stderr and "HYDRA_FULL_ERROR" not in res.stderr
 
 

@@ -108,9 +108,10 @@ def test_page_is_blind_self_contained_and_cjk_ready(sheet: Path) -> None:
     html = (sheet / "review.html").read_text(encoding="utf-8")
     assert "JUDGE-REASONING" not in html  # the judge's reasoning
     assert not re.search(r"\bhit\b|verdict|cand_[abc]", html)  # nor its verdicts, nor which model replied
-    assert not re.search(r"https?:|//[\w.-]+\.\w|@import|url\(", html)  # nothing fetched from anywhere
-    page = parse(sheet / "review.html")
-    assert page.tags["script"] == 1 and page.tags["link"] == 0 and page.tags["img"] == 0
+    assert "@font-face" in html and html.count("url(data:font/") == 1  # the CJK glyphs embedded, as data
+    assert not re.search(r"https?:|//[\w.-]+\.\w|@import|url\(", html.replace("url(data:font/", ""))  # nothing fetched
+    page = parse(sheet / "review.html")  # the page's script and the font's re-layout script (report/fonts.py)
+    assert page.tags["script"] == 2 and page.tags["link"] == 0 and page.tags["img"] == 0
     assert not [v for k, v in page.attrs if k in ("src", "href")]
     assert "PingFang SC" in html and "Noto Sans CJK SC" in html
     assert html.count('data-v="met"') == html.count('data-v="not_met"') == html.count('data-v="unsure"') == 40
@@ -121,7 +122,7 @@ def test_hostile_reply_renders_as_text(review_runs: list[Path], tmp_path: Path) 
     res = run("review", "export", str(review_runs[0]), "n=15", "unit=reply", "stratify=subset", f"out={tmp_path}")
     assert res.returncode == 0, res.stderr
     page = parse(tmp_path / "review.html")
-    assert page.tags["script"] == 1 and page.tags["img"] == 0 and page.tags["b"] == 0
+    assert page.tags["script"] == 2 and page.tags["img"] == 0 and page.tags["b"] == 0  # page's, font's re-layout
     assert any(HOSTILE in t for t in page.text)
     rows = read_sheet(tmp_path / "review.csv")
     assert len(rows) == sum(len(r["rubric"]) for r in ROWS)  # whole replies: every criterion of all 15
@@ -159,6 +160,6 @@ def test_bad_arguments_one_line_exit_2(review_runs: list[Path], tmp_path: Path) 
         res = run("review", "export", str(review_runs[0]), *args, f"out={tmp_path}")
         assert res.returncode == 2, (args, res.stderr)
         assert needle in res.stderr and "Traceback" not in res.stderr
-        assert res.stderr.startswith("rubric-engine: error: review export:") and len(res.stderr.splitlines()) == 2
+        assert res.stderr.startswith("rubric-engine: error: review export:") and len(res.stderr.splitlines()) == 1
     res = run("review", "export", str(tmp_path / "nowhere"))
     assert res.returncode == 2 and "not a directory" in res.stderr

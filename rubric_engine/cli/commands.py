@@ -87,17 +87,29 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
             continue  # shown by the taxonomy table
         counts = _group_counts(qs, b.by, b.prefix)
         t = Table(title=shown(f"{spec.label(b.labels, 'en') or b.id} ({b.by}{': ' + b.prefix if b.prefix else ''})"))
-        for col in ("Group", "English", "Questions"):
-            t.add_column(col, justify="right" if col == "Questions" else "left")
         names = {"scenario": spec.report.scenarios, "subset": spec.report.subsets}.get(b.by, {})
-        for group, n in counts.most_common():
-            labels = b.groups.get(group) or names.get(group)
-            t.add_row(shown(group) if group else "(empty)", shown(spec.label(labels, "en")) if labels else "", str(n))
+        rows = [(group, n, _english_or_declared(b.groups.get(group) or names.get(group), spec.locale))
+                for group, n in counts.most_common()]
+        langs = sorted({lang for _, _, (lang, _) in rows if lang})  # the header names the language(s) shown
+        for col in ("Group", f"Label ({', '.join(langs)})" if langs else "Label", "Questions"):
+            t.add_column(col, justify="right" if col == "Questions" else "left")
+        for group, n, (_, text) in rows:
+            t.add_row(shown(group) if group else "(empty)", shown(text), str(n))
         console.print(t)
     for w in ds.warnings:
         console.print(f"[yellow]warning:[/] {shown(w)}", highlight=False, soft_wrap=True)
     console.print("[green]ok[/]: spec and data are valid")
     return 0
+
+
+def _english_or_declared(labels: Any, locale: str) -> tuple[str, str]:
+    """(language, label) validate shows for a group: the English label, else the spec's own language's, else
+    the first declared; ('', '') for none. The column header names the language(s) actually shown."""
+    labels = dict(getattr(labels, "labels", labels) or {})
+    for lang in ("en", locale, *labels):
+        if labels.get(lang):
+            return str(lang), str(labels[lang])
+    return "", ""
 
 
 _SCOPES = {"conversation": "one judgment of the whole conversation", "last_turn": "one judgment of the last reply",

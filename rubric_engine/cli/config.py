@@ -132,6 +132,10 @@ def _baseline(node: Any, timeout: float | None, given: set[str]) -> Any:
                               "one; write baseline=<entry or LiteLLM id> first (see docs/cli.md)")
         return None
     data = entry_data(str(entry), "baseline", ("candidate",))
+    if data.get("model") == "mock/candidate":
+        # the shipped candidate mock as the baseline: named for its role (as mock-judge is), so a run of
+        # candidate=mock baseline=mock reads "win rate against mock-baseline", not against itself
+        data.update(name="mock-baseline", model="mock/baseline")
     data.update(changes)
     return _model_spec(data, "baseline", timeout, given)
 

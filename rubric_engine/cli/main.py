@@ -297,6 +297,11 @@ def _front(argv: list[str]) -> None:
     pipes_close_quietly()
     if argv[0] in SUBCOMMANDS and not run:
         sys.exit(run_subcommand(argv[0], argv[1:], _compose))
+    if any(a in ("--help", "-h") for a in argv):  # the run's help: ours, without Hydra (overrides.run_help)
+        from rubric_engine.cli.overrides import run_help
+
+        print_quietly(run_help())
+        sys.exit(0)
     if "--version" in argv or argv[:1] == ["-V"]:
         print(f"rubric-engine {_version()}")
         sys.exit(0)
@@ -321,9 +326,9 @@ def _front(argv: list[str]) -> None:
 
 
 def _main(argv: list[str], debug: bool) -> None:
-    from rubric_engine.cli.overrides import group_choices, hydra_form
+    from rubric_engine.cli.overrides import group_choices, hydra_form, swept_entry_keys
 
-    argv = [hydra_form(a) for a in argv]
+    argv = swept_entry_keys([hydra_form(a) for a in argv])
     try:
         from rubric_engine.cli.adhoc import register
         from rubric_engine.cli.sweepcheck import check_sweep_keys

@@ -70,6 +70,7 @@ def new_main(argv: Sequence[str]) -> int:
 
 def review_main(args: Sequence[str]) -> int:
     """`rubric-engine review export RUN_DIR ... key=value ...`."""
+    from rubric_engine.report.fonts import font_face_head
     from rubric_engine.validity.review import USAGE, export_review
 
     if any(a in ("-h", "--help") for a in args):
@@ -84,7 +85,8 @@ def review_main(args: Sequence[str]) -> int:
     sheet = export_review([Path(d) for d in parsed.positionals], out, n=as_int(parsed.get("n", "100"), "n", "review export", 1),
                           seed=as_int(parsed.get("seed", "0"), "seed", "review export"),
                           stratify=as_list(parsed.get("stratify", "[ability,subset]")), unit=str(parsed.get("unit", "item")),
-                          force=as_bool(parsed.get("force", "false"), "force", "review export"))
+                          force=as_bool(parsed.get("force", "false"), "force", "review export"),
+                          font_face=font_face_head)  # the CJK glyphs the sheet uses, as report.html embeds them
     print(f"review sheet {sheet['sheet_id']}: {sheet['n']} items from {sheet['replies']} replies "
           f"({len(sheet['runs'])} run(s)) -> {out / 'review.html'}, {out / 'review.csv'}", file=sys.stdout)
     return 0

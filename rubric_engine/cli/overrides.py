@@ -24,7 +24,7 @@ from rubric_engine.cli.args import CONFIG_DIRS_ENV, config_dirs, did_you_mean
 from rubric_engine.errors import ConfigError
 
 __all__ = ["check_overrides", "check_command_line", "known_keys", "group_entries", "override_syntax_error",
-           "unknown_word", "hydra_form", "GROUPS", "RUN_WORDS", "help_config", "quickstart", "group_choices"]
+           "unknown_word", "hydra_form", "swept_entry_keys", "GROUPS", "RUN_WORDS", "help_config", "quickstart", "group_choices"]
 
 GROUPS = ("candidate", "judge", "user")
 _CONFIG_MODULE = "rubric_engine.conf"
@@ -134,7 +134,8 @@ def check_overrides(argv: Sequence[str]) -> None:
         key = key.lstrip("+")
         keys = keys if keys is not None else known_keys()
         if top not in keys:
-            hint = did_you_mean(top, keys).replace("?)", "=?)")
+            ours = foreign_key(key) if key == top else None  # another tool's word: our key with its value
+            hint = f" (did you mean {ours}={value}?)" if ours else did_you_mean(top, keys).replace("?)", "=?)")
             raise ConfigError(f"unknown key {key!r}{hint}; known keys: {', '.join(keys)} "
                               "(see rubric-engine --help)")
         _check_nested(key, top)
@@ -192,6 +193,18 @@ def hydra_form(arg: str) -> str:
     return f"++{bare}={value}" if key != bare or model_key else arg
 
 
+def swept_entry_keys(argv: Sequence[str]) -> list[str]:
+    """`argv` (in hydra_form) with `candidate.api_base=URL` made `++candidate.api_base=URL` when the same sweep
+    chooses several `candidate=` entries: Hydra composes a sweep's primary config without its swept choices,
+    where no candidate entry exists yet to hold the key; `++` adds it there and sets it in every job."""
+    if not any(a in ("-m", "--multirun") for a in argv):
+        return list(argv)
+    swept = {k for k, _, v in (a.partition("=") for a in argv)  # a jury, judge=[a,b], is one value, not a sweep
+             if k in GROUPS and (("," in v and not v.lstrip().startswith("[")) or _SWEEP_FN.match(v))}
+    return [f"++{a}" if a.split(".", 1)[0] in swept and "." in a.partition("=")[0] and not a.startswith(("+", "-", "~"))
+            else a for a in argv]
+
+
 # ------------------------------------------------------------------ the shape of the command line
 
 RUN_WORDS = ("run", "help")  # the words the main command takes besides the subcommands of cli/subcommands.py
@@ -226,8 +239,26 @@ def _norm(name: str) -> str:
     return name.strip("-").replace("-", "_").replace(".", "_").lower()
 
 
+# Words of other evaluation tools (inspect_ai, lm-evaluation-harness, promptfoo, OpenAI's evals) for what one of
+# our keys does, normalised as _norm does: `--model X`, `model=X`, `--log-dir D`, `output_dir=D`, `--tasks T`.
+_FOREIGN = {"model": "candidate", "models": "candidate", "provider": "candidate", "providers": "candidate",
+            "log_dir": "hydra.run.dir", "output_dir": "hydra.run.dir", "output_path": "hydra.run.dir",
+            "outdir": "hydra.run.dir", "out_dir": "hydra.run.dir", "output": "hydra.run.dir",
+            "task": "benchmark", "tasks": "benchmark", "eval": "benchmark", "grader": "judge",
+            "judge_model": "judge", "grader_model": "judge", "max_connections": "concurrency",
+            "max_concurrency": "concurrency", "temperature": "candidate.params.temperature"}
+
+
+def foreign_key(word: str) -> str | None:
+    """Our key for a word another evaluation tool uses (`log_dir` -> `hydra.run.dir`), or None."""
+    return _FOREIGN.get(_norm(word))
+
+
 def _as_override(flag: str, value: str | None) -> tuple[str | None, str]:
-    """`--dry-run` -> ('dry_run', 'dry_run=true'); an unknown flag -> (None, the closest key=value or '')."""
+    """`--dry-run` -> ('dry_run', 'dry_run=true'); an unknown flag -> (None, the closest key=value or ''),
+    another tool's flag (`--model X`, `--log-dir D`) -> (None, our key=value)."""
+    if foreign_key(flag):
+        return None, f"{foreign_key(flag)}={'VALUE' if value is None else value}"
     keys = _flag_keys()
     by_norm = {_norm(k): k for k in keys}
     key = by_norm.get(_norm(flag))
@@ -246,6 +277,32 @@ def help_config() -> dict[str, str]:
     our error lines (read without Hydra, so a bare command or a typo costs no start-up)."""
     text = resources.files(_CONFIG_MODULE).joinpath("hydra", "help", "rubric_engine.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
+
+
+_HELP_KEYS = {"baseline.entry": "baseline", "jury.judges": None}  # config paths a user writes otherwise (judge=[a,b])
+DOCS = ("Docs: README.md and docs/ (docs/cli.md: the command line) are in the project's source distribution, "
+        "not in the installed package: pip download --no-deps --no-binary :all: rubric-engine")
+
+
+def run_help() -> str:
+    """`rubric-engine --help`: the header, each model group's entries (the package's and the user's own, from
+    ./conf and $RUBRIC_ENGINE_CONFIG_DIRS), every key as the `key=default` a command line writes, the footer.
+    Written here rather than by Hydra, whose listing misses the user's entries and prints the config as YAML
+    (`baseline:` / `  entry:` for what is typed `baseline=`)."""
+    from rubric_engine.cli.args import config_dirs
+
+    own = {g: {p.stem for d in config_dirs() if (d / g).is_dir() for p in (d / g).glob("*.yaml")} for g in GROUPS}
+    groups = [f"{g}: " + ", ".join(f"{n} (yours)" if n in own[g] else n for n in group_entries(g)) for g in GROUPS]
+    keys = []
+    for key, default in _flag_keys().items():
+        shown_key = _HELP_KEYS.get(key, key)
+        if shown_key is not None and key not in ("judge.repeats", "judge.tie", "candidate.samples"):
+            value = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
+            keys.append(f"{shown_key}={'[]' if value == [] else value}")
+    cfg = help_config()
+    return "\n".join([cfg["header"].rstrip(), "", "== Config groups: model entries (choose one with group=entry, or a LiteLLM id) ==",
+                      *groups, f"Your own: ./conf/<group>/<name>.yaml or a directory in ${CONFIG_DIRS_ENV}", "",
+                      "== Keys (key=default) ==", *keys, "", cfg["footer"].rstrip()])
 
 
 def quickstart() -> str:

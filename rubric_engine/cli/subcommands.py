@@ -18,7 +18,7 @@ from typing import Any
 from rubric_engine.cli.args import COMMANDS, HelpRequested, Parsed, parse
 from rubric_engine.errors import ConfigError, RubricEngineError
 
-__all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "fail", "is_config_library_error",
+__all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "shortened", "fail", "is_config_library_error",
            "short_help", "print_quietly", "closed_pipe", "pipes_close_quietly", "CLOSED_PIPE"]
 
 CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head` when cat is ended by the closed pipe
@@ -36,10 +36,14 @@ _HYDRA_ADVICE = (  # Hydra's "+key" advice for a key the config lacks / has: our
      "text key='a,b', and a sweep over the values needs -m (rubric-engine -m ... {0})"))
 
 
+_MAX_LINE = 700  # characters of one error line: room for a long list, still one line a terminal wraps
+_MAX_FIX = 400  # the last clause (the fix) is kept whole up to this length; what precedes it is shortened
+
+
 def one_line(exc: BaseException) -> str:
-    """The error as one redacted line, at most 400 characters. Hydra's wording for an override never reaches
-    the user: a grammar error gets our own line (overrides.override_syntax_error), its `+key` advice (which
-    would build a key the engine does not check) a line pointing to --help, and its URL is dropped."""
+    """The error as one redacted line of at most about 700 characters. Hydra's wording for an override never
+    reaches the user: a grammar error gets our own line (overrides.override_syntax_error), its `+key` advice
+    (which would build a key the engine does not check) a line pointing to --help, and its URL is dropped."""
     from rubric_engine.cli.overrides import override_syntax_error
     from rubric_engine.models.redact import redact
     from rubric_engine.text.terminal import shown
@@ -49,30 +53,44 @@ def one_line(exc: BaseException) -> str:
     for pattern, words in _HYDRA_ADVICE:
         text = pattern.sub(lambda m: words.format(m.group(1)), text)  # noqa: B023 - used at once
     text = re.sub(r"\s*See https?://hydra\.cc\S*( for details)?", "", text)
-    return shown(redact(text[:400] + ("..." if len(text) > 400 else "")), markup=False)
+    return shown(shortened(redact(text)), markup=False)  # redacted whole: a cut never splits a secret
+
+
+def shortened(text: str, limit: int = _MAX_LINE) -> str:
+    """`text` within `limit` characters, its fix kept: messages end with what to do, so a long line loses
+    the middle of what precedes its last clause (after the last '; ' or '. '), never that clause itself."""
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind("; "), text.rfind(". "))
+    if 0 < cut and len(text) - cut - 2 <= _MAX_FIX:
+        tail = text[cut + 2:]
+    else:  # no short last clause: the last words, from a word boundary
+        tail = text[-_MAX_FIX:].split(" ", 1)[-1]
+    head = text[: max(limit - len(tail) - 5, 0)].rsplit(" ", 1)[0].rstrip(",;: ")
+    return f"{head} ... {tail}"
 
 
 def fail(exc: BaseException, debug: bool, original: BaseException | None = None, code: int = 2,
          hint: bool = True, then: str = "") -> int:
-    """One line on stderr (plus a hint, or the traceback with debug=true); returns the exit code.
-    `hint=False`: the command line's shape was wrong (a --flag, a bare word); a traceback would add nothing.
+    """One line on stderr (the traceback before it with debug=true); returns the exit code. An error the
+    engine raised on purpose names its fix, so the line ends there; anything else (a bug) says, on the same
+    line, how to see its traceback. `hint=False`: no traceback hint whatever the error.
     `then`: what to do next, appended to the line whole (never cut: the resume command of a run that began)."""
     if debug:
         traceback.print_exception(original or exc)
-    print(f"rubric-engine: error: {one_line(exc)}{'; ' + then if then else ''}", file=sys.stderr)
-    if not debug and hint:
-        print("(add debug=true for the full traceback)", file=sys.stderr)
+    line = one_line(exc)
+    if hint and not debug and not isinstance(exc, RubricEngineError):
+        line += " (debug=true shows the traceback)"
+    print(f"rubric-engine: error: {line}{'; ' + then if then else ''}", file=sys.stderr)
     return code
 
 
 def short_help() -> str:
     """What a bare `rubric-engine` prints: the --help header (usage, the keyless quickstart, subcommands)
     and where to read more, without Hydra's listing of groups and the current config."""
-    from rubric_engine.cli.overrides import help_config
+    from rubric_engine.cli.overrides import DOCS, help_config
 
-    return (f"{help_config()['header'].rstrip()}\n\nEvery key, the config groups and the current config: "
-            "rubric-engine --help\nDocs: README.md and docs/ of the source distribution "
-            "(docs/cli.md: the command line)")
+    return f"{help_config()['header'].rstrip()}\n\nEvery key and the model entries (yours too): rubric-engine --help\n{DOCS}"
 
 
 def print_quietly(text: str) -> None:

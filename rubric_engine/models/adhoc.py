@@ -5,13 +5,14 @@ judge=[...], baseline=, robustness's paraphraser=) accepts an id with a provider
 provider is checked against LiteLLM's provider list (a typo gets a "did you mean"), and the key variable
 follows the provider as it does for a spec's declared judge (entries.provider_key_env). The list below is
 LiteLLM's, so start-up pays no LiteLLM import; a provider missing from it (a newer LiteLLM) is looked up in
-the installed LiteLLM before it is refused.
+the installed LiteLLM's source (its provider enum, read as text, not imported) before it is refused.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigError
@@ -54,7 +55,22 @@ def is_model_id(value: str) -> bool:
 
 
 def installed_providers() -> frozenset[str]:
-    """The installed LiteLLM's provider names (imports LiteLLM: seconds; only for a name the list lacks)."""
+    """The installed LiteLLM's provider names, for a name the list above lacks. Read from the source of its
+    `LlmProviders` enum (the values of `litellm.provider_list`) without importing LiteLLM, whose import takes
+    seconds and may fetch its price map: a typo is refused as fast as any other error. A LiteLLM whose
+    source no longer holds that enum is imported instead."""
+    import importlib.util
+
+    found = importlib.util.find_spec("litellm")
+    for root in (found.submodule_search_locations or []) if found else []:
+        try:
+            text = (Path(root) / "types" / "utils.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        body = re.search(r"^class LlmProviders\(.*?\):\n(.*?)(?=^\S)", text, re.S | re.M)
+        names = re.findall(r"^\s+[A-Z0-9_]+\s*=\s*[\"']([^\"']+)[\"']", body.group(1), re.M) if body else []
+        if names:
+            return frozenset(names)
     from rubric_engine.models.litellm_runtime import RUNTIME
 
     return frozenset(str(getattr(p, "value", p)) for p in RUNTIME.module().provider_list)

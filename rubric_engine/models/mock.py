@@ -1,7 +1,9 @@
 """The `mock/` models: deterministic, offline stand-ins for a candidate and a judge.
 
 Why: a newcomer can run the whole pipeline (generate, judge, score, outputs) with no key, no server
-and no network (`candidate=mock judge=mock`). Nothing here imports LiteLLM. Every text a mock writes
+and no network (`candidate=mock judge=mock`). Asked a question with lettered options (`A. ...` lines), the
+mock picks one by a hash of the request, or now and then none, so a multiple-choice try-out shows right,
+wrong and unreadable answers as a real run does. Nothing here imports LiteLLM. Every text a mock writes
 starts with MOCK_TAG so no output can be mistaken for a real model's.
 
 The judge layer tells the mock what shape of verdict it expects (`MockShape`); `mock_verdict` is the
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,7 +103,28 @@ def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockSh
         return f"{MOCK_TAG} Simulated user, turn {spoken + 1} (offline; #{_digest(seed) % 10000:04d})."
     if expect is not None:
         return mock_verdict(expect, seed)
-    return f"{MOCK_TAG} A deterministic reply from {model} (offline, no model was called; #{_digest(seed) % 10000:04d})."
+    number = f"#{_digest(seed) % 10000:04d}"
+    letters = _option_letters(messages)
+    if letters:  # lettered options in the prompt: a mix of answers, and now and then none, as a real model gives
+        pick = _digest(seed, "option") % (len(letters) + 1)
+        if pick == len(letters):
+            return f"{MOCK_TAG} (the offline mock names no option this time, so this reply is unreadable; {number})"
+        return f"{MOCK_TAG} Answer: {letters[pick]} (a deterministic pick by the offline mock, not a real answer; {number})"
+    return f"{MOCK_TAG} Deterministic reply from {model} (offline, no model was called; {number})."
+
+
+_OPTION = re.compile(r"^[ \t]*\(?([A-Z])[.)][ \t]+\S", re.M)
+
+
+def _option_letters(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The option letters A, B, C, ... listed one per line (`A. text`, `(B) text`) in the last message, or []."""
+    text = str(messages[-1].get("content") or "") if messages else ""
+    found = [m.group(1) for m in _OPTION.finditer(text)]
+    letters = []
+    for letter in found:  # the run that starts at A and goes on in order
+        if letter == chr(ord("A") + len(letters)):
+            letters.append(letter)
+    return letters if len(letters) >= 2 else []
 
 
 def mock_tokens(text: str) -> int:

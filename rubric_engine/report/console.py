@@ -278,6 +278,12 @@ def _rho(r: Mapping[str, Any] | None) -> str:
 def print_length(length: Mapping[str, Any], taxonomy: Mapping[str, Any], console: Console, locale: str = "en") -> None:
     """Reply length against score: Spearman rho with its bootstrap interval, overall and per ability."""
     measures = [m for m in ("chars", "tokens") if m in length.get("overall", {})]
+    if not any(length["overall"].get(m) for m in measures):  # no rho anywhere: one line saying why, no table
+        n = length.get("questions") or 0
+        why = (f"only {n} scored question{'s' if n != 1 else ''} (3 needed)" if n < 3 else
+               "the replies' lengths or the question scores do not vary (a mock's replies are all one length)")
+        console.print(f"reply length vs score: not computed: {why}", highlight=False, soft_wrap=True)
+        return
     t = Table(title="Reply length vs score (Spearman rho, 95% bootstrap interval over questions)")
     t.add_column("Scope")
     for m in measures:

@@ -5,7 +5,7 @@ Why: most servers and CI machines have no CJK font, and a page or PNG made there
 under the SIL Open Font License (`noto-cjk-sans-otc`); the page embeds a subset of its Simplified Chinese face
 holding only the CJK characters the page uses (fontTools, already a matplotlib dependency; WOFF2 when the
 `brotli` module is importable, else plain OpenType), as a base64 @font-face, so the page stays one offline
-file; the charts register the face with matplotlib's font manager and list it after DejaVu Sans, so matplotlib
+file (report.html, the raters' review.html and `view`'s runs.html alike: font_face_head); the charts register the face with matplotlib's font manager and list it after DejaVu Sans, so matplotlib
 falls back to it glyph by glyph. Without the package (a stripped install) the page keeps the system font list
 and says so in a note; charts draw as before.
 
@@ -24,7 +24,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CJK_FAMILY", "EMBED_FAMILY", "cjk_font", "cjk_chars", "font_face_css", "chart_fonts"]
+__all__ = ["CJK_FAMILY", "EMBED_FAMILY", "cjk_font", "cjk_chars", "font_face_css", "font_face_head", "chart_fonts"]
 
 CJK_FAMILY = "Noto Sans CJK SC"  # the face taken from the collection (Simplified Chinese glyph forms)
 EMBED_FAMILY = "rubric-engine CJK"  # the page's own name for the embedded subset: never a system font
@@ -69,7 +69,35 @@ def font_face_css(text: str) -> tuple[str, str]:
     data, kind = _subset(found, tuple(wanted))
     b64 = base64.b64encode(data).decode("ascii")
     return (f'@font-face{{font-family:"{EMBED_FAMILY}";font-style:normal;font-weight:400;'
-            f'src:url(data:font/{kind};base64,{b64}) format("{"woff2" if kind == "woff2" else "opentype"}")}}', "")
+            f'src:url(data:font/{kind};base64,{b64}) format("{"woff2" if kind == "woff2" else "opentype"}")}}'
+            + _LOAD_NOW.format(family=EMBED_FAMILY, char=f"\\{wanted[0]:x}"), "")
+
+
+def font_face_head(text: str) -> tuple[str, str]:
+    """(what a page's <head> holds for its CJK text: font_face_css's rule in a <style> and the re-layout
+    script below, or ''; the note of font_face_css). Every page a person reads uses this one."""
+    css, note = font_face_css(text)
+    return (f"<style>{css}</style><script>{_RELAYOUT.format(family=EMBED_FAMILY)}</script>" if css else ""), note
+
+
+# Chromium shapes a text that needs a web font still on its way in a fallback font, and a text shaped in that
+# race may keep the fallback (boxes, on a machine without CJK fonts) after the face has loaded: seen on a cold
+# start as one or two elements in boxes while the same characters elsewhere render. Two remedies:
+# - A browser loads a web font only when a laid-out text needs it; a page whose Chinese all sits in closed
+#   <details> (report.html's drill-down) loaded the face only when one was opened, so the first texts opened
+#   (the first question's first turn and first criterion label) were the ones shaped in the race. An
+#   invisible character in the face, laid out with the page, loads it at once.
+# - Text visible at load (a Chinese model name) is shaped in the race anyway: once the face has loaded the
+#   body is laid out afresh, which shapes every text again with the face (a script; without scripts the
+#   first remedy still holds).
+# Monospace elements (a provenance command line with a Chinese name) list the face after their own fonts.
+_LOAD_NOW = ('body::before{{content:"{char}";font-family:"{family}";position:absolute;visibility:hidden;'
+             'width:0;height:0;overflow:hidden;pointer-events:none}}'
+             'code,kbd,samp{{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace,'
+             '"{family}"}}')
+_RELAYOUT = ('(function(){{var f=document.fonts;if(!f||!f.load)return;f.load(\'1em "{family}"\').then(function(l){{'
+             'var b=document.body;if(!l.length||!b)return;b.style.display="none";void b.offsetHeight;'
+             'b.style.display="";}});}})();')
 
 
 # Kept: the glyph outlines, their hints (dropping them means interpreting every charstring: 3 s more for 3,000

@@ -21,7 +21,7 @@ from rubric_engine.report import html_views as views
 from rubric_engine.report.calls_view import clipped, run_calls
 from rubric_engine.report import provenance as prov
 from rubric_engine.report import questions_view as qview
-from rubric_engine.report.fonts import font_face_css
+from rubric_engine.report.fonts import font_face_head
 from rubric_engine.report.items_view import load_items_section
 from rubric_engine.report.judges_view import judges_html
 from rubric_engine.report.scales import turn_table
@@ -282,13 +282,13 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
         f"<script>{views.SCRIPT}{qview.SCRIPT}</script>",
     ]
     page = "\n".join(body)
-    font, font_note = font_face_css(page)  # the CJK glyphs this page uses, embedded (report/fonts.py)
+    font, font_note = font_face_head(page)  # the CJK glyphs this page uses, embedded (report/fonts.py)
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; font-src data:; "
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title><style>{font}{_CSS}{views.CSS}{prov.CSS}{qview.CSS}</style></head><body>",
+        f"<title>{_e(title)}</title>{font}<style>{_CSS}{views.CSS}{prov.CSS}{qview.CSS}</style></head><body>",
         f'<p class="warn">{_e(font_note)}</p>' if font_note else "", page, "</body></html>"])
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from rubric_engine.report.fonts import font_face_head
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.results.runindex import STATES, RunEntry
 
@@ -27,7 +28,7 @@ __all__ = ["render_index", "relative_link"]
 Link = Callable[[Path], str]  # a report.html on disk -> the href the page uses for it
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans CJK SC","Source Han Sans SC","PingFang SC",
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"rubric-engine CJK","Noto Sans CJK SC","Source Han Sans SC","PingFang SC",
 "Microsoft YaHei","Noto Sans",sans-serif;margin:24px auto;max-width:1280px;color:#1d1d1f;line-height:1.4;padding:0 12px}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:4px;
 overflow-wrap:anywhere}
@@ -189,12 +190,7 @@ def render_index(entries: Sequence[RunEntry], roots: Sequence[Path], link: Link)
     made = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("T", " ").replace("+00:00", " UTC")
     summary = (f"{len(entries)} run(s) under {_e(', '.join(str(r) for r in roots))}"
                + (f": {_e(_counts(entries))}" if entries else "") + f"; written {made}.")
-    return "\n".join([
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
-        "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">",
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>rubric-engine runs</title><style>{_CSS}</style></head><body>",
+    body = "\n".join([
         "<h1>rubric-engine runs</h1>", f'<p class="note">{summary}</p>',
         '<div id="bar"><input id="filter" type="search" placeholder="filter: benchmark, model, state, directory" '
         'aria-label="filter runs"><button id="compare-btn" type="button">Compare selected</button>'
@@ -205,4 +201,12 @@ def render_index(entries: Sequence[RunEntry], roots: Sequence[Path], link: Link)
         "Ctrl-C or a crash; the same command resumes it); failed (error.txt, or nothing was scored); rejected (refused "
         "before it wrote anything); running (a live process holds the run's lock).</p>",
         f'<script type="application/json" id="runs-data">{_data(entries)}</script>',
-        f"<script>{_SCRIPT}</script>", "</body></html>"])
+        f"<script>{_SCRIPT}</script>"])
+    font, note = font_face_head(body)  # model and benchmark names in Chinese: the glyphs embedded (report/fonts.py)
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; font-src data:; "
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>rubric-engine runs</title>{font}<style>{_CSS}</style></head><body>",
+        f'<p class="note">{_e(note)}</p>' if note else "", body, "</body></html>"])

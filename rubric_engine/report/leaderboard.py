@@ -45,7 +45,7 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
     several = len(judges) > 1
     show_judge = not compact and not several
     head = ["#", "Model", *(["Judge"] if show_judge else []), "Overall", f"{100 * (1 - lb.alpha):.0f}% CI",
-            "Scored", "Err j/c" if compact else "Errors judge/cand."]
+            "Scored", "Errors judge/cand." if compact else "Errors: judge / candidate"]
 
     def ranking(rows: Sequence[Row]) -> list[list[str]]:
         return [[str(r.rank), r.name or r.label, *([r.judge] if show_judge else []), fmt(r.overall),

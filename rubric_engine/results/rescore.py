@@ -131,7 +131,7 @@ def compare_summaries(pairs: Sequence[tuple[str, Mapping[str, Any], Mapping[str,
             rb, ra = rank(before), rank(after)
             for k in before:
                 b, a = before[k], after.get(k)
-                rows.append({"kind": key[:-1] if key == "abilities" else "dimension", "id": k,
+                rows.append({"kind": "ability" if key == "abilities" else "dimension", "id": k,
                              "label": labels.get(k, k), "before": b, "after": a,
                              "delta": None if a is None or b is None else a - b,
                              "rank_before": rb[k], "rank_after": ra.get(k),
@@ -208,17 +208,21 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
     rundir.write_json(out / f"{stem}.json", cmp)
     rundir.write_text(out / f"{stem}.md", _markdown(cmp, shown, rules))
     console = console or termtext.SafeConsole()
-    if len(cmp["runs"]) == 1:
+    if len(cmp["runs"]) == 1:  # dimensions and abilities in tables of their own, as a run's console shows them
         r = cmp["runs"][0]
-        t = Table(title=f"{r['run']}: overall {_fmt(r['overall_before'])} -> {_fmt(r['overall_after'])} "
-                        f"(formula {shown}, failure rules {'on' if rules else 'off'})")
-        for col in ("", "before", "after", "delta", "rank"):
-            t.add_column(col, justify="left" if not col else "right")
-        for row in r["rows"]:
-            rank = f"{row['rank_before'] or '—'} -> {row['rank_after'] or '—'}"
-            label = f"  {termtext.shown(row['label'])}" if row["kind"] == "ability" else f"[bold]{termtext.shown(row['label'])}"
-            t.add_row(label, _fmt(row["before"]), _fmt(row["after"]), _fmt(row["delta"], True),
-                      f"[bold]{rank}" if row["moved"] else rank)
+        console.print(f"{termtext.shown(r['run'])}: overall {_fmt(r['overall_before'])} -> "
+                      f"{_fmt(r['overall_after'])} (formula {shown}, failure rules {'on' if rules else 'off'})",
+                      highlight=False, markup=False, soft_wrap=True)
+        for kind in dict.fromkeys(row["kind"] for row in r["rows"]):
+            plural = "Dimensions" if kind == "dimension" else "Abilities"
+            t = Table(title=f"{plural} (rank among the {plural.lower()})")
+            for col in (kind.capitalize(), "before", "after", "delta", "rank"):
+                t.add_column(col, justify="right" if col in ("before", "after", "delta", "rank") else "left")
+            for row in (x for x in r["rows"] if x["kind"] == kind):
+                rank = f"{row['rank_before'] or '—'} -> {row['rank_after'] or '—'}"
+                t.add_row(termtext.shown(row["label"]), _fmt(row["before"]), _fmt(row["after"]),
+                          _fmt(row["delta"], True), f"[bold]{rank}" if row["moved"] else rank)
+            console.print(t)
     else:
         t = Table(title=f"Re-scored with formula {shown}, failure rules {'on' if rules else 'off'}")
         for col in ("Run", "overall before", "overall after", "rank", "abilities whose rank moves"):
@@ -228,7 +232,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
             t.add_row(termtext.shown(r["run"]), _fmt(r["overall_before"]), _fmt(r["overall_after"]),
                       f"[bold]{rank}" if r["rank_before"] != r["rank_after"] else rank,
                       str(sum(row["moved"] for row in r["rows"] if row["kind"] == "ability")))
-    console.print(t)
+        console.print(t)
     where = pairs[0][3] if len(pairs) == 1 else f"{len(pairs)} run dirs (RUN_DIR/{tag}/)" if beside else out
     console.print(f"re-scored without any model call: {where}; side by side: {out / (stem + '.md')}",
                   highlight=False, markup=False)

@@ -47,6 +47,11 @@ def _yaml(path: Path) -> Any:
     return None
 
 
+# Hydra overrides the command line adds itself: hydra.mode (Hydra), hydra.searchpath (the user's config
+# directories, ./conf and $RUBRIC_ENGINE_CONFIG_DIRS, which the same command adds again): not what was typed
+_ADDED = ("hydra.mode=", "hydra.searchpath=")
+
+
 def _command(out_dir: Path) -> str | None:
     """The command that made this run: the console script with the Hydra overrides (hydra.run.dir=...; not
     hydra.mode, which Hydra adds itself) and the job's own overrides, as Hydra recorded them in .hydra/ (for
@@ -58,10 +63,10 @@ def _command(out_dir: Path) -> str | None:
         found: Any = _yaml(Path(out_dir) / ".hydra" / "hydra.yaml")
         for key in ("hydra", "overrides", "hydra"):  # hydra.overrides.hydra: the list of hydra.* overrides
             found = found.get(key) if isinstance(found, dict) else None
-        own = [str(x) for x in found or [] if not str(x).startswith("hydra.mode=")] if isinstance(found, list) else []
+        own = [str(x) for x in found or [] if not str(x).startswith(_ADDED)] if isinstance(found, list) else []
         args = [*own, *(str(x) for x in task)]
     elif Path(sys.argv[0]).name == COMMAND:
-        args = list(sys.argv[1:])
+        args = [a for a in sys.argv[1:] if not a.startswith(_ADDED)]
     return redact(shlex.join([COMMAND, *args])) if args is not None else None
 
 

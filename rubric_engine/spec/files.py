@@ -56,6 +56,9 @@ def list_benchmarks(search_path: Sequence[str | Path] | None = None) -> dict[str
     return found
 
 
+_LISTED = 12  # closest known benchmarks an unknown name's line lists (the rest counted): the line stays short
+
+
 def _find(name: str, search_path: Sequence[str | Path] | None, file: str, key: str,
           near: Path | None = None) -> Path:
     if near is not None and (near / name / SPEC_FILE).is_file():
@@ -68,8 +71,9 @@ def _find(name: str, search_path: Sequence[str | Path] | None, file: str, key: s
     # closest names first: with several benchmark families the likely one leads the list
     ranked = sorted(known, key=lambda k: (-difflib.SequenceMatcher(None, name, k).ratio(), k))
     # the hint first: the line is capped, and a long search path must not cut it off
+    listed = ", ".join(ranked[:_LISTED]) + (f" and {len(ranked) - _LISTED} more" if len(ranked) > _LISTED else "")
     fix = (f"did you mean {close[0]!r}? " if close else "") + (
-        f"known benchmarks: {', '.join(ranked) or '(none)'}; searched: {os.pathsep.join(map(str, dirs))}")
+        f"known benchmarks: {listed or '(none)'}; searched: {os.pathsep.join(map(str, dirs))}")
     raise SpecError(file, key, "unknown benchmark", value=name, fix=fix)
 
 

@@ -325,17 +325,19 @@ def collect_runs(dirs: Sequence[Path], allow_mixed_specs: bool = False, trust_co
     if not seen:
         raise ConfigError("no complete run to rank: " + "; ".join(incomplete_runs(dirs)))
     runs = _readable(list(seen), trust_code, skipped)
+    names = sorted({r.benchmark for r in runs})
+    if len(names) > 1:  # before the spec versions: two benchmarks are never two versions of one spec
+        by_name = {n: [str(r.dir) for r in runs if r.benchmark == n] for n in names}
+        listing = "; ".join(f"{n}: {len(d)} run{'s' if len(d) != 1 else ''} ({', '.join(d[:2])}"
+                            f"{', ...' if len(d) > 2 else ''})" for n, d in by_name.items())
+        raise ConfigError(f"these are runs of {len(names)} different benchmarks, {' and '.join(names)}, which cannot "
+                          f"share a leaderboard ({listing}); pass the directories of one benchmark at a time")
     hashes = {r.summary.get("spec_hash") for r in runs} - {None}
     if len(hashes) > 1 and not allow_mixed_specs:
         listing = "; ".join(f"{r.dir}: {str(r.summary.get('spec_hash'))[:12]}" for r in runs)
-        raise ConfigError(f"these runs used different versions of the spec (rules or prompts differ), so their "
-                          f"scores are not comparable ({listing}); rank one version at a time, or pass "
+        raise ConfigError(f"these runs of {names[0]} used different versions of its spec (rules or prompts differ), "
+                          f"so their scores are not comparable ({listing}); rank one version at a time, or pass "
                           "allow_mixed_specs=true to rank them anyway")
-    names = sorted({r.benchmark for r in runs})
-    if len(names) > 1:
-        listing = "; ".join(f"{r.dir}: {r.benchmark}" for r in runs)
-        raise ConfigError(f"runs of different benchmarks cannot share a leaderboard ({listing}); "
-                          "pass the directories of one benchmark at a time")
     return runs
 
 

@@ -22,7 +22,7 @@ from rubric_engine.errors import ConfigError
 from rubric_engine.store.layout import write_json, write_text
 from rubric_engine.text.csvcells import csv_row
 from rubric_engine.validity.items import Item, RunItems, load_items
-from rubric_engine.validity.review_page import ReviewCriterion, ReviewQuestion, render_review_page
+from rubric_engine.validity.review_page import FontFace, ReviewCriterion, ReviewQuestion, render_review_page
 
 __all__ = ["sample_items", "sheet_id", "export_review", "csv_columns", "USAGE"]
 
@@ -144,9 +144,10 @@ SHEET_FILES = ("review.html", "review.csv", "sheet.json")
 
 def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
                   stratify: Sequence[str] = ("ability", "subset"), unit: str = "item",
-                  force: bool = False) -> dict[str, Any]:
+                  force: bool = False, font_face: FontFace | None = None) -> dict[str, Any]:
     """Write review.html, review.csv and sheet.json to `out` (each atomically); returns what sheet.json holds.
-    A sheet already there may hold people's labels: it is replaced only with `force`."""
+    A sheet already there may hold people's labels: it is replaced only with `force`. `font_face` embeds the
+    page's CJK glyphs (review_page.render_review_page)."""
     if unit not in ("item", "reply"):
         raise ConfigError(f"review export: unit={unit!r}; use unit=item or unit=reply")
     there = [f for f in SHEET_FILES if (out / f).exists() or (out / f).is_symlink()]
@@ -163,7 +164,8 @@ def export_review(dirs: Sequence[Path], out: Path, n: int = 100, seed: int = 0,
     questions = _questions(data, picked)
     out.mkdir(parents=True, exist_ok=True)
     lang = str(data.spec.get("locale") or "en")
-    write_text(out / "review.html", render_review_page(sid, data.benchmark, questions, lang, data.id_field))
+    write_text(out / "review.html", render_review_page(sid, data.benchmark, questions, lang, data.id_field,
+                                                          font_face))
     write_text(out / "review.csv", _csv(sid, questions, data.id_field), bom=True)
     sheet = {"sheet_id": sid, "benchmark": data.benchmark, "n": len(picked), "unit": unit, "seed": seed,
              "stratify": list(stratify), "runs": [str(r.dir) for r in data.runs],

@@ -5,15 +5,19 @@ into the HTML escaped, on the server side; the inline script carries no data, on
 no reply can reach script context. Nothing of the judge (verdict, reasoning) nor the candidate's
 name is passed to this module, so the page cannot leak it. Progress lives in the browser's
 localStorage under the sheet id; "Save labels" downloads a JSONL file that `agree labels=` reads.
+Raters often read Chinese on a machine without a CJK font: the caller passes the function that embeds the
+glyphs the page uses (report/fonts.font_face_head, the one report.html uses), and the face leads the font list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ["ReviewQuestion", "ReviewCriterion", "render_review_page"]
+__all__ = ["ReviewQuestion", "ReviewCriterion", "render_review_page", "FontFace"]
+
+FontFace = Callable[[str], "tuple[str, str]"]  # page text -> (what <head> holds for its CJK glyphs, note if none)
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class ReviewQuestion:
     criteria: Sequence[ReviewCriterion]
 
 
-FONTS = ('system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "Helvetica Neue", Arial, '
+FONTS = ('system-ui, -apple-system, "Segoe UI", Roboto, "rubric-engine CJK", "Noto Sans", "Helvetica Neue", Arial, '
          '"PingFang SC", "Hiragino Sans GB", "Microsoft YaHei", "Noto Sans CJK SC", "Source Han Sans SC", '
          '"WenQuanYi Micro Hei", sans-serif')
 
@@ -125,15 +129,12 @@ def _weight(w: float | None) -> str:
 
 
 def render_review_page(sheet_id: str, benchmark: str, questions: Sequence[ReviewQuestion], lang: str = "en",
-                       id_field: str = "id") -> str:
-    """The whole page as a string; every piece of data passes through html.escape."""
+                       id_field: str = "id", font_face: FontFace | None = None) -> str:
+    """The whole page as a string; every piece of data passes through html.escape. `font_face` embeds the CJK
+    glyphs the page uses (None: the reader's system fonts only)."""
     e = escape
     n_items = sum(len(q.criteria) for q in questions)
     parts = [
-        "<!doctype html>",
-        f'<html lang="{e(lang)}"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Review sheet {e(sheet_id)}</title><style>{CSS}</style></head>",
         f'<body data-sheet="{e(sheet_id)}" data-benchmark="{e(benchmark)}" data-id-field="{e(id_field)}">',
         f"<header><h1>Blind review &middot; {e(benchmark)} &middot; sheet {e(sheet_id)}</h1>",
         '<div class="bar"><label>Rater <input id="rater" autocomplete="off" placeholder="your name"></label>',
@@ -160,4 +161,10 @@ def render_review_page(sheet_id: str, benchmark: str, questions: Sequence[Review
                 '<input class="note" type="text" placeholder="note (optional)"></li>')
         parts.append("</ol></section>")
     parts.append(f"</main><script>{SCRIPT}</script></body></html>\n")
-    return "\n".join(parts)
+    body = "\n".join(parts)
+    font, note = font_face(body) if font_face is not None else ("", "")
+    if note:
+        body = body.replace("<main>", f'<main><p class="muted">{e(note)}</p>', 1)
+    return "\n".join(["<!doctype html>", f'<html lang="{e(lang)}"><head><meta charset="utf-8">',
+                      '<meta name="viewport" content="width=device-width, initial-scale=1">',
+                      f"<title>Review sheet {e(sheet_id)}</title>{font}<style>{CSS}</style></head>", body])
