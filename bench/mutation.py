@@ -57,6 +57,14 @@ CORE: dict[str, list[str]] = {
     "spec.schema": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
     "spec.load": ["test_spec.py", "test_spec_rules.py", "test_rules_pinned.py"],
     "spec.files": ["test_spec.py", "test_specfile_rules.py"],
+    # round two (issue 42): redaction, baseline answers, concurrency, batches, dialogues, item diagnostics,
+    # robustness, rewards
+    "models.redact": ["test_redact_bite.py", "test_models_rules.py"],
+    "dataset.baseline": ["test_baseline_bite.py"],
+    "models.concurrency": ["test_concurrency_bite.py", "test_concurrency.py"],
+    "models.batchjournal": ["test_batchjournal_bite.py", "test_batch_journal.py"],
+    "run.dialogue": ["test_dialogue_bite.py"],
+    "judge.dialogue": ["test_dialogue_bite.py"],
 }
 KILLED = {"killed", "timeout", "caught by type check"}  # mutmut's statuses that mean "a test noticed"
 GOAL = 90.0  # percent of non-equivalent mutants killed, per module (issue 16); the exit code is 1 below it
@@ -219,6 +227,13 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
          "the overriding file"),
         ("_load_chain", '"/" in parent and os.sep in parent', "os.sep is / on POSIX"),
         ("_load_chain", '"XX/XX" in parent or os.sep in parent', "os.sep is / on POSIX"),
+    ],
+    "models.redact": [
+        *[("_env_secrets", t, "every name ending in _API_KEY, and RUBRIC_ENGINE_KEY itself, also ends in _KEY, which "
+           "the same test accepts") for t in ('"XX_API_KEYXX"', '"_api_key"', '"XXRUBRIC_ENGINE_KEYXX"',
+                                               '"rubric_engine_key"')],
+        ("redact", "(lower if (folded) or True else text)", "looking for the sk- needle in the lower-cased text only "
+         "lets the case-sensitive pattern run on text it cannot match (SK-...): the result is the same"),
     ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),

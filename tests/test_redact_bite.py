@@ -4,10 +4,14 @@
 `*_TOKEN` variables, and `Bearer ...` / `sk-...` / `api_key=...` tokens. The console-script proof (a key
 echoed in a reply and in judge reasoning never reaches a file) is
 tests/test_adversarial_keys.py::test_a_key_echoed_in_replies_and_reasoning_is_redacted_in_every_file.
-Each value here is unique to its test, so the process-wide set of registered keys cannot couple tests.
+Registered values are made fresh per call (`_fresh`): the set of registered keys lives as long as the process,
+so a value registered by an earlier run of the same test (the mutation tool forks its runs from a process that
+ran every test once) must not be what makes a test pass.
 """
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
@@ -20,21 +24,32 @@ def test_nothing_to_redact_is_returned_as_is() -> None:
     assert redact("an ordinary reply, with no key at all") == "an ordinary reply, with no key at all"
 
 
+def _fresh(n: int, first: str = "Q") -> str:
+    """A value of n characters never registered before in this process."""
+    return (first + uuid.uuid4().hex)[:n]
+
+
 def test_a_registered_key_of_six_characters_or_more_is_redacted_shorter_ones_are_not() -> None:
-    register_secret("Qz9Wx7")          # 6 characters: the shortest value that counts as a key
-    register_secret("Vb3Nt")           # 5: a placeholder, which would blank out ordinary words
+    six, five = _fresh(6), _fresh(5)
+    register_secret(six)               # 6 characters: the shortest value that counts as a key
+    register_secret(five)              # 5: a placeholder, which would blank out ordinary words
     register_secret(None)
     register_secret("")
-    assert redact("a Qz9Wx7 b") == "a *** b"
-    assert redact("a Vb3Nt b") == "a Vb3Nt b"
-    assert redact("Qz9Wx7Qz9Wx7") == "******"  # every occurrence
+    assert redact(f"a {six} b") == "a *** b"
+    assert redact(f"a {five} b") == f"a {five} b"
+    assert redact(six + six) == "******"  # every occurrence
 
 
 def test_the_longest_key_is_redacted_first() -> None:
-    register_secret("Pq7Lm2")
-    register_secret("Pq7Lm2Zx9Kd")     # holds the shorter one: redacting that first would leave "Zx9Kd" behind
-    assert redact("key Pq7Lm2Zx9Kd end") == "key *** end"
-    assert redact("key Pq7Lm2 end") == "key *** end"
+    short = _fresh(6, "Z")
+    longer = "Aa" + short + "Kd"       # holds the shorter one (and sorts before it): redacting that first would
+    register_secret(short)             # leave "Aa" and "Kd" behind
+    register_secret(longer)
+    assert redact(f"key {longer} end") == "key *** end"
+    assert redact(f"key {short} end") == "key *** end"
+    longest = short + "Yx"             # sorts after the shorter one and holds it
+    register_secret(longest)
+    assert redact(f"key {longest} end") == "key *** end"
 
 
 @pytest.mark.parametrize("name", ["GROQ_API_KEY", "MY_KEY", "HF_TOKEN", "RUBRIC_ENGINE_KEY"])
@@ -84,7 +99,8 @@ def test_every_pattern_runs_on_the_text_the_previous_one_left() -> None:
 
 
 def test_a_registered_key_inside_a_bearer_token_leaves_no_part_behind() -> None:
-    register_secret("Mn5Bv6Cx7")
-    header = redact("Authorization: Bearer Mn5Bv6Cx7")
-    assert header.startswith("Authorization: ***") and "Mn5Bv6Cx7" not in header and "Bv6" not in header
-    assert redact("got Mn5Bv6Cx7.") == "got ***."
+    key = _fresh(9)
+    register_secret(key)
+    header = redact(f"Authorization: Bearer {key}")
+    assert header.startswith("Authorization: ***") and key[2:] not in header
+    assert redact(f"got {key}.") == "got ***."
