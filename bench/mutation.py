@@ -65,6 +65,10 @@ CORE: dict[str, list[str]] = {
     "models.batchjournal": ["test_batchjournal_bite.py", "test_batch_journal.py"],
     "run.dialogue": ["test_dialogue_bite.py"],
     "judge.dialogue": ["test_dialogue_bite.py"],
+    "stats.robustness": ["test_robustness_bite.py"],
+    "stats.itemstats": ["test_itemstats_bite.py"],
+    "stats.rubricitems": ["test_itemstats_bite.py"],
+    "reward.inputs": ["test_reward_inputs_bite.py"],
 }
 KILLED = {"killed", "timeout", "caught by type check"}  # mutmut's statuses that mean "a test noticed"
 GOAL = 90.0  # percent of non-equivalent mutants killed, per module (issue 16); the exit code is 1 below it
