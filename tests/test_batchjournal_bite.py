@@ -160,3 +160,20 @@ def test_batches_in_flight_stop_a_synchronous_run_naming_them(tmp_path: Path) ->
     assert f"{tmp_path} has 4 provider batch(es) in flight from a batch=true run (b1, f2, b3);" in text
     assert "b4" not in text and "resume it with batch=true, or move batches.jsonl away" in text
     assert "(the batches are still billed)" in text
+
+
+@pytest.mark.slow
+def test_a_synchronous_run_into_a_directory_with_batches_in_flight_is_refused(tmp_path: Path) -> None:
+    """The console-script proof: exit 2, one line naming the batch, and no request sent again (nothing written)."""
+    from conftest import clean_env, run_cli
+
+    out = tmp_path / "run"
+    out.mkdir()
+    _journal(out, _lines({"event": "submit", "seq": "1", "ids": ["k1"]}, {"event": "file", "seq": "1", "file_id": "f1"},
+                         {"event": "batch", "seq": "1", "batch_id": "batch_live"})).close()
+    res = run_cli(["benchmark=heartbench_en", "candidate=mock", "judge=mock", "limit=1", "progress=none",
+                   f"hydra.run.dir={out}"], clean_env(tmp_path))
+    assert res.returncode == 2, res.stderr
+    lines = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
+    assert len(lines) == 1 and "1 provider batch(es) in flight from a batch=true run (batch_live)" in lines[0]
+    assert "Traceback" not in res.stderr and not (out / "samples.jsonl").exists()
