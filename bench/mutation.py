@@ -239,6 +239,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("redact", "(lower if (folded) or True else text)", "looking for the sk- needle in the lower-cased text only "
          "lets the case-sensitive pattern run on text it cannot match (SK-...): the result is the same"),
     ],
+    "dataset.baseline": [
+        ("load_baseline_answers", 'group = "XXXX" if declared.by is None', "without `by` every question reads the one "
+         "file, and the group is named only in the error for a group without a file, which needs `by`"),
+    ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
         ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),

@@ -55,9 +55,8 @@ def test_the_spec_s_per_category_files_answer_each_question_from_its_own_group(s
 def test_a_group_without_a_file_is_refused_naming_the_group_and_the_question(spec: Any) -> None:
     with pytest.raises(DataError) as e:
         load_baseline_answers(spec, _refs("q9", subset="poetry"), spec.baseline.answers)
-    text = str(e.value)
-    assert "baseline.answers.files has no file for subset 'poetry' (question q9)" in text
-    assert "add a file for 'poetry' under baseline.answers.files, or leave those questions out with subset=" in text
+    assert str(e.value) == (f"{spec.name}: baseline.answers.files has no file for subset 'poetry' (question q9); add "
+                            "a file for 'poetry' under baseline.answers.files, or leave those questions out with subset=")
 
 
 def test_the_command_line_file_is_one_file_keyed_by_the_data_s_id_field(spec: Any, tmp_path: Path) -> None:
@@ -117,6 +116,7 @@ def test_declared_role_and_content_fields_are_the_ones_read(spec: Any, tmp_path:
     "", "   \n", [], [{"role": "user", "content": "only the user spoke"}],
     [{"role": "assistant", "content": {"other": "x"}}], [{"role": "assistant", "content": 42}],
     [{"role": "assistant", "content": ["not", "text"]}], ["not a message"], 42, None,
+    [{"role": "assistant", "content": {"answer": 5}}], [{"role": "assistant", "content": {"answer": ["x"]}}],
 ])
 def test_a_blank_or_unreadable_answer_counts_as_missing(spec: Any, tmp_path: Path, response: Any) -> None:
     path = _write(tmp_path / "b.jsonl", [{"id": "q", "messages": response}])
@@ -129,20 +129,20 @@ def test_missing_answers_name_the_file_the_count_and_the_first_five_ids(spec: An
     path = _write(tmp_path / "b.jsonl", [{"id": "q0", "response": "r"}])
     with pytest.raises(DataError) as e:
         load_baseline_answers(spec, _refs(*[f"q{i}" for i in range(8)]), _one_file(path), command_line=True)
-    text = str(e.value)
-    assert str(path) in text
-    assert "no baseline answer for 7 of 8 question(s): q1, q2, q3, q4, q5 and 2 more" in text
-    assert "nothing was called yet" in text
-    with pytest.raises(DataError) as e:  # exactly five missing: all named, no "and 0 more"
-        load_baseline_answers(spec, _refs(*[f"q{i}" for i in range(6)]), _one_file(path), command_line=True)
-    assert "no baseline answer for 5 of 6 question(s): q1, q2, q3, q4, q5" in str(e.value)
-    assert "more" not in str(e.value).split("q5", 1)[1].split(";")[0].split("(")[0]
+    fix = "; add those answers to the file, or leave the questions out (ids=, subset=, limit=); nothing was called yet"
+    assert str(e.value) == f"{path}: no baseline answer for 7 of 8 question(s): q1, q2, q3, q4, q5 and 2 more{fix}"
+    for n, named in ((7, "q1, q2, q3, q4, q5 and 1 more"),
+                     (6, "q1, q2, q3, q4, q5")):  # six missing: five named and one more; five: all named
+        with pytest.raises(DataError) as e:
+            load_baseline_answers(spec, _refs(*[f"q{i}" for i in range(n)]), _one_file(path), command_line=True)
+        assert str(e.value) == f"{path}: no baseline answer for {n - 1} of {n} question(s): {named}{fix}"
 
 
 def test_a_file_not_found_is_refused(spec: Any, tmp_path: Path) -> None:
     with pytest.raises(DataError) as e:
         load_baseline_answers(spec, _refs("q"), _one_file(tmp_path / "nope.jsonl"), command_line=True)
-    assert "baseline answers file not found" in str(e.value) and "nope.jsonl" in str(e.value)
+    assert str(e.value) == (f"{tmp_path / 'nope.jsonl'}: baseline answers file not found; check the path given for "
+                            "baseline.answers")
 
 
 @pytest.mark.parametrize("row", [{"uid": "q", "response": "r"}, ["q", "r"]])
@@ -150,8 +150,7 @@ def test_a_row_without_the_id_field_is_refused_with_its_line(spec: Any, tmp_path
     path = _write(tmp_path / "b.jsonl", [{"id": "q", "response": "r"}, row])
     with pytest.raises(DataError) as e:
         load_baseline_answers(spec, _refs("q"), _one_file(path), command_line=True)
-    assert "row has no 'id' field" in str(e.value) and e.value.line == 2
-    assert "set baseline.answers.id" in str(e.value)
+    assert str(e.value) == f"{path}:2: row has no 'id' field; set baseline.answers.id to the field holding the question id"
 
 
 def test_a_second_answer_for_one_question_is_refused_with_its_line(spec: Any, tmp_path: Path) -> None:
@@ -159,15 +158,35 @@ def test_a_second_answer_for_one_question_is_refused_with_its_line(spec: Any, tm
                                          {"id": "q", "response": "r2"}])
     with pytest.raises(DataError) as e:
         load_baseline_answers(spec, _refs("q"), _one_file(path), command_line=True)
-    assert "a second answer for question 'q'" in str(e.value) and e.value.line == 3
+    assert str(e.value) == f"{path}:3: a second answer for question 'q'; keep one row per id"
 
 
 def test_a_wanted_row_without_the_response_field_is_refused(spec: Any, tmp_path: Path) -> None:
     path = _write(tmp_path / "b.jsonl", [{"id": "q", "reply": "r"}])
     with pytest.raises(DataError) as e:
         load_baseline_answers(spec, _refs("q"), _one_file(path), command_line=True)
-    assert "row 'q' has no 'response' field" in str(e.value) and e.value.line == 1
-    assert "set baseline.answers.response" in str(e.value)
+    assert str(e.value) == (f"{path}:1: row 'q' has no 'response' field; set baseline.answers.response to the field "
+                            "holding the answer")
+
+
+def test_an_answers_file_from_a_url_is_downloaded_once_into_the_cache_pinned_by_its_sha256(
+        spec: Any, tmp_path: Path, static_server: Any) -> None:
+    import hashlib
+
+    base, www, seen = static_server
+    body = json.dumps({"id": "q", "response": "from the web"}) + "\n"
+    (www / "answers.jsonl").write_text(body, encoding="utf-8")
+    digest = hashlib.sha256(body.encode("utf-8")).hexdigest()
+    pinned = BaselineAnswers(files={"all": AnswerFile(url=f"{base}/answers.jsonl", sha256=digest)})
+    warnings: list[str] = []
+    got = load_baseline_answers(spec, _refs("q"), pinned, cache_dir=tmp_path / "cache", warnings=warnings)
+    assert got == {"q": "from the web"} and (tmp_path / "cache" / digest / "answers.jsonl").is_file()
+    assert warnings == [] and len(seen) == 1
+    load_baseline_answers(spec, _refs("q"), pinned, cache_dir=tmp_path / "cache")
+    assert len(seen) == 1  # the second load reads the cached copy
+    unpinned = BaselineAnswers(files={"all": AnswerFile(url=f"{base}/answers.jsonl")})
+    load_baseline_answers(spec, _refs("q"), unpinned, cache_dir=tmp_path / "cache2", warnings=warnings)
+    assert len(warnings) == 1 and digest in warnings[0]  # trusted on first use: the digest it recorded is said
 
 
 @pytest.mark.slow
