@@ -294,3 +294,96 @@ def test_out_of_range_rates_and_concurrency_are_refused_in_one_line(tmp_path: Pa
                           f"hydra.run.dir={tmp_path / 'r'}"], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and line in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "r" / "samples.jsonl").exists()
+
+
+def test_a_call_that_waited_grows_the_limit_when_answered() -> None:
+    """A call that found the window full counts it as full: with 2 places, A and B in flight and C waiting,
+    A's answer grows the limit to 3 (C is then let in), and C's answer to 4."""
+    async def main() -> float:
+        gate = AdaptiveGate(start=2, clock=Clock())
+        a, b = await gate.acquire(), await gate.acquire()
+        waiting = asyncio.create_task(gate.acquire())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        a.answered()
+        gate.release(a)
+        c = await waiting
+        assert gate.limit == 3 and gate.in_flight == 2
+        c.answered()
+        gate.release(c)
+        gate.release(b)
+        return gate.limit
+
+    assert asyncio.run(main()) == 4
+
+
+def test_one_release_lets_in_only_as_many_waiters_as_there_are_places() -> None:
+    async def main() -> None:
+        gate = AdaptiveGate(start=1, clock=Clock())
+        first = await gate.acquire()
+        tasks = [asyncio.create_task(gate.acquire()) for _ in range(2)]
+        await asyncio.sleep(0)
+        gate.release(first)  # no outcome: the limit stays 1
+        await asyncio.sleep(0)
+        assert gate.in_flight == 1 and [t.done() for t in tasks] == [True, False]
+        gate.release(tasks[0].result())
+        await asyncio.sleep(0)
+        assert gate.in_flight == 1 and tasks[1].done()
+        gate.release(tasks[1].result())
+        assert gate.in_flight == 0
+
+    asyncio.run(main())
+
+
+def test_a_waiter_cancelled_before_its_turn_raises_cancelled_and_takes_no_place() -> None:
+    async def main() -> None:
+        gate = AdaptiveGate(start=1, clock=Clock())
+        first = await gate.acquire()
+        task = asyncio.create_task(gate.acquire())
+        await asyncio.sleep(0)
+        task.cancel()
+        (result,) = await asyncio.gather(task, return_exceptions=True)
+        assert isinstance(result, asyncio.CancelledError)
+        gate.release(first)
+        assert gate.in_flight == 0
+        async with gate.slot() as slot:  # the context manager takes a place and gives it back
+            assert gate.in_flight == 1 and isinstance(slot, Slot)
+            slot.answered()
+        assert gate.in_flight == 0
+
+    asyncio.run(main())
+
+
+def test_a_second_round_cuts_again_once() -> None:
+    gate = AdaptiveGate(start=16, clock=Clock())
+    first = take(gate)
+    first[0].throttled()
+    gate.release(first[0])  # 16 -> 12
+    for s in first[1:]:
+        gate.release(s)
+    second = take(gate, 2)
+    second[0].throttled()
+    gate.release(second[0])  # sent after the first cut: 12 -> 9
+    second[1].throttled()
+    gate.release(second[1])  # sent before the second cut: no third cut
+    assert gate.allowed == 9 and gate.throttles == 2
+
+
+def test_an_answer_without_a_token_count_never_feeds_the_tpm_cap() -> None:
+    clock = Clock()
+    gate = AdaptiveGate(start=1, tpm=60, clock=clock)  # 60 tokens a minute
+    for _ in range(3):
+        slots = take(gate)
+        clock.now += 1.0
+        answer_all(gate, slots)  # no tokens counted: no cap can be derived, the limit grows freely
+    assert gate.tokens is None and gate.allowed == 8
+
+
+def test_rpm_alone_ignores_the_token_counts() -> None:
+    clock = Clock()
+    gate = AdaptiveGate(start=1, rpm=60, clock=clock)
+    for _ in range(4):
+        slots = take(gate)
+        clock.now += 2.02  # 1 call/s x 2.02 s = 2.02 calls busy: ceil(2.02) + 1 = 4
+        answer_all(gate, slots, tokens=500)
+    assert gate.allowed == 4 and gate.tokens == pytest.approx(500.0)
