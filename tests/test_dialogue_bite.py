@@ -247,3 +247,39 @@ def test_a_malformed_transcript_is_refused_naming_the_row(tmp_path: Path, bad: A
                     + "\n", encoding="utf-8")
     with pytest.raises(AnswersError, match=r"row 2: 'transcript' must be a list of \{role: user\|assistant"):
         given_transcripts(str(path), None, "qid")
+
+
+def test_templates_are_checked_before_any_call() -> None:
+    from rubric_engine.errors import SpecError
+    from rubric_engine.judge.dialogue import check_templates
+
+    spec, q = _spec_and_question("simulated_mini")
+    questions = load_dataset(spec, DATA / "simulated_mini" / "simulated_mini.jsonl").questions
+    check_templates(spec, questions)  # the shipped persona and opening render for every row
+    spec.conversation.first = "candidate"
+    check_templates(spec, questions)  # candidate.system gives the candidate something to answer
+    spec.candidate.system = None
+    with pytest.raises(SpecError) as e:
+        check_templates(spec, questions)
+    assert e.value.key_path == "conversation.first" and e.value.value == "candidate"
+    assert "the candidate speaks first but has nothing to answer" in str(e.value)
+    assert "set candidate.system (or give the data a dialogue), or use first: user" in str(e.value)
+
+
+def test_a_persona_that_renders_empty_for_a_row_is_one_error_naming_the_question(tmp_path: Path) -> None:
+    import shutil
+
+    from rubric_engine.errors import SpecError
+    from rubric_engine.judge.dialogue import check_templates
+
+    shutil.copytree(DATA / "simulated_mini", tmp_path / "simulated_mini")
+    (tmp_path / "simulated_mini" / "persona.j2").write_text("{% if row.id != 'p3' %}PERSONA {{ row.persona }}{% endif %}\n")
+    spec = load_spec(tmp_path / "simulated_mini")
+    questions = load_dataset(spec, tmp_path / "simulated_mini" / "simulated_mini.jsonl").questions
+    check_templates(spec, questions, n=2)  # p3 is the third row: not among the first two checked
+    with pytest.raises(SpecError) as e:
+        check_templates(spec, questions)
+    assert e.value.key_path == "conversation.simulator.system" and str(e.value).startswith(
+        str(tmp_path / "simulated_mini" / "persona.j2"))
+    assert "rendered an empty message for question p3" in str(e.value)
+    assert "the template must write the simulated user's instructions for every row" in str(e.value)
