@@ -253,6 +253,15 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("AdaptiveGate.acquire", "elif waiter not in self._waiters:", "a cancelled waiter left in the queue is done, "
          "and _wake drops done waiters before it gives any place (the only way in_flight falls below the limit)"),
     ],
+    "models.batchjournal": [
+        ("BatchJournal._read", 'if (event == "submit") or True else []', "ids are read only from submit lines, and the "
+         "engine writes them only there: a later step's ids field would be parsed and never used"),
+        ("BatchJournal._read", "if keep <= len(data):", "truncating a whole file to its own length changes nothing"),
+        *[("BatchJournal.append", t, "whether the new file's directory entry is fsync'd too: durability after a power "
+           "loss, not reproducible in a test") for t in ("fresh = None", "fresh = self.path.exists()")],
+        ("BatchJournal.append", '.encode("UTF-8")', "codec names are case-insensitive"),
+        ("BatchJournal.save_lines", 'with_suffix(".PART")', "the temporary file's name; it is renamed over the target"),
+    ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
         ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),

@@ -58,6 +58,31 @@ def test_the_in_memory_state_follows_each_step_and_keeps_what_a_step_does_not_na
     assert (s.file_id, s.batch_id, s.status) == ("f1", "b1", None)
     j.append("end", "s1", status="completed")
     assert (s.file_id, s.batch_id, s.status) == ("f1", "b1", "completed")
+    j.append("batch", "s1", batch_id="b2")
+    assert (s.seq, s.file_id, s.batch_id, s.status) == ("s1", "f1", "b2", "completed")
+    j.append("submit", "s2")  # no ids given: none
+    assert j.seqs["s2"].ids == [] and j.seqs["s2"].seq == "s2"
+    j.close()
+
+
+def test_after_close_the_next_step_opens_the_journal_again(tmp_path: Path) -> None:
+    j = BatchJournal(tmp_path)
+    j.append("submit", "s1", ids=["a"])
+    j.close()
+    (tmp_path / BATCH_JOURNAL).rename(tmp_path / "moved.jsonl")
+    j.append("submit", "s2", ids=["b"])  # written to the path, not to the handle of the moved file
+    j.close()
+    assert (tmp_path / BATCH_JOURNAL).read_bytes() == b'{"event":"submit","seq":"s2","ids":["b"]}\n'
+    assert (tmp_path / "moved.jsonl").read_bytes() == b'{"event":"submit","seq":"s1","ids":["a"]}\n'
+
+
+def test_the_lines_of_several_batches_are_saved_side_by_side(tmp_path: Path) -> None:
+    j = BatchJournal(tmp_path)
+    for seq in ("1", "2"):
+        j.append("submit", seq, ids=["a"])
+        j.save_lines(seq, _lines(OK_A))
+    assert sorted(p.name for p in (tmp_path / BATCH_DIR).iterdir()) == ["1.jsonl", "2.jsonl"]
+    assert j.seqs["2"].lines == {"a": OK_A}
     j.close()
 
 
@@ -72,7 +97,7 @@ def test_reading_back_each_state(tmp_path: Path) -> None:
         {"event": "submit", "seq": "4"},                               # no ids
         {"event": "poll", "seq": "4", "status": "x"},                  # a step this version does not know: ignored
     ))
-    assert list(j.seqs) == ["1", "2", "3", "4"]
+    assert list(j.seqs) == ["1", "2", "3", "4"] and [s.seq for s in j.seqs.values()] == ["1", "2", "3", "4"]
     one, two, three, four = (j.seqs[k] for k in ("1", "2", "3", "4"))
     assert one.ids == ["1", "x"] and not one.submitted and one.file_id is None
     assert two.file_id == "22" and two.submitted and two.batch_id is None and two.status is None
@@ -101,6 +126,7 @@ def test_an_ended_seq_reads_its_saved_lines(tmp_path: Path) -> None:
     (({"custom_id": "a", "response": {"status_code": 200}, "error": {"code": "x"}}, FAILED_A),
      {"custom_id": "a", "response": {"status_code": 200}, "error": {"code": "x"}}),  # 200 with an error: no answer
     (({"custom_id": "a", "response": "200"}, OK_A), OK_A),
+    ((ERR_A, {"custom_id": "a", "response": {"status_code": 200}, "error": {"code": "x"}}), ERR_A),
 ])
 def test_of_two_lines_for_one_id_the_answer_is_kept(tmp_path: Path, rows: tuple[Any, ...], kept: Any) -> None:
     (tmp_path / BATCH_DIR).mkdir()
@@ -131,8 +157,16 @@ def test_a_line_cut_by_a_crash_is_dropped_and_a_whole_file_left_untouched(tmp_pa
 def test_a_damaged_line_is_refused_with_its_line_number(tmp_path: Path, bad: bytes) -> None:
     with pytest.raises(DataError) as e:
         _journal(tmp_path, _lines({"event": "submit", "seq": "s", "ids": ["a"]}, bad, {"event": "end", "seq": "s"}))
-    assert e.value.line == 2 and "unreadable line (" in str(e.value)
-    assert "move the run directory away" in str(e.value) and "still be running at the provider" in str(e.value)
+    assert e.value.line == 2 and str(e.value).startswith(f"{tmp_path / BATCH_JOURNAL}:2: unreadable line (")
+    assert str(e.value).endswith("); the batch journal is damaged; move the run directory away to start afresh "
+                                 "(batches it names may still be running at the provider)")
+
+
+def test_a_damaged_line_quotes_at_most_60_characters_of_the_reason(tmp_path: Path) -> None:
+    with pytest.raises(DataError) as e:
+        _journal(tmp_path, b"{bad\n")
+    reason = "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+    assert f"unreadable line ({reason[:60]});" in str(e.value) and e.value.line == 1
 
 
 def test_no_journal_no_refusal(tmp_path: Path) -> None:
