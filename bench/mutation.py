@@ -262,6 +262,12 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("BatchJournal.append", '.encode("UTF-8")', "codec names are case-insensitive"),
         ("BatchJournal.save_lines", 'with_suffix(".PART")', "the temporary file's name; it is renamed over the target"),
     ],
+    "stats.robustness": [
+        *[("compare_verdicts", t, "parameter defaults the only caller (validity/robustness.py) always overrides "
+           "with the run's bootstrap settings") for t in ("n_boot: int = 1001", "seed: int = 1)")],
+        ("position_rates", '"ci": list(ci) if (ci) or True else None', "every position group holds at least one row, "
+         "so its Wilson interval is never None"),
+    ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
         ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),

@@ -122,3 +122,30 @@ def test_nothing_compared() -> None:
     cmp = compare_verdicts([], n_boot=50)
     assert cmp["n"] == 0 and cmp["agreement"] is None and cmp["flip_rate"] is None
     assert cmp["flip_rate_ci"] is None and "no item labelled by both" in cmp["notes"]
+
+
+def test_wilson_stays_within_0_and_1_where_rounding_would_leave_it() -> None:
+    # written out, the upper end of 16/16 and the lower end of 0/21 round to just past 1 and just below 0
+    assert _wilson_by_hand(16, 16)[1] == 1.0 and wilson(16, 16)[1] == 1.0
+    z = 1.959963984540054
+    centre, half = (1 + z * z / 32) / (1 + z * z / 16), z * math.sqrt(z * z / (4 * 256)) / (1 + z * z / 16)
+    assert centre + half > 1.0  # what the clip is for
+    assert wilson(0, 21)[0] == 0.0
+
+
+def test_the_intervals_are_stats_agreement_s_cluster_bootstrap_with_the_given_draws() -> None:
+    from rubric_engine.stats.agreement import cluster_tables, pair_summary
+
+    rows = []
+    for q in range(12):
+        for pos in (1, 2, 3):
+            original = (q + pos) % 3 != 0
+            rows.append(Rejudged(f"q{q}", pos, original, original != (pos == 2 and q % 4 == 0), pos, 3))
+    _, tables = cluster_tables([r.new for r in rows], [r.original for r in rows], [r.qid for r in rows])
+    for kwargs in ({}, {"n_boot": 150, "seed": 9}):
+        cmp = compare_verdicts(rows, **kwargs)
+        ref = pair_summary(tables, n_boot=kwargs.get("n_boot", 1000), seed=kwargs.get("seed", 0))
+        assert cmp["agreement_ci"] == ref["ci"]["raw"] and cmp["kappa_ci"] == ref["ci"]["cohen_kappa"]
+        assert cmp["kappa_ci"] is not None and cmp["cohen_kappa"] == ref["cohen_kappa"]
+    assert compare_verdicts(rows, n_boot=150, seed=9)["agreement_ci"] != compare_verdicts(rows, n_boot=150,
+                                                                                        seed=10)["agreement_ci"]
