@@ -25,7 +25,8 @@ from rubric_engine.reward.inputs import column_ids, completion_text, openrlhf_ro
     ([{"role": "assistant", "content": "first"}, {"role": "tool", "content": "tool output"},
       {"role": "user", "content": "user words"}, {"role": "assistant", "content": "second"}], "first\n\nsecond"),
     ([{"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": "x"},
-                                         {"text": "b"}, "c", {"type": "text", "text": 5}]}], "abc"),
+                                         {"text": "b"}, "c", {"type": "text", "text": 5},
+                                         {"type": "image_url", "text": "an image's alt text is not the reply"}]}], "abc"),
     ([{"role": "assistant", "content": None}, {"role": "assistant", "content": ""},
       {"role": "assistant", "content": "only"}], "only"),
     ([], ""),
@@ -46,6 +47,21 @@ def test_completion_refusals(completion: Any, line: str) -> None:
     with pytest.raises(ConfigError) as e:
         completion_text(completion, "where")
     assert line in str(e.value)
+
+
+def test_a_refusal_names_the_completions_by_default() -> None:
+    with pytest.raises(ConfigError) as e:
+        completion_text(5)
+    assert str(e.value) == "completions: a completion is a string or a list of chat messages, not int"
+
+
+def test_the_body_and_query_refusals_word_for_word() -> None:
+    with pytest.raises(ConfigError) as e:
+        openrlhf_rollouts("text", "qid")
+    assert str(e.value) == 'the request body is a JSON object {"query": [...], "prompts": [...], "labels": [...]}'
+    with pytest.raises(ConfigError) as e:
+        openrlhf_rollouts({"query": None, "labels": []}, "qid")
+    assert str(e.value) == "'query' must be a list of strings (prompt + response of each rollout)"
 
 
 def test_column_ids() -> None:
