@@ -268,6 +268,20 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("position_rates", '"ci": list(ci) if (ci) or True else None', "every position group holds at least one row, "
          "so its Wilson interval is never None"),
     ],
+    "stats.itemstats": [
+        *[(fn, t, "numpy promotes the ints and bools these functions are given to float in every operation they "
+           "use (means, variances, sums of products)") for fn in ("pearson", "corrected_item_total", "cronbach_alpha",
+                                                                  "is_binary", "kr20", "alpha_interval")
+          for t in ("asarray(x, dtype=None)", "asarray(x, )", "asarray(y, dtype=None)", "asarray(y, )",
+                    "asarray(matrix, dtype=None)", "asarray(matrix, )")],
+        *[(fn, t, "a tolerance's own boundary: a variance exactly 1e-12 does not arise") for fn, t in (
+            ("pearson", "if den < 1e-12:"), ("cronbach_alpha", "if total_var < 1e-12:"),
+            ("kr20", "if total_var < 1e-12:"))],
+        ("kr20", "m.shape[1] < 2 or m.shape[1] < 2:", "one row's totals have no variance, so KR-20 is None either way"),
+        *[("alpha_interval", t, "parameter defaults the only caller (stats/rubricitems.py group_table) always "
+           "overrides") for t in ("n_boot: int = 1001", "seed: int = 1,")],
+        ("alpha_interval", "n_boot >= 0:", "with no resample drawn the loop runs zero times"),
+    ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
         ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),

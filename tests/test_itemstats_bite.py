@@ -278,3 +278,51 @@ def test_group_alpha_over_models_leaves_out_criteria_a_model_lacks() -> None:
     t = groups[("tag", "t")]
     assert t.criteria == 2 and t.interval.alpha == pytest.approx(_alpha([r[:2] for r in m]))
     assert list(groups) == [("ability", "g"), ("tag", "t")]
+
+
+def test_pearson_is_clipped_to_plus_minus_one_where_rounding_leaves_it() -> None:
+    x = [0.5112747213686085, 0.4049341374504143, 0.7837985890347726]
+    up = [3.0331272607892745 * v + 1.3 for v in x]
+    x2 = [0.9130110532378982, 0.9666063677707588, 0.47700977655271704]
+    down = [-8.6530992777164 * v + 1.3 for v in x2]
+    assert pearson(x, up) == 1.0 and pearson(x2, down) == -1.0  # written out, both land just past 1
+
+
+def test_two_items_and_two_rows_are_enough() -> None:
+    m = [[1, 0], [0, 1], [1, 1], [0, 0], [1, 1]]
+    assert corrected_item_total(np.array(m)) == pytest.approx([_r([1, 0, 1, 0, 1], [0, 1, 1, 0, 1]),
+                                                               _r([0, 1, 1, 0, 1], [1, 0, 1, 0, 1])])
+    # two rows: items [1, 2] and [2, 4] (variances 0.5, 2), totals [3, 6] (4.5): alpha = 2 x (1 - 2.5/4.5) = 8/9
+    assert cronbach_alpha(np.array([[1, 2], [2, 4]])) == pytest.approx(8 / 9)
+    assert kr20(np.array([[1, 1], [0, 0]])) == pytest.approx(1.0)  # pq = 1/4 + 1/4, totals 2, 0: var 1
+
+
+def test_kr20_refusal_word_for_word() -> None:
+    with pytest.raises(ValueError) as e:
+        kr20(np.array([[1, 2], [0, 1]]))
+    assert str(e.value) == "KR-20 needs 0/1 items; use cronbach_alpha"
+
+
+def _defined(m: np.ndarray, n_boot: int, seed: int) -> int:
+    rng = np.random.default_rng(seed)
+    rows = len(m)
+    return sum(len({sum(r) for r in m[rng.integers(0, rows, rows)].tolist()}) > 1 for _ in range(n_boot))
+
+
+@pytest.mark.parametrize("defined", [2, 3])
+def test_an_interval_needs_at_least_half_of_the_resamples_defined(defined: int) -> None:
+    m = np.array([[1, 1], [0, 0], [0, 0]], float)
+    seed = next(s for s in range(500) if _defined(m, 6, s) == defined)
+    iv = alpha_interval(m, n_boot=6, seed=seed)
+    assert iv.resamples == defined and (iv.lo is not None) == (defined >= 3)
+
+
+def test_one_resample_is_a_bootstrap_too_and_an_undefined_alpha_draws_none() -> None:
+    m = np.array([[1, 1], [0, 0], [1, 0], [0, 1]], float)
+    seed = next(s for s in range(100) if _defined(m, 1, s) == 1)
+    iv = alpha_interval(m, n_boot=1, seed=seed)
+    assert iv.resamples == 1 and iv.lo == iv.hi is not None
+    nan = alpha_interval(np.array([[1, 1], [0, 0], [1, 0], [np.nan, 1]]), n_boot=50)
+    assert nan.alpha is None and nan.resamples == 0 and nan.lo is None  # resamples without the NaN row are not drawn
+    flat = alpha_interval(np.array([1.0, 0.0]), n_boot=5)
+    assert (flat.rows, flat.items, flat.alpha) == (0, 0, None)
