@@ -282,6 +282,21 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            "overrides") for t in ("n_boot: int = 1001", "seed: int = 1,")],
         ("alpha_interval", "n_boot >= 0:", "with no resample drawn the loop runs zero times"),
     ],
+    "stats.rubricitems": [
+        *[("_juror_split", t, "the rule and tie word equal combine()'s defaults, and combine() reads any other rule as "
+           "majority and any other tie word as not met") for t in (
+            '], None, "not_met")', '"majority", None)', '], "not_met")', '"majority", )', '"XXmajorityXX"',
+            '"MAJORITY"', '"XXnot_metXX"', '"NOT_MET"')],
+        *[(fn, t, "numpy promotes the bools and ints to float in every operation on the matrix") for fn, t in (
+            ("criterion_table", "for r in full], dtype=None)"), ("criterion_table", "for r in full], )"),
+            ("group_table", "np.array(cols, dtype=None)"), ("group_table", "np.array(cols, ).T"))],
+        ("criterion_table", "r_it <= FLAT_R", "an item-total r of exactly 0.1 does not arise from 0/1 data of a few replies"),
+        ("criterion_table", "(human or {}).get((qid, c.index), (1, 0))", "without a human unit the rate is None "
+         "whatever the count of disagreements"),
+        ("question_table", "if (pairs) or True else None", "pearson of no pairs is None already"),
+        *[("group_table", t, "parameter defaults the only caller (validity/itemsdiag.py) always overrides") for t in (
+            "n_boot: int = 1001", "seed: int = 1)")],
+    ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
         ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),

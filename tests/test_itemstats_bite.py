@@ -326,3 +326,82 @@ def test_one_resample_is_a_bootstrap_too_and_an_undefined_alpha_draws_none() -> 
     assert nan.alpha is None and nan.resamples == 0 and nan.lo is None  # resamples without the NaN row are not drawn
     flat = alpha_interval(np.array([1.0, 0.0]), n_boot=5)
     assert (flat.rows, flat.items, flat.alpha) == (0, 0, None)
+
+
+def test_a_criterion_row_carries_its_criterion_s_fields() -> None:
+    crit = CriterionInfo("q1", 3, "Names the risk.", -2.0, "safety", ("axis:care", "x"))
+    (row,) = criterion_table([crit], [Reply("q1", "m", 0.5, {3: False})])
+    assert (row.qid, row.index, row.text, row.weight, row.group, row.tags) == (
+        "q1", 3, "Names the risk.", -2.0, "safety", ("axis:care", "x"))
+
+
+def test_a_spread_of_exactly_a_tenth_is_not_flat() -> None:
+    replies = ([Reply("q1", "a", 0.5, {1: k < 4}) for k in range(20)]      # 0.2
+               + [Reply("q1", "b", 0.5, {1: k < 2}) for k in range(20)])   # 0.1
+    (row,) = criterion_table(_crit(1), replies)
+    assert row.spread == 0.1 and not row.no_signal and row.flag == ""
+
+
+def test_review_score_counts_every_disagreement_and_ties_go_to_more_replies() -> None:
+    # criterion 1 against criterion 2 over six replies: r exactly 0 (not negative); criterion 3 goes with 2 (r > 0)
+    rows = [("a", [True, True, True]), ("a", [False, True, True]), ("b", [True, False, False]),
+            ("b", [False, False, False]), ("a", [True, True, True]), ("b", [False, True, False])]
+    votes = {1: {"j1": [True, False, True], "j2": [False]}, 2: {"j1": [True, True], "j2": [True, False]}}
+    replies = [Reply("q1", m, 0.5, {i + 1: h for i, h in enumerate(hits)}, votes if k == 0 else {})
+               for k, (m, hits) in enumerate(rows)]
+    table = {s.index: s for s in criterion_table(_crit(1, 2, 3), replies)}
+    for s in table.values():
+        expected = (float(s.no_signal) + float(s.discrimination is not None and s.discrimination < 0)
+                    + (s.flip_rate or 0) + (s.juror_disagreement or 0) + (s.human_disagreement or 0))
+        assert s.review_score == pytest.approx(expected)
+    assert table[1].flip_rate == 1.0 and table[1].juror_disagreement == 1.0
+    assert table[2].flip_rate == 0.5 and table[2].juror_disagreement == 1.0
+    assert 0 < table[3].discrimination < 1 and table[3].review_score == 0.0
+    tie = criterion_table(_crit(1, qid="q0") + _crit(1), [
+        Reply("q1", "a", 0.5, {1: True}), Reply("q1", "b", 0.5, {1: False}),
+        Reply("q0", "a", 0.5, {1: True}), Reply("q0", "b", 0.5, {1: False}), Reply("q0", "a", 0.5, {1: False})])
+    assert [(s.qid, s.replies, s.review_score) for s in tie] == [("q0", 3, 0.0), ("q1", 2, 0.0)]  # more replies first
+
+
+def test_an_item_total_r_of_exactly_zero_does_not_count_as_against_the_rubric() -> None:
+    rows = [("a", [True, True]), ("a", [False, True]), ("b", [True, False]), ("b", [False, False]),
+            ("a", [True, True]), ("b", [False, True])]
+    table = {s.index: s for s in criterion_table(_crit(1, 2), _pattern(rows))}
+    assert table[1].discrimination == 0.0 and table[1].review_score == float(table[1].no_signal)
+
+
+def test_question_discrimination_uses_each_model_s_mean_on_the_other_questions() -> None:
+    replies = [Reply("q1", "a", 0.8, {}), Reply("q1", "b", 0.2, {}), Reply("q1", "c", 0.5, {}),
+               Reply("q2", "a", 0.5, {}), Reply("q2", "b", 0.1, {}), Reply("q3", "a", 1.0, {}),
+               Reply("q3", "b", 0.9, {}), Reply("q3", "c", 0.4, {})]
+    (q1, _, _) = question_table(replies, {"q1": "", "q2": "", "q3": ""})
+    assert q1.discrimination == pytest.approx(_r([0.8, 0.2, 0.5], [0.75, 0.5, 0.4]))
+
+
+def test_question_rows_count_their_criteria_apart_from_the_no_signal_ones() -> None:
+    replies = [Reply("q1", "a", 0.5, {1: True, 2: True}), Reply("q1", "b", 0.5, {1: True, 2: False})]
+    crits = criterion_table(_crit(1, 2), replies)
+    (q1,) = question_table(replies, {"q1": ""}, crits)
+    assert (q1.criteria, q1.no_signal_criteria) == (2, 1)  # criterion 1 is saturated, 2 separates a from b
+
+
+def test_group_cells_are_each_model_s_rate_over_its_own_replies() -> None:
+    crits = _crit(1, 2, 3)
+    replies = [Reply("q1", "a", 0.5, {1: True, 2: True, 3: False}), Reply("q1", "a", 0.5, {1: True, 2: False, 3: False}),
+               Reply("q1", "b", 0.5, {1: False, 2: False, 3: True}),
+               Reply("q1", "c", 0.5, {1: True, 2: True, 3: True}), Reply("q1", "c", 0.5, {1: False, 2: True, 3: True}),
+               Reply("q1", "c", 0.5, {1: True, 2: True, 3: False})]
+    (g,) = group_table(crits, replies, n_boot=30, seed=2)
+    m = [[1.0, 0.5, 0.0], [0.0, 0.0, 1.0], [2 / 3, 1.0, 2 / 3]]
+    assert g.interval.alpha == pytest.approx(_alpha(m)) and not g.interval.binary
+    assert g.interval == alpha_interval(np.array(m), n_boot=30, seed=2)
+    one = [Reply("q1", "a", 0.5, {1: True, 2: True}), Reply("q1", "b", 0.5, {1: False, 2: True}),
+           Reply("q1", "c", 0.5, {1: False, 2: False})]
+    (b,) = group_table(_crit(1, 2), one, n_boot=10)
+    assert b.interval.binary and b.interval.alpha == pytest.approx(_alpha([[1, 1], [0, 1], [0, 0]]))
+
+
+def test_a_group_with_no_criterion_every_model_was_judged_on_has_none() -> None:
+    replies = [Reply("q1", "a", 0.5, {1: True, 2: None}), Reply("q1", "b", 0.5, {2: False})]
+    (g,) = group_table(_crit(1, 2), replies, n_boot=10)
+    assert (g.criteria, g.models, g.interval.rows, g.interval.items, g.interval.alpha) == (0, 2, 2, 0, None)
