@@ -297,6 +297,15 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("group_table", t, "parameter defaults the only caller (validity/itemsdiag.py) always overrides") for t in (
             "n_boot: int = 1001", "seed: int = 1)")],
     ],
+    "run.dialogue": [
+        *[("_accept_user", t, "EmptyUserReply prints its own fixed text, and the user's error is built from that text "
+           "alone (the role and attempts given here are read nowhere on that path)") for t in (
+            'EmptyUserReply(None, "the', 'EmptyUserReply("user", None,', "empty reply\", attempts=None)",
+            "empty reply\", )", '"XXuserXX"', '"USER"', '"XXthe simulated user returned an empty replyXX"',
+            '"THE SIMULATED USER RETURNED AN EMPTY REPLY"', "attempts=2)")],
+        *[("_add", t, "converse sets user_tokens to (0, 0) before the first user call, so the default after `or` is "
+           "never used") for t in ("o.user_tokens or (1, 0)", "o.user_tokens or (0, 1)")],
+    ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
         ("ResultCache.get", "self._cache.get(key, retry=True)", "diskcache's own default is default=None"),

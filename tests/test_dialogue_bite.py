@@ -41,28 +41,36 @@ def _spec_and_question(name: str, **conversation: Any) -> tuple[Any, Any]:
     return spec, q
 
 
-def _client(srv: FakeServer, name: str) -> ModelClient:
+def _client(srv: FakeServer, name: str, cache: Any = None) -> ModelClient:
     spec = ModelSpec.from_config({"name": name, "model": f"openai/{name}", "api_base": srv.url,
                                   "api_key_env": "FAKE_KEY"}, role="candidate")
-    return ModelClient(spec, cache=None, concurrency=1, max_retries=0, role=name)
+    return ModelClient(spec, cache=cache, concurrency=1, max_retries=0, role=name)
 
 
 def _said(body: dict[str, Any], role: str) -> int:
     return sum(1 for m in body["messages"] if m["role"] == role)
 
 
-def _talk(srv: FakeServer, spec: Any, q: Any, user: bool = True) -> tuple[Outcome, BaseException | None]:
+def _refuse_empty(text: str) -> None:
+    """What the pipeline's accept does for a candidate: an empty reply is a failed call."""
+    if not text.strip():
+        raise ModelCallError("candidate", "the candidate returned an empty reply", attempts=1)
+
+
+def _talk(srv: FakeServer, spec: Any, q: Any, user: bool = True, cache: Any = None, sim_client: Any = None,
+          **kw: Any) -> tuple[Outcome, BaseException | None]:
     o = Outcome(question=q)
 
     async def main() -> BaseException | None:
-        cand, sim = _client(srv, "cand"), (_client(srv, "sim") if user else None)
+        cand = _client(srv, "cand", cache)
+        sim = sim_client if sim_client is not None else (_client(srv, "sim", cache) if user else None)
         try:
-            await converse(spec, q, o, cand, sim, accept=lambda text: None)
+            await converse(spec, q, o, cand, sim, accept=_refuse_empty, **kw)
         except ModelCallError as exc:
             return exc
         finally:
             await cand.aclose()
-            if sim is not None:
+            if sim is not None and sim_client is None:
                 await sim.aclose()
         return None
 
@@ -245,8 +253,10 @@ def test_a_malformed_transcript_is_refused_naming_the_row(tmp_path: Path, bad: A
     path = tmp_path / "answers.jsonl"
     path.write_text(json.dumps({"qid": "a", "response": "r"}) + "\n" + json.dumps({"qid": "b", "transcript": bad})
                     + "\n", encoding="utf-8")
-    with pytest.raises(AnswersError, match=r"row 2: 'transcript' must be a list of \{role: user\|assistant"):
+    with pytest.raises(AnswersError) as e:
         given_transcripts(str(path), None, "qid")
+    assert str(e.value) == (f"{path}: row 2: 'transcript' must be a list of {{role: user|assistant, content: text}}; "
+                            "fix the row or drop its transcript")
 
 
 def test_templates_are_checked_before_any_call() -> None:
@@ -283,3 +293,78 @@ def test_a_persona_that_renders_empty_for_a_row_is_one_error_naming_the_question
         str(tmp_path / "simulated_mini" / "persona.j2"))
     assert "rendered an empty message for question p3" in str(e.value)
     assert "the template must write the simulated user's instructions for every row" in str(e.value)
+
+
+# -- survivors of the mutation run: what each turn counts and passes on -----------------------------------
+
+def test_an_empty_candidate_reply_on_turn_two_is_refused_and_still_counted(fake_key: str) -> None:
+    spec, q = _spec_and_question("scripted_mini")
+
+    def cand(b: dict[str, Any]) -> Reply:
+        return Reply(text="" if _said(b, "user") == 2 else "first", usage=(4, 1))
+    with _server(cand) as srv:
+        o, exc = _talk(srv, spec, q, user=False)
+    assert exc is not None and exc.turn == 2 and "empty reply" in str(exc)  # type: ignore[attr-defined]
+    assert o.cand_calls == 2 and o.cand_tokens == (8, 2)  # the refused reply cost its tokens too
+
+
+def test_an_empty_user_reply_still_counts_its_tokens(fake_key: str) -> None:
+    spec, q = _spec_and_question("simulated_mini")
+    with _server(lambda b: Reply(text="answer", usage=(3, 1)), _user_says("hi", "   ")) as srv:
+        o, _ = _talk(srv, spec, q)
+    assert o.user_calls == 2 and o.user_tokens == (10, 2) and o.cand_tokens == (3, 1)
+
+
+def test_a_user_failing_before_any_call_counts_no_tokens(fake_key: str) -> None:
+    spec, q = _spec_and_question("simulated_mini")
+    with _server(lambda b: Reply(text="answer"), lambda b: Reply(status=400)) as srv:
+        o, _ = _talk(srv, spec, q)
+    assert o.user_tokens == (0, 0) and o.user_calls == 0 and o.user_error.startswith("simulated user, turn 1: ")
+
+
+def test_a_user_failing_after_the_candidate_opened_names_its_own_first_turn(fake_key: str) -> None:
+    spec, q = _spec_and_question("simulated_mini", first="candidate")
+    with _server(lambda b: Reply(text="hello, how can I help?"), lambda b: Reply(status=400)) as srv:
+        o, _ = _talk(srv, spec, q)
+    assert o.user_error.startswith("simulated user, turn 1: ") and o.cand_calls == 1
+
+
+def test_only_the_first_stop_signal_counts(fake_key: str) -> None:
+    spec, q = _spec_and_question("simulated_mini")
+    stop = spec.conversation.stop
+    with _server(lambda b: Reply(text="answer"), _user_says("hi", f"bye {stop} and {stop} again")) as srv:
+        o, _ = _talk(srv, spec, q)
+    assert o.transcript[-1].content == "bye" and o.ended == "stop"
+
+
+def test_a_second_session_replays_every_turn_from_the_cache_and_counts_the_hits(fake_key: str, tmp_path: Path) -> None:
+    from rubric_engine.models.cache import ResultCache
+
+    spec, q = _spec_and_question("simulated_mini")
+    with _server(lambda b: Reply(text=f"answer {_said(b, 'user')}"), _user_says("hi", "more", f"{spec.conversation.stop}")
+                 ) as srv:
+        cache = ResultCache(tmp_path / "cache")
+        first, _ = _talk(srv, spec, q, cache=cache)
+        sent = len(srv.requests)
+        again, _ = _talk(srv, spec, q, cache=cache)
+        assert len(srv.requests) == sent  # nothing paid twice
+        other, _ = _talk(srv, spec, q, cache=cache, repeat=1)  # another sample is another set of calls
+        assert len(srv.requests) == 2 * sent
+        default, _ = _talk(srv, spec, q, cache=cache, repeat=0)
+        assert len(srv.requests) == 2 * sent
+        cache.close()
+    assert (first.cand_cached, first.user_cached) == (0, 0)
+    assert (again.cand_cached, again.user_cached) == (2, 3) and again.transcript == first.transcript
+    assert (other.cand_cached, default.cand_cached) == (0, 2)
+
+
+def test_the_mock_user_says_the_stop_signal_after_three_turns(fake_key: str) -> None:
+    spec, q = _spec_and_question("simulated_mini", max_turns=5)
+    mock = ModelSpec.from_config({"name": "mock", "model": "mock/user"}, role="candidate")
+
+    async def main() -> ModelClient:
+        return ModelClient(mock, cache=None, concurrency=1, max_retries=0, role="user")
+    with _server(lambda b: Reply(text="answer")) as srv:
+        user = asyncio.run(main())
+        o, exc = _talk(srv, spec, q, sim_client=user)
+    assert exc is None and o.ended == "stop" and o.user_calls == 4 and o.cand_calls == 3
