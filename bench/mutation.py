@@ -305,6 +305,12 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
             '"THE SIMULATED USER RETURNED AN EMPTY REPLY"', "attempts=2)")],
         *[("_add", t, "converse sets user_tokens to (0, 0) before the first user call, so the default after `or` is "
            "never used") for t in ("o.user_tokens or (1, 0)", "o.user_tokens or (0, 1)")],
+        *[("_candidate_turn", t, "_add reads the role only as `role == \"user\"`: any other word is the candidate's")
+          for t in ('_add(o, got, None)', '_add(o, got, "XXcandidateXX")', '_add(o, got, "CANDIDATE")',
+                    '_add(o, res, None)', '_add(o, res, "XXcandidateXX")', '_add(o, res, "CANDIDATE")')],
+        *[("_user_turn", t, "only the part before the first stop signal is read, whatever the number of splits")
+          for t in ("split(conv.stop, )[0]", "split(conv.stop, 2)[0]")],
+        ("_user_turn", "MockUser(conv.stop, ))", "MockUser's default number of turns is MOCK_USER_TURNS (3)"),
     ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
