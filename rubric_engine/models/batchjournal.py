@@ -37,6 +37,7 @@ __all__ = ["BATCH_JOURNAL", "BATCH_DIR", "Seq", "BatchJournal", "check_no_batche
 BATCH_JOURNAL = "batches.jsonl"
 BATCH_DIR = "batches"
 _CUSTOM_ID = re.compile(rb'"custom_id"\s*:\s*"([^"\\]{1,200})"')  # where a line that does not parse names its id
+_FIELDS = {"file": "file_id", "batch": "batch_id", "end": "status"}  # the field each step after `submit` records
 
 
 @dataclass
@@ -73,25 +74,21 @@ class BatchJournal:
         lines = data.split(b"\n")
         keep = len(data) - len(lines[-1])  # a last line without its newline was cut by a crash: dropped
         for number, raw in enumerate(lines[:-1], 1):
-            try:
+            try:  # every field a step needs is read here: a damaged line is one line of error, never a traceback
                 rec = json.loads(raw)
-                seq = str(rec["seq"])
-                event = rec["event"]
+                seq, event = str(rec["seq"]), rec["event"]
+                ids = [str(i) for i in rec.get("ids", [])] if event == "submit" else []
+                value = str(rec[_FIELDS[event]]) if event in _FIELDS else None
             except (ValueError, KeyError, TypeError) as exc:
                 raise DataError(str(self.path), f"unreadable line ({str(exc)[:60]})", line=number,
                                 fix="the batch journal is damaged; move the run directory away to start afresh "
                                     "(batches it names may still be running at the provider)") from None
             if event == "submit":
-                self.seqs[seq] = Seq(seq, [str(i) for i in rec.get("ids", [])])
-            elif seq in self.seqs:
-                s = self.seqs[seq]
-                if event == "file":
-                    s.file_id = str(rec["file_id"])
-                elif event == "batch":
-                    s.batch_id = str(rec["batch_id"])
-                elif event == "end":
-                    s.status = str(rec["status"])
-                    s.lines = self.read_lines(seq)
+                self.seqs[seq] = Seq(seq, ids)
+            elif seq in self.seqs and value is not None:
+                setattr(self.seqs[seq], _FIELDS[event], value)
+                if event == "end":
+                    self.seqs[seq].lines = self.read_lines(seq)
         if keep < len(data):
             with self.path.open("r+b") as fh:
                 fh.truncate(keep)

@@ -182,6 +182,6 @@ def given_transcripts(answers: str | None, from_run: str | None, id_field: str) 
         if not isinstance(turns, list) or not all(isinstance(t, dict) and t.get("role") in ("user", "assistant")
                                                   and isinstance(t.get("content"), str) for t in turns):
             raise AnswersError(f"{path}: row {n}: 'transcript' must be a list of {{role: user|assistant, content: "
-                               "text}}; fix the row or drop its transcript")
+                               "text}; fix the row or drop its transcript")
         out[str(row.get(id_field))] = [Turn(t["role"], t["content"]) for t in turns]
     return out
