@@ -216,3 +216,61 @@ def test_baseline_of() -> None:
     assert baseline_of({"pairwise": {"baseline": {"name": 7}}}) == "7"
     assert baseline_of({"pairwise": {}}) is None and baseline_of({}) is None and baseline_of(None) is None
     assert baseline_of({"pairwise": None}) is None and baseline_of({"pairwise": {"baseline": None}}) is None
+
+
+# -- written against the survivors of `python bench/mutation.py stats.bradley_terry` / `results.bradley_terry` --
+
+def test_a_player_seen_only_as_the_second_side_is_rated() -> None:
+    """C is always `b`: its wins and losses are summed over every game it is in, whichever comes last (A 1:1
+    against C in two games, each 1:1 against the anchor: everyone at 1000)."""
+    for order in ([Game("A", "C", 0, 1), Game("A", "C", 1, 0)], [Game("A", "C", 1, 0), Game("A", "C", 0, 1)]):
+        r = fit_ratings([*order, Game("C", "B", 1, 1), Game("A", "B", 1, 1)], "B")
+        assert r["A"] == pytest.approx(1000, abs=1e-9) and r["C"] == pytest.approx(1000, abs=1e-9), r
+
+
+def test_newton_converges_in_a_few_undamped_steps() -> None:
+    # Newton's method on this concave likelihood reaches the closed form within 8 steps (a damped step would not)
+    r = fit_ratings([Game("A", "B", 3, 1), Game("C", "B", 1, 4)], "B", iterations=8)
+    assert r["A"] == pytest.approx(elo(3, 1), abs=1e-9) and r["C"] == pytest.approx(elo(1, 4), abs=1e-9)
+
+
+def test_bootstrap_defaults_are_1000_resamples_seed_0() -> None:
+    rng0 = random.Random(4)
+    per_q = {f"q{i}": [Game("A", "B", w := rng0.random(), 1 - w)] for i in range(12)}
+    assert bootstrap_ratings(per_q, "B") == bootstrap_ratings(per_q, "B", n=1000, seed=0, alpha=0.05)
+    assert bootstrap_ratings(per_q, "B") != bootstrap_ratings(per_q, "B", n=999, seed=0)
+    assert bootstrap_ratings(per_q, "B") != bootstrap_ratings(per_q, "B", n=1000, seed=1)
+
+
+def test_the_unbounded_side_of_a_player_seen_only_as_b() -> None:
+    """C (always `b`) loses 7 of 8 questions: resamples of only losses leave no lower end; none is all wins."""
+    per_q = {f"q{i}": [Game("A", "C", 1, 0) if i else Game("A", "C", 0, 1)] for i in range(8)}
+    lo, hi = bootstrap_ratings(per_q, "A", n=200, seed=0)["C"]
+    assert lo is None and hi is not None
+
+
+def test_small_loss_weights_still_make_the_lower_side_unbounded() -> None:
+    """Losses of weight 0.1 (a resample of only losses has lost 0.8 in all, below one game): still no lower end."""
+    per_q = {f"q{i}": [Game("A", "B", 1, 0) if i == 0 else Game("A", "B", 0, 0.1)] for i in range(8)}
+    lo, hi = bootstrap_ratings(per_q, "B", n=200, seed=0)["A"]
+    assert lo is None and hi is not None
+
+
+def test_section_interval_is_the_bootstrap_with_the_given_n_and_seed() -> None:
+    rng0 = random.Random(8)
+    scored = [sq(f"q{i}", rng0.choice([0.0, 0.25, 0.5, 0.75, 1.0]), 2) for i in range(30)]
+    bt = bradley_terry_section([("m", "b", scored)], n_boot=150, seed=3, alpha=0.05, warnings=[])
+    per_q = {q.id: [Game("m", "\x00baseline", q.score * 2, (1 - q.score) * 2)] for q in scored}
+    row = next(x for x in bt["ratings"] if x["label"] == "m")  # type: ignore[index]
+    assert (row["lo"], row["hi"]) == bootstrap_ratings(per_q, "\x00baseline", n=150, seed=3, alpha=0.05)["m"]
+
+
+def test_a_run_with_no_scored_question_is_unrated() -> None:
+    warnings: list[str] = []
+    bt = bradley_terry_section([("m", "b", [sq("q1", 0.75, 4)]), ("none", "b", [])], n_boot=20, seed=0, alpha=0.05,
+                               warnings=warnings)
+    row = next(x for x in bt["ratings"] if x["label"] == "none")  # type: ignore[index]
+    assert (row["rating"], row["lo"], row["hi"]) == (None, None, None)
+    assert warnings == ["none: won or lost every game against b: no finite Bradley-Terry rating"]
+    empty = bradley_terry_section([("none", "b", [])], n_boot=20, seed=0, alpha=0.05, warnings=[])
+    assert [(x["label"], x["rating"]) for x in empty["ratings"]] == [("b", 1000.0), ("none", None)]  # type: ignore[index]

@@ -416,3 +416,130 @@ def test_baseline_name_and_describe(tmp_path: Path, spec: Any) -> None:
                                       "first only; no baseline declared: pass baseline=ENTRY or baseline.answers=FILE")
     section = pairwise_section(_settings(tmp_path), spec, None, [])
     assert section["baseline"]["name"] == "base-hard+base-creative" and section["games"]["wins"] == 0
+
+
+def test_a_stored_label_the_spec_no_longer_declares_is_still_counted(spec: Any) -> None:
+    """A record written under other labels (read back by rescore): its label gets its own count, from 0."""
+    rec = {"score": 1.0, "games": [{"order": "baseline_first", "label": "A<B"}, {"order": "candidate_first",
+                                                                                 "label": "A<B"}]}
+    summary = pairwise_summary([rec], spec)
+    assert summary["labels"]["A<B"] == 2 and summary["games"] == {"wins": 1, "ties": 0, "losses": 1}
+
+
+# -- written against the survivors of `python bench/mutation.py run.pairwise` -------------------------------
+
+def test_refusal_texts_word_for_word(tmp_path: Path, spec: Any) -> None:
+    from rubric_engine.run.pairwise import plan_baseline
+    nojudge = load_spec(DATA / "choice_mini")  # multiple choice: no judge at all
+    with pytest.raises(ConfigError) as err:
+        plan_baseline(_settings(tmp_path, baseline_answers="x.jsonl"), nojudge, panel=False, samples=1)
+    assert str(err.value) == ("baseline=...: the benchmark choice_mini is not pairwise (judge.verdict.kind: none); "
+                              "drop baseline= / baseline.answers=")
+    with pytest.raises(ConfigError) as err:
+        plan_baseline(_settings(tmp_path, baseline=ModelSpec(name="m", model="mock/m"), baseline_answers="x.jsonl"),
+                      spec, panel=False, samples=1)
+    assert str(err.value) == "give either baseline=ENTRY or baseline.answers=FILE, not both"
+    with pytest.raises(ConfigError) as err:
+        plan_baseline(_settings(tmp_path), load_spec(_variant(tmp_path, "baseline: null\n")), panel=False, samples=1)
+    assert str(err.value) == ("pw_bite: judge.verdict.kind: pairwise needs a baseline: pass baseline=ENTRY (a "
+                              "conf/candidate/ entry or a LiteLLM id) or baseline.answers=FILE, or declare baseline: "
+                              "(model or answers) in the spec")
+
+
+def test_baseline_answers_from_the_command_line_and_from_the_spec(tmp_path: Path, spec: Any) -> None:
+    from rubric_engine.dataset.load import load_dataset
+    from rubric_engine.run.pairwise import baseline_answers
+    questions = load_dataset(spec, MINI).questions
+    warnings: list[str] = []
+    got = baseline_answers(_settings(tmp_path, baseline_answers=str(DATA / "pairwise_mini_baseline.jsonl")), spec,
+                           None, True, questions, warnings)
+    assert got is not None and set(got) == {q.id for q in questions}
+    assert all(t.startswith("A baseline reply written") for t in got.values())
+    own = baseline_answers(_settings(tmp_path), spec, None, True, questions, warnings)
+    assert own is not None and [own[q.id].split()[0] for q in questions] == ["base-hard"] * 4 + ["base-creative"] * 2
+    model = ModelSpec(name="m", model="mock/m")
+    assert baseline_answers(_settings(tmp_path), spec, model, True, questions, warnings) is None  # a model instead
+    assert baseline_answers(_settings(tmp_path), spec, None, False, questions, warnings) is None  # nothing judged
+    crit = load_spec("reference_qa")
+    assert baseline_answers(_settings(tmp_path), crit, None, True, questions, warnings) is None  # not pairwise
+
+
+def test_command_line_answers_are_the_users_own_path(tmp_path: Path, spec: Any) -> None:
+    """A file given on the command line is read wherever it is (a spec's own answers files stay inside the
+    spec's directory): an absolute path outside every spec directory is read."""
+    from rubric_engine.dataset.load import load_dataset
+    from rubric_engine.run.pairwise import baseline_answers
+    outside = tmp_path / "elsewhere" / "answers.jsonl"
+    outside.parent.mkdir()
+    outside.write_text((DATA / "pairwise_mini_baseline.jsonl").read_text())
+    questions = load_dataset(spec, MINI).questions
+    got = baseline_answers(_settings(tmp_path, baseline_answers=str(outside)), spec, None, True, questions, [])
+    assert got is not None and len(got) == 6
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(x + "\n" for x in outside.read_text().splitlines()[1:]))
+    from rubric_engine.errors import DataError
+    with pytest.raises(DataError, match="pw-h1"):
+        baseline_answers(_settings(tmp_path, baseline_answers=str(short)), spec, None, True, questions, [])
+
+
+def test_baseline_name_of_a_spec_without_answers(tmp_path: Path) -> None:
+    from rubric_engine.run.pairwise import baseline_name, pairwise_section
+    none = load_spec(_variant(tmp_path, "baseline: null\n"))
+    assert baseline_name(_settings(tmp_path), none, None) == {"name": "", "model": None, "answers": {}}
+    model = ModelSpec(name="gpt-x", model="openai/gpt-x")
+    assert pairwise_section(_settings(tmp_path), none, model, [])["baseline"] == {"name": "gpt-x",
+                                                                                  "model": "openai/gpt-x"}
+
+
+def test_describe_a_declared_model_with_its_endpoint_and_key(tmp_path: Path) -> None:
+    from rubric_engine.run.pairwise import describe_pairwise
+    declared = load_spec(_variant(tmp_path, "baseline:\n  answers: null\n  model: {name: b, model: openai/b, "
+                                            "api_base: 'http://127.0.0.1:9/v1', api_key_env: MY_BASE_KEY}\n"))
+    assert describe_pairwise(declared).endswith("baseline model b (openai/b) calls endpoint http://127.0.0.1:9/v1, "
+                                                "key from $MY_BASE_KEY")
+
+
+def test_describe_answers_without_a_model_name(tmp_path: Path) -> None:
+    from rubric_engine.run.pairwise import describe_pairwise
+    one = load_spec(_variant(tmp_path, "baseline:\n  answers:\n    files:\n      hard_prompt: {model: null}\n"))
+    assert describe_pairwise(one).endswith("; baseline answers per subset: hard_prompt: ? (baseline_hard.jsonl), "
+                                           "creative_writing: base-creative (baseline_creative.jsonl)")
+
+
+# -- written against the survivors of `python bench/mutation.py scoring.pairwise` ---------------------------
+
+def test_label_words_and_spellings() -> None:
+    from rubric_engine.scoring.pairwise import DEFAULT_PATTERN, label_value, patterns_of, read_label, written_form
+    with pytest.raises(ValueError) as err:
+        label_value("A>A")
+    assert str(err.value) == "'A>A' is not a verdict of the form A>>B, A>B, A=B, B>A or B>>A"
+    assert label_value("A==B") == (0.5, False) and label_value("B==A") == (0.5, False)
+    assert patterns_of(None) == [DEFAULT_PATTERN] and patterns_of("x(y)") == ["x(y)"]
+    assert patterns_of(("a(b)", "c(d)")) == ["a(b)", "c(d)"]
+    assert written_form("A>B", PATTERNS) == "[[A>B]]" and written_form("A>B", [r"<<(\d)>>"]) is None
+    with pytest.raises(ValueError) as err:
+        read_label("[[A>B]] no, [[B>A]]", PATTERNS, LABELS)
+    assert str(err.value) == "the reply gives several different verdicts (A>B, B>A); give exactly one"
+    with pytest.raises(ValueError) as err:
+        read_label("[[A<B]]", PATTERNS, LABELS)
+    assert str(err.value) == "'A<B' is not one of the allowed verdicts: A>>B, A>B, A=B, B>A, B>>A"
+    with pytest.raises(ValueError) as err:
+        read_label("B is better", PATTERNS, LABELS)
+    assert str(err.value) == "no verdict found; end the reply with exactly one of: [[A>>B]], [[A>B]], [[A=B]], " \
+                             "[[B>A]], [[B>>A]]"
+    with pytest.raises(ValueError) as err:
+        read_label("nothing", [r"<<([AB<>=]+)>>"], ["A>B", "weird"])  # a label no wrap can produce: as declared
+    assert str(err.value) == "no verdict found; end the reply with exactly one of: A>B, weird"
+
+
+def test_blank_captures_and_tuples_are_no_label() -> None:
+    from rubric_engine.scoring.pairwise import read_label
+    # the first pattern captures only blanks: nothing found there, so the second pattern decides
+    assert read_label("[[ ]] then [A>B]", [r"\[\[(\s*)\]\]", r"\[([AB<>=]+)\]"], LABELS) == "A>B"
+    with pytest.raises(ValueError, match="no verdict found"):  # two groups: findall gives tuples, never a label
+        read_label("[[A>B]]", [r"(\[\[)([AB<>=]+)\]\]"], LABELS)
+
+
+def test_label_problem_names_the_bad_label() -> None:
+    assert label_problem(["A much better", "A=B"], PATTERNS, 3) == (
+        "labels", "'A much better' is not a verdict of the form A>>B, A>B, A=B, B>A or B>>A")

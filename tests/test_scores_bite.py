@@ -241,3 +241,52 @@ def test_turn_scope_on_a_short_session_is_an_error_without_a_call(mt: Any, fake_
     res, srv = _judge(spec, lambda b: Reply(text="[[5]]"))
     assert srv.requests == [] and res.error == "judge.turn 3: the conversation has only 2 candidate turn(s)"
     assert [(x.turn, x.score, x.error) for x in res.turns] == [(3, None, res.error)]
+
+
+# -- written against the survivors of `python bench/mutation.py stats.turns` --------------------------------
+
+def _varied() -> list[dict[str, Any]]:
+    rng = random.Random(2)
+    return [dict(rec(f"q{i}", [t(1, v := rng.choice([1, 3, 4, 7, 9])), t(2, w := rng.choice([2, 5, 8]))],
+                     (v + w) / 2, rng.choice(["a", "b"])), weight=2.0,
+                 tags=[rng.choice(["tone:warm", "tone:cold"]), "other:x"]) for i in range(40)]
+
+
+def _intervals(sections: dict[str, Any]) -> list[Any]:
+    return [(k, v.get("lo"), v.get("hi")) for k, v in sections["turns"].items()] + [
+        (name, g, v["lo"], v["hi"]) for name, table in sections["group_intervals"].items() for g, v in table.items()]
+
+
+def test_every_interval_uses_the_seed_and_the_defaults_are_1000_and_0(likert: Any) -> None:
+    recs = _varied()
+    scored = scored_from_samples(recs)
+    default = _intervals(score_sections(likert, recs, scored))
+    assert default == _intervals(score_sections(likert, recs, scored, n=1000, seed=0))
+    assert default != _intervals(score_sections(likert, recs, scored, n=999, seed=0))
+    other = _intervals(score_sections(likert, recs, scored, n=1000, seed=4))
+    assert all(a != b for a, b in zip(default, other)), (default, other)  # each table follows the seed
+
+
+def test_turn_means_and_intervals_on_the_declared_scale(mt: Any) -> None:
+    """scoring.scale 10: the turn-1 mean of 8, 3 and 10 is 7 x 10 = 70, its one-judgment turns 40 and 60."""
+    scaled = mt.model_copy(update={"scoring": mt.scoring.model_copy(update={"scale": 10.0})})
+    turns = score_sections(scaled, _records(), scored_from_samples(_records()), n=100, seed=0)["turns"]
+    assert turns["1"]["mean"] == pytest.approx(70.0) and (turns["2"]["mean"], turns["3"]["mean"]) == (40.0, 60.0)
+    assert (turns["2"]["lo"], turns["2"]["hi"]) == (40.0, 40.0) and 30.0 <= turns["1"]["lo"] < 70.0 < turns["1"]["hi"]
+
+
+def test_no_scenario_field_no_scenario_table(likert: Any) -> None:
+    fields = likert.data.fields.model_copy(update={"scenario": None})
+    plain = likert.model_copy(update={"data": likert.data.model_copy(update={"fields": fields})})
+    recs = _varied()
+    assert set(score_sections(plain, recs, scored_from_samples(recs), n=20)["group_intervals"]) == {"tone"}
+    assert set(score_sections(likert, recs, scored_from_samples(recs), n=20)["group_intervals"]) == {"scenarios", "tone"}
+
+
+def test_breakdown_groups_follow_their_prefix(likert: Any) -> None:
+    """likert_mini's `tone` breakdown reads example tags with the prefix tone:, so other:x is no group."""
+    recs = _varied()
+    tables = score_sections(likert, recs, scored_from_samples(recs), n=20)["group_intervals"]
+    assert set(tables["tone"]) == {"tone:warm", "tone:cold"}
+    assert sum(g["questions"] for g in tables["tone"].values()) == 40
+    assert set(tables["scenarios"]) == {"a", "b"}
