@@ -543,3 +543,131 @@ def test_blank_captures_and_tuples_are_no_label() -> None:
 def test_label_problem_names_the_bad_label() -> None:
     assert label_problem(["A much better", "A=B"], PATTERNS, 3) == (
         "labels", "'A much better' is not a verdict of the form A>>B, A>B, A=B, B>A or B>>A")
+
+
+# -- written against the survivors of `python bench/mutation.py judge.pairwise` -----------------------------
+
+def _baseline(srv: FakeServer, spec: Any, cache: Any = None, model: str = "openai/b") -> BaselineReply:
+    async def go() -> BaselineReply:
+        client = ModelClient(ModelSpec(name="b", model=model, api_base=srv.url, api_key_env="FAKE_KEY"),
+                             cache=cache, backoff_base=0.01, max_retries=1, role="baseline")
+        try:
+            return await baseline_reply(client, None, spec, _question())
+        finally:
+            await client.aclose()
+    return asyncio.run(go())
+
+
+def test_baseline_reply_usage_and_its_cache(tmp_path: Path, spec: Any, fake_key: str) -> None:
+    from rubric_engine.models.cache import ResultCache
+    cache = ResultCache(tmp_path / "cache")
+    with FakeServer(lambda body: Reply(text="the baseline's answer", usage=(21, 8))) as srv:
+        first = _baseline(srv, spec, cache)
+        again = _baseline(srv, spec, cache)
+        assert len(srv.requests) == 1 and srv.requests[0]["messages"] == [
+            {"role": "user", "content": "PROMPT[q1] compare these"}]  # the candidate's own messages
+    assert first == BaselineReply("the baseline's answer", None, (21, 8), None, 0)
+    assert (again.text, again.tokens, again.cached) == ("the baseline's answer", (21, 8), 1)
+
+
+def test_a_priced_baseline_reply_keeps_its_cost(tmp_path: Path, spec: Any, fake_key: str) -> None:
+    with FakeServer(lambda body: Reply(text="priced", usage=(1000, 100))) as srv:
+        base = _baseline(srv, spec, model="openai/gpt-4o-mini")
+    assert isinstance(base.cost, float) and base.cost > 0
+
+
+def test_an_empty_baseline_reply_is_its_error(tmp_path: Path, spec: Any, fake_key: str) -> None:
+    with FakeServer(lambda body: Reply(text="   ")) as srv:
+        base = _baseline(srv, spec)
+    assert base.text is None and base.error is not None
+    assert base.error.startswith("baseline") and "the baseline returned an empty reply" in base.error, base.error
+
+
+def test_a_failed_baseline_call_is_its_redacted_error(tmp_path: Path, spec: Any, fake_key: str) -> None:
+    with FakeServer(lambda body: Reply(status=500, error=f"upstream broke, key {SECRET}")) as srv:
+        base = _baseline(srv, spec)
+    assert base.text is None and base.error is not None and SECRET not in base.error and "sk-***" in base.error
+    with FakeServer(lambda body: Reply(status=400, error=f"bad request {SECRET}")) as srv:
+        bad = _baseline(srv, spec)  # a fatal error that does not stop the run: this question's baseline only
+    assert bad.text is None and bad.error is not None and SECRET not in bad.error and "400" in bad.error
+    from rubric_engine.errors import FatalModelError
+    with FakeServer(lambda body: Reply(status=401)) as srv:
+        with pytest.raises(FatalModelError):
+            _baseline(srv, spec)
+
+
+def test_the_reask_names_the_problem_and_the_written_labels(tmp_path: Path, spec: Any, fake_key: str) -> None:
+    jr, srv = _run_judge(tmp_path, spec, lambda body: "no idea" if len(body["messages"]) < 4 else "[[A=B]]")
+    assert jr.error is None and jr.verdicts == [] and jr.attempts == 4
+    reasks = [b["messages"][-1]["content"] for b in srv.requests if len(b["messages"]) >= 4]
+    assert reasks == ["Your verdict could not be read: no verdict found; end the reply with exactly one of: [[A>>B]], "
+                      "[[A>B]], [[A=B]], [[B>A]], [[B>>A]]. Reply again and end with exactly one of: [[A>>B]], "
+                      "[[A>B]], [[A=B]], [[B>A]], [[B>>A]]."] * 2
+
+
+def test_every_declared_pattern_reads_the_label(tmp_path: Path, spec: Any, fake_key: str) -> None:
+    jr, _ = _run_judge(tmp_path, spec, lambda body: "single brackets: [B>A]")  # the spec's second pattern
+    assert jr.error is None and [g.label for g in jr.games] == ["B>A", "B>A"]
+
+
+def test_a_mock_judge_answers_a_declared_label(tmp_path: Path, spec: Any) -> None:
+    async def go() -> PairResult:
+        client = ModelClient(ModelSpec(name="mock-judge", model="mock/judge"), cache=None, role="judge")
+        try:
+            return await judge_pair(client, spec, _question(), CAND, BaselineReply(BASE))
+        finally:
+            await client.aclose()
+    jr = asyncio.run(go())
+    assert jr.error is None and all(g.label in LABELS for g in jr.games) and jr.attempts == 2
+
+
+def test_a_failed_game_error_names_what_failed(tmp_path: Path, spec: Any, fake_key: str) -> None:
+    jr, _ = _run_judge(tmp_path, spec, lambda body: "[[A>B]]" if not _candidate_is_a(body) else "no verdict")
+    assert jr.error is not None and "more failed games" not in jr.error
+    assert jr.error.startswith("game 2 (candidate_first): invalid verdict after 3 replies"), jr.error
+    assert jr.baseline is not None and jr.baseline.text == BASE
+
+
+def test_judge_usage_cost_and_cache_hits_over_both_games(tmp_path: Path, spec: Any, fake_key: str) -> None:
+    from rubric_engine.models.cache import ResultCache
+    cache = ResultCache(tmp_path / "cache")
+
+    def judge(srv: FakeServer, model: str) -> PairResult:
+        async def go() -> PairResult:
+            client = ModelClient(ModelSpec(name="j", model=model, api_base=srv.url, api_key_env="FAKE_KEY"),
+                                 cache=cache, backoff_base=0.01, max_retries=1, role="judge")
+            try:
+                return await judge_pair(client, spec, _question(), CAND, BaselineReply(BASE))
+            finally:
+                await client.aclose()
+        return asyncio.run(go())
+    with FakeServer(lambda body: Reply(text="[[A>B]]", usage=(1000, 50))) as srv:
+        priced = judge(srv, "openai/gpt-4o-mini")
+        again = judge(srv, "openai/gpt-4o-mini")
+        unpriced = judge(srv, "openai/j")
+    assert isinstance(priced.cost, float) and priced.cost > 0 and priced.cache_hits == 0
+    assert again.cache_hits == 2 and again.attempts == 2
+    assert unpriced.cost is None  # an unknown price stays unknown, never a partial sum
+
+
+def test_record_fields_of_a_scored_question(spec: Any) -> None:
+    jr = PairResult(verdicts=[], error=None, baseline=BaselineReply("b"),
+                    games=[Game("baseline_first", "B>A", "r1", None), Game("candidate_first", "A=B", "r2", None)])
+    assert pair_fields(spec, jr) == {
+        "baseline_response": "b",
+        "games": [{"order": "baseline_first", "label": "B>A", "reasoning": "r1", "error": None},
+                  {"order": "candidate_first", "label": "A=B", "reasoning": "r2", "error": None}],
+        "abilities": {}, "score": 0.75, "weight": 2.0, "failed_rules": [], "catastrophic": False}
+    clipped = pair_fields(spec, jr, clip=lambda text: text[:1])
+    assert [g["reasoning"] for g in clipped["games"]] == ["r", "r"]
+    none = pair_fields(spec, PairResult(verdicts=None, error="x", baseline=None))
+    assert none == {"baseline_response": None, "games": []}
+
+
+def test_baseline_usage_for_the_record() -> None:
+    from rubric_engine.judge.grading import JudgeResult
+    from rubric_engine.judge.pairwise import baseline_usage
+    jr = PairResult(verdicts=[], error=None, baseline=BaselineReply("b", None, (12, 3), 0.5, 1))
+    assert baseline_usage(jr) == {"tokens": {"prompt": 12, "completion": 3}, "cost": 0.5, "cache_hits": 1}
+    assert baseline_usage(PairResult(verdicts=[], error=None)) is None
+    assert baseline_usage(JudgeResult(verdicts=[], error=None)) is None and baseline_usage(None) is None
