@@ -66,7 +66,10 @@ CORE: dict[str, list[str]] = {
     "results.bradley_terry": ["test_bradley_terry_bite.py"],
     "scoring.scalar": ["test_scores_bite.py"],
     "stats.turns": ["test_scores_bite.py"],
-    "judge.scores": ["test_scores_bite.py"],
+    "judge.scores": ["test_scores_bite.py", "test_scores.py"],
+    "scoring.checks": ["test_checks_bite.py"],
+    "spec.checked": ["test_checks_bite.py"],
+    "dataset.checked": ["test_checks_bite.py"],
 }
 KILLED = {"killed", "timeout", "caught by type check"}  # mutmut's statuses that mean "a test noticed"
 GOAL = 90.0  # percent of non-equivalent mutants killed, per module (issue 16); the exit code is 1 below it
