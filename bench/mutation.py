@@ -65,6 +65,12 @@ CORE: dict[str, list[str]] = {
     "stats.bradley_terry": ["test_bradley_terry_bite.py"],
     "results.bradley_terry": ["test_bradley_terry_bite.py"],
     "scoring.scalar": ["test_scores_bite.py"],
+    "run.pairwise": [
+        ("plan_baseline", "model_dump(exclude_none=False)", "ModelSpec.from_config reads every key with get(): a key "
+         "set to None and a key left out are the same"),
+        ("baseline_answers", "assert spec.baseline is not None or spec.baseline.answers", "an assertion: a spec "
+         "baseline without answers declares a model, and then baseline_answers returned before it"),
+    ],
     "stats.turns": ["test_scores_bite.py"],
     "judge.scores": ["test_scores_bite.py", "test_scores.py"],
     "scoring.checks": ["test_checks_bite.py"],

@@ -221,10 +221,10 @@ def test_baseline_of() -> None:
 # -- written against the survivors of `python bench/mutation.py stats.bradley_terry` / `results.bradley_terry` --
 
 def test_a_player_seen_only_as_the_second_side_is_rated() -> None:
-    """C is always `b`: its wins and losses are summed over every game it is in, whichever comes last (A 1:1
-    against C in two games, each 1:1 against the anchor: everyone at 1000)."""
-    for order in ([Game("A", "C", 0, 1), Game("A", "C", 1, 0)], [Game("A", "C", 1, 0), Game("A", "C", 0, 1)]):
-        r = fit_ratings([*order, Game("C", "B", 1, 1), Game("A", "B", 1, 1)], "B")
+    """C is always `b`: its wins and losses are summed over every game it is in, whichever comes last (C 1:1
+    against the anchor B and against A, A 1:1 against B: everyone at 1000)."""
+    for last_two in ([Game("A", "C", 0, 1), Game("A", "C", 1, 0)], [Game("A", "C", 1, 0), Game("A", "C", 0, 1)]):
+        r = fit_ratings([Game("A", "B", 1, 1), Game("B", "C", 1, 1), *last_two], "B")
         assert r["A"] == pytest.approx(1000, abs=1e-9) and r["C"] == pytest.approx(1000, abs=1e-9), r
 
 
