@@ -61,6 +61,10 @@ CORE: dict[str, list[str]] = {
     "scoring.pairwise": ["test_pairwise_bite.py", "test_pairwise.py"],
     "stats.pairwise": ["test_pairwise_bite.py"],
     "judge.pairwise": ["test_pairwise_bite.py"],
+    "judge.pairwise": [
+        ("pair_fields", 'redact(g.error) if (g.error) or True else None', "redact() returns a falsy text as it is: "
+         "None stays None"),
+    ],
     "run.pairwise": ["test_pairwise_bite.py"],
     "stats.bradley_terry": ["test_bradley_terry_bite.py"],
     "results.bradley_terry": ["test_bradley_terry_bite.py"],

@@ -580,7 +580,7 @@ def test_an_empty_baseline_reply_is_its_error(tmp_path: Path, spec: Any, fake_ke
     with FakeServer(lambda body: Reply(text="   ")) as srv:
         base = _baseline(srv, spec)
     assert base.text is None and base.error is not None
-    assert base.error.startswith("baseline") and "the baseline returned an empty reply" in base.error, base.error
+    assert base.error == "baseline: the baseline returned an empty reply (after 1 attempt)"
 
 
 def test_a_failed_baseline_call_is_its_redacted_error(tmp_path: Path, spec: Any, fake_key: str) -> None:
@@ -623,7 +623,7 @@ def test_a_mock_judge_answers_a_declared_label(tmp_path: Path, spec: Any) -> Non
 
 def test_a_failed_game_error_names_what_failed(tmp_path: Path, spec: Any, fake_key: str) -> None:
     jr, _ = _run_judge(tmp_path, spec, lambda body: "[[A>B]]" if not _candidate_is_a(body) else "no verdict")
-    assert jr.error is not None and "more failed games" not in jr.error
+    assert jr.error is not None and jr.error == f"game 2 (candidate_first): {jr.games[1].error}"
     assert jr.error.startswith("game 2 (candidate_first): invalid verdict after 3 replies"), jr.error
     assert jr.baseline is not None and jr.baseline.text == BASE
 
@@ -671,3 +671,9 @@ def test_baseline_usage_for_the_record() -> None:
     assert baseline_usage(jr) == {"tokens": {"prompt": 12, "completion": 3}, "cost": 0.5, "cache_hits": 1}
     assert baseline_usage(PairResult(verdicts=[], error=None)) is None
     assert baseline_usage(JudgeResult(verdicts=[], error=None)) is None and baseline_usage(None) is None
+
+
+def test_a_failed_judge_call_is_named_as_the_judges(tmp_path: Path, spec: Any, fake_key: str) -> None:
+    with FakeServer(lambda body: Reply(text="[[A>B]]") if not _candidate_is_a(body) else Reply(status=500)) as srv:
+        jr = _judge(srv, tmp_path, spec, BaselineReply(BASE))
+    assert jr.error is not None and jr.error.startswith("game 2 (candidate_first): judge call failed: "), jr.error
