@@ -65,6 +65,10 @@ CORE: dict[str, list[str]] = {
         ("pair_fields", 'redact(g.error) if (g.error) or True else None', "redact() returns a falsy text as it is: "
          "None stays None"),
     ],
+    "spec.checked": [
+        *[("drop_checked_defaults", t, "the defaults are a str and None, the same in every dump mode") for t in (
+            'model_dump(mode=None)', 'model_dump(mode="XXjsonXX")', 'model_dump(mode="JSON")')],
+    ],
     "run.pairwise": ["test_pairwise_bite.py"],
     "stats.bradley_terry": ["test_bradley_terry_bite.py"],
     "results.bradley_terry": ["test_bradley_terry_bite.py"],

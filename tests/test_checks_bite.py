@@ -324,3 +324,70 @@ def test_checks_and_choice_defaults_stay_out_of_the_resolved_spec() -> None:
     before = json.loads(json.dumps(kept))
     drop_checked_defaults(kept)
     assert kept == before
+
+
+# -- written against the survivors of `python bench/mutation.py dataset.checked` / `spec.checked` -----------
+
+def _checks_rows(tmp_path: Path, rubric: list[dict[str, Any]]) -> Path:
+    f = tmp_path / "rows.jsonl"
+    f.write_text(json.dumps({"id": "p1", "prompt": "Say hi.", "rubric": rubric}) + "\n")
+    return f
+
+
+def _data_error(spec: Any, path: Path) -> str:
+    with pytest.raises(DataError) as err:
+        load_dataset(spec, path)
+    return str(err.value)
+
+
+def test_row_checks_are_validated_with_the_row_the_item_and_the_key(tmp_path: Path) -> None:
+    spec = load_spec(CHECKS)
+    line = _data_error(spec, _checks_rows(tmp_path, [{"label": "", "text": "t", "points": 1},
+                                                     {"label": "", "points": 1, "check": {"type": "regex",
+                                                                                          "pattern": "(?<=a)b"}}]))
+    assert "rows.jsonl:1: rubric[1]: check.pattern: RE2 cannot compile" in line, line
+    assert 'see docs/authoring.md, "Shapes: deterministic checks"' in line
+    whole = _data_error(spec, _checks_rows(tmp_path, [{"label": "", "points": 1, "check": "words"}]))
+    assert "rows.jsonl:1: rubric[0]: check: a check is an object such as" in whole, whole
+
+
+def test_a_checked_item_may_leave_its_text_out_a_judged_one_may_not(tmp_path: Path) -> None:
+    spec = load_spec(CHECKS)
+    q = load_dataset(spec, _checks_rows(tmp_path, [{"label": "", "text": "", "points": 1,
+                                                    "check": {"type": "words", "max": 5}},
+                                                   {"label": "", "points": 1, "check": {"type": "json"}},
+                                                   {"label": "", "text": "own words", "points": 1,
+                                                    "check": {"type": "json"}}])).questions[0]
+    assert [c.text for c in q.criteria[:3]] == ["at most 5 words", "valid JSON", "own words"]
+    line = _data_error(spec, _checks_rows(tmp_path, [{"label": "", "text": "", "points": 1}]))
+    assert "rows.jsonl:1: rubric[0]: text: expected a non-empty string; got ''" in line, line
+
+
+def test_a_judged_item_without_a_judge_is_one_line(tmp_path: Path) -> None:
+    d = tmp_path / "nojudge"
+    d.mkdir()
+    (d / "benchmark.yaml").write_text(f"name: nj\nextends: {CHECKS}\njudge: null\n")
+    line = _data_error(load_spec(d), _checks_rows(tmp_path, [{"label": "", "text": "judged", "points": 1}]))
+    assert "rows.jsonl:1: rubric[0]: no check (check) and the spec declares no judge" in line, line
+    assert "give this item a check, or add a judge: block to the spec" in line
+
+
+def test_a_multiple_choice_item_has_no_label_and_a_missing_options_field_is_named(tmp_path: Path) -> None:
+    q = load_dataset(load_spec(CHOICE), _choice_data(tmp_path, [_row()])).questions[0]
+    assert q.criteria[0].label == ""
+    row = _row()
+    del row["options"]
+    line = _data_error(load_spec(CHOICE), _choice_data(tmp_path, [row]))
+    assert "options" in line and "choices" in line, line
+    bad = _data_error(load_spec(CHOICE), _choice_data(tmp_path, [_row(options=["a"])]))
+    assert "got ['a']" in bad, bad
+    row = _row()
+    del row["answer"]
+    assert "answer" in _data_error(load_spec(CHOICE), _choice_data(tmp_path, [row]))
+
+
+def test_dropping_checked_defaults_from_a_dump_without_those_keys() -> None:
+    from rubric_engine.spec.checked import drop_checked_defaults
+    dump: dict[str, Any] = {"data": {"fields": {"id": "id"}}}
+    drop_checked_defaults(dump)
+    assert dump == {"data": {"fields": {"id": "id"}}}
