@@ -65,6 +65,9 @@ CORE: dict[str, list[str]] = {
         ("pair_fields", 'redact(g.error) if (g.error) or True else None', "redact() returns a falsy text as it is: "
          "None stays None"),
     ],
+    "scoring.checks": [
+        ("run_check", '"as wrong", )', "None is CheckResult.choice's default"),
+    ],
     "spec.checked": [
         *[("drop_checked_defaults", t, "the defaults are a str and None, the same in every dump mode") for t in (
             'model_dump(mode=None)', 'model_dump(mode="XXjsonXX")', 'model_dump(mode="JSON")')],

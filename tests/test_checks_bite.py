@@ -391,3 +391,22 @@ def test_dropping_checked_defaults_from_a_dump_without_those_keys() -> None:
     dump: dict[str, Any] = {"data": {"fields": {"id": "id"}}}
     drop_checked_defaults(dump)
     assert dump == {"data": {"fields": {"id": "id"}}}
+
+
+def test_scoring_checks_survivors() -> None:
+    """Written against the survivors of `python bench/mutation.py scoring.checks`."""
+    assert run_check(Contains("a"), "a x a").found == "check contains: found at 0"  # the first occurrence
+    with pytest.raises(CheckProblem) as err:
+        parse_check({"type": "regex", "pattern": None})  # only a choice's pattern may be null
+    assert (err.value.key, err.value.message) == ("pattern", "expected a non-empty string, got None")
+    assert run_check(Json(), '```json\n{"a": 1}').hit is False  # an opening fence without its closing one
+    assert run_check(Json(), '{"a": "```x```"}').hit is True  # fences inside the JSON are not a fence around it
+    assert run_check(Json(), "nope").found.startswith("check json: not valid JSON (Expecting value")
+    with pytest.raises(TypeError, match="not a check: 'regex'"):
+        run_check("regex", "x")
+    with pytest.raises(TypeError, match="not a check: 3"):
+        describe(3)
+    c = Choice("B", "ABCD", read="pattern", pattern=r"Answer=(\S+)")
+    assert read_choice("Answer=(B).", c) == "B" and read_choice("Answer=[C]", c) == "C"
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWX"
+    assert read_choice("X", Choice("X", letters)) == "X"
