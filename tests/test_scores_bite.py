@@ -290,3 +290,92 @@ def test_breakdown_groups_follow_their_prefix(likert: Any) -> None:
     assert set(tables["tone"]) == {"tone:warm", "tone:cold"}
     assert sum(g["questions"] for g in tables["tone"].values()) == 40
     assert set(tables["scenarios"]) == {"a", "b"}
+
+
+# -- written against the survivors of `python bench/mutation.py judge.scores` -------------------------------
+
+def test_the_json_schema_sent_for_a_score() -> None:
+    from rubric_engine.judge.scores import ScoreShape
+    shape = ScoreShape(1, 5, "rating", "why")
+    assert shape.response_format() == {"type": "json_schema", "json_schema": {"name": "score", "strict": True, "schema": {
+        "type": "object", "additionalProperties": False, "required": ["why", "rating"],
+        "properties": {"why": {"type": "string"}, "rating": {"type": "number"}}}}}
+    assert ScoreShape(1, 10, pattern=r"\[\[(\d+)\]\]").response_format() is None
+
+
+def test_the_reask_words_of_both_forms() -> None:
+    from rubric_engine.judge.scores import ScoreShape
+    assert ScoreShape(1, 5, "rating", "why").reask("bad") == (
+        'Your previous reply could not be used: bad. Reply again with only one JSON object of the form '
+        '{"why": "...", "rating": 5}: "rating" a number from 1 to 5. No other text.')
+    assert ScoreShape(0.5, 10, pattern=r"\[\[(\d+)\]\]").reask("bad") == (
+        "Your previous reply could not be used: bad. Reply again: your explanation, then exactly one rating, a "
+        "number from 0.5 to 10, in the required format (e.g. [[10]]).")
+
+
+def test_parse_words_and_bounds() -> None:
+    from rubric_engine.judge.scores import ScoreShape
+    from rubric_engine.judge.verdicts import VerdictError
+    js = ScoreShape(1, 5, "rating", "why")
+    assert js.parse('{"why": "ok", "rating": 5}').score == 5.0 and js.parse('{"rating": 1}').reasoning == ""
+    for text, words in (('{"why": "ok", "rating": 5.5}', "the score 5.5 is outside the scale 1 to 5"),
+                        ('{"why": "ok", "rating": true}', '"rating" must be a number (got True)'),
+                        ('{"why": 3, "rating": 2}', '"why" must be a string (got 3)'),
+                        ('{"why": "ok"}', 'the JSON must be one object with a "rating" number')):
+        with pytest.raises(VerdictError) as err:
+            js.parse(text)
+        assert str(err.value) == words, str(err.value)
+    pat = ScoreShape(1, 10, pattern=r"\[\[([^\]]*)\]\]")
+    assert pat.parse("good [[7]] yes [[7]]").score == 7.0 and pat.parse("[[7]]").reasoning == "[[7]]"
+    for text, words in (("no rating", r"the reply has no rating in the required format (pattern \[\[([^\]]*)\]\])"),
+                        ("[[seven]]", "the rating 'seven' is not a number"),
+                        ("[[3]] or [[4]]", "the reply gives 2 different ratings (3, 4); give exactly one"),
+                        ("[[nan]]", "the rating 'nan' is not a number")):
+        with pytest.raises(VerdictError) as err:
+            pat.parse(text)
+        assert str(err.value) == words, str(err.value)
+
+
+def test_the_mock_judge_shape() -> None:
+    from rubric_engine.judge.scores import ScoreShape
+    js = ScoreShape(1, 3, "rating", "why").mock()
+    assert (js.items, js.list_key, js.fields) == (1, None, {"why": "text", "rating": [1, 2, 3]})
+    replies = ScoreShape(1, 3, pattern=r"\[\[(\d+)\]\]").mock().replies
+    assert [ScoreShape(1, 3, pattern=r"\[\[(\d+)\]\]").parse(r).score for r in replies] == [1.0, 2.0, 3.0]
+    assert all(r.endswith(f"[[{v}]]") for r, v in zip(replies, (1, 2, 3)))
+    assert ScoreShape(0.2, 0.8, "s", "r").mock().fields == {"r": "text", "s": [0.2]}  # no whole number: the low end
+
+
+def test_turn_score_record() -> None:
+    assert TurnScore(2, 4.5, "why").record() == {"turn": 2, "score": 4.5, "reasoning": "why", "error": None}
+    assert TurnScore(1, None, None, "bad").record() == {"turn": 1, "score": None, "reasoning": None, "error": "bad"}
+
+
+def test_turn_units_of_the_turn_scope_and_of_a_single_reply(mt: Any) -> None:
+    from rubric_engine.judge.scores import turn_units
+    q = Question(id="1", dialogue=(), criteria=(), references=("r1", "r2"), turns=("u1", "u2"), reference="whole")
+    for k, reply, shown in ((1, "REPLY-ONE", 2), (2, "REPLY-TWO", 4)):
+        spec = mt.model_copy(update={"judge": mt.judge.model_copy(update={"scope": "turn", "turn": k})})
+        assert [(u[0], u[1], len(u[2]), u[3]) for u in turn_units(spec, q, "REPLY-TWO", _talk())] == [
+            (k, reply, shown, {"turn": k, "references": ["r1", "r2"], "reference": f"r{k}"})]
+    whole = mt.model_copy(update={"judge": mt.judge.model_copy(update={"scope": "conversation"})})
+    assert turn_units(whole, q, "just one", None) == [(1, "just one", [], {"turn": 1, "references": ["r1", "r2"]})]
+    last = mt.model_copy(update={"judge": mt.judge.model_copy(update={"scope": "last_turn"})})
+    three = _talk() + [{"role": "user", "content": "u3"}, {"role": "assistant", "content": "a3"}]
+    assert turn_units(last, q, "a3", three)[0][3] == {"turn": 3, "references": ["r1", "r2"], "reference": "whole"}
+
+
+def test_a_json_score_judge_through_the_real_client(likert: Any, fake_key: str) -> None:
+    res, srv = _judge(likert, lambda b: Reply(text=json.dumps({"why": "fine", "rating": 4})))
+    assert [(x.turn, x.score, x.reasoning) for x in res.turns] == [(2, 4.0, "fine")]
+    fmt = srv.requests[0]["response_format"]
+    assert fmt["json_schema"]["schema"]["required"] == ["why", "rating"]
+
+
+def test_a_pattern_judgment_keeps_the_whole_reply_as_reasoning(mt: Any, fake_key: str) -> None:
+    res, _ = _judge(mt, lambda b: Reply(text=f"fine work [[{8 if _graded(b) == 1 else 6}]]"))
+    assert [x.reasoning for x in res.turns] == ["fine work [[8]]", "fine work [[6]]"]
+    bad, _ = _judge(mt, lambda b: Reply(text="no") if _graded(b) == 2 else Reply(status=500))
+    assert bad.turns[0].error is not None and bad.turns[0].error.startswith("judge call failed: "), bad.turns[0].error
+    assert bad.turns[1].error is not None and bad.turns[1].error.startswith("invalid score after 3 replies"), \
+        bad.turns[1].error
