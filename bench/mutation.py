@@ -61,27 +61,10 @@ CORE: dict[str, list[str]] = {
     "scoring.pairwise": ["test_pairwise_bite.py", "test_pairwise.py"],
     "stats.pairwise": ["test_pairwise_bite.py"],
     "judge.pairwise": ["test_pairwise_bite.py"],
-    "judge.pairwise": [
-        ("pair_fields", 'redact(g.error) if (g.error) or True else None', "redact() returns a falsy text as it is: "
-         "None stays None"),
-    ],
-    "scoring.checks": [
-        ("run_check", '"as wrong", )', "None is CheckResult.choice's default"),
-    ],
-    "spec.checked": [
-        *[("drop_checked_defaults", t, "the defaults are a str and None, the same in every dump mode") for t in (
-            'model_dump(mode=None)', 'model_dump(mode="XXjsonXX")', 'model_dump(mode="JSON")')],
-    ],
     "run.pairwise": ["test_pairwise_bite.py"],
     "stats.bradley_terry": ["test_bradley_terry_bite.py"],
     "results.bradley_terry": ["test_bradley_terry_bite.py"],
     "scoring.scalar": ["test_scores_bite.py"],
-    "run.pairwise": [
-        ("plan_baseline", "model_dump(exclude_none=False)", "ModelSpec.from_config reads every key with get(): a key "
-         "set to None and a key left out are the same"),
-        ("baseline_answers", "assert spec.baseline is not None or spec.baseline.answers", "an assertion: a spec "
-         "baseline without answers declares a model, and then baseline_answers returned before it"),
-    ],
     "stats.turns": ["test_scores_bite.py"],
     "judge.scores": ["test_scores_bite.py", "test_scores.py"],
     "scoring.checks": ["test_checks_bite.py"],
@@ -277,6 +260,30 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("fit_ratings", "hess - 1e-12", "the ridge only keeps solve() defined; every free player won and lost, so "
          "the Hessian is positive definite and a 1e-12 shift either way moves no rating beyond rounding"),
         ("fit_ratings", "<= 1e-12:", "one more Newton step after a step of exactly 1e-12 changes nothing"),
+    ],
+    "judge.pairwise": [
+        ("pair_fields", 'redact(g.error) if (g.error) or True else None', "redact() returns a falsy text as it is: "
+         "None stays None"),
+    ],
+    "scoring.checks": [
+        ("run_check", '"as wrong", )', "None is CheckResult.choice's default"),
+    ],
+    "dataset.checked": [
+        *[(fn, t, "a Protocol's method stub: its defaults are never used (dataset/load.py's row reader is called)")
+          for fn, t in (("_Row.err", 'fix: str = "XXXX"'), ("_Row.get", 'where: str = "XXXX"'),
+                        ("_Row.text", 'where: str = "XXXX"'), ("_Row.text", "empty_ok: bool = False"))],
+        ("choice_items", "assert f.choices or f.answer", "an assertion: the caller maps both fields (a spec with one of "
+         "them alone is refused when it loads)"),
+    ],
+    "spec.checked": [
+        *[("drop_checked_defaults", t, "the defaults are a str and None, the same in every dump mode") for t in (
+            'model_dump(mode=None)', 'model_dump(mode="XXjsonXX")', 'model_dump(mode="JSON")')],
+    ],
+    "run.pairwise": [
+        ("plan_baseline", "model_dump(exclude_none=False)", "ModelSpec.from_config reads every key with get(): a key "
+         "set to None and a key left out are the same"),
+        ("baseline_answers", "assert spec.baseline is not None or spec.baseline.answers", "an assertion: a spec "
+         "baseline without answers declares a model, and then baseline_answers returned before it"),
     ],
     "stats.turns": [
         *[("_turn_table", text, "a turn's table resamples only the scores (the mean over questions, no "

@@ -410,3 +410,16 @@ def test_scoring_checks_survivors() -> None:
     assert read_choice("Answer=(B).", c) == "B" and read_choice("Answer=[C]", c) == "C"
     letters = "ABCDEFGHIJKLMNOPQRSTUVWX"
     assert read_choice("X", Choice("X", letters)) == "X"
+
+
+def test_missing_fields_name_their_spec_key(tmp_path: Path) -> None:
+    row = _row()
+    del row["answer"]
+    assert "rows.jsonl:1: missing field 'answer'; add it, or fix data.fields.answer in the spec" in _data_error(
+        load_spec(CHOICE), _choice_data(tmp_path, [row]))
+    row = _row()
+    del row["options"]
+    assert "rows.jsonl:1: missing field 'options'; add it, or fix data.fields.choices in the spec" in _data_error(
+        load_spec(CHOICE), _choice_data(tmp_path, [row]))
+    line = _data_error(load_spec(CHECKS), _checks_rows(tmp_path, [{"label": "", "points": 1}]))
+    assert "rows.jsonl:1: rubric[0]: missing field 'text'; add it, or fix data.fields.item_text in the spec" in line
