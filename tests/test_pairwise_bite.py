@@ -391,13 +391,13 @@ def test_plan_baseline_refusals_one_line_each(tmp_path: Path, spec: Any) -> None
 
 def test_plan_baseline_from_the_spec_model(tmp_path: Path) -> None:
     from rubric_engine.run.pairwise import baseline_name, describe_pairwise, plan_baseline
-    declared = load_spec(_variant(tmp_path, "baseline:\n  answers: null\n  model: {name: gpt-x, model: openai/gpt-x}\n"))
+    declared = load_spec(_variant(tmp_path, "baseline:\n  answers: null\n  model: {name: gpt-x, model: openai/gpt-4o}\n"))
     got = plan_baseline(_settings(tmp_path, timeout=7.0), declared, panel=False, samples=1)
-    assert got is not None and (got.name, got.model, got.role, got.timeout) == ("gpt-x", "openai/gpt-x", "baseline", 7.0)
-    assert baseline_name(_settings(tmp_path), declared, got) == {"name": "gpt-x", "model": "openai/gpt-x"}
+    assert got is not None and (got.name, got.model, got.role, got.timeout) == ("gpt-x", "openai/gpt-4o", "baseline", 7.0)
+    assert baseline_name(_settings(tmp_path), declared, got) == {"name": "gpt-x", "model": "openai/gpt-4o"}
     line = describe_pairwise(declared)
     assert line.startswith("pairwise: labels A>>B, A>B, A=B, B>A, B>>A (strong ones count 3x), both orders; "
-                           "baseline model gpt-x (openai/gpt-x) calls "), line
+                           "baseline model gpt-x (openai/gpt-4o) calls "), line
 
 
 def test_baseline_name_and_describe(tmp_path: Path, spec: Any) -> None:
@@ -495,8 +495,10 @@ def test_describe_a_declared_model_with_its_endpoint_and_key(tmp_path: Path) -> 
     from rubric_engine.run.pairwise import describe_pairwise
     declared = load_spec(_variant(tmp_path, "baseline:\n  answers: null\n  model: {name: b, model: openai/b, "
                                             "api_base: 'http://127.0.0.1:9/v1', api_key_env: MY_BASE_KEY}\n"))
-    assert describe_pairwise(declared).endswith("baseline model b (openai/b) calls endpoint http://127.0.0.1:9/v1, "
-                                                "key from $MY_BASE_KEY")
+    assert describe_pairwise(declared).endswith(  # a key the spec chose for its own endpoint: a run refuses it
+        "baseline model b (openai/b) calls endpoint http://127.0.0.1:9/v1, key from $MY_BASE_KEY (a run refuses "
+        "this: the spec would send $MY_BASE_KEY to http://127.0.0.1:9/v1; allow it with trust_endpoints=true if you "
+        "trust the spec)")
 
 
 def test_describe_answers_without_a_model_name(tmp_path: Path) -> None:

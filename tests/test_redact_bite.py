@@ -52,13 +52,13 @@ def test_the_longest_key_is_redacted_first() -> None:
     assert redact(f"key {longest} end") == "key *** end"
 
 
-@pytest.mark.parametrize("name", ["GROQ_API_KEY", "MY_KEY", "HF_TOKEN", "RUBRIC_ENGINE_KEY"])
+@pytest.mark.parametrize("name", ["GROQ_API_KEY", "MY_KEY", "HF_TOKEN", "RUBRIC_ENGINE_KEY", "MY_PASSWORD", "APP_SECRET"])
 def test_key_variables_of_the_environment_are_redacted(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setenv(name, "Ee4Rr5")  # 6 characters
     assert redact("echo Ee4Rr5 back") == "echo *** back"
 
 
-@pytest.mark.parametrize("name", ["GROQ_KEYS", "MY_PASSWORD", "TOKEN_FILE", "PATH_SUFFIX"])
+@pytest.mark.parametrize("name", ["GROQ_KEYS", "PASSWORD_HINT", "TOKEN_FILE", "PATH_SUFFIX"])
 def test_other_variables_are_not_taken_for_keys(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setenv(name, "Yy8Uu9Ii")
     assert redact("echo Yy8Uu9Ii back") == "echo Yy8Uu9Ii back"
