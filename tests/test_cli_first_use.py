@@ -103,7 +103,7 @@ def test_a_base_url_variable_is_named_with_its_endpoint(tmp_path: Path, env: dic
     res = run_cli(args, env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     out = " ".join(res.stdout.split())
-    assert f"${provider}_API_BASE (http://***@127.0.0.1:9/v1?***), key from ${provider}_API_KEY" in out, out
+    assert f"${provider}_API_BASE (http://***:***@127.0.0.1:9/v1?token=***), key from ${provider}_API_KEY" in out, out
     assert "provider's endpoint" not in out and "hunter22" not in out and "abc123" not in out
 
 

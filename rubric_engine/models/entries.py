@@ -22,7 +22,7 @@ from rubric_engine.models.redact import redact
 __all__ = ["ModelSpec", "cache_key", "provider_key_env", "provider_of", "check_keys", "CACHE_KEY_VERSION",
            "endpoint_params", "PARAMS_FIX", "destination", "KEYED_PROVIDERS", "spec_chosen_key", "check_spec_keys",
            "TRUST_ENDPOINTS", "declared_line", "faking_params", "FAKING_FIX",
-           "params_text", "replies_per_request", "reply_ceiling", "SpecKeyError", "provider_base_env", "shown_url"]
+           "params_text", "replies_per_request", "reply_ceiling", "SpecKeyError", "provider_base_env"]
 
 CACHE_KEY_VERSION = 1  # bump to invalidate every stored result if the key recipe changes
 MAX_TIMEOUT = 86_400.0  # one day: a per-attempt limit, and what httpx / asyncio are given must be finite
@@ -107,7 +107,7 @@ def destination(model: str, api_base: str | None, api_key_env: str | None) -> st
     key = f"key from ${api_key_env or provider_key_env(model)}"
     moved = provider_base_env(model)
     if moved is not None:  # LiteLLM (and the engine's OpenAI client) send the call where the variable says
-        return f"endpoint ${moved[0]} ({shown_url(moved[1])}), {key}"
+        return f"endpoint ${moved[0]} ({redact(moved[1])}), {key}"
     return f"the provider's endpoint for {model.split('/', 1)[0] if '/' in model else model}, {key}"
 
 
@@ -119,19 +119,6 @@ def provider_base_env(model: str) -> tuple[str, str] | None:
     names = ("BASE_URL", "API_BASE") if provider == "OPENAI" else ("API_BASE", "BASE_URL")
     return next(((f"{provider}_{n}", os.environ[f"{provider}_{n}"]) for n in names
                  if os.environ.get(f"{provider}_{n}")), None)
-
-
-def shown_url(url: str) -> str:
-    """A URL as a message may show it: user and password replaced by ***, the query (tokens) by ***."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return "(not a valid URL)"
-    host = parts.netloc.rpartition("@")[2]
-    return (f"{parts.scheme}://{'***@' if '@' in parts.netloc else ''}{host}{parts.path}"
-            f"{'?***' if parts.query else ''}") if parts.scheme else "(not a valid URL)"
 
 
 TRUST_ENDPOINTS = "trust_endpoints=true"  # the user's word that a spec's entries may name keys and keyed endpoints
