@@ -25,3 +25,13 @@ def test_ci_runs_the_readme_test_command() -> None:
 def test_the_readme_test_command_runs_on_every_worker_a_whole_file_at_a_time() -> None:
     words = _readme_command().split()
     assert "-n" in words and "--dist" in words and words[words.index("--dist") + 1] == "loadfile", words
+
+
+def test_the_tests_that_start_a_process_are_found_through_helpers_and_fixtures() -> None:
+    from slowmarks import starts_a_process
+
+    assert starts_a_process("test_cli_words", "test_an_unknown_flag_is_one_line_with_the_fix")  # run_cli
+    assert starts_a_process("test_agree", "test_numbers_match_independent_computation")  # conftest's review_runs
+    assert starts_a_process("test_startup", "test_cached_rescore_never_imports_litellm")  # a helper: sys.executable
+    assert not starts_a_process("test_scoring_rules", "test_a_group_without_positive_points")
+    assert not starts_a_process("test_suite_command", "test_ci_runs_the_readme_test_command")
