@@ -418,7 +418,7 @@ def prepare(module: str, tests: list[str]) -> Path:
         f"pytest_add_cli_args_test_selection = [{selection}]\n"
         'pytest_add_cli_args = ["-q", "-p", "no:cacheprovider", "-m", "not slow"]\n'
         "\n[tool.pytest.ini_options]\n"
-        'markers = ["slow: end-to-end tests that start the console script"]\n',
+        'markers = ["slow: tests that start a process (conftest marks them: tests/slowmarks.py)"]\n',
         encoding="utf-8")
     return work
 

@@ -166,6 +166,19 @@ class QuestionScript:
         return Reply(text=json.dumps({"criteria": items}), usage=(100, 50))
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that starts a process (the console script above all) is `slow`, marked or not
+    (tests/slowmarks.py): `pytest -m "not slow"` is the in-process inner loop (docs/development.md)."""
+    from slowmarks import starts_a_process  # noqa: PLC0415
+
+    for item in items:
+        if isinstance(item, pytest.Function) and item.get_closest_marker("slow") is None:
+            name = f"{item.cls.__name__}.{item.originalname}" if item.cls else item.originalname
+            if starts_a_process(Path(str(item.fspath)).stem, name):
+                item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def static_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path, list[str]]]:
     """Serves tmp_path/www on 127.0.0.1 (proxies off); yields (base url, directory, request paths seen)."""

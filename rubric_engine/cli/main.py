@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rubric_engine.cli.compose import compose as _compose, rewrite as _rewrite, user_search_path as _user_search_path
 from rubric_engine.cli.config import CONFIG_MODULE, settings_from_config
-from rubric_engine.cli.startup import shut_down, start_up, start_up_done
+from rubric_engine.cli.startup import report_worker_for, shut_down, start_up, start_up_done
 from rubric_engine.cli.subcommands import (SUBCOMMANDS, closed_pipe, fail, is_config_library_error, one_line,
                                            pipes_close_quietly, print_quietly, run_subcommand, short_help)
 from rubric_engine.errors import ConfigError, RubricEngineError
@@ -113,7 +113,8 @@ def _run_job(cfg: DictConfig) -> int:
         settings = replace(settings_from_config(cfg, out_dir), resume_command=_resume(out_dir) if not sweeping else
                            _resume(_sweep.dir, sweep=True) if _sweep is not None else None)
         # a sweep whose jobs run in this process shows each distinct warning once (other launchers: once per job)
-        summary = run_benchmark(settings, warned=_sweep.warned if sweeping and _sweep is not None else None)
+        summary = run_benchmark(settings, warned=_sweep.warned if sweeping and _sweep is not None else None,
+                                checked=report_worker_for(cfg.stage, sweeping))
         why = nothing_scored(summary)
         if why:
             from rubric_engine.text.terminal import shown
@@ -315,7 +316,7 @@ def _front(argv: list[str]) -> None:
         check_overrides(argv)
     except RubricEngineError as exc:
         sys.exit(fail(exc, debug))
-    start_up(argv)
+    start_up()
     from rubric_engine.models.interrupt import install_sigterm
 
     install_sigterm()  # SIGTERM ends a run like Ctrl-C: a message, the journal closed, exit 143

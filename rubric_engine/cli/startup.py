@@ -8,24 +8,28 @@ start a helper process; `run_benchmark` called from Python does neither (its cal
 from __future__ import annotations
 
 import gc
-import re
+from collections.abc import Callable
 
-__all__ = ["start_up", "start_up_done", "shut_down"]
-
-_NO_REPORT = re.compile(r"^(stage=generate|dry_run=(true|1|yes)|-m|--multirun|-h|--help|--hydra-help|-c|--cfg|"
-                        r"--info|-i|--shell-completion|-sc|hydra\.mode=MULTIRUN)$", re.I)
+__all__ = ["start_up", "start_up_done", "report_worker_for", "shut_down"]
 
 
-def start_up(argv: list[str]) -> None:
-    """What a run does before Hydra composes its config, measured in bench/bench_run.py: the cyclic GC
-    paused while modules load (full collections during imports find nothing and cost ~1 s of CPU), and,
-    when this command will write a report.html, its worker process started so that it loads matplotlib
-    on the other core while this one loads LiteLLM and makes the calls."""
+def start_up() -> None:
+    """What a command does before Hydra composes its config, measured in bench/bench_run.py: the cyclic GC
+    paused while modules load (full collections during imports find nothing and cost ~1 s of CPU)."""
     gc.disable()
-    if not any(_NO_REPORT.match(a) for a in argv):
-        from rubric_engine.report import worker as report_worker
 
-        report_worker.start()
+
+def report_worker_for(stage: str, sweeping: bool) -> Callable[[], object] | None:
+    """What a run started by the command line calls once it has passed its checks (run_benchmark's `checked`):
+    start the report worker, so that it loads matplotlib on the other core while this one loads LiteLLM and
+    makes the calls. None when the run writes no report.html (stage=generate) or is a sweep's job (jobs may
+    run in other processes; with the basic launcher each builds its page itself). Not earlier: a run refused
+    by its spec, data or keys would pay the worker's second of CPU for nothing."""
+    if stage == "generate" or sweeping:
+        return None
+    from rubric_engine.report import worker as report_worker
+
+    return report_worker.start
 
 
 def start_up_done() -> None:

@@ -2,9 +2,10 @@
 
 Why: building a run's report.html costs about 2 s of CPU at the end of a run (matplotlib's import and
 first figure, our report modules, the leaderboard's bootstrap, the charts), all of it after the last
-reply, on the one core the run's process uses. The command line starts this worker when a run begins
-(`start()`); it imports matplotlib and the report modules and draws one throw-away figure on the
-machine's other core while the run is busy with requests, then builds the page when the run has
+reply, on the one core the run's process uses. The command line starts this worker once a run has
+passed its checks (`start()`, cli/startup.report_worker_for); it imports matplotlib and the report
+modules and draws one throw-away figure on the machine's other core while the run is busy with
+requests, then builds the page when the run has
 written its files (`build(run_dir)`), and the run waits for it: report.html exists when the process
 exits. Any failure of the worker (it could not start, it died, it answered nonsense) falls back to
 building the page in the run's own process, where a failure is one warning line as before, so the

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -108,16 +108,19 @@ def given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[
 
 
 def run_benchmark(settings: RunSettings, console: Console | None = None,
-                  results: Console | None = None, warned: set[str] | None = None) -> dict[str, Any]:
+                  results: Console | None = None, warned: set[str] | None = None, *,
+                  checked: Callable[[], object] | None = None) -> dict[str, Any]:
     """Run the stages the settings ask for and return the summary (also written to out_dir).
 
     `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
     so `rubric-engine ... > result.txt` keeps results apart from progress. `warned`: the warnings already
     shown by earlier runs of the same sweep (each distinct one is shown once; this run adds its own). The run
     holds its directory's lock throughout (rundir.RunLock): a second process into the same directory is refused.
+    `checked` is called once the spec, data, plan and keys have passed their checks, before the run directory
+    is written (the command line starts its report worker there: cli/startup.report_worker_for).
     """
     with rundir.RunLock(Path(settings.out_dir)):
-        return _run_locked(settings, console, results, set() if warned is None else warned)
+        return _run_locked(settings, console, results, set() if warned is None else warned, checked)
 
 
 def _warn(console: Console, warned: set[str], text: str, key: str | None = None) -> None:
@@ -130,11 +133,10 @@ def _warn(console: Console, warned: set[str], text: str, key: str | None = None)
 
 
 def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
-                warned: set[str]) -> dict[str, Any]:
+                warned: set[str], checked: Callable[[], object] | None) -> dict[str, Any]:
     console = console or SafeConsole(stderr=True)
     results = results or SafeConsole()
     POOL.configure(settings.workers)  # workers=N: model calls in N processes (models/workers.py)
-    _start_litellm_early(settings)
     settings = with_run_data(settings)  # from_run=: the run's own data file (summary.json's data_path)
     spec, dataset, rows = load_inputs(settings, lazy=True)
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
@@ -169,6 +171,9 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
     for warning in base_warnings:
         _warn(console, warned, f"[yellow]data warning:[/] {shown(warning)}")
     max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
+    _start_litellm_early(settings)  # checked: from here on the run makes its calls
+    if checked is not None:
+        checked()
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -278,10 +283,11 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
 
 
 def _start_litellm_early(settings: RunSettings) -> None:
-    """Start importing LiteLLM (seconds) while the spec and data load, when calls are certain: no
+    """Start importing LiteLLM (seconds) once the run has passed its checks, when calls are certain: no
     cache, or no cache store yet. With a cache that may hold every answer it is left to the first
-    real call, so a fully cached re-score never imports it. The import is CPU-bound Python, so on
-    its own thread it overlaps the I/O of start-up (a data download, a slow disk), not the parsing."""
+    real call, so a fully cached re-score never imports it. Not before the checks: a run refused for
+    its spec, data or keys would pay seconds of CPU for an import no call uses. The import is CPU-bound
+    Python, so on its own thread it overlaps only the I/O left (the journal read on resume, a slow disk)."""
     if settings.stage == "score" and not (settings.answers or settings.from_run):
         return  # a config error is coming; nothing to preload for
     needs = [settings.candidate if not (settings.answers or settings.from_run) else None,
