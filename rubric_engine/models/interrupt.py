@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["Interrupted", "SignalStop", "stopped", "disk_filled", "check_stopped", "handlers", "exit_code", "install_sigterm",
-           "sending", "RESUME_HINT"]
+__all__ = ["Interrupted", "SignalStop", "stopped", "disk_filled", "check_stopped", "handlers", "exit_code",
+           "install_sigterm", "sending", "RESUME_HINT"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 RESUME_HINT = "finished questions are saved and completed calls are cached"

@@ -91,8 +91,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     cache: ResultCache | None, console: Console,
                     stages: dict[str, Any], finished: Callable[[Outcome], None],
                     baseline: Mapping[str, str] | None,
-                    observer: Observer | None = None,
-                    halt: Callable[[BaseException], None] = lambda exc: None) -> dict[str, dict[str, int]]:
+                    observer: Observer | None,
+                    halt: Callable[[BaseException], None]) -> dict[str, dict[str, int]]:
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries,
                   tpm=settings.tpm)
     pairwise = is_pairwise(spec)  # judge.verdict.kind: pairwise: the baseline's reply, then a game per order
