@@ -111,3 +111,40 @@ def test_a_full_disk_names_the_file_keeps_the_calls_in_flight_and_the_printed_co
         assert not twice, f"{len(twice)} of {len(seen)} requests sent more than once"
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_a_cache_on_the_full_disk_is_named_and_the_line_says_answers_are_paid_again(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    """The limit of the promise: with the call cache on the disk that filled, an answer that arrives can be kept
+    nowhere; the run still stops with one line (no traceback) and says so honestly, and the printed command
+    resumes once space is freed."""
+    n = 40
+    disk = tmp_path / "small"
+    _mount(disk, "16m")
+    try:
+        data = tmp_path / "data.jsonl"
+        data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _rows(n)), encoding="utf-8")
+        run = disk / "run"
+        with FakeServer(_Staggered(_rows(n), 0.0)) as srv:
+            proc = subprocess.Popen([EXE, "benchmark=heartbench", f"data.path={data}", "concurrency=4",
+                                     "progress=plain", f"cache.dir={disk / 'cache'}", f"hydra.run.dir={run}",
+                                     *model_args(srv.url)],
+                                    env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + 240
+            while len(srv.request_times) < 16 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.01)
+            assert proc.poll() is None, "the run ended before the disk filled"
+            filler = _fill(disk)
+            _, err = proc.communicate(timeout=240)
+            assert proc.returncode == 2, err[-3000:]
+            assert "Traceback" not in err and "Logging error" not in err, err[-3000:]
+            line = next((x for x in err.splitlines() if "no space left" in x.lower()), "")
+            assert line.startswith("rubric-engine: error: ") and str(disk) in line, err[-3000:]
+            assert "same disk" in line and "paid again" in line and "resume with: " in line, line
+            os.unlink(filler)
+            again = subprocess.run([EXE, *shlex.split(line.split("resume with: ", 1)[1])[1:]], env=env,
+                                   cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert json.loads((run / "summary.json").read_text())["counts"]["scored"] == n
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
