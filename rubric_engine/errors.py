@@ -78,8 +78,8 @@ class DiskFull(RubricEngineError):
         self.path, self.kept = str(path), kept
 
     def __str__(self) -> str:
-        return (f"no space left on the disk holding {self.path}: could not write it; free space there, then the "
-                f"same command resumes{'; ' + self.kept if self.kept else ''}")
+        return (f"no space left on the disk holding {self.path}: could not write it; free space there, then run the "
+                f"same command again (a run resumes where it stopped){'; ' + self.kept if self.kept else ''}")
 
 
 def disk_full(exc: BaseException) -> bool:

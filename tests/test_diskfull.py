@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXE, model_args
+from conftest import EXE, MINI, model_args
 from fakeserver import FakeServer, Reply
 from test_signals import _Script, _rows
 
@@ -148,3 +148,26 @@ def test_a_cache_on_the_full_disk_is_named_and_the_line_says_answers_are_paid_ag
         assert json.loads((run / "summary.json").read_text())["counts"]["scored"] == n
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_an_output_file_on_a_full_disk_is_named(tmp_path: Path, env: dict[str, str]) -> None:
+    """The atomic writer (summary, report pages, leaderboard, samples rewrite ...) names its file on a full
+    disk: here a leaderboard written into a full tmpfs."""
+    run = tmp_path / "run"
+    res = subprocess.run([EXE, "benchmark=heartbench", f"data.path={MINI}", "limit=2", "candidate=mock", "judge=mock",
+                          "progress=none", f"hydra.run.dir={run}"], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    disk = tmp_path / "small"
+    _mount(disk, "1m")
+    try:
+        (disk / "board").mkdir()
+        _fill(disk)
+        res = subprocess.run([EXE, "leaderboard", str(run), f"out={disk / 'board'}"], env=env, capture_output=True,
+                             text=True, timeout=300)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    assert res.returncode == 2, res.stderr[-2000:]
+    line = res.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in res.stderr and line.startswith("rubric-engine: error: "), res.stderr[-2000:]
+    assert f"{disk / 'board'}/" in line and "free space" in line, line

@@ -301,6 +301,11 @@ def write_lines(path: Path, lines: Iterable[str], *, bom: bool = False, fsync: b
     they come (a generator keeps one line in memory); `fsync` makes the content durable before the rename,
     for a file that replaces the run's journal (a power cut must leave one or the other, whole)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    with naming_full_disk(path):  # a full disk: the one line names this file
+        _write_lines(path, lines, bom=bom, fsync=fsync)
+
+
+def _write_lines(path: Path, lines: Iterable[str], *, bom: bool, fsync: bool) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
