@@ -7,7 +7,8 @@
     ├── ModelCallError           a model call failed (model, status, attempts)
     │   └── FatalModelError      retrying cannot help (401, 404, 400, context too long)
     ├── AnswersError             an answers file for score-only runs is wrong
-    └── CacheError               the durable call cache cannot be opened, read or written
+    ├── CacheError               the durable call cache cannot be opened, read or written
+    └── DiskFull                 a file of the run could not be written: no space left (the file, the fix)
 
 Messages are one line a user can act on; the attributes carry the same facts for code.
 """
@@ -25,6 +26,8 @@ __all__ = [
     "FatalModelError",
     "AnswersError",
     "CacheError",
+    "DiskFull",
+    "disk_full",
 ]
 
 
@@ -64,6 +67,26 @@ class AnswersError(RubricEngineError):
 
 class CacheError(RubricEngineError):
     """The durable call cache failed; raised rather than losing a paid-for answer silently."""
+
+
+class DiskFull(RubricEngineError):
+    """A run's file could not be written because its disk (or quota) is full. `path`: that file; `kept`: what
+    became of the answers that arrived while the run stopped (filled in by the run, one clause)."""
+
+    def __init__(self, path: Any, kept: str = "") -> None:
+        super().__init__()
+        self.path, self.kept = str(path), kept
+
+    def __str__(self) -> str:
+        return (f"no space left on the disk holding {self.path}: could not write it; free space there, then run the "
+                f"same command again (a run resumes where it stopped){'; ' + self.kept if self.kept else ''}")
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True for the OS's "no space left" (ENOSPC) and "quota exceeded" (EDQUOT) errors."""
+    import errno
+
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class ModelCallError(RubricEngineError):

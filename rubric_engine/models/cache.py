@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import diskcache
 
-from rubric_engine.errors import CacheError
+from rubric_engine.errors import CacheError, DiskFull, disk_full
 
 __all__ = ["ResultCache", "CacheError", "default_cache_dir"]
 
@@ -35,6 +35,13 @@ _DB_FILES = ("cache.db", "cache.db-wal", "cache.db-shm")
 
 class _NotData(Exception):
     """A row whose value (or key) diskcache would unpickle: never loaded."""
+
+
+def _full(exc: BaseException) -> bool:
+    """A write refused for want of space: the OS's ENOSPC / EDQUOT, or SQLite's SQLITE_FULL."""
+    import sqlite3
+
+    return disk_full(exc) or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
 class _DataDisk(diskcache.Disk):
@@ -136,6 +143,8 @@ class ResultCache:
             raise CacheError(f"{self.directory}: value for key {key[:16]}... is not valid Unicode ({exc.reason} at "
                              f"character {exc.start}); the text came from a model or a data file") from exc
         except Exception as exc:  # noqa: BLE001
+            if _full(exc):  # the run stops like the first Ctrl-C and names the cache (models/interrupt.py)
+                raise DiskFull(self.directory / "cache.db") from exc
             raise self._error("write", exc) from exc
         if not ok:
             raise CacheError(f"{self.directory}: the cache refused a write (key {key[:16]}...); "

@@ -13,6 +13,10 @@ countdown on stderr); their answers reach the cache as any answer does, and the 
 flight or the grace period is over. Calls count as in flight inside `sending()`. SIGTERM (what batch schedulers
 send) is treated like Ctrl-C; a second signal ends the process at once. The exit code is 128 + the signal's
 number (130, 143).
+
+A full disk stops the same way (`SignalStop.halt`): the run cannot journal what it pays for, so it sends nothing
+more, waits for the calls in flight (their answers reach the call cache, which may live on another disk), and
+`check_stopped` then raises the `DiskFull` error naming the file instead of `Interrupted`.
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["Interrupted", "SignalStop", "stopped", "check_stopped", "handlers", "exit_code", "install_sigterm",
-           "sending", "RESUME_HINT"]
+__all__ = ["Interrupted", "SignalStop", "stopped", "disk_filled", "check_stopped", "handlers", "exit_code",
+           "install_sigterm", "sending", "RESUME_HINT"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 RESUME_HINT = "finished questions are saved and completed calls are cached"
-# signum: the first signal this process received while calls were being made (0: none); calls: requests in flight
-_state = {"signum": 0, "calls": 0}
+# signum: the first signal this process received while calls were being made (0: none); calls: requests in flight;
+# full: the first DiskFull of the run (None: the disk did not fill)
+_state: dict[str, Any] = {"signum": 0, "calls": 0, "full": None}
 
 
 @contextlib.contextmanager
@@ -62,8 +67,14 @@ class Interrupted(KeyboardInterrupt):
 
 
 def stopped() -> bool:
-    """True once a signal asked this process to stop making calls."""
-    return bool(_state["signum"])
+    """True once a signal (or a full disk) asked this process to stop making calls."""
+    return bool(_state["signum"] or _state["full"])
+
+
+def disk_filled(exc: BaseException) -> None:
+    """Note a full disk met outside the calls (closing the run's files): `check_stopped` raises it."""
+    if _state["full"] is None:
+        _state["full"] = exc
 
 
 def handlers() -> dict[int, Any]:
@@ -72,17 +83,19 @@ def handlers() -> dict[int, Any]:
 
 
 def check_stopped(saved: dict[int, Any] | None = None) -> None:
-    """Raise `Interrupted` (the first signal's) when a signal stopped the calls; nothing otherwise. Before
-    raising, the handlers in `saved` are put back (after an interruption a second signal exits at once
-    until the journal is closed; a Python caller then gets its own handlers again)."""
-    if not _state["signum"]:
+    """Raise `Interrupted` (the first signal's) when a signal stopped the calls, the `DiskFull` error when the
+    disk filled; nothing otherwise. Before raising, the handlers in `saved` are put back (after an interruption a
+    second signal exits at once until the journal is closed; a Python caller then gets its own handlers again)."""
+    if not stopped():
         return
     for sig, old in (saved or {}).items():
         try:
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
         except (ValueError, TypeError):  # not the main thread
             pass
-    raise Interrupted(_state["signum"])
+    if _state["signum"]:
+        raise Interrupted(_state["signum"])
+    raise _state["full"]
 
 
 def exit_code(exc: BaseException) -> int:
@@ -125,7 +138,7 @@ class SignalStop:
 
     def __init__(self, grace: float = 0.0, say: Callable[[str], None] | None = None,
                  resume: str | None = None) -> None:
-        self.signum = 0
+        self.signum = 0  # the first signal's number (a full disk leaves it 0)
         self.grace, self._say, self._resume = max(0.0, float(grace)), say, resume
         self._old: dict[int, Any] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -133,7 +146,7 @@ class SignalStop:
         self._drain: asyncio.Task[None] | None = None
 
     def install(self) -> "SignalStop":
-        _state["signum"] = 0
+        _state["signum"], _state["full"] = 0, None
         self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
         for sig in SIGNALS:
             try:
@@ -145,9 +158,23 @@ class SignalStop:
         return self
 
     def _on_signal(self, sig: int) -> None:
-        if self.signum:
+        if self.signum or _state["full"] is not None:  # a second signal, or one while a full disk drains: now
             _exit_now(sig, resume=self._resume)
         self.signum = _state["signum"] = sig
+        name = signal.Signals(sig).name
+        self._stop(name, f"{name} again exits now")
+
+    def halt(self, exc: BaseException) -> None:
+        """A full disk (`exc`, a DiskFull): stop as the first signal does (no new request, the calls in flight
+        waited for so their answers are cached); `check_stopped` raises `exc` afterwards. Later ones are noted
+        only: the first names the file."""
+        if stopped():
+            return
+        _state["full"] = exc
+        self._stop("disk full", "Ctrl-C exits now")
+
+    def _stop(self, name: str, again: str) -> None:
+        """The first stop, whatever asked for it: mark the process stopped, drain the calls in flight, cancel."""
         # LiteLLM builds each request's coroutine on a worker thread; one finished after its caller was
         # cancelled is dropped unstarted (no request sent), and Python would warn that it was never awaited
         warnings.filterwarnings("ignore", message=r"coroutine '\S*acompletion' was never awaited",
@@ -157,9 +184,9 @@ class SignalStop:
         if self.grace <= 0 or not _state["calls"] or self._loop is None:
             self._task.cancel()
             return
-        self._drain = self._loop.create_task(self._wait_for_calls(signal.Signals(sig).name))
+        self._drain = self._loop.create_task(self._wait_for_calls(name, again))
 
-    async def _wait_for_calls(self, name: str) -> None:
+    async def _wait_for_calls(self, name: str, again: str) -> None:
         """The drain: until no call is in flight or `grace` is over, a countdown line each second; then cancel."""
         end = time.monotonic() + self.grace
         said = -1
@@ -168,7 +195,7 @@ class SignalStop:
             if self._say is not None and (said < 0 or left <= said - 1):
                 said = left
                 self._say(f"{name}: stopping: no new call is sent; waiting for {_state['calls']} call(s) in flight to "
-                          f"answer (up to {left} s more, so they are not paid twice); {name} again exits now")
+                          f"answer (up to {left} s more, so they are not paid twice); {again}")
             await asyncio.sleep(0.05)
         if self._say is not None and _state["calls"]:
             self._say(f"{name}: {_state['calls']} call(s) still unanswered after {self.grace:g} s: cancelled")

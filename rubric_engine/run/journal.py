@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.records import SampleRecord
-from rubric_engine.store.layout import open_nofollow
+from rubric_engine.store.layout import close_naming_full_disk, naming_full_disk, open_nofollow
 
 __all__ = ["JOURNAL_VERSION", "run_fingerprint", "JournalWriter", "JournalState", "read_journal"]
 
@@ -125,7 +125,8 @@ class JournalWriter:
             self.sync()
 
     def _write(self, rec: Mapping[str, Any]) -> None:
-        self._fh.write((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+        with naming_full_disk(self.path):
+            self._fh.write((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
 
     def append(self, record: SampleRecord) -> None:
         """Write one question's record (it must carry its `id`)."""
@@ -137,15 +138,14 @@ class JournalWriter:
             self.sync()
 
     def sync(self) -> None:
-        """Make everything written so far durable."""
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        """Make everything written so far durable (a full disk: DiskFull naming the journal)."""
+        with naming_full_disk(self.path):
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
         self._pending, self._last_sync = 0, time.monotonic()
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self.sync()
-            self._fh.close()
+        close_naming_full_disk(self._fh, self.path, self.sync)
 
     def __enter__(self) -> "JournalWriter":
         return self

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 
 from rubric_engine.datatypes import Question
-from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.errors import DiskFull, FatalModelError, ModelCallError
 from rubric_engine.judge.checked import Grader
 from rubric_engine.judge.pairwise import baseline_reply, is_pairwise, judge_pair
 from rubric_engine.judge.panels import Panel
@@ -74,13 +74,14 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
     The first SIGINT / SIGTERM stops every request not yet sent and every question not yet taken, waits for the
     calls in flight (at most the longest model timeout, a countdown on `console`) so their answers are cached,
     then cancels what is left (models/interrupt.py); the caller sees `interrupt.stopped()`, and
-    asyncio.CancelledError when something was still running."""
+    asyncio.CancelledError when something was still running. A full disk (`DiskFull` from `finished` or the
+    transcripts' `observer`) stops the same way; `interrupt.check_stopped` raises it afterwards."""
     grace = max((m.timeout for m in plan.models() if m.timeout), default=0.0)
     stop = SignalStop(grace, say=lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True),
                       resume=settings.resume_command).install()
     try:
         return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished, baseline,
-                               observer)
+                               observer, stop.halt)
     finally:
         stop.restore()
 
@@ -90,7 +91,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     cache: ResultCache | None, console: Console,
                     stages: dict[str, Any], finished: Callable[[Outcome], None],
                     baseline: Mapping[str, str] | None,
-                    observer: Observer | None = None) -> dict[str, dict[str, int]]:
+                    observer: Observer | None,
+                    halt: Callable[[BaseException], None]) -> dict[str, dict[str, int]]:
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries,
                   tpm=settings.tpm)
     pairwise = is_pairwise(spec)  # judge.verdict.kind: pairwise: the baseline's reply, then a game per order
@@ -184,12 +186,16 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                 if stopped():  # a signal came and a cancellation was lost somewhere: take nothing more
                     raise asyncio.CancelledError
                 o = Outcome(q)
-                if k > 1:  # candidate.samples: K replies, started together, merged into one record
-                    o.samples = [Outcome(q) for _ in range(k)]
-                    await asyncio.gather(*(one(x, s) for s, x in enumerate(o.samples)))
-                else:
-                    await one(o)
-                finished(o)
+                try:
+                    if k > 1:  # candidate.samples: K replies, started together, merged into one record
+                        o.samples = [Outcome(q) for _ in range(k)]
+                        await asyncio.gather(*(one(x, s) for s, x in enumerate(o.samples)))
+                    else:
+                        await one(o)
+                    finished(o)
+                except DiskFull as exc:  # stop as the first Ctrl-C does: the calls in flight still reach the cache
+                    halt(exc)
+                    return
 
         try:
             async with asyncio.TaskGroup() as tg:

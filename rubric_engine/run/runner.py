@@ -18,7 +18,7 @@ from rich.console import Console
 
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
-from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.errors import ConfigError, DataError, DiskFull
 from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
 from rubric_engine.judge.pairwise import PairResult, is_pairwise
 from rubric_engine.models import interrupt
@@ -132,6 +132,22 @@ def _warn(console: Console, warned: set[str], text: str, key: str | None = None)
     console.print(text, highlight=False, soft_wrap=True)
 
 
+def _kept(full: DiskFull, cache: ResultCache | None) -> str:
+    """What became of the answers that arrived while a full disk stopped the run, said honestly: kept in a call
+    cache on another disk, or (cache off, or on the full disk) paid again on resume where not yet journaled."""
+    if cache is None:
+        return "the call cache is off: answers not yet in the journal are paid again on resume"
+    try:
+        apart = Path(cache.directory).stat().st_dev != Path(full.path).parent.stat().st_dev
+    except OSError:
+        apart = False
+    if apart:
+        return (f"the calls in flight were answered and kept in the call cache ({cache.directory}, another disk): "
+                "the resume does not pay for them again")
+    return (f"the call cache ({cache.directory}) is on the same disk: an answer it could not store is paid again "
+            "on resume (cache.dir= on another disk keeps them)")
+
+
 def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
                 warned: set[str], checked: Callable[[], object] | None) -> dict[str, Any]:
     console = console or SafeConsole(stderr=True)
@@ -236,13 +252,19 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
         if not interrupt.stopped():
             raise
     finally:
-        if writer is not None:
-            writer.close()  # synced: every question finished before a signal is in the journal
-        if transcripts is not None:
-            transcripts.close()
+        for closing in (writer, transcripts):  # synced: every question finished before a signal is in the journal
+            try:
+                if closing is not None:
+                    closing.close()
+            except DiskFull as exc:  # reported below, once the cache is closed
+                interrupt.disk_filled(exc)
         if cache is not None:
             cache.close()
-    interrupt.check_stopped(saved)  # a signal: Interrupted (exit 130 / 143), the same command resumes
+    try:
+        interrupt.check_stopped(saved)  # a signal: Interrupted (exit 130 / 143), the same command resumes
+    except DiskFull as exc:
+        exc.kept = _kept(exc, cache)
+        raise
     timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
     timing["total"] = round(time.monotonic() - t0, 3)
 

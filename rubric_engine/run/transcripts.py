@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from rubric_engine.models.events import CallEvent
 from rubric_engine.models.redact import redact
-from rubric_engine.store.layout import open_nofollow
+from rubric_engine.store.layout import close_naming_full_disk, naming_full_disk, open_nofollow
 from rubric_engine.store.transcripts import SHORT_TEXT, WHERE, calls_path, digest
 
 __all__ = ["TranscriptWriter"]
@@ -248,23 +248,24 @@ class TranscriptWriter:
         self._write({"h": h, "t": text} if len(pieces) == 1 and isinstance(pieces[0], str) else {"h": h, "p": pieces})
 
     def _write(self, rec: dict[str, Any]) -> None:
-        self._fh.write((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8",
-                                                                                                    "surrogatepass"))
+        with naming_full_disk(self.path):
+            self._fh.write((json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
+                "utf-8", "surrogatepass"))
 
     # -- durability ----------------------------------------------------------------------------------------
     def finished(self, qid: str) -> None:
         """A question is final: its calls go to the OS now (before its journal record), fsync'd by interval."""
         self._questions.pop(qid, None)
-        self._fh.flush()
+        with naming_full_disk(self.path):
+            self._fh.flush()
         if time.monotonic() - self._last_sync >= self.interval:
             self.sync()
 
     def sync(self) -> None:
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        with naming_full_disk(self.path):
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
         self._last_sync = time.monotonic()
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self.sync()
-            self._fh.close()
+        close_naming_full_disk(self._fh, self.path, self.sync)

@@ -6,6 +6,7 @@ leaderboards read them back, so their layout is a public, versioned format (see 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import itertools
@@ -20,10 +21,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rubric_engine.errors import AnswersError, ConfigError, DataError, RubricEngineError
+from rubric_engine.errors import AnswersError, ConfigError, DataError, DiskFull, RubricEngineError, disk_full
 from rubric_engine.text.surrogates import surrogate_path
 
 __all__ = [
+    "naming_full_disk",
+    "close_naming_full_disk",
     "ANSWERS_FILE",
     "SAMPLES_FILE",
     "SUMMARY_FILE",
@@ -68,6 +71,31 @@ RERUN = "re-run or re-score this run directory"  # the fix for a run directory t
 SUMMARY_SCHEMA_VERSION = 1
 LOCK_FILE = ".rubric-engine.lock"
 _RUN_FILES = (ANSWERS_FILE, SAMPLES_FILE, SUMMARY_FILE)
+
+
+@contextlib.contextmanager
+def naming_full_disk(path: Path) -> Iterator[None]:
+    """Around a write to `path`: a full disk (ENOSPC, EDQUOT) becomes `DiskFull` naming `path`, since an error
+    of a write to an open file names no file, and the user must know which disk to free."""
+    try:
+        yield
+    except OSError as exc:
+        if disk_full(exc):
+            raise DiskFull(path) from exc
+        raise
+
+
+def close_naming_full_disk(fh: Any, path: Path, sync: Any) -> None:
+    """Close a buffered append-only file after `sync()` (its flush and fsync); the file is closed even when
+    the sync fails, and a full disk is `DiskFull` naming `path`."""
+    if fh.closed:
+        return
+    with naming_full_disk(path):
+        try:
+            sync()
+        finally:
+            with contextlib.suppress(OSError):  # the sync's own error is the one reported
+                fh.close()
 
 
 def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
@@ -273,6 +301,11 @@ def write_lines(path: Path, lines: Iterable[str], *, bom: bool = False, fsync: b
     they come (a generator keeps one line in memory); `fsync` makes the content durable before the rename,
     for a file that replaces the run's journal (a power cut must leave one or the other, whole)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    with naming_full_disk(path):  # a full disk: the one line names this file
+        _write_lines(path, lines, bom=bom, fsync=fsync)
+
+
+def _write_lines(path: Path, lines: Iterable[str], *, bom: bool, fsync: bool) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
