@@ -61,10 +61,11 @@ CORE: dict[str, list[str]] = {
     # robustness, rewards
     "models.redact": ["test_redact_bite.py", "test_models_rules.py"],
     "dataset.baseline": ["test_baseline_bite.py"],
+    "dataset.references": ["test_references_bite.py"],
     "models.concurrency": ["test_concurrency_bite.py"],  # test_concurrency.py's settling test is timing-bound
     "models.batchjournal": ["test_batchjournal_bite.py", "test_batch_journal.py"],
     "run.dialogue": ["test_dialogue_bite.py"],
-    "judge.dialogue": ["test_dialogue_bite.py"],
+    "judge.dialogue": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
     "stats.robustness": ["test_robustness_bite.py"],
     "stats.itemstats": ["test_itemstats_bite.py"],
     "stats.rubricitems": ["test_itemstats_bite.py"],
@@ -311,6 +312,15 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("_user_turn", t, "only the part before the first stop signal is read, whatever the number of splits")
           for t in ("split(conv.stop, )[0]", "split(conv.stop, 2)[0]")],
         ("_user_turn", "MockUser(conv.stop, ))", "MockUser's default number of turns is MOCK_USER_TURNS (3)"),
+    ],
+    "judge.dialogue": [
+        *[("first_request", t, "the role is read only as `role == \"user\"`: any other default word is the candidate's")
+          for t in ('role: str = "XXcandidateXX"', 'role: str = "CANDIDATE"')],
+        *[("_check_conversation", t, "past the single-reply check only simulated mode reads anything: a single reply's "
+           "candidate prefix would be built from the templates and variables check_prompt_templates has already "
+           "rendered for it (chat_turns renders candidate.template as a system message instead of a user one), "
+           "then never read")
+          for t in ('if conv.mode == "XXsingleXX":', 'if conv.mode == "SINGLE":')],
     ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),
