@@ -62,6 +62,7 @@ CORE: dict[str, list[str]] = {
     "models.redact": ["test_redact_bite.py", "test_models_rules.py"],
     "dataset.baseline": ["test_baseline_bite.py"],
     "dataset.references": ["test_references_bite.py"],
+    "validity.itemsdiag": ["test_itemsdiag_bite.py"],
     "models.concurrency": ["test_concurrency_bite.py"],  # test_concurrency.py's settling test is timing-bound
     "models.batchjournal": ["test_batchjournal_bite.py", "test_batch_journal.py"],
     "run.dialogue": ["test_dialogue_bite.py"],
@@ -312,6 +313,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("_user_turn", t, "only the part before the first stop signal is read, whatever the number of splits")
           for t in ("split(conv.stop, )[0]", "split(conv.stop, 2)[0]")],
         ("_user_turn", "MockUser(conv.stop, ))", "MockUser's default number of turns is MOCK_USER_TURNS (3)"),
+    ],
+    "dataset.references": [
+        ("_file", "path = p if (p.is_absolute()) and False else", "a directory joined with an absolute path is that "
+         "absolute path (pathlib), so the relative branch gives the same file"),
     ],
     "judge.dialogue": [
         *[("first_request", t, "the role is read only as `role == \"user\"`: any other default word is the candidate's")
