@@ -63,6 +63,7 @@ CORE: dict[str, list[str]] = {
     "dataset.baseline": ["test_baseline_bite.py"],
     "dataset.references": ["test_references_bite.py"],
     "validity.itemsdiag": ["test_itemsdiag_bite.py"],
+    "validity.robustness": ["test_robustness_command_bite.py"],
     "models.concurrency": ["test_concurrency_bite.py"],  # test_concurrency.py's settling test is timing-bound
     "models.batchjournal": ["test_batchjournal_bite.py", "test_batch_journal.py"],
     "run.dialogue": ["test_dialogue_bite.py"],
@@ -317,6 +318,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
     "dataset.references": [
         ("_file", "path = p if (p.is_absolute()) and False else", "a directory joined with an absolute path is that "
          "absolute path (pathlib), so the relative branch gives the same file"),
+    ],
+    "validity.itemsdiag": [
+        *[("_compare", t, "stats/hardset.decay divides by the hard set's mean only for base \"hard\": any other word "
+           "is the rest's, as \"rest\" is") for t in ('else "XXrestXX"', 'else "REST"')],
     ],
     "judge.dialogue": [
         *[("first_request", t, "the role is read only as `role == \"user\"`: any other default word is the candidate's")
