@@ -329,3 +329,70 @@ def test_a_second_run_pays_nothing_and_a_dry_run_counts_the_cache(fake_key: str,
             "check": "paraphrase", "replies": 2, "calls": 5, "cached": 5}
         para_again = _command(d, spec, "paraphrase", judge, cache=cache, paraphraser=para)
         assert para_again["cache_hits"] == 5 and len(srv.requests) == made + 5
+
+
+# -- what the report says, from hand-built comparisons --------------------------------------------------------
+
+def _cmp(**kw: Any) -> dict[str, Any]:
+    return {"n": 8, "flip_rate": 0.25, "cohen_kappa": None, "agreement": 0.75, "agreement_ci": None,
+            "flip_rate_ci": None, "kappa_ci": None, "notes": [], **kw}
+
+
+def test_the_paragraph_names_the_check_the_flips_the_kappa_and_a_position_bias() -> None:
+    from rubric_engine.validity.robustness import _paragraph
+
+    assert _paragraph("order", _cmp(n=0), []) == "No criterion was re-judged: nothing to compare."
+    assert _paragraph("granularity", _cmp(), []) == ("Re-judged one criterion per call, the judge changed 25.0% of 8 "
+                                                     "verdicts (kappa with the run's verdicts undefined).")
+    base = "Re-judged with the criteria in another order, the judge changed 25.0% of 8 verdicts (kappa with the run's verdicts 0.47)."
+    first = {"position": "1", "hit_rate": 0.8, "ci": [0.6, 0.9]}
+    last = {"position": "last", "hit_rate": 0.2, "ci": [0.1, 0.4]}
+    apart = " Criteria shown first were met 80.0% of the time, criteria shown last 20.0%: "
+    assert _paragraph("order", _cmp(cohen_kappa=0.4712), [first, {"position": "2", "hit_rate": 0.5, "ci": [0, 1]}, last]) == (
+        base + apart + "the intervals do not overlap, the judge looks position-biased.")
+    # last above first is apart too; touching intervals overlap; a missing interval says nothing
+    assert _paragraph("order", _cmp(cohen_kappa=0.4712), [{**first, "ci": [0.1, 0.4]}, {**last, "ci": [0.6, 0.9]}]
+                      ).endswith("the judge looks position-biased.")
+    assert _paragraph("order", _cmp(cohen_kappa=0.4712), [{**first, "ci": [0.4, 0.9]}, {**last, "ci": [0.1, 0.4]}]
+                      ) == base + apart + "the intervals overlap."
+    assert _paragraph("order", _cmp(cohen_kappa=0.4712), [{**first, "ci": [0.1, 0.4]}, {**last, "ci": [0.4, 0.9]}]
+                      ) == base + apart + "the intervals overlap."
+    assert _paragraph("order", _cmp(cohen_kappa=0.4712), [{**first, "ci": None}, last]) == base
+    assert _paragraph("order", _cmp(cohen_kappa=0.4712), [first]) == base
+    assert _paragraph("paraphrase", _cmp(), []).startswith("Re-judged with every criterion reworded, ")
+
+
+def test_the_markdown_report_word_for_word() -> None:
+    from rubric_engine.validity.robustness import _markdown
+
+    report = {"check": "order", "paragraph": "P.", "replies": 4, "seed": 7, "calls": 5, "cache_hits": 2,
+              "errors": [{"id": "x", "error": "e"}],
+              "comparison": _cmp(agreement_ci=[0.5, 0.875], flip_rate_ci=[0.125, 0.5], cohen_kappa=0.4712,
+                                 kappa_ci=[0.1, 0.9], notes=["a note"]),
+              "positions": [{"position": "1", "n": 4, "hit_rate": 0.75, "ci": [0.3, 0.95], "original_hit_rate": 0.5},
+                            {"position": "last", "n": 4, "hit_rate": None, "ci": None, "original_hit_rate": None}],
+              "paraphrases": [{"text": "A | b", "paraphrase": "A\nb", "error": None, "judged": 4, "flips": 1},
+                              {"text": "C", "paraphrase": "c", "error": None, "judged": 2, "flips": 1},
+                              {"text": "D", "paraphrase": "d", "error": None, "judged": 3, "flips": 0},
+                              {"text": "E", "paraphrase": None, "error": "no", "judged": 0, "flips": 0}]}
+    assert _markdown(report) == "\n".join([
+        "# Robustness: order", "", "P.", "",
+        "Replies re-judged: 4 (seed 7); calls: 5 (2 from the cache); failed re-judgments: 1.", "",
+        "| | value | 95% interval |", "|---|---:|---|",
+        "| agreement with the run's verdicts | 75.0% | [50.0, 87.5] |",
+        "| flip rate | 25.0% | [12.5, 50.0] |",
+        "| Cohen's kappa | 0.471 | [0.100, 0.900] |",
+        "", "## Hit rate by shown position", "",
+        "| position | items | hit rate | 95% interval (Wilson) | same items in the run |", "|---|---:|---:|---|---:|",
+        "| 1 | 4 | 75.0% | [30.0, 95.0] | 50.0% |",
+        "| last | 4 | — | — | — |",
+        "", "## Reworded criteria whose verdict changed", "", "| criterion | paraphrase | flips |", "|---|---|---:|",
+        "| C | c | 1 of 2 |",  # the highest share of flips first
+        "| A \\| b | A b | 1 of 4 |",
+        "", "1 criteria could not be reworded (their replies were not compared); see paraphrase.json.",
+        "", "- a note", ""])
+    bare = {**report, "positions": [], "paraphrases": [], "errors": [],
+            "comparison": _cmp(agreement=None, flip_rate=None)}
+    text = _markdown(bare)
+    assert "| agreement with the run's verdicts | — | — |" in text and "| flip rate | — | — |" in text
+    assert "| Cohen's kappa | — | — |" in text and "##" not in text and "could not be reworded" not in text
