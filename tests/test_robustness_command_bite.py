@@ -83,9 +83,12 @@ def _judge(srv: FakeServer) -> ModelSpec:
                                   "api_key_env": "FAKE_KEY"}, role="judge")
 
 
-def _command(d: Path, spec: Any, check: str, judge: ModelSpec, **kw: Any) -> dict[str, Any]:
-    return robustness_command(d, check, judge, lambda run_dir, summary: spec, n_boot=50,
-                              limits={"max_retries": 0}, **kw)
+def _command(d: Path, spec: Any, check: str, judge: ModelSpec, n_boot: int | None = 50, **kw: Any) -> dict[str, Any]:
+    def spec_of(run_dir: Path, summary: dict[str, Any]) -> Any:  # the run as collect_runs read it
+        assert run_dir == d and summary["candidate"] == {"name": "cand"}
+        return spec
+    boot = {} if n_boot is None else {"n_boot": n_boot}
+    return robustness_command(d, check, judge, spec_of, limits={"max_retries": 0}, **boot, **kw)
 
 
 def test_an_order_blind_judge_changes_no_verdict_and_each_maps_back(fake_key: str, tmp_path: Path) -> None:
@@ -95,6 +98,7 @@ def test_an_order_blind_judge_changes_no_verdict_and_each_maps_back(fake_key: st
         assert len(srv.requests) == 3  # q4 has one judged criterion: no order to change
     assert rep["replies"] == 3 and rep["calls"] == 3 and rep["cache_hits"] == 0 and rep["errors"] == []
     assert rep["replies_not_judged_in_run"] == 0 and rep["judge"] == "judge" and rep["seed"] == 3 and rep["n"] == 50
+    assert rep["schema_version"] == 1 and rep["run"] == str(d) and rep["check"] == "order"
     # each verdict mapped back to its criterion: new equals the truth of the criterion, whatever its position
     assert sorted((v["id"], v["index"], v["new"]) for v in rep["verdicts"]) == [
         ("q1", 1, False), ("q1", 2, True), ("q1", 3, False), ("q2", 1, False), ("q2", 2, True), ("q2", 3, False),
@@ -121,7 +125,8 @@ def test_a_position_biased_judge_flips_what_it_sees_first(fake_key: str, tmp_pat
         rep = _command(d, spec, "order", _judge(srv), seed=0, out=out)
     assert all(v["new"] == (v["position"] == 1) for v in rep["verdicts"])
     first = [p for p in rep["positions"] if p["position"] == "1"][0]
-    assert first["hit_rate"] == 1.0 and first["n"] == 2
+    last = [p for p in rep["positions"] if p["position"] == "last"][0]
+    assert first["hit_rate"] == 1.0 and first["n"] == 2 and last["hit_rate"] == 0.0 and last["n"] == 2
     # flips by hand: per question the run met criterion 2 only; the judge meets the one shown first
     flips = sum(v["original"] != v["new"] for v in rep["verdicts"])
     assert rep["comparison"]["flip_rate"] == pytest.approx(flips / 6)
@@ -143,9 +148,11 @@ def test_granularity_is_one_call_per_criterion_each_shown_alone(fake_key: str, t
 
 def test_a_failed_re_judgment_is_counted_never_compared(fake_key: str, tmp_path: Path) -> None:
     d, spec = _run(tmp_path, {"q1": 2, "q2": 2})
-    with _judge_server(lambda i, t, p: None if "reply q2" in p else t == TEXTS[1]) as srv:
+    with _judge_server(lambda i, t, p: None if "reply q1" in p else t == TEXTS[1]) as srv:
         rep = _command(d, spec, "order", _judge(srv))
-    assert [e["id"] for e in rep["errors"]] == ["q2"] and {v["id"] for v in rep["verdicts"]} == {"q1"}
+    # the first reply fails, the second is still compared
+    assert [e["id"] for e in rep["errors"]] == ["q1"] and {v["id"] for v in rep["verdicts"]} == {"q2"}
+    assert set(rep["errors"][0]) == {"id", "error"} and rep["errors"][0]["error"] not in ("", "None")
     assert rep["comparison"]["n"] == 2
     assert "failed re-judgments: 1." in (d / "robustness" / "order.md").read_text()
 
@@ -198,8 +205,10 @@ def test_what_the_command_refuses(fake_key: str, tmp_path: Path) -> None:
     assert str(e.value) == f"robustness: {d}: cannot re-judge this run: it judged conversations (not supported yet)"
     spec.conversation.mode = "single"
     spec.judge = None
-    with pytest.raises(ConfigError, match="its judge gives no per-criterion verdicts"):
+    with pytest.raises(ConfigError) as e:
         _command(d, spec, "order", judge, dry_run=True)
+    assert str(e.value) == (f"robustness: {d}: cannot re-judge this run: its judge gives no per-criterion verdicts "
+                            "(no judge, or a score / pairwise judge)")
 
 
 def test_a_sampled_run_and_a_references_file_are_refused(fake_key: str, tmp_path: Path) -> None:
@@ -214,8 +223,10 @@ def test_a_sampled_run_and_a_references_file_are_refused(fake_key: str, tmp_path
                             "(candidate.samples; not supported yet)")
     d, spec = _run(tmp_path / "b", {"q1": 2})
     spec.data.references = References(path="refs.jsonl")
-    with pytest.raises(ConfigError, match="adds references from a second file"):
+    with pytest.raises(ConfigError) as e:
         _command(d, spec, "order", judge, dry_run=True)
+    assert str(e.value) == (f"robustness: {d}: cannot re-judge this run: its spec adds references from a second file "
+                            "(not supported yet)")
 
 
 def test_a_run_without_a_usable_reply_or_whose_verdicts_do_not_match(fake_key: str, tmp_path: Path) -> None:
@@ -396,3 +407,34 @@ def test_the_markdown_report_word_for_word() -> None:
     text = _markdown(bare)
     assert "| agreement with the run's verdicts | — | — |" in text and "| flip rate | — | — |" in text
     assert "| Cohen's kappa | — | — |" in text and "##" not in text and "could not be reworded" not in text
+
+
+def test_replies_the_run_did_not_judge_are_counted_and_the_answers_read_as_jsonl(fake_key: str, tmp_path: Path) -> None:
+    d, spec = _run(tmp_path, {"q1": 2, "e1": 2, "e2": 2, "e3": 2, "e4": 2, "e5": 2})
+    spec.data.format = "csv"  # the answers file is JSONL whatever the benchmark's own data is
+    recs = [json.loads(x) for x in (d / "samples.jsonl").read_text().splitlines()]
+    for rec in recs:  # one reason each, the rest of each record usable
+        if rec["id"] == "e1":
+            rec["judge_error"] = "unparsable"
+        elif rec["id"] == "e2":
+            rec["candidate_error"] = "timeout"
+        elif rec["id"] == "e3":
+            rec["response"] = None
+        elif rec["id"] == "e4":
+            rec["criteria"][0]["hit"] = None
+        elif rec["id"] == "e5":
+            rec["criteria"] = [c for c in rec["criteria"] if "check" in c]
+    (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    with _judge_server(lambda i, t, p: t == TEXTS[1]) as srv:
+        rep = _command(d, spec, "order", _judge(srv))
+    assert rep["replies"] == 1 and rep["replies_not_judged_in_run"] == 5 and {v["id"] for v in rep["verdicts"]} == {"q1"}
+
+
+def test_the_intervals_use_1000_resamples_and_the_run_s_seed_by_default(fake_key: str, tmp_path: Path) -> None:
+    from rubric_engine.models.cache import ResultCache
+
+    d, spec = _run(tmp_path, {f"q{i}": 3 for i in range(6)})
+    cache = ResultCache(tmp_path / "cache")
+    with _judge_server(lambda i, t, p: i == 1) as srv:  # position-biased: some flips, so intervals have width
+        default = _command(d, spec, "order", _judge(srv), n_boot=None, cache=cache)["comparison"]
+        assert default == _command(d, spec, "order", _judge(srv), n_boot=1000, cache=cache)["comparison"]
