@@ -61,10 +61,13 @@ CORE: dict[str, list[str]] = {
     # robustness, rewards
     "models.redact": ["test_redact_bite.py", "test_models_rules.py"],
     "dataset.baseline": ["test_baseline_bite.py"],
+    "dataset.references": ["test_references_bite.py"],
+    "validity.itemsdiag": ["test_itemsdiag_bite.py"],
+    "validity.robustness": ["test_robustness_command_bite.py"],
     "models.concurrency": ["test_concurrency_bite.py"],  # test_concurrency.py's settling test is timing-bound
     "models.batchjournal": ["test_batchjournal_bite.py", "test_batch_journal.py"],
     "run.dialogue": ["test_dialogue_bite.py"],
-    "judge.dialogue": ["test_dialogue_bite.py"],
+    "judge.dialogue": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
     "stats.robustness": ["test_robustness_bite.py"],
     "stats.itemstats": ["test_itemstats_bite.py"],
     "stats.rubricitems": ["test_itemstats_bite.py"],
@@ -324,6 +327,23 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("_user_turn", t, "only the part before the first stop signal is read, whatever the number of splits")
           for t in ("split(conv.stop, )[0]", "split(conv.stop, 2)[0]")],
         ("_user_turn", "MockUser(conv.stop, ))", "MockUser's default number of turns is MOCK_USER_TURNS (3)"),
+    ],
+    "dataset.references": [
+        ("_file", "path = p if (p.is_absolute()) and False else", "a directory joined with an absolute path is that "
+         "absolute path (pathlib), so the relative branch gives the same file"),
+    ],
+    "validity.itemsdiag": [
+        *[("_compare", t, "stats/hardset.decay divides by the hard set's mean only for base \"hard\": any other word "
+           "is the rest's, as \"rest\" is") for t in ('else "XXrestXX"', 'else "REST"')],
+    ],
+    "judge.dialogue": [
+        *[("first_request", t, "the role is read only as `role == \"user\"`: any other default word is the candidate's")
+          for t in ('role: str = "XXcandidateXX"', 'role: str = "CANDIDATE"')],
+        *[("_check_conversation", t, "past the single-reply check only simulated mode reads anything: a single reply's "
+           "candidate prefix would be built from the templates and variables check_prompt_templates has already "
+           "rendered for it (chat_turns renders candidate.template as a system message instead of a user one), "
+           "then never read")
+          for t in ('if conv.mode == "XXsingleXX":', 'if conv.mode == "SINGLE":')],
     ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),

@@ -215,9 +215,12 @@ def test_a_candidate_that_speaks_first_answers_before_the_user(fake_key: str) ->
 def test_views_and_the_dry_run_s_call_counts() -> None:
     spec, q = _spec_and_question("simulated_mini")
     assert SWAP == {"user": "assistant", "assistant": "user"}
-    turn = {"role": "user", "content": "u"}  # the turns' own messages, shared from one request to the next
-    view = candidate_view([{"role": "system", "content": "s"}], [turn])
-    assert view == [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}] and view[1] is turn
+    # the prefix, then the turns' own messages in order: shared, not copied per turn (judge/dialogue.py)
+    turn = {"role": "user", "content": "u"}
+    view = candidate_view([{"role": "system", "content": "s"}], [turn, {"role": "assistant", "content": "a"}])
+    assert view == [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                    {"role": "assistant", "content": "a"}]
+    assert view[1] is turn
     msgs, n = first_request(spec, q, role="user")
     assert n == 3 and msgs == simulator_view(spec, q, [])
     msgs, n = first_request(spec, q)
