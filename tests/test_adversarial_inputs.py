@@ -398,5 +398,6 @@ def test_a_huge_dialogue_is_named_as_the_data_not_the_template(srv: FakeServer, 
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(lines) + "\n", "utf-8")
     line = one_error_line(run(srv, tmp_path, f"data.path={data}"))
-    assert f"question {row['question_id']}" in line and "ids=" in line and ".j2" not in line
+    # refused when the data is read, before any call: the row is named, not a template
+    assert f"question {row['question_id']}" in line and "leave it out of the data" in line and ".j2" not in line
     assert not srv.requests

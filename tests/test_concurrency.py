@@ -148,7 +148,7 @@ def throttling(srv: FakeServer, answered: Counter[str]) -> Any:
         if srv.in_flight > N:
             return Reply(status=429)
         answered[str(prompt)] += 1
-        return Reply(text=f"answer to {prompt}", delay=0.03)
+        return Reply(text=f"answer to {prompt}", delay=0.1)  # long enough that a loaded machine still fills the limit
     return handler
 
 

@@ -90,7 +90,10 @@ def test_a_500_is_retried_and_failures_classify_the_same(tmp_path: Path, env: di
             srv.handler = lambda body: Reply(status=401)
             env["RUBRIC_ENGINE_CACHE"] = str(tmp_path / f"c401-{workers}")
             done = run_cli(_args(srv.url, tmp_path / f"auth{workers}", workers, "limit=2"), env)
-            results[workers] = (done.returncode, [x for x in done.stderr.splitlines() if "401" in x or "key" in x])
+            lines = [x for x in done.stderr.splitlines() if "401" in x or "key" in x]
+            # the resume command at the end names the run's own words (workers=, the port, the directory)
+            assert all(f"workers={workers} " in x and f"auth{workers}" in x for x in lines if "resume with:" in x)
+            results[workers] = (done.returncode, [x.split("; after fixing that, resume with:")[0] for x in lines])
             assert len(srv.requests) >= 1
     assert results[1] == results[2]
     assert results[2][0] != 0 and results[2][1]

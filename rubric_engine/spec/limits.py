@@ -14,7 +14,9 @@ from rubric_engine.errors import DataError
 __all__ = ["MAX_PROMPT_CHARS", "MAX_REPLY_CHARS", "MAX_TURNS", "RENDER_SECONDS", "question_chars", "check_fits"]
 
 MAX_PROMPT_CHARS = 2_000_000  # a rendered prompt longer than this is a runaway template or an oversized row
-MAX_REPLY_CHARS = 1_000_000  # a candidate's or simulated user's reply longer than this is that question's error
+# a candidate's or simulated user's reply longer than this could never fit in a judge prompt: that question's
+# error (below it, RUBRIC_ENGINE_MAX_REPLY_MB, the cap on a reply body as it arrives, is the one the user sets)
+MAX_REPLY_CHARS = MAX_PROMPT_CHARS
 MAX_TURNS = 10_000  # scripted user turns per row (data.fields.turns)
 RENDER_SECONDS = 5.0  # CPU time one template rendering may take (a loop that never ends is a spec error)
 
