@@ -65,6 +65,22 @@ def _fill(where: Path) -> Path:
     return filler
 
 
+def _run_until_full(srv: FakeServer, data: Path, run: Path, cache: Path, disk: Path, tmp_path: Path,
+                    env: dict[str, str]) -> tuple[subprocess.Popen, Path, str]:
+    """Start a run into `run` (its call cache in `cache`), fill `disk` once 16 requests have reached the server
+    (calls are in flight then), and wait for the run to stop: (the process, the filler file, its stderr)."""
+    proc = subprocess.Popen([EXE, "benchmark=heartbench", f"data.path={data}", "concurrency=4", "progress=plain",
+                             f"cache.dir={cache}", f"hydra.run.dir={run}", *model_args(srv.url)],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while len(srv.request_times) < 16 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before the disk filled"
+    filler = _fill(disk)
+    _, err = proc.communicate(timeout=240)
+    return proc, filler, err
+
+
 def test_a_full_disk_names_the_file_keeps_the_calls_in_flight_and_the_printed_command_resumes(
         tmp_path: Path, env: dict[str, str]) -> None:
     n = 40
@@ -75,16 +91,7 @@ def test_a_full_disk_names_the_file_keeps_the_calls_in_flight_and_the_printed_co
         data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _rows(n)), encoding="utf-8")
         run = disk / "run"
         with FakeServer(_Staggered(_rows(n), 0.0)) as srv:
-            proc = subprocess.Popen([EXE, "benchmark=heartbench", f"data.path={data}", "concurrency=4",
-                                     "progress=plain", f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={run}",
-                                     *model_args(srv.url)],
-                                    env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            deadline = time.monotonic() + 240
-            while len(srv.request_times) < 16 and time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.01)
-            assert proc.poll() is None, "the run ended before the disk filled"
-            filler = _fill(disk)
-            _, err = proc.communicate(timeout=240)
+            proc, filler, err = _run_until_full(srv, data, run, tmp_path / "cache", disk, tmp_path, env)
             first = [json.dumps(b, sort_keys=True) for b in srv.requests]
             assert proc.returncode == 2, err[-3000:]
             assert "Traceback" not in err and "Logging error" not in err, err[-3000:]
@@ -126,16 +133,7 @@ def test_a_cache_on_the_full_disk_is_named_and_the_line_says_answers_are_paid_ag
         data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _rows(n)), encoding="utf-8")
         run = disk / "run"
         with FakeServer(_Staggered(_rows(n), 0.0)) as srv:
-            proc = subprocess.Popen([EXE, "benchmark=heartbench", f"data.path={data}", "concurrency=4",
-                                     "progress=plain", f"cache.dir={disk / 'cache'}", f"hydra.run.dir={run}",
-                                     *model_args(srv.url)],
-                                    env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            deadline = time.monotonic() + 240
-            while len(srv.request_times) < 16 and time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.01)
-            assert proc.poll() is None, "the run ended before the disk filled"
-            filler = _fill(disk)
-            _, err = proc.communicate(timeout=240)
+            proc, filler, err = _run_until_full(srv, data, run, disk / "cache", disk, tmp_path, env)
             assert proc.returncode == 2, err[-3000:]
             assert "Traceback" not in err and "Logging error" not in err, err[-3000:]
             line = next((x for x in err.splitlines() if "no space left" in x.lower()), "")
