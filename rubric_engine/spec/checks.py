@@ -254,8 +254,8 @@ def fetchable_url(url: str) -> bool:
     confined to the spec's directories (schema.BenchmarkSpec._confine)."""
     from urllib.parse import urlsplit
 
-    parts = urlsplit(str(url))
-    try:
+    try:  # an unclosed IPv6 bracket ("http://[::1/d") fails in urlsplit itself, a bad host in .hostname
+        parts = urlsplit(str(url))
         host = parts.hostname
     except ValueError:
         return False
