@@ -150,10 +150,17 @@ def test_all_checks_make_no_judge_call(fake_key: str, tmp_path: Path) -> None:
 def test_no_checked_item_is_the_panels_result_as_it_is(fake_key: str, tmp_path: Path) -> None:
     spec, qs = _questions(tmp_path)
     q = replace(qs["leaves"], criteria=judged_question(qs["leaves"]).criteria)
+    turns = [{"role": "user", "content": "why green?"}]
     with _judges(lambda m, t: t == "It is accurate") as srv:
-        [(res, checks)] = _grade(lambda: Grader(Panel([_client(srv, "j")], ["j"], spec)), (q, "Chlorophyll."))
+        cache = ResultCache(tmp_path / "cache")
+        (res, checks), (again, _), (conv, _) = _grade(lambda: Grader(Panel([_client(srv, "j", cache)], ["j"], spec)),
+                                                      (q, "Chlorophyll."), (q, "Chlorophyll.", 0),
+                                                      (q, "Chlorophyll.", 0, turns))
+        assert len(srv.requests) == 2  # grade's default first repeat is 0: the second grading is the cached first
+        assert "TURN user: why green?" in srv.requests[1]["messages"][-1]["content"]  # the transcript passed on
     assert checks == {} and res.verdicts == [Verdict(1, "j on It names light as the energy source", False),
                                              Verdict(2, "j on It is accurate", True)]
+    assert (res.cache_hits, again.cache_hits, conv.cache_hits) == (0, 1, 0) and again.verdicts == res.verdicts
 
 
 def test_a_failed_judge_leaves_no_verdicts_and_the_checks_are_still_reported(fake_key: str, tmp_path: Path) -> None:
