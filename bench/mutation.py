@@ -401,6 +401,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("baseline_answers", "assert spec.baseline is not None or spec.baseline.answers", "an assertion: a spec "
          "baseline without answers declares a model, and then baseline_answers returned before it"),
     ],
+    "stats.scores": [
+        ("_interval", "INTERVAL_SAMPLES, scale=spec.scoring.scale", "bootstrap_stats' default seed is 0, INTERVAL_SEED"),
+        ("score_summary", "INTERVAL_SAMPLES, )", "score_sections' default seed is 0, INTERVAL_SEED"),
+    ],
     "stats.turns": [
         *[("_turn_table", text, "a turn's table resamples only the scores (the mean over questions, no "
            "groups, no rules): the id, groups and flags of its ScoredQuestion are never read") for text in (

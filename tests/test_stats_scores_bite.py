@@ -15,12 +15,13 @@ import pytest
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import DataError
-from rubric_engine.scoring.aggregate import ScoredQuestion
+from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.scoring.checks import Choice, Contains
 from rubric_engine.spec.checks import check_formula
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.bootstrap import bootstrap_stats
 from rubric_engine.stats.lengths import length_block
+from rubric_engine.stats.turns import score_sections
 from rubric_engine.stats.scores import (EMPTY_SCORES, criteria_from_record, question_score, record_fields,
                                         score_fields, score_summary, unread_choices, zero_fields)
 
@@ -30,7 +31,12 @@ TAXONOMY = {"dimensions": [{"id": "d1", "labels": {"en": "D1"}, "abilities": [
 JUDGE = {"model": {"name": "j", "model": "openai/gpt-4.1"}, "template": "judge.j2"}
 
 
-def _spec(**edit: Any) -> BenchmarkSpec:
+def bonus_formula(raw: float, lo: float, hi: float, params: Any) -> float:
+    """A formula of the spec's own (module:function, trusted) that reads its params."""
+    return raw / hi + params["bonus"]
+
+
+def _spec(trust_code: bool = False, **edit: Any) -> BenchmarkSpec:
     """A spec built in memory: a two-ability taxonomy, met_over_positive on a scale of 100, a failure rule."""
     data = {"name": "s", "data": {"path": "d.jsonl", "roles": {"user": "user"}, "fields": {}},
             "taxonomy": TAXONOMY, "failure_rules": [{"id": "leak", "data_labels": ["LEAK"]}],
@@ -42,7 +48,7 @@ def _spec(**edit: Any) -> BenchmarkSpec:
 
     def fail(*args: Any) -> None:
         raise AssertionError(args)
-    check_formula(spec, fail, False)
+    check_formula(spec, fail, trust_code)
     return spec
 
 
@@ -74,6 +80,12 @@ def test_a_question_scored_by_hand_under_the_specs_rules() -> None:
     assert question_score(_spec(aggregation={"clip": "none"}), CRITERIA, HITS).score == pytest.approx((2 / 3 - 1 / 3) / 2)
 
 
+def test_the_formula_gets_the_specs_params() -> None:
+    spec = _spec(trust_code=True, scoring={"formula": f"{__name__}:bonus_formula", "params": {"bonus": 0.25}},
+                 aggregation={"question": "all_items"})
+    assert question_score(spec, CRITERIA, HITS).score == pytest.approx(1 / 6 + 0.25)
+
+
 def test_a_fired_failure_rule_zeroes_every_group() -> None:
     fields = score_fields(_spec(), CRITERIA, [True, True, True, False, True])
     assert fields["score"] == 0.0 and fields["catastrophic"] is True and fields["failed_rules"] == ["leak"]
@@ -97,6 +109,9 @@ def test_a_candidate_error_scored_zero_keeps_the_groups() -> None:
     assert plain["abilities"] == {"a1": _group(0.0, 0.0, 2.0, 0.0)} and plain["score"] == 0.0
     only_negative = _spec(aggregation={"question": "all_items", "no_positive_points": "one"})
     assert zero_fields(only_negative, negative[:1])["abilities"]["a1"]["score"] == 0.0
+    tagged = (Criterion(1, "A1", -1.0, "bad", ability="a1", tags=("neg",)), Criterion(2, "A1", 2.0, "good", ability="a1"))
+    assert question_score(only_negative, tagged, [False, False]).tags["neg"].score == 1.0  # no positive points: one
+    assert zero_fields(only_negative, tagged)["item_tags"] == {"neg": _group(0.0, -1.0, 0.0, 0.0)}
     # no positive points, excluded: such a reply has no score, so neither has the failed one
     assert zero_fields(_spec(aggregation={"question": "all_items", "no_positive_points": "exclude"}), negative[:1]) == {}
 
@@ -191,8 +206,11 @@ def test_the_interval_uses_its_own_resamples_and_seed() -> None:
 
 
 def test_the_scale_and_the_typed_results_given() -> None:
-    spec = _spec(scoring={"formula": "met_over_positive", "scale": 10})
+    spec = _spec(scoring={"formula": "met_over_positive", "scale": 10},
+                 data={"path": "d.jsonl", "roles": {"user": "user"}, "fields": {"subset": "sub"}},
+                 report={"breakdowns": [{"id": "by_subset", "by": "subset"}]})
     assert score_summary(spec, SAMPLES)["overall"] == pytest.approx(10 * 1.75 / 4)
+    assert score_summary(spec, SAMPLES)["breakdowns"] == {"by_subset": {"n": pytest.approx(3.75), "h": pytest.approx(5.0)}}
     typed = [ScoredQuestion("q1", "n", "", {"a1": 0.2}, 0.2, False), ScoredQuestion("q2", "n", "", {"a1": 0.4}, 0.4, True)]
     out = score_summary(spec, SAMPLES, scored=typed)  # the runner's own results win over the records
     assert out["overall"] == pytest.approx(3.0) and out["counts"]["scored"] == 2 and out["counts"]["catastrophic"] == 1
@@ -229,6 +247,8 @@ def test_a_generate_stage_has_counts_and_no_scores() -> None:
     assert out["breakdowns"] == {} and out["interval"] is None and out["length"] is None
     assert out["counts"] == {"questions": 2, "scored": 0, "judge_errors": 0, "candidate_errors": 0, "catastrophic": 0,
                              "truncated": 0}
+    scored_records = score_summary(spec, SAMPLES, scored_stage=False)
+    assert scored_records["interval"] is None and scored_records["length"] is None and scored_records["overall"] is None
     assert EMPTY_SCORES == {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
 
 
@@ -240,6 +260,14 @@ def test_scores_on_a_scale_add_their_sections() -> None:
     assert out["scale"] == {"min": 1, "max": 5, "scope": "conversation"} and "turns" in out
     assert out["counts"]["turn_errors"] == 0 and "turn_errors" not in out and "group_intervals" in out
     assert spec.scoring.scale == 1.0 and out["overall"] == pytest.approx(0.75)  # a score's own scale: 1
+    many = [_rec(f"q{i}", v, scenario="s1" if i % 2 else "s2") for i, v in enumerate((0.1, 0.9, 0.4, 0.7, 0.2, 1.0, 0.55))]
+    spec = _spec(taxonomy=None, failure_rules=[], judge={**JUDGE, "verdict": {"kind": "score", "min": 1, "max": 5}},
+                 aggregation={"question": "all_items"},
+                 data={"path": "d.jsonl", "roles": {"user": "user"}, "fields": {"scenario": "sc"}})
+    sections = score_sections(spec, many, scored_from_samples(many), 1000, 0)
+    got = score_summary(spec, many, n_boot=20, seed=5)
+    assert got["group_intervals"] == sections["group_intervals"] and got["turns"] == sections["turns"]
+    assert got["group_intervals"]["scenarios"]["s1"]["questions"] == 3
     generate = score_summary(spec, samples, scored_stage=False)
     assert "scale" not in generate and "turn_errors" not in generate["counts"]
     criteria = score_summary(_spec(), SAMPLES)
