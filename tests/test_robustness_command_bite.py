@@ -438,3 +438,21 @@ def test_the_intervals_use_1000_resamples_and_the_run_s_seed_by_default(fake_key
     with _judge_server(lambda i, t, p: i == 1) as srv:  # position-biased: some flips, so intervals have width
         default = _command(d, spec, "order", _judge(srv), n_boot=None, cache=cache)["comparison"]
         assert default == _command(d, spec, "order", _judge(srv), n_boot=1000, cache=cache)["comparison"]
+
+
+def test_the_limits_reach_both_clients_each_in_its_own_role(fake_key: str, tmp_path: Path) -> None:
+    d, spec = _run(tmp_path, {"q1": 3, "q2": 2})
+
+    def spec_of(run_dir: Path, summary: dict[str, Any]) -> Any:
+        return spec
+    with FakeServer(lambda body: Reply(status=500)) as srv:
+        judge, para = _judge(srv), _para(srv)
+        for check, role in (("order", "judge"), ("paraphrase", "paraphraser")):  # the paraphraser's client opens first
+            with pytest.raises(ConfigError) as err:
+                robustness_command(d, check, judge, spec_of, limits={"concurrency": 0}, paraphraser=para)
+            assert str(err.value) == f"{role}: concurrency must be >= 1 or auto (got 0)"
+        assert srv.requests == []
+        rep = robustness_command(d, "order", judge, spec_of, limits={"max_retries": 0}, n_boot=20)
+        assert len(srv.requests) == 2 and [e["id"] for e in rep["errors"]] == ["q1", "q2"]  # no retry: one call each
+        rep = robustness_command(d, "paraphrase", judge, spec_of, limits={"max_retries": 0}, n_boot=20, paraphraser=para)
+        assert len(srv.requests) == 2 + 3 and len(rep["errors"]) == 2  # three criteria, each asked once, none reworded
