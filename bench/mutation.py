@@ -401,6 +401,19 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("baseline_answers", "assert spec.baseline is not None or spec.baseline.answers", "an assertion: a spec "
          "baseline without answers declares a model, and then baseline_answers returned before it"),
     ],
+    "spec.checks": [
+        *[("check_formula", t, "only the closest match (close[0]) is named, whatever the number asked for")
+          for t in ("known_names(), )", "known_names(), n=2)")],
+        ("_check_breakdowns", "'XXaeiouXX'", "a breakdown's `by` is a Literal and none starts with X: the article is "
+         "the same"),
+        *[("check_breakdowns_against_tags", t, "spec.origin falls back to the longest declared prefix of a key "
+           "(spec/files._lookup), so the prefix's lookup already returns the breakdown's line (or None, as this "
+           "one would)") for t in ('("XXreportXX", "breakdowns", i)', '("REPORT", "breakdowns", i)',
+                                   '("report", "XXbreakdownsXX", i)', '("report", "BREAKDOWNS", i)')],
+        *[("check_breakdowns_against_tags", t, "only the part before the first colon is read ([0])")
+          for t in ('t.split(":", )[0]', 't.split(":", 2)[0]')],
+        ("check_model", "get_close_matches(rest, names, )", "difflib's default n is 3"),
+    ],
     "stats.scores": [
         ("_interval", "INTERVAL_SAMPLES, scale=spec.scoring.scale", "bootstrap_stats' default seed is 0, INTERVAL_SEED"),
         ("score_summary", "INTERVAL_SAMPLES, )", "score_sections' default seed is 0, INTERVAL_SEED"),

@@ -88,6 +88,15 @@ def test_groups_need_a_taxonomy(tmp_path: Path, edit: dict[str, Any], want: tupl
     assert _refusal(tmp_path, edit) == want
 
 
+def test_the_scale_rules_are_reached_for_every_judge_with_criteria_or_a_score(tmp_path: Path) -> None:
+    assert _refusal(tmp_path, {"judge": {"verdict": {"kind": "score", "max": 5}}}) == (
+        ("judge", "verdict", "min"), "a score verdict needs its declared range", None,
+        "declare judge.verdict.min and judge.verdict.max (e.g. 1 and 10)")
+    assert _refusal(tmp_path, {"judge": {"verdict": {"min": 1}}}) == (
+        ("judge", "verdict", "min"), "judge.verdict.min applies only to kind: score", 1.0,
+        "set judge.verdict.kind: score, or drop the key")
+
+
 def test_groups_with_a_taxonomy_and_pairwise_questions_pass(tmp_path: Path) -> None:
     groups = {"aggregation": {"question": "mean_over_groups", "overall": "macro_over_groups"}}
     assert _refusal(tmp_path, {**groups, "taxonomy": TAXONOMY}) is None
@@ -214,6 +223,12 @@ def test_a_tag_prefix_nothing_in_the_data_starts_with_is_refused(tmp_path: Path)
         check_breakdowns_against_tags(spec, {"axis:a"}, set())
     assert str(err.value) == ("t: report.breakdowns[1].prefix: no example tag in the data starts with this "
                               "(got 'theme:'); prefixes in the data: (none)")
+    with pytest.raises(SpecError) as err:  # the example tags are the questions' own
+        check_breakdowns_against_data(spec, [_q("q1", ("axis:a",), ("topic:y",))])
+    assert err.value.key_path == "report.breakdowns[1].prefix" and err.value.fix == "prefixes in the data: topic:"
+    with pytest.raises(SpecError) as err:  # a prefix is what comes before the first colon
+        check_breakdowns_against_tags(spec, {"a:b:c"}, set())
+    assert err.value.fix == "prefixes in the data: a:"
     many = {f"k{i:02d}:v" for i in range(25)}
     with pytest.raises(SpecError) as err:
         check_breakdowns_against_tags(spec, {"axis:a"}, many)
@@ -222,6 +237,13 @@ def test_a_tag_prefix_nothing_in_the_data_starts_with_is_refused(tmp_path: Path)
     with pytest.raises(SpecError) as err:
         check_breakdowns_against_tags(spec, set(), {"theme:x"})
     assert err.value.file == str(tmp_path / "benchmark.yaml") and err.value.key_path == "report.breakdowns[0].prefix"
+
+
+def test_a_breakdown_by_subset_or_scenario_reads_no_tags(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, {"data": {"fields": {"subset": "s", "scenario": "c"}},
+                            "report": {"breakdowns": [{"id": "sub", "by": "subset"}, {"id": "sc", "by": "scenario"}]}})
+    check_breakdowns_against_tags(spec, set(), set())
+    check_breakdowns_against_data(spec, [_q("q1")])
 
 
 def test_the_refusal_names_the_line_that_declared_the_prefix(tmp_path: Path) -> None:
@@ -341,6 +363,12 @@ def test_pairwise_rules_word_for_word(tmp_path: Path, edit: dict[str, Any], want
     assert _refusal(tmp_path, edit) == want
 
 
+def test_pairwise_labels_are_checked_against_the_declared_pattern(tmp_path: Path) -> None:
+    edit = _merge(PAIRWISE, {"judge": {"verdict": {"pattern": "verdict: (\\d)"}}})
+    assert _refusal(tmp_path, edit)[:2] == (("judge", "verdict", "labels"), "'A>>B' cannot be read by "
+                                            "judge.verdict.pattern 'verdict: (\\\\d)' (its group 1 never captures it)")
+
+
 def test_pairwise_specs_that_pass(tmp_path: Path) -> None:
     assert _refusal(tmp_path, PAIRWISE) is None
     assert _refusal(tmp_path, _answers(files={"all": {"url": "https://example.org/a.jsonl"}})) is None
@@ -383,7 +411,13 @@ def test_an_unknown_formula_names_the_closest_one(tmp_path: Path) -> None:
     assert fix.endswith("; did you mean 'met_over_positive'?") and fix.count("did you mean") == 1
     with pytest.raises(Refused) as err:
         check_formula(_spec(tmp_path, {"scoring": {"formula": "zzzzzz"}}), _fail, False)
-    assert "did you mean" not in err.value.args[3]
+    assert err.value.args[3] == ("known formulas: log_normalised, linear, met_over_positive; or an entry point of "
+                                 "rubric_engine.formulas, or module:function with trust_code=true")
+    # through check_language: the same refusal, and code untrusted unless told
+    assert _refusal(tmp_path, {"scoring": {"formula": "zzzzzz"}})[:3] == (("scoring", "formula"), "unknown formula",
+                                                                          "zzzzzz")
+    assert _refusal(tmp_path, {"scoring": {"formula": "os:getcwd"}})[1].startswith(
+        "a module:function formula runs Python code")
     with pytest.raises(Refused) as err:  # code runs only when trusted
         check_formula(_spec(tmp_path, {"scoring": {"formula": "os:getcwd"}}), _fail, False)
     assert err.value.args[1].startswith("a module:function formula runs Python code")
@@ -395,7 +429,9 @@ def test_an_unknown_formula_names_the_closest_one(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("model", "words"), [
     ("gpt-4.1", "key: the model must be a LiteLLM id 'provider/model' (got 'gpt-4.1'); "
      "e.g. anthropic/claude-sonnet-4-5-20250929 or openai/gpt-4o-2024-11-20"),
-    ("openai/gpt-4.1-mni", "key: unknown openai model (got 'openai/gpt-4.1-mni'); did you mean openai/gpt-4.1-mini"),
+    ("openai/gpt-4.1-mni", "key: unknown openai model (got 'openai/gpt-4.1-mni'); did you mean openai/gpt-4.1-mini, "
+     "openai/gpt-4o-mini, openai/gpt-5.4-mini? use a model id"),  # three at most (a fourth is as close)
+    ("azure/x/gpt-4o", "key: unknown azure model (got 'azure/x/gpt-4o'); did you mean "),  # the provider: before the 1st /
     ("openai/zzzzzzzzzzzzzzzz", "key: unknown openai model (got 'openai/zzzzzzzzzzzzzzzz'); use a model id LiteLLM "
      "knows, or set api_base for a self-hosted / OpenAI-compatible server"),
 ])
