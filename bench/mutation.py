@@ -401,6 +401,18 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("baseline_answers", "assert spec.baseline is not None or spec.baseline.answers", "an assertion: a spec "
          "baseline without answers declares a model, and then baseline_answers returned before it"),
     ],
+    "validity.robustness": [
+        *[("plan_units", t, "order and granularity need a run that judged all criteria in one list verdict: the "
+           "prompt numbers the shown criteria 1..n itself (judge/prompts.criteria_vars), the verdict ids are those "
+           "positions, and _rejudge maps each verdict back through `shown`, never through a criterion's index")
+          for t in ("replace(crit[p - 1], index=None)", "replace(crit[p - 1], )", "enumerate(perm, )",
+                    "enumerate(perm, 2)", "replace(c, index=None)", "replace(c, )", "replace(c, index=2)")],
+        *[(fn, t, "kappa is a finite number or None (printed as a dash or 'undefined'); 'F' and 'f' differ only for "
+           "nan and inf") for fn, t in (("_markdown", "'.3F'"), ("_paragraph", "'.2F'"))],
+        *[("_cached_paraphrases", t, "a cache entry is written by ModelClient.complete with its text always present, "
+           "so the default is never read") for t in ('hit.get("text", None)', 'hit.get("text", )',
+                                                       'hit.get("text", "XXXX")')],
+    ],
     "spec.checks": [
         *[("check_formula", t, "only the closest match (close[0]) is named, whatever the number asked for")
           for t in ("known_names(), )", "known_names(), n=2)")],

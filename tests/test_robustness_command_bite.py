@@ -456,3 +456,51 @@ def test_the_limits_reach_both_clients_each_in_its_own_role(fake_key: str, tmp_p
         assert len(srv.requests) == 2 and [e["id"] for e in rep["errors"]] == ["q1", "q2"]  # no retry: one call each
         rep = robustness_command(d, "paraphrase", judge, spec_of, limits={"max_retries": 0}, n_boot=20, paraphraser=para)
         assert len(srv.requests) == 2 + 3 and len(rep["errors"]) == 2  # three criteria, each asked once, none reworded
+
+
+def test_granularity_maps_each_lone_criterion_back_to_its_own_verdict(fake_key: str, tmp_path: Path) -> None:
+    d, spec = _run(tmp_path, {"q1": 3, "q2": 2})
+    with _judge_server(lambda i, t, p: t == TEXTS[1]) as srv:  # order-blind: meets "Asks a question" only
+        rep = _command(d, spec, "granularity", _judge(srv))
+    assert sorted((v["id"], v["index"], v["original"], v["new"]) for v in rep["verdicts"]) == [
+        ("q1", 1, False, False), ("q1", 2, True, True), ("q1", 3, False, False), ("q2", 1, False, False),
+        ("q2", 2, True, True)]
+    assert rep["comparison"]["flip_rate"] == 0.0
+
+
+def _per_criterion(tmp_path: Path) -> Any:
+    """checks_mini judged one criterion per call: its template shows `criterion`, its verdict is one object."""
+    root = tmp_path / "bench"
+    shutil.copytree(DATA / "checks_mini", root)
+    text = (root / "benchmark.yaml").read_text(encoding="utf-8")
+    (root / "benchmark.yaml").write_text(text.replace(
+        "  template: judge.j2", "  template: judge.j2\n  verdict: {granularity: per_criterion, shape: object}"),
+        encoding="utf-8")
+    (root / "judge.j2").write_text("Grade this reply:\n{{ response }}\nCriterion:\n{{ criterion.index }}. "
+                                   "({{ criterion.weight }} points) {{ criterion.text }}\n", encoding="utf-8")
+    return load_spec(root)
+
+
+def test_a_dry_run_of_a_per_criterion_run_counts_each_criterions_cached_call(fake_key: str, tmp_path: Path) -> None:
+    from rubric_engine.models.cache import ResultCache
+
+    spec = _per_criterion(tmp_path)
+    d, _ = _run(tmp_path, {"q1": 3, "q2": 2}, spec=spec)
+    cache = ResultCache(tmp_path / "cache")
+
+    def handler(body: dict[str, Any]) -> Reply:
+        if body["model"] == "para":
+            asked = next(m["content"] for m in body["messages"] if _CRIT.search(m["content"]))
+            return Reply(text="Reworded: " + _CRIT.search(asked).group(1))  # type: ignore[union-attr]
+        (_, text), = _ITEM.findall(body["messages"][-1]["content"])
+        return Reply(text=json.dumps({"reasoning": "r", "met": text.endswith(TEXTS[1])}))
+    with FakeServer(handler) as srv:
+        judge, para = _judge(srv), _para(srv)
+        assert _command(d, spec, "paraphrase", judge, cache=cache, dry_run=True, paraphraser=para) == {
+            "check": "paraphrase", "replies": 2, "calls": 3 + 5, "cached": 0}
+        rep = _command(d, spec, "paraphrase", judge, cache=cache, paraphraser=para)
+        assert rep["errors"] == [] and len(srv.requests) == 3 + 5 and rep["comparison"]["flip_rate"] == 0.0
+        # every reworded criterion's own call is in the cache now: the dry run counts each of them
+        assert _command(d, spec, "paraphrase", judge, cache=cache, dry_run=True, paraphraser=para) == {
+            "check": "paraphrase", "replies": 2, "calls": 3 + 5, "cached": 3 + 5}
+        assert len(srv.requests) == 3 + 5
