@@ -409,6 +409,10 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
                     "enumerate(perm, 2)", "replace(c, index=None)", "replace(c, )", "replace(c, index=2)")],
         *[(fn, t, "kappa is a finite number or None (printed as a dash or 'undefined'); 'F' and 'f' differ only for "
            "nan and inf") for fn, t in (("_markdown", "'.3F'"), ("_paragraph", "'.2F'"))],
+        ("robustness_command", 'if (check == "paraphrase") or True else []', "`texts` is read only on the "
+         "paraphrase paths (its dry run and its run)"),
+        ("robustness_command", "para: dict[str, tuple[str | None, str | None]] = None", "`para` is read only by "
+         "the paraphrase check, whose run assigns it first"),
         *[("_cached_paraphrases", t, "a cache entry is written by ModelClient.complete with its text always present, "
            "so the default is never read") for t in ('hit.get("text", None)', 'hit.get("text", )',
                                                        'hit.get("text", "XXXX")')],

@@ -306,6 +306,8 @@ def test_a_criterion_that_cannot_be_reworded_leaves_its_replies_uncompared(fake_
     assert {v["id"] for v in rep["verdicts"]} == {"q2"} and rep["comparison"]["flip_rate"] == 0.0
     md = (d / "robustness" / "paraphrase.md").read_text()
     assert "1 criteria could not be reworded (their replies were not compared); see paraphrase.json." in md
+    kind = [p for p in rep["paraphrases"] if p["text"] == "Stays kind"]
+    assert len(kind) == 1 and kind[0]["paraphrase"] is None and (kind[0]["judged"], kind[0]["flips"]) == (0, 0)
 
 
 def test_the_paraphraser_defaults_to_the_judge_and_a_dry_run_counts_it(fake_key: str, tmp_path: Path) -> None:
@@ -504,3 +506,59 @@ def test_a_dry_run_of_a_per_criterion_run_counts_each_criterions_cached_call(fak
         assert _command(d, spec, "paraphrase", judge, cache=cache, dry_run=True, paraphraser=para) == {
             "check": "paraphrase", "replies": 2, "calls": 3 + 5, "cached": 3 + 5}
         assert len(srv.requests) == 3 + 5
+
+
+def _rows(rep: dict[str, Any]) -> list[Any]:
+    """The report's verdicts as the comparison reads them (every question here shows three criteria)."""
+    from rubric_engine.stats.robustness import Rejudged
+
+    return [Rejudged(qid=v["id"], index=v["index"], original=v["original"], new=v["new"], position=v["position"],
+                     shown=3) for v in rep["verdicts"]]
+
+
+def test_the_comparison_takes_the_resamples_and_seed_given_and_1000_and_0_by_default(fake_key: str,
+                                                                                       tmp_path: Path) -> None:
+    from rubric_engine.models.cache import ResultCache
+    from rubric_engine.stats.robustness import compare_verdicts
+
+    d, spec = _run(tmp_path, {f"q{i}": 3 for i in range(30)})
+    cache = ResultCache(tmp_path / "cache")
+    # flips depend on each question's seeded order: the intervals are fine-grained enough to tell settings apart
+    with _judge_server(lambda i, t, p: i == 1 or (i == 3 and t == TEXTS[1])) as srv:
+        default = _command(d, spec, "order", _judge(srv), n_boot=None, cache=cache)
+        given = _command(d, spec, "order", _judge(srv), n_boot=50, seed=3, cache=cache)
+    assert default["seed"] == 0 and default["replies"] == 30
+    rows = _rows(default)
+    assert default["comparison"] == compare_verdicts(rows, n_boot=1000, seed=0)
+    assert default["comparison"] != compare_verdicts(rows, n_boot=1001, seed=0)
+    rows = _rows(given)
+    assert given["comparison"] == compare_verdicts(rows, n_boot=50, seed=3)
+    assert given["comparison"] != compare_verdicts(rows, n_boot=1000, seed=3)
+    assert given["comparison"] != compare_verdicts(rows, n_boot=50, seed=0)
+
+
+def test_the_sample_follows_the_seed(fake_key: str, tmp_path: Path) -> None:
+    import random
+
+    from rubric_engine.models.cache import ResultCache
+
+    d, spec = _run(tmp_path, {f"q{i}": 3 for i in range(8)})
+    cache = ResultCache(tmp_path / "cache")
+    with _judge_server(lambda i, t, p: True) as srv:
+        for seed in range(4):  # one reply of eight, the one random.Random(seed) draws from the run's order
+            rep = _command(d, spec, "order", _judge(srv), n=1, seed=seed, n_boot=20, cache=cache)
+            assert {v["id"] for v in rep["verdicts"]} == {f"q{random.Random(seed).sample(range(8), 1)[0]}"}
+
+
+def test_a_directory_of_several_runs_is_refused(fake_key: str, tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for name in ("a", "b"):  # two complete runs of one spec: a sweep's directory, not a run's
+        (tmp_path / name).mkdir()
+        d, spec = _run(tmp_path / name, {"q1": 3})
+        d.rename(sweep / name)
+    judge = ModelSpec.from_config({"name": "judge", "model": "openai/judge", "api_base": "http://127.0.0.1:9",
+                                   "api_key_env": "FAKE_KEY"}, role="judge")
+    with pytest.raises(ConfigError) as err:
+        _command(sweep, spec, "order", judge)
+    assert str(err.value) == f"robustness: {sweep} holds 2 runs; give one run directory (a sweep's job)"
