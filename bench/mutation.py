@@ -411,6 +411,9 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            "nan and inf") for fn, t in (("_markdown", "'.3F'"), ("_paragraph", "'.2F'"))],
         ("robustness_command", 'if (check == "paraphrase") or True else []', "`texts` is read only on the "
          "paraphrase paths (its dry run and its run)"),
+        ("_refuse", 'why = ""', "`why` is read only as a truth value: '' and None are both false"),
+        ("_paraphrased", "len(crit) + 2)", "a paraphrased unit's `shown` is read at the k verdicts the judge returned "
+         "(never past the criteria) and its length only by position_rates, which runs for check=order alone"),
         ("robustness_command", "tally.get(t, [1, 0])[1]", "`flips` reads index 1 of the default, 0 either way"),
         ("robustness_command", "para: dict[str, tuple[str | None, str | None]] = None", "`para` is read only by "
          "the paraphrase check, whose run assigns it first"),
