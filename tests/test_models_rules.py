@@ -560,8 +560,9 @@ def test_url_credentials_and_secret_variables_are_redacted(monkeypatch: pytest.M
 
 
 def test_outgoing_messages_are_redacted_and_an_unchanged_list_is_the_same_object() -> None:
-    from rubric_engine.models.redact import redact_messages
+    from rubric_engine.models.redact import MessageRedactor
 
+    redact_messages = MessageRedactor()
     plain = [{"role": "user", "content": "hello"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     assert redact_messages(plain) is plain
     keyed = [{"role": "user", "content": "Bearer abcdefgh"},
@@ -570,3 +571,30 @@ def test_outgoing_messages_are_redacted_and_an_unchanged_list_is_the_same_object
                                       {"role": "user", "content": [{"type": "text", "text": "sk-***",
                                                                     "cache_control": {}}]}]
     assert keyed[0]["content"] == "Bearer abcdefgh"  # the caller's messages (and their cache key) are untouched
+
+
+def test_a_conversation_through_the_client_scans_each_text_once(fake_server: FakeServer,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turn k's request repeats the k - 1 turns before it; each text passes the redaction's scan once as sent
+    (and a reply once more as it came back), never once per request: 30 turns, not 900 scans."""
+    from rubric_engine.models import redact as module
+
+    scanned: list[str] = []
+    real = module._scrub
+    monkeypatch.setattr(module, "_scrub", lambda text, secrets: scanned.append(text) or real(text, secrets))
+    fake_server.handler = lambda body: Reply(text=f"reply {len(body['messages'])}")
+    client = client_for(fake_server)
+
+    async def converse() -> list[dict[str, Any]]:
+        convo: list[dict[str, Any]] = []
+        try:
+            for k in range(30):
+                convo = [*convo, {"role": "user", "content": f"turn {k}"}]
+                result = await client.complete(convo)
+                convo = [*convo, {"role": "assistant", "content": result.text}]
+        finally:
+            await client.aclose()
+        return convo
+    convo = asyncio.run(converse())
+    assert [m["content"] for m in fake_server.requests[-1]["messages"]] == [m["content"] for m in convo[:-1]]
+    assert len(scanned) == 30 + 30 + 29  # each user turn sent, each reply received, each reply sent back

@@ -34,7 +34,7 @@ from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish
 from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.promptcache import mark_prefix, needs_marker
-from rubric_engine.models.redact import redact, redact_messages, register_secret
+from rubric_engine.models.redact import MessageRedactor, redact, register_secret
 from rubric_engine.models.workers import POOL, WorkerPool
 
 __all__ = ["CallResult", "CallStats", "ModelClient", "preload_litellm"]
@@ -148,6 +148,7 @@ class ModelClient:
         self._loops: set[int] = set()
         self._answered = False  # a server answered once: later connection errors are per-question
         self._runtime = runtime
+        self._redact = MessageRedactor()  # what every request sends, redacted (each text once: models/redact.py)
         self._request: dict[str, Any] | None = None  # what every request of this client sends (built once)
         self._key: str | None = None  # the key value sent (None: LiteLLM reads the provider's variable)
         # set by judge/structured.py once this client's server refused response_format json_schema (HTTP 400):
@@ -362,7 +363,7 @@ class ModelClient:
                     key: str | None = None) -> CallResult:
         # every text sent to any model passes the one redaction here (models/redact.py): a key one server echoed
         # into a reply never reaches another server inside a judge's or a simulated user's prompt
-        kwargs = {**self._base_request(), "messages": redact_messages(messages)}
+        kwargs = {**self._base_request(), "messages": self._redact(messages)}
         if response_format:
             kwargs["response_format"] = response_format
         pool = self.workers if self.workers is not None and self.workers.size > 0 else None
