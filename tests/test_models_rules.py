@@ -598,3 +598,14 @@ def test_a_conversation_through_the_client_scans_each_text_once(fake_server: Fak
     convo = asyncio.run(converse())
     assert [m["content"] for m in fake_server.requests[-1]["messages"]] == [m["content"] for m in convo[:-1]]
     assert len(scanned) == 30 + 30 + 29  # each user turn sent, each reply received, each reply sent back
+
+
+def test_an_image_part_reaches_the_server_as_built(fake_server: FakeServer) -> None:
+    """LiteLLM is imported with MAX_BASE64_LENGTH_FOR_LOGGING=0 (models/litellm_runtime.py): its logging copy of
+    the messages is no longer shortened, and what is sent is what the engine built, base64 payload whole."""
+    image = "data:image/png;base64," + "iVBORw0KGgo" * 200
+    parts = [{"type": "text", "text": "describe it"}, {"type": "image_url", "image_url": {"url": image}}]
+    fake_server.handler = lambda body: Reply(text="a picture")
+    [res] = calls(client_for(fake_server), {"messages": [{"role": "user", "content": parts}]})
+    assert isinstance(res, CallResult) and res.text == "a picture"
+    assert fake_server.requests[-1]["messages"] == [{"role": "user", "content": parts}]
