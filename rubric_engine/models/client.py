@@ -26,7 +26,7 @@ from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes, openai_client, served_by_openai_client
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.concurrency import AUTO, AdaptiveGate, Slot
-from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
+from rubric_engine.models.entries import MessageTexts, ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.models.interrupt import sending, stopped
@@ -149,6 +149,7 @@ class ModelClient:
         self._answered = False  # a server answered once: later connection errors are per-question
         self._runtime = runtime
         self._redact = MessageRedactor()  # what every request sends, redacted (each text once: models/redact.py)
+        self._texts = MessageTexts()  # each message's JSON in the cache keys, serialised once (models/entries.py)
         self._request: dict[str, Any] | None = None  # what every request of this client sends (built once)
         self._key: str | None = None  # the key value sent (None: LiteLLM reads the provider's variable)
         # set by judge/structured.py once this client's server refused response_format json_schema (HTTP 400):
@@ -195,7 +196,7 @@ class ModelClient:
             result = self._mock(messages, expect)
             self._accept(accept, result)
             return result
-        key = cache_key(self.spec, messages, response_format, repeat)
+        key = cache_key(self.spec, messages, response_format, repeat, self._texts)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):
@@ -230,7 +231,7 @@ class ModelClient:
         self._accept(accept, result)
         if self.cache is not None:
             if cache_as and cache_as != messages:
-                key = cache_key(self.spec, cache_as, response_format, repeat)
+                key = cache_key(self.spec, cache_as, response_format, repeat, self._texts)
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
                                  "completion_tokens": result.completion_tokens, "cost": result.cost,
                                  "model": self.spec.model, "finish_reason": result.finish_reason,
