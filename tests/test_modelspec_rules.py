@@ -4,6 +4,8 @@ variable, and what the cache key does and does not depend on. Written against su
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from rubric_engine.errors import ConfigError
@@ -147,9 +149,11 @@ def test_remembered_message_texts_hash_to_the_pinned_key(messages: list) -> None
     """A client's MessageTexts serialises each plain message once; the text hashed stays character for character
     the recipe's (stored keys stay valid), whatever the content holds, the mark's own text included."""
     texts = MessageTexts()
-    for spec in (ModelSpec("n", "openai/x", params={"temperature": 0}),
+    earlier = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    for spec, messages in itertools.product((  # alone, and after earlier turns (only those are remembered)ModelSpec("n", "openai/x", params={"temperature": 0}),
                  ModelSpec("n", "openai/x", api_base="http://h/v1", params={"stop": MARK}, revision="r"),
-                 ModelSpec("n", "openai/x", api_base=MARK, params={})):  # before the messages in the text
+                 ModelSpec("n", "openai/x", api_base=MARK, params={})),  # before the messages in the text
+            (messages, [*earlier, *messages])):
         for fmt, repeat in ((None, 0), ({"type": "json_object", "z": MARK}, 3)):
             for _ in range(2):  # serialised, then remembered
                 assert cache_key(spec, messages, fmt, repeat, texts) == _pinned(spec, messages, fmt, repeat)
@@ -167,7 +171,8 @@ def test_a_growing_conversation_serialises_each_message_once(monkeypatch: pytest
         convo = [*convo, {"role": "user", "content": f"q{k}"}]
         assert cache_key(spec, convo, None, 0, texts) == _pinned(spec, convo)
         convo = [*convo, {"role": "assistant", "content": f"a{k}"}]
-    assert len(made) == 1 + 50 + 49 == len(set(made))  # not the 2,500 of serialising every request whole
+    # not the 2,500 of serialising every request whole; the first request repeats no earlier turn: not remembered
+    assert len(made) == 1 + 50 + 49 == len(set(made))
 
 
 def test_remembered_message_texts_are_bounded_by_their_characters(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,12 +181,12 @@ def test_remembered_message_texts_are_bounded_by_their_characters(monkeypatch: p
     made: list[str] = []
     real = entries._message_json
     monkeypatch.setattr(entries, "_message_json", lambda role, content: made.append(content) or real(role, content))
-    one = [{"role": "user", "content": "aa"}]  # {"content": "aa", "role": "user"}: 33 characters
+    aa, bb, c = ({"role": "user", "content": t} for t in ("aa", "bb", "c"))  # {"content": "aa", "role": "user"}: 33
     texts = MessageTexts(max_chars=66)
     spec = ModelSpec("n", "openai/x")
-    for messages in (one, one, [*one, {"role": "user", "content": "bb"}], one, [{"role": "user", "content": "c"}], one):
+    for messages in ([aa] * 3, [aa] * 3, [aa, bb, aa], [aa] * 3, [c] * 3, [aa] * 3, [bb], [bb, c]):
         assert cache_key(spec, messages, None, 0, texts) == _pinned(spec, messages)
-    assert made == ["aa", "bb", "c", "aa"]  # 66 characters fit; the 67th starts again
+    assert made == ["aa", "bb", "c", "aa"]  # 66 characters fit; the 67th starts again; short requests: never
 
 
 @pytest.mark.parametrize("key, fix", [

@@ -127,41 +127,54 @@ def test_a_growing_conversation_scans_each_text_once(monkeypatch: pytest.MonkeyP
         convo = [*convo, {"role": "user", "content": f"question {k}"}]
         assert redactor(convo) is convo  # nothing to redact: the request is sent as built
         convo = [*convo, {"role": "assistant", "content": f"answer {k}"}]
-    assert len(seen) == 1 + 60 + 59 == len(set(seen))  # not the 3,600 scans of redacting every request whole
+    # not the 3,600 scans of redacting every request whole; the first request (the system text and one question)
+    # repeats no earlier turn, so its two texts are not remembered and are scanned again by the second
+    assert len(seen) == 2 + 1 + 60 + 59 and len(set(seen)) == 1 + 60 + 59
 
 
 def test_a_remembered_text_is_redacted_again_once_a_new_secret_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
     key, var = _fresh(12), _fresh(10, "V")
-    convo = [{"role": "user", "content": f"echo {key} and {var}"}]
+    said = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    convo = [*said, {"role": "user", "content": f"echo {key} and {var}"}]
     redactor = MessageRedactor()
-    assert redactor(convo) is convo  # neither is a secret yet
+    assert redactor(convo) is convo  # neither is a secret yet (and the texts are remembered: three messages)
     register_secret(key)
-    assert redactor(convo) == [{"role": "user", "content": f"echo *** and {var}"}]
+    assert redactor(convo) == [*said, {"role": "user", "content": f"echo *** and {var}"}]
     monkeypatch.setenv("LATE_API_KEY", var)
-    assert redactor(convo) == [{"role": "user", "content": "echo *** and ***"}]
-    assert convo[0]["content"] == f"echo {key} and {var}"  # the caller's messages are untouched
+    assert redactor(convo) == [*said, {"role": "user", "content": "echo *** and ***"}]
+    assert convo[2]["content"] == f"echo {key} and {var}"  # the caller's messages are untouched
 
 
 def test_content_parts_are_redacted_and_other_parts_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _counted(monkeypatch)
     image = {"type": "image_url", "image_url": {"url": "data:,"}}
     convo = [{"role": "user", "content": [{"type": "text", "text": "sk-abcdefgh"}, image, {"type": "text", "text": ""}]},
-             {"role": "tool", "content": None}]
+             {"role": "tool", "content": None}, {"role": "user", "content": "go on"}]
     redactor = MessageRedactor()
     for _ in range(3):
         assert redactor(convo) == [{"role": "user", "content": [{"type": "text", "text": "sk-***"}, image,
                                                                 {"type": "text", "text": ""}]},
-                                   {"role": "tool", "content": None}]
-    assert seen == ["sk-abcdefgh"]  # an empty text is never scanned; the other one once
+                                   {"role": "tool", "content": None}, {"role": "user", "content": "go on"}]
+    assert seen == ["sk-abcdefgh", "go on"]  # an empty text is never scanned; the others once
 
 
 def test_the_memory_is_bounded_by_the_characters_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _counted(monkeypatch)
     redactor = MessageRedactor(max_chars=10)
-    five = [{"role": "user", "content": "aaaaa"}, {"role": "user", "content": "bbbbb"}]
+    five = [{"role": "user", "content": "aaaaa"}, {"role": "user", "content": "bbbbb"}, {"role": "user", "content": ""}]
     redactor(five)
     redactor(five)  # 10 characters fit: nothing scanned again
     assert seen == ["aaaaa", "bbbbb"]
-    redactor([{"role": "user", "content": "c"}])  # an 11th character: it starts again
+    redactor([{"role": "user", "content": "c"}, *five[2:] * 2])  # an 11th character: it starts again
     redactor(five)
     assert seen == ["aaaaa", "bbbbb", "c", "aaaaa", "bbbbb"]
+
+
+def test_a_request_without_earlier_turns_is_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A single prompt (a judge's: system and user) is scanned each time and never fills the memory."""
+    seen = _counted(monkeypatch)
+    redactor = MessageRedactor()
+    prompt = [{"role": "system", "content": "grade"}, {"role": "user", "content": "the reply"}]
+    redactor(prompt)
+    redactor(prompt)
+    assert seen == ["grade", "the reply"] * 2

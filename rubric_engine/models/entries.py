@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.mock import is_mock
-from rubric_engine.models.redact import redact
+from rubric_engine.models.redact import HISTORY, redact
 
 __all__ = ["ModelSpec", "cache_key", "MessageTexts", "provider_key_env", "provider_of", "check_keys", "CACHE_KEY_VERSION",
            "endpoint_params", "PARAMS_FIX", "destination", "KEYED_PROVIDERS", "spec_chosen_key", "check_spec_keys",
@@ -345,16 +345,19 @@ class MessageTexts:
     """The JSON text of each plain message (a dict of a string role and a string content, as conversations and
     prompts are) that a client's cache keys hold, remembered: a conversation's request at turn k repeats the
     k - 1 turns before it, and serialising them all again for every key made the keys quadratic in the turns.
-    Bounded by the characters it holds (`max_chars`); when full it starts again."""
+    Only requests that carry earlier turns (models/redact.HISTORY messages or more) are remembered, bounded by
+    the characters held (`max_chars`); when full it starts again."""
 
-    def __init__(self, max_chars: int = 8_000_000) -> None:
+    def __init__(self, max_chars: int = 4_000_000) -> None:
         self.max_chars = max_chars
         self._done: dict[tuple[str, str], str] = {}
         self._chars = 0
 
     def listed(self, messages: list[dict[str, Any]]) -> str | None:
         """The JSON text of `messages` as `json.dumps(messages, sort_keys=True, ensure_ascii=False)` writes it;
-        None when a message is not plain (the caller then serialises the whole)."""
+        None when a message is not plain or the request carries no earlier turn (the caller serialises the whole)."""
+        if len(messages) < HISTORY:
+            return None
         texts = []
         for m in messages:
             if type(m) is not dict or len(m) != 2:

@@ -9,9 +9,10 @@ every key value the engine sends (registered by the model client), the values of
 
 The same redaction runs on every text sent to a model (`MessageRedactor`, one per model client, applied to each
 outgoing request): a key one server echoed never reaches another server inside a prompt. A conversation's
-request at turn k repeats the k - 1 turns before it, so the client's redactor remembers each text it has
-redacted (for as long as the set of secrets is the one it was redacted with): a T-turn conversation's texts
-are redacted T times in all, not T^2 / 2 times (3,000 turns: 9 million redactions, minutes of CPU, before).
+request at turn k repeats the k - 1 turns before it, so the client's redactor remembers what each text of such
+a request redacted to (for as long as the set of secrets is the one it was redacted with): a T-turn
+conversation's texts are scanned about 2T times in all, not T^2 times (3,000 turns: 9 million scans before,
+each re-reading the environment, minutes of CPU).
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ import os
 import re
 from typing import Any, overload
 
-__all__ = ["MessageRedactor", "redact", "register_secret"]
+__all__ = ["HISTORY", "MessageRedactor", "redact", "register_secret"]
 
+# A request of at least this many messages repeats an earlier turn (user, assistant, user): only the texts of
+# such requests are remembered, so single prompts (a judge's, one per call) never fill the memory.
+HISTORY = 3
 _MIN_LEN = 6  # shorter values (placeholders, test stubs) would blank out ordinary words
 _SECRETS: set[str] = set()
 # environment variables whose values are secrets wherever they appear (AWS_SECRET_ACCESS_KEY ends in _KEY)
@@ -87,9 +91,10 @@ class MessageRedactor:
     what each text redacted to.
 
     Valid while the secrets are the ones it was computed with: a key registered or a variable set since
-    then clears it. Bounded by the characters it holds (`max_chars`); when full it starts again."""
+    then clears it. Only requests that carry earlier turns (`HISTORY` messages or more) are remembered, bounded
+    by the characters held (`max_chars`); when full it starts again."""
 
-    def __init__(self, max_chars: int = 8_000_000) -> None:
+    def __init__(self, max_chars: int = 4_000_000) -> None:
         self.max_chars = max_chars
         self._done: dict[str, str] = {}
         self._chars = 0
@@ -99,13 +104,14 @@ class MessageRedactor:
         secrets = _secrets()  # once per request: a changed set of secrets voids what was remembered
         if secrets != self._secrets:
             self._done, self._chars, self._secrets = {}, 0, secrets
+        keep = len(messages) >= HISTORY
         out, changed = [], False
         for message in messages:
             content = message.get("content")
             if isinstance(content, str):
-                new: Any = self._one(content)
+                new: Any = self._one(content, keep)
             elif isinstance(content, list):
-                new = [dict(part, text=self._one(part["text"]))
+                new = [dict(part, text=self._one(part["text"], keep))
                        if isinstance(part, dict) and isinstance(part.get("text"), str) else part for part in content]
             else:
                 new = content
@@ -115,10 +121,12 @@ class MessageRedactor:
             out.append(message)
         return out if changed else messages
 
-    def _one(self, text: str) -> str:
+    def _one(self, text: str, keep: bool) -> str:
         done = self._done.get(text)
         if done is None:
             done = _scrub(text, self._secrets) if text else text
+            if not keep:
+                return done
             if self._chars + len(text) > self.max_chars:
                 self._done, self._chars = {}, 0
             self._done[text] = done
