@@ -150,13 +150,14 @@ def test_remembered_message_texts_hash_to_the_pinned_key(messages: list) -> None
     the recipe's (stored keys stay valid), whatever the content holds, the mark's own text included."""
     texts = MessageTexts()
     earlier = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-    for spec, messages in itertools.product((  # alone, and after earlier turns (only those are remembered)ModelSpec("n", "openai/x", params={"temperature": 0}),
-                 ModelSpec("n", "openai/x", api_base="http://h/v1", params={"stop": MARK}, revision="r"),
-                 ModelSpec("n", "openai/x", api_base=MARK, params={})),  # before the messages in the text
-            (messages, [*earlier, *messages])):
+    specs = (ModelSpec("n", "openai/x", params={"temperature": 0}),
+             ModelSpec("n", "openai/x", api_base="http://h/v1", params={"stop": MARK}, revision="r"),
+             ModelSpec("n", "openai/x", api_base=MARK, params={}))  # the mark's text before the messages' place
+    # alone, and after earlier turns (only requests carrying earlier turns are remembered)
+    for spec, sent in itertools.product(specs, (messages, [*earlier, *messages])):
         for fmt, repeat in ((None, 0), ({"type": "json_object", "z": MARK}, 3)):
             for _ in range(2):  # serialised, then remembered
-                assert cache_key(spec, messages, fmt, repeat, texts) == _pinned(spec, messages, fmt, repeat)
+                assert cache_key(spec, sent, fmt, repeat, texts) == _pinned(spec, sent, fmt, repeat)
 
 
 def test_a_growing_conversation_serialises_each_message_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -148,7 +148,8 @@ def test_a_remembered_text_is_redacted_again_once_a_new_secret_is_known(monkeypa
 def test_content_parts_are_redacted_and_other_parts_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _counted(monkeypatch)
     image = {"type": "image_url", "image_url": {"url": "data:,"}}
-    convo = [{"role": "user", "content": [{"type": "text", "text": "sk-abcdefgh"}, image, {"type": "text", "text": ""}]},
+    parts = [{"type": "text", "text": "sk-abcdefgh"}, image, {"type": "text", "text": ""}]
+    convo = [{"role": "user", "content": parts},
              {"role": "tool", "content": None}, {"role": "user", "content": "go on"}]
     redactor = MessageRedactor()
     for _ in range(3):

@@ -19,7 +19,8 @@ from rubric_engine.errors import ConfigError
 from rubric_engine.models.mock import is_mock
 from rubric_engine.models.redact import HISTORY, redact
 
-__all__ = ["ModelSpec", "cache_key", "MessageTexts", "provider_key_env", "provider_of", "check_keys", "CACHE_KEY_VERSION",
+__all__ = ["ModelSpec", "cache_key", "MessageTexts", "provider_key_env", "provider_of", "check_keys",
+           "CACHE_KEY_VERSION",
            "endpoint_params", "PARAMS_FIX", "destination", "KEYED_PROVIDERS", "spec_chosen_key", "check_spec_keys",
            "TRUST_ENDPOINTS", "declared_line", "faking_params", "FAKING_FIX",
            "params_text", "replies_per_request", "reply_ceiling", "SpecKeyError", "provider_base_env"]
