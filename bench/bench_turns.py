@@ -8,31 +8,52 @@ T / T_smallest (time and memory above the process's fixed start-up, which does n
 Goal: linear growth; 3,000 turns under 60 s and 500 MB. CPU is the engine process's own (user + sys, with the
 children it waited for): the wall time also holds the fake server's work, which grows with the bytes sent.
 
-Measured on the 2-core development machine while heavily shared (load average 16; the fixed cost of a 1-turn run
-was 30.4 s against ~10 s on a quiet machine), before the CPU column was added:
+Measured on the shared 2-core development machine on 2026-11-27 (load average 5-7 throughout: other engineers'
+mutation runs; the fixed cost of a 1-turn run was 7.5-10.9 s against ~10 s quiet in earlier rounds), before and
+after the per-message work was cut (same machine state, minutes apart; the load column is the 1-minute average
+when each run ended, added with this table):
 
-     turns  wall s  ideal s  ratio  peak MB  ideal MB  ratio  calls.jsonl MB  samples MB  report MB
-       100    35.7     35.7   1.00      266       266   1.00            0.06        0.02       0.16
-      1000   157.2     84.1   1.87      270       272   1.00            0.65        0.20       0.24
-      3000   610.0    191.7   3.18      286       285   1.00            1.96        0.59       0.24
+     turns  wall s  CPU s  peak MB  calls.jsonl MB  samples MB  report MB  load
+    before: every request's messages redacted whole (each re-reading the environment), keyed whole, LiteLLM's
+    logging copy of every message
+       100    12.8    5.2      268            0.06        0.02       0.16   ~7
+      1000   109.2   47.8      273            0.65        0.20       0.24   ~7
+    after (models/redact.py MessageRedactor, models/entries.py MessageTexts, MAX_BASE64_LENGTH_FOR_LOGGING=0)
+       100    11.8    4.7      267            0.06        0.02       0.16   ~6
+      1000    30.0   15.7      273            0.65        0.20       0.24   ~7
+      3000   120.6   70.5      287            1.96        0.59       0.24   ~7
 
-Memory and every file are linear (before: 1,500 turns took 2 GB, a 243 MB report.html and 102 MB of
-transcripts; 800 turns here took 652 MB, 42 MB of transcripts and a 73 MB report.html). The time is not yet:
-each request still carries the whole conversation, and LiteLLM walks every message of every request (base64
-truncation for its logging payload, thought-signature removal, JSON encoding): 15-30 us of CPU per message per
-request (under the profiler, 400 turns), which makes 3,000 turns' 9 million message visits minutes of CPU. The
-engine's own per-turn work is linear (the engine process's CPU went from 13.3 s at 400 turns to 16.9 s at 800).
+(An earlier round, at load average 16: 35.7, 157.2 and 610.0 s wall for 100, 1,000 and 3,000 turns.) Memory and
+every file are linear (before that round: 1,500 turns took 2 GB, a 243 MB report.html and 102 MB of transcripts).
+The time is not yet: 3,000 turns take 70.5 s of the engine's CPU, over the 60 s goal before the fake server's share
+of the wall time. Turn k's request repeats the k - 1 turns before it, so 3,000 turns make ~9 million message
+visits, and each still costs ~5.5 us of CPU (the CPU between 1,000 and 3,000 turns, less ~4.3 ms a call), about
+half of it LiteLLM's own walks over the messages, which no setting of it turns off (in-process, 2,000 messages
+a request, us per message per request; docs/operations.md, "Size limits and long conversations"):
+
+    LiteLLM, per message of every request (litellm 1.110.2)            us
+      main._history_without_unanswered_tool_search_calls              0.97  (openai/azure: pydantic per message)
+      utils.validate_and_fix_openai_messages                          0.64
+      OpenAIGPTConfig._transform_messages (async transform)           0.52
+      main._messages_readable_by_model (PDF parts, role alternation)  0.25
+      utils._remove_thought_signatures_from_messages (a copy each)    0.23
+      logging_utils.truncate_base64_in_messages (now off)        0.66 -> 0
+    the request's JSON (OpenAI SDK; the protocol's)                   0.53
+    the engine: cache key (remembered texts; was 0.71)                0.27
+    the engine: outgoing redaction (remembered; was ~15 with the
+      environment re-read per message: ~30 at 1,000 turns)           0.12
 
     python bench/bench_turns.py [--turns 100,1000,3000]
 
 The candidate's request at turn k necessarily holds the k - 1 turns before it (a chat API is stateless), so the
-bytes sent grow as T^2 / 2: that part is the protocol's, and is printed (MB sent) so a run can be read against
-it. Everything the engine keeps or writes (transcripts, the record, report.html) must grow linearly.
+bytes sent grow as T^2 / 2: that part is the protocol's. Everything the engine keeps or writes (transcripts, the
+record, report.html) must grow linearly.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -92,6 +113,7 @@ def measure(turns: int, url: str, tmp: Path) -> dict[str, float]:
            f"candidate.api_base={url}", f"candidate.api_key_env={KEY_ENV}", "judge=openai_compatible",
            "judge.model=openai/judge", f"judge.api_base={url}", f"judge.api_key_env={KEY_ENV}"]
     got = run_engine(cmd)
+    got["load"] = os.getloadavg()[0]  # the machine is shared: each figure is read beside its load
     sizes = {name: sum(f.stat().st_size for f in run_dir.rglob(name)) / 1e6
              for name in ("calls.jsonl", "samples.jsonl", "report.html")}
     return {**got, **{f"{k}_mb": v for k, v in sizes.items()}}
@@ -105,18 +127,21 @@ def main(argv: list[str] | None = None) -> None:
         rows = [(t, measure(t, srv.url, Path(tmp))) for t in counts]
     t0, m0 = counts[0], rows[0][1]
     grow_wall, grow_rss = (m0["wall"] - base["wall"]) / t0, (m0["rss_mb"] - base["rss_mb"]) / t0
-    print(f"fixed cost (1 turn): {base['wall']:.1f} s, {base['rss_mb']:.0f} MB; linear ideal = fixed + T x "
+    print(f"fixed cost (1 turn): {base['wall']:.1f} s, {base['cpu']:.1f} s CPU, {base['rss_mb']:.0f} MB; "
+          f"linear ideal = fixed + T x "
           f"(the {t0}-turn run's growth per turn)")
     grow_cpu = (m0["cpu"] - base["cpu"]) / t0
     print(f"{'turns':>6} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'CPU s':>7} {'ideal':>7} {'ratio':>6} "
-          f"{'peak MB':>8} {'ideal MB':>9} {'ratio':>6} {'calls.jsonl MB':>15} {'samples MB':>11} {'report MB':>10}")
+          f"{'peak MB':>8} {'ideal MB':>9} {'ratio':>6} {'calls.jsonl MB':>15} {'samples MB':>11} {'report MB':>10} "
+          f"{'load':>5}")
     for t, m in rows:
         iw = base["wall"] + grow_wall * t
         ic = base["cpu"] + grow_cpu * t
         im = base["rss_mb"] + max(grow_rss, 0.0) * t
         print(f"{t:>6} {m['wall']:>8.1f} {iw:>8.1f} {m['wall'] / iw:>6.2f} {m['cpu']:>7.1f} {ic:>7.1f} "
               f"{m['cpu'] / ic:>6.2f} {m['rss_mb']:>8.0f} {im:>9.0f} {m['rss_mb'] / im:>6.2f} "
-              f"{m['calls.jsonl_mb']:>15.2f} {m['samples.jsonl_mb']:>11.2f} {m['report.html_mb']:>10.2f}")
+              f"{m['calls.jsonl_mb']:>15.2f} {m['samples.jsonl_mb']:>11.2f} {m['report.html_mb']:>10.2f} "
+              f"{m['load']:>5.1f}")
     worst = rows[-1][1]
     print(f"goal for 3,000 turns: under 60 s and 500 MB; the largest run here: {counts[-1]} turns, "
           f"{worst['wall']:.1f} s, {worst['rss_mb']:.0f} MB")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import subprocess
 import sys
 from types import SimpleNamespace
 from typing import Any
@@ -178,13 +179,29 @@ def test_the_command_lines_quiet_gc_freezes_what_the_import_left(litellm: Any) -
 
 
 def test_the_environment_before_the_import(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
-    monkeypatch.delenv("LITELLM_MODE", raising=False)
+    for name in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_MODE", "MAX_BASE64_LENGTH_FOR_LOGGING"):
+        monkeypatch.delenv(name, raising=False)
     _prepare_environment()
-    assert (os.environ["LITELLM_LOCAL_MODEL_COST_MAP"], os.environ["LITELLM_MODE"]) == ("True", "PRODUCTION")
+    assert (os.environ["LITELLM_LOCAL_MODEL_COST_MAP"], os.environ["LITELLM_MODE"],
+            os.environ["MAX_BASE64_LENGTH_FOR_LOGGING"]) == ("True", "PRODUCTION", "0")
     monkeypatch.setenv("LITELLM_MODE", "DEV")
+    monkeypatch.setenv("MAX_BASE64_LENGTH_FOR_LOGGING", "128")
     _prepare_environment()
-    assert os.environ["LITELLM_MODE"] == "DEV"  # the user's own setting is kept
+    assert (os.environ["LITELLM_MODE"], os.environ["MAX_BASE64_LENGTH_FOR_LOGGING"]) == ("DEV", "128")  # the user's
+
+
+def test_the_litellm_the_runtime_imports_copies_no_message_for_its_logging_payload() -> None:
+    """In a fresh interpreter (LiteLLM reads the variable once, at its import): the logging copy of a request's
+    messages is the messages themselves, not a walk over each of them (a conversation repeats every turn)."""
+    probe = ("from rubric_engine.models.litellm_runtime import RUNTIME\n"
+             "RUNTIME.module()\n"
+             "from litellm.litellm_core_utils.logging_utils import truncate_base64_in_messages\n"
+             "image = 'data:image/png;base64,' + 'A' * 500\n"
+             "messages = [{'role': 'user', 'content': [{'type': 'image_url', 'image_url': {'url': image}}]}]\n"
+             "print(truncate_base64_in_messages(messages) is messages)\n")
+    env = {k: v for k, v in os.environ.items() if k != "MAX_BASE64_LENGTH_FOR_LOGGING"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "True", done.stderr[-2000:]
 
 
 # -- HTTP clients per event loop ------------------------------------------------------------------------------

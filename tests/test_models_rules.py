@@ -560,8 +560,9 @@ def test_url_credentials_and_secret_variables_are_redacted(monkeypatch: pytest.M
 
 
 def test_outgoing_messages_are_redacted_and_an_unchanged_list_is_the_same_object() -> None:
-    from rubric_engine.models.redact import redact_messages
+    from rubric_engine.models.redact import MessageRedactor
 
+    redact_messages = MessageRedactor()
     plain = [{"role": "user", "content": "hello"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     assert redact_messages(plain) is plain
     keyed = [{"role": "user", "content": "Bearer abcdefgh"},
@@ -570,3 +571,43 @@ def test_outgoing_messages_are_redacted_and_an_unchanged_list_is_the_same_object
                                       {"role": "user", "content": [{"type": "text", "text": "sk-***",
                                                                     "cache_control": {}}]}]
     assert keyed[0]["content"] == "Bearer abcdefgh"  # the caller's messages (and their cache key) are untouched
+
+
+def test_a_conversation_through_the_client_scans_each_text_once(fake_server: FakeServer,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turn k's request repeats the k - 1 turns before it; each text passes the redaction's scan once as sent
+    (and a reply once more as it came back), never once per request: 30 turns, 90 scans, not 900."""
+    from rubric_engine.models import redact as module
+
+    scanned: list[str] = []
+    real = module._scrub
+    monkeypatch.setattr(module, "_scrub", lambda text, secrets: scanned.append(text) or real(text, secrets))
+    fake_server.handler = lambda body: Reply(text=f"reply {len(body['messages'])}")
+    client = client_for(fake_server)
+
+    async def converse() -> list[dict[str, Any]]:
+        convo: list[dict[str, Any]] = []
+        try:
+            for k in range(30):
+                convo = [*convo, {"role": "user", "content": f"turn {k}"}]
+                result = await client.complete(convo)
+                convo = [*convo, {"role": "assistant", "content": result.text}]
+        finally:
+            await client.aclose()
+        return convo
+    convo = asyncio.run(converse())
+    assert [m["content"] for m in fake_server.requests[-1]["messages"]] == [m["content"] for m in convo[:-1]]
+    # each user turn sent, each reply received, each reply sent back; the first request (one message, no earlier
+    # turn) is not remembered, so its text is scanned again in the second
+    assert len(scanned) == 30 + 30 + 29 + 1
+
+
+def test_an_image_part_reaches_the_server_as_built(fake_server: FakeServer) -> None:
+    """LiteLLM is imported with MAX_BASE64_LENGTH_FOR_LOGGING=0 (models/litellm_runtime.py): its logging copy of
+    the messages is no longer shortened, and what is sent is what the engine built, base64 payload whole."""
+    image = "data:image/png;base64," + "iVBORw0KGgo" * 200
+    parts = [{"type": "text", "text": "describe it"}, {"type": "image_url", "image_url": {"url": image}}]
+    fake_server.handler = lambda body: Reply(text="a picture")
+    [res] = calls(client_for(fake_server), {"messages": [{"role": "user", "content": parts}]})
+    assert isinstance(res, CallResult) and res.text == "a picture"
+    assert fake_server.requests[-1]["messages"] == [{"role": "user", "content": parts}]

@@ -4,10 +4,12 @@ variable, and what the cache key does and does not depend on. Written against su
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from rubric_engine.errors import ConfigError
-from rubric_engine.models.entries import CACHE_KEY_VERSION, ModelSpec, cache_key, provider_key_env
+from rubric_engine.models.entries import CACHE_KEY_VERSION, MessageTexts, ModelSpec, cache_key, provider_key_env
 
 MSG = [{"role": "user", "content": "你好"}]
 
@@ -117,6 +119,75 @@ def test_cache_key_is_pinned() -> None:
     payload.update(repeat=2, revision="r")
     expected = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
     assert cache_key(ModelSpec("n", "openai/x", params={"temperature": 0}, revision="r"), MSG, None, repeat=2) == expected
+
+
+def _pinned(spec: ModelSpec, messages: list, fmt: dict | None = None, repeat: int = 0) -> str:
+    """The recipe as test_cache_key_is_pinned states it: every value serialised whole."""
+    import hashlib
+    import json
+
+    payload = {**spec._key_part, "messages": messages, "response_format": fmt}
+    if repeat:
+        payload["repeat"] = repeat
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+MARK = "\x00messages\x00"  # the text the remembered path puts where the messages go
+
+
+@pytest.mark.parametrize("messages", [
+    [],
+    MSG,
+    [{"role": "system", "content": "quotes \" and \\ and\nnew lines\t, \x00 \x1f \u2028 and 😀"},
+     {"role": "user", "content": ""}, {"role": "assistant", "content": MARK}],
+    [{"role": "user", "content": [{"type": "text", "text": "a part"}]}],     # not plain: serialised whole
+    [{"role": "user", "content": "hi", "name": "ann"}],                        # a third key: whole
+    [{"content": "hi", "role": "user"}, {"role": "user", "content": None}],   # a None content: whole
+    [{"role": 1, "content": "x"}],
+])
+def test_remembered_message_texts_hash_to_the_pinned_key(messages: list) -> None:
+    """A client's MessageTexts serialises each plain message once; the text hashed stays character for character
+    the recipe's (stored keys stay valid), whatever the content holds, the mark's own text included."""
+    texts = MessageTexts()
+    earlier = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    specs = (ModelSpec("n", "openai/x", params={"temperature": 0}),
+             ModelSpec("n", "openai/x", api_base="http://h/v1", params={"stop": MARK}, revision="r"),
+             ModelSpec("n", "openai/x", api_base=MARK, params={}))  # the mark's text before the messages' place
+    # alone, and after earlier turns (only requests carrying earlier turns are remembered)
+    for spec, sent in itertools.product(specs, (messages, [*earlier, *messages])):
+        for fmt, repeat in ((None, 0), ({"type": "json_object", "z": MARK}, 3)):
+            for _ in range(2):  # serialised, then remembered
+                assert cache_key(spec, sent, fmt, repeat, texts) == _pinned(spec, sent, fmt, repeat)
+
+
+def test_a_growing_conversation_serialises_each_message_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rubric_engine.models import entries
+
+    made: list[str] = []
+    real = entries._message_json
+    monkeypatch.setattr(entries, "_message_json", lambda role, content: made.append(content) or real(role, content))
+    spec, texts = ModelSpec("n", "openai/x"), MessageTexts()
+    convo: list[dict] = [{"role": "system", "content": "be brief"}]
+    for k in range(50):  # each request a new list repeating every earlier turn
+        convo = [*convo, {"role": "user", "content": f"q{k}"}]
+        assert cache_key(spec, convo, None, 0, texts) == _pinned(spec, convo)
+        convo = [*convo, {"role": "assistant", "content": f"a{k}"}]
+    # not the 2,500 of serialising every request whole; the first request repeats no earlier turn: not remembered
+    assert len(made) == 1 + 50 + 49 == len(set(made))
+
+
+def test_remembered_message_texts_are_bounded_by_their_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rubric_engine.models import entries
+
+    made: list[str] = []
+    real = entries._message_json
+    monkeypatch.setattr(entries, "_message_json", lambda role, content: made.append(content) or real(role, content))
+    aa, bb, c = ({"role": "user", "content": t} for t in ("aa", "bb", "c"))  # {"content": "aa", "role": "user"}: 33
+    texts = MessageTexts(max_chars=66)
+    spec = ModelSpec("n", "openai/x")
+    for messages in ([aa] * 3, [aa] * 3, [aa, bb, aa], [aa] * 3, [c] * 3, [aa] * 3, [bb], [bb, c]):
+        assert cache_key(spec, messages, None, 0, texts) == _pinned(spec, messages)
+    assert made == ["aa", "bb", "c", "aa"]  # 66 characters fit; the 67th starts again; short requests: never
 
 
 @pytest.mark.parametrize("key, fix", [

@@ -12,10 +12,11 @@ ran every test once) must not be what makes a test pass.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
-from rubric_engine.models.redact import redact, register_secret
+from rubric_engine.models.redact import MessageRedactor, redact, register_secret
 
 
 def test_nothing_to_redact_is_returned_as_is() -> None:
@@ -104,3 +105,77 @@ def test_a_registered_key_inside_a_bearer_token_leaves_no_part_behind() -> None:
     header = redact(f"Authorization: Bearer {key}")
     assert header.startswith("Authorization: ***") and key[2:] not in header
     assert redact(f"got {key}.") == "got ***."
+
+
+# -- outgoing messages: a conversation's texts are redacted once each, not once per request ---------------------
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts the redaction really scans (the work behind redact), in order."""
+    from rubric_engine.models import redact as module
+
+    seen: list[str] = []
+    real = module._scrub
+    monkeypatch.setattr(module, "_scrub", lambda text, secrets: seen.append(text) or real(text, secrets))
+    return seen
+
+
+def test_a_growing_conversation_scans_each_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _counted(monkeypatch)
+    redactor = MessageRedactor()
+    convo: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
+    for k in range(60):  # each request a new list repeating every earlier turn, as a dialogue sends them
+        convo = [*convo, {"role": "user", "content": f"question {k}"}]
+        assert redactor(convo) is convo  # nothing to redact: the request is sent as built
+        convo = [*convo, {"role": "assistant", "content": f"answer {k}"}]
+    # not the 3,600 scans of redacting every request whole; the first request (the system text and one question)
+    # repeats no earlier turn, so its two texts are not remembered and are scanned again by the second
+    assert len(seen) == 2 + 1 + 60 + 59 and len(set(seen)) == 1 + 60 + 59
+
+
+def test_a_remembered_text_is_redacted_again_once_a_new_secret_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    key, var = _fresh(12), _fresh(10, "V")
+    said = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    convo = [*said, {"role": "user", "content": f"echo {key} and {var}"}]
+    redactor = MessageRedactor()
+    assert redactor(convo) is convo  # neither is a secret yet (and the texts are remembered: three messages)
+    register_secret(key)
+    assert redactor(convo) == [*said, {"role": "user", "content": f"echo *** and {var}"}]
+    monkeypatch.setenv("LATE_API_KEY", var)
+    assert redactor(convo) == [*said, {"role": "user", "content": "echo *** and ***"}]
+    assert convo[2]["content"] == f"echo {key} and {var}"  # the caller's messages are untouched
+
+
+def test_content_parts_are_redacted_and_other_parts_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _counted(monkeypatch)
+    image = {"type": "image_url", "image_url": {"url": "data:,"}}
+    parts = [{"type": "text", "text": "sk-abcdefgh"}, image, {"type": "text", "text": ""}]
+    convo = [{"role": "user", "content": parts},
+             {"role": "tool", "content": None}, {"role": "user", "content": "go on"}]
+    redactor = MessageRedactor()
+    for _ in range(3):
+        assert redactor(convo) == [{"role": "user", "content": [{"type": "text", "text": "sk-***"}, image,
+                                                                {"type": "text", "text": ""}]},
+                                   {"role": "tool", "content": None}, {"role": "user", "content": "go on"}]
+    assert seen == ["sk-abcdefgh", "go on"]  # an empty text is never scanned; the others once
+
+
+def test_the_memory_is_bounded_by_the_characters_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _counted(monkeypatch)
+    redactor = MessageRedactor(max_chars=10)
+    five = [{"role": "user", "content": "aaaaa"}, {"role": "user", "content": "bbbbb"}, {"role": "user", "content": ""}]
+    redactor(five)
+    redactor(five)  # 10 characters fit: nothing scanned again
+    assert seen == ["aaaaa", "bbbbb"]
+    redactor([{"role": "user", "content": "c"}, *five[2:] * 2])  # an 11th character: it starts again
+    redactor(five)
+    assert seen == ["aaaaa", "bbbbb", "c", "aaaaa", "bbbbb"]
+
+
+def test_a_request_without_earlier_turns_is_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A single prompt (a judge's: system and user) is scanned each time and never fills the memory."""
+    seen = _counted(monkeypatch)
+    redactor = MessageRedactor()
+    prompt = [{"role": "system", "content": "grade"}, {"role": "user", "content": "the reply"}]
+    redactor(prompt)
+    redactor(prompt)
+    assert seen == ["grade", "the reply"] * 2

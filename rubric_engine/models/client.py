@@ -26,7 +26,7 @@ from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes, openai_client, served_by_openai_client
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.concurrency import AUTO, AdaptiveGate, Slot
-from rubric_engine.models.entries import ModelSpec, cache_key, provider_key_env
+from rubric_engine.models.entries import MessageTexts, ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.models.interrupt import sending, stopped
@@ -34,7 +34,7 @@ from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish
 from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.promptcache import mark_prefix, needs_marker
-from rubric_engine.models.redact import redact, redact_messages, register_secret
+from rubric_engine.models.redact import MessageRedactor, redact, register_secret
 from rubric_engine.models.workers import POOL, WorkerPool
 
 __all__ = ["CallResult", "CallStats", "ModelClient", "preload_litellm"]
@@ -148,6 +148,8 @@ class ModelClient:
         self._loops: set[int] = set()
         self._answered = False  # a server answered once: later connection errors are per-question
         self._runtime = runtime
+        self._redact = MessageRedactor()  # what every request sends, redacted (each text once: models/redact.py)
+        self._texts = MessageTexts()  # each message's JSON in the cache keys, serialised once (models/entries.py)
         self._request: dict[str, Any] | None = None  # what every request of this client sends (built once)
         self._key: str | None = None  # the key value sent (None: LiteLLM reads the provider's variable)
         # set by judge/structured.py once this client's server refused response_format json_schema (HTTP 400):
@@ -194,7 +196,7 @@ class ModelClient:
             result = self._mock(messages, expect)
             self._accept(accept, result)
             return result
-        key = cache_key(self.spec, messages, response_format, repeat)
+        key = cache_key(self.spec, messages, response_format, repeat, self._texts)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):
@@ -229,7 +231,7 @@ class ModelClient:
         self._accept(accept, result)
         if self.cache is not None:
             if cache_as and cache_as != messages:
-                key = cache_key(self.spec, cache_as, response_format, repeat)
+                key = cache_key(self.spec, cache_as, response_format, repeat, self._texts)
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
                                  "completion_tokens": result.completion_tokens, "cost": result.cost,
                                  "model": self.spec.model, "finish_reason": result.finish_reason,
@@ -362,7 +364,7 @@ class ModelClient:
                     key: str | None = None) -> CallResult:
         # every text sent to any model passes the one redaction here (models/redact.py): a key one server echoed
         # into a reply never reaches another server inside a judge's or a simulated user's prompt
-        kwargs = {**self._base_request(), "messages": redact_messages(messages)}
+        kwargs = {**self._base_request(), "messages": self._redact(messages)}
         if response_format:
             kwargs["response_format"] = response_format
         pool = self.workers if self.workers is not None and self.workers.size > 0 else None

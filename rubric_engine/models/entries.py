@@ -17,9 +17,10 @@ from typing import Any, Mapping
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.mock import is_mock
-from rubric_engine.models.redact import redact
+from rubric_engine.models.redact import HISTORY, redact
 
-__all__ = ["ModelSpec", "cache_key", "provider_key_env", "provider_of", "check_keys", "CACHE_KEY_VERSION",
+__all__ = ["ModelSpec", "cache_key", "MessageTexts", "provider_key_env", "provider_of", "check_keys",
+           "CACHE_KEY_VERSION",
            "endpoint_params", "PARAMS_FIX", "destination", "KEYED_PROVIDERS", "spec_chosen_key", "check_spec_keys",
            "TRUST_ENDPOINTS", "declared_line", "faking_params", "FAKING_FIX",
            "params_text", "replies_per_request", "reply_ceiling", "SpecKeyError", "provider_base_env"]
@@ -314,18 +315,70 @@ def check_keys(*specs: "ModelSpec | None") -> None:
 
 
 def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
-              repeat: int = 0) -> str:
+              repeat: int = 0, parts: "MessageTexts | None" = None) -> str:
     """sha256 over what determines the answer; never the key, timeout, retries or concurrency.
     `repeat` > 0 (an independent re-grading) gets its own key; 0 keeps the key of a single grading.
 
     Per call only the messages are new: the spec's part is built once (`ModelSpec._key_part`), and
     mappings that are not dicts (OmegaConf) are converted while serialising, not copied beforehand; the
-    text hashed is the same as when everything was copied first, so stored keys stay valid."""
+    text hashed is the same as when everything was copied first, so stored keys stay valid. With `parts`
+    (a client's `MessageTexts`) each plain message is serialised once, not once per request that repeats it:
+    the text hashed is the same, character for character."""
     payload = {**spec._key_part, "messages": messages, "response_format": response_format}
     if repeat:
         payload["repeat"] = repeat
+    listed = parts.listed(messages) if parts is not None else None
+    if listed is not None:
+        payload["messages"] = _MARK
+        head, mark, tail = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=_jsonable).partition(_MARKED)
+        if mark and _MARKED not in tail:  # the first mark is the messages' (no value before them holds its text)
+            return hashlib.sha256((head + listed + tail).encode("utf-8")).hexdigest()
+        payload["messages"] = messages
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=_jsonable)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_MARK = "\x00messages\x00"  # stands for the messages' JSON while the rest of the key's text is serialised
+_MARKED = json.dumps(_MARK)
+
+
+class MessageTexts:
+    """The JSON text of each plain message (a dict of a string role and a string content, as conversations and
+    prompts are) that a client's cache keys hold, remembered: a conversation's request at turn k repeats the
+    k - 1 turns before it, and serialising them all again for every key made the keys quadratic in the turns.
+    Only requests that carry earlier turns (models/redact.HISTORY messages or more) are remembered, bounded by
+    the characters held (`max_chars`); when full it starts again."""
+
+    def __init__(self, max_chars: int = 4_000_000) -> None:
+        self.max_chars = max_chars
+        self._done: dict[tuple[str, str], str] = {}
+        self._chars = 0
+
+    def listed(self, messages: list[dict[str, Any]]) -> str | None:
+        """The JSON text of `messages` as `json.dumps(messages, sort_keys=True, ensure_ascii=False)` writes it;
+        None when a message is not plain or the request carries no earlier turn (the caller serialises the whole)."""
+        if len(messages) < HISTORY:
+            return None
+        texts = []
+        for m in messages:
+            if type(m) is not dict or len(m) != 2:
+                return None
+            role, content = m.get("role"), m.get("content")
+            if type(role) is not str or type(content) is not str:
+                return None
+            done = self._done.get((role, content))
+            if done is None:
+                done = _message_json(role, content)
+                if self._chars + len(done) > self.max_chars:
+                    self._done, self._chars = {}, 0
+                self._done[(role, content)] = done
+                self._chars += len(done)
+            texts.append(done)
+        return "[" + ", ".join(texts) + "]"
+
+
+def _message_json(role: str, content: str) -> str:
+    return json.dumps({"content": content, "role": role}, ensure_ascii=False)
 
 
 def _jsonable(value: Any) -> Any:

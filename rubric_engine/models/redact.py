@@ -7,8 +7,12 @@ every key value the engine sends (registered by the model client), the values of
 `*_TOKEN`, `*_SECRET` and `*_PASSWORD` variables in the environment, anything shaped like `Bearer <token>` or
 `sk-<token>`, and credentials inside a URL (`user:password@host`, `?token=...`, `&key=...`).
 
-The same redaction runs on every text sent to a model (`redact_messages`, applied by the model client to each
-outgoing request): a key one server echoed never reaches another server inside a prompt.
+The same redaction runs on every text sent to a model (`MessageRedactor`, one per model client, applied to each
+outgoing request): a key one server echoed never reaches another server inside a prompt. A conversation's
+request at turn k repeats the k - 1 turns before it, so the client's redactor remembers what each text of such
+a request redacted to (for as long as the set of secrets is the one it was redacted with): a T-turn
+conversation's texts are scanned about 2T times in all, not T^2 times (3,000 turns: 9 million scans before,
+each re-reading the environment, minutes of CPU).
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ import os
 import re
 from typing import Any, overload
 
-__all__ = ["redact", "redact_messages", "register_secret"]
+__all__ = ["HISTORY", "MessageRedactor", "redact", "register_secret"]
 
+# A request of at least this many messages repeats an earlier turn (user, assistant, user): only the texts of
+# such requests are remembered, so single prompts (a judge's, one per call) never fill the memory.
+HISTORY = 3
 _MIN_LEN = 6  # shorter values (placeholders, test stubs) would blank out ordinary words
 _SECRETS: set[str] = set()
 # environment variables whose values are secrets wherever they appear (AWS_SECRET_ACCESS_KEY ends in _KEY)
@@ -57,7 +64,17 @@ def redact(text: str | None) -> str | None:
     """`text` with every known key value and key-shaped token replaced by ***."""
     if not text:
         return text
-    for secret in sorted(_SECRETS | _env_secrets(), key=len, reverse=True):
+    return _scrub(text, _secrets())
+
+
+def _secrets() -> tuple[str, ...]:
+    """Every secret value known now, longest first (a key holding a shorter one is replaced whole)."""
+    return tuple(sorted(_SECRETS | _env_secrets(), key=lambda s: (-len(s), s)))
+
+
+def _scrub(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` without `secrets` and key-shaped tokens (the work behind `redact`)."""
+    for secret in secrets:
         if secret in text:
             text = text.replace(secret, "***")
     lower = text.lower()
@@ -68,21 +85,51 @@ def redact(text: str | None) -> str | None:
     return text
 
 
-def redact_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`messages` with every text redacted (a string content, and the text of content parts); the same list
-    when nothing changes, so a request without a secret is sent as built."""
-    out, changed = [], False
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            new: Any = redact(content)
-        elif isinstance(content, list):
-            new = [dict(part, text=redact(part["text"])) if isinstance(part, dict) and isinstance(part.get("text"), str)
-                   else part for part in content]
-        else:
-            new = content
-        if new != content:
-            changed = True
-            message = {**message, "content": new}
-        out.append(message)
-    return out if changed else messages
+class MessageRedactor:
+    """Every text of a request's messages redacted (a string content, and the text of content parts); the same
+    list when nothing changes, so a request without a secret is sent as built. One per model client, remembering
+    what each text redacted to.
+
+    Valid while the secrets are the ones it was computed with: a key registered or a variable set since
+    then clears it. Only requests that carry earlier turns (`HISTORY` messages or more) are remembered, bounded
+    by the characters held (`max_chars`); when full it starts again."""
+
+    def __init__(self, max_chars: int = 4_000_000) -> None:
+        self.max_chars = max_chars
+        self._done: dict[str, str] = {}
+        self._chars = 0
+        self._secrets: tuple[str, ...] = ()
+
+    def __call__(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        secrets = _secrets()  # once per request: a changed set of secrets voids what was remembered
+        if secrets != self._secrets:
+            self._done, self._chars, self._secrets = {}, 0, secrets
+        keep = len(messages) >= HISTORY
+        out, changed = [], False
+        for message in messages:
+            content = message.get("content")
+            if isinstance(content, str):
+                new: Any = self._one(content, keep)
+            elif isinstance(content, list):
+                new = [dict(part, text=self._one(part["text"], keep))
+                       if isinstance(part, dict) and isinstance(part.get("text"), str) else part for part in content]
+            else:
+                new = content
+            if new != content:
+                changed = True
+                message = {**message, "content": new}
+            out.append(message)
+        return out if changed else messages
+
+    def _one(self, text: str, keep: bool) -> str:
+        done = self._done.get(text)
+        if done is None:
+            done = _scrub(text, self._secrets) if text else text
+            if not keep:
+                return done
+            if self._chars + len(text) > self.max_chars:
+                self._done, self._chars = {}, 0
+            self._done[text] = done
+            self._chars += len(text)
+        return done
+
