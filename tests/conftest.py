@@ -32,6 +32,7 @@ if _TESTS not in sys.path:  # `from fakeserver import ...` works from any test m
     sys.path.insert(0, _TESTS)
 
 from fakeserver import FakeServer, Reply  # noqa: E402
+from warmstart import SOCKET_ENV, Warm  # noqa: E402
 from rubric_engine.dataset.load import default_data_cache_dir, load_dataset  # noqa: E402
 from rubric_engine.spec.load import load_spec  # noqa: E402
 
@@ -39,12 +40,19 @@ REPO = Path(__file__).resolve().parents[1]
 MINI = REPO / "tests" / "data" / "mini_heartbench.jsonl"
 HEARTBENCH_SHA256 = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"
 HEARTBENCH_FILE = "question_all.jsonl"
-EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test, never another on PATH
+REAL_EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test, never another on PATH
+# What tests start: a launcher that runs REAL_EXE's main() in a child of a process that has already imported
+# it (tests/warmstart.py: the same run without the seconds of imports), or REAL_EXE itself when that could
+# differ. TESTS_COLD_START=1 makes every start a real one.
+_WARM = Warm(REAL_EXE)
+os.environ[SOCKET_ENV] = str(_WARM.socket)
+EXE = str(_WARM.exe)
 MISSING = ("real HeartBench data not found: put it in ../shared/heartbench/, set $RUBRIC_ENGINE_HEARTBENCH, "
            "or run `rubric-engine data fetch benchmark=heartbench`")
 
 __all__ = ["fake_server", "fake_key", "FakeServer", "Reply", "MINI", "REPO", "EXE", "heartbench_dir", "read_rows",
-           "run_cli", "clean_env", "model_args", "QuestionScript", "complete_lines", "kill_after_lines"]
+           "run_cli", "clean_env", "model_args", "QuestionScript", "complete_lines", "kill_after_lines", "sigkill",
+           "REAL_EXE"]
 
 
 # ------------------------------------------------------------------ scripted console-script runs (shared)
@@ -89,9 +97,26 @@ def kill_after_lines(cmd: list[str], journal: Path, n: int, env: dict[str, str],
             time.sleep(0.02)
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
+            sigkill(proc)
         proc.wait()
     return complete_lines(journal)
+
+
+def sigkill(proc: subprocess.Popen) -> None:
+    """SIGKILL a started console script and wait until its run is gone too (a warm start's run is the
+    launcher's child's, killed by the zygote when the launcher dies: tests/warmstart.py)."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _WARM.settle(proc.pid)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_starts(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The zygote of warm console-script starts, for a session that starts processes at all."""
+    if any(item.get_closest_marker("slow") for item in request.session.items):
+        _WARM.start()
+    yield
+    _WARM.stop()
 
 
 def forge_crash(finished: Path, run: Path, whole: int = 5) -> list[str]:

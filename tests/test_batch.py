@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import EXE, clean_env, model_args, run_cli
+from conftest import EXE, clean_env, model_args, run_cli, sigkill
 from fakebatches import FakeBatchServer
 from fakeserver import Reply
 from test_cli import DATA, Script
@@ -84,8 +84,7 @@ def test_kill9_at_every_step_then_the_same_command_submits_nothing_twice(tmp_pat
         try:
             assert srv.held.wait(120), f"the run never reached {step} of wave {wave}"
         finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+            sigkill(proc)
             srv.release()
         journal = (tmp_path / "run" / "batches.jsonl").read_text()
         res = run_cli([*cmd[1:], *model_args(srv.url)], env)
@@ -296,8 +295,7 @@ def test_resuming_batches_in_flight_without_batch_mode_is_refused(tmp_path: Path
         try:
             assert srv.held.wait(120)
         finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+            sigkill(proc)
             srv.release()
         res = run_cli([*cmd[1:], *model_args(srv.url)], env)  # the same run, synchronously
         assert res.returncode == 2 and not srv.requests, res.stderr

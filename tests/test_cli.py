@@ -10,7 +10,6 @@ import html
 import json
 import math
 import re
-import signal
 import subprocess
 import time
 from collections import Counter, defaultdict
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import EXE, MINI, QuestionScript, model_args, read_rows, run_cli
+from conftest import EXE, MINI, QuestionScript, model_args, read_rows, run_cli, sigkill
 from fakeserver import FakeServer, Reply
 
 DATA = MINI  # the project's own 12 HeartBench-shaped questions: these tests run on a bare clone
@@ -138,8 +137,7 @@ def test_sigkill_midway_then_resume_repays_nothing(tmp_path: Path, env: dict[str
         deadline = time.monotonic() + 120
         while sum(b["model"] == "judge" for b in srv.requests) < 6 and time.monotonic() < deadline:
             time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        sigkill(proc)
         first_run = [json.dumps(b, sort_keys=True) for b in srv.requests]
         assert 6 <= len(first_run) < 24, "the kill must land midway"
         srv.reset()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,7 +18,7 @@ import pytest
 
 from fakeserver import FakeServer, Reply
 
-EXE = str(Path(sys.executable).with_name("rubric-engine"))
+from conftest import EXE  # noqa: E402 - the console script under test (warm-started: tests/warmstart.py)
 DATA = Path(__file__).resolve().parent / "data" / "mini_heartbench.jsonl"  # the project's own HeartBench-shaped rows
 ITEM_RE = re.compile(r"^(\d+)\. \[", re.MULTILINE)
 

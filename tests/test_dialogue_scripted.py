@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conftest import EXE, REPO, model_args, run_cli
+from conftest import EXE, REPO, model_args, run_cli, sigkill
 from fakeserver import FakeServer, Reply
 
 SPEC = REPO / "tests" / "data" / "scripted_mini"
@@ -108,8 +107,7 @@ def kill_after_requests(cmd: list[str], env: dict[str, str], srv: FakeServer, mo
     deadline = time.monotonic() + 120
     while sum(b["model"] == model for b in srv.requests) < n and time.monotonic() < deadline:
         time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    sigkill(proc)
     return [json.dumps(b, sort_keys=True) for b in srv.requests]
 
 

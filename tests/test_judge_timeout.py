@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from fakeserver import FakeServer, Reply
 
-EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test, never another on PATH
+from conftest import EXE  # noqa: E402 - the console script under test (warm-started: tests/warmstart.py)
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "heartbench_en_sample.jsonl"
 ROW = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0])
 N_ITEMS = len(ROW["rubric"])

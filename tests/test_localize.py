@@ -5,9 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import MINI
+from conftest import EXE, MINI, sigkill
 from fakeserver import FakeServer, Reply
 from rubric_engine.authoring.localize import TranslationError, check_translation
 from rubric_engine.cli.localize import localize_command, parse_options
@@ -135,7 +133,7 @@ def test_console_script_reasks_then_resumes_after_kill_paying_nothing_twice(tmp_
         return good(body) if len(body["messages"]) > 2 else short(body)  # IDS[1]: one criterion short, once
 
     env = dict(os.environ, FAKE_KEY="sk-test")
-    exe = [str(Path(sys.executable).with_name("rubric-engine")), "localize"]  # the console script under test
+    exe = [EXE, "localize"]  # the console script under test
     log = tmp_path / "first_run.log"
     with FakeServer(first_run) as srv, open(log, "w", encoding="utf-8") as err:
         proc = subprocess.Popen([*exe, *args(srv, tmp_path, "concurrency=5")], cwd=tmp_path, env=env,
@@ -144,8 +142,7 @@ def test_console_script_reasks_then_resumes_after_kill_paying_nothing_twice(tmp_
         while f"{IDS[1]} ok" not in log.read_text(encoding="utf-8") and time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text(encoding="utf-8")
             time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        sigkill(proc)
         assert sorted(requested(srv)) == sorted(IDS + [IDS[1]]), log.read_text(encoding="utf-8")
         n = len(SOURCE[1]["rubric"])
         reask = next(b["messages"] for b in srv.requests if len(b["messages"]) > 2)

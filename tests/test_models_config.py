@@ -19,7 +19,7 @@ import pytest
 
 from fakeserver import FakeServer, Reply
 
-EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test, never another on PATH
+from conftest import EXE  # noqa: E402 - the console script under test (warm-started: tests/warmstart.py)
 DATA = Path(__file__).resolve().parent / "data" / "mini_heartbench.jsonl"
 BOGUS = "sk-dotenv-bogus-0123456789"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import model_args, run_cli
+from conftest import model_args, run_cli, sigkill
 from fakeserver import FakeServer, Reply
 from test_signals import _Script, _rows
 
@@ -115,7 +115,6 @@ def test_a_retry_killed_midway_loses_no_record_and_the_same_command_finishes_it(
                                                                                env: dict[str, str]) -> None:
     """kill -9 while the errored questions are being asked again: the journal on disk still holds every successful
     record (and only those), and the same retry command finishes with the files of a run that never failed."""
-    import signal
     import subprocess
     import time
 
@@ -139,8 +138,7 @@ def test_a_retry_killed_midway_loses_no_record_and_the_same_command_finishes_it(
         deadline = time.monotonic() + 240
         while not srv.requests and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        sigkill(proc)
         left = complete_lines(run / "samples.jsonl")
         assert "journal" in left[0] and {r["id"] for r in left[1:]} == ok  # every success kept, no error mixed in
         script.latency = 0.0

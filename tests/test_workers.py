@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import EXE, MINI, model_args, run_cli
+from conftest import MINI, REAL_EXE, model_args, run_cli  # REAL_EXE where a test reads the run's own child processes
 from fakeserver import FakeServer, Reply
 
 _ITEM = re.compile(r"^(\d+)\. \[", re.M)
@@ -102,7 +102,7 @@ def test_a_500_is_retried_and_failures_classify_the_same(tmp_path: Path, env: di
 @pytest.mark.slow
 def test_kill_9_of_the_main_process_leaves_no_worker(tmp_path: Path, env: dict[str, str]) -> None:
     with FakeServer(lambda body: Reply(text="slow", delay=30)) as srv:
-        proc = subprocess.Popen([EXE, *_args(srv.url, tmp_path / "run", 2)], env=env, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen([REAL_EXE, *_args(srv.url, tmp_path / "run", 2)], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 120
@@ -124,7 +124,7 @@ def test_kill_9_of_the_main_process_leaves_no_worker(tmp_path: Path, env: dict[s
 @pytest.mark.slow
 def test_sigint_stops_the_workers_calls(tmp_path: Path, env: dict[str, str]) -> None:
     with FakeServer(lambda body: Reply(text="slow", delay=3)) as srv:
-        proc = subprocess.Popen([EXE, *_args(srv.url, tmp_path / "run", 2)], env=env, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen([REAL_EXE, *_args(srv.url, tmp_path / "run", 2)], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while len(srv.requests) < 4 and time.monotonic() < deadline and proc.poll() is None:
@@ -234,7 +234,7 @@ def test_a_stuck_worker_is_retired_and_its_calls_go_to_another(tmp_path: Path, e
     """One worker stops answering (SIGSTOP) mid-run: a call in it ends at `timeout`, the worker is found silent
     and retired, and the call is retried on a live worker; every question is answered."""
     with FakeServer(lambda body: Reply(text=_script(body).text, delay=0.3)) as srv:
-        proc = subprocess.Popen([EXE, *_args(srv.url, tmp_path / "run", 2, "timeout=4", "max_retries=3",
+        proc = subprocess.Popen([REAL_EXE, *_args(srv.url, tmp_path / "run", 2, "timeout=4", "max_retries=3",
                                              "concurrency=2")], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         try:

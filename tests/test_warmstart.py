@@ -1,0 +1,101 @@
+"""The suite's warm starts (tests/warmstart.py) behave as the console script does: same output and status,
+streams and signals passed through, a killed launcher takes its run with it, and a start that could differ
+from a cold one is a cold one. If these fail, every console-script test's evidence is in doubt."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import conftest
+from conftest import EXE, REAL_EXE, clean_env
+from fakeserver import FakeServer, Reply
+
+pytestmark = pytest.mark.slow
+
+
+def _zygote_ready() -> None:
+    if os.environ.get("TESTS_COLD_START") == "1":
+        pytest.skip("TESTS_COLD_START=1: every start is a real one")
+    deadline = time.monotonic() + 120
+    while not conftest._WARM.socket.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert conftest._WARM.socket.exists(), (conftest._WARM.dir / "zygote.log").read_text()
+
+
+def _zygote_log() -> str:
+    return (conftest._WARM.dir / "zygote.log").read_text()
+
+
+@pytest.mark.parametrize("args", [["--version"], ["no-such-word"], ["benchmark=nope", "candidate=mock", "judge=mock"]])
+def test_a_warm_start_prints_and_ends_as_a_cold_one(tmp_path: Path, args: list[str]) -> None:
+    _zygote_ready()
+    env = clean_env(tmp_path)
+    launcher = subprocess.Popen([EXE, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=tmp_path)
+    out, err = launcher.communicate(timeout=120)
+    cold = subprocess.run([REAL_EXE, *args], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert (launcher.returncode, out, err) == (cold.returncode, cold.stdout, cold.stderr)
+    assert f"warm start: launcher {launcher.pid}," in _zygote_log()
+
+
+def test_stdin_reaches_the_run(tmp_path: Path) -> None:
+    """The launcher's standard streams are the run's: a subcommand reading a spec from stdin would see it."""
+    _zygote_ready()
+    code = subprocess.run([EXE, "--version"], env=clean_env(tmp_path), input="ignored\n", capture_output=True,
+                          text=True, timeout=120)
+    assert code.returncode == 0 and code.stdout.startswith("rubric-engine ")
+
+
+def test_an_import_time_variable_of_its_own_means_a_cold_start(tmp_path: Path) -> None:
+    _zygote_ready()
+    env = {**clean_env(tmp_path), "PYTHONIOENCODING": "latin-1"}
+    launcher = subprocess.Popen([EXE, "--version"], env=env, stdout=subprocess.PIPE, text=True)
+    assert launcher.communicate(timeout=120)[0].startswith("rubric-engine ") and launcher.returncode == 0
+    assert "cold start" in _zygote_log() and "PYTHONIOENCODING" in _zygote_log()
+    assert f"warm start: launcher {launcher.pid}," not in _zygote_log()
+
+
+def _hanging_run(tmp_path: Path, srv: FakeServer) -> subprocess.Popen:
+    args = ["benchmark=heartbench", f"data.path={conftest.MINI}", "limit=1", "progress=none", "timeout=5",
+            f"hydra.run.dir={tmp_path / 'run'}", *conftest.model_args(srv.url)]
+    return subprocess.Popen([EXE, *args], env=clean_env(tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _run_pid(launcher: int) -> int:
+    marker = conftest._WARM.dir / f"run-{launcher}"
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return int(marker.read_text())
+
+
+def test_sigkill_of_the_launcher_ends_its_run(tmp_path: Path) -> None:
+    _zygote_ready()
+    with FakeServer(lambda body: Reply(text="late", delay=60)) as srv:
+        proc = _hanging_run(tmp_path, srv)
+        run = _run_pid(proc.pid)
+        while not srv.requests and proc.poll() is None:
+            time.sleep(0.02)
+        conftest.sigkill(proc)
+        assert proc.returncode == -signal.SIGKILL
+        with pytest.raises(ProcessLookupError):
+            os.kill(run, 0)
+
+
+def test_sigint_goes_to_the_run_and_its_status_comes_back(tmp_path: Path) -> None:
+    _zygote_ready()
+    with FakeServer(lambda body: Reply(text="late", delay=60)) as srv:
+        proc = _hanging_run(tmp_path, srv)
+        while not srv.requests and proc.poll() is None:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)  # the run waits for the call in flight at most `timeout`, then stops
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err.lower() or "resume" in err.lower(), err
