@@ -74,6 +74,8 @@ CORE: dict[str, list[str]] = {
     "reward.inputs": ["test_reward_inputs_bite.py"],
     "reward.loop": ["test_reward_loop_bite.py"],
     "reward.frameworks": ["test_reward_frameworks_bite.py"],
+    "reward.scorer": ["test_reward_scorer_bite.py"],
+    "reward.server": ["test_reward_server_bite.py"],
     # round two (issue 42): pairwise, scale scores, Bradley-Terry, checks, multiple choice
     "scoring.pairwise": ["test_pairwise_bite.py", "test_pairwise.py"],
     "stats.pairwise": ["test_pairwise_bite.py"],

@@ -6,7 +6,7 @@ is a hand computation. HeartBench's mini data (tests/data/mini_heartbench.jsonl)
 each question, every ability scored by the log-normalised formula, so a question's score is the share of its
 abilities "passed": a positive item met, a negative item not met (mq01aa: 3, 3, 2, 2 and -3 points, then the
 role-confusion rule as item 6: `MET=1,2` passes abilities 1, 2 and 5 of 5, 3/5 = 0.6; item 6 met zeroes it).
-A reply holding FAIL-ME gets HTTP 500, DENY-ME a 401, GARBLE-ME a verdict that is not JSON; ECHO-KEY a
+A reply holding FAIL-ME gets HTTP 500, ECHO-ERR a 500 whose error echoes the key, DENY-ME a 401, GARBLE-ME a verdict that is not JSON; ECHO-KEY a
 reasoning that echoes the key the judge was sent. Every reply reports 100 prompt and 50 completion tokens.
 """
 
@@ -33,6 +33,8 @@ def judge_reply(body: dict[str, Any]) -> Reply:
         return Reply(status=500)
     if "DENY-ME" in text:
         return Reply(status=401)
+    if "ECHO-ERR" in text:  # a server that echoes the key it was sent
+        return Reply(status=500, error="bad gateway for {authorization}")
     if "GARBLE-ME" in text:
         return Reply(text="I think it is mostly fine.")
     tag = "SH" if str(body["model"]).endswith("shadow") else "MET"
