@@ -72,6 +72,13 @@ CORE: dict[str, list[str]] = {
     "stats.itemstats": ["test_itemstats_bite.py"],
     "stats.rubricitems": ["test_itemstats_bite.py"],
     "reward.inputs": ["test_reward_inputs_bite.py"],
+    "reward.frameworks": [
+        ("rollout_logs", "ensure_ascii=None)", "json.dumps treats None like False"),
+        *[("Reward._record", t, "json.dumps writes ASCII (ensure_ascii): every encoding writes the same bytes")
+          for t in ('open("a", encoding=None)', 'open("a", )', 'encoding="UTF-8")')],
+        ("Reward.compute_score", "compute_score_batch(None, [solution_str]", "compute_score_batch never reads "
+         "data_sources: a rubric reward scores every data source alike"),
+    ],
     "reward.loop": ["test_reward_loop_bite.py"],
     "reward.frameworks": ["test_reward_frameworks_bite.py"],
     "reward.scorer": ["test_reward_scorer_bite.py"],

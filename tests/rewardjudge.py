@@ -6,8 +6,9 @@ is a hand computation. HeartBench's mini data (tests/data/mini_heartbench.jsonl)
 each question, every ability scored by the log-normalised formula, so a question's score is the share of its
 abilities "passed": a positive item met, a negative item not met (mq01aa: 3, 3, 2, 2 and -3 points, then the
 role-confusion rule as item 6: `MET=1,2` passes abilities 1, 2 and 5 of 5, 3/5 = 0.6; item 6 met zeroes it).
-A reply holding FAIL-ME gets HTTP 500, ECHO-ERR a 500 whose error echoes the key, DENY-ME a 401, GARBLE-ME a verdict that is not JSON; ECHO-KEY a
-reasoning that echoes the key the judge was sent. Every reply reports 100 prompt and 50 completion tokens.
+A reply holding FAIL-ME gets HTTP 500, ECHO-ERR a 500 whose error echoes the key, DENY-ME a 401, GARBLE-ME a
+verdict that is not JSON (10 prompt and 5 completion tokens each time it is asked), ECHO-KEY a reasoning that
+echoes the key the judge was sent. Every verdict reports 100 prompt and 50 completion tokens.
 """
 
 from __future__ import annotations

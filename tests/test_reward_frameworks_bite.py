@@ -59,11 +59,11 @@ def test_names_and_defaults(reward: Reward) -> None:
 
 
 def test_the_name_of_a_spec_directory(srv: FakeServer, tmp_path: Path, fake_key: str) -> None:
-    spec = variant_spec(tmp_path / "-my bench.v2-")
+    spec = variant_spec(tmp_path / "-my bench.v2 X-")
     settings = reward_settings(srv.url, tmp_path, benchmark=str(spec), data_path=str(spec / "data.jsonl"),
                                trust_code=True)
     with Reward(settings, id_column="qid", failure_score=-1) as r:
-        assert r.__name__ == "rubric_my_bench_v2" and r.id_column == "qid"
+        assert r.__name__ == "rubric_my_bench_v2_X" and r.id_column == "qid"
         assert r.failure_score == -1.0 and type(r.failure_score) is float
 
 
@@ -221,8 +221,9 @@ def test_openrlhf_unscored_flag(srv: FakeServer, tmp_path: Path, fake_key: str) 
 
 
 def test_openrlhf_refusals(reward: Reward) -> None:
-    with pytest.raises(ConfigError, match="'labels' must be a list of 1 question ids"):
+    with pytest.raises(ConfigError) as e:
         reward.openrlhf({"query": ["x"], "labels": []})
+    assert str(e.value) == "'labels' must be a list of 1 question ids (OpenRLHF's --label_key column, e.g. question_id)"
     with pytest.raises(ConfigError, match="'zzz' is not in the benchmark's data"):
         reward.openrlhf({"query": ["x"], "labels": ["zzz"]})
 
