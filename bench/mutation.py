@@ -72,13 +72,6 @@ CORE: dict[str, list[str]] = {
     "stats.itemstats": ["test_itemstats_bite.py"],
     "stats.rubricitems": ["test_itemstats_bite.py"],
     "reward.inputs": ["test_reward_inputs_bite.py"],
-    "reward.frameworks": [
-        ("rollout_logs", "ensure_ascii=None)", "json.dumps treats None like False"),
-        *[("Reward._record", t, "json.dumps writes ASCII (ensure_ascii): every encoding writes the same bytes")
-          for t in ('open("a", encoding=None)', 'open("a", )', 'encoding="UTF-8")')],
-        ("Reward.compute_score", "compute_score_batch(None, [solution_str]", "compute_score_batch never reads "
-         "data_sources: a rubric reward scores every data source alike"),
-    ],
     "reward.loop": ["test_reward_loop_bite.py"],
     "reward.frameworks": ["test_reward_frameworks_bite.py"],
     "reward.scorer": ["test_reward_scorer_bite.py"],
@@ -407,6 +400,33 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
          "set to None and a key left out are the same"),
         ("baseline_answers", "assert spec.baseline is not None or spec.baseline.answers", "an assertion: a spec "
          "baseline without answers declares a model, and then baseline_answers returned before it"),
+    ],
+    "reward.frameworks": [
+        ("rollout_logs", "ensure_ascii=None)", "json.dumps treats None like False"),
+        *[("Reward._record", t, "json.dumps writes ASCII (ensure_ascii): every encoding writes the same bytes")
+          for t in ('open("a", encoding=None)', 'open("a", )', 'encoding="UTF-8")')],
+        ("Reward.compute_score", "compute_score_batch(None, [solution_str]", "compute_score_batch never reads "
+         "data_sources: a rubric reward scores every data source alike"),
+    ],
+    "reward.scorer": [
+        ("shadow_picked", "if fraction < 0:", "a fraction of 0 picks nothing either way: no crc32 is below 0"),
+        ("shadow_picked", 'encode("UTF-8", ', "codec names are case-blind"),
+        ("RewardScorer.__init__", "if (shadow is not None) or True else 0.0", "without a shadow the fraction is 0 "
+         "already: a fraction above 0 without one is refused just before"),
+        ("RewardScorer.__init__", "plan.tie) if (self.clients) or True else None)", "a spec without a judge holds only "
+         "checked items, and the Grader never calls its panel then"),
+        *[("RewardScorer.__init__", t, "the shadow panel is one judge asked once: its verdict is returned as it is "
+           "(Panel.plain), so its names, rule and tie are never read") for t in (
+            "Panel([client], None, self.spec", "self.spec, 1, None, plan.tie))", "self.spec, 1, plan.rule, None))",
+            "self.spec, 1, plan.tie))", "self.spec, 1, plan.rule, ))")],
+        *[("RewardScorer.__init__", t, "preload_litellm only starts LiteLLM's import early, on a thread of its own: "
+           "no reward, count or error depends on it") for t in (
+            "if all(is_mock(j.model)", "([shadow] if (self.shadow) and False else", "([shadow] if (self.shadow) or True else")],
+        ("RewardScorer._judge_one", "problem = None", "with the graders a reward builds, a judge prompt past its limit "
+         "is that question's own error (judge/prompts.unrenderable): no DataError leaves grader.judge"),
+        *[("RewardScorer._outcome", t, "a JudgeResult's verdicts are None exactly when its error is set "
+           "(judge/grading.py), so the fallback text is never used") for t in (
+            "if jr.error and jr.verdicts is None:", '"XXthe judge gave no verdictsXX"', '"THE JUDGE GAVE NO VERDICTS"')],
     ],
     "reward.loop": [
         ("LoopThread.__init__", "self._closed = None", "read only as a truth value: None and False are both false"),

@@ -8,7 +8,7 @@ abilities "passed": a positive item met, a negative item not met (mq01aa: 3, 3, 
 role-confusion rule as item 6: `MET=1,2` passes abilities 1, 2 and 5 of 5, 3/5 = 0.6; item 6 met zeroes it).
 A reply holding FAIL-ME gets HTTP 500, ECHO-ERR a 500 whose error echoes the key, DENY-ME a 401, GARBLE-ME a
 verdict that is not JSON (10 prompt and 5 completion tokens each time it is asked), ECHO-KEY a reasoning that
-echoes the key the judge was sent. Every verdict reports 100 prompt and 50 completion tokens.
+echoes the key the judge was sent; SH-FAIL fails the shadow judge only. Every verdict reports 100 prompt and 50 completion tokens.
 """
 
 from __future__ import annotations
@@ -38,7 +38,10 @@ def judge_reply(body: dict[str, Any]) -> Reply:
         return Reply(status=500, error="bad gateway for {authorization}")
     if "GARBLE-ME" in text:
         return Reply(text="I think it is mostly fine.")
-    tag = "SH" if str(body["model"]).endswith("shadow") else "MET"
+    shadow = str(body["model"]).endswith("shadow")
+    if shadow and "SH-FAIL" in text:
+        return Reply(status=500)
+    tag = "SH" if shadow else "MET"
     found = re.search(rf"{tag}=([\d,]*)", text)
     met = {int(x) for x in found.group(1).split(",") if x} if found else set()
     why = (lambda i: "the key was {authorization}") if "ECHO-KEY" in text else (lambda i: f"理由 {i}")

@@ -103,6 +103,7 @@ def test_judge_failures_are_none_counted_and_redacted(scorer: RewardScorer) -> N
     assert "bad gateway for" in (out[2].error or "") and "sk-test" not in (out[2].error or "")
     assert out[3].verdicts[0][2] == "the key was Bearer ***"  # a reasoning echoing the key: redacted too
     assert out[0].verdicts == () and out[5].duplicate and out[5].error == out[0].error
+    assert [r.qid for r in out] == [Q] * 6
     # calls: one each for the 500s, 3 for the unusable verdict (2 re-asks), 1 each for the two verdicts
     assert (counts.rollouts, counts.judged, counts.calls, counts.failures, counts.unscored) == (6, 5, 7, 4, 0)
     assert (counts.prompt_tokens, counts.completion_tokens) == (2 * 100 + 3 * 10, 2 * 50 + 3 * 5)
@@ -258,21 +259,22 @@ def test_the_shadow_gap_hand_computed(srv: FakeServer, tmp_path: Path, fake_key:
     try:
         before = requests_for(srv, "shadow")
         out, counts = s.run([(Q, "MET=1 SH=1,2,3,4"), (Q, "MET=1,2,3,4 SH=5"), (Q, "MET=1 SH=1,2,3,4"),
-                             (Q, "FAIL-ME"), (Q2, "MET=1,2,3 SH=")])
-        assert requests_for(srv, "shadow") - before == 4  # distinct rollouts only
+                             (Q, "FAIL-ME"), (Q2, "MET=1,2,3 SH="), (Q, "MET=2 SH-FAIL")])
+        assert requests_for(srv, "shadow") - before == 5  # distinct rollouts only
     finally:
         s.close()
-    # rewards 0.4, 1.0, (copy), failed, 1.0; the shadow's 1.0, 0.0, (copy), failed, 0.25
-    assert [r.shadow_reward for r in out] == [1.0, 0.0, 1.0, None, pytest.approx(0.25)]
-    assert [r.reward for r in out] == [pytest.approx(0.4), 1.0, pytest.approx(0.4), None, 1.0]
-    assert out[3].shadow_error is not None and out[0].shadow_error is None
+    # rewards 0.4, 1.0, (copy), failed, 1.0, 0.4; the shadow's 1.0, 0.0, (copy), failed, 0.25, failed
+    assert [r.shadow_reward for r in out] == [1.0, 0.0, 1.0, None, pytest.approx(0.25), None]
+    assert [r.reward for r in out] == [pytest.approx(0.4), 1.0, pytest.approx(0.4), None, 1.0, pytest.approx(0.4)]
+    assert out[3].shadow_error is not None and out[5].shadow_error is not None and out[0].shadow_error is None
+    assert out[5].error is None
     shadow = counts.shadow
     assert shadow is not None
     gaps = [1.0 - 0.4, 0.0 - 1.0, 0.25 - 1.0]
-    assert shadow == {"judged": 4, "failures": 1, "compared": 3, "gap_mean": pytest.approx(sum(gaps) / 3),
-                      "gap_abs_mean": pytest.approx(sum(abs(g) for g in gaps) / 3), "calls": 4, "cache_hits": 0,
+    assert shadow == {"judged": 5, "failures": 2, "compared": 3, "gap_mean": pytest.approx(sum(gaps) / 3),
+                      "gap_abs_mean": pytest.approx(sum(abs(g) for g in gaps) / 3), "calls": 5, "cache_hits": 0,
                       "prompt_tokens": 300, "completion_tokens": 150, "cost": None}
-    assert (counts.calls, counts.prompt_tokens) == (4, 300)  # the main judge's own
+    assert (counts.calls, counts.prompt_tokens) == (5, 400)  # the main judge's own
 
 
 def test_a_shadow_of_nothing_compared_has_no_gap(srv: FakeServer, tmp_path: Path, fake_key: str) -> None:
@@ -357,3 +359,80 @@ def test_a_rollout_score_defaults() -> None:
     r = RolloutScore("q", 0.5, 0.5)
     assert (r.error, r.failed_rules, r.catastrophic, r.verdicts, r.duplicate, r.shadow_reward, r.shadow_error) == (
         None, (), False, (), False, None, None)
+
+
+def test_an_empty_completion_is_judged(scorer: RewardScorer, srv: FakeServer) -> None:
+    """A policy that learns to say nothing is scored for it: mq01aa with no item met passes only its -3 item."""
+    before = requests_for(srv)
+    out, counts = scorer.run([(Q, "")])
+    assert requests_for(srv) - before == 1 and counts.calls == 1
+    assert out[0].reward == pytest.approx(0.2) and out[0].error is None
+
+
+def test_the_settings_are_kept_and_no_shadow_means_fraction_zero(srv: FakeServer, tmp_path: Path,
+                                                                fake_key: str) -> None:
+    settings = reward_settings(srv.url, tmp_path)
+    s = RewardScorer(settings)
+    try:
+        assert s.settings is settings and s.shadow is None and s.shadow_fraction == 0.0
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(("key", "value"), [("tpm", 0.0), ("rpm", -1.0), ("max_retries", -1)])
+def test_the_clients_refuse_a_limit_out_of_range(srv: FakeServer, tmp_path: Path, fake_key: str, key: str,
+                                                 value: Any) -> None:
+    with pytest.raises(ConfigError, match=f"judge: {key} must be "):
+        RewardScorer(reward_settings(srv.url, tmp_path, **{key: value}))
+
+
+def test_a_prompt_cache_setting_reaches_the_judges(srv: FakeServer, tmp_path: Path, fake_key: str) -> None:
+    for wanted in (True, False):
+        s = RewardScorer(reward_settings(srv.url, tmp_path, prompt_cache=wanted))
+        try:
+            assert [c.prompt_cache for c in s.clients] == [wanted]
+        finally:
+            s.close()
+
+
+@pytest.mark.parametrize(("rule", "tie", "reward"), [
+    ("any", None, 0.6),  # items 1 and 2 each met by one of the two judges
+    ("majority", None, 0.2),  # one vote of two is a tie: not met by default
+    ("majority", "met", 0.6),
+    ("all", None, 0.2),
+])
+def test_a_jury_votes_by_its_rule_and_tie(srv: FakeServer, tmp_path: Path, fake_key: str, rule: str,
+                                          tie: str | None, reward: float) -> None:
+    jury = [judge_spec(srv.url, "judge"), judge_spec(srv.url, "jshadow")]  # the second reads SH=
+    s = RewardScorer(reward_settings(srv.url, tmp_path, judge=None, jury=jury, jury_rule=rule, tie=tie))
+    try:
+        out, _ = s.run([(Q, "MET=1 SH=2")])
+    finally:
+        s.close()
+    assert out[0].reward == pytest.approx(reward)
+
+
+def test_close_releases_the_judge_clients(srv: FakeServer, tmp_path: Path, fake_key: str) -> None:
+    s = RewardScorer(reward_settings(srv.url, tmp_path), shadow=judge_spec(srv.url, "shadow"), shadow_fraction=1.0)
+    s.run([(Q, "MET=1")])
+    assert all(c._loops for c in s.clients)  # noqa: SLF001 - each client holds the reward loop's HTTP clients
+    s.close()
+    assert not any(c._loops for c in s.clients)  # noqa: SLF001 - released before the loop ended
+    s.close()  # again: nothing happens
+
+
+def test_a_shadow_fraction_grades_only_the_rollouts_its_hash_picks(srv: FakeServer, tmp_path: Path,
+                                                                 fake_key: str) -> None:
+    rollouts = [(Q, f"MET=1 SH=1,2,3,4 #{i}") for i in range(12)]
+    picked = [zlib.crc32(f"{q}\0{t}".encode()) < 0.5 * 2**32 for q, t in rollouts]
+    assert 0 < sum(picked) < len(picked)
+    s = RewardScorer(reward_settings(srv.url, tmp_path), shadow=judge_spec(srv.url, "shadow"), shadow_fraction=0.5)
+    try:
+        before = requests_for(srv, "shadow")
+        out, counts = s.run(rollouts)
+        assert requests_for(srv, "shadow") - before == sum(picked)
+    finally:
+        s.close()
+    assert [r.shadow_reward for r in out] == [1.0 if p else None for p in picked]
+    assert counts.shadow is not None and counts.shadow["judged"] == counts.shadow["compared"] == sum(picked)
+    assert counts.shadow["gap_mean"] == pytest.approx(0.6)
