@@ -31,12 +31,18 @@ from rubric_engine.reward.server import (DEFAULT_MAX_BODY_MB, DEFAULT_MAX_REQUES
 
 Q = "mq01aa"
 JSON = {"Content-Type": "application/json"}
+WAIT = 10.0  # seconds a client here waits for an answer: a broken server fails a test quickly, never hangs it
 
 
 @pytest.fixture(scope="module")
-def srv() -> Iterator[FakeServer]:
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeServer]:
+    """The judge; LiteLLM imported once here (a first judgment), so no request below waits for that import."""
     with FakeServer() as server:
         server.handler = judge_reply
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("FAKE_KEY", "sk-test")
+            with Reward(reward_settings(server.url, tmp_path_factory.mktemp("warm"))) as warm:
+                warm.score([Q], ["MET=1"])
         yield server
 
 
@@ -51,6 +57,7 @@ class Served:
 
     def __init__(self, reward: Reward, host: str = "127.0.0.1", **limits: Any) -> None:
         self.lines: list[str] = []
+        limits.setdefault("read_timeout", 20.0)  # a handler a broken server leaves reading never holds a stop long
         self.server = RewardServer(reward, host=host, note=self.lines.append, limits=ServerLimits(**limits)).start()
         self.host = host
         self.port = int(self.server.url.rsplit(":", 1)[1].split("/")[0])
@@ -58,7 +65,7 @@ class Served:
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None,
                 length: bool = True) -> tuple[int, dict[str, Any], dict[str, str]]:
         """One request with exactly these headers (Host added unless given); (status, JSON answer, headers)."""
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=WAIT)
         try:
             headers = dict(headers or {})
             conn.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
@@ -85,7 +92,7 @@ class Served:
 
     def idle(self, sent: bytes = b'{"query": [', length: int = 1000) -> socket.socket:
         """A client that sends its headers and part of its body, then nothing."""
-        conn = socket.create_connection((self.host, self.port))
+        conn = socket.create_connection((self.host, self.port), timeout=WAIT)
         conn.sendall(f"POST /get_reward HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {length}\r\n\r\n".encode() + sent)
         return conn
@@ -265,7 +272,7 @@ def test_the_size_cap(reward: Reward) -> None:
 
 def _until_busy(s: Served) -> tuple[int, dict[str, Any], dict[str, str]]:
     """POST a body that is not JSON until the server is busy (503): the idle client's slot is taken by then."""
-    for _ in range(2000):
+    for _ in range(300):
         got = s.post(b"x")
         if got[0] != 400:
             return got
@@ -274,14 +281,14 @@ def _until_busy(s: Served) -> tuple[int, dict[str, Any], dict[str, str]]:
 
 
 def test_requests_at_once_are_capped(reward: Reward) -> None:
-    s = Served(reward, max_requests=2, read_timeout=600)
+    s = Served(reward, max_requests=2, read_timeout=30)
     idle = [s.idle(), s.idle()]
     try:
         status, got, headers = _until_busy(s)
         assert (status, got) == (503, {"error": "2 requests are in progress (max_requests); send it again in 5 s"})
         assert headers["retry-after"] == "5"
         idle.pop().close()  # one hangs up: its slot is free again
-        for _ in range(2000):
+        for _ in range(300):
             status, got, _ = s.post(body((Q, "MET=1")))
             if status == 200:
                 break
@@ -295,7 +302,7 @@ def test_requests_at_once_are_capped(reward: Reward) -> None:
 
 def _read_all(conn: socket.socket) -> bytes:
     """Everything the server sends on a raw connection until it closes it (then closed here too)."""
-    conn.settimeout(60)
+    conn.settimeout(WAIT)
     answer = b""
     while chunk := conn.recv(65536):
         answer += chunk
@@ -376,13 +383,13 @@ def test_a_batch_that_cannot_be_scored_is_a_503_and_a_line(reward: Reward) -> No
 # -- stopping ------------------------------------------------------------------------------------------------
 
 def test_a_stop_does_not_wait_for_a_client_still_sending(reward: Reward) -> None:
-    s = Served(reward, max_requests=1, read_timeout=600)
+    s = Served(reward, max_requests=1, read_timeout=30)
     conn = s.idle()
     try:
         assert _until_busy(s)[0] == 503  # the idle client is being read
         stopper = threading.Thread(target=s.stop)
         stopper.start()
-        stopper.join(120)  # read_timeout=600: a stop that waited for the client would still be here
+        stopper.join(15)  # read_timeout=30: a stop that waited for the client would still be here
         assert not stopper.is_alive()
         answer = _read_all(conn)
         assert answer == b"" or answer.startswith(b"HTTP/1.0 408 ")
