@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -402,3 +403,86 @@ def test_a_server_stopped_before_it_started(reward: Reward) -> None:
     server = RewardServer(reward)
     server.stop()
     assert server.batches == 0
+
+
+def test_an_empty_body_with_its_length_is_read(served: Served) -> None:
+    status, got, _ = served.request("POST", "/get_reward", b"", JSON)
+    assert (status, got) == (400, {"error": "the body is not JSON (Expecting value: line 1 column 1 (char 0))"})
+
+
+def test_refused_before_reading_a_big_body_the_client_still_reads_the_answer(reward: Reward) -> None:
+    """411 and 503 come before the body is read: what the client still sends is read and dropped, so it gets the
+    answer rather than a reset."""
+    big = b" " * (4 * 2**20)
+    s = Served(reward, max_requests=1)
+    idle = s.idle()
+    try:
+        assert _until_busy(s)[0] == 503
+        status, got, headers = s.post(big)
+        assert status == 503 and headers["retry-after"] == "5"
+    finally:
+        idle.close()
+        s.stop()
+    s = Served(reward)
+    try:
+        status, got, _ = s.request("POST", "/get_reward", big, {**JSON, "Transfer-Encoding": "chunked"},
+                                   length=False)
+        assert (status, got) == (411, {"error": "send the body with a Content-Length"})
+    finally:
+        s.stop()
+
+
+class _Failing:
+    """A reward whose every batch raises `exc` (the server's collaborator, given at construction)."""
+
+    def __init__(self, reward: Reward, exc: BaseException) -> None:
+        self.scorer, self.totals, self.exc = reward.scorer, reward.totals, exc
+
+    def openrlhf(self, body: Any) -> dict[str, Any]:
+        raise self.exc
+
+
+@pytest.mark.parametrize(("exc", "status", "error", "line"), [
+    (ValueError("first line\n  second\tline  "), 503, "batch not scored: first line second line",
+     "batch not scored: first line second line"),
+    (KeyError(), 503, "batch not scored: KeyError", "batch not scored: KeyError"),
+    (RuntimeError("server said sk-test"), 503, "batch not scored: server said ***", "batch not scored: server said ***"),
+])
+def test_a_batch_that_raises_is_one_line(reward: Reward, exc: BaseException, status: int, error: str,
+                                         line: str) -> None:
+    s = Served(_Failing(reward, exc))  # type: ignore[arg-type]
+    try:
+        assert s.post(body((Q, "MET=1")))[:2] == (status, {"error": error})
+        assert s.lines == [line] and s.server.batches == 0
+    finally:
+        s.stop()
+
+
+def test_a_refused_key_from_the_judge_is_redacted(reward: Reward) -> None:
+    from rubric_engine.errors import FatalModelError
+
+    s = Served(_Failing(reward, FatalModelError("openai/judge", "key sk-test refused", status=401)))  # type: ignore
+    try:
+        status, got, _ = s.post(body((Q, "MET=1")))
+        assert status == 503 and "sk-test" not in got["error"] and "key *** refused" in got["error"]
+        assert s.lines == [f"judge refused: {got['error']}"]
+    finally:
+        s.stop()
+
+
+def test_a_client_that_resets_mid_request_is_one_line(served: Served) -> None:
+    conn = socket.create_connection((served.host, served.port), timeout=WAIT)
+    conn.sendall(b"POST /get_rew")
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends a reset
+    conn.close()
+    for _ in range(500):
+        if served.lines:
+            break
+        time.sleep(0.01)
+    assert len(served.lines) == 1
+    assert served.lines[0].startswith("connection from 127.0.0.1 ended early: ConnectionResetError(")
+
+
+def test_the_server_thread(served: Served) -> None:
+    threads = [t for t in threading.enumerate() if t.name == "reward-server"]
+    assert threads and all(t.daemon for t in threads)
