@@ -428,6 +428,21 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            "(judge/grading.py), so the fallback text is never used") for t in (
             "if jr.error and jr.verdicts is None:", '"XXthe judge gave no verdictsXX"', '"THE JUDGE GAVE NO VERDICTS"')],
     ],
+    "reward.server": [
+        ("_parse", 'decode("UTF-8")', "codec names are case-blind"),
+        *[(fn, t, "a finished connection left in the set of those being read is only cut at the stop, where the "
+           "shutdown of a closed socket is ignored (OSError): memory alone differs") for fn in (
+            "_Handler.finish", "_Handler.do_GET") for t in (
+            "reading(None, False)", "reading(self.connection, None)", "reading(self.connection, True)")],
+        *[("_Handler._check_caller", t, "header names are case-blind (email.message), and a default other than a "
+           "valid name or token is refused the same way") for t in (
+            'get("host", "")', 'get("HOST", "")', 'get("Host", "XXXX")', 'get("authorization", "")',
+            'get("AUTHORIZATION", "")', 'get("Authorization", "XXXX")')],
+        ("_Handler._discard", "recv(1 << 17)", "the size of each read of the dropped body"),
+        *[("_Server.cut_readers", t, "read only by a connection whose handler starts after the stop began: one "
+           "accepted in the instant before serve_forever ends, not reproducible in a test") for t in (
+            "self._stopping = None", "self._stopping = False")],
+    ],
     "reward.loop": [
         ("LoopThread.__init__", "self._closed = None", "read only as a truth value: None and False are both false"),
         *[("LoopThread.close", t, "the loop thread ends within milliseconds of its stop; the bound matters only for a "

@@ -200,8 +200,8 @@ def test_the_bearer_token(reward: Reward, srv: FakeServer) -> None:
             assert (status, got) == (401, {"error": "send the server's token as Authorization: Bearer <token> "
                                                     "(token_env=)"})
             assert headers["www-authenticate"] == "Bearer"
-        status, got, _ = s.request("GET", "/health")
-        assert status == 401
+        status, got, headers = s.request("GET", "/health")
+        assert status == 401 and headers["www-authenticate"] == "Bearer"
         assert len(srv.requests) == before
         assert s.post(body((Q, "MET=1")), {"Authorization": "Bearer t0ken-for-tests"})[0] == 200
         assert s.request("GET", "/health", headers={"Authorization": "Bearer t0ken-for-tests"})[0] == 200
@@ -486,3 +486,16 @@ def test_a_client_that_resets_mid_request_is_one_line(served: Served) -> None:
 def test_the_server_thread(served: Served) -> None:
     threads = [t for t in threading.enumerate() if t.name == "reward-server"]
     assert threads and all(t.daemon for t in threads)
+
+
+def test_a_request_without_a_host_header_is_refused(served: Served) -> None:
+    """HTTP/1.0 lets a client leave Host out: no name is no name of this server."""
+    raw = json.dumps(body((Q, "MET=1"))).encode()
+    for head in (f"POST /get_reward HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {len(raw)}\r\n\r\n",
+                 "GET /health HTTP/1.0\r\n\r\n"):
+        conn = socket.create_connection((served.host, served.port), timeout=WAIT)
+        conn.sendall(head.encode() + (raw if head.startswith("POST") else b""))
+        status, _, data = _read_all(conn).partition(b"\r\n\r\n")
+        assert status.startswith(b"HTTP/1.0 403 ")
+        assert json.loads(data) == {"error": "the Host header does not name this server (127.0.0.1:PORT or "
+                                             "localhost:PORT)"}
