@@ -152,9 +152,13 @@ def test_the_health_check(served: Served, reward: Reward) -> None:
     assert status == 403 and got["error"].startswith("the Host header")
 
 
-def test_an_unknown_path(served: Served) -> None:
-    status, got, _ = served.post(body((Q, "MET=1")), path="/reward")
+def test_an_unknown_path(reward: Reward) -> None:
+    s = Served(reward)
+    status, got, _ = s.post(body((Q, "MET=1")), path="/reward")
     assert (status, got) == (404, {"error": "no such path '/reward'; POST to /get_reward"})
+    assert s.post(b"x", {"Content-Type": "text/plain"})[0] == 415
+    s.stop()  # waits for the handlers: a refusal before any slot was taken leaves no line (nothing released twice)
+    assert s.lines == []
 
 
 def test_no_access_log_on_stderr(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
@@ -400,8 +404,11 @@ def test_a_stop_does_not_wait_for_a_client_still_sending(reward: Reward) -> None
 
 
 def test_a_server_stopped_before_it_started(reward: Reward) -> None:
-    server = RewardServer(reward)
-    server.stop()
+    server = RewardServer(reward)  # port 0 by default: a free port the system picks
+    try:
+        assert server.url.startswith("http://127.0.0.1:") and int(server.url.split(":")[2].split("/")[0]) >= 1024
+    finally:
+        server.stop()
     assert server.batches == 0
 
 
