@@ -72,6 +72,10 @@ CORE: dict[str, list[str]] = {
     "stats.itemstats": ["test_itemstats_bite.py"],
     "stats.rubricitems": ["test_itemstats_bite.py"],
     "reward.inputs": ["test_reward_inputs_bite.py"],
+    "reward.loop": ["test_reward_loop_bite.py"],
+    "reward.frameworks": ["test_reward_frameworks_bite.py"],
+    "reward.scorer": ["test_reward_scorer_bite.py"],
+    "reward.server": ["test_reward_server_bite.py"],
     # round two (issue 42): pairwise, scale scores, Bradley-Terry, checks, multiple choice
     "scoring.pairwise": ["test_pairwise_bite.py", "test_pairwise.py"],
     "stats.pairwise": ["test_pairwise_bite.py"],
@@ -437,6 +441,75 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
     "stats.scores": [
         ("_interval", "INTERVAL_SAMPLES, scale=spec.scoring.scale", "bootstrap_stats' default seed is 0, INTERVAL_SEED"),
         ("score_summary", "INTERVAL_SAMPLES, )", "score_sections' default seed is 0, INTERVAL_SEED"),
+    ],
+    "reward.frameworks": [
+        ("rollout_logs", "ensure_ascii=None)", "json.dumps treats None like False"),
+        *[("Reward._record", t, "json.dumps writes ASCII (ensure_ascii): every encoding writes the same bytes")
+          for t in ('open("a", encoding=None)', 'open("a", )', 'encoding="UTF-8")')],
+        ("Reward.compute_score", "compute_score_batch(None, [solution_str]", "compute_score_batch never reads "
+         "data_sources: a rubric reward scores every data source alike"),
+    ],
+    "reward.scorer": [
+        ("shadow_picked", "if fraction < 0:", "a fraction of 0 picks nothing either way: no crc32 is below 0"),
+        ("shadow_picked", 'encode("UTF-8", ', "codec names are case-blind"),
+        ("RewardScorer.__init__", "if (shadow is not None) or True else 0.0", "without a shadow the fraction is 0 "
+         "already: a fraction above 0 without one is refused just before"),
+        ("RewardScorer.__init__", "plan.tie) if (self.clients) or True else None)", "a spec without a judge holds only "
+         "checked items, and the Grader never calls its panel then"),
+        *[("RewardScorer.__init__", t, "the shadow panel is one judge asked once: its verdict is returned as it is "
+           "(Panel.plain), so its names, rule and tie are never read") for t in (
+            "Panel([client], None, self.spec", "self.spec, 1, None, plan.tie))", "self.spec, 1, plan.rule, None))",
+            "self.spec, 1, plan.tie))", "self.spec, 1, plan.rule, ))")],
+        *[("RewardScorer.__init__", t, "preload_litellm only starts LiteLLM's import early, on a thread of its own: "
+           "no reward, count or error depends on it") for t in (
+            "if all(is_mock(j.model)", "([shadow] if (self.shadow) and False else", "([shadow] if (self.shadow) or True else")],
+        ("RewardScorer._judge_one", "problem = None", "with the graders a reward builds, a judge prompt past its limit "
+         "is that question's own error (judge/prompts.unrenderable): no DataError leaves grader.judge"),
+        *[("RewardScorer._outcome", t, "a JudgeResult's verdicts are None exactly when its error is set "
+           "(judge/grading.py), so the fallback text is never used") for t in (
+            "if jr.error and jr.verdicts is None:", '"XXthe judge gave no verdictsXX"', '"THE JUDGE GAVE NO VERDICTS"')],
+    ],
+    "reward.server": [
+        ("_parse", 'decode("UTF-8")', "codec names are case-blind"),
+        *[(fn, t, "a finished connection left in the set of those being read is only cut at the stop, where the "
+           "shutdown of a closed socket is ignored (OSError): memory alone differs") for fn in (
+            "_Handler.finish", "_Handler.do_GET", "_Handler.do_POST") for t in (
+            "reading(None, False)", "reading(self.connection, None)", "reading(self.connection, True)")],
+        ("_Server.reading", "self._reading.discard(None)", "a finished connection left in the set of those being "
+         "read is only cut at the stop, where the shutdown of a closed socket is ignored (OSError)"),
+        ("_Server.reading", "_cut(None)", "reached only by a connection whose handler starts after the stop began: one "
+         "accepted in the instant before serve_forever ends, not reproducible in a test"),
+        *[(fn, t, "read only as a truth value: None is as falsy as False") for fn, t in (
+            ("_Handler.do_POST", "taken = None"), ("_Handler.do_POST", "acquire(blocking=None)"),
+            ("_Server.__init__", "self._stopping = None"))],
+        *[(fn, t, "header names are case-blind (HTTP; http.client and email.message)") for fn, t in (
+            ("_Handler.do_POST", '{"retry-after": '), ("_Handler.do_POST", '{"RETRY-AFTER": '),
+            ("_Handler._check_caller", '{"www-authenticate": "Bearer"}'),
+            ("_Handler._check_caller", '{"WWW-AUTHENTICATE": "Bearer"}'),
+            ("_Handler._check_caller", 'get("origin")'), ("_Handler._check_caller", 'get("ORIGIN")'),
+            ("_Handler._answer", 'send_header("content-type", '), ("_Handler._answer", 'send_header("CONTENT-TYPE", '))],
+        ("_Handler._answer", 'encode("UTF-8")', "codec names are case-blind"),
+        *[("_Handler._check_caller", t, "header names are case-blind (email.message), and a default other than a "
+           "valid name or token is refused the same way") for t in (
+            'get("host", "")', 'get("HOST", "")', 'get("Host", "XXXX")', 'get("authorization", "")',
+            'get("AUTHORIZATION", "")', 'get("Authorization", "XXXX")')],
+        ("_Handler._discard", "recv(1 << 17)", "the size of each read of the dropped body"),
+        ("_Handler._discard", "seconds: float = 3.0", "the bound of the drain: a client that has sent its body "
+         "within 2 s (any test's, on 127.0.0.1) is drained the same"),
+        *[("_Handler._check_caller", t, "the errors handler of an encoding that cannot fail: a header is decoded as "
+           "ISO-8859-1, which holds no lone surrogate, and the codec's name is case-blind") for t in (
+            'given.encode("utf-8", )', 'given.encode("UTF-8", "replace")', 'given.encode("utf-8", "REPLACE")')],
+        *[("_Handler._length", t, "header names are case-blind, and every value int() refuses or below 0 is the same "
+           "411") for t in ('get("content-length")', 'get("CONTENT-LENGTH")', 'or "XX-1XX")', "length = -2")],
+        *[("_Server.cut_readers", t, "read only by a connection whose handler starts after the stop began: one "
+           "accepted in the instant before serve_forever ends, not reproducible in a test") for t in (
+            "self._stopping = None", "self._stopping = False")],
+    ],
+    "reward.loop": [
+        ("LoopThread.__init__", "self._closed = None", "read only as a truth value: None and False are both false"),
+        *[("LoopThread.close", t, "the loop thread ends within milliseconds of its stop; the bound matters only for a "
+           "loop blocked by a callback for 10 s, which would make a test wait that long") for t in (
+            "join(timeout=None)", "join(timeout=11)")],
     ],
     "stats.turns": [
         *[("_turn_table", text, "a turn's table resamples only the scores (the mean over questions, no "
