@@ -99,3 +99,15 @@ def test_sigint_goes_to_the_run_and_its_status_comes_back(tmp_path: Path) -> Non
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted" in err.lower() or "resume" in err.lower(), err
+
+
+def test_what_the_engine_sets_before_importing_litellm_keeps_starts_warm(tmp_path: Path) -> None:
+    """A test process that imported LiteLLM in-process carries the engine's own pre-import settings in its
+    environment; runs started from it import exactly what the zygote did, so they start warm."""
+    _zygote_ready()
+    from rubric_engine.models.litellm_runtime import RUNTIME
+
+    RUNTIME.module()  # sets the engine's pre-import variables in this process's environment
+    launcher = subprocess.Popen([EXE, "--version"], env=clean_env(tmp_path), stdout=subprocess.PIPE, text=True)
+    launcher.communicate(timeout=120)
+    assert f"warm start: launcher {launcher.pid}," in _zygote_log()

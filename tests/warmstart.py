@@ -227,8 +227,10 @@ def _flush_and_exit_by(num: int) -> None:
 
 
 class _Zygote:
-    def __init__(self, path: Path, real: str, parent: int, base_env: dict[str, str]) -> None:
-        self.path, self.real, self.parent, self.base_env = path, real, parent, base_env
+    def __init__(self, path: Path, real: str, parent: int, imported_with: dict[str, str],
+                 defaults: dict[str, str]) -> None:
+        self.path, self.real, self.parent = path, real, parent
+        self.imported_with, self.defaults = imported_with, defaults
         self.runs: dict[int, tuple[socket.socket, Path]] = {}  # child pid -> (its launcher's socket, marker)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         ready = path.with_suffix(".new")
@@ -260,8 +262,9 @@ class _Zygote:
         except (OSError, ValueError, ConnectionError, struct.error):
             conn.close()
             return
-        if len(fds) != 3 or start_up_env_differs(request["env"], self.base_env):
-            print("cold start:", len(fds), "streams;", _differing(request["env"], self.base_env), flush=True)
+        env = {**self.defaults, **request["env"]}  # as the engine's own setdefault before LiteLLM's import
+        if len(fds) != 3 or start_up_env_differs(env, self.imported_with):
+            print("cold start:", len(fds), "streams;", _differing(env, self.imported_with), flush=True)
             for fd in fds:
                 os.close(fd)
             _send(conn, "cold")
@@ -325,10 +328,15 @@ def _serve(path: str, real: str, parent: str, log: str) -> None:
     _preload(real)
     if Path(log).stat().st_size:  # the imports printed something a cold start would show the user: none warm
         sys.exit("the imports wrote to stdout/stderr (above): every run starts cold")
+    # The variables the engine sets (unless already set) before it imports LiteLLM: a run's environment that
+    # holds them with those values (a test process that imported LiteLLM in-process passes them on) or lacks
+    # them imports exactly what the zygote did.
+    defaults = {k: v for k, v in os.environ.items() if k not in base_env}
+    imported_with = dict(os.environ)
     os.environ.clear()
     os.environ.update(base_env)  # what the engine set while importing LiteLLM is not handed to the runs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    _Zygote(Path(path), real, int(parent), base_env).serve()
+    _Zygote(Path(path), real, int(parent), imported_with, defaults).serve()
 
 
 if __name__ == "__main__":
