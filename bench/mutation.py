@@ -66,6 +66,8 @@ CORE: dict[str, list[str]] = {
     "validity.robustness": ["test_robustness_command_bite.py"],
     "models.concurrency": ["test_concurrency_bite.py"],  # test_concurrency.py's settling test is timing-bound
     "models.batchjournal": ["test_batchjournal_bite.py", "test_batch_journal.py"],
+    "models.batchapi": ["test_batchapi_bite.py"],  # tests/test_batch.py's console-script runs cannot see mutants
+    "models.batches": ["test_batches_bite.py"],
     "run.dialogue": ["test_dialogue_bite.py"],
     "judge.dialogue": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
     "stats.robustness": ["test_robustness_bite.py"],
