@@ -399,6 +399,14 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("baseline_answers", "assert spec.baseline is not None or spec.baseline.answers", "an assertion: a spec "
          "baseline without answers declares a model, and then baseline_answers returned before it"),
     ],
+    "models.batchapi": [
+        *[("batch_cost", t, "LiteLLM's batch_cost_calculator prices the prompt and completion tokens (and their cache "
+           "details); it never reads total_tokens") for t in ("total_tokens=None)", "total_tokens=prompt_tokens - "
+                                                              "completion_tokens)", "^)")],
+        ("BatchAPI.create", "tried = None", "read only as a truth value: None and False are both false"),
+        ("BatchAPI.find", 'after: str | None = ""', "read only as a truth value: '' and None are both false"),
+        ("BatchAPI.content", 'encode("UTF-8")', "codec names are case-insensitive"),
+    ],
     "stats.turns": [
         *[("_turn_table", text, "a turn's table resamples only the scores (the mean over questions, no "
            "groups, no rules): the id, groups and flags of its ScoredQuestion are never read") for text in (

@@ -341,6 +341,7 @@ def test_a_lookup_reads_page_after_page_from_the_last_id_until_no_more() -> None
     SimpleNamespace(data=None, has_more=True),
     SimpleNamespace(has_more=True),
     {"has_more": True},
+    SimpleNamespace(data=[SimpleNamespace(id="b7")]),  # neither has_more nor the batch's file: read as absent
 ])
 def test_a_lookup_ends_without_a_batch_on_the_last_page(last: Any) -> None:
     first = {"data": [{"id": "b9", "input_file_id": "x"}], "has_more": True}
@@ -376,6 +377,17 @@ def test_the_key_never_reaches_the_stop_line() -> None:
                               "Error code: 401 - Incorrect API key provided: ***; check the model's batch API access, "
                               "then run the same command (it re-attaches to the batches in flight) (after 1 attempt)")
     assert KEY not in str(err.value)
+
+
+def test_a_create_that_keeps_failing_names_the_create() -> None:
+    sleeps = Sleeps()
+    rec = Recorder(acreate_batch=[Boom("Error code: 500 - down", 500)] * 4, alist_batches=[{"data": []}] * 3)
+    with pytest.raises(FatalModelError) as err:
+        run(rec_api(rec, sleeps=sleeps).create("f1", "s1"))
+    assert str(err.value) == ("openai/fake-model [HTTP 500]: judge model 'fake': batch API: cannot create a batch: "
+                              "Error code: 500 - down; check the provider's status, or raise max_retries, then run the "
+                              "same command (it re-attaches to the batches in flight) (after 4 attempts)")
+    assert [name for name, _ in rec.calls] == ["acreate_batch", *["alist_batches", "acreate_batch"] * 3]
 
 
 def test_list_failures_name_the_listing() -> None:
