@@ -167,7 +167,9 @@ def test_identical_requests_share_one_line(tmp_path: Path) -> None:
     async def go(srv: FakeBatchServer) -> list[Any]:
         client = client_for(tmp_path, srv)
         run = start_batches(tmp_path, [client], poll=POLL, max_retries=1)
-        batcher, kw = client.batcher, {"messages": user("same"), "model": "openai/fake-model"}
+        batcher = client.batcher
+        kw = {"messages": user("same"), "model": "openai/fake-model", "api_version": "v1", "client": object(),
+              "api_base": srv.url, "api_key": "k", "timeout": 5.0, "num_retries": 0, "max_retries": 0, "seed": 3}
         try:
             return await asyncio.gather(batcher.call(kw, "k1"), batcher.call(kw, "k1"), batcher.call(kw, "k2"))
         finally:
@@ -175,7 +177,9 @@ def test_identical_requests_share_one_line(tmp_path: Path) -> None:
 
     with FakeBatchServer() as srv:
         a, b, c = asyncio.run(go(srv))
-        assert [line["custom_id"] for line in srv.batches["batch-0002"]["_lines"]] == ["k1", "k2"]
+        lines = srv.batches["batch-0002"]["_lines"]
+        assert [line["custom_id"] for line in lines] == ["k1", "k2"]
+        assert lines[0]["body"] == {"model": "fake-model", "messages": user("same"), "seed": 3}  # no credentials
     assert a == b == c and a.text == "echo: same"
 
 
@@ -530,3 +534,39 @@ def test_a_journal_that_cannot_be_written_fails_the_waiting_calls_never_hangs_th
         got = asyncio.run(go(client_for(tmp_path, srv)))
         assert not srv.steps and not srv.files
     assert [type(e) for e in got] == [FileNotFoundError] * 2 and got[0] is got[1]
+
+
+class NoCounts(FakeBatchServer):
+    """A provider whose batches carry no request counts."""
+
+    @staticmethod
+    def _public(batch: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in FakeBatchServer._public(batch).items() if k != "request_counts"}
+
+
+def test_a_batch_without_counts_shows_its_own_size_and_none_done(tmp_path: Path) -> None:
+    with NoCounts() as srv:
+        said = Said()
+        got = asyncio.run(ask(tmp_path, client_for(tmp_path, srv), ["a", "b"], said=said))
+    assert [r.text for r in got] == ["echo: a", "echo: b"]
+    assert said[1:] == ["candidate batch batch-0002: in_progress, 0 of 2 done, 0 failed",
+                        "candidate batch batch-0002: completed, 0 of 2 done, 0 failed"]
+
+
+class Unterminated(FakeBatchServer):
+    """A provider whose output and error files do not end with a line break."""
+
+    def _finish(self, batch: dict[str, Any]) -> None:
+        super()._finish(batch)
+        for name in ("output_file_id", "error_file_id"):
+            if batch[name]:
+                self.files[batch[name]] = self.files[batch[name]].rstrip(b"\n")
+
+
+def test_output_and_error_files_without_a_final_line_break_are_read_line_by_line(tmp_path: Path) -> None:
+    with Unterminated(by_text({"bad": Reply(status=400, error="no")})) as srv:
+        got = asyncio.run(ask(tmp_path, client_for(tmp_path, srv), ["a", "bad"], max_retries=0))
+    assert got[0].text == "echo: a"
+    assert type(got[1]) is FatalModelError and got[1].detail == "HTTP 400: no"
+    saved = next((tmp_path / BATCH_DIR).glob("*.jsonl")).read_bytes()
+    assert saved.endswith(b"\n") and len(saved.splitlines()) == 2
