@@ -570,3 +570,23 @@ def test_output_and_error_files_without_a_final_line_break_are_read_line_by_line
     assert type(got[1]) is FatalModelError and got[1].detail == "HTTP 400: no"
     saved = next((tmp_path / BATCH_DIR).glob("*.jsonl")).read_bytes()
     assert saved.endswith(b"\n") and len(saved.splitlines()) == 2
+
+
+def test_closing_during_a_waves_quiet_time_sends_nothing(tmp_path: Path) -> None:
+    async def go(srv: FakeBatchServer) -> None:
+        client = client_for(tmp_path, srv)
+        run = start_batches(tmp_path, [client], poll=0.05, max_retries=1)
+        task = asyncio.ensure_future(client.complete(user("a")))
+        for _ in range(50):  # until the request waits in the batcher for the wave to end
+            if client.batcher._pending:
+                break
+            await asyncio.sleep(0)
+        await run.aclose()
+        await asyncio.sleep(0.3)  # a few quiet times: a timer still running would have submitted by now
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    with FakeBatchServer() as srv:
+        asyncio.run(go(srv))
+        assert not srv.steps
+    assert not (tmp_path / BATCH_JOURNAL).exists()
