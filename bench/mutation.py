@@ -407,6 +407,13 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         ("BatchAPI.find", 'after: str | None = ""', "read only as a truth value: '' and None are both false"),
         ("BatchAPI.content", 'encode("UTF-8")', "codec names are case-insensitive"),
     ],
+    "models.batches": [
+        *[("_line_of", t, "the error line a batch left without an answer is read only by _error, which reads its "
+           "error's code and message, never its custom_id; and it retries only the codes it lists, which "
+           "'batch_cancelled' (or any other spelling of it) is not") for t in (
+            '"XXbatch_cancelledXX" if', '"BATCH_CANCELLED" if', '{"XXcustom_idXX": cid', '{"CUSTOM_ID": cid')],
+        ("_error", 'if (response) or True else None', "response is a dict there: an empty one's get() is None too"),
+    ],
     "stats.turns": [
         *[("_turn_table", text, "a turn's table resamples only the scores (the mean over questions, no "
            "groups, no rules): the id, groups and flags of its ScoredQuestion are never read") for text in (

@@ -343,7 +343,7 @@ def test_the_reason_of_a_batch_failed_as_a_whole(tmp_path: Path, errors: Any, wh
 @pytest.mark.parametrize("prompt, completion, counted", [
     (0, 0, True), (MAX_USAGE_TOKENS, 3, True), (4.0, 2, True),
     (MAX_USAGE_TOKENS + 1, 3, False), (-1, 3, False), (4.5, 2, False), (True, 2, False), ("12", 2, False),
-    (float("nan"), 2, False), (4, -2, False),
+    (float("nan"), 2, False), (4, -2, False), (-1, 1.5, False),
 ])
 def test_usage_that_is_not_a_token_count_is_unknown_never_summed(tmp_path: Path, prompt: Any, completion: Any,
                                                                   counted: bool) -> None:
