@@ -413,6 +413,8 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            "'batch_cancelled' (or any other spelling of it) is not") for t in (
             '"XXbatch_cancelledXX" if', '"BATCH_CANCELLED" if', '{"XXcustom_idXX": cid', '{"CUSTOM_ID": cid')],
         ("_error", 'if (response) or True else None', "response is a dict there: an empty one's get() is None too"),
+        ("_error", 'if (error) or True else ""', "_get() of None, or of an empty error, is None: the code is '' "
+         "either way"),
     ],
     "stats.turns": [
         *[("_turn_table", text, "a turn's table resamples only the scores (the mean over questions, no "

@@ -241,6 +241,7 @@ def _rewrite(f: Callable[[dict[str, Any]], Any]) -> Callable[[list[dict[str, Any
      True),
     ({"response": {"status_code": 408, "body": {}}}, 408, "HTTP 408: HTTP 408", True),
     ({"response": {"status_code": 500, "body": None}}, 500, "HTTP 500: HTTP 500", True),
+    ({"response": {"status_code": 502, "body": {"error": {"type": "server_error"}}}}, 502, "HTTP 502: HTTP 502", True),
     ({"response": {"status_code": 409, "body": {"error": {"code": "conflict"}}}}, 409, "HTTP 409: conflict", False),
     ({"response": {"status_code": 200, "body": {"choices": [{}]}}, "error": {"code": "server_error", "message": "m"}},
      200, "HTTP 200: m", True),
