@@ -412,6 +412,8 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
            "error's code and message, never its custom_id; and it retries only the codes it lists, which "
            "'batch_cancelled' (or any other spelling of it) is not") for t in (
             '"XXbatch_cancelledXX" if', '"BATCH_CANCELLED" if', '{"XXcustom_idXX": cid', '{"CUSTOM_ID": cid')],
+        ("Batcher._quiet", "seen = -2", "any start below 0 differs from the arrival count (at least 1 once the "
+         "timer runs), as -1 does"),
         ("_error", 'if (response) or True else None', "response is a dict there: an empty one's get() is None too"),
         ("_error", 'if (error) or True else ""', "_get() of None, or of an empty error, is None: the code is '' "
          "either way"),

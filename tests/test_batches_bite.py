@@ -591,3 +591,25 @@ def test_closing_during_a_waves_quiet_time_sends_nothing(tmp_path: Path) -> None
         asyncio.run(go(srv))
         assert not srv.steps
     assert not (tmp_path / BATCH_JOURNAL).exists()
+
+
+def test_a_request_arriving_during_the_quiet_time_joins_the_wave(tmp_path: Path) -> None:
+    """The wave ends only after `quiet` seconds without a new request (1 s here): one that arrives a few event-loop
+    turns after the first, once the timer has started, goes in the same batch."""
+    async def go(srv: FakeBatchServer) -> list[Any]:
+        client = client_for(tmp_path, srv)
+        run = start_batches(tmp_path, [client], poll=1.0, max_retries=0)
+        try:
+            first = asyncio.ensure_future(client.complete(user("a")))
+            for _ in range(5):
+                await asyncio.sleep(0)
+            second = asyncio.ensure_future(client.complete(user("b")))
+            return list(await asyncio.gather(first, second))
+        finally:
+            await run.aclose()
+            await client.aclose()
+
+    with FakeBatchServer(polls_to_finish=1) as srv:
+        got = asyncio.run(go(srv))
+        assert [len(b["_lines"]) for b in srv.batches.values()] == [2]
+    assert [r.text for r in got] == ["echo: a", "echo: b"]
