@@ -33,6 +33,7 @@ from rubric_engine.models.client import CallResult, ModelClient
 from rubric_engine.models.entries import ModelSpec, cache_key
 
 POLL = 0.01  # seconds between polls, and the quiet time that ends a wave
+GUARD = 30.0  # seconds an invocation may take before the test fails (each takes well under one)
 
 
 def user(text: str) -> list[dict[str, Any]]:
@@ -62,7 +63,9 @@ async def ask(run_dir: Path, client: ModelClient, texts: list[str], *, max_retri
     """One invocation: batch mode over `run_dir`, each text asked at once; results or the exceptions raised."""
     run = start_batches(run_dir, [client, None], poll=POLL, max_retries=max_retries, notify=said, max_wait=max_wait)
     try:
-        return list(await asyncio.gather(*(client.complete(user(t)) for t in texts), return_exceptions=True))
+        # a guard, not a timed assertion: a call left waiting for ever fails the test instead of hanging it
+        return list(await asyncio.wait_for(asyncio.gather(*(client.complete(user(t)) for t in texts),
+                                                          return_exceptions=True), GUARD))
     finally:
         await run.aclose()
         await client.aclose()
@@ -529,7 +532,7 @@ def test_a_journal_that_cannot_be_written_fails_the_waiting_calls_never_hangs_th
     (a full disk, no permission; here the run directory is gone), every call of that wave gets the error and
     nothing is uploaded, instead of waiting forever for a batch that was never sent."""
     async def go(client: ModelClient) -> list[Any]:
-        return await asyncio.wait_for(ask(tmp_path / "gone", client, ["a", "b"]), 60)  # a guard: a hang fails
+        return await ask(tmp_path / "gone", client, ["a", "b"])
 
     with FakeBatchServer() as srv:
         got = asyncio.run(go(client_for(tmp_path, srv)))
