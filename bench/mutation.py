@@ -66,6 +66,8 @@ CORE: dict[str, list[str]] = {
     "validity.robustness": ["test_robustness_command_bite.py"],
     "models.concurrency": ["test_concurrency_bite.py"],  # test_concurrency.py's settling test is timing-bound
     "models.batchjournal": ["test_batchjournal_bite.py", "test_batch_journal.py"],
+    "models.batchapi": ["test_batchapi_bite.py"],  # tests/test_batch.py's console-script runs cannot see mutants
+    "models.batches": ["test_batches_bite.py"],
     "run.dialogue": ["test_dialogue_bite.py"],
     "judge.dialogue": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
     "stats.robustness": ["test_robustness_bite.py"],
@@ -510,6 +512,25 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("LoopThread.close", t, "the loop thread ends within milliseconds of its stop; the bound matters only for a "
            "loop blocked by a callback for 10 s, which would make a test wait that long") for t in (
             "join(timeout=None)", "join(timeout=11)")],
+    ],
+    "models.batchapi": [
+        *[("batch_cost", t, "LiteLLM's batch_cost_calculator prices the prompt and completion tokens (and their cache "
+           "details); it never reads total_tokens") for t in ("total_tokens=None)", "total_tokens=prompt_tokens - "
+                                                              "completion_tokens)", "^)")],
+        ("BatchAPI.create", "tried = None", "read only as a truth value: None and False are both false"),
+        ("BatchAPI.find", 'after: str | None = ""', "read only as a truth value: '' and None are both false"),
+        ("BatchAPI.content", 'encode("UTF-8")', "codec names are case-insensitive"),
+    ],
+    "models.batches": [
+        *[("_line_of", t, "the error line a batch left without an answer is read only by _error, which reads its "
+           "error's code and message, never its custom_id; and it retries only the codes it lists, which "
+           "'batch_cancelled' (or any other spelling of it) is not") for t in (
+            '"XXbatch_cancelledXX" if', '"BATCH_CANCELLED" if', '{"XXcustom_idXX": cid', '{"CUSTOM_ID": cid')],
+        ("Batcher._quiet", "seen = -2", "any start below 0 differs from the arrival count (at least 1 once the "
+         "timer runs), as -1 does"),
+        ("_error", 'if (response) or True else None', "response is a dict there: an empty one's get() is None too"),
+        ("_error", 'if (error) or True else ""', "_get() of None, or of an empty error, is None: the code is '' "
+         "either way"),
     ],
     "stats.turns": [
         *[("_turn_table", text, "a turn's table resamples only the scores (the mean over questions, no "

@@ -232,7 +232,13 @@ class Batcher:
         pending, self._pending, self._size = self._pending, {}, 0
         ids = list(pending)
         seq = uuid.uuid4().hex[:16]
-        self.run.journal.append("submit", seq, ids=ids)  # durable before anything leaves
+        try:
+            self.run.journal.append("submit", seq, ids=ids)  # durable before anything leaves
+        except Exception as exc:  # noqa: BLE001 - the journal cannot be written: nothing is sent, and the calls
+            for _, fut in pending.values():  # of this wave get the error (run from the quiet timer's task, it
+                if not fut.done():  # would otherwise reach no one and leave them waiting for ever)
+                    fut.set_exception(exc)
+            return
         for cid in ids:
             self.run._owner[cid] = seq
         task = self.run.seq_task(self.run.journal.seqs[seq], self.api(), b"".join(d for d, _ in pending.values()))
