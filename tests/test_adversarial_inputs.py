@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from conftest import EXE
+from conftest import EXE, REAL_EXE
 from fakeserver import FakeServer, Reply
 from test_adversarial import (assert_clean, cli, hostile_spec, is_judge, n_items, one_error_line, run, samples,
                               script, verdict)
@@ -50,7 +50,9 @@ def popen(srv: FakeServer, tmp: Path, *extra: str) -> subprocess.Popen:
             f"candidate.api_base={srv.url}", "judge=openai_compatible", "judge.model=openai/judge",
             f"judge.api_base={srv.url}", "limit=3", "progress=none", "max_retries=0", f"hydra.run.dir={tmp / 'run'}",
             *extra]
-    return subprocess.Popen([EXE, *args], env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a real start: the refusal names the owning process's pid, which a warm start's run does not share
+    return subprocess.Popen([REAL_EXE, *args], env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
 
 
 # -- A: one process owns a run directory --------------------------------------------------------------------

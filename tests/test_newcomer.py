@@ -255,6 +255,7 @@ def test_data_fetch_then_path(tmp_path: Path, env: dict[str, str], served_mini: 
 # ------------------------------------------------------------------------------------------- progress
 
 def test_progress_retries_log_and_wall_time(tmp_path: Path, env: dict[str, str]) -> None:
+    env = dict(env, TESTS_COLD_START="1")  # a real start: the "loading LiteLLM" line is shown while it loads
     args = ["benchmark=heartbench", f"data.path={MINI}", "limit=4", "progress=plain", "concurrency=1",
             "candidate=openai_compatible", "candidate.model=openai/cand", "candidate.name=cand",
             "candidate.api_key_env=FAKE_KEY", "judge=mock"]

@@ -1,6 +1,7 @@
 """The suite's warm starts (tests/warmstart.py) behave as the console script does: same output and status,
 streams and signals passed through, a killed launcher takes its run with it, and a start that could differ
-from a cold one is a cold one. If these fail, every console-script test's evidence is in doubt."""
+from a cold one is a cold one. If these fail, every console-script test's evidence is in doubt. (Resource
+limits set by a test's preexec_fn reaching the run: tests/test_adversarial_inputs.py's full-disk leaderboard.)"""
 
 from __future__ import annotations
 
@@ -111,3 +112,4 @@ def test_what_the_engine_sets_before_importing_litellm_keeps_starts_warm(tmp_pat
     launcher = subprocess.Popen([EXE, "--version"], env=clean_env(tmp_path), stdout=subprocess.PIPE, text=True)
     launcher.communicate(timeout=120)
     assert f"warm start: launcher {launcher.pid}," in _zygote_log()
+

@@ -4,7 +4,7 @@ Why: most of the suite's CPU went to starting `rubric-engine`, and most of each 
 (about 3.3 s of CPU a process on the development machine, against well under a second for a whole run
 against the fake server). Here one process per pytest process (the zygote) imports the engine's command
 line and LiteLLM once, the way the console script would (through the engine's own LiteLLM runtime), and
-then forks a fresh child for each run. The child takes the caller's argv, environment, working directory
+then forks a fresh child for each run. The child takes the caller's argv, environment, working directory, umask, resource limits
 and standard streams, runs `rubric_engine.cli.main.main` and exits with its status: the run itself is the
 real one (Hydra, the fake server over HTTP, the run directory, the report worker in its own process).
 
@@ -27,6 +27,7 @@ import atexit
 import gc
 import json
 import os
+import resource
 import select
 import shutil
 import signal
@@ -50,7 +51,7 @@ _SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 LAUNCHER = r'''#!{python} -IS
 """The test suite's warm launcher of rubric-engine (tests/warmstart.py): the zygote runs it, or this execs it."""
-import json, os, signal, socket, struct, sys
+import json, os, resource, signal, socket, struct, sys
 REAL = {real!r}
 SIGNALS = {signals!r}
 
@@ -72,7 +73,12 @@ def main():
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
-        body = json.dumps({{"argv": sys.argv, "env": dict(os.environ), "cwd": os.getcwd()}}).encode()
+        mask = os.umask(0)
+        os.umask(mask)
+        limits = {{name: resource.getrlimit(getattr(resource, name)) for name in dir(resource)
+                  if name.startswith("RLIMIT_")}}
+        body = json.dumps({{"argv": sys.argv, "env": dict(os.environ), "cwd": os.getcwd(), "umask": mask,
+                           "limits": limits}}).encode()
         socket.send_fds(sock, [struct.pack("!I", len(body)) + body], [0, 1, 2])
     except OSError:
         cold()
@@ -190,6 +196,10 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int]) -> None:
         os.dup2(fd, target)
         os.close(fd)
     os.chdir(request["cwd"])
+    os.umask(request["umask"])
+    for name, limit in request["limits"].items():  # a test's preexec_fn limits (a small RLIMIT_FSIZE) hold
+        if hasattr(resource, name) and resource.getrlimit(getattr(resource, name)) != tuple(limit):
+            resource.setrlimit(getattr(resource, name), tuple(limit))
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = list(request["argv"])
