@@ -113,3 +113,14 @@ def test_what_the_engine_sets_before_importing_litellm_keeps_starts_warm(tmp_pat
     launcher.communicate(timeout=120)
     assert f"warm start: launcher {launcher.pid}," in _zygote_log()
 
+
+
+def test_a_sweep_through_a_parallel_launcher_starts_cold(tmp_path: Path) -> None:
+    """joblib's loky and Ray workers are interpreters of their own that re-import the parent's __main__: a
+    sweep through them runs from the real console script."""
+    _zygote_ready()
+    launcher = subprocess.Popen([EXE, "-m", "benchmark=nope", "hydra/launcher=joblib"], env=clean_env(tmp_path),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    launcher.communicate(timeout=120)
+    assert "'hydra/launcher=joblib'" in _zygote_log()
+    assert f"warm start: launcher {launcher.pid}," not in _zygote_log()

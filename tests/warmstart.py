@@ -16,9 +16,11 @@ kills the child too; `settle(proc)` waits until that has happened, so a test tha
 resumes it never sees two writers.
 
 The launcher runs the real console script instead (exec, same process) whenever a warm start could differ
-from a cold one: no zygote yet or any more, `TESTS_COLD_START=1`, or an environment that differs
-from the zygote's in a variable read while modules are imported (Python's own, locale, LiteLLM's, TLS and
-proxy settings, temporary directories, HOME). Tests about start-up itself run `sys.executable` directly.
+from a cold one: no zygote yet or any more, `TESTS_COLD_START=1`, an environment that differs from the
+zygote's in a variable read while modules are imported (Python's own, locale, LiteLLM's, TLS and proxy
+settings, temporary directories, HOME), or a sweep through one of Hydra's parallel launchers (joblib's loky
+and Ray start interpreters of their own, which re-import the parent's `__main__`: here, this file). Tests
+about start-up itself run `sys.executable` directly.
 """
 
 from __future__ import annotations
@@ -273,8 +275,9 @@ class _Zygote:
             conn.close()
             return
         env = {**self.defaults, **request["env"]}  # as the engine's own setdefault before LiteLLM's import
-        if len(fds) != 3 or start_up_env_differs(env, self.imported_with):
-            print("cold start:", len(fds), "streams;", _differing(env, self.imported_with), flush=True)
+        launcher_arg = [a for a in request["argv"] if a.lstrip("+").startswith("hydra/launcher=")]
+        if len(fds) != 3 or start_up_env_differs(env, self.imported_with) or launcher_arg:
+            print("cold start:", len(fds), "streams;", _differing(env, self.imported_with), launcher_arg, flush=True)
             for fd in fds:
                 os.close(fd)
             _send(conn, "cold")
