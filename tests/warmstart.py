@@ -103,12 +103,8 @@ main()
 '''
 
 
-def start_up_env_differs(env: dict[str, str], base: dict[str, str]) -> bool:
-    """True when `env` asks for another value than `base` of a variable read at import time."""
-    return bool(_differing(env, base))
-
-
 def _differing(env: dict[str, str], base: dict[str, str]) -> list[str]:
+    """The variables read at import time for which `env` asks for another value than `base`."""
     keys = set(env) | set(base)
     return sorted(k for k in keys if (k.upper().startswith(_IMPORT_TIME) or "PROXY" in k.upper())
                   and env.get(k) != base.get(k))
@@ -276,8 +272,9 @@ class _Zygote:
             return
         env = {**self.defaults, **request["env"]}  # as the engine's own setdefault before LiteLLM's import
         launcher_arg = [a for a in request["argv"] if a.lstrip("+").startswith("hydra/launcher=")]
-        if len(fds) != 3 or start_up_env_differs(env, self.imported_with) or launcher_arg:
-            print("cold start:", len(fds), "streams;", _differing(env, self.imported_with), launcher_arg, flush=True)
+        differing = _differing(env, self.imported_with)
+        if len(fds) != 3 or differing or launcher_arg:
+            print("cold start:", len(fds), "streams;", differing, launcher_arg, flush=True)
             for fd in fds:
                 os.close(fd)
             _send(conn, "cold")
