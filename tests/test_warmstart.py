@@ -114,6 +114,23 @@ def test_what_the_engine_sets_before_importing_litellm_keeps_starts_warm(tmp_pat
     assert f"warm start: launcher {launcher.pid}," in _zygote_log()
 
 
+def test_what_litellm_writes_into_the_environment_when_it_first_counts_tokens_keeps_starts_warm(
+        tmp_path: Path) -> None:
+    """LiteLLM points TIKTOKEN_CACHE_DIR at its bundled tokenizers the first time it counts tokens, not at its
+    import: a test process that counted tokens in-process passes that value on, and a run asking for it imports
+    what the zygote did."""
+    _zygote_ready()
+    import importlib
+
+    from rubric_engine.models.litellm_runtime import RUNTIME
+
+    RUNTIME.module()  # LiteLLM as the engine imports it (no remote cost map), then its first token count
+    importlib.import_module("litellm.litellm_core_utils.default_encoding")
+    assert os.environ.get("TIKTOKEN_CACHE_DIR"), "LiteLLM no longer sets TIKTOKEN_CACHE_DIR: drop this test"
+    launcher = subprocess.Popen([EXE, "--version"], env=clean_env(tmp_path), stdout=subprocess.PIPE, text=True)
+    launcher.communicate(timeout=120)
+    assert f"warm start: launcher {launcher.pid}," in _zygote_log()
+
 
 def test_a_sweep_through_a_parallel_launcher_starts_cold(tmp_path: Path) -> None:
     """joblib's loky and Ray workers are interpreters of their own that re-import the parent's __main__: a

@@ -26,7 +26,9 @@ about start-up itself run `sys.executable` directly.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
+import importlib
 import json
 import os
 import resource
@@ -157,6 +159,10 @@ def _preload(real: str) -> None:
     from rubric_engine.models.litellm_runtime import RUNTIME  # noqa: PLC0415
 
     RUNTIME.module()
+    # LiteLLM sets TIKTOKEN_CACHE_DIR when it first counts tokens, not when imported: a test process that
+    # counted tokens in-process passes it on, so the zygote counts that value among what the engine sets
+    with contextlib.suppress(ImportError):  # a LiteLLM that moved the module: such a run starts cold
+        importlib.import_module("litellm.litellm_core_utils.default_encoding")
     gc.collect()
     gc.freeze()  # the children's refcount updates then copy fewer shared pages
 
@@ -292,7 +298,8 @@ class _Zygote:
                 os._exit(1)
         for fd in fds:
             os.close(fd)
-        marker.write_text(str(pid))
+        marker.with_suffix(".new").write_text(str(pid))
+        marker.with_suffix(".new").replace(marker)  # a reader never sees it empty
         print(f"warm start: launcher {launcher}, run {pid}", flush=True)
         self.runs[pid] = (conn, marker)
         _send(conn, f"pid {pid}")
