@@ -132,6 +132,21 @@ def test_what_litellm_writes_into_the_environment_when_it_first_counts_tokens_ke
     assert f"warm start: launcher {launcher.pid}," in _zygote_log()
 
 
+def test_a_warm_run_finds_what_the_zygote_s_imports_set_in_its_environment(tmp_path: Path) -> None:
+    """A module LiteLLM imports at its first token count sets TIKTOKEN_CACHE_DIR (its bundled tokenizers);
+    the zygote imported it already, so a warm run's environment must hold that value as a cold run's does
+    once it counted tokens, or tiktoken looks for the dry run's tokenizer on the network."""
+    _zygote_ready()
+    env = {k: v for k, v in clean_env(tmp_path).items() if not k.startswith("TIKTOKEN")}
+    data = Path(conftest.__file__).parent / "data" / "pairwise_mini.jsonl"
+    launcher = subprocess.Popen([EXE, "benchmark=arena_hard", f"data.path={data}", "candidate=mock",
+                                 "baseline=mock", "dry_run=true", f"hydra.run.dir={tmp_path / 'out'}"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    _, err = launcher.communicate(timeout=120)
+    assert f"warm start: launcher {launcher.pid}," in _zygote_log()
+    assert launcher.returncode == 0, err
+
+
 def test_a_sweep_through_a_parallel_launcher_starts_cold(tmp_path: Path) -> None:
     """joblib's loky and Ray workers are interpreters of their own that re-import the parent's __main__: a
     sweep through them runs from the real console script."""

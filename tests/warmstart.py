@@ -276,7 +276,9 @@ class _Zygote:
         except (OSError, ValueError, ConnectionError, struct.error):
             conn.close()
             return
-        env = {**self.defaults, **request["env"]}  # as the engine's own setdefault before LiteLLM's import
+        # What the preload's imports set (the engine's setdefaults before LiteLLM's import, LiteLLM's tokenizer
+        # directory) is in a cold run's environment once it imported the same: the warm run starts with it
+        env = request["env"] = {**self.defaults, **request["env"]}
         launcher_arg = [a for a in request["argv"] if a.lstrip("+").startswith("hydra/launcher=")]
         differing = _differing(env, self.imported_with)
         if len(fds) != 3 or differing or launcher_arg:
@@ -345,13 +347,13 @@ def _serve(path: str, real: str, parent: str, log: str) -> None:
     _preload(real)
     if Path(log).stat().st_size:  # the imports printed something a cold start would show the user: none warm
         sys.exit("the imports wrote to stdout/stderr (above): every run starts cold")
-    # The variables the engine sets (unless already set) before it imports LiteLLM: a run's environment that
-    # holds them with those values (a test process that imported LiteLLM in-process passes them on) or lacks
-    # them imports exactly what the zygote did.
+    # The variables the preload's imports set (the engine's setdefaults before LiteLLM's import, LiteLLM's
+    # tokenizer directory): a run's environment that holds them with those values (a test process that
+    # imported LiteLLM in-process passes them on) or lacks them imports exactly what the zygote did.
     defaults = {k: v for k, v in os.environ.items() if k not in base_env}
     imported_with = dict(os.environ)
     os.environ.clear()
-    os.environ.update(base_env)  # what the engine set while importing LiteLLM is not handed to the runs
+    os.environ.update(base_env)  # the runs get it back under their own environment (_Zygote._accept)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     _Zygote(Path(path), real, int(parent), imported_with, defaults).serve()
 
