@@ -308,7 +308,7 @@ def _line_of(seq: Seq, cid: str) -> dict[str, Any]:
 
 def _error(line: dict[str, Any]) -> tuple[int | None, str, bool] | None:
     """None for an answer; else (HTTP status, message, whether another batch could fix it)."""
-    response = line.get("response") if isinstance(line.get("response"), dict) else {}
+    response: dict[str, Any] = line["response"] if isinstance(line.get("response"), dict) else {}
     status = response.get("status_code") if response else None
     error = line.get("error")
     if status == 200 and not error:

@@ -138,12 +138,14 @@ def openai_client(*, api_key: str | None, api_base: str | None, timeout: float, 
     mounts = _proxy_mounts(cap) if isinstance(transport.inner, httpx.AsyncHTTPTransport) else {}
     http = httpx.AsyncClient(transport=transport, mounts=mounts, timeout=timeout, follow_redirects=True,
                              headers={"Accept-Encoding": "identity"})
-    return AsyncOpenAI(api_key=key, base_url=base, max_retries=0, timeout=timeout, http_client=http)
+    # the openai package annotates httpx2's client and accepts httpx's (its _httpx2 compatibility layer)
+    return AsyncOpenAI(api_key=key, base_url=base, max_retries=0, timeout=timeout, http_client=http)  # type: ignore[arg-type]
 
 
 def _proxy_mounts(cap: int) -> dict[str, Any]:
     """HTTP(S)_PROXY / ALL_PROXY / NO_PROXY as httpx (and LiteLLM) honour them, each proxy behind a capped
     transport: httpx ignores the environment's proxies for a client given its own transport."""
+    found: dict[str, str | None]
     try:
         from httpx._utils import get_environment_proxies  # httpx's own reading of the variables
     except ImportError:  # another httpx: proxies as urllib reads them, without NO_PROXY patterns

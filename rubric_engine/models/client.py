@@ -276,7 +276,8 @@ class ModelClient:
         loop = asyncio.get_running_loop()
         if self._sem is None or self._sem_loop is not loop:  # asyncio primitives bind to one loop
             # (with concurrency=auto the gate waits instead: its futures belong to whichever loop awaits them)
-            self._sem, self._sem_loop = asyncio.Semaphore(self.concurrency if self.gate is None else 1), loop
+            slots = self.concurrency if isinstance(self.concurrency, int) else 1  # auto: the gate decides
+            self._sem, self._sem_loop = asyncio.Semaphore(slots), loop
             if id(loop) not in self._loops:
                 self._loops.add(id(loop))
                 self._runtime.use_loop(loop)
@@ -372,7 +373,7 @@ class ModelClient:
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = None if pool is not None else self._runtime.module()  # workers: LiteLLM is theirs, not imported here
         if self.batcher is not None and key is not None:  # batch=true: the request's id is its cache key
-            return await self.batcher.call(kwargs, key)  # type: ignore[no-any-return]
+            return await self.batcher.call(kwargs, key)
         if litellm is not None and self._capped is None:
             self._capped = served_by_openai_client(litellm, self.spec.model, self.spec.api_base)
         client = self._openai_client() if self._capped and litellm is not None else None

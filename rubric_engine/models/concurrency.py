@@ -174,11 +174,11 @@ class AdaptiveGate:
 
 class _Acquire:
     def __init__(self, gate: AdaptiveGate) -> None:
-        self.gate, self._slot = gate, None
+        self.gate, self._slot = gate, None  # type: AdaptiveGate, Slot | None
 
     async def __aenter__(self) -> Slot:
-        self._slot = await self.gate.acquire()
-        return self._slot
+        self._slot = slot = await self.gate.acquire()
+        return slot
 
     async def __aexit__(self, *exc: Any) -> None:
         if self._slot is not None:

@@ -152,8 +152,8 @@ def replies_per_request(params: Mapping[str, Any]) -> int:
 
 def reply_ceiling(params: Mapping[str, Any]) -> int | None:
     """The most completion tokens one reply may be billed for (`max_tokens` / `max_completion_tokens`), or None."""
-    caps = [params.get(k) for k in ("max_tokens", "max_completion_tokens", "max_output_tokens")]
-    caps = [int(c) for c in caps if isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0]
+    given = [params.get(k) for k in ("max_tokens", "max_completion_tokens", "max_output_tokens")]
+    caps = [int(c) for c in given if isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0]
     return min(caps) if caps else None
 
 
@@ -308,7 +308,7 @@ def check_keys(*specs: "ModelSpec | None") -> None:
     naming the variable (ConfigError, exit 2). The one key check for runs, sweeps and localize."""
     for spec in specs:
         env = spec.required_key_env if spec is not None else None
-        if env and not os.environ.get(env):
+        if spec is not None and env and not os.environ.get(env):
             where = f"{spec.role}.api_key_env=<VAR>" if spec.role else "api_key_env=<VAR>"
             raise ConfigError(f"{spec.role + ' ' if spec.role else ''}{spec.name} ({spec.model}) needs an API key: "
                               f"export {env}=... (or point it elsewhere with {where})")

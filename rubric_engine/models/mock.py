@@ -94,8 +94,8 @@ def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockSh
     """The mock's answer: a verdict when the caller expects one, else a short labelled reply."""
     seed = json.dumps([model, [m.get("content") for m in messages]], ensure_ascii=False, sort_keys=True, default=str)
     if isinstance(expect, MockLabels):
-        pick = expect.written[_digest(seed) % len(expect.written)]
-        return f"{MOCK_TAG} deterministic placeholder, not a real comparison. My final verdict: {pick}"
+        label = expect.written[_digest(seed) % len(expect.written)]
+        return f"{MOCK_TAG} deterministic placeholder, not a real comparison. My final verdict: {label}"
     if isinstance(expect, MockUser):
         spoken = sum(1 for m in messages if m.get("role") == "assistant")
         if spoken >= expect.turns:
@@ -120,7 +120,7 @@ def _option_letters(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """The option letters A, B, C, ... listed one per line (`A. text`, `(B) text`) in the last message, or []."""
     text = str(messages[-1].get("content") or "") if messages else ""
     found = [m.group(1) for m in _OPTION.finditer(text)]
-    letters = []
+    letters: list[str] = []
     for letter in found:  # the run that starts at A and goes on in order
         if letter == chr(ord("A") + len(letters)):
             letters.append(letter)

@@ -50,7 +50,7 @@ def rebuild_error(chain: list[dict[str, Any]]) -> BaseException:
     built: list[BaseException] = []
     for item in chain:
         cls = _rebuilt_class(tuple(tuple(x) for x in item["mro"]))
-        exc = cls.__new__(cls)
+        exc: BaseException = cls.__new__(cls)
         exc.args = (item["msg"],)
         for name in ("status_code", "body", "code", "type"):
             if item.get(name) is not None:
@@ -63,13 +63,14 @@ def rebuild_error(chain: list[dict[str, Any]]) -> BaseException:
     return built[0] if built else RuntimeError("a worker process reported an empty failure")
 
 
-_CLASSES: dict[tuple[tuple[str, str], ...], type] = {}
+_CLASSES: dict[tuple[tuple[str, str], ...], type[BaseException]] = {}
 
 
-def _rebuilt_class(mro: tuple[tuple[str, str], ...]) -> type:
+def _rebuilt_class(mro: tuple[tuple[str, str], ...]) -> type[BaseException]:
     found = _CLASSES.get(mro)
     if found is not None:
         return found
+    base: type[BaseException]
     anchor_at, base = len(mro), Exception
     for i, (module, name) in enumerate(mro):
         real = _real_class(module, name)
@@ -78,7 +79,7 @@ def _rebuilt_class(mro: tuple[tuple[str, str], ...]) -> type:
             break
     cls = base
     for module, name in reversed(mro[:anchor_at]):
-        cls = type(name, (cls,), {"__module__": module})
+        cls = type(name, (cls,), {"__module__": module})  # a subclass of base
     _CLASSES[mro] = cls
     return cls
 
