@@ -162,3 +162,19 @@ def test_pairwise_leaderboard_tables_title_the_categories_as_the_spec_does(runs:
     md = (out / "leaderboard.md").read_text()
     for text in (res.stdout, md):
         assert "Subsets" not in text and "Win rate by category, cost" in text, text
+
+
+@pytest.mark.slow
+def test_run_index_compares_the_pairwise_categories_under_the_spec_title_once(driver, runs: dict[str, Path],  # noqa: F811
+                                                                             tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    index = tmp_path / "index" / "runs.html"
+    res = subprocess.run([EXE, "view", str(runs["pw"].parent), f"out={index}", "open=false"], env=clean_env(tmp_path),
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    driver.get(index.as_uri())
+    data = json.loads(driver.find_element(By.ID, "runs-data").get_attribute("textContent"))
+    tables = {Path(r["dir"]).name: r["tables"] for r in data}
+    assert list(tables["pw"]) == ["Win rate by category"], tables["pw"]  # not again as "Subsets"
+    assert list(tables["mt"]) == ["Scenarios"], tables["mt"]

@@ -94,8 +94,8 @@ def print_scale(summary: Mapping[str, Any], spec: Mapping[str, Any], console: "C
     """The score run's tables: each group's mean on the declared scale, its 95% interval and its count."""
     from rich.table import Table
 
-    sc = summary.get("scale") or {}
-    scale = f"{sc.get('min', 0):g}-{sc.get('max', 0):g}" if sc.get("min") is not None else ""
+    sc, times = summary.get("scale") or {}, float((spec.get("scoring") or {}).get("scale", 1))
+    scale = f"{sc['min'] * times:g}-{sc['max'] * times:g}" if sc.get("min") is not None else ""  # as the means are
     for table in scale_tables(summary, spec):
         t = Table(title=f"{shown(table['title'])} (scale {scale})")
         for col, right in ((shown(table["title"]), False), ("Mean", True), ("95% interval", True),
