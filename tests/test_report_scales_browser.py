@@ -165,8 +165,8 @@ def test_pairwise_leaderboard_tables_title_the_categories_as_the_spec_does(runs:
 
 
 @pytest.mark.slow
-def test_run_index_compares_the_pairwise_categories_under_the_spec_title_once(driver, runs: dict[str, Path],  # noqa: F811
-                                                                             tmp_path: Path) -> None:
+def test_run_index_compares_the_pairwise_categories_under_the_spec_title_once(
+        driver, runs: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
     from selenium.webdriver.common.by import By
 
     index = tmp_path / "index" / "runs.html"

@@ -229,7 +229,8 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
         labels = [r.label for r in lb.rows]
         charts.length_chart({(r.label if labels.count(r.label) == 1 else f"{r.label} ({r.judge})"): _length_points(r, t.scale)
                              for r in lb.rows if r.run is not None},
-                            out / "length", title=f"{lb.benchmark}: reply length vs question score", value_range=scale.bounds,
+                            out / "length", title=f"{lb.benchmark}: reply length vs question score",
+                            value_range=scale.bounds,
                             formats=chart_formats or (shown,))
         images["Reply length vs question score (one point per question; Spearman rho in the title)"] = \
             out / f"length.{shown}"

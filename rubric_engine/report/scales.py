@@ -55,7 +55,8 @@ def score_range(rows: Sequence[Any], scale: float) -> ScoreRange:
                 for sc in [(r.run.summary or {}).get("scale") or {}] if sc.get("min") is not None]
     if not declared:
         return ScoreRange(0.0, float(scale))
-    return ScoreRange(min(float(sc["min"]) for sc in declared) * scale, max(float(sc["max"]) for sc in declared) * scale)
+    lo, hi = min(float(sc["min"]) for sc in declared), max(float(sc["max"]) for sc in declared)
+    return ScoreRange(lo * scale, hi * scale)
 
 
 def _fmt(x: Any) -> str:
