@@ -77,8 +77,10 @@ def _nan(values: Sequence[float | None]) -> list[float]:
 
 @_fonts
 def radar_chart(axes: Sequence[str], series: Mapping[str, Sequence[float | None]], out_base: Path, *,
-                title: str = "", max_value: float = 100.0, formats: Sequence[str] = FORMATS) -> list[Path]:
-    """One polygon per model over all abilities; writes out_base.png/.svg and returns the paths."""
+                title: str = "", value_range: tuple[float, float] = (0.0, 100.0),
+                formats: Sequence[str] = FORMATS) -> list[Path]:
+    """One polygon per model over all abilities, the radius spanning value_range (bottom, top of the scale);
+    writes out_base.png/.svg and returns the paths."""
     n = len(axes)
     if n < 3:  # a radar of fewer than 3 axes is not a polygon; still draw it so the report is complete
         axes = [*axes, *[""] * (3 - n)]
@@ -100,8 +102,9 @@ def radar_chart(axes: Sequence[str], series: Mapping[str, Sequence[float | None]
         x = math.sin(angle)
         label.set_horizontalalignment("left" if x > 0.1 else "right" if x < -0.1 else "center")
     ax.tick_params(axis="x", pad=6)
-    ax.set_ylim(0, max_value)
-    ax.set_yticks([max_value * f for f in (0.2, 0.4, 0.6, 0.8, 1.0)])
+    lo, span = value_range[0], value_range[1] - value_range[0]
+    ax.set_ylim(lo, value_range[1])
+    ax.set_yticks([lo + span * f for f in (0.2, 0.4, 0.6, 0.8, 1.0)])
     ax.tick_params(axis="y", labelsize=7, colors="#666666")
     ax.set_rlabel_position(180 / n)  # between the first two axes, off the data
     if title:
@@ -160,13 +163,15 @@ def subsets_chart(subsets: Sequence[str], series: Mapping[str, Sequence[float | 
 
 @_fonts
 def length_chart(series: Mapping[str, tuple[Sequence[float], Sequence[float], str]], out_base: Path, *,
-                 title: str = "", xlabel: str = "reply length (characters)", max_value: float = 100.0,
-                 formats: Sequence[str] = FORMATS) -> list[Path]:
-    """One scatter per model: reply length against question score; series: label -> (lengths, scores, note)."""
+                 title: str = "", xlabel: str = "reply length (characters)",
+                 value_range: tuple[float, float] = (0.0, 100.0), formats: Sequence[str] = FORMATS) -> list[Path]:
+    """One scatter per model: reply length against question score, the score axis spanning value_range (bottom,
+    top of the scale) with a small margin; series: label -> (lengths, scores, note)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     n = max(1, len(series))
+    lo, span = value_range[0], value_range[1] - value_range[0]
     cols = min(4, n)
     rows = math.ceil(n / cols)
     fig = Figure(figsize=(3.2 * cols, 2.8 * rows + 0.6), dpi=100)
@@ -175,7 +180,7 @@ def length_chart(series: Mapping[str, tuple[Sequence[float], Sequence[float], st
         ax = fig.add_subplot(rows, cols, i)
         ax.scatter(list(xs), list(ys), s=9, color=color, alpha=0.7, linewidths=0)
         ax.set_title(textwrap.fill(f"{name} {note}".strip(), 34), fontsize=8)
-        ax.set_ylim(-0.03 * max_value, 1.03 * max_value)
+        ax.set_ylim(lo - 0.03 * span, lo + 1.03 * span)
         ax.tick_params(labelsize=7)
         ax.spines[["top", "right"]].set_visible(False)
         if (i - 1) % cols == 0:

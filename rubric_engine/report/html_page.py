@@ -24,7 +24,7 @@ from rubric_engine.report import questions_view as qview
 from rubric_engine.report.fonts import font_face_head
 from rubric_engine.report.items_view import load_items_section
 from rubric_engine.report.judges_view import judges_html
-from rubric_engine.report.scales import turn_table
+from rubric_engine.report.scales import score_range, turn_table
 from rubric_engine.report.transcript import transcript_html
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.leaderboard import fmt
@@ -263,7 +263,7 @@ def render_html(lb: "Leaderboard", images: Mapping[str, Path] | None = None, *,
         f"<h1>{_e(title)}</h1>", prov.mock_banner(lb),
         f'<p class="note">{len(lb.rows)} run{"s" if len(lb.rows) != 1 else ""}; ' + (f"{len(ability_ids(lb.taxonomy.dimensions))} abilities in "
         f"{len(lb.taxonomy.dimensions)} dimensions; " if lb.taxonomy.dimensions else "")
-        + f"scores 0–{lb.taxonomy.scale:g}.</p>",
+        + f"scores {score_range(lb.rows, lb.taxonomy.scale).text}.</p>",
         f"<ul>{warn}</ul>" if warn else "",
         "<h2>Leaderboard</h2>", _leaderboard(lb),
         judges_html(lb),  # a judge sweep: rankings side by side, rank correlation (report/judges_view.py)

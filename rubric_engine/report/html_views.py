@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from rubric_engine.report.questions_view import Grid, column_labels, criteria_compare
+from rubric_engine.report.scales import ScoreRange, score_range
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.scoring.aggregate import NO_SCENARIO, ability_ids, group_members, scenario_order
 
@@ -117,11 +118,12 @@ def _values(lb: "Leaderboard", r: "Row", bid: str, by: str) -> dict[str, float |
                  "scenario": r.scenarios}.get(by, {}))
 
 
-def _heat(score: float | None, scale: float) -> str:
-    """A background from red (0) through amber to green (scale); dark text stays readable on all of them."""
+def _heat(score: float | None, scale: ScoreRange) -> str:
+    """A background from red (the bottom of the scale) through amber to green (its top); dark text stays
+    readable on all of them."""
     if score is None:
         return ""
-    x = max(0.0, min(1.0, score / scale if scale else 0.0))
+    x = scale.fraction(score)
     return f' style="background:hsl({int(120 * x)},70%,{82 - 6 * x:.0f}%)"'
 
 
@@ -157,17 +159,18 @@ def heatmap(lb: "Leaderboard", title: str, by: str, bid: str) -> str:
         return g
 
     head = "".join(f'<th>{_e(name)}</th>' for name in column_labels(lb.rows))
+    scale = score_range(lb.rows, t.scale)
     body = []
     for g in groups:
         cells = []
         for r in lb.rows:
             v, n = values[r.label].get(g), counts[r.label].get(g, 0)
-            cells.append(f'<td class="c"{_heat(v, t.scale)}>{_e(fmt(v, 1))}<small>n={n}</small></td>')
+            cells.append(f'<td class="c"{_heat(v, scale)}>{_e(fmt(v, 1))}<small>n={n}</small></td>')
         body.append(f'<tr><td class="t">{_e(name(g))}</td>{"".join(cells)}</tr>')
     return (f'<div class="tw"><table class="heat sortable"><thead><tr><th class="t">{_e(title)}</th>{head}</tr>'
             f'</thead><tbody>{"".join(body)}</tbody></table></div>'
-            '<p class="note">Each cell: the score and n, the scored questions in the group. Colour runs from red (0) '
-            "to green (top of the scale); few questions make a score unstable.</p>")
+            '<p class="note">Each cell: the score and n, the scored questions in the group. Colour runs from red '
+            f"({scale.lo:g}) to green (top of the scale); few questions make a score unstable.</p>")
 
 
 def dialogue(turns: Sequence[tuple[str, str, str]] | None) -> str:

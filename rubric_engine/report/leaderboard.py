@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from rubric_engine.errors import ConfigError
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.report.judges_view import judge_tables
-from rubric_engine.report.scales import leaderboard_scale_tables
+from rubric_engine.report.scales import leaderboard_scale_tables, score_range
 from rubric_engine.results.judges import judge_order
 from rubric_engine.results.leaderboard import Leaderboard, Row, build_leaderboard, fmt, length_notes
 from rubric_engine.scoring.aggregate import ability_ids
@@ -63,7 +63,10 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
     cat = t.has_rules
     subsets = [[*who(r), *[fmt(r.subsets.get(x)) for x in subs], *([fmt(r.decay_pct, 1)] if t.decay and subs else []),
                 *([str(r.counts["catastrophic"])] if cat else []), r.cost_text()] for r in lb.rows]
-    last_title = ", ".join([*(["Subsets"] if subs else []), *(["catastrophic failures"] if cat else []), "cost"])
+    from rubric_engine.report.html_views import breakdown_title  # the spec's own name for its subsets table
+
+    last_title = ", ".join([*([breakdown_title(lb, "subset", "Subsets")] if subs else []),
+                            *(["catastrophic failures"] if cat else []), "cost"])
     if several:  # one ranking per judge: a candidate is ranked against the others under the same judge only
         out = [(f"{title}, judge {j}", head, ranking([r for r in lb.rows if r.judge == j])) for j in judges]
         out += judge_tables(lb)
@@ -208,10 +211,10 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
     images: dict[str, Path] = {}
     shown = chart_formats[0] if chart_formats else "png"  # the page embeds the first format asked
     ci = html_views.subset_intervals(lb) if subs else {}
-    radar = _radar(lb)
+    radar, scale = _radar(lb), score_range(lb.rows, t.scale)  # the charts' score axes span the runs' own range
     if radar is not None:  # a radar only for a breakdown with 3 or more groups
         name, axes, values = radar
-        charts.radar_chart(axes, values, out / "radar", title=f"{lb.benchmark}: {name}", max_value=t.scale,
+        charts.radar_chart(axes, values, out / "radar", title=f"{lb.benchmark}: {name}", value_range=scale.bounds,
                            formats=chart_formats or (shown,))
         images[f"{name} (radar)"] = out / f"radar.{shown}"
     if subs:  # the subset / decay chart only when the spec declares subsets
@@ -221,12 +224,13 @@ def write_leaderboard(lb: Leaderboard, out_dir: Path, agreement: Path | None = N
                              notes={r.label: f"decay {fmt(r.decay_pct, 1)}%" for r in lb.rows if r.decay_pct is not None},
                              intervals={r.label: [ci.get(r.label, {}).get(x) for x in subs] for r in lb.rows},
                              formats=chart_formats or (shown,))
-        images["Subsets"] = out / f"subsets.{shown}"
+        images[html_views.breakdown_title(lb, "subset", "Subsets")] = out / f"subsets.{shown}"
     if any(r.run is not None for r in lb.rows):
         labels = [r.label for r in lb.rows]
         charts.length_chart({(r.label if labels.count(r.label) == 1 else f"{r.label} ({r.judge})"): _length_points(r, t.scale)
                              for r in lb.rows if r.run is not None},
-                            out / "length", title=f"{lb.benchmark}: reply length vs question score", max_value=t.scale,
+                            out / "length", title=f"{lb.benchmark}: reply length vs question score",
+                            value_range=scale.bounds,
                             formats=chart_formats or (shown,))
         images["Reply length vs question score (one point per question; Spearman rho in the title)"] = \
             out / f"length.{shown}"

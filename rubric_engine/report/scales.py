@@ -1,13 +1,18 @@
-"""Tables of scores on a scale (judge.verdict.kind: score): per turn and per group, each with its interval.
+"""The range a report draws its numbers on, and the tables of scores on a scale: per turn and per group, each
+with its interval.
 
-Why apart from report/console.py: a score run's tables carry what a criteria run's do not (the scale, a mean
-per candidate turn, the judgments behind each number and a 95% interval per group, from summary.json's
-`turns` and `group_intervals`); the console and the leaderboard draw them from here, so both say the same.
+Why apart from report/console.py: a run whose judge rates on a declared scale carries what other runs do not
+(the scale, a mean per candidate turn, the judgments behind each number and a 95% interval per group, from
+summary.json's `scale`, `turns` and `group_intervals`); the console, the leaderboard and report.html draw them
+from here, so all say the same. `score_range` is the one answer to "from what to what do this page's numbers
+run": the stated scale, the heatmap's colours and the charts' score axes all take it from the runs' own data,
+never from the evaluation shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.text.terminal import shown
@@ -15,9 +20,43 @@ from rubric_engine.text.terminal import shown
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["scale_tables", "print_scale", "leaderboard_scale_tables", "turn_table"]
+__all__ = ["ScoreRange", "score_range", "scale_tables", "print_scale", "leaderboard_scale_tables", "turn_table"]
 
 Row = tuple[str, Any, Any, Any, Any]  # label, score, lo, hi, count
+
+
+@dataclass(frozen=True)
+class ScoreRange:
+    """The bottom and top of the scale a page's question and group scores lie on (after scoring.scale)."""
+
+    lo: float
+    hi: float
+
+    @property
+    def text(self) -> str:
+        """'1–10', '0–100': how a page states its scale."""
+        return f"{self.lo:g}–{self.hi:g}"
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return self.lo, self.hi
+
+    def fraction(self, value: float) -> float:
+        """Where value lies between the bottom (0) and the top (1) of the range, clipped to it."""
+        span = self.hi - self.lo
+        return max(0.0, min(1.0, (value - self.lo) / span if span else 0.0))
+
+
+def score_range(rows: Sequence[Any], scale: float) -> ScoreRange:
+    """The range of the rows' runs: the declared range their summaries carry (summary.json `scale`, the judge's
+    min and max; the union when runs differ) times scoring.scale, else 0 to scoring.scale (a score that is a
+    fraction of points, or a win rate)."""
+    declared = [sc for r in rows if getattr(r, "run", None) is not None
+                for sc in [(r.run.summary or {}).get("scale") or {}] if sc.get("min") is not None]
+    if not declared:
+        return ScoreRange(0.0, float(scale))
+    lo, hi = min(float(sc["min"]) for sc in declared), max(float(sc["max"]) for sc in declared)
+    return ScoreRange(lo * scale, hi * scale)
 
 
 def _fmt(x: Any) -> str:
@@ -56,8 +95,8 @@ def print_scale(summary: Mapping[str, Any], spec: Mapping[str, Any], console: "C
     """The score run's tables: each group's mean on the declared scale, its 95% interval and its count."""
     from rich.table import Table
 
-    sc = summary.get("scale") or {}
-    scale = f"{sc.get('min', 0):g}-{sc.get('max', 0):g}" if sc.get("min") is not None else ""
+    sc, times = summary.get("scale") or {}, float((spec.get("scoring") or {}).get("scale", 1))
+    scale = f"{sc['min'] * times:g}-{sc['max'] * times:g}" if sc.get("min") is not None else ""  # as the means are
     for table in scale_tables(summary, spec):
         t = Table(title=f"{shown(table['title'])} (scale {scale})")
         for col, right in ((shown(table["title"]), False), ("Mean", True), ("95% interval", True),

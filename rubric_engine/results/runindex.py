@@ -165,18 +165,21 @@ def _taxonomy(run_dir: Path) -> RunTaxonomy | None:
 
 def _tables(summary: dict[str, Any], tax: RunTaxonomy | None) -> dict[str, dict[str, float | None]]:
     """The run's breakdowns (summary.json `breakdowns`: the spec's own tables, under their declared titles), then its
-    dimension, ability, subset and scenario scores where no breakdown of that id holds them; groups under their
-    labels where the spec gives them."""
+    dimension, ability, subset and scenario scores where no breakdown of that id, or grouping by that kind, holds
+    them; groups under their labels where the spec gives them."""
     titles = {bid: title for bid, title, _ in tax.breakdowns} if tax else {}
+    held = summary.get("breakdowns") if isinstance(summary.get("breakdowns"), dict) else {}
+    declared = {by for bid, _, by in tax.breakdowns if held.get(bid)} if tax else set()  # kinds shown already
     names = {**tax.labels, **tax.subset_labels, **tax.scenario_labels} if tax else {}
     out: dict[str, dict[str, float | None]] = {}
-    for bid, groups in (summary.get("breakdowns") or {}).items():
+    for bid, groups in held.items():
         if isinstance(groups, dict) and groups:
             out[titles.get(str(bid), str(bid))] = {names.get(str(g), str(g)): _number(v.get("score") if isinstance(
                 v, dict) else v) for g, v in groups.items()}
-    for key in ("dimensions", "abilities", "subsets", "scenarios"):
+    for key, by in (("dimensions", "dimension"), ("abilities", "ability"), ("subsets", "subset"),
+                    ("scenarios", "scenario")):
         part = summary.get(key)
-        if key not in (summary.get("breakdowns") or {}) and isinstance(part, dict):
+        if key not in held and by not in declared and isinstance(part, dict):
             values = {"Decay %" if k == "decay_pct" else names.get(str(k), str(k)): _number(v)
                       for k, v in part.items() if k != "decay_base"}
             if values:
