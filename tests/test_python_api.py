@@ -141,8 +141,11 @@ from rubric_engine.models.named import model_entry
 result = rubric_engine.evaluate("heartbench", "openai/cand", "mock", data_path=sys.argv[1], limit=2,
                                 run_dir=sys.argv[2], cache=False)
 named = model_entry("gpt-4o", "candidate")
+from rubric_engine.reward.rubric import RubricReward
+with RubricReward("heartbench", "mock", data_path=sys.argv[1], cache=False) as reward:
+    rewards = reward(prompts=["..."], completions=["I hear you."], question_id=["mq01aa"])
 print(json.dumps({"candidate": result.candidate, "judge": result.judge, "scored": result.counts.scored,
-                  "gpt-4o": [named.name, named.model, named.api_key_env],
+                  "gpt-4o": [named.name, named.model, named.api_key_env], "rewards": len(rewards),
                   "loaded": sorted({m.split(".")[0] for m in sys.modules} & {"hydra", "omegaconf"})}))
 """
 
@@ -150,7 +153,8 @@ print(json.dumps({"candidate": result.candidate, "judge": result.judge, "scored"
 def test_entries_by_name_and_by_litellm_id_resolve_without_hydra(tmp_path: Path) -> None:
     """In a fresh interpreter: candidate `openai/cand` (a LiteLLM id; its endpoint moved by OPENAI_BASE_URL to
     the fake server, its key from OPENAI_API_KEY as for any openai/ id) and judge `mock` (the shipped entry's
-    name) run a whole evaluation, `gpt-4o` names the shipped entry, and neither Hydra nor OmegaConf is imported."""
+    name) run a whole evaluation, `gpt-4o` names the shipped entry, a RubricReward judged by `mock` rewards a
+    rollout, and neither Hydra nor OmegaConf is imported."""
     with FakeServer(Script()) as srv:
         env = {**clean_env(tmp_path), "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": srv.url}
         env.pop("OPENAI_API_BASE", None)
@@ -160,7 +164,7 @@ def test_entries_by_name_and_by_litellm_id_resolve_without_hydra(tmp_path: Path)
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got == {"candidate": "openai/cand", "judge": "mock-judge", "scored": 2,
-                   "gpt-4o": ["gpt-4o", "openai/gpt-4o-2024-11-20", "OPENAI_API_KEY"], "loaded": []}
+                   "gpt-4o": ["gpt-4o", "openai/gpt-4o-2024-11-20", "OPENAI_API_KEY"], "rewards": 1, "loaded": []}
     assert called == ["cand", "cand"]  # the id's calls went to the fake server, nowhere else
 
 
@@ -179,6 +183,24 @@ def test_a_run_that_scored_nothing_raises(tmp_path: Path, fake_key: str) -> None
                           "see samples.jsonl for each error")
     assert err.run_dir == tmp_path / "run" and (tmp_path / "run" / "samples.jsonl").is_file()
     assert err.summary["counts"]["scored"] == 0 and str(tmp_path / "run") in str(err)
+
+
+def test_reward_from_python_words_equals_the_command_line_words(tmp_path: Path, fake_key: str) -> None:
+    """rubric_engine.reward.rubric.RubricReward (a judge entry and keyword options, no Hydra) rewards rollouts
+    exactly as the key=value form (rubric_engine.RubricReward, overrides=) does for the same judge, and the
+    key=value form is one of it."""
+    from rubric_engine import RubricReward as WordsReward
+    from rubric_engine.reward.rubric import RubricReward
+
+    rollouts = [(r["question_id"], f"I hear you. {'Tell me more. ' * k}") for r in ROWS[:3] for k in (0, 2)]
+    with FakeServer(Script()) as srv:
+        judge = [a for a in model_args(srv.url) if a.startswith("judge")]
+        with RubricReward("heartbench", entry(srv.url, "judge"), data_path=MINI, cache=False) as python:
+            got = python(prompts=["..."] * 6, completions=[t for _, t in rollouts], question_id=[q for q, _ in rollouts])
+        with WordsReward(benchmark="heartbench", overrides=[f"data.path={MINI}", "cache.enabled=false", *judge]) as words:
+            want = words(prompts=["..."] * 6, completions=[t for _, t in rollouts], question_id=[q for q, _ in rollouts])
+            assert isinstance(words, RubricReward)
+    assert got == want and all(g is not None for g in got) and len(set(got)) > 1
 
 
 def test_unknown_option_is_one_line_with_the_closest_name(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from rubric_engine.errors import ConfigError, NothingScored
 from rubric_engine.run.loops import run_sync
 from rubric_engine.run.result import EvalResult, nothing_scored, result_of
 
-__all__ = ["evaluate", "evaluate_async", "EvalOptions", "benchmark_slug"]
+__all__ = ["evaluate", "evaluate_async", "EvalOptions", "settings_for", "benchmark_slug"]
 
 ModelRef = Any  # an entry name, a LiteLLM id, a dict entry or a ModelSpec (models/named.model_entry)
 
@@ -137,6 +137,12 @@ def _settings(benchmark: str, candidate: ModelRef, judge: ModelRef, opts: EvalOp
         max_retries=opts.max_retries, cache_dir=path(opts.cache_dir), cache_enabled=bool(opts.cache),
         progress=progress, quiet=opts.console is None, trust_code=opts.trust_code, repeats=opts.repeats,
         samples=opts.samples, candidate_errors=opts.candidate_errors, retry_errors=opts.retry_errors)
+
+
+def settings_for(benchmark: str, candidate: ModelRef = None, judge: ModelRef = None, **options: Any) -> Any:
+    """The `RunSettings` `evaluate` would run with (models resolved, options checked); for a reward built from the
+    same words (reward/rubric.py)."""
+    return _settings(benchmark, candidate, judge, _options(options))
 
 
 def _consoles(opts: EvalOptions) -> tuple[Any, Any, io.StringIO | None]:
