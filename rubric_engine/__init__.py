@@ -1,15 +1,15 @@
 """rubric-engine: rubric-based LLM-as-a-judge benchmarks from declarative specs.
 
-The engine is callable from Python without Hydra::
+The engine is callable from Python without Hydra, in a notebook too (docs/python-api.md)::
 
-    from rubric_engine import ModelSpec, RunSettings, run_benchmark
-    summary = run_benchmark(RunSettings(benchmark="<name or spec dir>", out_dir=Path("out"),
-                                        candidate=ModelSpec(name="gpt-4o", model="openai/gpt-4o",
-                                                            api_key_env="OPENAI_API_KEY")))
+    from rubric_engine import evaluate
+    result = evaluate("<name or spec dir>", "gpt-4o", "openai/gpt-4o-mini", limit=10)  # an EvalResult
+    result.overall, result.interval, result.counts, result.run_dir
 
 Public names are resolved lazily (PEP 562), so `import rubric_engine.scoring.aggregate` does not pay for rich,
 diskcache, jinja2 or pydantic. LiteLLM is imported only when a model call is really made; Hydra only by
-the CLI (and by `RubricReward`, cli/reward.py, which composes a run's key=value overrides as the CLI does).
+the CLI (and by `RubricReward`, cli/reward.py, which composes a run's key=value overrides as the CLI does;
+rubric_engine.reward.rubric.RubricReward takes evaluate's words without it).
 """
 
 from __future__ import annotations
