@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,42 @@ def test_reward_from_python_words_equals_the_command_line_words(tmp_path: Path, 
             want = words(prompts=["..."] * 6, completions=[t for _, t in rollouts], question_id=[q for q, _ in rollouts])
             assert isinstance(words, RubricReward)
     assert got == want and all(g is not None for g in got) and len(set(got)) > 1
+
+
+def test_interrupting_a_sync_evaluate_in_a_loop_stops_the_run_and_the_same_call_resumes(tmp_path: Path,
+                                                                                        fake_key: str) -> None:
+    """A KeyboardInterrupt in the thread waiting on `evaluate()` (a notebook's stop button) stops the run on its
+    worker thread with its journal closed; the same call then finishes it, asking only what was not finished."""
+    import _thread
+    import threading
+
+    from rubric_engine import evaluate
+
+    def cell(url: str) -> Any:
+        async def body() -> Any:
+            return evaluate("heartbench", entry(url, "cand"), entry(url, "judge"),
+                            **api_options(tmp_path, run_dir=tmp_path / "run", concurrency=1, cache=False))
+        loop = asyncio.new_event_loop()  # a running loop whose SIGINT handling is Python's own (as in a kernel)
+        try:
+            return loop.run_until_complete(body())
+        finally:
+            loop.close()
+
+    with FakeServer(Script(delay=0.3)) as srv:
+        def interrupt_after_two() -> None:
+            while sum(r["model"] == "judge" for r in srv.requests) < 2:
+                time.sleep(0.01)
+            _thread.interrupt_main()
+
+        threading.Thread(target=interrupt_after_two, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            cell(srv.url)
+        first = sum(r["model"] == "cand" for r in srv.requests)
+        manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
+        assert manifest["state"] != "complete" and first < LIMIT
+        result = cell(srv.url)
+        again = sum(r["model"] == "cand" for r in srv.requests) - first
+    assert result.counts.scored == LIMIT and again < LIMIT  # the finished questions were not asked again
 
 
 def test_unknown_option_is_one_line_with_the_closest_name(tmp_path: Path) -> None:

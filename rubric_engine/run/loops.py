@@ -62,13 +62,15 @@ def _run_here(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _run_on_thread(coro: Coroutine[Any, Any, T]) -> T:
-    """`coro` on a new loop in a worker thread while this thread waits; a KeyboardInterrupt here cancels it."""
+    """`coro` on a new loop in a worker thread while this thread waits; a KeyboardInterrupt here cancels it.
+    The wait is on an Event, never Thread.join: a join interrupted by KeyboardInterrupt (Python 3.11) may mark the
+    thread ended while it still runs, and the run would then go on after the caller was told it stopped."""
     done: dict[str, Any] = {}
-    ready = threading.Event()
+    started, ended = threading.Event(), threading.Event()
 
     async def main() -> T:
         done["loop"], done["task"] = asyncio.get_running_loop(), asyncio.current_task()
-        ready.set()
+        started.set()
         return await coro
 
     def work() -> None:
@@ -77,21 +79,21 @@ def _run_on_thread(coro: Coroutine[Any, Any, T]) -> T:
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, raised there
             done["error"] = exc
         finally:
-            ready.set()
+            started.set()
+            ended.set()
 
-    worker = threading.Thread(target=work, name="rubric-engine-run", daemon=True)
-    worker.start()
+    threading.Thread(target=work, name="rubric-engine-run", daemon=True).start()
     try:
-        while worker.is_alive():
-            worker.join(0.1)
+        while not ended.wait(0.1):
+            pass
     except KeyboardInterrupt:
-        ready.wait()
-        if "loop" in done and not done["loop"].is_closed():
+        started.wait()
+        if not ended.is_set():
             try:
                 done["loop"].call_soon_threadsafe(done["task"].cancel)
-            except RuntimeError:  # closed meanwhile: the coroutine has ended
+            except RuntimeError:  # its loop closed meanwhile: the coroutine has ended
                 pass
-        worker.join()
+        ended.wait()
         raise
     if "error" in done:
         raise done["error"]
