@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -194,12 +193,13 @@ def test_reward_from_python_words_equals_the_command_line_words(tmp_path: Path, 
     from rubric_engine.reward.rubric import RubricReward
 
     rollouts = [(r["question_id"], f"I hear you. {'Tell me more. ' * k}") for r in ROWS[:3] for k in (0, 2)]
+    columns = {"prompts": ["..."] * 6, "completions": [t for _, t in rollouts], "question_id": [q for q, _ in rollouts]}
     with FakeServer(Script()) as srv:
         judge = [a for a in model_args(srv.url) if a.startswith("judge")]
         with RubricReward("heartbench", entry(srv.url, "judge"), data_path=MINI, cache=False) as python:
-            got = python(prompts=["..."] * 6, completions=[t for _, t in rollouts], question_id=[q for q, _ in rollouts])
+            got = python(**columns)
         with WordsReward(benchmark="heartbench", overrides=[f"data.path={MINI}", "cache.enabled=false", *judge]) as words:
-            want = words(prompts=["..."] * 6, completions=[t for _, t in rollouts], question_id=[q for q, _ in rollouts])
+            want = words(**columns)
             assert isinstance(words, RubricReward)
     assert got == want and all(g is not None for g in got) and len(set(got)) > 1
 

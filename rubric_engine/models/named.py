@@ -80,7 +80,8 @@ def model_entry(value: str | Mapping[str, Any] | ModelSpec | None, role: str,
     or a LiteLLM id (entry_data), a dict entry (the keys of an entry file: model, api_base, api_key_env, params,
     ...; `entry: NAME` starts from that entry and changes the keys given beside it), or a ModelSpec as is.
     `timeout`: the run-wide override, as `timeout=` on the command line. As on the command line, an entry whose
-    api_base is changed gets a key only from an api_key_env changed with it (a key goes only where its entry sends it)."""
+    api_base is changed gets a key only from an api_key_env changed with it (a key goes only where its entry
+    sends it)."""
     if value is None or isinstance(value, ModelSpec):
         return value
     if isinstance(value, str):
