@@ -119,8 +119,7 @@ def _settings(benchmark: str, candidate: ModelRef, judge: ModelRef, opts: EvalOp
         concurrency = parse_concurrency(opts.concurrency)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    progress = {True: "auto", False: "none"}.get(opts.progress, opts.progress) if isinstance(opts.progress, bool) \
-        else str(opts.progress)
+    progress = ("auto" if opts.progress else "none") if isinstance(opts.progress, bool) else str(opts.progress)
     if progress not in ("auto", "rich", "plain", "none"):
         raise ConfigError(f"progress={opts.progress!r} is not valid; use True, False, 'auto', 'rich' or 'plain'")
     jury = [model_entry(j, "judge", opts.timeout) for j in judge] if isinstance(judge, (list, tuple)) else []
