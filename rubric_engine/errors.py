@@ -8,7 +8,8 @@
     │   └── FatalModelError      retrying cannot help (401, 404, 400, context too long)
     ├── AnswersError             an answers file for score-only runs is wrong
     ├── CacheError               the durable call cache cannot be opened, read or written
-    └── DiskFull                 a file of the run could not be written: no space left (the file, the fix)
+    ├── DiskFull                 a file of the run could not be written: no space left (the file, the fix)
+    └── NothingScored            a run finished but scored nothing (the Python API's exit 1: evaluate())
 
 Messages are one line a user can act on; the attributes carry the same facts for code.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "CacheError",
     "DiskFull",
     "disk_full",
+    "NothingScored",
 ]
 
 
@@ -80,6 +82,17 @@ class DiskFull(RubricEngineError):
     def __str__(self) -> str:
         return (f"no space left on the disk holding {self.path}: could not write it; free space there, then run the "
                 f"same command again (a run resumes where it stopped){'; ' + self.kept if self.kept else ''}")
+
+
+class NothingScored(RubricEngineError):
+    """A run finished but scored nothing (every question a candidate or judge error): what the command line ends
+    with exit 1 for. `reason`: the one line why; `run_dir`: the run's directory (samples.jsonl holds each error);
+    `summary`: its summary.json. The same run with `retry_errors=True` asks the failed questions again."""
+
+    def __init__(self, reason: str, run_dir: Any, summary: Any) -> None:
+        super().__init__(f"{reason}; run directory {run_dir} (the same call with run_dir= it and retry_errors=True "
+                         "asks the failed questions again)")
+        self.reason, self.run_dir, self.summary = reason, run_dir, summary
 
 
 def disk_full(exc: BaseException) -> bool:

@@ -10,18 +10,17 @@ Why one module: a user who learnt `rubric-engine benchmark=my_bench limit=5` sho
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigError
+from rubric_engine.models.named import CONFIG_DIRS_ENV, config_dirs  # the user's entry directories
 
 __all__ = ["Command", "Parsed", "HelpRequested", "COMMANDS", "parse", "as_int", "as_bool", "as_list", "did_you_mean",
            "config_dirs", "CONFIG_DIRS_ENV"]
 
-CONFIG_DIRS_ENV = "RUBRIC_ENGINE_CONFIG_DIRS"
 COMMON = {"debug": "true: show the full traceback on errors"}
 
 
@@ -162,23 +161,6 @@ def as_list(value: Any) -> list[str]:
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
     return [p.strip().strip("'\"") for p in text.split(",") if p.strip()]
-
-
-def config_dirs(cwd: Path | None = None) -> list[Path]:
-    """User directories holding model entries (`candidate/<name>.yaml`, `judge/<name>.yaml`, `user/<name>.yaml`),
-    in order: $RUBRIC_ENGINE_CONFIG_DIRS (os.pathsep-separated), then ./conf when it has candidate/, judge/ or user/."""
-    found: list[Path] = []
-    for part in os.environ.get(CONFIG_DIRS_ENV, "").split(os.pathsep):
-        if part.strip():
-            found.append(Path(part).expanduser().resolve())
-    local = (cwd or Path.cwd()) / "conf"
-    if (local / "candidate").is_dir() or (local / "judge").is_dir() or (local / "user").is_dir():
-        found.append(local.resolve())
-    unique: list[Path] = []
-    for d in found:
-        if d not in unique:
-            unique.append(d)
-    return unique
 
 
 _RUN_DIRS: dict[str, Any] = {"unknown_word": "option", "missing": "no run directory given"}

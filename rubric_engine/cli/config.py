@@ -14,15 +14,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rubric_engine.errors import ConfigError
-from rubric_engine.models.adhoc import adhoc_entry, is_model_id
+from rubric_engine.models.adhoc import is_model_id
 from rubric_engine.models.concurrency import parse_concurrency
 from rubric_engine.models.entries import MAX_TIMEOUT
+from rubric_engine.models.named import CONFIG_MODULE, entry_data, entry_file as _entry_file
 from rubric_engine.models.workers import workers_count
 
-__all__ = ["CONFIG_MODULE", "settings_from_config"]
-
-CONFIG_MODULE = "rubric_engine.conf"
-
+__all__ = ["CONFIG_MODULE", "settings_from_config", "entry_data"]  # the entry readers: models/named.py
 
 def _model_spec(node: Any, role: str, timeout: float | None, given: set[str] | None = None) -> Any:
     from rubric_engine.models.entries import ModelSpec
@@ -100,26 +98,6 @@ def _juror(node: Any, timeout: float | None, given: set[str]) -> Any:
     return _model_spec(entry_data(name, "judge", ("judge",)), "judge", timeout, given)
 
 
-def _read_entry(found: Any) -> Any:
-    """An entry file's YAML (a juror's, a baseline's, a paraphraser's): the one reader of entries found by name."""
-    import yaml
-
-    return yaml.safe_load(found.read_text(encoding="utf-8"))
-
-
-def _entry_file(name: str, group: str) -> Any:
-    """A model entry's file by name, as Hydra's search path finds `candidate=<name>`: the shipped conf/<group>/
-    first, then the user's config dirs (a shipped entry is never silently replaced by a user file)."""
-    from importlib import resources
-
-    from rubric_engine.cli.args import config_dirs
-
-    if not re.fullmatch(r"(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*", name):
-        return None  # (an entry may sit in a folder, conf/judge/openai/x.yaml, as Hydra allows; never a `..` part)
-    places = [Path(d) / group / f"{name}.yaml" for d in config_dirs()]
-    return next((p for p in [resources.files(CONFIG_MODULE) / group / f"{name}.yaml", *places] if p.is_file()), None)
-
-
 def _baseline(node: Any, timeout: float | None, given: set[str]) -> Any:
     """`baseline=ENTRY` (a conf/candidate/ entry, resolved as jurors are, or an ad-hoc LiteLLM id such as
     openai/gpt-4o) with `baseline.model=` / `baseline.api_base=` / `baseline.api_key_env=` overrides; None
@@ -138,18 +116,6 @@ def _baseline(node: Any, timeout: float | None, given: set[str]) -> Any:
         data.update(name="mock-baseline", model="mock/baseline")
     data.update(changes)
     return _model_spec(data, "baseline", timeout, given)
-
-
-def entry_data(name: str, role: str, groups: tuple[str, ...]) -> dict[str, Any]:
-    """`role=NAME` given outside a group override (baseline=, robustness's paraphraser=): the first entry file
-    of that name in `groups` (found as Hydra finds `candidate=NAME`), else an ad-hoc LiteLLM id (provider/model)."""
-    found = next((f for f in (_entry_file(name, g) for g in groups) if f is not None), None)
-    if found is not None:
-        return dict(_read_entry(found) or {})
-    if is_model_id(name):
-        return adhoc_entry(name, role)  # the one way an id stands for an entry (models/adhoc.py)
-    raise ConfigError(f"{role}={name}: not a {' or '.join(f'conf/{g}/' for g in groups)} entry nor a LiteLLM id "
-                      "(provider/model); use an entry name such as mock or an id such as openai/gpt-4o")
 
 
 def _whole(cfg: DictConfig, key: str, minimum: int, optional: bool = False) -> None:

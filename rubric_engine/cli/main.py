@@ -28,17 +28,12 @@ from rubric_engine.cli.startup import report_worker_for, shut_down, start_up, st
 from rubric_engine.cli.subcommands import (SUBCOMMANDS, closed_pipe, fail, is_config_library_error, one_line,
                                            pipes_close_quietly, print_quietly, run_subcommand, short_help)
 from rubric_engine.errors import ConfigError, RubricEngineError
+from rubric_engine.run.evaluate import benchmark_slug  # the run directory's name, as the Python API names it
+from rubric_engine.run.result import nothing_scored  # exit 1: the rule the Python API raises NothingScored on
 # error.txt / rejected.txt: a failed / rejected sweep job's one line (the leaderboard lists it as not ranked)
 from rubric_engine.store.layout import ERROR_FILE, REJECTED_FILE, SUMMARY_FILE, discard_untouched, untouched
 
 __all__ = ["main", "SweepLeaderboard"]
-
-
-def _slug(value: Any) -> str:
-    """A directory-safe name for a benchmark given by name or by path (`benchmark=.`: the directory's own name)."""
-    path = Path(str(value).rstrip("/\\"))
-    name = (path.resolve().name if path.name in ("", ".", "..") else path.name) or str(value)
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
 _MAX_DIR_BYTES = 200  # file systems allow 255 bytes per name; room is left for the job number prefix
@@ -70,24 +65,9 @@ def _launch_id() -> str:
     return _LAUNCH_ID
 
 
-for _name, _fn in (("benchmark_slug", _slug), ("dir_safe", _dir_safe), ("launch_id", _launch_id)):
+for _name, _fn in (("benchmark_slug", benchmark_slug), ("dir_safe", _dir_safe), ("launch_id", _launch_id)):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _fn)
-
-
-def nothing_scored(summary: dict[str, Any]) -> str | None:
-    """Why a finished run counts as failed (exit 1), or None: a run that scored nothing is not a success."""
-    c = summary.get("counts", {})
-    n, cand, judge = c.get("questions", 0), c.get("candidate_errors", 0), c.get("judge_errors", 0)
-    if summary.get("stage") == "generate":
-        if n and cand >= n:
-            return f"nothing was generated: all {n} candidate calls failed ({cand} errors); see answers.jsonl"
-        return None
-    if c.get("scored", 0) - c.get("candidate_errors_zeroed", 0) == 0:  # zeros for failed calls are not scores
-        users = f", {c['user_errors']} simulated-user errors" if c.get("user_errors") else ""
-        return (f"nothing was scored: 0 of {n} questions ({cand} candidate errors, {judge} judge errors{users}); "
-                "see samples.jsonl for each error")
-    return None
 
 
 def _run_job(cfg: DictConfig) -> int:

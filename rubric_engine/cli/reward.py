@@ -21,6 +21,7 @@ from typing import Any
 from rubric_engine.cli.args import COMMANDS, HelpRequested, as_int
 from rubric_engine.cli.config import settings_from_config
 from rubric_engine.errors import ConfigError
+from rubric_engine.reward import rubric as reward_rubric
 from rubric_engine.reward.frameworks import Reward
 
 __all__ = ["RubricReward", "settings_from_overrides", "serve_reward_main"]
@@ -59,11 +60,12 @@ def _overrides(benchmark: str | None, judge: str | None, overrides: Sequence[str
     return [*([f"benchmark={benchmark}"] if benchmark else []), *([f"judge={judge}"] if judge else []), *overrides]
 
 
-class RubricReward(Reward):
+class RubricReward(reward_rubric.RubricReward):
     """A rubric reward configured like a run: `benchmark`, `judge` (an entry name) and `overrides`, the command
     line's key=value words (`judge.api_base=...`, `data.path=...`, `cache.enabled=false`, `concurrency=...`).
     `shadow`: a judge entry grading `shadow_fraction` of distinct rollouts, `shadow_overrides` its keys
-    (`judge.api_base=...`, as for the judge). See reward/frameworks.py for the interfaces."""
+    (`judge.api_base=...`, as for the judge). See reward/frameworks.py for the interfaces. The same reward from
+    Python's words, without Hydra: rubric_engine.reward.rubric.RubricReward (this class's base)."""
 
     def __init__(self, benchmark: str | None = None, judge: str | None = None, overrides: Sequence[str] = (), *,
                  id_column: str | None = None, shadow: str | None = None, shadow_overrides: Sequence[str] = (),
@@ -74,8 +76,9 @@ class RubricReward(Reward):
         if shadow:  # built as `judge=<shadow>` is, with the main run's other keys (benchmark, data, timeout)
             keep = [o for o in given if not o.lstrip("+").startswith(("judge", "jury"))]
             shadow_spec = settings_from_overrides([*keep, f"judge={shadow}", *shadow_overrides]).judge
-        super().__init__(settings, id_column=id_column, shadow=shadow_spec, shadow_fraction=shadow_fraction,
-                         failure_score=failure_score, counts_path=counts_path)
+        # the words built the settings; the base's own constructor builds them from Python's words instead
+        Reward.__init__(self, settings, id_column=id_column, shadow=shadow_spec, shadow_fraction=shadow_fraction,
+                        failure_score=failure_score, counts_path=counts_path)
 
 
 _OWN = ("port", "host", "id_column", "failure_score", "shadow", "shadow_fraction", "counts_path", "debug", "token_env",

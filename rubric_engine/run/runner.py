@@ -35,6 +35,7 @@ from rubric_engine.run import stream as runstream
 from rubric_engine.run.identity import is_shipped, is_shipped_name, run_identity, spec_digest
 from rubric_engine.run.provenance import run_provenance
 from rubric_engine.run.journal import JournalWriter, run_fingerprint
+from rubric_engine.run.loops import run_sync
 from rubric_engine.run.pipeline import run_pipeline
 from rubric_engine.run.pairwise import baseline_answers, pairwise_section
 from rubric_engine.run.plan import plan_run
@@ -52,7 +53,7 @@ from rubric_engine.stats.scores import question_score, zero_fields
 from rubric_engine.store import layout as rundir
 from rubric_engine.text.terminal import SafeConsole, shown
 
-__all__ = ["run_benchmark", "load_inputs", "given_answers", "with_run_data"]
+__all__ = ["run_benchmark", "run_benchmark_async", "load_inputs", "given_answers", "with_run_data"]
 
 log = logging.getLogger("rubric_engine")  # Hydra writes it to <run dir>/rubric-engine.log
 
@@ -118,9 +119,19 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     holds its directory's lock throughout (rundir.RunLock): a second process into the same directory is refused.
     `checked` is called once the spec, data, plan and keys have passed their checks, before the run directory
     is written (the command line starts its report worker there: cli/startup.report_worker_for).
+    Runs an event loop of its own (run/loops.run_sync: on a worker thread when one already runs here); code inside
+    a loop may await `run_benchmark_async` instead.
     """
+    return run_sync(run_benchmark_async(settings, console, results, warned, checked=checked))
+
+
+async def run_benchmark_async(settings: RunSettings, console: Console | None = None,
+                              results: Console | None = None, warned: set[str] | None = None, *,
+                              checked: Callable[[], object] | None = None) -> dict[str, Any]:
+    """`run_benchmark` on the caller's event loop: the model calls run there (the checks, the loading and the
+    files written at the end are plain blocking work between them)."""
     with rundir.RunLock(Path(settings.out_dir)):
-        return _run_locked(settings, console, results, set() if warned is None else warned, checked)
+        return await _run_locked(settings, console, results, set() if warned is None else warned, checked)
 
 
 def _warn(console: Console, warned: set[str], text: str, key: str | None = None) -> None:
@@ -148,8 +159,8 @@ def _kept(full: DiskFull, cache: ResultCache | None) -> str:
             "on resume (cache.dir= on another disk keeps them)")
 
 
-def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
-                warned: set[str], checked: Callable[[], object] | None) -> dict[str, Any]:
+async def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
+                      warned: set[str], checked: Callable[[], object] | None) -> dict[str, Any]:
     console = console or SafeConsole(stderr=True)
     results = results or SafeConsole()
     POOL.configure(settings.workers)  # workers=N: model calls in N processes (models/workers.py)
@@ -245,9 +256,12 @@ def _run_locked(settings: RunSettings, console: Console | None, results: Console
 
     saved = interrupt.handlers()
     try:
-        calls = asyncio.run(run_pipeline(settings, plan, spec, todo, given, cache, console, stages, finished,
-                                         baseline=base_answers,
-                                         observer=transcripts.observe if transcripts is not None else None))
+        # a task of its own, as asyncio.run gave it: a signal cancels the pipeline (models/interrupt.SignalStop), not
+        # the caller's task
+        calls = await asyncio.ensure_future(run_pipeline(settings, plan, spec, todo, given, cache, console, stages,
+                                                         finished, baseline=base_answers,
+                                                         observer=transcripts.observe if transcripts is not None
+                                                         else None))
     except asyncio.CancelledError:
         if not interrupt.stopped():
             raise
