@@ -36,9 +36,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),
     ("reward",),  # above run/: a reward loads spec and data and plans its judges as a run does (run/runner, run/plan)
     ("run",),
-    ("shapes",),  # the evaluation shapes' strategies (issue #36): run/ and cli/ ask them; below, facts are passed in
     ("report",),
     ("results", "validity", "authoring"),
+    ("shapes",),  # the evaluation shapes' strategies (issue #36): every layer above asks them; below, facts are passed in
     ("judge", "stats", "store"),
     ("dataset",),
     ("spec",),

@@ -3,5 +3,5 @@ conversation) and how it is judged (criteria, a score on a scale, a pairwise com
 shape and one registry (registry.py) that maps a spec's names to them.
 
 May import `judge`, `stats`, `store`, `dataset`, `spec`, `models`, `scoring`, `errors`, `datatypes`, `records`
-and `text` (not `report`, `results`, `validity` or `authoring`: they sit below too, but a shape needs none of them).
+and `text`. Everything from `results`, `validity` and `authoring` up may ask it.
 """

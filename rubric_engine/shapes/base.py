@@ -18,6 +18,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import judge_messages
+from rubric_engine.stats.scores import question_score, rescored_fields
 
 if TYPE_CHECKING:
     from rubric_engine.judge.checked import Grader
@@ -107,8 +108,6 @@ class Verdict:
 
     def question_score(self, spec: "BenchmarkSpec", question: Question, result: JudgeResult) -> Any:
         """The question's score from a judgment with verdicts (None: this verdict scores in its record)."""
-        from rubric_engine.stats.scores import question_score
-
         return question_score(spec, question.criteria, [v.hit for v in result.verdicts or []])
 
     def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> dict[str, Any]:
@@ -119,6 +118,11 @@ class Verdict:
                        clip: Callable[[str], str]) -> dict[str, Any]:
         """Record fields this verdict writes after the score (a comparison's games)."""
         return {}
+
+    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+        """`rescore`: a stored record with its score fields recomputed from what this verdict stored (the
+        per-criterion verdicts; `rules` False: without the failure-rule items). `where` names the file."""
+        return rescored_fields(spec, rec, dict(rec), rules, where)
 
     def extra_usage(self, result: JudgeResult | None) -> dict[str, Any] | None:
         """Tokens, cost and cache hits of a further role this verdict called (a pairwise baseline), or None."""

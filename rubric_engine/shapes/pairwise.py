@@ -16,7 +16,9 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.pairwise import PairResult, baseline_reply, judge_pair, pair_fields
 from rubric_engine.judge.prompts import pair_messages
+from rubric_engine.scoring.pairwise import question_value
 from rubric_engine.shapes.base import Judging, Message, Verdict
+from rubric_engine.stats.scores import rescored_fields
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -43,6 +45,16 @@ class Pairwise(Verdict):
     def outcome_fields(self, spec: "BenchmarkSpec", result: JudgeResult | None,
                        clip: Callable[[str], str]) -> dict[str, Any]:
         return pair_fields(spec, result, clip) if isinstance(result, PairResult) else {}
+
+    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+        """Score and weight again from the stored games' labels (scoring/pairwise.py); a record with an error
+        (or without games: never judged) keeps its fields."""
+        out = dict(rec)
+        if "games" in rec and not (rec.get("judge_error") or rec.get("candidate_error")):
+            score, weight = question_value([(str(g["order"]), str(g["label"])) for g in rec["games"]],
+                                           spec.judge.verdict.strong_weight)
+            out.update(score=score, weight=weight)
+        return rescored_fields(spec, rec, out, rules, where)
 
     def extra_usage(self, result: JudgeResult | None) -> dict[str, Any] | None:
         """The baseline's tokens, cost and cache hits for the record (None: no baseline reply in `result`)."""

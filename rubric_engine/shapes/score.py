@@ -9,7 +9,7 @@ variables its template gets (`turn`, `references`), validate's scoring line and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
@@ -60,6 +60,16 @@ class Score(Verdict):
             out["score_votes"] = result.score_votes
         if result.raw_replies:
             out["judge_raw"] = [redact(clip(r)) for r in result.raw_replies]
+        return out
+
+    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+        """The question's score again from its stored turn scores (a record without turns: never judged)."""
+        if "turns" not in rec:
+            return super().rescored(spec, rec, rules, where)
+        out = dict(rec)
+        out.pop("weight", None)
+        if not rec.get("judge_error") and not rec.get("candidate_error"):
+            out.update(scalar_fields(rec["turns"]))
         return out
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
