@@ -183,6 +183,11 @@ def shape_branches(tree: ast.AST) -> list[tuple[int, str]]:
             if words & SHAPE_NAMES and fields & SHAPE_FIELDS:
                 found.append((node.lineno, f"compares {'/'.join(sorted(fields & SHAPE_FIELDS))} with "
                                            f"{'/'.join(sorted(words & SHAPE_NAMES))}"))
+        elif isinstance(node, ast.Match) and _names(node.subject) & SHAPE_FIELDS:
+            words = {c.value for case in node.cases for c in ast.walk(case.pattern)
+                     if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if words & SHAPE_NAMES:
+                found.append((node.lineno, f"matches on {'/'.join(sorted(words & SHAPE_NAMES))}"))
         elif isinstance(node, ast.Call):
             func = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
             if func in SHAPE_PREDICATES:
@@ -199,8 +204,10 @@ def test_shape_rule_finds_planted_branches() -> None:
             'x = 1 if is_score(spec) else 2\n'
             'if isinstance(jr, (PairResult, int)): pass\n'
             'ok = c.kind == "rule" or e.kind == "retry" or mode == "rich"\n'
-            'kinds = shape.verdict.name\n')
-    assert [line for line, _ in shape_branches(ast.parse(code))] == [1, 2, 3, 4]
+            'kinds = shape.verdict.name\n'
+            'match spec.conversation.mode:\n    case "scripted": pass\n    case _: pass\n'
+            'match hc.mode:\n    case "rich": pass\n')
+    assert [line for line, _ in shape_branches(ast.parse(code))] == [1, 2, 3, 4, 7]
 
 
 def test_no_branch_on_the_evaluation_shape_outside_its_owners() -> None:
