@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rubric_engine.errors import ConfigError, RubricEngineError
+from rubric_engine.errors import RubricEngineError
 from rubric_engine.models.entries import ModelSpec, SpecKeyError, check_keys, check_spec_keys
 from rubric_engine.run.pairwise import plan_baseline
 from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of, user_of

@@ -11,7 +11,7 @@ what the layers below this one need is a plain fact of the spec (spec/facts.py).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
@@ -84,7 +84,6 @@ class Judging:
     clients: Sequence["ModelClient"]  # the judges' clients, in plan order
     baseline_client: "ModelClient | None" = None  # a pairwise run's baseline model
     baseline_answers: Mapping[str, str] | None = None  # a pairwise run's baseline answers file
-    checks: dict[int, Any] = field(default_factory=dict)
 
 
 class Verdict:
@@ -92,6 +91,7 @@ class Verdict:
     name = "criteria"
     compares = False  # judged against a baseline's reply (run/pairwise.py reads the baseline)
     criterion_votes = True  # panels and samples leave per-criterion votes (run/stream.panel_sections)
+    whole = "all criteria in one call"  # `prompts`' title of a request that grades the whole reply
 
     def check_plan(self, spec: "BenchmarkSpec", samples: int) -> None:
         """Refuse (ConfigError) what this verdict cannot do with the run's plan."""
@@ -139,8 +139,6 @@ class Verdict:
                   if c.check is None] if spec.judge.verdict.granularity == "per_criterion" else [(self.whole, None)])
         extra = self.template_extra(question)
         return [(title, judge_messages(spec, question, reply, index, transcript, extra)) for title, index in units]
-
-    whole = "all criteria in one call"  # the title of a request that grades the whole reply
 
     def template_extra(self, question: Question) -> dict[str, Any] | None:
         """Variables this verdict adds to judge.template."""
