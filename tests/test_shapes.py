@@ -18,6 +18,7 @@ import pytest
 from rubric_engine.dataset.load import load_dataset
 from rubric_engine.shapes.base import Talk
 from rubric_engine.shapes.registry import CONVERSATIONS, VERDICTS, shape_for
+from rubric_engine.spec.facts import RUBRIC_BY_KIND
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import Conversation, VerdictFields
 
@@ -30,6 +31,7 @@ def test_every_name_the_schema_accepts_has_one_strategy_under_that_name() -> Non
     assert sorted(VERDICTS) == sorted(get_args(VerdictFields.model_fields["kind"].annotation))
     assert all(s.name == name for name, s in (*CONVERSATIONS.items(), *VERDICTS.items()))
     assert len({id(s) for s in (*CONVERSATIONS.values(), *VERDICTS.values())}) == len(CONVERSATIONS) + len(VERDICTS)
+    assert sorted(RUBRIC_BY_KIND) == sorted(VERDICTS)  # what the data reader needs of each kind (spec/facts.py)
 
 
 @pytest.mark.parametrize(("bench", "conversation", "verdict"), [

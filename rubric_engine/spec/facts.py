@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["ShapeFacts", "facts_of"]
+__all__ = ["ShapeFacts", "facts_of", "RUBRIC_BY_KIND"]
 
 
 @dataclass(frozen=True)
@@ -25,14 +25,15 @@ class ShapeFacts:
     scale_sections: bool  # the summary has per-turn and per-group sections of scores on a scale (stats/turns.py)
 
 
-_RUBRIC: dict[str, Literal["required", "optional", "none"]] = {"criteria": "required", "score": "optional",
-                                                               "pairwise": "none"}
+# what a data row's rubric is to each verdict kind (a new kind adds its line: tests/test_shapes.py checks it)
+RUBRIC_BY_KIND: dict[str, Literal["required", "optional", "none"]] = {"criteria": "required", "score": "optional",
+                                                                      "pairwise": "none"}
 
 
 def facts_of(spec: Any) -> ShapeFacts:
     """The facts of `spec` (a spec with no judge: every item checked by the engine, a criteria spec)."""
     kind = spec.judge.verdict.kind if spec.judge is not None else "criteria"
     mode = getattr(getattr(spec, "conversation", None), "mode", None) or "single"
-    return ShapeFacts(conversation=mode != "single", scripted_turns=mode == "scripted", rubric=_RUBRIC[kind],
+    return ShapeFacts(conversation=mode != "single", scripted_turns=mode == "scripted", rubric=RUBRIC_BY_KIND[kind],
                       per_criterion_verdicts=spec.judge is not None and kind == "criteria",
                       scale_sections=kind == "score")
