@@ -39,6 +39,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     qs = ds.questions
     from rubric_engine.shapes.registry import check_templates, shape_for
 
+    shape = shape_for(spec)
     check_templates(spec, qs)  # an undefined variable or a sandbox violation fails here, before any call
     items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
     rule_items = Counter(c.rule for q in qs for c in q.criteria if c.rule)
@@ -51,7 +52,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     jm = spec.judge.model if spec.judge else None  # a stranger's spec decides where judge prompts (and a key) go
     console.print(shown(declared_line("judge:", jm.name, jm.model, jm.api_base, jm.api_key_env, jm.params)) if jm
                   else "judge: none (every item is checked by the engine)", highlight=False, soft_wrap=True)
-    described = shape_for(spec).verdict.described(spec) if spec.judge is not None else None
+    described = shape.verdict.described(spec) if spec.judge is not None else None
     if described is not None:  # a comparison: its labels and where baseline calls go
         console.print(shown(described), highlight=False, soft_wrap=True)
     um = spec.conversation.simulator.model if spec.conversation.simulator else None
@@ -67,7 +68,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     if n_checked:  # decided by the engine (scoring/checks.py), every one validated as the data was read
         parts.append(f"{n_checked} items checked by the engine")
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
-    console.print(shape_for(spec).verdict.scoring_line(spec), highlight=False, soft_wrap=True, markup=False)
+    console.print(shape.verdict.scoring_line(spec), highlight=False, soft_wrap=True, markup=False)
 
     if spec.taxonomy is not None:
         tax = Table(title="Taxonomy")
@@ -231,12 +232,11 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     from rubric_engine.run.plan import plan_run
     from rubric_engine.run.settings import prompt_cache_of
     from rubric_engine.run.runner import given_answers, load_inputs
-    from rubric_engine.shapes.registry import shape_for
 
     spec, dataset, questions = load_inputs(settings)
     given = given_answers(settings, spec, [q.id for q in dataset.questions])
     plan = plan_run(settings, spec)  # the plan the pipeline executes: the calls counted here are its calls
-    shape = shape_for(spec)  # a conversation's first requests and call counts; a comparison's games
+    shape = plan.shape  # a conversation's first requests and call counts; a comparison's games
     judges = list(plan.judges)
     repeats = plan.repeats  # every judge grades every reply this many times
     k = plan.samples  # candidate.samples: K replies per question, each graded (stats/sampling.py)

@@ -70,7 +70,7 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
                    judges=tuple(judges_of(settings, spec)), repeats=repeats_of(settings, spec),
                    samples=samples, rule=settings.jury_rule,
                    tie=settings.tie or (spec.judge.tie if spec.judge is not None else "not_met"), shape=shape,
-                   user=user_of(settings, spec, need_candidate))
+                   user=user_of(settings, spec, need_candidate, shape.conversation.simulates_user))
     plan = replace(plan, baseline=plan_baseline(settings, spec, panel=plan.panel, samples=plan.samples))
     check_spec_keys(plan.models(), settings.trust_endpoints)  # a spec's entry chooses no key unless trusted
     return plan

@@ -15,7 +15,6 @@ from typing import Any
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.panels import check_panel
 from rubric_engine.models.entries import ModelSpec
-from rubric_engine.shapes.registry import shape_for
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import check_samples
 
@@ -107,11 +106,11 @@ def judges_of(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
     return judges
 
 
-def user_of(settings: RunSettings, spec: BenchmarkSpec, need_candidate: bool) -> ModelSpec | None:
-    """The simulated user of a simulated conversation the candidate is called for: user= given, else the
-    spec's conversation.simulator.model; None for every other run."""
+def user_of(settings: RunSettings, spec: BenchmarkSpec, need_candidate: bool, simulated: bool) -> ModelSpec | None:
+    """The simulated user of a conversation that simulates one (`simulated`: its strategy says so, shapes/) and
+    the candidate is called for: user= given, else the spec's conversation.simulator.model; None for every other run."""
     conv = spec.conversation
-    if not shape_for(spec).conversation.simulates_user or not need_candidate:
+    if not simulated or not need_candidate:
         return None
     if settings.user is not None:
         return settings.user
