@@ -70,6 +70,8 @@ CORE: dict[str, list[str]] = {
     "models.batches": ["test_batches_bite.py"],
     "run.dialogue": ["test_dialogue_bite.py"],
     "judge.dialogue": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
+    "shapes.scripted": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
+    "shapes.simulated": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
     "stats.robustness": ["test_robustness_bite.py"],
     "stats.itemstats": ["test_itemstats_bite.py"],
     "stats.rubricitems": ["test_itemstats_bite.py"],
@@ -346,14 +348,9 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
         *[("_compare", t, "stats/hardset.decay divides by the hard set's mean only for base \"hard\": any other word "
            "is the rest's, as \"rest\" is") for t in ('else "XXrestXX"', 'else "REST"')],
     ],
-    "judge.dialogue": [
-        *[("first_request", t, "the role is read only as `role == \"user\"`: any other default word is the candidate's")
-          for t in ('role: str = "XXcandidateXX"', 'role: str = "CANDIDATE"')],
-        *[("_check_conversation", t, "past the single-reply check only simulated mode reads anything: a single reply's "
-           "candidate prefix would be built from the templates and variables check_prompt_templates has already "
-           "rendered for it (chat_turns renders candidate.template as a system message instead of a user one), "
-           "then never read")
-          for t in ('if conv.mode == "XXsingleXX":', 'if conv.mode == "SINGLE":')],
+    "shapes.simulated": [
+        *[("Simulated.first_request", t, "the role is read only as `role == \"user\"`: any other default word is "
+           "the candidate's") for t in ('role: str = "XXcandidateXX"', 'role: str = "CANDIDATE"')],
     ],
     "models.cache": [
         ("ResultCache.__init__", "size_limit=_SIZE_LIMIT, )", "diskcache's own default timeout is also 60 s"),

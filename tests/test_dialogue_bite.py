@@ -23,7 +23,8 @@ from fakeserver import FakeServer, Reply
 from rubric_engine.dataset.load import load_dataset
 from rubric_engine.datatypes import Turn
 from rubric_engine.errors import AnswersError, ModelCallError
-from rubric_engine.judge.dialogue import SWAP, candidate_view, first_request, simulator_view
+from rubric_engine.judge.dialogue import SWAP, candidate_view, simulator_view
+from rubric_engine.shapes.registry import shape_for
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.entries import ModelSpec
 from rubric_engine.run.dialogue import conversation_counts, converse, given_transcripts
@@ -31,6 +32,11 @@ from rubric_engine.run.record import Outcome
 from rubric_engine.spec.load import load_spec
 
 DATA = Path(__file__).resolve().parent / "data"
+
+
+def first_request(spec: Any, q: Any, role: str = "candidate") -> Any:
+    """The dry run's first request and call count for a role: the spec's conversation's (shapes/)."""
+    return shape_for(spec).conversation.first_request(spec, q, role)
 
 
 def _spec_and_question(name: str, **conversation: Any) -> tuple[Any, Any]:
@@ -265,7 +271,7 @@ def test_a_malformed_transcript_is_refused_naming_the_row(tmp_path: Path, bad: A
 
 def test_templates_are_checked_before_any_call() -> None:
     from rubric_engine.errors import SpecError
-    from rubric_engine.judge.dialogue import check_templates
+    from rubric_engine.shapes.registry import check_templates
 
     spec, q = _spec_and_question("simulated_mini")
     questions = load_dataset(spec, DATA / "simulated_mini" / "simulated_mini.jsonl").questions
@@ -284,7 +290,7 @@ def test_a_persona_that_renders_empty_for_a_row_is_one_error_naming_the_question
     import shutil
 
     from rubric_engine.errors import SpecError
-    from rubric_engine.judge.dialogue import check_templates
+    from rubric_engine.shapes.registry import check_templates
 
     shutil.copytree(DATA / "simulated_mini", tmp_path / "simulated_mini")
     (tmp_path / "simulated_mini" / "persona.j2").write_text("{% if row.id != 'p3' %}PERSONA {{ row.persona }}{% endif %}\n")

@@ -20,7 +20,8 @@ import pytest
 
 from rubric_engine.dataset.load import load_dataset
 from rubric_engine.errors import SpecError
-from rubric_engine.judge.dialogue import check_templates, first_request, simulator_view
+from rubric_engine.judge.dialogue import simulator_view
+from rubric_engine.shapes.registry import check_templates, shape_for
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.spec.load import load_spec
 
@@ -38,6 +39,11 @@ _ROWS = [
     {"id": "d4", "name": "Dan", "persona": "a hiker", "ref": "REF-4",
      "dialogue": [{"role": "patient", "content": "S"}], "checks": [{"text": "Helps.", "points": 1}]},
 ]
+
+
+def first_request(spec: Any, q: Any, role: str = "candidate") -> Any:
+    """The dry run's first request and call count for a role: the spec's conversation's (shapes/)."""
+    return shape_for(spec).conversation.first_request(spec, q, role)
 
 
 def _bench(tmp_path: Path, persona: str | None = None, opening: str | None = None,

@@ -390,7 +390,9 @@ def test_plan_baseline_refusals_one_line_each(tmp_path: Path, spec: Any) -> None
 
 
 def test_plan_baseline_from_the_spec_model(tmp_path: Path) -> None:
-    from rubric_engine.run.pairwise import baseline_name, describe_pairwise, plan_baseline
+    from rubric_engine.run.pairwise import baseline_name, plan_baseline
+    from rubric_engine.shapes.pairwise import Pairwise
+    describe_pairwise = Pairwise().described
     declared = load_spec(_variant(tmp_path, "baseline:\n  answers: null\n  model: {name: gpt-x, model: openai/gpt-4o}\n"))
     got = plan_baseline(_settings(tmp_path, timeout=7.0), declared, panel=False, samples=1)
     assert got is not None and (got.name, got.model, got.role, got.timeout) == ("gpt-x", "openai/gpt-4o", "baseline", 7.0)
@@ -401,7 +403,9 @@ def test_plan_baseline_from_the_spec_model(tmp_path: Path) -> None:
 
 
 def test_baseline_name_and_describe(tmp_path: Path, spec: Any) -> None:
-    from rubric_engine.run.pairwise import baseline_name, describe_pairwise, pairwise_section
+    from rubric_engine.run.pairwise import baseline_name, pairwise_section
+    from rubric_engine.shapes.pairwise import Pairwise
+    describe_pairwise = Pairwise().described
     assert baseline_name(_settings(tmp_path, baseline_answers="runs/answers-of-x.jsonl"), spec, None) == {
         "name": "answers-of-x", "model": None, "answers": "runs/answers-of-x.jsonl"}
     assert baseline_name(_settings(tmp_path), spec, None) == {
@@ -492,7 +496,8 @@ def test_baseline_name_of_a_spec_without_answers(tmp_path: Path) -> None:
 
 
 def test_describe_a_declared_model_with_its_endpoint_and_key(tmp_path: Path) -> None:
-    from rubric_engine.run.pairwise import describe_pairwise
+    from rubric_engine.shapes.pairwise import Pairwise
+    describe_pairwise = Pairwise().described
     declared = load_spec(_variant(tmp_path, "baseline:\n  answers: null\n  model: {name: b, model: openai/b, "
                                             "api_base: 'http://127.0.0.1:9/v1', api_key_env: MY_BASE_KEY}\n"))
     assert describe_pairwise(declared).endswith(  # a key the spec chose for its own endpoint: a run refuses it
@@ -502,7 +507,8 @@ def test_describe_a_declared_model_with_its_endpoint_and_key(tmp_path: Path) -> 
 
 
 def test_describe_answers_without_a_model_name(tmp_path: Path) -> None:
-    from rubric_engine.run.pairwise import describe_pairwise
+    from rubric_engine.shapes.pairwise import Pairwise
+    describe_pairwise = Pairwise().described
     one = load_spec(_variant(tmp_path, "baseline:\n  answers:\n    files:\n      hard_prompt: {model: null}\n"))
     assert describe_pairwise(one).endswith("; baseline answers per subset: hard_prompt: ? (baseline_hard.jsonl), "
                                            "creative_writing: base-creative (baseline_creative.jsonl)")
@@ -668,7 +674,8 @@ def test_record_fields_of_a_scored_question(spec: Any) -> None:
 
 def test_baseline_usage_for_the_record() -> None:
     from rubric_engine.judge.grading import JudgeResult
-    from rubric_engine.judge.pairwise import baseline_usage
+    from rubric_engine.shapes.pairwise import Pairwise
+    baseline_usage = Pairwise().extra_usage
     jr = PairResult(verdicts=[], error=None, baseline=BaselineReply("b", None, (12, 3), 0.5, 1))
     assert baseline_usage(jr) == {"tokens": {"prompt": 12, "completion": 3}, "cost": 0.5, "cache_hits": 1}
     assert baseline_usage(PairResult(verdicts=[], error=None)) is None

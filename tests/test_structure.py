@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("run",),
     ("report",),
     ("results", "validity", "authoring"),
+    ("shapes",),  # the evaluation shapes' strategies (issue #36): every layer above asks them; below, facts are passed in
     ("judge", "stats", "store"),
     ("dataset",),
     ("spec",),
@@ -148,6 +149,85 @@ def test_pyproject_ships_every_subpackage() -> None:
     listed = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
     assert sorted(p for p in listed if p.count(".") == 1 and p.split(".")[1] not in ("conf", "benchmarks", "data")) \
         == [f"rubric_engine.{s}" for s in SUBPACKAGES]
+
+
+# The evaluation shapes (issue #36): which conversation makes a reply and which verdict judges it are decided
+# in rubric_engine/shapes/ (one module per shape, one registry) and validated in rubric_engine/spec/. Everywhere
+# else asks the shape's strategy (shapes.of(spec)) or is handed a fact, so a new shape is a new module, not a
+# new branch in twenty. The rule, by AST: no comparison of a verdict kind or conversation mode with a shape's
+# name, no call of a shape predicate (is_score(spec), is_pairwise(spec), multi_turn(spec), ...), no isinstance
+# dispatch on a shape's result type.
+SHAPE_NAMES = frozenset({"criteria", "score", "pairwise", "single", "scripted", "simulated"})
+SHAPE_FIELDS = frozenset({"kind", "mode", "verdict_kind", "conversation_mode"})
+SHAPE_PREDICATES = frozenset({"multi_turn", *(f"is_{name}" for name in SHAPE_NAMES)})
+SHAPE_RESULTS = frozenset({"PairResult", "ScoreResult"})
+SHAPE_OWNERS = ("spec", "shapes")
+# Branch points on the shape not yet moved into rubric_engine/shapes/, module -> count. It may only shrink.
+SHAPE_BRANCHES_LEFT: dict[str, int] = {}
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def shape_branches(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) for every place `tree` branches on the evaluation shape by the rule above."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            words = {c.value for side in sides for c in ast.walk(side) if isinstance(c, ast.Constant)
+                     and isinstance(c.value, str)}
+            fields = {s.attr if isinstance(s, ast.Attribute) else s.id for s in sides
+                      if isinstance(s, (ast.Attribute, ast.Name))}
+            if words & SHAPE_NAMES and fields & SHAPE_FIELDS:
+                found.append((node.lineno, f"compares {'/'.join(sorted(fields & SHAPE_FIELDS))} with "
+                                           f"{'/'.join(sorted(words & SHAPE_NAMES))}"))
+        elif isinstance(node, ast.Match) and _names(node.subject) & SHAPE_FIELDS:
+            words = {c.value for case in node.cases for c in ast.walk(case.pattern)
+                     if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if words & SHAPE_NAMES:
+                found.append((node.lineno, f"matches on {'/'.join(sorted(words & SHAPE_NAMES))}"))
+        elif isinstance(node, ast.Call):
+            func = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if func in SHAPE_PREDICATES:
+                found.append((node.lineno, f"calls the shape predicate {func}()"))
+            elif func == "isinstance" and len(node.args) == 2 and _names(node.args[1]) & SHAPE_RESULTS:
+                found.append((node.lineno, f"isinstance on {'/'.join(sorted(_names(node.args[1]) & SHAPE_RESULTS))}"))
+    return sorted(found)
+
+
+def test_shape_rule_finds_planted_branches() -> None:
+    """The checker itself: each kind of branch is found, a comparison of an unrelated kind is not."""
+    code = ('if spec.judge.verdict.kind == "pairwise": pass\n'
+            'talk = conv.mode not in ("single", None)\n'
+            'x = 1 if is_score(spec) else 2\n'
+            'if isinstance(jr, (PairResult, int)): pass\n'
+            'ok = c.kind == "rule" or e.kind == "retry" or mode == "rich"\n'
+            'kinds = shape.verdict.name\n'
+            'match spec.conversation.mode:\n    case "scripted": pass\n    case _: pass\n'
+            'match hc.mode:\n    case "rich": pass\n')
+    assert [line for line, _ in shape_branches(ast.parse(code))] == [1, 2, 3, 4, 7]
+
+
+def test_no_branch_on_the_evaluation_shape_outside_its_owners() -> None:
+    """Outside rubric_engine/spec/ and rubric_engine/shapes/, no module branches on the evaluation shape (see
+    SHAPE_NAMES above): it asks shapes.of(spec) or is given a fact. SHAPE_BRANCHES_LEFT may only shrink."""
+    counts: dict[str, int] = {}
+    lines = []
+    for path in MODULES:
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in SHAPE_OWNERS:
+            continue
+        hits = shape_branches(ast.parse(path.read_text(encoding="utf-8")))
+        if hits:
+            counts[str(rel)] = len(hits)
+        lines += [f"rubric_engine/{rel}:{line}: {what}" for line, what in hits]
+    over = {m: n for m, n in counts.items() if n > SHAPE_BRANCHES_LEFT.get(m, 0)}
+    assert not over, ("branches on the evaluation shape outside spec/ and shapes/ (ask the shape's strategy, "
+                      "docs/development.md 'How to add a shape'):\n" + "\n".join(lines))
+    stale = {m: n for m, n in SHAPE_BRANCHES_LEFT.items() if counts.get(m, 0) < n}
+    assert not stale, f"fewer branches left than allowed: shrink SHAPE_BRANCHES_LEFT to {counts}"
 
 
 def layout_table() -> str:

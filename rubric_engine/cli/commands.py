@@ -37,8 +37,9 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     ds = load_dataset(spec, data_path, Path(cache_dir) if cache_dir else None)
     check_breakdowns_against_data(spec, ds.questions)
     qs = ds.questions
-    from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
+    from rubric_engine.shapes.registry import check_templates, shape_for
 
+    shape = shape_for(spec)
     check_templates(spec, qs)  # an undefined variable or a sandbox violation fails here, before any call
     items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
     rule_items = Counter(c.rule for q in qs for c in q.criteria if c.rule)
@@ -51,10 +52,9 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     jm = spec.judge.model if spec.judge else None  # a stranger's spec decides where judge prompts (and a key) go
     console.print(shown(declared_line("judge:", jm.name, jm.model, jm.api_base, jm.api_key_env, jm.params)) if jm
                   else "judge: none (every item is checked by the engine)", highlight=False, soft_wrap=True)
-    if spec.judge is not None and spec.judge.verdict.kind == "pairwise":  # the comparison; where baseline calls go
-        from rubric_engine.run.pairwise import describe_pairwise
-
-        console.print(shown(describe_pairwise(spec)), highlight=False, soft_wrap=True)
+    described = shape.verdict.described(spec) if spec.judge is not None else None
+    if described is not None:  # a comparison: its labels and where baseline calls go
+        console.print(shown(described), highlight=False, soft_wrap=True)
     um = spec.conversation.simulator.model if spec.conversation.simulator else None
     if um is not None:  # the declared simulated user: its prompts (and a named key) go where the spec says too
         console.print(shown(declared_line("user:", um.name, um.model, um.api_base, um.api_key_env, um.params)),
@@ -68,7 +68,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     if n_checked:  # decided by the engine (scoring/checks.py), every one validated as the data was read
         parts.append(f"{n_checked} items checked by the engine")
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
-    console.print(_scoring_line(spec), highlight=False, soft_wrap=True, markup=False)
+    console.print(shape.verdict.scoring_line(spec), highlight=False, soft_wrap=True, markup=False)
 
     if spec.taxonomy is not None:
         tax = Table(title="Taxonomy")
@@ -110,31 +110,6 @@ def _english_or_declared(labels: Any, locale: str) -> tuple[str, str]:
         if labels.get(lang):
             return str(lang), str(labels[lang])
     return "", ""
-
-
-_SCOPES = {"conversation": "one judgment of the whole conversation", "last_turn": "one judgment of the last reply",
-           "each_turn": "one judgment per candidate turn", "turn": "one judgment of candidate turn {turn}"}
-
-
-def _scoring_line(spec: Any) -> str:
-    """validate's scoring line: what the spec really does with the judge's verdicts, per verdict kind."""
-    agg, v = spec.aggregation, spec.judge.verdict if spec.judge else None
-    if v is not None and v.kind == "score":  # scores on a scale (judge/scores.py): the judge's number, no formula
-        return (f"scoring: the judge's score from {v.min:g} to {v.max:g} "
-                f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), {_SCOPES[spec.judge.scope].format(turn=spec.judge.turn)} "
-                f"(judge.scope {spec.judge.scope}); question score = mean of its valid judgments, overall = mean over "
-                "every valid judgment (pooled)")
-    if v is not None and v.kind == "pairwise":  # scoring/pairwise.py: each game from the candidate's side
-        strong = [x for x in v.labels if ">>" in x or "<<" in x]
-        return (f"scoring: pairwise labels {', '.join(v.labels)}; a game scores the candidate 1 (win), 0.5 (tie) "
-                f"or 0 (loss), a strong label ({', '.join(strong) or 'none declared'}) counted {v.strong_weight:g}x; "
-                + ("both orders judged (position swap), a question with a failed game is a judge error; "
-                   if v.swap else "one order judged (baseline first, no swap); ")
-                + "question score = mean of its counted game scores, overall = win rate against the baseline "
-                  "(ties as half), pooled over every counted game score")
-    return (f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
-            f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
-            f"{v.granularity if v else 'none'}")
 
 
 def _group_counts(questions: Sequence[Any], by: str, prefix: str) -> Counter[str]:
@@ -250,8 +225,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     """
     from rubric_engine.judge.checked import judged_question
     from rubric_engine.judge.grading import shape_of
-    from rubric_engine.judge.dialogue import first_request
-    from rubric_engine.judge.prompts import judge_messages, pair_messages
+    from rubric_engine.judge.prompts import judge_messages
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.entries import cache_key
     from rubric_engine.models.promptcache import cacheable_tokens, needs_marker, saving
@@ -262,6 +236,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     spec, dataset, questions = load_inputs(settings)
     given = given_answers(settings, spec, [q.id for q in dataset.questions])
     plan = plan_run(settings, spec)  # the plan the pipeline executes: the calls counted here are its calls
+    shape = plan.shape  # a conversation's first requests and call counts; a comparison's games
     judges = list(plan.judges)
     repeats = plan.repeats  # every judge grades every reply this many times
     k = plan.samples  # candidate.samples: K replies per question, each graded (stats/sampling.py)
@@ -295,7 +270,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
             calls = len(questions) * k
             for q, s in ((q, s) for q in questions for s in range(k)):
                 if role in ("candidate", "user", "baseline"):  # a conversation: its first request, times its turns
-                    msgs, turns = first_request(spec, q, role)  # (an estimate); a baseline writes one reply
+                    msgs, turns = shape.conversation.first_request(spec, q, role)  # (an estimate); a baseline: one reply
                     hit = cached(model, msgs, (None,), s)  # sample s: its own cache key
                     if role == "candidate":
                         replies[(q.id, s)] = hit.get("text") if hit and turns == 1 else None
@@ -308,8 +283,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                 text = reply if reply is not None else ""
                 shown_q = judged_question(q)  # checked items are never sent: the judge sees the rest, as in a run
                 assert spec.judge is not None  # (plan.judges is empty for a spec without one)
-                if spec.judge.verdict.kind == "pairwise":  # a game per order, the baseline's reply not known here
-                    units = [pair_messages(spec, q, text, "") for _ in range(2 if spec.judge.verdict.swap else 1)]
+                if shape.verdict.compares:  # a game per order, the baseline's reply not known here
+                    units = shape.verdict.games(spec, q, text)
                     calls += len(units) - 1
                     prompt += sum(count(model=model.model, messages=m) + 2 * reply_tokens for m in units)
                     completion += reply_tokens * len(units)
@@ -352,8 +327,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                          "cost": _price(model.model, prompt, completion), "cached_prompt_tokens": from_cache,
                          "cache_saved": saving(_litellm(), model.model, from_cache)}
             est[role]["batch_cost"] = _batch_price(model.model, prompt, completion)  # batch=true's price
-            if spec.conversation.mode != "single" and role in ("candidate", "user"):
-                est[role]["conversation"] = spec.conversation.mode
+            if shape.conversation.talks and role in ("candidate", "user"):
+                est[role]["conversation"] = shape.conversation.name
     finally:
         if cache is not None:
             cache.close()

@@ -77,24 +77,11 @@ def _messages_text(messages: Sequence[dict[str, Any]]) -> list[str]:
     return [f"--- message {i} [{m.get('role')}] ---\n{m.get('content')}" for i, m in enumerate(messages, 1)]
 
 
-def _first_candidate_request(spec: Any, question: Any) -> list[dict[str, Any]]:
-    """The candidate's first request: the whole prompt for one reply; a conversation's prefix (and its first
-    scripted user turn) otherwise."""
-    from rubric_engine.judge.dialogue import candidate_prefix, candidate_view
-    from rubric_engine.judge.prompts import candidate_messages
-
-    if spec.conversation.mode == "single":
-        return candidate_messages(spec, question)
-    first = [{"role": "user", "content": question.turns[0]}] if spec.conversation.mode == "scripted" and \
-        question.turns else []
-    return candidate_view(candidate_prefix(spec, question), first)
-
-
 def prompts_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: str | None, cache_dir: str | None,
                     question: str | None, trust_code: bool = False) -> int:
     """Render the candidate's and the judge's prompts for one question, with the reply marked as a placeholder."""
     from rubric_engine.dataset.load import load_dataset
-    from rubric_engine.judge.prompts import judge_messages, pair_messages
+    from rubric_engine.shapes.registry import shape_for
     from rubric_engine.spec.files import benchmark_search_path
     from rubric_engine.spec.load import load_spec
 
@@ -106,34 +93,22 @@ def prompts_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: st
     if found is None:
         ids = ", ".join(q.id for q in list(ds.questions)[:5])
         raise ConfigError(f"prompts: no question {question!r} in {spec.name}'s data; ids look like: {ids}")
+    shape = shape_for(spec)
     out = [f"benchmark {spec.name}, question {found.id}", "",
-           "=== candidate prompt" + ("" if spec.conversation.mode == "single" else
-                                     f" ({spec.conversation.mode} conversation: the first turn; later turns add the "
-                                     "replies)") + " ==="]
-    out += _messages_text(_first_candidate_request(spec, found))
-    if spec.conversation.mode == "simulated":
-        from rubric_engine.judge.dialogue import simulator_view
-
+           f"=== candidate prompt{shape.conversation.shown_title()} ==="]
+    out += _messages_text(shape.conversation.shown_request(spec, found))
+    user = shape.conversation.shown_user(spec, found)
+    if user is not None:
         out += ["", "=== simulated user prompt (its first turn; later turns add the conversation) ==="]
-        out += _messages_text(simulator_view(spec, found, []))
-    judge = spec.judge
-    if judge is None:
+        out += _messages_text(user)
+    if spec.judge is None:
         out += ["", "=== judge: none (every item is checked by the engine) ==="]
-    elif judge.verdict.kind == "pairwise":
-        out += ["", "=== judge prompt (pairwise; the baseline's reply is the other placeholder) ==="]
-        out += _messages_text(pair_messages(spec, found, REPLY_PLACEHOLDER,
-                                            REPLY_PLACEHOLDER.replace("CANDIDATE", "BASELINE")))
     else:
-        extra = {"turn": 1, "references": list(found.references)} if judge.verdict.kind == "score" else None
-        transcript = None if spec.conversation.mode == "single" else [
-            {"role": "user", "content": "<<<THE CONVERSATION'S USER TURNS: filled in by the run>>>"},
-            {"role": "assistant", "content": REPLY_PLACEHOLDER}]
-        whole = "a score on the scale, turn 1" if extra else "all criteria in one call"
-        units = ([(f"criterion {c.index} of {len(found.criteria)}", c.index) for c in found.criteria
-                  if c.check is None] if judge.verdict.granularity == "per_criterion" else [(whole, None)])
-        for title, index in units:
+        transcript = [{"role": "user", "content": "<<<THE CONVERSATION'S USER TURNS: filled in by the run>>>"},
+                      {"role": "assistant", "content": REPLY_PLACEHOLDER}] if shape.conversation.talks else None
+        for title, messages in shape.verdict.judge_prompts(spec, found, REPLY_PLACEHOLDER, transcript):
             out += ["", f"=== judge prompt ({title}) ==="]
-            out += _messages_text(judge_messages(spec, found, REPLY_PLACEHOLDER, index, transcript, extra))
+            out += _messages_text(messages)
     out += ["", f"note: {REPLY_PLACEHOLDER} stands for the reply; the `tag` around untrusted text is derived from "
                 "the real reply, so it differs in the run."]
     _write("\n".join(out) + "\n")

@@ -24,6 +24,7 @@ from rubric_engine.dataset.quirks import DataQuirks
 from rubric_engine.dataset.references import load_references, row_references, with_references
 from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.spec.facts import facts_of
 from rubric_engine.spec.limits import MAX_TURNS, check_fits
 from rubric_engine.text.surrogates import surrogate_path
 
@@ -200,7 +201,7 @@ def _csv_cell(value: str | None) -> Any:
 
 def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
     f, roles = spec.data.fields, spec.data.roles
-    if spec.conversation.mode != "single" and f.dialogue not in raw:
+    if facts_of(spec).conversation and f.dialogue not in raw:
         return []  # a conversation may start from nothing: its user turns come from the data or a simulator
     dialogue = r.get(raw, f.dialogue, "dialogue")
     if isinstance(dialogue, str) and dialogue.strip():  # a plain-text prompt (CSV, single-turn QA): one user turn
@@ -223,7 +224,7 @@ def _turns(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any]) -> list[Turn]:
 def _chosen_turn(spec: BenchmarkSpec, r: _Row, turns: tuple[str, ...]) -> tuple[str, ...]:
     """A scripted row has as many candidate turns as user turns: judge.turn (scope `turn`) must be one of them."""
     k = spec.judge.turn if spec.judge is not None and spec.judge.scope == "turn" else None
-    if k is not None and spec.conversation.mode == "scripted" and k > len(turns):
+    if k is not None and facts_of(spec).scripted_turns and k > len(turns):
         raise r.err(f"judge.turn is {k} but this row has {len(turns)} user turn(s), so {len(turns)} candidate "
                     "turn(s)", fix=f"give every row at least {k} turns, or choose judge.turn from 1 to {len(turns)}")
     return turns
@@ -255,7 +256,7 @@ def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: 
 
 def _criteria(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, weighted_rule: list[str]) -> list[Criterion]:
     f = spec.data.fields
-    if spec.judge is not None and spec.judge.verdict.kind == "pairwise":  # compares two replies: no rubric
+    if facts_of(spec).rubric == "none":  # a comparison of two replies: no rubric
         return []
     to_ability, to_rule = spec.label_to_ability(), spec.label_to_rule()
     rubric = r.get(raw, f.rubric, "rubric")
@@ -364,7 +365,7 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
     f = spec.data.fields
     qid = _row_id(r, raw, f.id, seen)
     turns = _turns(spec, r, raw)
-    scalar = spec.judge is not None and spec.judge.verdict.kind == "score" and raw.get(f.rubric) is None  # no rubric
+    scalar = facts_of(spec).rubric == "optional" and raw.get(f.rubric) is None  # a score's row without a rubric
     # multiple choice: the options and one item, the choice check (dataset/checked.py); else the rubric's items
     choices, crits = choice_items(spec, r, raw) if f.choices else \
         ((), [] if scalar else _criteria(spec, r, raw, qid, quirks.weighted_rule))

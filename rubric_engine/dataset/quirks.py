@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import DataError, SpecError
+from rubric_engine.spec.facts import facts_of
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -42,7 +43,7 @@ class DataQuirks:
         items = q.source_row.get(spec.data.fields.rubric)
         if isinstance(items, list):
             self.item_columns.update(k for item in items if isinstance(item, dict) for k in item)
-        if spec.conversation.mode == "single" and spec.data.roles[q.dialogue[-1].role] != "user":  # a conversation
+        if not facts_of(spec).conversation and spec.data.roles[q.dialogue[-1].role] != "user":  # a conversation
             # goes on after its prefix (and may have none), so a prefix ending on the assistant is expected
             self.last_not_user.append(q.id)
         signs: dict[str, bool] = {}

@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING, Any
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import SpecError
 from rubric_engine.judge.prompts import candidate_messages, dialogue_vars, render_template
-from rubric_engine.judge.prompts import check_templates as check_prompt_templates
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["candidate_prefix", "candidate_view", "simulator_view", "check_templates", "first_request", "SWAP"]
+__all__ = ["candidate_prefix", "candidate_view", "simulator_view", "SWAP"]
 
 Message = dict[str, str]
 SWAP = {"user": "assistant", "assistant": "user"}
@@ -74,40 +73,3 @@ def simulator_view(spec: "BenchmarkSpec", question: Question, transcript: Sequen
     said = [{"role": "assistant" if t["role"] == "user" else "user", "content": t["content"]} for t in prefix]
     said += [{"role": SWAP[t["role"]], "content": t["content"]} for t in transcript]
     return messages + said
-
-
-def check_templates(spec: "BenchmarkSpec", questions: Sequence[Question], n: int = 3) -> None:
-    """Every template rendered against the first `n` questions before any paid call: judge/prompts.check_templates,
-    then a conversation's own (the candidate's prefix, the simulator's persona and opening)."""
-    check_prompt_templates(spec, questions, n)
-    for question in list(questions)[:n]:
-        _check_conversation(spec, question)
-
-
-def _check_conversation(spec: "BenchmarkSpec", question: Question) -> None:
-    """The candidate must have something to answer when it speaks first."""
-    conv = spec.conversation
-    if conv.mode == "single":
-        return
-    prefix = candidate_prefix(spec, question)
-    if conv.mode == "simulated":
-        simulator_view(spec, question, [])
-        if conv.first == "candidate" and not prefix:
-            raise SpecError(str(spec.files[-1] if spec.files else spec.dir), "conversation.first",
-                            "the candidate speaks first but has nothing to answer", value="candidate",
-                            fix="set candidate.system (or give the data a dialogue), or use first: user")
-
-
-def first_request(spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
-    """For the dry run: a role's first request for a question and how many calls the role makes for it (a
-    single reply 1, scripted its turns, simulated at most max_turns, one more for a candidate that opens)."""
-    conv = spec.conversation
-    if conv.mode == "single":
-        return candidate_messages(spec, question), 1
-    if role == "user":
-        return simulator_view(spec, question, []), conv.max_turns
-    prefix = candidate_prefix(spec, question)
-    if conv.mode == "scripted":
-        return candidate_view(prefix, [{"role": "user", "content": question.turns[0]}]), len(question.turns)
-    opening = [] if conv.first == "candidate" else [{"role": "user", "content": "..."}]
-    return candidate_view(prefix, opening), conv.max_turns + (conv.first == "candidate")

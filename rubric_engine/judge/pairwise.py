@@ -6,7 +6,8 @@ Each game is one cached request through judge/structured.ask_structured: the lab
 declared pattern(s) from the declared labels (scoring/pairwise.py); an unreadable, ambiguous or undeclared
 label is re-asked, then the game is recorded as failed, and a question with a failed game is a judge error
 (recorded, counted, never scored on its other game). The record fields (`games`, `baseline_response`,
-`score`, `weight`, the baseline's tokens, cost and cache hits) are built here too, as pure data.
+`score`, `weight`) are built here too, as pure data; the shape's strategy (shapes/pairwise.py) adds them to
+the record with the baseline's tokens, cost and cache hits.
 """
 
 from __future__ import annotations
@@ -30,11 +31,7 @@ if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["BaselineReply", "Game", "PairResult", "is_pairwise", "baseline_reply", "judge_pair", "pair_fields"]
-
-
-def is_pairwise(spec: "BenchmarkSpec") -> bool:
-    return spec.judge is not None and spec.judge.verdict.kind == "pairwise"  # None: every item checked
+__all__ = ["BaselineReply", "Game", "PairResult", "baseline_reply", "judge_pair", "pair_fields"]
 
 
 @dataclass
@@ -150,12 +147,3 @@ def pair_fields(spec: "BenchmarkSpec", jr: PairResult, clip: Any = str) -> dict[
         score, weight = question_value([(g.order, str(g.label)) for g in jr.games], spec.judge.verdict.strong_weight)
         out.update(abilities={}, score=score, weight=weight, failed_rules=[], catastrophic=False)
     return out
-
-
-def baseline_usage(jr: JudgeResult | None) -> dict[str, Any] | None:
-    """The baseline's tokens, cost and cache hits for the record (None: not a pairwise result)."""
-    base = jr.baseline if isinstance(jr, PairResult) else None
-    if base is None:
-        return None
-    return {"tokens": {"prompt": base.tokens[0], "completion": base.tokens[1]}, "cost": base.cost,
-            "cache_hits": base.cached}

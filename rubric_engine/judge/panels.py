@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["Panel", "PanelResult", "check_panel"]
+__all__ = ["Panel", "ScorePanel", "PanelResult", "check_panel"]
 
 def check_panel(n_judges: int, repeats: int, rule: str, tie: str) -> None:
     """One clear line for each setting that cannot run."""
@@ -68,13 +68,7 @@ class Panel:
                     transcript: Sequence[Mapping[str, str]] | None = None) -> JudgeResult:
         """Every judge, every repeat, started together (they pipeline under each client's concurrency).
         `first_repeat`: cache index of the first grading (candidate sample s grades with s x repeats + r, so
-        two samples with the same reply are still graded independently, each paid once). A score verdict
-        (judge/scores.py) grades what `judge.scope` asks of the `transcript` and combines by the mean."""
-        if self.spec.judge.verdict.kind == "score":
-            scored = list(await asyncio.gather(*(
-                judge_scores(c, self.spec, question, response, transcript, repeat=first_repeat + r)
-                for c in self.clients for r in range(self.repeats))))
-            return scored[0] if self.plain else combine_scores(scored, self.names, self.repeats)
+        two samples with the same reply are still graded independently, each paid once)."""
         calls = [judge_response(c, self.spec, question, response, repeat=first_repeat + r, transcript=transcript)
                  for c in self.clients for r in range(self.repeats)]
         results = list(await asyncio.gather(*calls))
@@ -115,3 +109,16 @@ def _vote(ballots: Sequence[list[Verdict] | None], rule: str, tie: str) -> list[
         reason = next((v.reasoning for v in votes if v.hit == hit), first.reasoning)
         out.append(Verdict(index=first.index, reasoning=reason, hit=hit))
     return out
+
+
+@dataclass
+class ScorePanel(Panel):
+    """Judges x repeats of a score verdict (judge/scores.py): each call grades what `judge.scope` asks of the
+    `transcript`, and the calls combine by the mean (the shape's strategy, shapes/score.py, builds this panel)."""
+
+    async def judge(self, question: Question, response: str, first_repeat: int = 0,
+                    transcript: Sequence[Mapping[str, str]] | None = None) -> JudgeResult:
+        scored = list(await asyncio.gather(*(
+            judge_scores(c, self.spec, question, response, transcript, repeat=first_repeat + r)
+            for c in self.clients for r in range(self.repeats))))
+        return scored[0] if self.plain else combine_scores(scored, self.names, self.repeats)

@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the im
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["candidate_messages", "judge_messages", "PROMPT_ERRORS", "unrenderable", "pair_messages", "dialogue_vars",
-           "criteria_vars", "render_template", "check_templates", "data_tag", "choice_vars", "turn_text"]
+           "criteria_vars", "render_template", "data_tag", "choice_vars", "turn_text"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
 # mutation of the engine's objects) and an undefined variable is an error, never an empty string.
@@ -310,22 +310,3 @@ def pair_messages(spec: "BenchmarkSpec", question: Question, response_a: str, re
     return _system(spec, "judge.system", variables) + [
         {"role": "user", "content": render_template(spec, "judge.template", variables)}]
 
-
-def check_templates(spec: "BenchmarkSpec", questions: list[Question] | tuple[Question, ...], n: int = 3) -> None:
-    """Render every template against the first `n` questions, before any paid call.
-
-    Why: an undefined variable or a sandbox violation must be a SpecError with file and line at
-    `validate` time (or at the start of a run), not after the candidate answers were bought."""
-    per_criterion = spec.judge is not None and spec.judge.verdict.granularity == "per_criterion"
-    for question in list(questions)[:n]:
-        if spec.conversation.mode == "single":
-            candidate_messages(spec, question)
-        if spec.judge is None:  # every item is checked by the engine: no judge prompt
-            continue
-        if spec.judge.verdict.kind == "pairwise":
-            pair_messages(spec, question, "A sample reply.", "Another sample reply.")
-            continue
-        extra = {"turn": 1, "references": list(question.references)} if spec.judge.verdict.kind == "score" else None
-        sample = [{"role": "user", "content": "A sample question."}, {"role": "assistant", "content": "A sample reply."}]
-        judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None,
-                       transcript=sample if spec.conversation.mode != "single" else None, extra=extra)

@@ -20,8 +20,8 @@ from typing import Any
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.formulas import known_names
-from rubric_engine.scoring.pairwise import question_value
-from rubric_engine.scoring.scalar import scalar_fields
+from rubric_engine.shapes.base import Verdict
+from rubric_engine.shapes.registry import shape_for
 from rubric_engine.stats.sampling import rescored_record, summary_sections
 from rubric_engine.stats.scores import criteria_from_record, score_fields, score_summary
 from rubric_engine.stats.selfpref import rank
@@ -42,45 +42,20 @@ def _spec(run: Any, formula: str | None, rules: bool) -> Any:
     return spec if rules else spec.model_copy(update={"failure_rules": []})  # the resolved formula is kept
 
 
-def _rescored(spec: Any, rec: SampleRecord, rules: bool, where: str) -> SampleRecord:
+def _rescored(spec: Any, verdict: Verdict, rec: SampleRecord, rules: bool, where: str) -> SampleRecord:
     """One samples.jsonl record with its score fields recomputed from its stored verdicts."""
     if "samples" in rec:  # candidate.samples: every sample re-scored, then the question's means (stats/sampling.py)
         return rescored_record(rec, criteria_from_record(rec), rules, where,
                                lambda criteria, hits: score_fields(spec, criteria, hits))
-    out = dict(rec)
-    if "games" in rec:  # pairwise: score and weight from the stored labels (scoring/pairwise.py)
-        if not (rec.get("judge_error") or rec.get("candidate_error")):
-            score, weight = question_value([(str(g["order"]), str(g["label"])) for g in rec["games"]],
-                                           spec.judge.verdict.strong_weight)
-            out.update(score=score, weight=weight)
-    if "turns" in rec:  # a score on a scale: the question's score again from its stored turn scores
-        out.pop("weight", None)
-        if not rec.get("judge_error") and not rec.get("candidate_error"):
-            out.update(scalar_fields(rec["turns"]))
-        return out
-    hits = [c.get("hit") for c in rec.get("criteria") or []]
-    if rec.get("judge_error") or rec.get("candidate_error") or all(h is None for h in hits):
-        return out  # never judged (a counted error): stays unscored
-    criteria = criteria_from_record(rec)
-    if any(h not in (True, False) for h in hits):
-        raise DataError(where, f"question {rec.get('id')!r} has a score but a criterion without a verdict",
-                        fix="re-score the run from its answers (stage=score from_run=...)")
-    if not rules:
-        keep = [i for i, c in enumerate(criteria) if c.rule is None]
-        criteria, hits = [criteria[i] for i in keep], [hits[i] for i in keep]
-    out.pop("item_tags", None)  # written again by score_fields when the question has item tags
-    try:
-        out.update(score_fields(spec, criteria, hits))
-    except ValueError as exc:
-        raise DataError(where, f"question {rec.get('id')!r}: {exc}") from None
-    return out
+    return verdict.rescored(spec, rec, rules, where)  # the spec's verdict reads its own stored fields (shapes/)
 
 
 def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool = True) -> dict[str, Any]:
     """Re-score one loaded run (leaderboard.RunRecord) into out_dir; returns the new summary."""
     spec = _spec(run, formula, rules)
     where = str(run.dir / rundir.SAMPLES_FILE)
-    samples = [_rescored(spec, rec, rules, where) for rec in run.samples]
+    verdict = shape_for(spec).verdict
+    samples = [_rescored(spec, verdict, rec, rules, where) for rec in run.samples]
     summary = dict(run.summary)
     try:
         summary.update(score_summary(spec, samples, scored_stage=summary.get("stage") != "generate"))

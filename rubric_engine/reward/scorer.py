@@ -34,7 +34,6 @@ from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.checked import Grader
-from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import MAX_OUTPUT_CHARS
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
@@ -160,13 +159,14 @@ class RewardScorer:
         for client in self.clients:
             client.prompt_cache = prompt_cache_of(settings, self.spec)
         # checked items (judge/checked.py) are decided by the engine as in a run; the panel grades the rest
-        self.panel = Grader(Panel(list(self.clients), [j.name for j in plan.judges], self.spec, plan.repeats, plan.rule,
-                                  plan.tie) if self.clients else None)
+        verdict = plan.shape.verdict  # the panel its verdict grades with (a score's asks for numbers)
+        self.panel = Grader(verdict.panel(self.clients, [j.name for j in plan.judges], self.spec, plan.repeats,
+                                          plan.rule, plan.tie) if self.clients else None)
         self.shadow: Grader | None = None
         if shadow is not None and self.shadow_fraction > 0:
             client = ModelClient(shadow, role="judge", **limits)
             self.clients.append(client)
-            self.shadow = Grader(Panel([client], [shadow.name], self.spec, 1, plan.rule, plan.tie))
+            self.shadow = Grader(verdict.panel([client], [shadow.name], self.spec, 1, plan.rule, plan.tie))
         self.judges = [j.name for j in plan.judges]
         self.reply_cap = max_reply_bytes()
         self.pool = 2 * ceiling(settings.concurrency)  # rollouts in the judge's hands at once

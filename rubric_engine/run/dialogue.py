@@ -26,6 +26,8 @@ from rubric_engine.models.events import call_context
 from rubric_engine.models.mock import MockUser
 from rubric_engine.models.redact import redact
 from rubric_engine.run.record import Outcome
+from rubric_engine.shapes.base import Conversation, Talk
+from rubric_engine.shapes.registry import shape_for
 from rubric_engine.spec.limits import MAX_REPLY_CHARS
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.store.layout import ANSWERS_FILE, iter_jsonl
@@ -139,27 +141,27 @@ async def _user_turn(spec: BenchmarkSpec, q: Question, o: Outcome, user: ModelCl
 
 
 async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClient, user: ModelClient | None,
-                   accept: Callable[[str], None], repeat: int = 0) -> None:
-    """Run one conversation into `o` (transcript, response = the last reply, tokens, cost, cache hits, ended)."""
-    conv = spec.conversation
+                   accept: Callable[[str], None], repeat: int = 0, conversation: Conversation | None = None) -> None:
+    """Run one conversation into `o` (transcript, response = the last reply, tokens, cost, cache hits, ended).
+    The session's turn order is its conversation's (shapes/scripted.py, shapes/simulated.py; the run's plan
+    passes it, else the spec's); this module makes each turn's call."""
+    conversation = conversation or shape_for(spec).conversation
     prefix = candidate_prefix(spec, q)
     said: list[dict[str, str]] = []
     o.transcript = []
-    if conv.mode == "scripted":
-        for text in q.turns:
-            _said(o, said, Turn("user", text))
-            await _candidate_turn(o, cand, prefix, said, accept, repeat)
-        return
-    assert user is not None  # run/plan.py: a simulated conversation has a user model
-    o.user_tokens = (0, 0)
-    if conv.first == "candidate":
-        await _candidate_turn(o, cand, prefix, said, accept, repeat)
-    for _ in range(conv.max_turns):
-        if not await _user_turn(spec, q, o, user, said, repeat):
-            break
-        await _candidate_turn(o, cand, prefix, said, accept, repeat)
-    else:
+    if conversation.simulates_user:
+        o.user_tokens = (0, 0)
+
+    async def user_turn() -> bool:
+        assert user is not None  # run/plan.py: a conversation that asks its user has a user model
+        return await _user_turn(spec, q, o, user, said, repeat)
+
+    def cut() -> None:
         o.ended = "max_turns"
+
+    talk = Talk(user_says=lambda text: _said(o, said, Turn("user", text)),
+                candidate=lambda: _candidate_turn(o, cand, prefix, said, accept, repeat), user=user_turn, cut=cut)
+    await conversation.converse(spec, q, talk)
     if o.response is None and o.user_error is None:
         o.user_error = "the simulated user ended the session before the candidate replied"
 

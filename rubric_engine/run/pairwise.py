@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from rubric_engine.dataset.baseline import command_line_answers, load_baseline_answers
 from rubric_engine.errors import ConfigError
-from rubric_engine.judge.pairwise import is_pairwise
 from rubric_engine.models.entries import ModelSpec
+from rubric_engine.shapes.registry import shape_for
 from rubric_engine.stats.pairwise import pairwise_summary
 
 if TYPE_CHECKING:
@@ -23,13 +23,13 @@ if TYPE_CHECKING:
     from rubric_engine.run.settings import RunSettings
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["plan_baseline", "baseline_answers", "pairwise_section", "baseline_name", "describe_pairwise"]
+__all__ = ["plan_baseline", "baseline_answers", "pairwise_section", "baseline_name"]
 
 
 def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", *, panel: bool, samples: int) -> ModelSpec | None:
     """The baseline model to call (None: answers are used, or the spec is not pairwise); one line for a
     pairwise spec without a baseline and for the shapes a pairwise run does not combine with."""
-    if not is_pairwise(spec):
+    if not shape_for(spec).verdict.compares:
         if settings.baseline is not None or settings.baseline_answers:
             raise ConfigError(f"baseline=...: the benchmark {spec.name} is not pairwise (judge.verdict.kind: "
                               f"{spec.judge.verdict.kind if spec.judge else 'none'}); drop baseline= / baseline.answers=")
@@ -61,7 +61,7 @@ def baseline_answers(settings: "RunSettings", spec: "BenchmarkSpec", model: Mode
                      questions: Sequence["QuestionRef"], warnings: list[str]) -> dict[str, str] | None:
     """Question id -> the baseline's answer when the baseline is answers (a file, or the spec's files);
     every question of the run must have one (DataError naming the file and the first missing ids)."""
-    if not is_pairwise(spec) or model is not None or not judged:
+    if not shape_for(spec).verdict.compares or model is not None or not judged:
         return None
     if settings.baseline_answers:
         declared, command_line = command_line_answers(spec, settings.baseline_answers), True
@@ -89,20 +89,3 @@ def pairwise_section(settings: "RunSettings", spec: "BenchmarkSpec", model: Mode
                      records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """summary.json's `pairwise` section (stats/pairwise.py) with the baseline named."""
     return {"baseline": baseline_name(settings, spec, model), **pairwise_summary(records, spec)}
-
-
-def describe_pairwise(spec: "BenchmarkSpec") -> str:
-    """validate's line: the labels, their weights, the orders judged and the declared baseline."""
-    from rubric_engine.models.entries import declared_line
-
-    v, b = spec.judge.verdict, spec.baseline
-    head = (f"pairwise: labels {', '.join(v.labels)} (strong ones count {v.strong_weight:g}x), "
-            f"{'both orders' if v.swap else 'baseline first only'}; ")
-    if b is None:
-        return head + "no baseline declared: pass baseline=ENTRY or baseline.answers=FILE"
-    if b.model is not None:
-        m = b.model
-        return head + declared_line("baseline model", m.name, m.model, m.api_base, m.api_key_env, m.params)
-    assert b.answers is not None
-    files = ", ".join(f"{g}: {f.model or '?'} ({f.url or f.path})" for g, f in b.answers.files.items())
-    return head + f"baseline answers{f' per {b.answers.by}' if b.answers.by else ''}: {files}"

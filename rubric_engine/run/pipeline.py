@@ -17,8 +17,6 @@ from rich.console import Console
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import DiskFull, FatalModelError, ModelCallError
 from rubric_engine.judge.checked import Grader
-from rubric_engine.judge.pairwise import baseline_reply, is_pairwise, judge_pair
-from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.batches import start_batches
 from rubric_engine.models.cache import ResultCache
@@ -33,6 +31,7 @@ from rubric_engine.run.dialogue import converse, given_transcripts, within_cap
 from rubric_engine.run.record import Outcome
 from rubric_engine.run.callnotes import call_notes
 from rubric_engine.run.settings import RunSettings, prompt_cache_of
+from rubric_engine.shapes.base import Judging
 from rubric_engine.spec.schema import BenchmarkSpec
 
 
@@ -95,18 +94,20 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     halt: Callable[[BaseException], None]) -> dict[str, dict[str, int]]:
     limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries,
                   tpm=settings.tpm)
-    pairwise = is_pairwise(spec)  # judge.verdict.kind: pairwise: the baseline's reply, then a game per order
-    base = ModelClient(plan.baseline, role="baseline", **limits) if pairwise and plan.baseline and plan.judged else None
+    shape = plan.shape  # how each reply comes to be and how it is judged (shapes/)
+    base = ModelClient(plan.baseline, role="baseline", **limits) if plan.baseline and plan.judged else None
     cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
     user = ModelClient(plan.user, role="user", **limits) if cand is not None and plan.user is not None else None
-    talk = spec.conversation.mode != "single"  # a conversation: many candidate calls per reply (run/dialogue.py)
+    talk = shape.conversation.talks  # a conversation: many candidate calls per reply (run/dialogue.py)
     said = given_transcripts(settings.answers, settings.from_run, spec.data.fields.id) if talk and given is not None \
         else {}  # a conversation judged again from its answers: the sessions they hold
     clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
     for client in clients:
         client.prompt_cache = prompt_cache_of(settings, spec)
-    panel = Panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) if clients else None
+    panel = shape.verdict.panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) \
+        if clients else None
     judge = Grader(panel) if plan.judged else None  # checked items by the engine, the rest by the panel
+    judging = Judging(spec, judge, clients, base, baseline) if judge is not None else None
     with ProgressBoard(settings.progress, console) as board:
         k = plan.samples
         gen_bar = board.stage("generate", k * len(questions)) if cand else None
@@ -134,7 +135,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                 gen_bar.start()
                 try:
                     if talk:
-                        await converse(spec, q, o, cand, user, _accept_candidate, repeat=s)
+                        await converse(spec, q, o, cand, user, _accept_candidate, repeat=s,
+                                       conversation=shape.conversation)
                     else:
                         res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate, repeat=s)
                         o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
@@ -161,17 +163,14 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     o.transcript = said[q.id]
                 if o.response is None:
                     o.candidate_error = "no answer for this question in the answers file"
-            if judge is None:
+            if judging is None:
                 return
             assert judge_bar is not None
             if o.response is not None and not o.user_error:
                 judge_bar.start()
-                if pairwise:
-                    o.judge = await judge_pair(clients[0], spec, q, o.response,
-                                               await baseline_reply(base, baseline, spec, q))
-                else:
-                    o.judge, o.checks = await judge.grade(q, o.response, first_repeat=s * judge.repeats,
-                                                          transcript=_as_dicts(o) if o.transcript is not None else None)
+                o.judge, o.checks = await shape.verdict.judge(
+                    judging, q, o.response, first_repeat=s * judging.grader.repeats,
+                    transcript=_as_dicts(o) if o.transcript is not None else None)
             jr = o.judge
             if jr is not None and jr.error:
                 log.info("judge error on %s: %s", q.id, jr.error)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rubric_engine.errors import ConfigError, RubricEngineError
+from rubric_engine.errors import RubricEngineError
 from rubric_engine.models.entries import ModelSpec, SpecKeyError, check_keys, check_spec_keys
 from rubric_engine.run.pairwise import plan_baseline
 from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of, user_of
+from rubric_engine.shapes.base import Shape
+from rubric_engine.shapes.registry import shape_for
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
-from rubric_engine.spec.scales import is_score
 from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["RunPlan", "plan_run", "check_run_keys"]
@@ -36,6 +37,7 @@ class RunPlan:
     samples: int
     rule: str
     tie: str
+    shape: Shape  # how each reply comes to be and how it is judged (shapes/registry.py), looked up once
     baseline: ModelSpec | None = None  # judge.verdict.kind: pairwise with a baseline model (run/pairwise.py)
     user: ModelSpec | None = None  # the simulated user of a simulated conversation (run/dialogue.py)
 
@@ -62,14 +64,13 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
     rules, candidate samples (K > 1 needs the candidate called and judged); one line per setting that cannot run."""
     need_candidate = not (settings.answers or settings.from_run)
     samples = samples_of(settings, need_candidate)
-    if samples > 1 and is_score(spec):
-        raise ConfigError(f"samples={samples} with judge.verdict.kind score is not supported: a score run grades "
-                          "one reply per question (use judge.repeats or a jury to average several gradings)")
+    shape = shape_for(spec)
+    shape.verdict.check_plan(spec, samples)  # what a verdict cannot do with several samples (shapes/score.py)
     plan = RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
                    judges=tuple(judges_of(settings, spec)), repeats=repeats_of(settings, spec),
                    samples=samples, rule=settings.jury_rule,
-                   tie=settings.tie or (spec.judge.tie if spec.judge is not None else "not_met"),
-                   user=user_of(settings, spec, need_candidate))
+                   tie=settings.tie or (spec.judge.tie if spec.judge is not None else "not_met"), shape=shape,
+                   user=user_of(settings, spec, need_candidate, shape.conversation.simulates_user))
     plan = replace(plan, baseline=plan_baseline(settings, spec, panel=plan.panel, samples=plan.samples))
     check_spec_keys(plan.models(), settings.trust_endpoints)  # a spec's entry chooses no key unless trusted
     return plan

@@ -11,13 +11,11 @@ from typing import Any
 
 from rubric_engine.datatypes import Question, Turn
 from rubric_engine.judge.grading import JudgeResult
-from rubric_engine.judge.pairwise import PairResult, baseline_usage, pair_fields
-from rubric_engine.judge.scores import ScoreResult
 from rubric_engine.models.redact import redact
 from rubric_engine.records import SampleRecord
+from rubric_engine.shapes.registry import shape_for
 from rubric_engine.scoring.checks import CheckResult, check_dict
 from rubric_engine.scoring.question import QuestionScore
-from rubric_engine.scoring.scalar import scalar_fields
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.scores import record_fields
 
@@ -70,25 +68,18 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
                                 **({"tags": list(c.tags)} if c.tags else {})})
     if q.choices and o.checks:  # multiple choice: the option letter read from the reply (None: none could be read)
         rec["choice"] = next((r.choice for r in o.checks.values()), None)
-    if isinstance(jr, ScoreResult):  # a score on a scale: the turns' numbers (judge/scores.py, scoring/scalar.py)
-        rec["turns"] = [{**t.record(), "reasoning": redact(_clip(t.reasoning)) if t.reasoning else t.reasoning,
-                         "error": redact(t.error) if t.error else None} for t in jr.turns]
-        rec.update(scalar_fields(rec["turns"]))
-        if jr.score_votes:  # repeats / jurors: every call's score per turn, judge name -> one list per repeat
-            rec["score_votes"] = jr.score_votes
-        if jr.raw_replies:
-            rec["judge_raw"] = [redact(_clip(r)) for r in jr.raw_replies]
+    verdict = shape_for(spec).verdict
+    rec.update(verdict.judged_fields(jr, _clip))  # a score on a scale: the turns' numbers (shapes/score.py)
     if jr is not None and jr.error:
         rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
     elif o.score is not None:
         rec.update(record_fields(o.score))  # the same record fields `rescore` writes (stats/scores.py)
-    if isinstance(jr, PairResult):  # judge.verdict.kind: pairwise (judge/pairwise.py)
-        rec.update(pair_fields(spec, jr, _clip))
+    rec.update(verdict.outcome_fields(spec, jr, _clip))  # a comparison: its games (shapes/pairwise.py)
     rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
                      "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
     rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
     rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
-    base = baseline_usage(jr)
+    base = verdict.extra_usage(jr)
     if base is not None:
         for key in ("tokens", "cost", "cache_hits"):
             rec[key]["baseline"] = base[key]

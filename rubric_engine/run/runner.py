@@ -19,8 +19,6 @@ from rich.console import Console
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
 from rubric_engine.errors import ConfigError, DataError, DiskFull
-from rubric_engine.judge.dialogue import check_templates  # a conversation's templates too
-from rubric_engine.judge.pairwise import PairResult, is_pairwise
 from rubric_engine.models import interrupt
 from rubric_engine.models.batchapi import check_batchable
 from rubric_engine.models.batchjournal import check_no_batches_in_flight
@@ -43,13 +41,13 @@ from rubric_engine.run.record import Outcome, sample_record
 from rubric_engine.run.settings import STAGES, RunSettings
 from rubric_engine.run.summary import build_summary
 from rubric_engine.run.transcripts import TranscriptWriter
+from rubric_engine.shapes.registry import check_templates
 from rubric_engine.spec.checks import check_breakdowns_against_tags
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
-from rubric_engine.spec.scales import is_score
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import merge_record
-from rubric_engine.stats.scores import question_score, zero_fields
+from rubric_engine.stats.scores import zero_fields
 from rubric_engine.store import layout as rundir
 from rubric_engine.text.terminal import SafeConsole, shown
 
@@ -180,6 +178,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     if need_candidate and settings.candidate is None:
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
     plan = plan_run(settings, spec)  # judges, repeats, samples, jury and tie rules: resolved and checked once
+    verdict = plan.shape.verdict  # how each reply is judged, scored and summarised (shapes/)
     judges = list(plan.judges)
     mocks = [m.name for m in plan.models() if is_mock(m.model)]
     if mocks:
@@ -243,8 +242,8 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     def finished(o: Outcome) -> None:
         """One question is final: score it, append its record to the journal, keep only compact values."""
         for x in o.samples or [o]:
-            if x.judge is not None and x.judge.verdicts is not None and not isinstance(x.judge, PairResult):
-                x.score = question_score(spec, x.question.criteria, [v.hit for v in x.judge.verdicts])
+            if x.judge is not None and x.judge.verdicts is not None:  # a comparison scores in its record
+                x.score = verdict.question_score(spec, x.question, x.judge)
         rec = merge_record([sample_record(spec, x) for x in o.samples]) if o.samples else sample_record(spec, o)
         if rec["candidate_error"] and spec.aggregation.candidate_errors == "zero" and settings.stage != "generate":
             rec.update(zero_fields(spec, o.question.criteria))  # scored 0, marked `zeroed`, counted in the summary
@@ -290,11 +289,11 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
     if plan.judged and plan.panel:
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
-    if plan.judged and (plan.panel or plan.samples > 1) and not is_score(spec):  # criteria votes
+    if plan.judged and (plan.panel or plan.samples > 1) and verdict.criterion_votes:
         # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
         summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
                                                 samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets))
-    if plan.judged and is_pairwise(spec):  # wins / ties / losses and position consistency (stats/pairwise.py)
+    if plan.judged and verdict.compares:  # wins / ties / losses and position consistency (stats/pairwise.py)
         records = (rec for _, rec in runstream.ordered_records(journal, questions, offsets))
         summary["pairwise"] = pairwise_section(settings, spec, plan.baseline, records)
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run

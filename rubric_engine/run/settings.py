@@ -106,11 +106,11 @@ def judges_of(settings: RunSettings, spec: BenchmarkSpec) -> list[ModelSpec]:
     return judges
 
 
-def user_of(settings: RunSettings, spec: BenchmarkSpec, need_candidate: bool) -> ModelSpec | None:
-    """The simulated user of a simulated conversation the candidate is called for: user= given, else the
-    spec's conversation.simulator.model; None for every other run."""
+def user_of(settings: RunSettings, spec: BenchmarkSpec, need_candidate: bool, simulated: bool) -> ModelSpec | None:
+    """The simulated user of a conversation that simulates one (`simulated`: its strategy says so, shapes/) and
+    the candidate is called for: user= given, else the spec's conversation.simulator.model; None for every other run."""
     conv = spec.conversation
-    if conv.mode != "simulated" or not need_candidate:
+    if not simulated or not need_candidate:
         return None
     if settings.user is not None:
         return settings.user

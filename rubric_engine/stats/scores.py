@@ -19,11 +19,11 @@ from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, breakdown
 from rubric_engine.scoring.checks import CheckProblem, parse_check
 from rubric_engine.scoring.question import QuestionScore, score_question
 from rubric_engine.stats.bootstrap import bootstrap_stats
-from rubric_engine.spec.scales import is_score
+from rubric_engine.spec.facts import facts_of
 from rubric_engine.stats.lengths import length_block
 from rubric_engine.stats.turns import score_sections
 
-__all__ = ["question_score", "record_fields", "score_fields", "score_summary", "criteria_from_record", "zero_fields",
+__all__ = ["question_score", "record_fields", "score_fields", "rescored_fields", "score_summary", "criteria_from_record", "zero_fields",
            "EMPTY_SCORES", "INTERVAL_SAMPLES", "INTERVAL_SEED", "unread_choices"]
 
 EMPTY_SCORES: dict[str, Any] = {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
@@ -52,6 +52,27 @@ def record_fields(qs: QuestionScore) -> dict[str, Any]:
 def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool]) -> dict[str, Any]:
     """record_fields of question_score: what `rescore` writes back into a stored record."""
     return record_fields(question_score(spec, criteria, hits))
+
+
+def rescored_fields(spec: Any, rec: Mapping[str, Any], out: dict[str, Any], rules: bool, where: str) -> dict[str, Any]:
+    """`out` (a copy of the stored record `rec`) with its score fields recomputed from the stored per-criterion
+    verdicts; unchanged for a record never judged (a counted error). `rules` False leaves the failure-rule items out."""
+    hits = [c.get("hit") for c in rec.get("criteria") or []]
+    if rec.get("judge_error") or rec.get("candidate_error") or all(h is None for h in hits):
+        return out  # never judged (a counted error): stays unscored
+    criteria = criteria_from_record(rec)
+    if any(h not in (True, False) for h in hits):
+        raise DataError(where, f"question {rec.get('id')!r} has a score but a criterion without a verdict",
+                        fix="re-score the run from its answers (stage=score from_run=...)")
+    if not rules:
+        keep = [i for i, c in enumerate(criteria) if c.rule is None]
+        criteria, hits = [criteria[i] for i in keep], [hits[i] for i in keep]
+    out.pop("item_tags", None)  # written again by score_fields when the question has item tags
+    try:
+        out.update(score_fields(spec, criteria, hits))
+    except ValueError as exc:
+        raise DataError(where, f"question {rec.get('id')!r}: {exc}") from None
+    return out
 
 
 def zero_fields(spec: Any, criteria: Sequence[Criterion]) -> dict[str, Any]:
@@ -145,7 +166,7 @@ def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_sta
                       if spec.aggregation.candidate_errors == "zero" else {})},
         "length": length_block(samples, spec.ability_ids(), n_boot=n_boot, seed=seed) if scored_stage else None,
     }
-    if is_score(spec) and scored_stage:  # scores on a scale: per-turn means, group intervals (stats/turns.py)
+    if facts_of(spec).scale_sections and scored_stage:  # scores on a scale: per-turn means, group intervals (stats/turns.py)
         sections = score_sections(spec, samples, scored, INTERVAL_SAMPLES, INTERVAL_SEED)
         out["counts"]["turn_errors"] = sections.pop("turn_errors")
         out.update(sections)

@@ -25,6 +25,7 @@ from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.judge.checked import judged_question
 from rubric_engine.judge.grading import judge_response, shape_of
 from rubric_engine.judge.prompts import judge_messages
+from rubric_engine.spec.facts import facts_of
 from rubric_engine.stats.robustness import Rejudged, compare_verdicts, permutation, position_rates
 from rubric_engine.store import layout as rundir
 from rubric_engine.store.runs import collect_runs
@@ -71,11 +72,10 @@ def _questions(spec: Any, run_dir: Path) -> dict[str, Question]:
 
 def _refuse(spec: Any, run: Any, where: str) -> None:
     """One line for the runs this command cannot re-judge faithfully."""
-    v = spec.judge.verdict if spec.judge is not None else None
-    why = None
-    if v is None or v.kind != "criteria":
+    facts, why = facts_of(spec), None
+    if not facts.per_criterion_verdicts:
         why = "its judge gives no per-criterion verdicts (no judge, or a score / pairwise judge)"
-    elif spec.conversation.mode != "single":
+    elif facts.conversation:
         why = "it judged conversations (not supported yet)"
     elif spec.data.references is not None:
         why = "its spec adds references from a second file (not supported yet)"

@@ -1,0 +1,170 @@
+"""The two extension points of an evaluation: a `Conversation` (how a reply comes to be) and a `Verdict` (how
+it is judged), and `Shape`, the pair a run looks up once from its spec (registry.shape_for).
+
+Why classes with defaults rather than bare protocols: most shapes differ from the plainest one (a single reply,
+judged per criterion) in a few places, and those places are exactly the methods a shape overrides. A caller
+never asks which shape it holds: it calls the method, and the shape's module decides. The spec's own checks of
+a shape stay in spec/ (the schema's Literal names the shapes; spec/scales.py validates a score's range), and
+what the layers below this one need is a plain fact of the spec (spec/facts.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.datatypes import Question
+from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.panels import Panel
+from rubric_engine.judge.prompts import judge_messages
+from rubric_engine.stats.scores import question_score, rescored_fields
+
+if TYPE_CHECKING:
+    from rubric_engine.judge.checked import Grader
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "REPLY_SAMPLE"]
+
+Message = dict[str, Any]
+REPLY_SAMPLE = [{"role": "user", "content": "A sample question."}, {"role": "assistant", "content": "A sample reply."}]
+
+
+@dataclass
+class Talk:
+    """What run/dialogue.py hands a conversation: the three moves of a session, on one question's outcome.
+    `user_says(text)` appends a user turn the data gave; `candidate()` has the candidate answer the transcript
+    so far; `user()` has the simulated user speak (False: the session is over); `cut()` records that the
+    session ran out of turns before the user ended it."""
+    user_says: Callable[[str], None]
+    candidate: Callable[[], Awaitable[None]]
+    user: Callable[[], Awaitable[bool]]
+    cut: Callable[[], None]
+
+
+class Conversation:
+    """How a reply comes to be. The defaults are a single reply: one candidate call, no transcript."""
+    name = "single"
+    talks = False  # the candidate writes several replies of one session (a transcript is kept and judged)
+    simulates_user = False  # a user model plays the other side (run/settings.user_of resolves it)
+
+    def check_reply(self, spec: "BenchmarkSpec", question: Question) -> None:
+        """Preflight of the reply's own template (raises a SpecError); a conversation's is check_session."""
+
+    def check_session(self, spec: "BenchmarkSpec", question: Question) -> None:
+        """Preflight of a conversation's own messages (the candidate's prefix, a simulated user's persona)."""
+
+    def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
+        """For the dry run: a role's first request for a question and how many calls it makes for it."""
+        raise NotImplementedError
+
+    def shown_request(self, spec: "BenchmarkSpec", question: Question) -> list[Message]:
+        """For `prompts`: the candidate's first request, as the run sends it."""
+        return self.first_request(spec, question)[0]
+
+    def shown_title(self) -> str:
+        """The words `prompts` adds to its candidate heading ("" for one reply)."""
+        return ""
+
+    def shown_user(self, spec: "BenchmarkSpec", question: Question) -> list[Message] | None:
+        """For `prompts`: the simulated user's first request (None: no simulated user)."""
+        return None
+
+    async def converse(self, spec: "BenchmarkSpec", question: Question, talk: Talk) -> None:
+        """Drive one session's turns through `talk` (only for a conversation: `talks` is True)."""
+        raise NotImplementedError(f"conversation {self.name} has no session")
+
+
+@dataclass
+class Judging:
+    """Everything a verdict may need to judge one reply in a run (run/pipeline.py builds it once)."""
+    spec: "BenchmarkSpec"
+    grader: "Grader"  # checked items by the engine, the rest by the panel
+    clients: Sequence["ModelClient"]  # the judges' clients, in plan order
+    baseline_client: "ModelClient | None" = None  # a pairwise run's baseline model
+    baseline_answers: Mapping[str, str] | None = None  # a pairwise run's baseline answers file
+
+
+class Verdict:
+    """How a reply is judged. The defaults are criteria: a verdict per rubric item, scored by the formula."""
+    name = "criteria"
+    compares = False  # judged against a baseline's reply (run/pairwise.py reads the baseline)
+    criterion_votes = True  # panels and samples leave per-criterion votes (run/stream.panel_sections)
+    whole = "all criteria in one call"  # `prompts`' title of a request that grades the whole reply
+
+    def check_plan(self, spec: "BenchmarkSpec", samples: int) -> None:
+        """Refuse (ConfigError) what this verdict cannot do with the run's plan."""
+
+    def panel(self, clients: Sequence["ModelClient"], names: Sequence[str], spec: "BenchmarkSpec", repeats: int = 1,
+              rule: str = "majority", tie: str = "not_met") -> Panel:
+        """The panel that grades each reply with every judge, every repeat."""
+        return Panel(list(clients), list(names), spec, repeats, rule, tie)
+
+    async def judge(self, j: Judging, question: Question, response: str, first_repeat: int = 0,
+                    transcript: Sequence[Mapping[str, str]] | None = None) -> tuple[JudgeResult, dict[int, Any]]:
+        """One reply's judgment and what the engine's checks found (run/pipeline.py)."""
+        return await j.grader.grade(question, response, first_repeat=first_repeat, transcript=transcript)
+
+    def question_score(self, spec: "BenchmarkSpec", question: Question, result: JudgeResult) -> Any:
+        """The question's score from a judgment with verdicts (None: this verdict scores in its record)."""
+        return question_score(spec, question.criteria, [v.hit for v in result.verdicts or []])
+
+    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> dict[str, Any]:
+        """Record fields this verdict writes before the judge error (a score's turns)."""
+        return {}
+
+    def outcome_fields(self, spec: "BenchmarkSpec", result: JudgeResult | None,
+                       clip: Callable[[str], str]) -> dict[str, Any]:
+        """Record fields this verdict writes after the score (a comparison's games)."""
+        return {}
+
+    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+        """`rescore`: a stored record with its score fields recomputed from what this verdict stored (the
+        per-criterion verdicts; `rules` False: without the failure-rule items). `where` names the file."""
+        return rescored_fields(spec, rec, dict(rec), rules, where)
+
+    def extra_usage(self, result: JudgeResult | None) -> dict[str, Any] | None:
+        """Tokens, cost and cache hits of a further role this verdict called (a pairwise baseline), or None."""
+        return None
+
+    def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:
+        """For the dry run of a comparison (`compares`): its judge requests, one per order judged."""
+        return []
+
+    def judge_prompts(self, spec: "BenchmarkSpec", question: Question, reply: str,
+                      transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
+        """For `prompts`: every judge request for one reply, each with its title."""
+        units = ([(f"criterion {c.index} of {len(question.criteria)}", c.index) for c in question.criteria
+                  if c.check is None] if spec.judge.verdict.granularity == "per_criterion" else [(self.whole, None)])
+        extra = self.template_extra(question)
+        return [(title, judge_messages(spec, question, reply, index, transcript, extra)) for title, index in units]
+
+    def template_extra(self, question: Question) -> dict[str, Any] | None:
+        """Variables this verdict adds to judge.template."""
+        return None
+
+    def check_template(self, spec: "BenchmarkSpec", question: Question, talks: bool) -> None:
+        """Preflight: judge.template rendered for one question (a SpecError names file and line)."""
+        per_criterion = spec.judge.verdict.granularity == "per_criterion"
+        judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None,
+                       transcript=REPLY_SAMPLE if talks else None, extra=self.template_extra(question))
+
+    def scoring_line(self, spec: "BenchmarkSpec") -> str:
+        """validate's scoring line: what the spec does with the judge's verdicts."""
+        agg = spec.aggregation
+        v = spec.judge.verdict if spec.judge else None
+        return (f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
+                f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
+                f"{v.granularity if v else 'none'}")
+
+    def described(self, spec: "BenchmarkSpec") -> str | None:
+        """validate's extra line about this verdict (None: nothing to add)."""
+        return None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A spec's two strategies, looked up once per run."""
+    conversation: Conversation
+    verdict: Verdict

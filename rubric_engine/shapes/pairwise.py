@@ -1,0 +1,103 @@
+"""Judging by comparison (`judge.verdict.kind: pairwise`): the candidate's reply against a baseline's, one game
+per order, the question's score from the games' labels.
+
+Why here: what a comparison changes in a run is gathered in one class: it is judged against the baseline's reply
+(judge/pairwise.py asks the games), its record carries the games and the baseline's reply and usage instead of
+per-criterion verdicts, its judge prompt has two replies, and validate describes its labels and baseline. Which
+baseline a run uses and the summary's `pairwise` section are run/pairwise.py's (they read the command line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.datatypes import Question
+from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.pairwise import PairResult, baseline_reply, judge_pair, pair_fields
+from rubric_engine.judge.prompts import pair_messages
+from rubric_engine.scoring.pairwise import question_value
+from rubric_engine.shapes.base import Judging, Message, Verdict
+from rubric_engine.stats.scores import rescored_fields
+
+if TYPE_CHECKING:
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["Pairwise"]
+
+BASELINE_PLACEHOLDER = "<<<BASELINE REPLY: filled in by the run>>>"
+
+
+class Pairwise(Verdict):
+    """The verdict of `judge.verdict.kind: pairwise`."""
+    name = "pairwise"
+    compares = True
+
+    async def judge(self, j: Judging, question: Question, response: str, first_repeat: int = 0,
+                    transcript: Sequence[Mapping[str, str]] | None = None) -> tuple[JudgeResult, dict[int, Any]]:
+        base = await baseline_reply(j.baseline_client, j.baseline_answers, j.spec, question)
+        return await judge_pair(j.clients[0], j.spec, question, response, base), {}
+
+    def question_score(self, spec: "BenchmarkSpec", question: Question, result: JudgeResult) -> Any:
+        """None for a comparison's result: its score comes with its games (outcome_fields)."""
+        return None if isinstance(result, PairResult) else super().question_score(spec, question, result)
+
+    def outcome_fields(self, spec: "BenchmarkSpec", result: JudgeResult | None,
+                       clip: Callable[[str], str]) -> dict[str, Any]:
+        return pair_fields(spec, result, clip) if isinstance(result, PairResult) else {}
+
+    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+        """Score and weight again from the stored games' labels (scoring/pairwise.py); a record with an error
+        (or without games: never judged) keeps its fields."""
+        out = dict(rec)
+        if "games" in rec and not (rec.get("judge_error") or rec.get("candidate_error")):
+            score, weight = question_value([(str(g["order"]), str(g["label"])) for g in rec["games"]],
+                                           spec.judge.verdict.strong_weight)
+            out.update(score=score, weight=weight)
+        return rescored_fields(spec, rec, out, rules, where)
+
+    def extra_usage(self, result: JudgeResult | None) -> dict[str, Any] | None:
+        """The baseline's tokens, cost and cache hits for the record (None: no baseline reply in `result`)."""
+        base = result.baseline if isinstance(result, PairResult) else None
+        if base is None:
+            return None
+        return {"tokens": {"prompt": base.tokens[0], "completion": base.tokens[1]}, "cost": base.cost,
+                "cache_hits": base.cached}
+
+    def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:
+        """The judge requests of one question, one per order judged (the baseline's reply left empty)."""
+        return [pair_messages(spec, question, reply, "") for _ in range(2 if spec.judge.verdict.swap else 1)]
+
+    def judge_prompts(self, spec: "BenchmarkSpec", question: Question, reply: str,
+                      transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
+        return [("pairwise; the baseline's reply is the other placeholder",
+                 pair_messages(spec, question, reply, BASELINE_PLACEHOLDER))]
+
+    def check_template(self, spec: "BenchmarkSpec", question: Question, talks: bool) -> None:
+        pair_messages(spec, question, "A sample reply.", "Another sample reply.")
+
+    def scoring_line(self, spec: "BenchmarkSpec") -> str:
+        v = spec.judge.verdict  # scoring/pairwise.py: each game from the candidate's side
+        strong = [x for x in v.labels if ">>" in x or "<<" in x]
+        return (f"scoring: pairwise labels {', '.join(v.labels)}; a game scores the candidate 1 (win), 0.5 (tie) "
+                f"or 0 (loss), a strong label ({', '.join(strong) or 'none declared'}) counted {v.strong_weight:g}x; "
+                + ("both orders judged (position swap), a question with a failed game is a judge error; "
+                   if v.swap else "one order judged (baseline first, no swap); ")
+                + "question score = mean of its counted game scores, overall = win rate against the baseline "
+                  "(ties as half), pooled over every counted game score")
+
+    def described(self, spec: "BenchmarkSpec") -> str | None:
+        """validate's line: the labels, their weights, the orders judged and the declared baseline."""
+        from rubric_engine.models.entries import declared_line
+
+        v, b = spec.judge.verdict, spec.baseline
+        head = (f"pairwise: labels {', '.join(v.labels)} (strong ones count {v.strong_weight:g}x), "
+                f"{'both orders' if v.swap else 'baseline first only'}; ")
+        if b is None:
+            return head + "no baseline declared: pass baseline=ENTRY or baseline.answers=FILE"
+        if b.model is not None:
+            m = b.model
+            return head + declared_line("baseline model", m.name, m.model, m.api_base, m.api_key_env, m.params)
+        assert b.answers is not None
+        files = ", ".join(f"{g}: {f.model or '?'} ({f.url or f.path})" for g, f in b.answers.files.items())
+        return head + f"baseline answers{f' per {b.answers.by}' if b.answers.by else ''}: {files}"

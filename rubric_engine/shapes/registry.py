@@ -1,0 +1,48 @@
+"""The registry of evaluation shapes: the spec's names (`conversation.mode`, `judge.verdict.kind`) mapped to
+their strategies, looked up once per run (`shape_for(spec)`), and the template preflight that asks both.
+
+Why one place: a new shape is its module (shapes/<name>.py), one line here and its name in the spec schema's
+Literal (spec/schema.py); nothing else learns its name (tests/test_structure.py holds every other module to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rubric_engine.datatypes import Question
+from rubric_engine.shapes.base import Conversation, Shape, Verdict
+from rubric_engine.shapes.criteria import Criteria
+from rubric_engine.shapes.pairwise import Pairwise
+from rubric_engine.shapes.score import Score
+from rubric_engine.shapes.scripted import Scripted
+from rubric_engine.shapes.simulated import Simulated
+from rubric_engine.shapes.single import Single
+
+if TYPE_CHECKING:
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["CONVERSATIONS", "VERDICTS", "shape_for", "check_templates"]
+
+CONVERSATIONS: dict[str, Conversation] = {c.name: c for c in (Single(), Scripted(), Simulated())}
+VERDICTS: dict[str, Verdict] = {v.name: v for v in (Criteria(), Score(), Pairwise())}
+
+
+def shape_for(spec: "BenchmarkSpec") -> Shape:
+    """The spec's two strategies (a spec without a judge is judged by criteria: every item checked)."""
+    verdict = spec.judge.verdict.kind if spec.judge is not None else Criteria.name
+    return Shape(CONVERSATIONS[spec.conversation.mode], VERDICTS[verdict])
+
+
+def check_templates(spec: "BenchmarkSpec", questions: Sequence[Question], n: int = 3) -> None:
+    """Every template rendered against the first `n` questions before any paid call: an undefined variable or a
+    sandbox violation is a SpecError with file and line at `validate` time (or at a run's start), not after the
+    candidate's replies were bought. The reply's and the judge's templates first, then a conversation's own."""
+    shape = shape_for(spec)
+    first = list(questions)[:n]
+    for question in first:
+        shape.conversation.check_reply(spec, question)
+        if spec.judge is not None:  # None: every item is checked by the engine, no judge prompt
+            shape.verdict.check_template(spec, question, shape.conversation.talks)
+    for question in first:
+        shape.conversation.check_session(spec, question)

@@ -1,0 +1,80 @@
+"""Judging by a score on a scale (`judge.verdict.kind: score`): the judge's number for what `judge.scope`
+grades, per candidate turn, its repeats and jurors combined by the mean.
+
+Why here: what the run does differently for a score is gathered in one class: the panel that asks for numbers
+(judge/panels.ScorePanel), the record's `turns` (and the question's score from them, scoring/scalar.py), the
+variables its template gets (`turn`, `references`), validate's scoring line and the plan it refuses
+(several candidate samples). The score's spec rules stay in spec/scales.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.datatypes import Question
+from rubric_engine.errors import ConfigError
+from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.panels import Panel, ScorePanel
+from rubric_engine.judge.scores import ScoreResult
+from rubric_engine.models.redact import redact
+from rubric_engine.scoring.scalar import scalar_fields
+from rubric_engine.shapes.base import Verdict
+
+if TYPE_CHECKING:
+    from rubric_engine.models.client import ModelClient
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["Score"]
+
+_SCOPES = {"conversation": "one judgment of the whole conversation", "last_turn": "one judgment of the last reply",
+           "each_turn": "one judgment per candidate turn", "turn": "one judgment of candidate turn {turn}"}
+
+
+class Score(Verdict):
+    """The verdict of `judge.verdict.kind: score`."""
+    name = "score"
+    criterion_votes = False  # its votes are numbers, kept in the record's score_votes
+    whole = "a score on the scale, turn 1"
+
+    def check_plan(self, spec: "BenchmarkSpec", samples: int) -> None:
+        if samples > 1:
+            raise ConfigError(f"samples={samples} with judge.verdict.kind score is not supported: a score run grades "
+                              "one reply per question (use judge.repeats or a jury to average several gradings)")
+
+    def panel(self, clients: Sequence["ModelClient"], names: Sequence[str], spec: "BenchmarkSpec", repeats: int = 1,
+              rule: str = "majority", tie: str = "not_met") -> Panel:
+        return ScorePanel(list(clients), list(names), spec, repeats, rule, tie)
+
+    def template_extra(self, question: Question) -> dict[str, Any] | None:
+        return {"turn": 1, "references": list(question.references)}
+
+    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> dict[str, Any]:
+        """The turns' numbers (and errors), the question's score from them, every call's score by judge."""
+        if not isinstance(result, ScoreResult):
+            return {}
+        turns = [{**t.record(), "reasoning": redact(clip(t.reasoning)) if t.reasoning else t.reasoning,
+                  "error": redact(t.error) if t.error else None} for t in result.turns]
+        out: dict[str, Any] = {"turns": turns, **scalar_fields(turns)}
+        if result.score_votes:  # repeats / jurors: every call's score per turn, judge name -> one list per repeat
+            out["score_votes"] = result.score_votes
+        if result.raw_replies:
+            out["judge_raw"] = [redact(clip(r)) for r in result.raw_replies]
+        return out
+
+    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+        """The question's score again from its stored turn scores (a record without turns: never judged)."""
+        if "turns" not in rec:
+            return super().rescored(spec, rec, rules, where)
+        out = dict(rec)
+        out.pop("weight", None)
+        if not rec.get("judge_error") and not rec.get("candidate_error"):
+            out.update(scalar_fields(rec["turns"]))
+        return out
+
+    def scoring_line(self, spec: "BenchmarkSpec") -> str:
+        v, j = spec.judge.verdict, spec.judge
+        return (f"scoring: the judge's score from {v.min:g} to {v.max:g} "
+                f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), "
+                f"{_SCOPES[j.scope].format(turn=j.turn)} (judge.scope {j.scope}); question score = mean of its "
+                "valid judgments, overall = mean over every valid judgment (pooled)")

@@ -1,0 +1,48 @@
+"""A scripted conversation (`conversation.mode: scripted`): the data row's user turns, in order, each answered
+by the candidate; the candidate writes as many replies as the row has turns.
+
+Why here: the turn order of a scripted session and what the dry run and `prompts` show of it; the messages
+themselves are judge/dialogue.py's, the calls run/dialogue.py's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rubric_engine.datatypes import Question
+from rubric_engine.judge.dialogue import candidate_prefix, candidate_view
+from rubric_engine.shapes.base import Conversation, Message, Talk
+
+if TYPE_CHECKING:
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["Scripted", "Session"]
+
+
+class Session(Conversation):
+    """What every conversation shares: a transcript, the candidate's prefix checked before any call."""
+    talks = True
+
+    def check_session(self, spec: "BenchmarkSpec", question: Question) -> None:
+        candidate_prefix(spec, question)
+
+    def shown_title(self) -> str:
+        return f" ({self.name} conversation: the first turn; later turns add the replies)"
+
+
+class Scripted(Session):
+    name = "scripted"
+
+    def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
+        """The candidate's first turn and one call per user turn of the row."""
+        prefix = candidate_prefix(spec, question)
+        return candidate_view(prefix, [{"role": "user", "content": question.turns[0]}]), len(question.turns)
+
+    def shown_request(self, spec: "BenchmarkSpec", question: Question) -> list[Message]:
+        first = [{"role": "user", "content": question.turns[0]}] if question.turns else []
+        return candidate_view(candidate_prefix(spec, question), first)
+
+    async def converse(self, spec: "BenchmarkSpec", question: Question, talk: Talk) -> None:
+        for text in question.turns:
+            talk.user_says(text)
+            await talk.candidate()

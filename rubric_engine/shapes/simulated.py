@@ -1,0 +1,61 @@
+"""A simulated conversation (`conversation.mode: simulated`): a user model plays the other side for up to
+`conversation.max_turns` turns, ending early with its stop signal; the candidate may open.
+
+Why here: the turn order of a simulated session, its preflight (the persona and opening render; a candidate
+that opens has something to answer), and what the dry run and `prompts` show of both roles.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rubric_engine.datatypes import Question
+from rubric_engine.errors import SpecError
+from rubric_engine.judge.dialogue import candidate_prefix, candidate_view, simulator_view
+from rubric_engine.shapes.base import Message, Talk
+from rubric_engine.shapes.scripted import Session
+
+if TYPE_CHECKING:
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["Simulated"]
+
+
+class Simulated(Session):
+    name = "simulated"
+    simulates_user = True
+
+    def check_session(self, spec: "BenchmarkSpec", question: Question) -> None:
+        """The persona and opening render; the candidate must have something to answer when it speaks first."""
+        prefix = candidate_prefix(spec, question)
+        simulator_view(spec, question, [])
+        if spec.conversation.first == "candidate" and not prefix:
+            raise SpecError(str(spec.files[-1] if spec.files else spec.dir), "conversation.first",
+                            "the candidate speaks first but has nothing to answer", value="candidate",
+                            fix="set candidate.system (or give the data a dialogue), or use first: user")
+
+    def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
+        """The user's persona at most max_turns times; the candidate's first turn (a placeholder user line when
+        the user opens) at most max_turns times, one more when it opens."""
+        conv = spec.conversation
+        if role == "user":
+            return simulator_view(spec, question, []), conv.max_turns
+        opening = [] if conv.first == "candidate" else [{"role": "user", "content": "..."}]
+        return candidate_view(candidate_prefix(spec, question), opening), conv.max_turns + (conv.first == "candidate")
+
+    def shown_request(self, spec: "BenchmarkSpec", question: Question) -> list[Message]:
+        return candidate_view(candidate_prefix(spec, question), [])
+
+    def shown_user(self, spec: "BenchmarkSpec", question: Question) -> list[Message] | None:
+        return simulator_view(spec, question, [])
+
+    async def converse(self, spec: "BenchmarkSpec", question: Question, talk: Talk) -> None:
+        conv = spec.conversation
+        if conv.first == "candidate":
+            await talk.candidate()
+        for _ in range(conv.max_turns):
+            if not await talk.user():
+                break
+            await talk.candidate()
+        else:
+            talk.cut()

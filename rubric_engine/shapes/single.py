@@ -1,0 +1,29 @@
+"""A single reply (`conversation.mode: single`): the candidate answers the data's dialogue once.
+
+Why a module: the base class's defaults (shapes/base.Conversation) are this shape's behaviour; here is where
+the one request is rendered for the preflight, the dry run and `prompts`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rubric_engine.datatypes import Question
+from rubric_engine.judge.prompts import candidate_messages
+from rubric_engine.shapes.base import Conversation, Message
+
+if TYPE_CHECKING:
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["Single"]
+
+
+class Single(Conversation):
+    """One candidate call per reply; a simulated user is never asked (its role has nothing to say)."""
+    name = "single"
+
+    def check_reply(self, spec: "BenchmarkSpec", question: Question) -> None:
+        candidate_messages(spec, question)
+
+    def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
+        return candidate_messages(spec, question), 1

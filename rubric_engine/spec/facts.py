@@ -1,0 +1,39 @@
+"""Plain facts a spec's evaluation shape fixes for the layers below rubric_engine/shapes/: what its data rows
+must carry, and what a stored run of it holds.
+
+Why here: the strategies of rubric_engine/shapes/ own each shape's behaviour, but the data reader (dataset/),
+the statistics (stats/) and the validity tools (validity/) sit below them and may not import them. What
+those need is a fact of the spec (a rubric or none, user turns from the data or not), read once here where
+the spec's shape is validated, so no module below asks for the shape by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["ShapeFacts", "facts_of", "RUBRIC_BY_KIND"]
+
+
+@dataclass(frozen=True)
+class ShapeFacts:
+    """What a spec's verdict kind and conversation mode mean to the data and to the stored results."""
+    conversation: bool  # the candidate writes several replies (scripted or simulated): a row's dialogue is a prefix
+    scripted_turns: bool  # the user's turns are the data row's `turns` (each one a candidate turn)
+    rubric: Literal["required", "optional", "none"]  # a row's rubric: criteria, a score's optional one, a comparison's none
+    per_criterion_verdicts: bool  # a judge answers per rubric criterion (met or not)
+    scale_sections: bool  # the summary has per-turn and per-group sections of scores on a scale (stats/turns.py)
+
+
+# what a data row's rubric is to each verdict kind (a new kind adds its line: tests/test_shapes.py checks it)
+RUBRIC_BY_KIND: dict[str, Literal["required", "optional", "none"]] = {"criteria": "required", "score": "optional",
+                                                                      "pairwise": "none"}
+
+
+def facts_of(spec: Any) -> ShapeFacts:
+    """The facts of `spec` (a spec with no judge: every item checked by the engine, a criteria spec)."""
+    kind = spec.judge.verdict.kind if spec.judge is not None else "criteria"
+    mode = getattr(getattr(spec, "conversation", None), "mode", None) or "single"
+    return ShapeFacts(conversation=mode != "single", scripted_turns=mode == "scripted", rubric=RUBRIC_BY_KIND[kind],
+                      per_criterion_verdicts=spec.judge is not None and kind == "criteria",
+                      scale_sections=kind == "score")

@@ -1,0 +1,92 @@
+"""The evaluation shapes' registry and strategies (rubric_engine/shapes/), in-process.
+
+The rules docs/development.md ("How to add a shape") states: every name the spec schema accepts for
+`conversation.mode` and `judge.verdict.kind` has exactly one strategy, registered under that name; a spec with no
+judge is judged by criteria; a conversation drives its session's turns in its own order (scripted: each data turn
+then the candidate; simulated: the candidate first when it opens, then user and candidate until the user stops or
+max_turns is reached, which is recorded as a cut).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+
+from rubric_engine.dataset.load import load_dataset
+from rubric_engine.shapes.base import Talk
+from rubric_engine.shapes.registry import CONVERSATIONS, VERDICTS, shape_for
+from rubric_engine.spec.facts import RUBRIC_BY_KIND
+from rubric_engine.spec.load import load_spec
+from rubric_engine.spec.schema import Conversation, VerdictFields
+
+DATA = Path(__file__).resolve().parent / "data"
+REPO = DATA.parents[1]
+
+
+def test_every_name_the_schema_accepts_has_one_strategy_under_that_name() -> None:
+    assert sorted(CONVERSATIONS) == sorted(get_args(Conversation.model_fields["mode"].annotation))
+    assert sorted(VERDICTS) == sorted(get_args(VerdictFields.model_fields["kind"].annotation))
+    assert all(s.name == name for name, s in (*CONVERSATIONS.items(), *VERDICTS.items()))
+    assert len({id(s) for s in (*CONVERSATIONS.values(), *VERDICTS.values())}) == len(CONVERSATIONS) + len(VERDICTS)
+    assert sorted(RUBRIC_BY_KIND) == sorted(VERDICTS)  # what the data reader needs of each kind (spec/facts.py)
+
+
+@pytest.mark.parametrize(("bench", "conversation", "verdict"), [
+    ("checks_mini", "single", "criteria"), ("scripted_mini", "scripted", "criteria"),
+    ("simulated_mini", "simulated", "criteria"), ("pairwise_mini_spec", "single", "pairwise"),
+    ("likert_mini", "single", "score"), (REPO / "benchmarks" / "mt_bench", "scripted", "score")])
+def test_a_spec_is_looked_up_by_its_mode_and_kind(bench: str | Path, conversation: str, verdict: str) -> None:
+    spec = load_spec(DATA / bench)
+    shape = shape_for(spec)
+    assert (shape.conversation.name, shape.verdict.name) == (conversation, verdict)
+    assert shape.conversation.talks is (conversation != "single")
+    assert shape.conversation.simulates_user is (conversation == "simulated")
+    assert shape.verdict.compares is (verdict == "pairwise")
+
+
+def test_a_spec_without_a_judge_is_judged_by_criteria() -> None:
+    spec = load_spec(DATA / "checks_mini")
+    assert shape_for(spec.model_copy(update={"judge": None})).verdict is VERDICTS["criteria"]
+
+
+def _session(bench: str, **conversation: Any) -> tuple[list[str], Any]:
+    """The moves a conversation makes on a recording Talk: 'user:<text>' for a data turn, 'candidate', 'user'
+    (the simulated user asked; it stops at its third turn), 'cut'."""
+    spec = load_spec(DATA / bench)
+    spec.conversation = spec.conversation.model_copy(update=conversation)
+    q = load_dataset(spec, DATA / bench / f"{bench}.jsonl").questions[0]
+    moves: list[str] = []
+
+    async def candidate() -> None:
+        moves.append("candidate")
+
+    async def user() -> bool:
+        moves.append("user")
+        return moves.count("user") < 3
+
+    talk = Talk(user_says=lambda text: moves.append(f"user:{text}"), candidate=candidate, user=user,
+                cut=lambda: moves.append("cut"))
+    asyncio.run(shape_for(spec).conversation.converse(spec, q, talk))
+    return moves, q
+
+
+def test_a_scripted_session_answers_each_data_turn_in_order() -> None:
+    moves, q = _session("scripted_mini")
+    assert len(q.turns) >= 2
+    assert moves == [m for t in q.turns for m in (f"user:{t}", "candidate")]
+
+
+def test_a_simulated_session_ends_when_the_user_stops_or_is_cut_at_max_turns() -> None:
+    moves, _ = _session("simulated_mini", max_turns=5, first="user")
+    assert moves == ["user", "candidate", "user", "candidate", "user"]  # the third user turn says stop
+    moves, _ = _session("simulated_mini", max_turns=2, first="candidate")
+    assert moves == ["candidate", "user", "candidate", "user", "candidate", "cut"]
+
+
+def test_a_single_reply_has_no_session() -> None:
+    spec = load_spec(DATA / "checks_mini")
+    with pytest.raises(NotImplementedError):
+        asyncio.run(shape_for(spec).conversation.converse(spec, None, None))  # type: ignore[arg-type]
