@@ -51,9 +51,10 @@ class Counts:
 
 @dataclass(frozen=True)
 class EvalResult:
-    """One finished run (see docs/python-api.md). Scores are on the spec's scale (HeartBench: 0-100; a score
-    verdict's own scale: summary["scale"]; pairwise: win rates in percent); `None` where there is no number. `groups`: breakdown id -> group -> score, as the report's tables show them
-    (dimensions, abilities, subsets, scenarios, or the breakdowns the spec declares). `cost`: USD per role, None
+    """One finished run (see docs/python-api.md). Scores are on the spec's scale (`scoring.scale`, e.g. 0-100; a
+    score verdict's own scale: summary["scale"]; pairwise: win rates in percent); `None` where there is no number.
+    `groups`: breakdown id -> group -> score, as the report's tables show them (dimensions, abilities, subsets,
+    scenarios, or the breakdowns the spec declares). `cost`: USD per role, None
     where LiteLLM priced no call; `tokens`: role -> {prompt, completion}. `summary`: summary.json, whole."""
 
     benchmark: str
