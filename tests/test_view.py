@@ -58,9 +58,13 @@ def test_states_from_what_each_directory_holds(runs) -> None:
     failed, stopped = got["failed"], got["stopped"]
     assert failed.state == "failed" and failed.reason.startswith("nothing was scored (3 candidate errors")
     assert failed.sweep is None and failed.candidate == "broken" and failed.overall is None
-    # the first SIGINT waits for the call in flight (it answers after 90 s, inside the 120 s timeout), so the
-    # question that hung is journaled too; the rest were never sent
-    assert stopped.state == "interrupted" and f"{FAST + 1} of 5 questions in the journal" in stopped.reason
+    # the first SIGINT waits for the call in flight (it answers after 90 s, inside the 120 s timeout) and the rest
+    # are never sent; the question that hung is journaled when its offline judge also ran before the drain ended
+    # (a race this test does not own: tests/test_signals.py holds the drain's rules). The view says what the
+    # journal holds, whichever it is.
+    journaled = sum("id" in json.loads(line) for line in (stopped.dir / "samples.jsonl").read_text().splitlines())
+    assert journaled in (FAST, FAST + 1)
+    assert stopped.state == "interrupted" and f"{journaled} of 5 questions in the journal" in stopped.reason
     assert (stopped.candidate, stopped.candidate_model, stopped.judge) == ("slow", "openai/slow", "mock-judge")
     assert stopped.benchmark == "heartbench_en" and stopped.report is None
     # while it hung, the same directory was seen running (its lock held by the live process)
