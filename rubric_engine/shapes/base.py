@@ -23,12 +23,20 @@ from rubric_engine.stats.scores import question_score, rescored_fields
 if TYPE_CHECKING:
     from rubric_engine.judge.checked import Grader
     from rubric_engine.models.client import ModelClient
-    from rubric_engine.spec.schema import BenchmarkSpec
+    from rubric_engine.spec.schema import BenchmarkSpec, Judge
 
-__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "REPLY_SAMPLE"]
+__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "REPLY_SAMPLE", "judge_of"]
 
 Message = dict[str, Any]
 REPLY_SAMPLE = [{"role": "user", "content": "A sample question."}, {"role": "assistant", "content": "A sample reply."}]
+
+
+def judge_of(spec: "BenchmarkSpec") -> "Judge":
+    """The spec's judge block, for a verdict that reads it: a score or pairwise verdict comes only from a judge
+    block (registry.shape_for), and the criteria verdict's judge requests are asked for only when there is one."""
+    judge = spec.judge
+    assert judge is not None, "a verdict read the judge block of a spec without a judge"
+    return judge
 
 
 @dataclass
@@ -136,7 +144,7 @@ class Verdict:
                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
         """For `prompts`: every judge request for one reply, each with its title."""
         units = ([(f"criterion {c.index} of {len(question.criteria)}", c.index) for c in question.criteria
-                  if c.check is None] if spec.judge.verdict.granularity == "per_criterion" else [(self.whole, None)])
+                  if c.check is None] if judge_of(spec).verdict.granularity == "per_criterion" else [(self.whole, None)])
         extra = self.template_extra(question)
         return [(title, judge_messages(spec, question, reply, index, transcript, extra)) for title, index in units]
 
@@ -146,7 +154,7 @@ class Verdict:
 
     def check_template(self, spec: "BenchmarkSpec", question: Question, talks: bool) -> None:
         """Preflight: judge.template rendered for one question (a SpecError names file and line)."""
-        per_criterion = spec.judge.verdict.granularity == "per_criterion"
+        per_criterion = judge_of(spec).verdict.granularity == "per_criterion"
         judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None,
                        transcript=REPLY_SAMPLE if talks else None, extra=self.template_extra(question))
 

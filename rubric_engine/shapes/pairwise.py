@@ -17,7 +17,7 @@ from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.pairwise import PairResult, baseline_reply, judge_pair, pair_fields
 from rubric_engine.judge.prompts import pair_messages
 from rubric_engine.scoring.pairwise import question_value
-from rubric_engine.shapes.base import Judging, Message, Verdict
+from rubric_engine.shapes.base import Judging, Message, Verdict, judge_of
 from rubric_engine.stats.scores import rescored_fields
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class Pairwise(Verdict):
         out = dict(rec)
         if "games" in rec and not (rec.get("judge_error") or rec.get("candidate_error")):
             score, weight = question_value([(str(g["order"]), str(g["label"])) for g in rec["games"]],
-                                           spec.judge.verdict.strong_weight)
+                                           judge_of(spec).verdict.strong_weight)
             out.update(score=score, weight=weight)
         return rescored_fields(spec, rec, out, rules, where)
 
@@ -66,7 +66,7 @@ class Pairwise(Verdict):
 
     def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:
         """The judge requests of one question, one per order judged (the baseline's reply left empty)."""
-        return [pair_messages(spec, question, reply, "") for _ in range(2 if spec.judge.verdict.swap else 1)]
+        return [pair_messages(spec, question, reply, "") for _ in range(2 if judge_of(spec).verdict.swap else 1)]
 
     def judge_prompts(self, spec: "BenchmarkSpec", question: Question, reply: str,
                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
@@ -77,7 +77,7 @@ class Pairwise(Verdict):
         pair_messages(spec, question, "A sample reply.", "Another sample reply.")
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
-        v = spec.judge.verdict  # scoring/pairwise.py: each game from the candidate's side
+        v = judge_of(spec).verdict  # scoring/pairwise.py: each game from the candidate's side
         strong = [x for x in v.labels if ">>" in x or "<<" in x]
         return (f"scoring: pairwise labels {', '.join(v.labels)}; a game scores the candidate 1 (win), 0.5 (tie) "
                 f"or 0 (loss), a strong label ({', '.join(strong) or 'none declared'}) counted {v.strong_weight:g}x; "
@@ -90,7 +90,7 @@ class Pairwise(Verdict):
         """validate's line: the labels, their weights, the orders judged and the declared baseline."""
         from rubric_engine.models.entries import declared_line
 
-        v, b = spec.judge.verdict, spec.baseline
+        v, b = judge_of(spec).verdict, spec.baseline
         head = (f"pairwise: labels {', '.join(v.labels)} (strong ones count {v.strong_weight:g}x), "
                 f"{'both orders' if v.swap else 'baseline first only'}; ")
         if b is None:

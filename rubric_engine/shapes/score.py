@@ -19,7 +19,7 @@ from rubric_engine.judge.panels import Panel, ScorePanel
 from rubric_engine.judge.scores import ScoreResult
 from rubric_engine.models.redact import redact
 from rubric_engine.scoring.scalar import scalar_fields
-from rubric_engine.shapes.base import Verdict
+from rubric_engine.shapes.base import Verdict, judge_of
 
 if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
@@ -73,8 +73,9 @@ class Score(Verdict):
         return out
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
-        v, j = spec.judge.verdict, spec.judge
+        j = judge_of(spec)
+        v = j.verdict
         return (f"scoring: the judge's score from {v.min:g} to {v.max:g} "
-                f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), "
+                f"({f'pattern {v.pattern}' if v.pattern else f'JSON field {v.field}'}), "
                 f"{_SCOPES[j.scope].format(turn=j.turn)} (judge.scope {j.scope}); question score = mean of its "
                 "valid judgments, overall = mean over every valid judgment (pooled)")
