@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,9 @@ def load_inputs(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpe
     dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None,
                            lazy=lazy)
     check_breakdowns_against_tags(spec, dataset.item_tags, dataset.example_tags)
-    selection = dict(subset=settings.subset, limit=settings.limit, ids=settings.ids)
+    chosen = partial(select, subset=settings.subset, limit=settings.limit, ids=settings.ids)
     rows = dataset.questions
-    questions = rows.view(select(rows.refs, **selection)) if isinstance(rows, QuestionRows) else select(rows, **selection)
+    questions = rows.view(chosen(rows.refs)) if isinstance(rows, QuestionRows) else chosen(rows)
     if not questions:
         raise ConfigError("the selection holds no question; check subset= / ids= / limit=")
     check_templates(spec, list(questions[:3]))  # template errors before any paid call

@@ -18,6 +18,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import judge_messages
+from rubric_engine.records import SampleRecord
 from rubric_engine.stats.scores import question_score, rescored_fields
 
 if TYPE_CHECKING:
@@ -118,12 +119,12 @@ class Verdict:
         """The question's score from a judgment with verdicts (None: this verdict scores in its record)."""
         return question_score(spec, question.criteria, [v.hit for v in result.verdicts or []])
 
-    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> dict[str, Any]:
+    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> SampleRecord:
         """Record fields this verdict writes before the judge error (a score's turns)."""
         return {}
 
     def outcome_fields(self, spec: "BenchmarkSpec", result: JudgeResult | None,
-                       clip: Callable[[str], str]) -> dict[str, Any]:
+                       clip: Callable[[str], str]) -> SampleRecord:
         """Record fields this verdict writes after the score (a comparison's games)."""
         return {}
 

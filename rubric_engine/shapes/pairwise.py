@@ -16,6 +16,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.pairwise import PairResult, baseline_reply, judge_pair, pair_fields
 from rubric_engine.judge.prompts import pair_messages
+from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.pairwise import question_value
 from rubric_engine.shapes.base import Judging, Message, Verdict, judge_of
 from rubric_engine.stats.scores import rescored_fields
@@ -43,7 +44,7 @@ class Pairwise(Verdict):
         return None if isinstance(result, PairResult) else super().question_score(spec, question, result)
 
     def outcome_fields(self, spec: "BenchmarkSpec", result: JudgeResult | None,
-                       clip: Callable[[str], str]) -> dict[str, Any]:
+                       clip: Callable[[str], str]) -> SampleRecord:
         return pair_fields(spec, result, clip) if isinstance(result, PairResult) else {}
 
     def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.panels import Panel, ScorePanel
 from rubric_engine.judge.scores import ScoreResult
 from rubric_engine.models.redact import redact
+from rubric_engine.records import SampleRecord, TurnScoreRecord
 from rubric_engine.scoring.scalar import scalar_fields
 from rubric_engine.shapes.base import Verdict, judge_of
 
@@ -49,13 +50,14 @@ class Score(Verdict):
     def template_extra(self, question: Question) -> dict[str, Any] | None:
         return {"turn": 1, "references": list(question.references)}
 
-    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> dict[str, Any]:
+    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> SampleRecord:
         """The turns' numbers (and errors), the question's score from them, every call's score by judge."""
         if not isinstance(result, ScoreResult):
             return {}
-        turns = [{**t.record(), "reasoning": redact(clip(t.reasoning)) if t.reasoning else t.reasoning,
-                  "error": redact(t.error) if t.error else None} for t in result.turns]
-        out: dict[str, Any] = {"turns": turns, **scalar_fields(turns)}
+        turns: list[TurnScoreRecord] = [
+            {**t.record(), "reasoning": redact(clip(t.reasoning)) if t.reasoning else t.reasoning,
+             "error": redact(t.error) if t.error else None} for t in result.turns]
+        out: SampleRecord = {"turns": turns, **scalar_fields(turns)}
         if result.score_votes:  # repeats / jurors: every call's score per turn, judge name -> one list per repeat
             out["score_votes"] = result.score_votes
         if result.raw_replies:

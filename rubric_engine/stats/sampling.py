@@ -114,7 +114,7 @@ def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
 
 
 def rescored_record(rec: SampleRecord, criteria: list[Criterion], rules: bool, where: str,
-                    score: Callable[[list[Criterion], list[bool]], dict[str, Any]]) -> SampleRecord:
+                    score: Callable[[list[Criterion], list[bool]], Mapping[str, Any]]) -> SampleRecord:
     """A sampled record with every sample's scores recomputed from its stored verdicts by `score`
     (scores.score_fields bound to the spec), then the question's means; errors stay errors."""
     out = dict(rec)
