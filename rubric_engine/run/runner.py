@@ -301,8 +301,8 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:
     # is removed, its answers being the output)
-    runstream.finish_files(out, journal, rows, spec.data.fields.id, samples=settings.stage != "generate",
-                           offsets=offsets)
+    runstream.finish_files(out, journal, rows, spec.data.fields.id, plan.shape.conversation,
+                           samples=settings.stage != "generate", offsets=offsets)
     rundir.finish_run(out, manifest)
     # report.html beside the results (bounded: none past REPORT_MAX_QUESTIONS); a failure is one warning
     write_run_report(out, console, questions=len(questions), trust_code=settings.trust_code)

@@ -18,7 +18,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import judge_messages
-from rubric_engine.records import SampleRecord
+from rubric_engine.records import GameRecord, SampleRecord, TurnRecord
 from rubric_engine.stats.scores import question_score, rescored_fields
 
 if TYPE_CHECKING:
@@ -84,6 +84,10 @@ class Conversation:
         """Drive one session's turns through `talk` (only for a conversation: `talks` is True)."""
         raise NotImplementedError(f"conversation {self.name} has no session")
 
+    def stored_transcript(self, rec: Mapping[str, Any]) -> list[TurnRecord] | None:
+        """The session a stored record holds, for its readers (answers.jsonl, the report); None: a single reply."""
+        return None
+
 
 @dataclass
 class Judging:
@@ -135,6 +139,11 @@ class Verdict:
 
     def extra_usage(self, result: JudgeResult | None) -> dict[str, Any] | None:
         """Tokens, cost and cache hits of a further role this verdict called (a pairwise baseline), or None."""
+        return None
+
+    def stored_games(self, rec: Mapping[str, Any]) -> list[GameRecord] | None:
+        """The comparisons a stored record holds, for the report; None: this verdict compares nothing, or the
+        question was never judged."""
         return None
 
     def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:

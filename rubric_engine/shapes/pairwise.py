@@ -16,7 +16,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.pairwise import PairResult, baseline_reply, judge_pair, pair_fields
 from rubric_engine.judge.prompts import pair_messages
-from rubric_engine.records import SampleRecord
+from rubric_engine.records import GameRecord, SampleRecord
 from rubric_engine.scoring.pairwise import question_value
 from rubric_engine.shapes.base import Judging, Message, Verdict, judge_of
 from rubric_engine.stats.scores import rescored_fields
@@ -64,6 +64,10 @@ class Pairwise(Verdict):
             return None
         return {"tokens": {"prompt": base.tokens[0], "completion": base.tokens[1]}, "cost": base.cost,
                 "cache_hits": base.cached}
+
+    def stored_games(self, rec: Mapping[str, Any]) -> list[GameRecord] | None:
+        """The record's `games` (None: never judged, e.g. a candidate error)."""
+        return rec["games"] if "games" in rec else None
 
     def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:
         """The judge requests of one question, one per order judged (the baseline's reply left empty)."""

@@ -106,8 +106,9 @@ def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
     out["cost"] = {role: None if any(r["cost"][role] is None for r in records)
                    else math.fsum(r["cost"][role] for r in records) for role in roles}
     out["cache_hits"] = {role: sum(int(r["cache_hits"][role]) for r in records) for role in roles}
-    if "user_error" in records[0]:  # a simulated user failed in some sample: the question's user_error
-        out["user_error"] = _error(entries, "user_error")
+    user = _error(entries, "user_error")  # a simulated user failed in some sample: the question's user_error
+    if user is not None:  # (else the first sample's, None, stays where it was, or none was written)
+        out["user_error"] = user
     out["truncated"] = any(bool(r.get("truncated")) for r in records)
     out["samples"] = entries
     return out
