@@ -44,7 +44,7 @@ class CriterionRecord(TypedDict, total=False):
     label: str
     ability: str | None
     rule: str | None
-    weight: float
+    weight: float | None  # None: an item without a weight in the data (a failure-rule item)
     text: str
     reasoning: str | None
     hit: bool | None

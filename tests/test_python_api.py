@@ -246,3 +246,13 @@ def test_unknown_option_is_one_line_with_the_closest_name(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match=r"unknown option limt=3 \(did you mean limit\?\)"):
         evaluate("heartbench", "mock", "mock", limt=3, run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_a_jury_with_a_missing_member_is_one_line(tmp_path: Path) -> None:
+    """`judge=[..., None]`: a juror left out (a variable that was None) is refused by name before anything is
+    written, not carried into the run as a judge without a model (it used to end in an AttributeError)."""
+    from rubric_engine import ConfigError, evaluate
+
+    with pytest.raises(ConfigError, match=r"judge: jury member 2 is None"):
+        evaluate("heartbench", "mock", ["mock", None], limit=2, data_path=str(MINI), run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()

@@ -10,6 +10,7 @@ max_turns is reached, which is recorded as a cut).
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any, get_args
 
@@ -17,7 +18,8 @@ import pytest
 
 from rubric_engine.dataset.load import load_dataset
 from rubric_engine.shapes.base import Talk
-from rubric_engine.shapes.registry import CONVERSATIONS, VERDICTS, shape_for
+from rubric_engine.errors import DataError
+from rubric_engine.shapes.registry import CONVERSATIONS, VERDICTS, shape_for, stored_shape
 from rubric_engine.spec.facts import RUBRIC_BY_KIND
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import Conversation, VerdictFields
@@ -45,6 +47,21 @@ def test_a_spec_is_looked_up_by_its_mode_and_kind(bench: str | Path, conversatio
     assert shape.conversation.talks is (conversation != "single")
     assert shape.conversation.simulates_user is (conversation == "simulated")
     assert shape.verdict.compares is (verdict == "pairwise")
+
+    stored = stored_shape(json.loads(json.dumps(spec.resolved())), "spec.resolved.json")  # as a run wrote it
+    assert (stored.conversation, stored.verdict) == (shape.conversation, shape.verdict)
+
+
+def test_a_stored_run_is_read_through_its_shape() -> None:
+    """A resolved spec without the keys (an older run's) is a single reply judged by criteria; a stored record's
+    session and games are read by the shape that wrote them; a name this version does not know is one line."""
+    plain = stored_shape({}, "spec.resolved.json")
+    rec = {"transcript": [], "games": [{"order": "baseline_first", "label": "A>B", "reasoning": None, "error": None}]}
+    assert plain.conversation.stored_transcript(rec) is None and plain.verdict.stored_games(rec) is None
+    assert CONVERSATIONS["scripted"].stored_transcript(rec) == [] and VERDICTS["pairwise"].stored_games(rec) == rec["games"]
+    assert CONVERSATIONS["simulated"].stored_transcript({}) is None and VERDICTS["pairwise"].stored_games({}) is None
+    with pytest.raises(DataError, match=r"run/spec.resolved.json: the run's spec names verdict kind 'elo'"):
+        stored_shape({"judge": {"verdict": {"kind": "elo"}}}, "run/spec.resolved.json")
 
 
 def test_a_spec_without_a_judge_is_judged_by_criteria() -> None:

@@ -156,12 +156,15 @@ def test_pyproject_ships_every_subpackage() -> None:
 # else asks the shape's strategy (shapes.of(spec)) or is handed a fact, so a new shape is a new module, not a
 # new branch in twenty. The rule, by AST: no comparison of a verdict kind or conversation mode with a shape's
 # name, no call of a shape predicate (is_score(spec), is_pairwise(spec), multi_turn(spec), ...), no isinstance
-# dispatch on a shape's result type.
+# dispatch on a shape's result type, and no test of a stored record for a key only some shape writes
+# (`"games" in rec`): the record's reader asks the shape (shape.verdict.stored_games(rec), ...).
 SHAPE_NAMES = frozenset({"criteria", "score", "pairwise", "single", "scripted", "simulated"})
 SHAPE_FIELDS = frozenset({"kind", "mode", "verdict_kind", "conversation_mode"})
 SHAPE_PREDICATES = frozenset({"multi_turn", *(f"is_{name}" for name in SHAPE_NAMES)})
 SHAPE_RESULTS = frozenset({"PairResult", "ScoreResult"})
-SHAPE_OWNERS = ("spec", "shapes")
+# record keys (records.py) a single verdict kind or conversation mode writes: pairwise, score, conversations
+SHAPE_KEYS = frozenset({"games", "baseline_response", "turns", "score_votes", "transcript", "ended", "user_error"})
+SHAPE_OWNERS = ("spec", "shapes", "records.py")  # records.py: the record's codec names every key
 # Branch points on the shape not yet moved into rubric_engine/shapes/, module -> count. It may only shrink.
 SHAPE_BRANCHES_LEFT: dict[str, int] = {}
 
@@ -175,6 +178,10 @@ def shape_branches(tree: ast.AST) -> list[tuple[int, str]]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
+            if (isinstance(node.ops[0], (ast.In, ast.NotIn)) and isinstance(node.left, ast.Constant)
+                    and node.left.value in SHAPE_KEYS):
+                found.append((node.lineno, f"tests a record for its {node.left.value} key"))
+                continue
             sides = [node.left, *node.comparators]
             words = {c.value for side in sides for c in ast.walk(side) if isinstance(c, ast.Constant)
                      and isinstance(c.value, str)}
@@ -210,9 +217,23 @@ def test_shape_rule_finds_planted_branches() -> None:
     assert [line for line, _ in shape_branches(ast.parse(code))] == [1, 2, 3, 4, 7]
 
 
+def test_shape_rule_finds_planted_key_tests() -> None:
+    """The checker on stored records: a test for a key only one shape writes is a branch on the shape; a
+    test for a key every record has, or for a key held in a variable, is not."""
+    code = ('if "games" not in sample: pass\n'
+            'said = rec["transcript"] if "transcript" in rec else None\n'
+            'ok = "id" in rec and key in rec\n'
+            'x = [r for r in rows if "user_error" in r]\n'
+            'y = rec.get("turns")\n')
+    assert shape_branches(ast.parse(code)) == [(1, "tests a record for its games key"),
+                                                (2, "tests a record for its transcript key"),
+                                                (4, "tests a record for its user_error key")]
+
+
 def test_no_branch_on_the_evaluation_shape_outside_its_owners() -> None:
-    """Outside rubric_engine/spec/ and rubric_engine/shapes/, no module branches on the evaluation shape (see
-    SHAPE_NAMES above): it asks shapes.of(spec) or is given a fact. SHAPE_BRANCHES_LEFT may only shrink."""
+    """Outside rubric_engine/spec/, rubric_engine/shapes/ and the record codec, no module branches on the
+    evaluation shape (see SHAPE_NAMES and SHAPE_KEYS above): it asks its shape (shapes/registry.py) or is given
+    a fact. SHAPE_BRANCHES_LEFT may only shrink."""
     counts: dict[str, int] = {}
     lines = []
     for path in MODULES:

@@ -25,6 +25,7 @@ from rubric_engine.judge.structured import ask_structured
 from rubric_engine.models.events import set_call_context
 from rubric_engine.models.mock import MockLabels
 from rubric_engine.models.redact import redact
+from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.pairwise import ORDERS, patterns_of, question_value, read_label, written_form
 
 if TYPE_CHECKING:
@@ -134,16 +135,16 @@ async def judge_pair(client: "ModelClient", spec: "BenchmarkSpec", question: Que
     return out
 
 
-def pair_fields(spec: "BenchmarkSpec", jr: PairResult, clip: Any = str) -> dict[str, Any]:
+def pair_fields(spec: "BenchmarkSpec", jr: PairResult, clip: Any = str) -> SampleRecord:
     """A record's pairwise fields: baseline_response, games and, when every game has a label, the question's
     score (the weighted mean of its games from the candidate's side) and `weight` (their count), with the
     empty item fields a score-only record has. `clip` bounds a kept judge reply."""
     base = jr.baseline
-    out: dict[str, Any] = {
+    out: SampleRecord = {
         "baseline_response": redact(base.text) if base else None,
         "games": [{"order": g.order, "label": g.label, "reasoning": redact(clip(g.reasoning)) if g.reasoning else None,
                    "error": redact(g.error) if g.error else None} for g in jr.games]}
     if jr.error is None:
         score, weight = question_value([(g.order, str(g.label)) for g in jr.games], spec.judge.verdict.strong_weight)
-        out.update(abilities={}, score=score, weight=weight, failed_rules=[], catastrophic=False)
+        out.update({"abilities": {}, "score": score, "weight": weight, "failed_rules": [], "catastrophic": False})
     return out

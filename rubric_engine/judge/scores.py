@@ -32,6 +32,7 @@ from rubric_engine.judge.structured import ask_structured
 from rubric_engine.models.events import set_call_context
 from rubric_engine.judge.verdicts import VerdictError, extract_json
 from rubric_engine.models.mock import MOCK_TAG, MockShape
+from rubric_engine.records import TurnScoreRecord
 from rubric_engine.scoring.checks import compile_re2
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class TurnScore:
     reasoning: str | None = None
     error: str | None = None
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> TurnScoreRecord:
         return {"turn": self.turn, "score": self.score, "reasoning": self.reasoning, "error": self.error}
 
 

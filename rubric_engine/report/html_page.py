@@ -29,6 +29,9 @@ from rubric_engine.report.transcript import transcript_html
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.scoring.aggregate import ability_ids
+from rubric_engine.shapes.base import Shape
+from rubric_engine.shapes.registry import stored_shape
+from rubric_engine.store import layout as rundir
 
 if TYPE_CHECKING:
     from rubric_engine.results.leaderboard import Leaderboard, Row
@@ -186,17 +189,18 @@ def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
                   left=range(7), sortable=False)
 
 
-def _games(sample: Mapping[str, Any]) -> str:
-    """A pairwise record's baseline reply and its games (judge.verdict.kind: pairwise); "" for any other record."""
-    if "games" not in sample:
+def _games(sample: Mapping[str, Any], shape: Shape) -> str:
+    """A comparison's baseline reply and its games (the verdict's stored_games); "" for any other record."""
+    games = shape.verdict.stored_games(sample)
+    if games is None:
         return ""
     rows = [[_e(g.get("order")), _e(g.get("label") or "—"), _e(g.get("error") or g.get("reasoning"))]
-            for g in sample.get("games") or []]
+            for g in games or []]
     return (f"<p class=\"note\">Baseline reply:</p><pre>{_e(sample.get('baseline_response'))}</pre>"
             + _table(["Order", "Label", "Judge reply / error"], rows, left=range(3), sortable=False))
 
 
-def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None, calls: str = "") -> str:
+def _question(sample: Mapping[str, Any], lb: "Leaderboard", shape: Shape, turns: Any = None, calls: str = "") -> str:
     t = lb.taxonomy
     score = sample.get("score")
     err_j, err_c = sample.get("judge_error"), sample.get("candidate_error")
@@ -224,12 +228,12 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", turns: Any = None, c
         parts = [f"{t.label(a)} {fmt(None if v.get('score') is None else v['score'] * t.scale)}"
                  for a, v in abilities.items() if isinstance(v, Mapping)]
         body.append(f'<p class="note">Ability scores: {_e(", ".join(parts))}</p>')
-    if turns or "transcript" not in sample:  # a conversation may have no fixed prefix to show
+    if turns or shape.conversation.stored_transcript(sample) is None:  # a session may have no fixed prefix to show
         body.append(views.dialogue(turns))
     body.append(transcript_html(sample))  # a conversation's turns ('' for a single reply)
     body.append(f"<p class=\"note\">Reply:</p><pre>{_e(clipped(sample.get('response')))}</pre>")
     body.append(_criteria(sample, lb))
-    body.append(_games(sample))
+    body.append(_games(sample, shape))
     body.append(calls)  # the question's calls from the run's transcripts (report/calls_view.py)
     return f'<details class="{classes}"><summary>{head}</summary>{"".join(body)}</details>'
 
@@ -243,9 +247,11 @@ def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
                f"{row.counts['candidate_errors']} candidate errors")
     err_line = f'<p class="err">Questions with errors: {_e(", ".join(errs))}</p>' if errs else ""
     calls = run_calls(run.dir if run else None, len(lb.rows) == 1)  # each question's calls (report/calls_view.py)
-    return (f'<details class="model"><summary>{summary}</summary>{err_line}'
-            + "".join(_question(s, lb, turns.get(str(s.get("id"))), calls(s))
-                      for s in (run.iter_samples() if run else ()))
+    questions = ""
+    if run is not None:
+        shape = stored_shape(run.spec, str(run.dir / rundir.SPEC_FILE))  # what its records hold (shapes/)
+        questions = "".join(_question(s, lb, shape, turns.get(str(s.get("id"))), calls(s)) for s in run.iter_samples())
+    return (f'<details class="model"><summary>{summary}</summary>{err_line}' + questions
             + "</details>")
 
 

@@ -18,11 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rubric_engine.errors import ConfigError, NothingScored
 from rubric_engine.run.loops import run_sync
 from rubric_engine.run.result import EvalResult, nothing_scored, result_of
+
+if TYPE_CHECKING:
+    from rubric_engine.models.entries import ModelSpec
 
 __all__ = ["evaluate", "evaluate_async", "EvalOptions", "settings_for", "benchmark_slug"]
 
@@ -107,6 +110,20 @@ def _run_dir(benchmark: str, opts: EvalOptions) -> Path:
     return Path(opts.output_dir) / benchmark_slug(benchmark) / stamp
 
 
+def _jury(judges: Sequence[ModelRef], timeout: float | None) -> list[ModelSpec]:
+    """The jury `judge=[...]` names, each member resolved; a None among them (a variable left unset) is refused."""
+    from rubric_engine.models.named import model_entry
+
+    jury = []
+    for n, entry in enumerate(judges, 1):
+        spec = model_entry(entry, "judge", timeout)
+        if spec is None:
+            raise ConfigError(f"judge: jury member {n} is None; name every juror (an entry name, a LiteLLM id, "
+                              "a dict entry or a ModelSpec) or leave it out of the list")
+        jury.append(spec)
+    return jury
+
+
 def _settings(benchmark: str, candidate: ModelRef, judge: ModelRef, opts: EvalOptions) -> Any:
     """`RunSettings` from the API's words, checked as the command line checks its keys."""
     from rubric_engine.models.concurrency import parse_concurrency
@@ -122,7 +139,7 @@ def _settings(benchmark: str, candidate: ModelRef, judge: ModelRef, opts: EvalOp
     progress = ("auto" if opts.progress else "none") if isinstance(opts.progress, bool) else str(opts.progress)
     if progress not in ("auto", "rich", "plain", "none"):
         raise ConfigError(f"progress={opts.progress!r} is not valid; use True, False, 'auto', 'rich' or 'plain'")
-    jury = [model_entry(j, "judge", opts.timeout) for j in judge] if isinstance(judge, (list, tuple)) else []
+    jury = _jury(judge, opts.timeout) if isinstance(judge, (list, tuple)) else []
     path = (lambda p: None if p is None else str(p))  # noqa: E731
     return RunSettings(
         benchmark=str(benchmark), out_dir=_run_dir(str(benchmark), opts),

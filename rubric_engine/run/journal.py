@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.records import SampleRecord
@@ -83,7 +83,7 @@ def read_journal(path: Path, fingerprint: str, on_record: Callable[[SampleRecord
                                 fix="the journal is damaged; move it away to start this run afresh")
             state.done.add(qid)
             if on_record is not None:
-                on_record(rec)
+                on_record(cast(SampleRecord, rec))  # a line this run wrote: a SampleRecord's JSON object
     if cut is not None:
         if cut[0] == 1:
             raise DataError(str(path), f"unreadable header ({cut[2]})", line=1,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -92,16 +93,16 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     baseline: Mapping[str, str] | None,
                     observer: Observer | None,
                     halt: Callable[[BaseException], None]) -> dict[str, dict[str, int]]:
-    limits = dict(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, max_retries=settings.max_retries,
-                  tpm=settings.tpm)
+    client_for = partial(ModelClient, cache=cache, concurrency=settings.concurrency, rpm=settings.rpm,
+                         max_retries=settings.max_retries, tpm=settings.tpm)
     shape = plan.shape  # how each reply comes to be and how it is judged (shapes/)
-    base = ModelClient(plan.baseline, role="baseline", **limits) if plan.baseline and plan.judged else None
-    cand = ModelClient(settings.candidate, role="candidate", **limits) if given is None and settings.candidate else None
-    user = ModelClient(plan.user, role="user", **limits) if cand is not None and plan.user is not None else None
+    base = client_for(plan.baseline, role="baseline") if plan.baseline and plan.judged else None
+    cand = client_for(settings.candidate, role="candidate") if given is None and settings.candidate else None
+    user = client_for(plan.user, role="user") if cand is not None and plan.user is not None else None
     talk = shape.conversation.talks  # a conversation: many candidate calls per reply (run/dialogue.py)
     said = given_transcripts(settings.answers, settings.from_run, spec.data.fields.id) if talk and given is not None \
         else {}  # a conversation judged again from its answers: the sessions they hold
-    clients = [ModelClient(j, role="judge", **limits) for j in plan.judges] if plan.judged else []
+    clients = [client_for(j, role="judge") for j in plan.judges] if plan.judged else []
     for client in clients:
         client.prompt_cache = prompt_cache_of(settings, spec)
     panel = shape.verdict.panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) \
@@ -118,10 +119,10 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
             board.note(text)
             log.info(text)
 
-        for client in (cand, user, base, *clients):
-            if client is not None:
-                client.notify = notify
-                client.observer = observer  # the run's transcripts (run/transcripts.py)
+        for each in (cand, user, base, *clients):
+            if each is not None:
+                each.notify = notify
+                each.observer = observer  # the run's transcripts (run/transcripts.py)
         batches = start_batches(settings.out_dir, (cand, user, base, *clients), poll=settings.batch_poll,
                                 max_retries=settings.max_retries, notify=notify,
                                 max_wait=settings.batch_max_wait) if settings.batch else None
@@ -206,9 +207,9 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
         finally:
             if batches is not None:
                 await batches.aclose()
-            for client in (cand, user, base, *clients):
-                if client is not None:
-                    await client.aclose()
+            for each in (cand, user, base, *clients):
+                if each is not None:
+                    await each.aclose()
     # "made": requests for results this invocation did not have; cache hits are counted apart
     calls = {role: {"made": sum(c.stats.calls - c.stats.cache_hits for c in cs),
                     "cache_hits": sum(c.stats.cache_hits for c in cs), "retries": sum(c.stats.retries for c in cs),

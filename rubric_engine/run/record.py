@@ -12,7 +12,7 @@ from typing import Any
 from rubric_engine.datatypes import Question, Turn
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.models.redact import redact
-from rubric_engine.records import SampleRecord
+from rubric_engine.records import CriterionRecord, SampleRecord
 from rubric_engine.shapes.registry import shape_for
 from rubric_engine.scoring.checks import CheckResult, check_dict
 from rubric_engine.scoring.question import QuestionScore
@@ -102,7 +102,7 @@ def _conversation_fields(rec: SampleRecord, o: Outcome) -> None:
         rec["cache_hits"]["user"] = o.user_cached
 
 
-def _votes(jr: JudgeResult | None, index: int) -> dict[str, Any]:
+def _votes(jr: JudgeResult | None, index: int) -> CriterionRecord:
     """Every repeat's verdict of every judge on one criterion ({} for a single grading)."""
     votes = getattr(jr, "votes", None)
     if not votes:

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,9 @@ def load_inputs(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpe
     dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None,
                            lazy=lazy)
     check_breakdowns_against_tags(spec, dataset.item_tags, dataset.example_tags)
-    selection = dict(subset=settings.subset, limit=settings.limit, ids=settings.ids)
+    chosen = partial(select, subset=settings.subset, limit=settings.limit, ids=settings.ids)
     rows = dataset.questions
-    questions = rows.view(select(rows.refs, **selection)) if isinstance(rows, QuestionRows) else select(rows, **selection)
+    questions = rows.view(chosen(rows.refs)) if isinstance(rows, QuestionRows) else chosen(rows)
     if not questions:
         raise ConfigError("the selection holds no question; check subset= / ids= / limit=")
     check_templates(spec, list(questions[:3]))  # template errors before any paid call
@@ -300,8 +301,8 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:
     # is removed, its answers being the output)
-    runstream.finish_files(out, journal, rows, spec.data.fields.id, samples=settings.stage != "generate",
-                           offsets=offsets)
+    runstream.finish_files(out, journal, rows, spec.data.fields.id, plan.shape.conversation,
+                           samples=settings.stage != "generate", offsets=offsets)
     rundir.finish_run(out, manifest)
     # report.html beside the results (bounded: none past REPORT_MAX_QUESTIONS); a failure is one warning
     write_run_report(out, console, questions=len(questions), trust_code=settings.trust_code)

@@ -22,6 +22,7 @@ from rubric_engine.errors import DataError
 from rubric_engine.records import SampleRecord
 from rubric_engine.run.journal import JOURNAL_VERSION, JournalState, read_journal
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
+from rubric_engine.shapes.base import Conversation
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.noise import PanelFold, gradings
 from rubric_engine.stats.sampling import SectionsFold
@@ -65,7 +66,7 @@ class Totals:
             "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
                           if isinstance(v, Mapping)},
             "no_choice": unread_choices(rec),  # multiple choice: replies without a readable letter
-            **{k: rec[k] for k in ("user_error", "ended") if rec.get(k)}}  # type: ignore[literal-required]
+            **{k: rec[k] for k in ("user_error", "ended") if rec.get(k)}}
         if rec.get("turns"):  # scores on a scale: [turn, score] pairs for the per-turn table (stats/turns.py)
             self.compact[str(rec["id"])]["turns"] = turn_pairs(rec["turns"])
         self.judge_errors += bool(rec.get("judge_error"))
@@ -213,12 +214,12 @@ def panel_sections(spec: BenchmarkSpec, journal: Path, rows: QuestionRows, names
     return out
 
 
-def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, samples: bool = True,
-                 offsets: Mapping[str, int] | None = None) -> None:
+def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, conversation: Conversation,
+                 samples: bool = True, offsets: Mapping[str, int] | None = None) -> None:
     """Write answers.jsonl (each benchmark row, read again from the data file, plus its response) from the
     journal, then rewrite the journal as question-ordered samples.jsonl (no header), or remove it when
-    `samples` is false (stage=generate); one record in memory at a time. `offsets`: the journal's index
-    (`index`) when the caller has it already."""
+    `samples` is false (stage=generate); one record in memory at a time. `conversation`: the run's, which says
+    what session a record holds. `offsets`: the journal's index (`index`) when the caller has it already."""
     offsets = index(journal) if offsets is None else offsets
     with journal.open("rb") as src:
         def record(ref: QuestionRef) -> dict[str, Any]:
@@ -230,8 +231,9 @@ def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, sa
                 row = dict(rows.row(ref) or {id_field: ref.id})
                 rec = record(ref)
                 row["response"] = rec.get("response")
-                if "transcript" in rec:  # a conversation: stage=score / from_run judge the session again
-                    row["transcript"] = rec["transcript"]
+                said = conversation.stored_transcript(rec)  # a session: stage=score / from_run judge it again
+                if said is not None:
+                    row["transcript"] = said
                 yield json.dumps(row, ensure_ascii=False) + "\n"
 
         def ordered() -> Iterator[str]:

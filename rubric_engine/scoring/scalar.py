@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rubric_engine.records import SampleRecord
+
 __all__ = ["valid_turn_scores", "scalar_fields"]
 
 
@@ -19,14 +21,14 @@ def valid_turn_scores(turns: Sequence[Mapping[str, Any]]) -> list[float]:
     return [float(t["score"]) for t in turns if t.get("score") is not None and not t.get("error")]
 
 
-def scalar_fields(turns: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def scalar_fields(turns: Sequence[Mapping[str, Any]]) -> SampleRecord:
     """A samples.jsonl record's score fields for a score verdict: score (mean of the valid turn scores),
     weight (their number, written when it is not 1), and the criteria shape's empty fields; {} when no turn
     got a score (the question is a judge error)."""
     valid = valid_turn_scores(turns)
     if not valid:
         return {}
-    out: dict[str, Any] = {"abilities": {}, "score": sum(valid) / len(valid), "failed_rules": [], "catastrophic": False}
+    out: SampleRecord = {"abilities": {}, "score": sum(valid) / len(valid), "failed_rules": [], "catastrophic": False}
     if len(valid) != 1:
         out["weight"] = float(len(valid))
     return out

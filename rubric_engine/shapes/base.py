@@ -18,17 +18,26 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.panels import Panel
 from rubric_engine.judge.prompts import judge_messages
+from rubric_engine.records import GameRecord, SampleRecord, TurnRecord
 from rubric_engine.stats.scores import question_score, rescored_fields
 
 if TYPE_CHECKING:
     from rubric_engine.judge.checked import Grader
     from rubric_engine.models.client import ModelClient
-    from rubric_engine.spec.schema import BenchmarkSpec
+    from rubric_engine.spec.schema import BenchmarkSpec, Judge
 
-__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "REPLY_SAMPLE"]
+__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "REPLY_SAMPLE", "judge_of"]
 
 Message = dict[str, Any]
 REPLY_SAMPLE = [{"role": "user", "content": "A sample question."}, {"role": "assistant", "content": "A sample reply."}]
+
+
+def judge_of(spec: "BenchmarkSpec") -> "Judge":
+    """The spec's judge block, for a verdict that reads it: a score or pairwise verdict comes only from a judge
+    block (registry.shape_for), and the criteria verdict's judge requests are asked for only when there is one."""
+    judge = spec.judge
+    assert judge is not None, "a verdict read the judge block of a spec without a judge"
+    return judge
 
 
 @dataclass
@@ -75,6 +84,10 @@ class Conversation:
         """Drive one session's turns through `talk` (only for a conversation: `talks` is True)."""
         raise NotImplementedError(f"conversation {self.name} has no session")
 
+    def stored_transcript(self, rec: Mapping[str, Any]) -> list[TurnRecord] | None:
+        """The session a stored record holds, for its readers (answers.jsonl, the report); None: a single reply."""
+        return None
+
 
 @dataclass
 class Judging:
@@ -110,12 +123,12 @@ class Verdict:
         """The question's score from a judgment with verdicts (None: this verdict scores in its record)."""
         return question_score(spec, question.criteria, [v.hit for v in result.verdicts or []])
 
-    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> dict[str, Any]:
+    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> SampleRecord:
         """Record fields this verdict writes before the judge error (a score's turns)."""
         return {}
 
     def outcome_fields(self, spec: "BenchmarkSpec", result: JudgeResult | None,
-                       clip: Callable[[str], str]) -> dict[str, Any]:
+                       clip: Callable[[str], str]) -> SampleRecord:
         """Record fields this verdict writes after the score (a comparison's games)."""
         return {}
 
@@ -128,6 +141,11 @@ class Verdict:
         """Tokens, cost and cache hits of a further role this verdict called (a pairwise baseline), or None."""
         return None
 
+    def stored_games(self, rec: Mapping[str, Any]) -> list[GameRecord] | None:
+        """The comparisons a stored record holds, for the report; None: this verdict compares nothing, or the
+        question was never judged."""
+        return None
+
     def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:
         """For the dry run of a comparison (`compares`): its judge requests, one per order judged."""
         return []
@@ -136,7 +154,7 @@ class Verdict:
                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
         """For `prompts`: every judge request for one reply, each with its title."""
         units = ([(f"criterion {c.index} of {len(question.criteria)}", c.index) for c in question.criteria
-                  if c.check is None] if spec.judge.verdict.granularity == "per_criterion" else [(self.whole, None)])
+                  if c.check is None] if judge_of(spec).verdict.granularity == "per_criterion" else [(self.whole, None)])
         extra = self.template_extra(question)
         return [(title, judge_messages(spec, question, reply, index, transcript, extra)) for title, index in units]
 
@@ -146,7 +164,7 @@ class Verdict:
 
     def check_template(self, spec: "BenchmarkSpec", question: Question, talks: bool) -> None:
         """Preflight: judge.template rendered for one question (a SpecError names file and line)."""
-        per_criterion = spec.judge.verdict.granularity == "per_criterion"
+        per_criterion = judge_of(spec).verdict.granularity == "per_criterion"
         judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None,
                        transcript=REPLY_SAMPLE if talks else None, extra=self.template_extra(question))
 

@@ -16,8 +16,9 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.pairwise import PairResult, baseline_reply, judge_pair, pair_fields
 from rubric_engine.judge.prompts import pair_messages
+from rubric_engine.records import GameRecord, SampleRecord
 from rubric_engine.scoring.pairwise import question_value
-from rubric_engine.shapes.base import Judging, Message, Verdict
+from rubric_engine.shapes.base import Judging, Message, Verdict, judge_of
 from rubric_engine.stats.scores import rescored_fields
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class Pairwise(Verdict):
         return None if isinstance(result, PairResult) else super().question_score(spec, question, result)
 
     def outcome_fields(self, spec: "BenchmarkSpec", result: JudgeResult | None,
-                       clip: Callable[[str], str]) -> dict[str, Any]:
+                       clip: Callable[[str], str]) -> SampleRecord:
         return pair_fields(spec, result, clip) if isinstance(result, PairResult) else {}
 
     def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
@@ -52,7 +53,7 @@ class Pairwise(Verdict):
         out = dict(rec)
         if "games" in rec and not (rec.get("judge_error") or rec.get("candidate_error")):
             score, weight = question_value([(str(g["order"]), str(g["label"])) for g in rec["games"]],
-                                           spec.judge.verdict.strong_weight)
+                                           judge_of(spec).verdict.strong_weight)
             out.update(score=score, weight=weight)
         return rescored_fields(spec, rec, out, rules, where)
 
@@ -64,9 +65,13 @@ class Pairwise(Verdict):
         return {"tokens": {"prompt": base.tokens[0], "completion": base.tokens[1]}, "cost": base.cost,
                 "cache_hits": base.cached}
 
+    def stored_games(self, rec: Mapping[str, Any]) -> list[GameRecord] | None:
+        """The record's `games` (None: never judged, e.g. a candidate error)."""
+        return rec["games"] if "games" in rec else None
+
     def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:
         """The judge requests of one question, one per order judged (the baseline's reply left empty)."""
-        return [pair_messages(spec, question, reply, "") for _ in range(2 if spec.judge.verdict.swap else 1)]
+        return [pair_messages(spec, question, reply, "") for _ in range(2 if judge_of(spec).verdict.swap else 1)]
 
     def judge_prompts(self, spec: "BenchmarkSpec", question: Question, reply: str,
                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
@@ -77,7 +82,7 @@ class Pairwise(Verdict):
         pair_messages(spec, question, "A sample reply.", "Another sample reply.")
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
-        v = spec.judge.verdict  # scoring/pairwise.py: each game from the candidate's side
+        v = judge_of(spec).verdict  # scoring/pairwise.py: each game from the candidate's side
         strong = [x for x in v.labels if ">>" in x or "<<" in x]
         return (f"scoring: pairwise labels {', '.join(v.labels)}; a game scores the candidate 1 (win), 0.5 (tie) "
                 f"or 0 (loss), a strong label ({', '.join(strong) or 'none declared'}) counted {v.strong_weight:g}x; "
@@ -90,7 +95,7 @@ class Pairwise(Verdict):
         """validate's line: the labels, their weights, the orders judged and the declared baseline."""
         from rubric_engine.models.entries import declared_line
 
-        v, b = spec.judge.verdict, spec.baseline
+        v, b = judge_of(spec).verdict, spec.baseline
         head = (f"pairwise: labels {', '.join(v.labels)} (strong ones count {v.strong_weight:g}x), "
                 f"{'both orders' if v.swap else 'baseline first only'}; ")
         if b is None:

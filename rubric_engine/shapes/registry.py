@@ -7,10 +7,11 @@ Literal (spec/schema.py); nothing else learns its name (tests/test_structure.py 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
+from rubric_engine.errors import DataError
 from rubric_engine.shapes.base import Conversation, Shape, Verdict
 from rubric_engine.shapes.criteria import Criteria
 from rubric_engine.shapes.pairwise import Pairwise
@@ -22,7 +23,7 @@ from rubric_engine.shapes.single import Single
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["CONVERSATIONS", "VERDICTS", "shape_for", "check_templates"]
+__all__ = ["CONVERSATIONS", "VERDICTS", "shape_for", "stored_shape", "check_templates"]
 
 CONVERSATIONS: dict[str, Conversation] = {c.name: c for c in (Single(), Scripted(), Simulated())}
 VERDICTS: dict[str, Verdict] = {v.name: v for v in (Criteria(), Score(), Pairwise())}
@@ -32,6 +33,18 @@ def shape_for(spec: "BenchmarkSpec") -> Shape:
     """The spec's two strategies (a spec without a judge is judged by criteria: every item checked)."""
     verdict = spec.judge.verdict.kind if spec.judge is not None else Criteria.name
     return Shape(CONVERSATIONS[spec.conversation.mode], VERDICTS[verdict])
+
+
+def stored_shape(resolved: Mapping[str, Any], where: str) -> Shape:
+    """The shape of a stored run, from its resolved spec as plain data (spec.resolved.json), for a reader that
+    holds no loaded spec (the report). A key the spec left out has the schema's default; `where` names the file."""
+    kind = ((resolved.get("judge") or {}).get("verdict") or {}).get("kind") or Criteria.name
+    mode = (resolved.get("conversation") or {}).get("mode") or Single.name
+    if kind not in VERDICTS or mode not in CONVERSATIONS:
+        raise DataError(where, f"the run's spec names verdict kind {kind!r} and conversation mode {mode!r}; this "
+                               f"version knows kinds {', '.join(VERDICTS)} and modes {', '.join(CONVERSATIONS)}",
+                        fix="read the run with the rubric-engine version that made it")
+    return Shape(CONVERSATIONS[mode], VERDICTS[kind])
 
 
 def check_templates(spec: "BenchmarkSpec", questions: Sequence[Question], n: int = 3) -> None:

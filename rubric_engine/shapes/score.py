@@ -18,8 +18,9 @@ from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.panels import Panel, ScorePanel
 from rubric_engine.judge.scores import ScoreResult
 from rubric_engine.models.redact import redact
+from rubric_engine.records import SampleRecord, TurnScoreRecord
 from rubric_engine.scoring.scalar import scalar_fields
-from rubric_engine.shapes.base import Verdict
+from rubric_engine.shapes.base import Verdict, judge_of
 
 if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
@@ -49,13 +50,14 @@ class Score(Verdict):
     def template_extra(self, question: Question) -> dict[str, Any] | None:
         return {"turn": 1, "references": list(question.references)}
 
-    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> dict[str, Any]:
+    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> SampleRecord:
         """The turns' numbers (and errors), the question's score from them, every call's score by judge."""
         if not isinstance(result, ScoreResult):
             return {}
-        turns = [{**t.record(), "reasoning": redact(clip(t.reasoning)) if t.reasoning else t.reasoning,
-                  "error": redact(t.error) if t.error else None} for t in result.turns]
-        out: dict[str, Any] = {"turns": turns, **scalar_fields(turns)}
+        turns: list[TurnScoreRecord] = [
+            {**t.record(), "reasoning": redact(clip(t.reasoning)) if t.reasoning else t.reasoning,
+             "error": redact(t.error) if t.error else None} for t in result.turns]
+        out: SampleRecord = {"turns": turns, **scalar_fields(turns)}
         if result.score_votes:  # repeats / jurors: every call's score per turn, judge name -> one list per repeat
             out["score_votes"] = result.score_votes
         if result.raw_replies:
@@ -73,8 +75,9 @@ class Score(Verdict):
         return out
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
-        v, j = spec.judge.verdict, spec.judge
+        j = judge_of(spec)
+        v = j.verdict
         return (f"scoring: the judge's score from {v.min:g} to {v.max:g} "
-                f"({'pattern ' + v.pattern if v.pattern else 'JSON field ' + v.field}), "
+                f"({f'pattern {v.pattern}' if v.pattern else f'JSON field {v.field}'}), "
                 f"{_SCOPES[j.scope].format(turn=j.turn)} (judge.scope {j.scope}); question score = mean of its "
                 "valid judgments, overall = mean over every valid judgment (pooled)")

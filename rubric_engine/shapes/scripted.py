@@ -7,10 +7,12 @@ themselves are judge/dialogue.py's, the calls run/dialogue.py's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.dialogue import candidate_prefix, candidate_view
+from rubric_engine.records import TurnRecord
 from rubric_engine.shapes.base import Conversation, Message, Talk
 
 if TYPE_CHECKING:
@@ -28,6 +30,10 @@ class Session(Conversation):
 
     def shown_title(self) -> str:
         return f" ({self.name} conversation: the first turn; later turns add the replies)"
+
+    def stored_transcript(self, rec: Mapping[str, Any]) -> list[TurnRecord] | None:
+        """The record's `transcript` (None: the session never started, or answers without one were judged)."""
+        return rec["transcript"] if "transcript" in rec else None
 
 
 class Scripted(Session):

@@ -106,15 +106,16 @@ def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
     out["cost"] = {role: None if any(r["cost"][role] is None for r in records)
                    else math.fsum(r["cost"][role] for r in records) for role in roles}
     out["cache_hits"] = {role: sum(int(r["cache_hits"][role]) for r in records) for role in roles}
-    if "user_error" in records[0]:  # a simulated user failed in some sample: the question's user_error
-        out["user_error"] = _error(entries, "user_error")
+    user = _error(entries, "user_error")  # a simulated user failed in some sample: the question's user_error
+    if user is not None:  # (else the first sample's, None, stays where it was, or none was written)
+        out["user_error"] = user
     out["truncated"] = any(bool(r.get("truncated")) for r in records)
     out["samples"] = entries
     return out
 
 
 def rescored_record(rec: SampleRecord, criteria: list[Criterion], rules: bool, where: str,
-                    score: Callable[[list[Criterion], list[bool]], dict[str, Any]]) -> SampleRecord:
+                    score: Callable[[list[Criterion], list[bool]], Mapping[str, Any]]) -> SampleRecord:
     """A sampled record with every sample's scores recomputed from its stored verdicts by `score`
     (scores.score_fields bound to the spec), then the question's means; errors stay errors."""
     out = dict(rec)

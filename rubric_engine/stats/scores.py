@@ -15,6 +15,7 @@ from typing import Any
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import DataError
+from rubric_engine.records import GroupScore, SampleRecord
 from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, breakdowns, scored_from_samples
 from rubric_engine.scoring.checks import CheckProblem, parse_check
 from rubric_engine.scoring.question import QuestionScore, score_question
@@ -36,20 +37,20 @@ def question_score(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool
                           spec.aggregation_rule())
 
 
-def _groups(scores: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _groups(scores: Mapping[str, Any]) -> dict[str, GroupScore]:
     return {a: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for a, s in scores.items()}
 
 
-def record_fields(qs: QuestionScore) -> dict[str, Any]:
+def record_fields(qs: QuestionScore) -> SampleRecord:
     """A samples.jsonl record's score fields: abilities, item_tags (when any), score, failed_rules, catastrophic."""
-    out: dict[str, Any] = {"abilities": _groups(qs.abilities)}
+    out: SampleRecord = {"abilities": _groups(qs.abilities)}
     if qs.tags:
         out["item_tags"] = _groups(qs.tags)
-    out.update(score=qs.score, failed_rules=list(qs.failed_rules), catastrophic=qs.catastrophic)
+    out.update({"score": qs.score, "failed_rules": list(qs.failed_rules), "catastrophic": qs.catastrophic})
     return out
 
 
-def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool]) -> dict[str, Any]:
+def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool]) -> SampleRecord:
     """record_fields of question_score: what `rescore` writes back into a stored record."""
     return record_fields(question_score(spec, criteria, hits))
 
@@ -75,7 +76,7 @@ def rescored_fields(spec: Any, rec: Mapping[str, Any], out: dict[str, Any], rule
     return out
 
 
-def zero_fields(spec: Any, criteria: Sequence[Criterion]) -> dict[str, Any]:
+def zero_fields(spec: Any, criteria: Sequence[Criterion]) -> SampleRecord:
     """A question whose candidate failed for good, under `aggregation.candidate_errors: zero`: the score
     fields of a reply that met no criterion (the same groups, lo and hi), every group's score and the
     question's 0, no rule fired; `zeroed` says why. {} when such a reply has no score either (no positive
@@ -83,10 +84,10 @@ def zero_fields(spec: Any, criteria: Sequence[Criterion]) -> dict[str, Any]:
     qs = question_score(spec, criteria, [False] * len(criteria))
     if qs.score is None:
         return {}
-    out: dict[str, Any] = {"abilities": _groups({a: replace(g, score=0.0) for a, g in qs.abilities.items()})}
+    out: SampleRecord = {"abilities": _groups({a: replace(g, score=0.0) for a, g in qs.abilities.items()})}
     if qs.tags:
         out["item_tags"] = _groups({t: replace(g, score=0.0) for t, g in qs.tags.items()})
-    out.update(score=0.0, failed_rules=[], catastrophic=False, zeroed="candidate_error")
+    out.update({"score": 0.0, "failed_rules": [], "catastrophic": False, "zeroed": "candidate_error"})
     return out
 
 
