@@ -81,6 +81,7 @@ def prompts_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: st
                     question: str | None, trust_code: bool = False) -> int:
     """Render the candidate's and the judge's prompts for one question, with the reply marked as a placeholder."""
     from rubric_engine.dataset.load import load_dataset
+    from rubric_engine.judge.checked import judged_question
     from rubric_engine.shapes.registry import shape_for
     from rubric_engine.spec.files import benchmark_search_path
     from rubric_engine.spec.load import load_spec
@@ -101,12 +102,13 @@ def prompts_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: st
     if user is not None:
         out += ["", "=== simulated user prompt (its first turn; later turns add the conversation) ==="]
         out += _messages_text(user)
-    if spec.judge is None:
+    shown = judged_question(found) if spec.judge is not None else None  # checked items are never sent to the judge
+    if shown is None:
         out += ["", "=== judge: none (every item is checked by the engine) ==="]
     else:
         transcript = [{"role": "user", "content": "<<<THE CONVERSATION'S USER TURNS: filled in by the run>>>"},
                       {"role": "assistant", "content": REPLY_PLACEHOLDER}] if shape.conversation.talks else None
-        for title, messages in shape.verdict.judge_prompts(spec, found, REPLY_PLACEHOLDER, transcript):
+        for title, messages in shape.verdict.judge_prompts(spec, shown, REPLY_PLACEHOLDER, transcript):
             out += ["", f"=== judge prompt ({title}) ==="]
             out += _messages_text(messages)
     out += ["", f"note: {REPLY_PLACEHOLDER} stands for the reply; the `tag` around untrusted text is derived from "

@@ -134,9 +134,10 @@ class Verdict:
 
     def judge_prompts(self, spec: "BenchmarkSpec", question: Question, reply: str,
                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
-        """For `prompts`: every judge request for one reply, each with its title."""
-        units = ([(f"criterion {c.index} of {len(question.criteria)}", c.index) for c in question.criteria
-                  if c.check is None] if spec.judge.verdict.granularity == "per_criterion" else [(self.whole, None)])
+        """For `prompts`: every judge request for one reply, each with its title (`question` as the judge sees
+        it: judge/checked.judged_question)."""
+        units = ([(f"criterion {c.index} of {len(question.criteria)}", c.index) for c in question.criteria]
+                 if spec.judge.verdict.granularity == "per_criterion" else [(self.whole, None)])
         extra = self.template_extra(question)
         return [(title, judge_messages(spec, question, reply, index, transcript, extra)) for title, index in units]
 
