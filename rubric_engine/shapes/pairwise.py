@@ -16,8 +16,9 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.pairwise import PairResult, baseline_reply, judge_pair, pair_fields
 from rubric_engine.judge.prompts import pair_messages
-from rubric_engine.scoring.pairwise import question_value
+from rubric_engine.scoring.pairwise import ORDERS, question_value
 from rubric_engine.shapes.base import Judging, Message, Verdict
+from rubric_engine.shapes.plan import BASELINE_PLACEHOLDER
 from rubric_engine.stats.scores import rescored_fields
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Pairwise"]
 
-BASELINE_PLACEHOLDER = "<<<BASELINE REPLY: filled in by the run>>>"
 
 
 class Pairwise(Verdict):
@@ -64,17 +64,15 @@ class Pairwise(Verdict):
         return {"tokens": {"prompt": base.tokens[0], "completion": base.tokens[1]}, "cost": base.cost,
                 "cache_hits": base.cached}
 
-    def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:
-        """The judge requests of one question, one per order judged (the baseline's reply left empty)."""
-        return [pair_messages(spec, question, reply, "") for _ in range(2 if spec.judge.verdict.swap else 1)]
-
-    def judge_prompts(self, spec: "BenchmarkSpec", question: Question, reply: str,
-                      transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
-        return [("pairwise; the baseline's reply is the other placeholder",
-                 pair_messages(spec, question, reply, BASELINE_PLACEHOLDER))]
-
-    def check_template(self, spec: "BenchmarkSpec", question: Question, talks: bool) -> None:
-        pair_messages(spec, question, "A sample reply.", "Another sample reply.")
+    def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,
+                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
+        """One game per order judged, as judge/pairwise.judge_pair plays them: the baseline's reply as A first,
+        then (position swap) the candidate's."""
+        games = [("pairwise, game 1: the baseline's reply as A",
+                  pair_messages(spec, question, BASELINE_PLACEHOLDER, reply)),
+                 ("pairwise, game 2 (position swap): the candidate's reply as A",
+                  pair_messages(spec, question, reply, BASELINE_PLACEHOLDER))]
+        return games[:len(ORDERS) if spec.judge.verdict.swap else 1]
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
         v = spec.judge.verdict  # scoring/pairwise.py: each game from the candidate's side
