@@ -44,7 +44,7 @@ CASES = [
     ("score-scripted-mt-bench", "mt_bench", DATA / "mt_bench_mini.jsonl", ["limit=3"], "Rating: [[7]]"),
     ("pairwise-arena-hard", "arena_hard", DATA / "pairwise_mini.jsonl", ["limit=3"], "My verdict: [[A=B]]"),
     ("scripted", str(DATA / "scripted_mini"), None, ["limit=3"], None),
-    ("simulated", str(DATA / "simulated_mini"), None, ["limit=2"], None),
+    ("simulated", str(DATA / "simulated_mini"), None, ["limit=2", "judge.repeats=2"], None),
 ]
 
 
