@@ -9,16 +9,22 @@ requests themselves come from the shapes, the same ones `prompts` prints and the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.datatypes import Question
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.entries import ModelSpec, destination, replies_per_request, reply_ceiling
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.shapes.base import Message
 from rubric_engine.shapes.plan import question_calls
+
+if TYPE_CHECKING:
+    from rubric_engine.run.plan import RunPlan
+    from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["PlannedRequest", "RoleCalls", "role_calls", "estimate_calls"]
 
@@ -52,7 +58,10 @@ class RoleCalls:
 
     @property
     def first(self) -> list[Message] | None:
+        """The role's first request, as `prompts` prints it for the first question (None: no request)."""
         return self.requests[0].messages if self.requests else None
+
+
 def _litellm() -> Any:
     """LiteLLM as every model call gets it (models/litellm_runtime.py: the price map read from the copy it ships,
     never fetched; no `.env` loaded; configured once)."""
@@ -66,8 +75,8 @@ def _counter() -> Any:
     return _litellm().token_counter
 
 
-def role_calls(spec: Any, questions: list[Any], plan: Any, settings: RunSettings, given: bool,
-               reply_of: Callable[[str, int], str | None]) -> Iterator[RoleCalls]:
+def role_calls(spec: "BenchmarkSpec", questions: Sequence[Question], plan: "RunPlan", settings: RunSettings,
+               given: bool, reply_of: Callable[[str, int], str | None]) -> Iterator[RoleCalls]:
     """Every role's requests for `questions` under the run's `plan`: the candidate's (unless answers are given)
     and a simulated user's, each judge's (every grading: `plan.repeats` per reply and sample) and a baseline
     model's. `reply_of(question id, sample)`: the candidate's reply when known (given or cached), else None:
@@ -180,8 +189,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                          "repeats": rc.repeats, "samples": plan.samples,
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion), "cached_prompt_tokens": from_cache,
-                         "cache_saved": saving(_litellm(), model.model, from_cache),
-                         "first_request": rc.first}
+                         "cache_saved": saving(_litellm(), model.model, from_cache)}
             est[role]["batch_cost"] = _batch_price(model.model, prompt, completion)  # batch=true's price
             if plan.shape.conversation.talks and role in ("candidate", "user"):
                 est[role]["conversation"] = plan.shape.conversation.name
