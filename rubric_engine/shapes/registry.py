@@ -14,7 +14,7 @@ from rubric_engine.datatypes import Question
 from rubric_engine.shapes.base import Conversation, Shape, Verdict
 from rubric_engine.shapes.criteria import Criteria
 from rubric_engine.shapes.pairwise import Pairwise
-from rubric_engine.shapes.plan import question_calls
+from rubric_engine.shapes.plan import REPLY_PLACEHOLDER, question_calls
 from rubric_engine.shapes.score import Score
 from rubric_engine.shapes.scripted import Scripted
 from rubric_engine.shapes.simulated import Simulated
@@ -43,6 +43,9 @@ def check_templates(spec: "BenchmarkSpec", questions: Sequence[Question], n: int
     shape = shape_for(spec)
     first = list(questions)[:n]
     for question in first:
-        question_calls(spec, shape, question)
+        if spec.judge is not None and not question_calls(spec, shape, question).judge:
+            # every item of this question is checked by the engine (no judge call): its template still renders
+            shape.verdict.judge_requests(spec, question, REPLY_PLACEHOLDER,
+                                         shape.conversation.planned_transcript(spec, question, REPLY_PLACEHOLDER))
     for question in first:
         shape.conversation.check_session(spec, question)
