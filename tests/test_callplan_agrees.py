@@ -1,14 +1,16 @@
 """The plan of calls against the calls a run makes: for every shipped shape that runs offline, the dry run's
-calls per role equal the requests the fake server saw per role in the real run with the same settings, and the
-first request `prompts` prints for a role is a request the server received for it.
+calls per role equal the requests the fake server saw per role in the real run with the same settings, and every
+request `prompts` prints for the run's first question (a role's first request, each judge request of one
+grading) is one the server received for that role.
 
 Why one parametrized test over the shapes: the dry run, `prompts` and the run each render what will be sent; a
 shape whose plan drifts from its execution (a judge call per turn counted once, a game shown in another order)
 is caught here, by the console script speaking HTTP to the fake server, not by a unit test of one renderer.
 
-The fake server answers every role the same way on every request (a fixed candidate reply, a simulated user
-that never says its stop signal, so sessions run to max_turns as the dry run assumes; a valid verdict from the
-request's own schema), so no call is re-asked and the counts are the plan's.
+The fake server answers every role the same way on every request (a candidate reply numbered so no two requests
+share a cache entry, a simulated user that never says its stop signal, so sessions run to max_turns as the dry
+run assumes; a valid verdict from the request's own schema), so no call is re-asked and the counts are the
+plan's. The replies a run fills in are compared as `prompts`' placeholders, the data tag derived from them as TAG.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 
 from conftest import MINI, REPO, run_cli
 from fakeserver import FakeServer, Reply
+from test_transcripts import hb_rows, write_rows
 from rubric_engine.dataset.load import load_dataset
 from rubric_engine.judge.checked import judged_question
 from rubric_engine.spec.files import benchmark_search_path
@@ -39,6 +42,8 @@ TAG = re.compile(r"\b[0-9a-f]{12,64}\b")  # the data tag around untrusted text i
 # (id, benchmark, its data, further settings, the judge's reply when it is asked for text, not a schema)
 CASES = [
     ("criteria", "heartbench", MINI, ["limit=3", "judge.repeats=2"], None),
+    ("criteria-samples", "heartbench", MINI, ["limit=2", "candidate.samples=2"], None),
+    ("criteria-per-criterion-healthbench", "healthbench", "healthbench rows", ["limit=2"], None),
     ("criteria-checks", str(DATA / "checks_mini"), None, ["limit=3"], None),
     ("score", str(DATA / "likert_mini"), None, ["limit=3"], None),
     ("score-scripted-mt-bench", "mt_bench", DATA / "mt_bench_mini.jsonl", ["limit=3"], "Rating: [[7]]"),
@@ -83,7 +88,8 @@ class Answers:
         such items: one question's items may be a part of another's)."""
         text = "\n".join(str(m.get("content", "")) for m in body["messages"])
         shown = [judged_question(q) for q in self.questions]
-        return max(len(s.criteria) for s in shown if s is not None and all(c.text in text for c in s.criteria))
+        return max((len(s.criteria) for s in shown if s is not None and all(c.text in text for c in s.criteria)),
+                   default=1)  # none: one item per call (per_criterion), asked as one object
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         model = body["model"]
@@ -126,8 +132,10 @@ def _normal(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("benchmark", "data", "more", "judge_text"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_dry_run_and_prompts_agree_with_the_run(tmp_path: Path, env: dict[str, str], benchmark: str, data: Path | None,
-                                                more: list[str], judge_text: str | None) -> None:
+def test_dry_run_and_prompts_agree_with_the_run(tmp_path: Path, env: dict[str, str], benchmark: str,
+                                                data: Path | str | None, more: list[str], judge_text: str | None) -> None:
+    if data == "healthbench rows":  # HealthBench's shape, written for the tests (its own data is not shipped)
+        data = write_rows(tmp_path / "hb.jsonl", hb_rows(n=3, criteria=4))
     spec = load_spec(benchmark, benchmark_search_path([]))
     questions = list(load_dataset(spec, str(data) if data else None).questions)
     with FakeServer(Answers(questions, judge_text)) as srv:
