@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, get_args
 
 import pytest
 
 from rubric_engine.dataset.load import load_dataset
+from rubric_engine.errors import SpecError
 from rubric_engine.shapes.base import Talk
 from rubric_engine.errors import DataError
-from rubric_engine.shapes.registry import CONVERSATIONS, VERDICTS, shape_for, stored_shape
+from rubric_engine.shapes.plan import question_calls
+from rubric_engine.shapes.registry import CONVERSATIONS, VERDICTS, check_templates, shape_for, stored_shape
 from rubric_engine.spec.facts import RUBRIC_BY_KIND
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import Conversation, VerdictFields
@@ -107,3 +111,18 @@ def test_a_single_reply_has_no_session() -> None:
     spec = load_spec(DATA / "checks_mini")
     with pytest.raises(NotImplementedError):
         asyncio.run(shape_for(spec).conversation.converse(spec, None, None))  # type: ignore[arg-type]
+
+
+def test_the_preflight_renders_the_judge_template_of_a_question_whose_items_are_all_checked(tmp_path: Path) -> None:
+    """The preflight renders the plan of calls (shapes/plan.py); a question the engine grades alone has no judge
+    request in it, yet a broken judge.template is still refused before any call, with its file named."""
+    src = Path(__file__).parent / "data" / "checks_mini"
+    shutil.copytree(src, tmp_path / "checks_mini")
+    (tmp_path / "checks_mini" / "judge.j2").write_text("Grade {{ no_such_variable }}.\n")
+    spec = load_spec(str(tmp_path / "checks_mini"))
+    q = load_dataset(spec).questions[0]
+    check = next(c.check for c in q.criteria if c.check is not None)
+    checked = replace(q, criteria=tuple(replace(c, check=c.check or check) for c in q.criteria))
+    assert question_calls(spec, shape_for(spec), checked).judge == ()
+    with pytest.raises(SpecError, match="judge.j2"):
+        check_templates(spec, [checked])

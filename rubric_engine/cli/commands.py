@@ -1,4 +1,4 @@
-"""Subcommands that make no model call: `validate`, `cache info|clear`, and the dry-run estimate.
+"""Subcommands that make no model call: `validate`, `cache info|clear`, and the dry run's table of the plan of calls.
 
 Why apart from the runner: these must stay cheap (no LiteLLM import unless a price is looked up)
 and they answer questions a user asks before spending money.
@@ -17,11 +17,10 @@ from rich.table import Table
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.report.costlines import estimate_lines
-from rubric_engine.models.entries import (declared_line, destination, params_text, replies_per_request,
-                                          reply_ceiling)
+from rubric_engine.models.entries import declared_line, params_text, replies_per_request
 from rubric_engine.text.terminal import SafeConsole, shown
 
-__all__ = ["validate_command", "cache_command", "data_command", "print_estimate", "estimate_calls"]
+__all__ = ["validate_command", "cache_command", "data_command", "print_estimate"]
 
 
 def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: str | None,
@@ -203,156 +202,10 @@ def data_command(action: str, benchmark: str, benchmark_dirs: Sequence[str], cac
     return 0
 
 
-def _litellm() -> Any:
-    """LiteLLM as every model call gets it (models/litellm_runtime.py: the price map read from the copy it ships,
-    never fetched; no `.env` loaded; configured once)."""
-    from rubric_engine.models.litellm_runtime import RUNTIME
-
-    return RUNTIME.module()
-
-
-def _counter() -> Any:
-    """LiteLLM's offline token counter (its bundled tokenizers)."""
-    return _litellm().token_counter
-
-
-def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_per_item: int = 60) -> dict[str, Any]:
-    """Calls, cached calls and tokens per role, without calling any model.
-
-    Prompt tokens come from LiteLLM's token counter on the exact messages. A judge call counts as cached
-    when the reply it judges is known (a cached candidate reply, or the answers file) and the verdict for
-    that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
-    """
-    from rubric_engine.judge.checked import judged_question
-    from rubric_engine.judge.grading import shape_of
-    from rubric_engine.judge.prompts import judge_messages
-    from rubric_engine.models.cache import ResultCache, default_cache_dir
-    from rubric_engine.models.entries import cache_key
-    from rubric_engine.models.promptcache import cacheable_tokens, needs_marker, saving
-    from rubric_engine.run.plan import plan_run
-    from rubric_engine.run.settings import prompt_cache_of
-    from rubric_engine.run.runner import given_answers, load_inputs
-
-    spec, dataset, questions = load_inputs(settings)
-    given = given_answers(settings, spec, [q.id for q in dataset.questions])
-    plan = plan_run(settings, spec)  # the plan the pipeline executes: the calls counted here are its calls
-    shape = plan.shape  # a conversation's first requests and call counts; a comparison's games
-    judges = list(plan.judges)
-    repeats = plan.repeats  # every judge grades every reply this many times
-    k = plan.samples  # candidate.samples: K replies per question, each graded (stats/sampling.py)
-    cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
-    cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
-    count = _counter()
-    caching = prompt_cache_of(settings, spec)  # the marker for providers that need one (models/promptcache.py)
-    fmt = shape_of(spec).response_format() if spec.judge else None  # the format the judge is first asked with (part of the cache key)
-    est: dict[str, Any] = {}
-    replies: dict[tuple[str, int], str | None] = {(q, 0): a for q, a in given.items()} if given is not None else {}
-
-    def cached(model: Any, msgs: list[dict[str, Any]], formats: tuple[Any, ...], repeat: int = 0) -> dict[str, Any] | None:
-        for fmt in formats:
-            hit = cache.get(cache_key(model, msgs, fmt, repeat)) if cache is not None else None
-            if hit is not None:
-                return hit
-        return None
-
-    try:
-        roles = [] if given is not None else [("candidate", settings.candidate)]
-        roles += [("user", plan.user)] if plan.user is not None else []  # a simulated user (judge/dialogue.py)
-        roles += [("judge" if len(judges) == 1 else f"judge {j.name}", j) for j in judges]
-        if plan.baseline is not None:  # pairwise with a baseline model: one reply per question, like a candidate
-            roles.append(("baseline", plan.baseline))
-        if settings.stage == "generate":
-            roles = [r for r in roles if r[0] in ("candidate", "user")]
-        for role, model in roles:
-            if model is None:
-                raise ConfigError("no candidate model: pass candidate=<name> or answers=FILE")
-            prompt = completion = n_cached = from_cache = 0  # from_cache: prompt tokens a provider cache may serve
-            calls = len(questions) * k
-            for q, s in ((q, s) for q in questions for s in range(k)):
-                if role in ("candidate", "user", "baseline"):  # a conversation: its first request, times its turns
-                    msgs, turns = shape.conversation.first_request(spec, q, role)  # (an estimate); a baseline: one reply
-                    hit = cached(model, msgs, (None,), s)  # sample s: its own cache key
-                    if role == "candidate":
-                        replies[(q.id, s)] = hit.get("text") if hit and turns == 1 else None
-                    completion += turns * (int(hit.get("completion_tokens") or 0) if hit else reply_tokens)
-                    n_cached += hit is not None
-                    prompt += turns * count(model=model.model, messages=msgs)
-                    calls += turns - 1
-                    continue
-                reply = replies.get((q.id, s))
-                text = reply if reply is not None else ""
-                shown_q = judged_question(q)  # checked items are never sent: the judge sees the rest, as in a run
-                assert spec.judge is not None  # (plan.judges is empty for a spec without one)
-                if shape.verdict.compares:  # a game per order, the baseline's reply not known here
-                    units = shape.verdict.games(spec, q, text)
-                    calls += len(units) - 1
-                    prompt += sum(count(model=model.model, messages=m) + 2 * reply_tokens for m in units)
-                    completion += reply_tokens * len(units)
-                    continue
-                if shown_q is None:
-                    units = []
-                    calls -= 1
-                elif spec.judge.verdict.granularity == "per_criterion":
-                    units = [judge_messages(spec, shown_q, text, c.index) for c in shown_q.criteria]
-                    calls += len(shown_q.criteria) - 1
-                else:
-                    units = [judge_messages(spec, shown_q, text)]
-                for r in range(repeats):  # each repeat is its own call with its own cache entry
-                    hits = [cached(model, m, (fmt, None), s * repeats + r) if reply is not None else None for m in units]
-                    n_cached += sum(h is not None for h in hits)
-                    if spec.judge.verdict.granularity == "per_criterion" and (caching or not needs_marker(model.model)):
-                        from_cache += cacheable_tokens([m for m, h in zip(units, hits) if h is None],
-                                                       lambda m: count(model=model.model, messages=m),
-                                                       reply_tokens if reply is None else 0)
-                    if all(h is not None for h in hits):
-                        completion += sum(int(h.get("completion_tokens") or 0) for h in hits if h is not None)
-                    else:
-                        completion += judge_reply_tokens_per_item * len(shown_q.criteria if shown_q else ())
-                prompt += repeats * sum(count(model=model.model, messages=m) + (reply_tokens if reply is None else 0)
-                                        for m in units)  # a reply not known yet adds ~reply_tokens to each prompt
-            if role not in ("candidate", "baseline"):
-                calls *= repeats
-            # params the entry sends with every request: n replies each (billed n times), each up to max_tokens
-            per_request, ceiling = replies_per_request(model.params), reply_ceiling(model.params)
-            if ceiling is not None:
-                completion = min(completion, ceiling * max(calls, 1))
-            completion *= per_request
-            est[role] = {"model": model.model, "name": model.name, "calls": calls, "cached": n_cached,
-                         "params": dict(model.params),
-                         "ceiling_cost": None if ceiling is None else _price(model.model, prompt,
-                                                                             ceiling * per_request * calls),
-                         "calls_to": destination(model.model, model.api_base, model.api_key_env),
-                         "repeats": 1 if role in ("candidate", "baseline") else repeats, "samples": k,
-                         "prompt_tokens": prompt, "completion_tokens": completion,
-                         "cost": _price(model.model, prompt, completion), "cached_prompt_tokens": from_cache,
-                         "cache_saved": saving(_litellm(), model.model, from_cache)}
-            est[role]["batch_cost"] = _batch_price(model.model, prompt, completion)  # batch=true's price
-            if shape.conversation.talks and role in ("candidate", "user"):
-                est[role]["conversation"] = shape.conversation.name
-    finally:
-        if cache is not None:
-            cache.close()
-    return est
-
-
-def _price(model: str, prompt: int, completion: int) -> float | None:
-    """Price from LiteLLM's bundled price list (never fetched over the network); None if unknown."""
-    table = _litellm().model_cost
-    info = table.get(model) or table.get(model.split("/", 1)[-1])
-    if not info or info.get("input_cost_per_token") is None:
-        return None
-    return prompt * info["input_cost_per_token"] + completion * (info.get("output_cost_per_token") or 0.0)
-
-
-def _batch_price(model: str, prompt: int, completion: int) -> float | None:
-    """The same tokens at the provider's batch price (batch=true), from LiteLLM's bundled price list."""
-    from rubric_engine.models.batchapi import batch_cost, batchable
-
-    return batch_cost(_litellm(), model, prompt, completion) if batchable(model) else None
-
-
 def print_estimate(settings: Any, console: Console | None = None) -> dict[str, Any]:
     from rubric_engine.models.batchapi import batchable
+
+    from rubric_engine.run.callplan import estimate_calls
 
     console = console or SafeConsole()
     est = estimate_calls(settings)

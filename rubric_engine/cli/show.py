@@ -18,7 +18,7 @@ from rubric_engine.errors import ConfigError
 
 __all__ = ["show_command", "prompts_command", "REPLY_PLACEHOLDER"]
 
-REPLY_PLACEHOLDER = "<<<CANDIDATE REPLY: filled in by the run>>>"
+from rubric_engine.shapes.plan import REPLY_PLACEHOLDER
 
 
 def _find_record(run_dir: Path, question: str) -> dict[str, Any] | None:
@@ -81,6 +81,7 @@ def prompts_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: st
                     question: str | None, trust_code: bool = False) -> int:
     """Render the candidate's and the judge's prompts for one question, with the reply marked as a placeholder."""
     from rubric_engine.dataset.load import load_dataset
+    from rubric_engine.shapes.plan import question_calls
     from rubric_engine.shapes.registry import shape_for
     from rubric_engine.spec.files import benchmark_search_path
     from rubric_engine.spec.load import load_spec
@@ -93,22 +94,15 @@ def prompts_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: st
     if found is None:
         ids = ", ".join(q.id for q in list(ds.questions)[:5])
         raise ConfigError(f"prompts: no question {question!r} in {spec.name}'s data; ids look like: {ids}")
-    shape = shape_for(spec)
-    out = [f"benchmark {spec.name}, question {found.id}", "",
-           f"=== candidate prompt{shape.conversation.shown_title()} ==="]
-    out += _messages_text(shape.conversation.shown_request(spec, found))
-    user = shape.conversation.shown_user(spec, found)
-    if user is not None:
-        out += ["", "=== simulated user prompt (its first turn; later turns add the conversation) ==="]
-        out += _messages_text(user)
-    if spec.judge is None:
+    calls = question_calls(spec, shape_for(spec), found)  # the plan of calls the dry run counts and the run sends
+    out = [f"benchmark {spec.name}, question {found.id}"]
+    for request in (calls.candidate, calls.user):
+        if request is not None:
+            out += ["", f"=== {request.title} ==="] + _messages_text(request.messages)
+    if not calls.judge:  # no judge, or every item of this question is checked by the engine
         out += ["", "=== judge: none (every item is checked by the engine) ==="]
-    else:
-        transcript = [{"role": "user", "content": "<<<THE CONVERSATION'S USER TURNS: filled in by the run>>>"},
-                      {"role": "assistant", "content": REPLY_PLACEHOLDER}] if shape.conversation.talks else None
-        for title, messages in shape.verdict.judge_prompts(spec, found, REPLY_PLACEHOLDER, transcript):
-            out += ["", f"=== judge prompt ({title}) ==="]
-            out += _messages_text(messages)
+    for request in calls.judge:
+        out += ["", f"=== {request.title} ==="] + _messages_text(request.messages)
     out += ["", f"note: {REPLY_PLACEHOLDER} stands for the reply; the `tag` around untrusted text is derived from "
                 "the real reply, so it differs in the run."]
     _write("\n".join(out) + "\n")

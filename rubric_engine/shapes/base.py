@@ -26,10 +26,9 @@ if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec, Judge
 
-__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "REPLY_SAMPLE", "judge_of"]
+__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "judge_of"]
 
 Message = dict[str, Any]
-REPLY_SAMPLE = [{"role": "user", "content": "A sample question."}, {"role": "assistant", "content": "A sample reply."}]
 
 
 def judge_of(spec: "BenchmarkSpec") -> "Judge":
@@ -58,26 +57,20 @@ class Conversation:
     talks = False  # the candidate writes several replies of one session (a transcript is kept and judged)
     simulates_user = False  # a user model plays the other side (run/settings.user_of resolves it)
 
-    def check_reply(self, spec: "BenchmarkSpec", question: Question) -> None:
-        """Preflight of the reply's own template (raises a SpecError); a conversation's is check_session."""
-
     def check_session(self, spec: "BenchmarkSpec", question: Question) -> None:
-        """Preflight of a conversation's own messages (the candidate's prefix, a simulated user's persona)."""
+        """Preflight beyond rendering the plan of calls (raises a SpecError): what a session needs to start."""
 
     def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
-        """For the dry run: a role's first request for a question and how many calls it makes for it."""
+        """For the plan of calls (shapes/plan.py): a role's first request for a question, as the run sends it
+        (what the run fills in shown as a placeholder), and how many calls it makes for it."""
         raise NotImplementedError
-
-    def shown_request(self, spec: "BenchmarkSpec", question: Question) -> list[Message]:
-        """For `prompts`: the candidate's first request, as the run sends it."""
-        return self.first_request(spec, question)[0]
 
     def shown_title(self) -> str:
         """The words `prompts` adds to its candidate heading ("" for one reply)."""
         return ""
 
-    def shown_user(self, spec: "BenchmarkSpec", question: Question) -> list[Message] | None:
-        """For `prompts`: the simulated user's first request (None: no simulated user)."""
+    def planned_transcript(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[Message] | None:
+        """The session the judge will see, every candidate reply `reply` (None: a single reply, no transcript)."""
         return None
 
     async def converse(self, spec: "BenchmarkSpec", question: Question, talk: Talk) -> None:
@@ -146,27 +139,18 @@ class Verdict:
         question was never judged."""
         return None
 
-    def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:
-        """For the dry run of a comparison (`compares`): its judge requests, one per order judged."""
-        return []
-
-    def judge_prompts(self, spec: "BenchmarkSpec", question: Question, reply: str,
-                      transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
-        """For `prompts`: every judge request for one reply, each with its title."""
-        units = ([(f"criterion {c.index} of {len(question.criteria)}", c.index) for c in question.criteria
-                  if c.check is None] if judge_of(spec).verdict.granularity == "per_criterion" else [(self.whole, None)])
+    def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,
+                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
+        """For the plan of calls (shapes/plan.py): every judge request of one grading of `reply`, each with its
+        title, in the order the run sends them. `question` is as the judge sees it (judge/checked.judged_question)."""
+        units = ([(f"criterion {c.index} of {len(question.criteria)}", c.index) for c in question.criteria]
+                 if judge_of(spec).verdict.granularity == "per_criterion" else [(self.whole, None)])
         extra = self.template_extra(question)
         return [(title, judge_messages(spec, question, reply, index, transcript, extra)) for title, index in units]
 
     def template_extra(self, question: Question) -> dict[str, Any] | None:
         """Variables this verdict adds to judge.template."""
         return None
-
-    def check_template(self, spec: "BenchmarkSpec", question: Question, talks: bool) -> None:
-        """Preflight: judge.template rendered for one question (a SpecError names file and line)."""
-        per_criterion = judge_of(spec).verdict.granularity == "per_criterion"
-        judge_messages(spec, question, "A sample reply.", criterion=1 if per_criterion else None,
-                       transcript=REPLY_SAMPLE if talks else None, extra=self.template_extra(question))
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
         """validate's scoring line: what the spec does with the judge's verdicts."""

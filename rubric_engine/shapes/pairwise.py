@@ -17,8 +17,9 @@ from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.pairwise import PairResult, baseline_reply, judge_pair, pair_fields
 from rubric_engine.judge.prompts import pair_messages
 from rubric_engine.records import GameRecord, SampleRecord
-from rubric_engine.scoring.pairwise import question_value
+from rubric_engine.scoring.pairwise import ORDERS, question_value
 from rubric_engine.shapes.base import Judging, Message, Verdict, judge_of
+from rubric_engine.shapes.plan import BASELINE_PLACEHOLDER
 from rubric_engine.stats.scores import rescored_fields
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Pairwise"]
 
-BASELINE_PLACEHOLDER = "<<<BASELINE REPLY: filled in by the run>>>"
 
 
 class Pairwise(Verdict):
@@ -69,17 +69,15 @@ class Pairwise(Verdict):
         """The record's `games` (None: never judged, e.g. a candidate error)."""
         return rec["games"] if "games" in rec else None
 
-    def games(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[list[Message]]:
-        """The judge requests of one question, one per order judged (the baseline's reply left empty)."""
-        return [pair_messages(spec, question, reply, "") for _ in range(2 if judge_of(spec).verdict.swap else 1)]
-
-    def judge_prompts(self, spec: "BenchmarkSpec", question: Question, reply: str,
-                      transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
-        return [("pairwise; the baseline's reply is the other placeholder",
-                 pair_messages(spec, question, reply, BASELINE_PLACEHOLDER))]
-
-    def check_template(self, spec: "BenchmarkSpec", question: Question, talks: bool) -> None:
-        pair_messages(spec, question, "A sample reply.", "Another sample reply.")
+    def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,
+                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
+        """One game per order judged, as judge/pairwise.judge_pair plays them: the baseline's reply as A first,
+        then (position swap) the candidate's."""
+        games = [("pairwise, game 1: the baseline's reply as A",
+                  pair_messages(spec, question, BASELINE_PLACEHOLDER, reply)),
+                 ("pairwise, game 2 (position swap): the candidate's reply as A",
+                  pair_messages(spec, question, reply, BASELINE_PLACEHOLDER))]
+        return games[:len(ORDERS) if judge_of(spec).verdict.swap else 1]
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
         v = judge_of(spec).verdict  # scoring/pairwise.py: each game from the candidate's side

@@ -15,6 +15,7 @@ from rubric_engine.errors import DataError
 from rubric_engine.shapes.base import Conversation, Shape, Verdict
 from rubric_engine.shapes.criteria import Criteria
 from rubric_engine.shapes.pairwise import Pairwise
+from rubric_engine.shapes.plan import REPLY_PLACEHOLDER, question_calls
 from rubric_engine.shapes.score import Score
 from rubric_engine.shapes.scripted import Scripted
 from rubric_engine.shapes.simulated import Simulated
@@ -50,12 +51,14 @@ def stored_shape(resolved: Mapping[str, Any], where: str) -> Shape:
 def check_templates(spec: "BenchmarkSpec", questions: Sequence[Question], n: int = 3) -> None:
     """Every template rendered against the first `n` questions before any paid call: an undefined variable or a
     sandbox violation is a SpecError with file and line at `validate` time (or at a run's start), not after the
-    candidate's replies were bought. The reply's and the judge's templates first, then a conversation's own."""
+    candidate's replies were bought. What is rendered is the plan of calls (shapes/plan.py: every role's request,
+    as the dry run counts them and `prompts` prints them); then what a conversation checks beyond rendering."""
     shape = shape_for(spec)
     first = list(questions)[:n]
     for question in first:
-        shape.conversation.check_reply(spec, question)
-        if spec.judge is not None:  # None: every item is checked by the engine, no judge prompt
-            shape.verdict.check_template(spec, question, shape.conversation.talks)
+        if spec.judge is not None and not question_calls(spec, shape, question).judge:
+            # every item of this question is checked by the engine (no judge call): its template still renders
+            shape.verdict.judge_requests(spec, question, REPLY_PLACEHOLDER,
+                                         shape.conversation.planned_transcript(spec, question, REPLY_PLACEHOLDER))
     for question in first:
         shape.conversation.check_session(spec, question)

@@ -22,11 +22,8 @@ __all__ = ["Scripted", "Session"]
 
 
 class Session(Conversation):
-    """What every conversation shares: a transcript, the candidate's prefix checked before any call."""
+    """What every conversation shares: a transcript the judge sees, `prompts`' heading."""
     talks = True
-
-    def check_session(self, spec: "BenchmarkSpec", question: Question) -> None:
-        candidate_prefix(spec, question)
 
     def shown_title(self) -> str:
         return f" ({self.name} conversation: the first turn; later turns add the replies)"
@@ -41,12 +38,13 @@ class Scripted(Session):
 
     def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
         """The candidate's first turn and one call per user turn of the row."""
-        prefix = candidate_prefix(spec, question)
-        return candidate_view(prefix, [{"role": "user", "content": question.turns[0]}]), len(question.turns)
-
-    def shown_request(self, spec: "BenchmarkSpec", question: Question) -> list[Message]:
         first = [{"role": "user", "content": question.turns[0]}] if question.turns else []
-        return candidate_view(candidate_prefix(spec, question), first)
+        return candidate_view(candidate_prefix(spec, question), first), len(question.turns)
+
+    def planned_transcript(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[Message] | None:
+        """The row's user turns, each answered by `reply`."""
+        return [m for text in question.turns for m in ({"role": "user", "content": text},
+                                                       {"role": "assistant", "content": reply})]
 
     async def converse(self, spec: "BenchmarkSpec", question: Question, talk: Talk) -> None:
         for text in question.turns:

@@ -18,7 +18,9 @@ from rubric_engine.shapes.scripted import Session
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["Simulated"]
+__all__ = ["Simulated", "USER_PLACEHOLDER"]
+
+USER_PLACEHOLDER = "..."  # a simulated user's line, written by the user model during the run
 
 
 class Simulated(Session):
@@ -26,10 +28,9 @@ class Simulated(Session):
     simulates_user = True
 
     def check_session(self, spec: "BenchmarkSpec", question: Question) -> None:
-        """The persona and opening render; the candidate must have something to answer when it speaks first."""
-        prefix = candidate_prefix(spec, question)
-        simulator_view(spec, question, [])
-        if spec.conversation.first == "candidate" and not prefix:
+        """The candidate must have something to answer when it speaks first (the persona and the opening render
+        with the plan of calls)."""
+        if spec.conversation.first == "candidate" and not candidate_prefix(spec, question):
             raise SpecError(str(spec.files[-1] if spec.files else spec.dir), "conversation.first",
                             "the candidate speaks first but has nothing to answer", value="candidate",
                             fix="set candidate.system (or give the data a dialogue), or use first: user")
@@ -40,14 +41,16 @@ class Simulated(Session):
         conv = spec.conversation
         if role == "user":
             return simulator_view(spec, question, []), conv.max_turns
-        opening = [] if conv.first == "candidate" else [{"role": "user", "content": "..."}]
+        opening = [] if conv.first == "candidate" else [{"role": "user", "content": USER_PLACEHOLDER}]
         return candidate_view(candidate_prefix(spec, question), opening), conv.max_turns + (conv.first == "candidate")
 
-    def shown_request(self, spec: "BenchmarkSpec", question: Question) -> list[Message]:
-        return candidate_view(candidate_prefix(spec, question), [])
-
-    def shown_user(self, spec: "BenchmarkSpec", question: Question) -> list[Message] | None:
-        return simulator_view(spec, question, [])
+    def planned_transcript(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[Message] | None:
+        """A session run to max_turns (the candidate's opening first when it speaks first), each user line a
+        placeholder, each candidate reply `reply`."""
+        conv = spec.conversation
+        opening = [{"role": "assistant", "content": reply}] if conv.first == "candidate" else []
+        return opening + [m for _ in range(conv.max_turns) for m in ({"role": "user", "content": USER_PLACEHOLDER},
+                                                                      {"role": "assistant", "content": reply})]
 
     async def converse(self, spec: "BenchmarkSpec", question: Question, talk: Talk) -> None:
         conv = spec.conversation

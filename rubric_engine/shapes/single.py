@@ -1,7 +1,7 @@
 """A single reply (`conversation.mode: single`): the candidate answers the data's dialogue once.
 
 Why a module: the base class's defaults (shapes/base.Conversation) are this shape's behaviour; here is where
-the one request is rendered for the preflight, the dry run and `prompts`.
+the one request is rendered for the plan of calls (the preflight, the dry run and `prompts`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ __all__ = ["Single"]
 class Single(Conversation):
     """One candidate call per reply; a simulated user is never asked (its role has nothing to say)."""
     name = "single"
-
-    def check_reply(self, spec: "BenchmarkSpec", question: Question) -> None:
-        candidate_messages(spec, question)
 
     def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
         return candidate_messages(spec, question), 1

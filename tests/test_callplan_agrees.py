@@ -1,0 +1,167 @@
+"""The plan of calls against the calls a run makes: for every shipped shape that runs offline, the dry run's
+calls per role equal the requests the fake server saw per role in the real run with the same settings, and every
+request `prompts` prints for the run's first question (a role's first request, each judge request of one
+grading) is one the server received for that role.
+
+Why one parametrized test over the shapes: the dry run, `prompts` and the run each render what will be sent; a
+shape whose plan drifts from its execution (a judge call per turn counted once, a game shown in another order)
+is caught here, by the console script speaking HTTP to the fake server, not by a unit test of one renderer.
+
+The fake server answers every role the same way on every request (a candidate reply numbered so no two requests
+share a cache entry, a simulated user that never says its stop signal, so sessions run to max_turns as the dry
+run assumes; a valid verdict from the request's own schema), so no call is re-asked and the counts are the
+plan's. The replies a run fills in are compared as `prompts`' placeholders, the data tag derived from them as TAG.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import MINI, REPO, run_cli
+from fakeserver import FakeServer, Reply
+from test_transcripts import hb_rows, write_rows
+from rubric_engine.dataset.load import load_dataset
+from rubric_engine.judge.checked import judged_question
+from rubric_engine.spec.files import benchmark_search_path
+from rubric_engine.spec.load import load_spec
+
+DATA = REPO / "tests" / "data"
+CAND, BASE, USER = "THE CANDIDATE'S REPLY", "THE BASELINE'S REPLY", "THE SIMULATED USER SPEAKS"
+REPLY_PLACEHOLDER = "<<<CANDIDATE REPLY: filled in by the run>>>"  # cli/show.py, as `prompts` prints it
+BASELINE_PLACEHOLDER = "<<<BASELINE REPLY: filled in by the run>>>"
+USER_PLACEHOLDER = "..."  # shapes/simulated.py: a simulated user's line in the plan
+TAG = re.compile(r"\b[0-9a-f]{12,64}\b")  # the data tag around untrusted text is derived from the real reply
+
+# (id, benchmark, its data, further settings, the judge's reply when it is asked for text, not a schema)
+CASES = [
+    ("criteria", "heartbench", MINI, ["limit=3", "judge.repeats=2"], None),
+    ("criteria-samples", "heartbench", MINI, ["limit=2", "candidate.samples=2"], None),
+    ("criteria-per-criterion-healthbench", "healthbench", "healthbench rows", ["limit=2"], None),
+    ("criteria-checks", str(DATA / "checks_mini"), None, ["limit=3"], None),
+    ("score", str(DATA / "likert_mini"), None, ["limit=3"], None),
+    ("score-scripted-mt-bench", "mt_bench", DATA / "mt_bench_mini.jsonl", ["limit=3"], "Rating: [[7]]"),
+    ("pairwise-arena-hard", "arena_hard", DATA / "pairwise_mini.jsonl", ["limit=3"], "My verdict: [[A=B]]"),
+    ("scripted", str(DATA / "scripted_mini"), None, ["limit=3"], None),
+    ("simulated", str(DATA / "simulated_mini"), None, ["limit=2", "judge.repeats=2"], None),
+]
+
+
+def _endpoint(role: str, model: str, url: str) -> list[str]:
+    return [f"{role}=openai_compatible", f"{role}.model=openai/{model}", f"{role}.api_base={url}",
+            f"{role}.name={model}", f"{role}.api_key_env=FAKE_KEY"]
+
+
+def _instance(schema: dict[str, Any], items: int, index: int = 1) -> Any:
+    """A value the JSON schema accepts, with `items` entries (ids 1..items) in each array."""
+    kind = schema.get("type")
+    if kind == "object":
+        return {k: _instance(v, items, index) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [_instance(schema["items"], items, i) for i in range(1, items + 1)]
+    if kind == "integer":
+        return index if "minimum" not in schema else int(schema["minimum"])
+    if kind == "number":
+        return schema.get("minimum", 1)
+    if kind == "boolean":
+        return True
+    if "enum" in schema:
+        return schema["enum"][0]
+    return "because"
+
+
+class Answers:
+    """Every role answered alike on every request; the judge's verdict sized to the question it is asked about."""
+
+    def __init__(self, questions: list[Any], judge_text: str | None) -> None:
+        self.questions, self.judge_text = questions, judge_text
+        self.said = itertools.count(1)  # every reply its own words: no request is ever a cache hit of another
+
+    def items(self, body: dict[str, Any]) -> int:
+        """How many items the request asks about: those of the question whose judged items it lists (the most
+        such items: one question's items may be a part of another's)."""
+        text = "\n".join(str(m.get("content", "")) for m in body["messages"])
+        shown = [judged_question(q) for q in self.questions]
+        return max((len(s.criteria) for s in shown if s is not None and all(c.text in text for c in s.criteria)),
+                   default=1)  # none: one item per call (per_criterion), asked as one object
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        model = body["model"]
+        if model != "judge":
+            return Reply(text=f"{ {'cand': CAND, 'base': BASE, 'sim': USER}[model]} {next(self.said)}")
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") == "json_schema":
+            return Reply(text=json.dumps(_instance(fmt["json_schema"]["schema"], self.items(body))))
+        assert self.judge_text is not None, f"the judge was asked for text: {body['messages'][-1]['content'][:200]}"
+        return Reply(text=self.judge_text)
+
+
+def _dry_counts(stdout: str) -> dict[str, int]:
+    """Role -> calls, from the dry run's table."""
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in stdout.splitlines() if line.startswith("│")]
+    return {r[0]: int(r[2]) for r in rows if r[0] and r[2].isdigit()}
+
+
+def _prompt_sections(stdout: str) -> dict[str, list[dict[str, str]]]:
+    """`prompts`' output as its headings' words -> the messages printed under each."""
+    out: dict[str, list[dict[str, str]]] = {}
+    parts = re.split(r"^=== (.*?) ===$", stdout, flags=re.M)
+    for title, body in zip(parts[1::2], parts[2::2]):
+        body = re.sub(r"\nnote: .*$", "", body, flags=re.S)  # the closing note is `prompts`' own
+        msgs = re.split(r"^--- message \d+ \[(\w+)\] ---\n", body, flags=re.M)
+        out[title] = [{"role": r, "content": c} for r, c in zip(msgs[1::2], msgs[2::2])]
+    return out
+
+
+def _normal(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Messages as compared: the replies a run fills in as `prompts`' placeholders, the data tag as TAG, without
+    the line breaks ending each text (`prompts` joins its messages with line breaks)."""
+    def text(content: Any) -> str:
+        content = re.sub(re.escape(CAND) + r" \d+", REPLY_PLACEHOLDER, str(content))
+        content = re.sub(re.escape(USER) + r" \d+", USER_PLACEHOLDER, content)
+        return TAG.sub("TAG", re.sub(re.escape(BASE) + r" \d+", BASELINE_PLACEHOLDER, content)).rstrip("\n")
+
+    return [{"role": m["role"], "content": text(m["content"])} for m in messages]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("benchmark", "data", "more", "judge_text"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_dry_run_and_prompts_agree_with_the_run(tmp_path: Path, env: dict[str, str], benchmark: str,
+                                                data: Path | str | None, more: list[str], judge_text: str | None) -> None:
+    if data == "healthbench rows":  # HealthBench's shape, written for the tests (its own data is not shipped)
+        data = write_rows(tmp_path / "hb.jsonl", hb_rows(n=3, criteria=4))
+    spec = load_spec(benchmark, benchmark_search_path([]))
+    questions = list(load_dataset(spec, str(data) if data else None).questions)
+    with FakeServer(Answers(questions, judge_text)) as srv:
+        args = [f"benchmark={benchmark}", *([f"data.path={data}"] if data else []), *more, "progress=none",
+                *_endpoint("candidate", "cand", srv.url), *_endpoint("judge", "judge", srv.url)]
+        if spec.conversation.simulator is not None or "simulated" in benchmark:
+            args += _endpoint("user", "sim", srv.url)
+        if spec.baseline is not None:  # a baseline model on the server (not the spec's answer files)
+            args += ["baseline=openai/base", f"baseline.api_base={srv.url}", "baseline.api_key_env=FAKE_KEY"]
+        dry = run_cli([*args, "dry_run=true", f"hydra.run.dir={tmp_path / 'dry'}"], dict(env, COLUMNS="250"))
+        assert dry.returncode == 0, dry.stderr
+        assert srv.requests == []
+        run = run_cli([*args, f"hydra.run.dir={tmp_path / 'run'}"], env)
+        assert run.returncode == 0, run.stderr
+        sent = list(srv.requests)
+    roles = {"cand": "candidate", "judge": "judge", "sim": "user", "base": "baseline"}
+    assert _dry_counts(dry.stdout) == dict(Counter(roles[b["model"]] for b in sent)), dry.stdout
+
+    first = next(json.loads(line)["id"] for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines())
+    shown = run_cli(["prompts", f"benchmark={benchmark}", *([f"data.path={data}"] if data else []), f"question={first}"],
+                    env)
+    assert shown.returncode == 0, shown.stderr
+    sections = _prompt_sections(shown.stdout)
+    received = {role: [_normal(b["messages"]) for b in sent if roles[b["model"]] == role] for role in roles.values()}
+    for title, messages in sections.items():
+        role = "user" if title.startswith("simulated user") else title.split()[0]
+        if not messages or role not in received:
+            continue
+        assert _normal(messages) in received[role], (title, messages, received[role][:2])
