@@ -5,13 +5,14 @@ prompt-cache marks, worker pool, observer, notify, ... are constructor arguments
 found by an AST scan that is shown to catch a planted assignment; and two runs started together on one event loop
 through the Python API, one with `workers=2` and one with `workers=1`, each get their own: every request of the
 first comes from a worker process, every request of the second from the test's own process (the fake server reads
-which process holds each connection's socket).
+which process holds each connection's socket), and the workers end with their run.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import os
 from pathlib import Path
 
 from fakeserver import FakeServer
@@ -84,3 +85,18 @@ def test_two_runs_in_one_loop_keep_their_own_worker_counts(tmp_path: Path, fake_
     by_run = {run: {here for model, here in sent if model.endswith(run)} for run in ("2", "1")}
     assert by_run == {"2": {False}, "1": {True}}, sent
     assert sum(model.startswith("cand") for model, _ in sent) == 2 * LIMIT
+    assert _worker_children() == []  # the run's workers ended with it, not with this process
+
+
+def _worker_children() -> list[int]:
+    """This process's child processes that are engine workers (models/workers.py), from /proc."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid() and stat[0] != "Z" and b"rubric_engine.models.workers" in cmdline:
+            found.append(int(pid))
+    return found

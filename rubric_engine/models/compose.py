@@ -16,17 +16,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rubric_engine.models.cache import ResultCache
-from rubric_engine.models.client import ModelClient
+from rubric_engine.models.client import BatchSource, ModelClient
 from rubric_engine.models.entries import ModelSpec
 from rubric_engine.models.events import Observer
 from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime
 from rubric_engine.models.workers import WorkerPool
-
-if TYPE_CHECKING:
-    from rubric_engine.models.batches import BatchRun
 
 __all__ = ["ClientLayers"]
 
@@ -42,7 +39,7 @@ class ClientLayers:
     tpm: float | None = None
     max_retries: int = 4
     workers: WorkerPool | None = None  # the run's worker processes (workers=N); None: calls in this process
-    batches: "BatchRun | None" = None  # batch=true: the run's provider batches
+    batches: BatchSource | None = None  # batch=true: the run's provider batches (models/batches.BatchRun)
     prompt_cache: bool = False  # mark a shared prompt prefix for providers that cache only marked content
     notify: Callable[[str], None] | None = None  # one-line events (LiteLLM loading, retries, refusals)
     observer: Observer | None = None  # every call's outcome (the run's transcripts)

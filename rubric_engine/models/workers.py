@@ -257,6 +257,7 @@ class WorkerPool:
         briefly, then kills."""
         workers, self._workers = self._workers + self._graveyard, []
         self._graveyard = []
+        atexit.unregister(self.close)  # a closed pool is not kept alive until the process ends (one per run)
         for w in workers:
             for sock in (w.sock, *w.copies):
                 try:
