@@ -14,11 +14,14 @@ Reply selection per request: (1) `reject_json_schema` check, (2) the next queued
 `POST /v1/messages` answers in Anthropic's shape (for `anthropic/` models pointed here); `Reply.cached` reports
 prompt-cache reads in either shape. `srv.auth_headers` records each request's Authorization header; the text `{authorization}` in a reply's
 `error` or `text` is replaced by it (a server that echoes the key back, for leak tests).
+`FakeServer(track_senders=True)` also records, parallel to requests, whether each came from the test's own process
+(`srv.from_here`: False for a request a worker process sent), read from /proc while its connection is open.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -144,7 +147,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send(400, json.dumps(_error_json(400, "request body is not JSON")))
             return
-        fake._enter(body, {k.lower(): v for k, v in self.headers.items()})
+        fake._enter(body, {k.lower(): v for k, v in self.headers.items()},
+                    _sent_from_here(self.client_address[1], fake.port) if fake.track_senders else None)
         auth = str(self.headers.get("Authorization") or "")
         with fake._lock:
             fake.auth_headers.append(auth)
@@ -239,12 +243,34 @@ class _Server(ThreadingHTTPServer):
         return
 
 
+def _sent_from_here(peer_port: int, server_port: int) -> bool | None:
+    """Whether the client end of the connection 127.0.0.1:peer_port -> server_port is a socket of this process
+    (Linux: its inode from /proc/net/tcp, looked for among /proc/self/fd); None where /proc cannot say."""
+    try:
+        lines = open("/proc/net/tcp", encoding="ascii").read().splitlines()[1:]
+    except OSError:
+        return None
+    inodes = {f[9] for f in (line.split() for line in lines)
+              if int(f[1].rsplit(":", 1)[1], 16) == peer_port and int(f[2].rsplit(":", 1)[1], 16) == server_port}
+    if not inodes:
+        return None
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            mine.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    return any(f"socket:[{inode}]" in mine for inode in inodes)
+
+
 class FakeServer:
     """The server object tests use; see module docstring. Thread-safe bookkeeping."""
 
     def __init__(self, handler: Handler | None = None, *, reject_json_schema: bool = False,
-                 latency: float = 0.0) -> None:
+                 latency: float = 0.0, track_senders: bool = False) -> None:
         self.handler: Handler = handler or echo_handler
+        self.track_senders = track_senders
+        self.from_here: list[bool | None] = []  # track_senders: each request sent by this process (parallel to requests)
         self.reject_json_schema = reject_json_schema
         self.latency = latency  # added to every reply that has no explicit delay
         self.requests: list[dict[str, Any]] = []
@@ -306,6 +332,7 @@ class FakeServer:
             self.requests.clear()
             self.auth_headers.clear()
             self.headers.clear()
+            self.from_here.clear()
             self.request_times.clear()
             self.max_in_flight = self.in_flight
 
@@ -316,9 +343,11 @@ class FakeServer:
             return len(self._queue)
 
     # -- internals used by the request handler -----------------------------------------------
-    def _enter(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+    def _enter(self, body: dict[str, Any], headers: dict[str, str] | None = None,
+               here: bool | None = None) -> None:
         with self._lock:
             self.requests.append(body)
+            self.from_here.append(here)
             self.headers.append(headers or {})
             self.request_times.append(time.monotonic())
             self.in_flight += 1

@@ -26,7 +26,7 @@ from fakeserver import Reply
 from rubric_engine.errors import FatalModelError, ModelCallError
 from rubric_engine.models.batchapi import BatchAPI
 from rubric_engine.models.batches import (
-    DEFAULT_MAX_WAIT, MAX_BYTES, MAX_LINES, MAX_USAGE_TOKENS, BatchRun, Batcher, start_batches)
+    DEFAULT_MAX_WAIT, MAX_BYTES, MAX_LINES, MAX_USAGE_TOKENS, BatchRun, Batcher)
 from rubric_engine.models.batchjournal import BATCH_DIR, BATCH_JOURNAL, BatchJournal
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import CallResult, ModelClient
@@ -40,16 +40,34 @@ def user(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": text}]
 
 
+class Batched:
+    """A client's words (its spec, its own call cache, retries, role), built into a ModelClient when an
+    invocation's BatchRun exists (`start`): batch mode is a layer chosen at the client's construction. Every other
+    attribute (stats, batcher, complete, ...) is the client built last."""
+
+    def __init__(self, spec: ModelSpec, cache: ResultCache, max_retries: int = 1, role: str = "candidate") -> None:
+        self.spec, self.client = spec, None
+        self._kw: dict[str, Any] = {"cache": cache, "max_retries": max_retries, "role": role}
+
+    def start(self, run_dir: Path, **batch: Any) -> BatchRun:
+        """Batch mode over `run_dir` (BatchRun's words), and this client built with it."""
+        run = BatchRun(run_dir, **batch)
+        self.client = ModelClient(self.spec, batches=run, **self._kw)
+        return run
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
 def client_for(where: Path, srv: FakeBatchServer, model: str = "openai/fake-model", role: str = "candidate",
-               max_retries: int = 1) -> ModelClient:
+               max_retries: int = 1) -> Any:
     """A client with a call cache of its own (batch mode answers through it; a fresh one per client, so a second
     invocation finds its answers in the journal, as after a crash before the cache was written)."""
     spec = ModelSpec(name="fake", model=model, api_base=srv.url, api_key_env=None)
-    return ModelClient(spec, cache=ResultCache(where / f"cache-{uuid.uuid4().hex[:8]}"), max_retries=max_retries,
-                       role=role)
+    return Batched(spec, ResultCache(where / f"cache-{uuid.uuid4().hex[:8]}"), max_retries=max_retries, role=role)
 
 
-def key_of(client: ModelClient, text: str) -> str:
+def key_of(client: Any, text: str) -> str:
     return cache_key(client.spec, user(text), None, 0)
 
 
@@ -58,10 +76,10 @@ class Said(list):
         self.append(text)
 
 
-async def ask(run_dir: Path, client: ModelClient, texts: list[str], *, max_retries: int = 1,
+async def ask(run_dir: Path, client: Any, texts: list[str], *, max_retries: int = 1,
               max_wait: float = DEFAULT_MAX_WAIT, said: Said | None = None) -> list[Any]:
     """One invocation: batch mode over `run_dir`, each text asked at once; results or the exceptions raised."""
-    run = start_batches(run_dir, [client, None], poll=POLL, max_retries=max_retries, notify=said, max_wait=max_wait)
+    run = client.start(run_dir, poll=POLL, max_retries=max_retries, notify=said, max_wait=max_wait)
     try:
         # a guard, not a timed assertion: a call left waiting for ever fails the test instead of hanging it
         return list(await asyncio.wait_for(asyncio.gather(*(client.complete(user(t)) for t in texts),
@@ -101,11 +119,13 @@ def test_a_wave_ends_after_min_1_s_and_batch_poll_without_a_request(tmp_path: Pa
     run.journal.close()
 
 
-def test_start_batches_puts_one_batcher_on_each_client(tmp_path: Path) -> None:
+def test_each_client_built_with_a_batch_run_has_its_own_batcher(tmp_path: Path) -> None:
     with FakeBatchServer() as srv:
-        a, b = client_for(tmp_path, srv), client_for(tmp_path, srv, role="judge")
         said = Said()
-        run = start_batches(tmp_path, [a, None, b], poll=3.0, max_retries=4, notify=said, max_wait=5.0)
+        run = BatchRun(tmp_path, poll=3.0, max_retries=4, notify=said, max_wait=5.0)
+        spec = ModelSpec(name="fake", model="openai/fake-model", api_base=srv.url, api_key_env=None)
+        a, b = (ModelClient(spec, cache=ResultCache(tmp_path / f"cache-{role}"), max_retries=1, role=role,
+                            batches=run) for role in ("candidate", "judge"))
         assert isinstance(a.batcher, Batcher) and isinstance(b.batcher, Batcher) and a.batcher is not b.batcher
         assert (a.batcher.run, a.batcher.client, b.batcher.run, b.batcher.client) == (run, a, run, b)
         assert (run.poll, run.max_retries, run.max_wait, run.notify) == (3.0, 4, 5.0, said)
@@ -115,7 +135,7 @@ def test_start_batches_puts_one_batcher_on_each_client(tmp_path: Path) -> None:
         assert isinstance(api, BatchAPI) and api is a.batcher.api()  # built once per client
         assert (api.role, api.max_retries, api.spec) == ("candidate", 1, a.spec)
         run.journal.close()
-        assert start_batches(tmp_path, [], poll=1.0, max_retries=0).max_wait == DEFAULT_MAX_WAIT
+        assert BatchRun(tmp_path, poll=1.0, max_retries=0).max_wait == DEFAULT_MAX_WAIT
 
 
 # ------------------------------------------------------------------------------------------------- one wave
@@ -144,7 +164,7 @@ def test_a_batch_line_is_compact_utf8_with_the_providers_model_and_no_credential
     with FakeBatchServer() as srv:
         spec = ModelSpec(name="fake", model="openai/fake-model", api_base=srv.url, api_key_env="FAKE_BATCH_KEY",
                          params={"temperature": 0.5}, timeout=33.0)
-        client = ModelClient(spec, cache=ResultCache(tmp_path / "c"), max_retries=0)
+        client = Batched(spec, ResultCache(tmp_path / "c"), max_retries=0)
         os.environ["FAKE_BATCH_KEY"] = "sk-never-in-a-line-9876"
         try:
             asyncio.run(ask(tmp_path, client, ["héllo"]))
@@ -169,7 +189,7 @@ def test_a_priced_model_costs_the_batch_rate(tmp_path: Path) -> None:
 def test_identical_requests_share_one_line(tmp_path: Path) -> None:
     async def go(srv: FakeBatchServer) -> list[Any]:
         client = client_for(tmp_path, srv)
-        run = start_batches(tmp_path, [client], poll=POLL, max_retries=1)
+        run = client.start(tmp_path, poll=POLL, max_retries=1)
         batcher = client.batcher
         kw = {"messages": user("same"), "model": "openai/fake-model", "api_version": "v1", "client": object(),
               "api_base": srv.url, "api_key": "k", "timeout": 5.0, "num_retries": 0, "max_retries": 0, "seed": 3}
@@ -433,9 +453,9 @@ def test_the_same_command_reattaches_to_a_batch_in_flight_and_creates_nothing(tm
 
 
 def test_a_batch_created_before_its_id_was_journaled_is_found_again(tmp_path: Path) -> None:
-    async def made_then_killed(srv: FakeBatchServer, client: ModelClient) -> None:
+    async def made_then_killed(srv: FakeBatchServer, client: Any) -> None:
         """What kill -9 between create and its journal line leaves: submit and file lines, a batch at the provider."""
-        run = start_batches(tmp_path, [client], poll=POLL, max_retries=1)
+        run = client.start(tmp_path, poll=POLL, max_retries=1)
         api, cid = client.batcher.api(), key_of(client, "a")
         line = json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
                            "body": {"model": "fake-model", "messages": user("a")}}).encode() + b"\n"
@@ -481,9 +501,9 @@ def test_tries_of_earlier_invocations_count_against_max_retries(tmp_path: Path) 
         assert type(err) is ModelCallError and srv.submitted[cid] == 3 and err.attempts == 3
 
 
-async def _one_batch(tmp_path: Path, srv: FakeBatchServer, client: ModelClient, seq: str, cid: str, n: int) -> None:
+async def _one_batch(tmp_path: Path, srv: FakeBatchServer, client: Any, seq: str, cid: str, n: int) -> None:
     """An earlier invocation's batch holding `cid`, driven to its end and journaled step by step."""
-    run = start_batches(tmp_path, [client], poll=POLL, max_retries=5)
+    run = client.start(tmp_path, poll=POLL, max_retries=5)
     j, api = run.journal, client.batcher.api()
     line = json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
                        "body": {"model": "fake-model", "messages": user("down")}}).encode() + b"\n"
@@ -510,7 +530,7 @@ def test_a_journaled_answer_is_read_back_without_any_call(tmp_path: Path) -> Non
 def test_closing_stops_polling_and_the_journal_keeps_the_batch(tmp_path: Path) -> None:
     async def go(srv: FakeBatchServer) -> None:
         client = client_for(tmp_path, srv)
-        run = start_batches(tmp_path, [client], poll=POLL, max_retries=1)
+        run = client.start(tmp_path, poll=POLL, max_retries=1)
         task = asyncio.ensure_future(client.complete(user("a")))
         while srv.steps["poll"] < 2:
             await asyncio.sleep(POLL)
@@ -531,7 +551,7 @@ def test_a_journal_that_cannot_be_written_fails_the_waiting_calls_never_hangs_th
     """The submit line is written when a wave's quiet time ends (a task of its own): when it cannot be written
     (a full disk, no permission; here the run directory is gone), every call of that wave gets the error and
     nothing is uploaded, instead of waiting forever for a batch that was never sent."""
-    async def go(client: ModelClient) -> list[Any]:
+    async def go(client: Any) -> list[Any]:
         return await ask(tmp_path / "gone", client, ["a", "b"])
 
     with FakeBatchServer() as srv:
@@ -579,7 +599,7 @@ def test_output_and_error_files_without_a_final_line_break_are_read_line_by_line
 def test_closing_during_a_waves_quiet_time_sends_nothing(tmp_path: Path) -> None:
     async def go(srv: FakeBatchServer) -> None:
         client = client_for(tmp_path, srv)
-        run = start_batches(tmp_path, [client], poll=0.05, max_retries=1)
+        run = client.start(tmp_path, poll=0.05, max_retries=1)
         task = asyncio.ensure_future(client.complete(user("a")))
         for _ in range(50):  # until the request waits in the batcher for the wave to end
             if client.batcher._pending:
@@ -601,7 +621,7 @@ def test_a_request_arriving_during_the_quiet_time_joins_the_wave(tmp_path: Path)
     turns after the first, once the timer has started, goes in the same batch."""
     async def go(srv: FakeBatchServer) -> list[Any]:
         client = client_for(tmp_path, srv)
-        run = start_batches(tmp_path, [client], poll=1.0, max_retries=0)
+        run = client.start(tmp_path, poll=1.0, max_retries=0)
         try:
             first = asyncio.ensure_future(client.complete(user("a")))
             for _ in range(5):

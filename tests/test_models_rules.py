@@ -344,9 +344,8 @@ def test_advice_without_an_endpoint_names_none(fake_server: FakeServer, monkeypa
 # -- the 'loading LiteLLM' line ---------------------------------------------------------------------------
 def test_the_loading_line_is_shown_once_to_a_listener(fake_server: FakeServer) -> None:
     runtime = RecordingRuntime(loading=True)
-    c = client_for(fake_server, runtime=runtime)
     lines: list[str] = []
-    c.notify = lines.append
+    c = client_for(fake_server, runtime=runtime, notify=lines.append)
     calls(c, {}, {"messages": [{"role": "user", "content": "again"}]})
     assert lines == ["loading LiteLLM for the first model call (a few seconds) ..."]
 
@@ -529,9 +528,9 @@ def test_the_first_request_never_waits_whatever_the_clock_reads(fake_server: Fak
 def test_the_retry_line_says_why_when_and_how(fake_server: FakeServer) -> None:
     clock = Clock()
     fake_server.queue(Reply(status=429, headers={"Retry-After": "2"}), Reply(status=503), Reply(text="ok"))
-    c = client_for(fake_server, max_retries=2, backoff_base=0.25, clock=clock, sleep=clock.sleep, role="judge")
     lines: list[str] = []
-    c.notify = lines.append
+    c = client_for(fake_server, max_retries=2, backoff_base=0.25, clock=clock, sleep=clock.sleep, role="judge",
+                   notify=lines.append)
     calls(c)
     assert lines[0] == "judge 'fake': HTTP 429; retry 1/2 in 2.0s (rate limit: waiting as asked (Retry-After))"
     assert lines[1] == f"judge 'fake': HTTP 503; retry 2/2 in {clock.sleeps[1]:.1f}s (backing off)"
@@ -541,9 +540,8 @@ def test_the_retry_line_without_a_status_shows_the_detail(fake_server: FakeServe
     clock = Clock()
     fake_server.handler = lambda body: Reply(raw=json.dumps({"id": "x", "object": "chat.completion", "created": 0,
                                                              "model": "fake-model", "choices": []}))
-    c = client_for(fake_server, max_retries=1, clock=clock, sleep=clock.sleep)
     lines: list[str] = []
-    c.notify = lines.append
+    c = client_for(fake_server, max_retries=1, clock=clock, sleep=clock.sleep, notify=lines.append)
     [err] = calls(c)
     assert err.status is None and err.detail == "malformed response: no choices"
     assert lines == [f"candidate 'fake': malformed response: no choices; retry 1/1 in {clock.sleeps[0]:.1f}s "

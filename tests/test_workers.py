@@ -203,15 +203,15 @@ def test_with_workers_the_main_process_never_imports_litellm(tmp_path: Path) -> 
         "import asyncio, os, sys\n"
         "from rubric_engine.models.client import ModelClient\n"
         "from rubric_engine.models.entries import ModelSpec\n"
-        "from rubric_engine.models.workers import POOL\n"
-        "POOL.configure(2)\n"
+        "from rubric_engine.models.workers import WorkerPool\n"
         "async def main(url):\n"
+        "    pool = WorkerPool(2)\n"
         "    spec = ModelSpec(name='m', model='openai/gpt-4o', api_base=url, api_key_env='FAKE_KEY')\n"
-        "    async with ModelClient(spec, cache=None) as c:\n"
+        "    async with ModelClient(spec, cache=None, workers=pool) as c:\n"
         "        rs = await asyncio.gather(*(c.complete([{'role': 'user', 'content': f'x{i}'}]) for i in range(6)))\n"
+        "    await pool.aclose()\n"
         "    print(sorted({r.cost for r in rs}), 'litellm' in sys.modules)\n"
-        "asyncio.run(main(sys.argv[1]))\n"
-        "POOL.close()\n")
+        "asyncio.run(main(sys.argv[1]))\n")
     with FakeServer() as srv:
         done = subprocess.run([sys.executable, "-c", code, srv.url], env={**os.environ, "FAKE_KEY": "sk-test"},
                               capture_output=True, text=True, timeout=180)

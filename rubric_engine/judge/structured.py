@@ -99,10 +99,9 @@ _NAMES_FORMAT = re.compile(r"response[_ ]?format|json[_ ]?schema|structured[_ ]o
 
 def _refused(client: "ModelClient", why: str) -> None:
     """Stop sending json_schema to this client's server, saying so once (replies are still validated)."""
-    if not client.json_schema_refused and client.notify is not None:
+    if client.refuse_json_schema() and client.notify is not None:
         client.notify(f"{client.role} '{client.spec.name}': the server refused response_format json_schema "
                       f"(HTTP 400: {one_line(why)[:160]}); asking without it from now on")
-    client.json_schema_refused = True
 
 
 async def ask_structured(client: "ModelClient", messages: Messages, parse: Callable[[str], T], *,

@@ -1,9 +1,10 @@
 """Batch mode (`batch=true`): a client's calls collected into provider batches, each request's id its cache key.
 
 Why: a provider's batch API costs about half, and a run's calls come in waves (every question's generation at
-once, then every judge call from those replies, then the re-asks), so a wave is one batch. A `Batcher` set on
-a ModelClient (`client.batcher`) receives every call `_call` would send; it keeps requests until none arrived
-for a short quiet time (or the size cap is hit), then submits them as one batch. One `BatchRun` per run holds
+once, then every judge call from those replies, then the re-asks), so a wave is one batch. A ModelClient built
+with the run's BatchRun (`batches=`, models/compose.py) makes its own `Batcher`, which receives every call
+`_call` would send; it keeps requests until none arrived for a short quiet time (or the size cap is hit), then
+submits them as one batch. One `BatchRun` per run holds
 the batch journal (models/batchjournal.py): every step is durable before the next, so the same command after
 kill -9 re-attaches to the batches in flight and never submits a request twice. An id already answered in an
 earlier invocation is read back from the run directory; identical requests share one line of a batch.
@@ -29,7 +30,7 @@ from rubric_engine.models.batchapi import ENDPOINT, BatchAPI, batch_cost
 from rubric_engine.models.batchjournal import BatchJournal, Seq
 from rubric_engine.models.litellm_runtime import finish_reason, parse_reply
 
-__all__ = ["BatchRun", "Batcher", "start_batches", "MAX_LINES", "MAX_BYTES", "MAX_USAGE_TOKENS", "DEFAULT_MAX_WAIT"]
+__all__ = ["BatchRun", "Batcher", "MAX_LINES", "MAX_BYTES", "MAX_USAGE_TOKENS", "DEFAULT_MAX_WAIT"]
 
 MAX_LINES = 50_000  # OpenAI's cap on requests per batch
 MAX_BYTES = 150 * 2**20  # under OpenAI's 200 MB input file cap
@@ -38,16 +39,6 @@ DEFAULT_MAX_WAIT = 90_000.0  # seconds: the providers' 24 h completion window, p
 _FINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 _NOT_BODY = frozenset({"model", "api_base", "api_key", "api_version", "timeout", "num_retries", "max_retries",
                        "client"})
-
-
-def start_batches(run_dir: Any, clients: Any, *, poll: float, max_retries: int,
-                  notify: Callable[[str], None] | None = None, max_wait: float = DEFAULT_MAX_WAIT) -> "BatchRun":
-    """Batch mode for a run: one BatchRun over the run directory's batch journal, a Batcher on each client."""
-    run = BatchRun(run_dir, poll=poll, max_retries=max_retries, notify=notify, max_wait=max_wait)
-    for client in clients:
-        if client is not None:
-            client.batcher = run.batcher(client)
-    return run
 
 
 class BatchRun:

@@ -20,12 +20,12 @@ import os
 import random
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes, openai_client, served_by_openai_client
 from rubric_engine.models.cache import ResultCache
-from rubric_engine.models.concurrency import AUTO, AdaptiveGate, Slot
+from rubric_engine.models.concurrency import AUTO, AdaptiveGate, RateLimiter, Slot
 from rubric_engine.models.entries import MessageTexts, ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
@@ -35,18 +35,25 @@ from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.promptcache import mark_prefix, needs_marker
 from rubric_engine.models.redact import MessageRedactor, redact, register_secret
-from rubric_engine.models.workers import POOL, WorkerPool
+from rubric_engine.models.workers import WorkerPool
 
-__all__ = ["CallResult", "CallStats", "ModelClient", "preload_litellm"]
+__all__ = ["BatchSource", "CallResult", "CallStats", "ModelClient", "preload_litellm"]
 
 
-def preload_litellm() -> None:
-    """Start importing LiteLLM on a thread now, for a caller that knows calls will be made (with workers=N:
-    start the worker processes, each importing it)."""
-    if POOL.size > 0:
-        POOL.start()
+class BatchSource(Protocol):
+    """What batch mode gives a client at construction (a run's models/batches.BatchRun): its own batcher, whose
+    `call(kwargs, key)` answers each request from a provider batch."""
+
+    def batcher(self, client: Any) -> Any: ...
+
+
+def preload_litellm(workers: WorkerPool | None = None, runtime: LiteLLMRuntime = RUNTIME) -> None:
+    """Start importing LiteLLM on a thread now, for a caller that knows calls will be made (with a pool of
+    workers, workers=N: start its processes, each importing it)."""
+    if workers is not None and workers.size > 0:
+        workers.start()
     else:
-        RUNTIME.preload()
+        runtime.preload()
 
 @dataclass
 class CallResult:
@@ -84,45 +91,23 @@ class CallStats:
         return asdict(self)
 
 
-class _RateLimiter:
-    """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429; with tpm,
-    each answer's tokens push the next start back by tokens x 60/tpm s (paid after: a call's size is known
-    only once answered, so up to `concurrency` calls may start before the first is counted)."""
-
-    def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep, tpm: float | None = None) -> None:
-        self.interval = 60.0 / rpm if rpm else 0.0
-        self.per_token = 60.0 / tpm if tpm else 0.0
-        self._next = 0.0
-        self._paused_until = 0.0
-        self._clock, self._sleep = clock, sleep
-
-    async def wait(self) -> None:
-        now = self._clock()
-        slot = max(now, self._next, self._paused_until)
-        if self.interval:
-            self._next = slot + self.interval  # reserved before sleeping: no await between read and write
-        if slot > now:
-            await self._sleep(slot - now)
-
-    def spend(self, tokens: int) -> None:
-        if self.per_token:
-            self._next = max(self._next, self._clock()) + tokens * self.per_token
-
-    def pause(self, seconds: float) -> None:
-        self._paused_until = max(self._paused_until, self._clock() + seconds)
-
-
 class ModelClient:
-    """Calls one model with caching, a concurrency cap, an rpm cap and retries. See module docstring."""
+    """Calls one model with caching, a concurrency cap, an rpm cap and retries. See module docstring.
+
+    Every layer is chosen here, at construction, and never attached afterwards (models/compose.py builds a run's
+    clients from one `ClientLayers`): `cache` (None: off), `workers` (a run's WorkerPool: calls in its processes;
+    None: in this one), `batches` (a run's models/batches.BatchRun: batch=true), `prompt_cache` (mark a shared
+    prompt prefix), `notify` (one-line events), `observer` (every call's outcome, models/events.py), `runtime`
+    (LiteLLM in this process), `clock` and `sleep` (so tests check pauses and spacing without wall time)."""
 
     def __init__(self, spec: ModelSpec, *, cache: ResultCache | None, concurrency: int | str = 8,
                  rpm: float | None = None, tpm: float | None = None,
                  max_retries: int = 4, backoff_base: float = 1.0, backoff_max: float = 60.0,
                  role: str = "candidate", clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                 runtime: LiteLLMRuntime = RUNTIME) -> None:
-        """`clock` and `sleep` exist so tests can check pauses and spacing without measuring wall time."""
+                 runtime: LiteLLMRuntime = RUNTIME, workers: WorkerPool | None = None,
+                 batches: BatchSource | None = None, prompt_cache: bool = False,
+                 notify: Callable[[str], None] | None = None, observer: Observer | None = None) -> None:
         auto = concurrency == AUTO  # adaptive (models/concurrency.py); a number keeps a plain semaphore
         for bad, what in ((not auto and not (isinstance(concurrency, int) and concurrency >= 1),
                            f"concurrency must be >= 1 or auto (got {concurrency})"),
@@ -135,15 +120,15 @@ class ModelClient:
         self.concurrency, self.rpm, self.max_retries = concurrency, rpm, max_retries
         self.backoff_base, self.backoff_max = backoff_base, backoff_max
         self.stats = CallStats()
-        self.notify: Callable[[str], None] | None = None  # one-line events: LiteLLM loading, retries, waits
-        self.observer: Observer | None = None  # every call's outcome and each retry (models/events.py)
-        self.batcher: Any = None  # batch=true: a models/batches.Batcher answers every call from provider batches
-        self.workers: WorkerPool | None = POOL  # workers=N: calls run in worker processes (models/workers.py)
-        self._limiter = _RateLimiter(rpm, clock, sleep, tpm)
+        self.notify = notify  # one-line events: LiteLLM loading, retries, waits
+        self.observer = observer  # every call's outcome and each retry (models/events.py)
+        # workers=N: calls run in the run's worker processes (models/workers.py); None or size 0: in this process
+        self.workers = workers if workers is not None and workers.size > 0 else None
+        self._limiter = RateLimiter(rpm, clock, sleep, tpm)
         self._sleep = sleep
         self._sem: asyncio.Semaphore | None = None
         self.gate = AdaptiveGate(rpm=rpm, tpm=tpm, clock=clock) if auto else None  # concurrency=auto (one a client)
-        self.prompt_cache = False  # mark a shared prompt prefix for providers that cache only marked content
+        self.prompt_cache = prompt_cache  # mark a shared prompt prefix for providers that cache only marked content
         self._sem_loop: asyncio.AbstractEventLoop | None = None
         self._loops: set[int] = set()
         self._answered = False  # a server answered once: later connection errors are per-question
@@ -152,8 +137,8 @@ class ModelClient:
         self._texts = MessageTexts()  # each message's JSON in the cache keys, serialised once (models/entries.py)
         self._request: dict[str, Any] | None = None  # what every request of this client sends (built once)
         self._key: str | None = None  # the key value sent (None: LiteLLM reads the provider's variable)
-        # set by judge/structured.py once this client's server refused response_format json_schema (HTTP 400):
-        # a fact about this endpoint, so later structured requests go without it at once
+        # True once this client's server refused response_format json_schema (HTTP 400; judge/structured.py says
+        # so through refuse_json_schema): a fact about this endpoint, so later structured requests go without it
         self.json_schema_refused = False
         self._cap = max_reply_bytes()  # a bad $RUBRIC_ENGINE_MAX_REPLY_MB is one line before any call
         self._capped: bool | None = None  # LiteLLM serves this model with its OpenAI client: ours, capped (bodycap)
@@ -161,6 +146,14 @@ class ModelClient:
         # cache key -> the answer of that request while it is in flight: an identical request waits for it
         # instead of paying again (within this process; across processes the cache answers once one has stored)
         self._in_flight: dict[tuple[int, str], asyncio.Future[CallResult | None]] = {}
+        # batch=true: the run's Batcher for this client answers every call from provider batches (models/batches.py)
+        self.batcher = batches.batcher(self) if batches is not None else None
+
+    def refuse_json_schema(self) -> bool:
+        """This client's server refused response_format json_schema: later structured requests go without it.
+        True the first time (the caller says so once)."""
+        first, self.json_schema_refused = not self.json_schema_refused, True
+        return first
 
     async def __aenter__(self) -> "ModelClient":
         return self
@@ -368,7 +361,7 @@ class ModelClient:
         kwargs = {**self._base_request(), "messages": self._redact(messages)}
         if response_format:
             kwargs["response_format"] = response_format
-        pool = self.workers if self.workers is not None and self.workers.size > 0 else None
+        pool = self.workers
         if self.notify is not None and pool is None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
         litellm = None if pool is not None else self._runtime.module()  # workers: LiteLLM is theirs, not imported here

@@ -8,7 +8,7 @@ is left (multiplicative decrease), once per round: the 429s of calls sent before
 The limit stays within 1..256, grows only while every slot is taken, and, with `rpm=` / `tpm=`, never above
 the calls those rates can feed (rpm / 60 x the measured latency, plus one; tpm likewise over the measured
 tokens per call). An integer `concurrency=` never comes
-here: the client keeps its plain semaphore.
+here: the client keeps its plain semaphore. `RateLimiter` is the rpm / tpm spacing every client applies either way.
 
 The logic is pure apart from asyncio futures for waiting; `clock` is injectable (tests use a fake one).
 """
@@ -19,11 +19,11 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AUTO", "AUTO_START", "AUTO_MIN", "AUTO_MAX", "AdaptiveGate", "Slot", "ceiling", "parse_concurrency"]
+__all__ = ["AUTO", "AUTO_START", "AUTO_MIN", "AUTO_MAX", "AdaptiveGate", "RateLimiter", "Slot", "ceiling", "parse_concurrency"]
 
 AUTO = "auto"
 AUTO_START = 8  # a sane first guess: most providers take 8 calls at once from any paid tier
@@ -200,3 +200,32 @@ def _remaining(headers: Mapping[str, str]) -> tuple[int | None, int | None]:
                 continue
         return None
     return read("requests"), read("tokens")
+
+
+class RateLimiter:
+    """Spaces request starts >= 60/rpm s apart (no bursts) and honours client-wide pauses after a 429; with tpm,
+    each answer's tokens push the next start back by tokens x 60/tpm s (paid after: a call's size is known
+    only once answered, so up to `concurrency` calls may start before the first is counted)."""
+
+    def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep, tpm: float | None = None) -> None:
+        self.interval = 60.0 / rpm if rpm else 0.0
+        self.per_token = 60.0 / tpm if tpm else 0.0
+        self._next = 0.0
+        self._paused_until = 0.0
+        self._clock, self._sleep = clock, sleep
+
+    async def wait(self) -> None:
+        now = self._clock()
+        slot = max(now, self._next, self._paused_until)
+        if self.interval:
+            self._next = slot + self.interval  # reserved before sleeping: no await between read and write
+        if slot > now:
+            await self._sleep(slot - now)
+
+    def spend(self, tokens: int) -> None:
+        if self.per_token:
+            self._next = max(self._next, self._clock()) + tokens * self.per_token
+
+    def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, self._clock() + seconds)

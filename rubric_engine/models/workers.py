@@ -20,9 +20,9 @@ travels as its exception chain's class names, message, HTTP status, body and hea
 exceptions with those class names (models/failures.py classifies by name, status, body and headers), so a
 failure classifies the same with or without workers. The API key travels inside the request (never logged).
 
-Lifetime: workers start with the run (each imports LiteLLM while the run loads its spec and data) and end
-with the main process: the socket's end-of-file (the main process exited, or was killed with -9) or a new
-parent id ends a worker. The first SIGINT / SIGTERM stops every worker's calls and no request leaves after
+Lifetime: workers start with the run that owns the pool (each imports LiteLLM while the run loads its spec and
+data) and end when that run ends (`WorkerPool.aclose`), or with the main process: the socket's end-of-file (the
+main process exited, or was killed with -9) or a new parent id ends a worker. The first SIGINT / SIGTERM stops every worker's calls and no request leaves after
 it (models/interrupt.py; a worker given the signal by the terminal stops by itself).
 """
 
@@ -46,7 +46,7 @@ from typing import Any
 from rubric_engine.models.interrupt import stopped
 from rubric_engine.models.workerfailures import describe_error, rebuild_error
 
-__all__ = ["WorkerPool", "POOL", "WorkerStuck", "workers_count", "rebuild_error", "describe_error"]  # the last two: workerfailures.py
+__all__ = ["WorkerPool", "WorkerStuck", "workers_count", "rebuild_error", "describe_error"]  # the last two: workerfailures.py
 
 PROBE_SECONDS = 2.0  # a live worker answers a ping at once, however slow its calls' servers are
 READY_SECONDS = 600.0  # a worker that has not imported LiteLLM by then is not coming
@@ -143,23 +143,17 @@ class _Worker:
 
 
 class WorkerPool:
-    """The process's worker processes (none until `configure(n)` with n > 1). See the module docstring."""
+    """One run's worker processes: `workers=N` from its settings (1: none, calls in the run's process). The run
+    owns it, hands it to its clients (models/compose.py) and closes it when it ends, so two runs in one process
+    never share or resize each other's workers. See the module docstring."""
 
-    def __init__(self) -> None:
-        self.size = 0  # worker processes asked for (0: calls run in this process)
+    def __init__(self, workers: int = 1) -> None:
+        self.size = 0 if workers <= 1 else int(workers)  # worker processes asked for (0: calls in this process)
         self._workers: list[_Worker] = []
         self._ids = itertools.count(1)
         self._stop_sent = False
         self._lock = threading.Lock()
         self._graveyard: list[_Worker] = []  # retired workers: their sockets closed and processes reaped at close
-
-    def configure(self, workers: int) -> None:
-        """workers=N from the run's settings: 1 is today's behaviour (calls in this process). A new size
-        (another run in this process) ends the workers of the old one."""
-        size = 0 if workers <= 1 else int(workers)
-        if size != self.size:
-            self.close()
-        self.size = size
 
     def start(self) -> None:
         """Start the workers now (each imports LiteLLM while the run starts); idempotent."""
@@ -248,11 +242,22 @@ class WorkerPool:
         return (f"worker process {pid} stopped answering (no reply to a ping within {PROBE_SECONDS:g} s after the "
                 "call's timeout): it was retired and a new one started; the call can be retried on another worker")
 
+    async def aclose(self) -> None:
+        """End the workers from the event loop that used them: its streams to them are closed in the loop first,
+        then the processes are ended and reaped (`close`) off the loop, so another run on it keeps running."""
+        loop = id(asyncio.get_running_loop())
+        for w in self._workers + self._graveyard:
+            if w.writer is not None and w.loop_id == loop:
+                w.writer.close()
+        if self._workers or self._graveyard:
+            await asyncio.to_thread(self.close)
+
     def close(self) -> None:
         """End the workers (closing every copy of our end of each socket is their signal: end of file); waits
         briefly, then kills."""
         workers, self._workers = self._workers + self._graveyard, []
         self._graveyard = []
+        atexit.unregister(self.close)  # a closed pool is not kept alive until the process ends (one per run)
         for w in workers:
             for sock in (w.sock, *w.copies):
                 try:
@@ -267,8 +272,6 @@ class WorkerPool:
                 w.proc.kill()
                 w.proc.wait()
 
-
-POOL = WorkerPool()
 
 
 def _spawn() -> _Worker:

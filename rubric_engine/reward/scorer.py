@@ -37,7 +37,7 @@ from rubric_engine.judge.checked import Grader
 from rubric_engine.judge.prompts import MAX_OUTPUT_CHARS
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
-from rubric_engine.models.client import ModelClient, preload_litellm
+from rubric_engine.models.client import preload_litellm
 from rubric_engine.models.concurrency import ceiling
 from rubric_engine.models.entries import ModelSpec, check_keys
 from rubric_engine.models.mock import is_mock
@@ -45,7 +45,7 @@ from rubric_engine.models.redact import redact
 from rubric_engine.reward.loop import LoopThread
 from rubric_engine.run.plan import plan_run
 from rubric_engine.run.runner import load_inputs
-from rubric_engine.run.settings import RunSettings, prompt_cache_of
+from rubric_engine.run.settings import RunSettings, client_layers
 from rubric_engine.stats.scores import question_score
 from rubric_engine.text.surrogates import LONE_SURROGATE
 
@@ -153,18 +153,15 @@ class RewardScorer:
         self.shadow_fraction = shadow_fraction if shadow is not None else 0.0
         check_keys(*plan.judges, shadow if self.shadow_fraction > 0 else None)
         self.cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
-        limits: dict[str, Any] = dict(cache=self.cache, concurrency=settings.concurrency, rpm=settings.rpm,
-                                      max_retries=settings.max_retries, tpm=settings.tpm)
-        self.clients = [ModelClient(j, role="judge", **limits) for j in plan.judges]
-        for client in self.clients:
-            client.prompt_cache = prompt_cache_of(settings, self.spec)
+        layers = client_layers(settings, self.spec, self.cache)  # every judge's layers, at construction
+        self.clients = [layers.client(j, "judge", prompt_cache=True) for j in plan.judges]
         # checked items (judge/checked.py) are decided by the engine as in a run; the panel grades the rest
         verdict = plan.shape.verdict  # the panel its verdict grades with (a score's asks for numbers)
         self.panel = Grader(verdict.panel(self.clients, [j.name for j in plan.judges], self.spec, plan.repeats,
                                           plan.rule, plan.tie) if self.clients else None)
         self.shadow: Grader | None = None
         if shadow is not None and self.shadow_fraction > 0:
-            client = ModelClient(shadow, role="judge", **limits)
+            client = layers.client(shadow, "judge")
             self.clients.append(client)
             self.shadow = Grader(verdict.panel([client], [shadow.name], self.spec, 1, plan.rule, plan.tie))
         self.judges = [j.name for j in plan.judges]

@@ -62,6 +62,7 @@ class EvalOptions:
     tpm: float | None = None
     max_retries: int = 4
     timeout: float | None = None
+    workers: int | str = 1
     cache: bool = True
     cache_dir: str | Path | None = None
     candidate_errors: str | None = None
@@ -128,6 +129,7 @@ def _settings(benchmark: str, candidate: ModelRef, judge: ModelRef, opts: EvalOp
     """`RunSettings` from the API's words, checked as the command line checks its keys."""
     from rubric_engine.models.concurrency import parse_concurrency
     from rubric_engine.models.named import model_entry
+    from rubric_engine.models.workers import workers_count
     from rubric_engine.run.settings import RunSettings
 
     _whole(opts.limit, "limit", 0, optional=True)
@@ -150,7 +152,7 @@ def _settings(benchmark: str, candidate: ModelRef, judge: ModelRef, opts: EvalOp
         limit=opts.limit, ids=[str(i) for i in opts.ids] if opts.ids is not None else None,
         stage="score" if opts.answers or opts.from_run else "full", answers=path(opts.answers),
         from_run=path(opts.from_run), concurrency=concurrency, rpm=opts.rpm, tpm=opts.tpm,
-        max_retries=opts.max_retries, cache_dir=path(opts.cache_dir), cache_enabled=bool(opts.cache),
+        max_retries=opts.max_retries, workers=workers_count(opts.workers), cache_dir=path(opts.cache_dir), cache_enabled=bool(opts.cache),
         progress=progress, quiet=opts.console is None, trust_code=opts.trust_code, repeats=opts.repeats,
         samples=opts.samples, candidate_errors=opts.candidate_errors, retry_errors=opts.retry_errors)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from rich.console import Console
@@ -19,9 +18,8 @@ from rubric_engine.datatypes import Question
 from rubric_engine.errors import DiskFull, FatalModelError, ModelCallError
 from rubric_engine.judge.checked import Grader
 from rubric_engine.judge.prompts import candidate_messages
-from rubric_engine.models.batches import start_batches
+from rubric_engine.models.batches import BatchRun
 from rubric_engine.models.cache import ResultCache
-from rubric_engine.models.client import ModelClient
 from rubric_engine.models.events import Observer, set_call_context
 from rubric_engine.models.concurrency import ceiling
 from rubric_engine.models.interrupt import SignalStop, stopped
@@ -31,7 +29,8 @@ from rubric_engine.run.plan import RunPlan
 from rubric_engine.run.dialogue import converse, given_transcripts, within_cap
 from rubric_engine.run.record import Outcome
 from rubric_engine.run.callnotes import call_notes
-from rubric_engine.run.settings import RunSettings, prompt_cache_of
+from rubric_engine.models.workers import WorkerPool
+from rubric_engine.run.settings import RunSettings, client_layers
 from rubric_engine.shapes.base import Judging
 from rubric_engine.spec.schema import BenchmarkSpec
 
@@ -65,7 +64,8 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
                      cache: ResultCache | None, console: Console,
                      stages: dict[str, Any], finished: Callable[[Outcome], None],
                      baseline: Mapping[str, str] | None = None,
-                     observer: Observer | None = None) -> dict[str, dict[str, int]]:
+                     observer: Observer | None = None,
+                     workers: WorkerPool | None = None) -> dict[str, dict[str, int]]:
     """Each question flows generate -> judge on its own, so judging starts with the first answer; a fixed
     pool of 2 x concurrency workers takes the next question when one is `finished`, so what is in flight
     (and in memory) does not grow with the number of questions. With batch=true every question starts at
@@ -75,13 +75,14 @@ async def run_pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec
     calls in flight (at most the longest model timeout, a countdown on `console`) so their answers are cached,
     then cancels what is left (models/interrupt.py); the caller sees `interrupt.stopped()`, and
     asyncio.CancelledError when something was still running. A full disk (`DiskFull` from `finished` or the
-    transcripts' `observer`) stops the same way; `interrupt.check_stopped` raises it afterwards."""
+    transcripts' `observer`) stops the same way; `interrupt.check_stopped` raises it afterwards. `workers`: the
+    run's worker processes (workers=N), which its clients call through; None: every call in this process."""
     grace = max((m.timeout for m in plan.models() if m.timeout), default=0.0)
     stop = SignalStop(grace, say=lambda text: console.print(text, highlight=False, markup=False, soft_wrap=True),
                       resume=settings.resume_command).install()
     try:
         return await _pipeline(settings, plan, spec, questions, given, cache, console, stages, finished, baseline,
-                               observer, stop.halt)
+                               observer, workers, stop.halt)
     finally:
         stop.restore()
 
@@ -91,41 +92,34 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                     cache: ResultCache | None, console: Console,
                     stages: dict[str, Any], finished: Callable[[Outcome], None],
                     baseline: Mapping[str, str] | None,
-                    observer: Observer | None,
+                    observer: Observer | None, workers: WorkerPool | None,
                     halt: Callable[[BaseException], None]) -> dict[str, dict[str, int]]:
-    client_for = partial(ModelClient, cache=cache, concurrency=settings.concurrency, rpm=settings.rpm,
-                         max_retries=settings.max_retries, tpm=settings.tpm)
     shape = plan.shape  # how each reply comes to be and how it is judged (shapes/)
-    base = client_for(plan.baseline, role="baseline") if plan.baseline and plan.judged else None
-    cand = client_for(settings.candidate, role="candidate") if given is None and settings.candidate else None
-    user = client_for(plan.user, role="user") if cand is not None and plan.user is not None else None
     talk = shape.conversation.talks  # a conversation: many candidate calls per reply (run/dialogue.py)
     said = given_transcripts(settings.answers, settings.from_run, spec.data.fields.id) if talk and given is not None \
         else {}  # a conversation judged again from its answers: the sessions they hold
-    clients = [client_for(j, role="judge") for j in plan.judges] if plan.judged else []
-    for client in clients:
-        client.prompt_cache = prompt_cache_of(settings, spec)
-    panel = shape.verdict.panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) \
-        if clients else None
-    judge = Grader(panel) if plan.judged else None  # checked items by the engine, the rest by the panel
-    judging = Judging(spec, judge, clients, base, baseline) if judge is not None else None
     with ProgressBoard(settings.progress, console) as board:
         k = plan.samples
-        gen_bar = board.stage("generate", k * len(questions)) if cand else None
-        judge_bar = board.stage("judge", k * len(questions)) if judge else None
-        stages.update({"generate": gen_bar, "judge": judge_bar})
 
         def notify(text: str) -> None:
             board.note(text)
             log.info(text)
 
-        for each in (cand, user, base, *clients):
-            if each is not None:
-                each.notify = notify
-                each.observer = observer  # the run's transcripts (run/transcripts.py)
-        batches = start_batches(settings.out_dir, (cand, user, base, *clients), poll=settings.batch_poll,
-                                max_retries=settings.max_retries, notify=notify,
-                                max_wait=settings.batch_max_wait) if settings.batch else None
+        batches = BatchRun(settings.out_dir, poll=settings.batch_poll, max_retries=settings.max_retries,
+                           notify=notify, max_wait=settings.batch_max_wait) if settings.batch else None
+        # every client's layers, chosen here once (models/compose.py): nothing is attached to a client afterwards
+        layers = client_layers(settings, spec, cache, workers).with_(batches=batches, notify=notify, observer=observer)
+        base = layers.client(plan.baseline, "baseline") if plan.baseline and plan.judged else None
+        cand = layers.client(settings.candidate, "candidate") if given is None and settings.candidate else None
+        user = layers.client(plan.user, "user") if cand is not None and plan.user is not None else None
+        clients = [layers.client(j, "judge", prompt_cache=True) for j in plan.judges] if plan.judged else []
+        panel = shape.verdict.panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) \
+            if clients else None
+        judge = Grader(panel) if plan.judged else None  # checked items by the engine, the rest by the panel
+        judging = Judging(spec, judge, clients, base, baseline) if judge is not None else None
+        gen_bar = board.stage("generate", k * len(questions)) if cand else None
+        judge_bar = board.stage("judge", k * len(questions)) if judge else None
+        stages.update({"generate": gen_bar, "judge": judge_bar})
 
         async def one(o: Outcome, s: int = 0) -> None:
             """One reply of a question (sample s: its own candidate cache key, its own judge repeat keys)."""

@@ -27,7 +27,7 @@ from rubric_engine.models.bodycap import max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.entries import check_keys
 from rubric_engine.models.mock import is_mock
-from rubric_engine.models.workers import POOL
+from rubric_engine.models.workers import WorkerPool
 from rubric_engine.report.console import print_pairwise, print_panel, print_sampling, print_summary
 from rubric_engine.report.run_page import write_run_report
 from rubric_engine.run import stream as runstream
@@ -128,9 +128,16 @@ async def run_benchmark_async(settings: RunSettings, console: Console | None = N
                               results: Console | None = None, warned: set[str] | None = None, *,
                               checked: Callable[[], object] | None = None) -> dict[str, Any]:
     """`run_benchmark` on the caller's event loop: the model calls run there (the checks, the loading and the
-    files written at the end are plain blocking work between them)."""
+    files written at the end are plain blocking work between them). The run owns its worker processes
+    (workers=N, models/workers.py): started for it, handed to its clients, ended with it; nothing process-wide is
+    set, so two runs in one process never see each other's."""
     with rundir.RunLock(Path(settings.out_dir)):
-        return await _run_locked(settings, console, results, set() if warned is None else warned, checked)
+        workers = WorkerPool(settings.workers)
+        try:
+            return await _run_locked(settings, console, results, set() if warned is None else warned, checked,
+                                     workers)
+        finally:
+            await workers.aclose()
 
 
 def _warn(console: Console, warned: set[str], text: str, key: str | None = None) -> None:
@@ -159,10 +166,10 @@ def _kept(full: DiskFull, cache: ResultCache | None) -> str:
 
 
 async def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
-                      warned: set[str], checked: Callable[[], object] | None) -> dict[str, Any]:
+                      warned: set[str], checked: Callable[[], object] | None,
+                      workers: WorkerPool) -> dict[str, Any]:
     console = console or SafeConsole(stderr=True)
     results = results or SafeConsole()
-    POOL.configure(settings.workers)  # workers=N: model calls in N processes (models/workers.py)
     settings = with_run_data(settings)  # from_run=: the run's own data file (summary.json's data_path)
     spec, dataset, rows = load_inputs(settings, lazy=True)
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
@@ -198,7 +205,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     for warning in base_warnings:
         _warn(console, warned, f"[yellow]data warning:[/] {shown(warning)}")
     max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
-    _start_litellm_early(settings)  # checked: from here on the run makes its calls
+    _start_litellm_early(settings, workers)  # checked: from here on the run makes its calls
     if checked is not None:
         checked()
 
@@ -261,7 +268,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
         calls = await asyncio.ensure_future(run_pipeline(settings, plan, spec, todo, given, cache, console, stages,
                                                          finished, baseline=base_answers,
                                                          observer=transcripts.observe if transcripts is not None
-                                                         else None))
+                                                         else None, workers=workers))
     except asyncio.CancelledError:
         if not interrupt.stopped():
             raise
@@ -318,7 +325,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     return summary
 
 
-def _start_litellm_early(settings: RunSettings) -> None:
+def _start_litellm_early(settings: RunSettings, workers: WorkerPool) -> None:
     """Start importing LiteLLM (seconds) once the run has passed its checks, when calls are certain: no
     cache, or no cache store yet. With a cache that may hold every answer it is left to the first
     real call, so a fully cached re-score never imports it. Not before the checks: a run refused for
@@ -335,4 +342,4 @@ def _start_litellm_early(settings: RunSettings) -> None:
     if not settings.cache_enabled or not (cache_dir / "cache.db").is_file():
         from rubric_engine.models.client import preload_litellm
 
-        preload_litellm()
+        preload_litellm(workers)

@@ -14,12 +14,15 @@ from typing import Any
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.panels import check_panel
+from rubric_engine.models.cache import ResultCache
+from rubric_engine.models.compose import ClientLayers
 from rubric_engine.models.entries import ModelSpec
+from rubric_engine.models.workers import WorkerPool
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import check_samples
 
 __all__ = ["STAGES", "RunSettings", "judges_of", "declared_judge", "repeats_of", "samples_of", "user_of",
-           "prompt_cache_of", "spec_entry"]
+           "prompt_cache_of", "client_layers", "spec_entry"]
 
 STAGES = ("full", "generate", "score")
 
@@ -141,3 +144,12 @@ def prompt_cache_of(settings: RunSettings, spec: BenchmarkSpec) -> bool:
     if settings.prompt_cache is not None:
         return settings.prompt_cache
     return spec.judge is not None and spec.judge.verdict.granularity == "per_criterion"
+
+
+def client_layers(settings: RunSettings, spec: BenchmarkSpec, cache: ResultCache | None,
+                  workers: WorkerPool | None = None) -> ClientLayers:
+    """The layers every model client of this run is built with (models/compose.py): the run's cache handle and
+    worker pool, its call limits, prompt-cache marks for its judges."""
+    return ClientLayers(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, tpm=settings.tpm,
+                        max_retries=settings.max_retries, workers=workers,
+                        prompt_cache=prompt_cache_of(settings, spec))
