@@ -16,6 +16,7 @@ from typing import Any
 from test_leaderboard import DIMS, make_run, make_sweep
 
 from rubric_engine.report.html_page import _drilldown, _question
+from rubric_engine.shapes.registry import stored_shape
 from rubric_engine.report.leaderboard import _length_points, write_leaderboard
 from rubric_engine.results.leaderboard import build_leaderboard
 from rubric_engine.scoring.aggregate import scored_from_samples
@@ -65,7 +66,8 @@ def test_streamed_drilldown_equals_the_one_from_full_records(tmp_path: Path) -> 
     html = _drilldown(lb, row, {})
     full = records(run_dir)
     assert html.count('<details class="q') == len(full) and f"{len(full)} questions" in html
-    assert "".join(_question(s, lb) for s in full) in html
+    shape = stored_shape(row.run.spec, str(run_dir / "spec.resolved.json"))
+    assert "".join(_question(s, lb, shape) for s in full) in html
 
 
 def test_a_record_that_is_no_score_is_named_when_ranked_and_every_line_is_still_checked(tmp_path: Path) -> None:
