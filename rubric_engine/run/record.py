@@ -7,7 +7,6 @@ leaderboard read back; building it is pure (no I/O), so it is kept away from the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from rubric_engine.datatypes import Question, Turn
 from rubric_engine.judge.grading import JudgeResult
