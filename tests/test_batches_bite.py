@@ -532,8 +532,10 @@ def test_closing_stops_polling_and_the_journal_keeps_the_batch(tmp_path: Path) -
         client = client_for(tmp_path, srv)
         run = client.start(tmp_path, poll=POLL, max_retries=1)
         task = asyncio.ensure_future(client.complete(user("a")))
-        while srv.steps["poll"] < 2:
-            await asyncio.sleep(POLL)
+        async def polled_twice() -> None:
+            while srv.steps["poll"] < 2:
+                await asyncio.sleep(POLL)
+        await asyncio.wait_for(polled_twice(), timeout=60)  # a deadline: a poller that never starts fails, never hangs
         await run.aclose()
         polls = srv.steps["poll"]
         await asyncio.sleep(5 * POLL)
