@@ -32,7 +32,7 @@ if _TESTS not in sys.path:  # `from fakeserver import ...` works from any test m
     sys.path.insert(0, _TESTS)
 
 from fakeserver import FakeServer, Reply  # noqa: E402
-from warmstart import SOCKET_ENV, Warm  # noqa: E402
+from warmstart import REPORT_SOCKET_ENV, SOCKET_ENV, Warm  # noqa: E402
 from rubric_engine.dataset.load import default_data_cache_dir, load_dataset  # noqa: E402
 from rubric_engine.spec.load import load_spec  # noqa: E402
 
@@ -46,6 +46,7 @@ REAL_EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environme
 # differ. TESTS_COLD_START=1 makes every start a real one.
 _WARM = Warm(REAL_EXE)
 os.environ[SOCKET_ENV] = str(_WARM.socket)
+os.environ[REPORT_SOCKET_ENV] = str(_WARM.report_socket)  # a warm run's report worker, warm too
 EXE = str(_WARM.exe)
 MISSING = ("real HeartBench data not found: put it in ../shared/heartbench/, set $RUBRIC_ENGINE_HEARTBENCH, "
            "or run `rubric-engine data fetch benchmark=heartbench`")
@@ -112,7 +113,7 @@ def sigkill(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _warm_starts(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The zygote of warm console-script starts, for a session that starts processes at all."""
+    """The zygotes of warm console-script starts, for a session that starts processes at all."""
     if any(item.get_closest_marker("slow") for item in request.session.items):
         _WARM.start()
     yield

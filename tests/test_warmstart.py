@@ -156,3 +156,19 @@ def test_a_sweep_through_a_parallel_launcher_starts_cold(tmp_path: Path) -> None
     launcher.communicate(timeout=120)
     assert "'hydra/launcher=joblib'" in _zygote_log()
     assert f"warm start: launcher {launcher.pid}," not in _zygote_log()
+
+
+def test_a_warm_runs_report_worker_is_warm_too_and_writes_the_page(tmp_path: Path) -> None:
+    """The report worker a warm run starts (`sys.executable -I -m rubric_engine.report.worker`) is forked by the
+    report zygote: the page is the worker's, not the run's own fallback build, and the start is logged warm."""
+    _zygote_ready()
+    deadline = time.monotonic() + 120
+    while not conftest._WARM.report_socket.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    before = (conftest._WARM.dir / "report.log").read_text()
+    proc = subprocess.run([EXE, "benchmark=heartbench", "candidate=mock", "judge=mock", "limit=2",
+                           f"data.path={conftest.MINI}", f"hydra.run.dir={tmp_path / 'run'}"], env=clean_env(tmp_path), capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "run" / "report.html").exists() and "report.html not written" not in proc.stderr
+    assert (conftest._WARM.dir / "report.log").read_text().count("warm start:") == before.count("warm start:") + 1

@@ -15,6 +15,12 @@ same code, or killed by the same signal). If the launcher is killed outright (SI
 kills the child too; `settle(proc)` waits until that has happened, so a test that kills a run and then
 resumes it never sees two writers.
 
+The run's report worker (report/worker.py starts `sys.executable -I -m rubric_engine.report.worker` once a
+run has passed its checks) is started the same way: a second zygote has imported matplotlib and the report
+modules and drawn the worker's warm-up figure, and a warm run's `sys.executable` is a second launcher, named
+`python`, that hands exactly that start to it (any other start, a model worker's say, execs the real
+interpreter). The worker is then the real one, over the same pipes, without its ~0.6 s of CPU a run.
+
 The launcher runs the real console script instead (exec, same process) whenever a warm start could differ
 from a cold one: no zygote yet or any more, `TESTS_COLD_START=1`, an environment that differs from the
 zygote's in a variable read while modules are imported (Python's own, locale, LiteLLM's, TLS and proxy
@@ -46,25 +52,31 @@ from pathlib import Path
 from typing import Any
 
 SOCKET_ENV = "TESTS_WARM_SOCKET"  # the zygote's socket; unset: the launcher execs the real script
+REPORT_SOCKET_ENV = "TESTS_WARM_REPORT_SOCKET"  # the report workers' zygote's socket
 OFF_ENV = "TESTS_COLD_START"  # "1": every start is a real one
-# environment variables read while modules are imported (or cached at first use by the stdlib): a run asking
-# for another value than the zygote had is started cold
-_IMPORT_TIME = ("PYTHON", "LC_", "LANG", "LITELLM", "MAX_BASE64", "SSL_", "REQUESTS_CA", "CURL_CA", "TMP", "TEMP",
-                "HOME", "TZ", "AIOHTTP", "HTTPX", "TIKTOKEN", "OPENAI_LOG")
+REPORT_WORKER_ARGS = ["-I", "-m", "rubric_engine.report.worker"]  # how report/worker.py starts its worker
+# environment variables read while modules are imported (or cached at first use by the stdlib), per zygote: a
+# start asking for another value than its zygote had is a cold one
+_IMPORT_TIME = {"run": ("PYTHON", "LC_", "LANG", "LITELLM", "MAX_BASE64", "SSL_", "REQUESTS_CA", "CURL_CA", "TMP",
+                        "TEMP", "HOME", "TZ", "AIOHTTP", "HTTPX", "TIKTOKEN", "OPENAI_LOG"),
+                # the worker runs isolated (-I: no PYTHON* variable is read); matplotlib and its fonts read these
+                # (XDG_CACHE_HOME only places matplotlib's font-list cache, which changes no page: not counted)
+                "report": ("LC_", "LANG", "MPL", "HOME", "TMP", "TEMP", "TZ", "FONTCONFIG")}
 _SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 LAUNCHER = r'''#!{python} -IS
-"""The test suite's warm launcher of rubric-engine (tests/warmstart.py): the zygote runs it, or this execs it."""
+"""A warm launcher of the test suite (tests/warmstart.py): a zygote runs it, or this execs the real program."""
 import json, os, resource, signal, socket, struct, sys
 REAL = {real!r}
 SIGNALS = {signals!r}
+ONLY = {only!r}  # None: every start; else the one argument list served warm (the report worker's)
 
 def cold():
     os.execv(REAL, [REAL, *sys.argv[1:]])
 
 def main():
     path = os.environ.get({socket_env!r})
-    if not path or os.environ.get({off_env!r}) == "1":
+    if not path or os.environ.get({off_env!r}) == "1" or (ONLY is not None and sys.argv[1:] != ONLY):
         cold()
     pending, child = [], []
     def forward(num, _frame):
@@ -105,41 +117,46 @@ main()
 '''
 
 
-def _differing(env: dict[str, str], base: dict[str, str]) -> list[str]:
-    """The variables read at import time for which `env` asks for another value than `base`."""
+def _differing(env: dict[str, str], base: dict[str, str], kind: str) -> list[str]:
+    """The variables a `kind` zygote read at import time for which `env` asks for another value than `base`."""
     keys = set(env) | set(base)
-    return sorted(k for k in keys if (k.upper().startswith(_IMPORT_TIME) or "PROXY" in k.upper())
+    return sorted(k for k in keys if (k.upper().startswith(_IMPORT_TIME[kind]) or "PROXY" in k.upper())
                   and env.get(k) != base.get(k))
 
 
 class Warm:
-    """One pytest process's launcher script and zygote (started by `start()`, ended by `stop()`)."""
+    """One pytest process's launcher scripts and zygotes (started by `start()`, ended by `stop()`): `exe` for the
+    console script, `python` for the report worker a warm run starts."""
 
     def __init__(self, real: str) -> None:
         self.real = real
         self.dir = Path(tempfile.mkdtemp(prefix="rubric-engine-warm-"))
-        self.socket = self.dir / "zygote.sock"
-        self.exe = self.dir / "rubric-engine"
-        self.exe.write_text(LAUNCHER.format(python=sys.executable, real=real, signals=_SIGNALS,
-                                            socket_env=SOCKET_ENV, off_env=OFF_ENV))
-        self.exe.chmod(0o755)
-        self.proc: subprocess.Popen | None = None
+        self.socket, self.report_socket = self.dir / "zygote.sock", self.dir / "report.sock"
+        self.exe, self.python = self.dir / "rubric-engine", self.dir / "python"
+        for path, target, env, only in ((self.exe, real, SOCKET_ENV, None),
+                                        (self.python, sys.executable, REPORT_SOCKET_ENV, REPORT_WORKER_ARGS)):
+            path.write_text(LAUNCHER.format(python=sys.executable, real=target, signals=_SIGNALS, socket_env=env,
+                                            off_env=OFF_ENV, only=only))
+            path.chmod(0o755)
+        self.procs: list[subprocess.Popen] = []
         atexit.register(shutil.rmtree, self.dir, True)
 
     def start(self) -> None:
-        """Start the zygote in the background; until its socket appears, the launcher starts runs cold."""
-        if os.environ.get(OFF_ENV) == "1" or self.proc is not None:
+        """Start the zygotes in the background; until a socket appears, its launcher starts cold."""
+        if os.environ.get(OFF_ENV) == "1" or self.procs:
             return
-        log = open(self.dir / "zygote.log", "wb")  # noqa: SIM115 - the zygote's own errors, for a failing test
-        self.proc = subprocess.Popen([sys.executable, __file__, str(self.socket), self.real, str(os.getpid()),
-                                      str(self.dir / "zygote.log")],
-                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        log.close()
+        for kind, sock, name in (("run", self.socket, "zygote.log"), ("report", self.report_socket, "report.log")):
+            log = self.dir / name  # the zygote's own errors and each start it served, for a failing test
+            with open(log, "wb") as out:
+                self.procs.append(subprocess.Popen([sys.executable, __file__, kind, str(sock), self.real,
+                                                    str(os.getpid()), str(log), str(self.python)],
+                                                   stdin=subprocess.DEVNULL, stdout=out, stderr=out))
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=30)
 
     def settle(self, launcher_pid: int, timeout: float = 30) -> None:
         """Wait until the run that launcher `launcher_pid` started has ended (nothing if it ran cold)."""
@@ -163,6 +180,19 @@ def _preload(real: str) -> None:
     # counted tokens in-process passes it on, so the zygote counts that value among what the engine sets
     with contextlib.suppress(ImportError):  # a LiteLLM that moved the module: such a run starts cold
         importlib.import_module("litellm.litellm_core_utils.default_encoding")
+    _settle_heap()
+
+
+def _preload_report() -> None:
+    """Import what the report worker imports and draw its warm-up figure, the way the worker does first."""
+    sys.path.pop(0)  # tests/: the worker runs isolated (-I), its sys.path holds no script directory
+    from rubric_engine.report import worker  # noqa: PLC0415
+
+    worker._warm_up()  # noqa: SLF001 - the worker's own first step, done once here
+    _settle_heap()
+
+
+def _settle_heap() -> None:
     gc.collect()
     gc.freeze()  # the children's refcount updates then copy fewer shared pages
 
@@ -189,8 +219,9 @@ def _exit_code(code: Any) -> int:
     return 1
 
 
-def _child(request: dict[str, Any], fds: list[int], close: list[int]) -> None:
-    """In the forked child: become the launcher's run, run the command line, exit with its status."""
+def _child(request: dict[str, Any], fds: list[int], close: list[int], kind: str, python: str) -> None:
+    """In the forked child: become the launcher's process, run the command line (or the report worker), exit
+    with its status."""
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -207,6 +238,11 @@ def _child(request: dict[str, Any], fds: list[int], close: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = list(request["argv"])
+    if kind == "report":
+        from rubric_engine.report.worker import _serve as serve_reports  # noqa: PLC0415
+
+        serve_reports(sys.stdin, sys.stdout)  # ends the process when the run closes its input
+    sys.executable = python  # the run's report worker is started through the warm launcher
     from rubric_engine.cli.main import main  # noqa: PLC0415
 
     code = 1
@@ -241,9 +277,9 @@ def _flush_and_exit_by(num: int) -> None:
 
 
 class _Zygote:
-    def __init__(self, path: Path, real: str, parent: int, imported_with: dict[str, str],
+    def __init__(self, kind: str, path: Path, python: str, parent: int, imported_with: dict[str, str],
                  defaults: dict[str, str]) -> None:
-        self.path, self.real, self.parent = path, real, parent
+        self.kind, self.path, self.python, self.parent = kind, path, python, parent
         self.imported_with, self.defaults = imported_with, defaults
         self.runs: dict[int, tuple[socket.socket, Path]] = {}  # child pid -> (its launcher's socket, marker)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -280,7 +316,7 @@ class _Zygote:
         # directory) is in a cold run's environment once it imported the same: the warm run starts with it
         env = request["env"] = {**self.defaults, **request["env"]}
         launcher_arg = [a for a in request["argv"] if a.lstrip("+").startswith("hydra/launcher=")]
-        differing = _differing(env, self.imported_with)
+        differing = _differing(env, self.imported_with, self.kind)
         if len(fds) != 3 or differing or launcher_arg:
             print("cold start:", len(fds), "streams;", differing, launcher_arg, flush=True)
             for fd in fds:
@@ -289,13 +325,13 @@ class _Zygote:
             conn.close()
             return
         launcher = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
-        marker = self.path.parent / f"run-{launcher}"
+        marker = self.path.parent / f"{self.kind}-{launcher}"
         close = [self.listener.fileno(), self.wake_r, self.wake_w, conn.fileno(),
                  *(s.fileno() for s, _ in self.runs.values())]
         pid = os.fork()
         if pid == 0:
             try:
-                _child(request, fds, close)
+                _child(request, fds, close, self.kind, self.python)
             finally:
                 os._exit(1)
         for fd in fds:
@@ -342,9 +378,12 @@ def _send(conn: socket.socket, line: str) -> None:
         pass  # the launcher is gone
 
 
-def _serve(path: str, real: str, parent: str, log: str) -> None:
+def _serve(kind: str, path: str, real: str, parent: str, log: str, python: str) -> None:
     base_env = dict(os.environ)
-    _preload(real)
+    if kind == "report":
+        _preload_report()
+    else:
+        _preload(real)
     if Path(log).stat().st_size:  # the imports printed something a cold start would show the user: none warm
         sys.exit("the imports wrote to stdout/stderr (above): every run starts cold")
     # The variables the preload's imports set (the engine's setdefaults before LiteLLM's import, LiteLLM's
@@ -355,8 +394,8 @@ def _serve(path: str, real: str, parent: str, log: str) -> None:
     os.environ.clear()
     os.environ.update(base_env)  # the runs get it back under their own environment (_Zygote._accept)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    _Zygote(Path(path), real, int(parent), imported_with, defaults).serve()
+    _Zygote(kind, Path(path), python, int(parent), imported_with, defaults).serve()
 
 
 if __name__ == "__main__":
-    _serve(*sys.argv[1:5])
+    _serve(*sys.argv[1:7])
