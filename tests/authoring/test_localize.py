@@ -19,7 +19,7 @@ from rubric_engine.authoring.localize import TranslationError, check_translation
 from rubric_engine.cli.localize import localize_command, parse_options
 from rubric_engine.errors import ConfigError, DataError
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 DATA = MINI  # the project's own HeartBench-shaped file: runs on a bare clone
 SOURCE = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()[:5]]
 IDS = [r["question_id"] for r in SOURCE]

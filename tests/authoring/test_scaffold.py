@@ -15,7 +15,7 @@ from rubric_engine.dataset.load import load_dataset
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.spec.load import load_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 BENCH = ROOT / "benchmarks"
 
 

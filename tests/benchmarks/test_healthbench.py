@@ -27,7 +27,7 @@ from rubric_engine.scoring.question import score_question
 from rubric_engine.spec.load import load_spec
 from rubric_engine.stats.bootstrap import bootstrap_stats
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 from conftest import EXE  # the console script of the environment under test, never another on PATH
 AXES = ["axis:accuracy", "axis:completeness", "axis:communication_quality", "axis:context_awareness",
         "axis:instruction_following"]

@@ -21,7 +21,7 @@ import pytest
 from conftest import EXE, clean_env, model_args
 from fakeserver import FakeServer, Reply
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 MINI = REPO / "tests" / "data" / "mt_bench_mini.jsonl"
 CATEGORIES = ["writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"]
 ANSWER = re.compile(r"ANSWER (\d+) T(\d)")

@@ -24,7 +24,7 @@ from rubric_engine.judge.prompts import candidate_messages, judge_messages
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import BenchmarkSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 EN_DIR = ROOT / "benchmarks" / "heartbench_en"
 SAMPLE = ROOT / "data" / "heartbench_en_sample.jsonl"
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")

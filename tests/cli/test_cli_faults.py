@@ -19,7 +19,7 @@ import pytest
 from fakeserver import FakeServer, Reply
 
 from conftest import EXE  # noqa: E402 - the console script under test (warm-started: tests/warmstart.py)
-DATA = Path(__file__).resolve().parent / "data" / "mini_heartbench.jsonl"  # the project's own HeartBench-shaped rows
+from conftest import MINI as DATA  # the project's own HeartBench-shaped rows
 ITEM_RE = re.compile(r"^(\d+)\. \[", re.MULTILINE)
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ from rubric_engine.errors import DataError
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import AnswerFile, BaselineAnswers
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 MINI_SPEC = DATA / "pairwise_mini_spec"
 
 

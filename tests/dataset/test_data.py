@@ -16,7 +16,7 @@ from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import BenchmarkSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 SHA = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"
 README_COUNTS = {  # the table in ../shared/heartbench/README.md
     "言语表达": 565, "好奇心": 367, "温暖": 305, "第一人称使用": 295, "自主性": 37, "幽默": 36,

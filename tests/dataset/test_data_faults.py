@@ -13,7 +13,7 @@ from rubric_engine.dataset.load import load_dataset, sha256_file
 from rubric_engine.errors import DataError
 from rubric_engine.spec.schema import BenchmarkSpec
 
-MINI = Path(__file__).resolve().parent / "data" / "mini_heartbench.jsonl"  # the project's own HeartBench-shaped rows
+from conftest import MINI  # the project's own HeartBench-shaped rows
 SHA = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"
 
 

@@ -15,7 +15,7 @@ from rubric_engine.errors import DataError
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import BenchmarkSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from rubric_engine.errors import DataError
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import BenchmarkSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 HEART = load_spec(ROOT / "benchmarks" / "heartbench")
 QA = load_spec(ROOT / "benchmarks" / "reference_qa")
 RULE = {"dimension": "其他", "score": None, "content": "角色混淆"}

@@ -14,7 +14,7 @@ from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import BenchmarkSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 HEART = load_spec(ROOT / "benchmarks" / "heartbench")
 # how every error reading a file says the format it was read in (dataset/formats.py)
 READ_AS = f"read as data.format jsonl, set in {ROOT / 'benchmarks' / 'heartbench' / 'benchmark.yaml'}:21"

@@ -25,7 +25,7 @@ from rubric_engine.errors import DataError
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import References
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 
 
 def _spec(tmp_path: Path, rows: list[Any] | None = None, text: str | None = None, **ref: Any) -> tuple[Any, Path]:

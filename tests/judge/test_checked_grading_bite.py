@@ -30,7 +30,8 @@ from rubric_engine.models.entries import ModelSpec
 from rubric_engine.spec.load import load_spec
 from rubric_engine.stats.scores import question_score
 
-DATA = Path(__file__).resolve().parent / "data" / "checks_mini"
+from conftest import TESTS
+DATA = TESTS / "data" / "checks_mini"
 # "Falling leaves ... Summer ...": 14 words, 78 characters, "Summer" at 55, no "as an AI"
 REPLY = "Falling leaves drift down, red and gold on autumn ground. Summer is long gone."
 _ITEM = re.compile(r"^(\d+)\. \((\S+) points\) (.+)$", re.M)

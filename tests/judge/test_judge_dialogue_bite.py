@@ -25,7 +25,7 @@ from rubric_engine.shapes.registry import check_templates, shape_for
 from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.spec.load import load_spec
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 
 _ROWS = [
     {"id": "d1", "name": "Ana", "persona": "a patient", "ref": "REF-ONE",

@@ -18,7 +18,7 @@ from rubric_engine.models.client import ModelClient
 from rubric_engine.models.entries import ModelSpec
 from rubric_engine.spec.load import load_spec
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 
 
 def sample(tmp_path: Path):

@@ -79,9 +79,10 @@ def test_a_mock_judge_is_told_the_verdict_shape_of_both_granularities(tmp_path: 
     from rubric_engine.models.entries import ModelSpec
     from rubric_engine.spec.load import load_spec
 
-    repo = Path(__file__).resolve().parents[1]
-    heart = load_spec(repo / "benchmarks" / "heartbench")
-    (hq,) = parse_rows(heart, repo / "tests" / "data" / "mini_heartbench.jsonl")[:1]
+    from conftest import MINI, REPO
+
+    heart = load_spec(REPO / "benchmarks" / "heartbench")
+    (hq,) = parse_rows(heart, MINI)[:1]
     health, kq = sample(tmp_path)
 
     async def go(spec, question) -> JudgeResult:  # type: ignore[no-untyped-def]

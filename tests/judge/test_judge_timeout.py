@@ -14,7 +14,8 @@ from pathlib import Path
 from fakeserver import FakeServer, Reply
 
 from conftest import EXE  # noqa: E402 - the console script under test (warm-started: tests/warmstart.py)
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "heartbench_en_sample.jsonl"
+from conftest import REPO
+SAMPLE = REPO / "data" / "heartbench_en_sample.jsonl"
 ROW = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0])
 N_ITEMS = len(ROW["rubric"])
 

@@ -21,7 +21,7 @@ import pytest
 from fakeserver import FakeServer, Reply
 from test_cli import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 QA = ROOT / "data" / "reference_qa.csv"
 QA_ROWS = list(csv.DictReader(QA.open(encoding="utf-8")))
 QA_CHECKS = {r["id"]: json.loads(r["checks"]) for r in QA_ROWS}

@@ -11,7 +11,7 @@ from rubric_engine.errors import SpecError
 from rubric_engine.judge.prompts import candidate_messages, criteria_vars, judge_messages
 from rubric_engine.spec.load import load_spec
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 
 
 @pytest.fixture(params=["mini", "real"])

@@ -18,7 +18,8 @@ from pathlib import Path
 from fakeserver import FakeServer
 from test_python_api import LIMIT, Script, api_options, entry
 
-PACKAGE = Path(__file__).resolve().parents[1] / "rubric_engine"
+from conftest import REPO
+PACKAGE = REPO / "rubric_engine"
 CLIENT = PACKAGE / "models" / "client.py"
 
 

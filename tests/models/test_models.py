@@ -24,7 +24,7 @@ from rubric_engine.models.client import CallResult, ModelClient
 from rubric_engine.models.entries import ModelSpec, cache_key
 from rubric_engine.models.failures import Failure, retry_after
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 MSGS = [{"role": "user", "content": "你好, hi"}]
 
 

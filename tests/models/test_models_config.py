@@ -20,7 +20,7 @@ import pytest
 from fakeserver import FakeServer, Reply
 
 from conftest import EXE  # noqa: E402 - the console script under test (warm-started: tests/warmstart.py)
-DATA = Path(__file__).resolve().parent / "data" / "mini_heartbench.jsonl"
+from conftest import MINI as DATA
 BOGUS = "sk-dotenv-bogus-0123456789"
 
 pytestmark = pytest.mark.slow

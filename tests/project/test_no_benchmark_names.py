@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "rubric_engine"
+from conftest import REPO
+PACKAGE = REPO / "rubric_engine"
 ANYWHERE = re.compile(r"heartbench|healthbench|prompt_id|question_id|primary_scene|secondary_scene|reference_qa|"
                       r"counselling_dynamic",
                       re.IGNORECASE)

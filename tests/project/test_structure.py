@@ -21,7 +21,8 @@ import pytest
 
 from importgraph import first_paragraph, import_cycles, module_names, package_graph, private_imports, unit
 
-PACKAGE = Path(__file__).resolve().parents[1] / "rubric_engine"
+from conftest import REPO
+PACKAGE = REPO / "rubric_engine"
 REPO = PACKAGE.parent
 MODULES = sorted(PACKAGE.rglob("*.py"))
 SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 
 
 def test_the_spine_packages_type_check(tmp_path: Path) -> None:

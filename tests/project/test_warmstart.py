@@ -138,7 +138,7 @@ def test_a_warm_run_finds_what_the_zygote_s_imports_set_in_its_environment(tmp_p
     once it counted tokens, or tiktoken looks for the dry run's tokenizer on the network."""
     _zygote_ready()
     env = {k: v for k, v in clean_env(tmp_path).items() if not k.startswith("TIKTOKEN")}
-    data = Path(conftest.__file__).parent / "data" / "pairwise_mini.jsonl"
+    data = conftest.DATA / "pairwise_mini.jsonl"
     launcher = subprocess.Popen([EXE, "benchmark=arena_hard", f"data.path={data}", "candidate=mock",
                                  "baseline=mock", "dry_run=true", f"hydra.run.dir={tmp_path / 'out'}"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)

@@ -25,7 +25,7 @@ from conftest import EXE, clean_env, model_args
 from fakeserver import FakeServer, Reply
 from test_report_views import driver  # noqa: F401 - the shared headless-Chromium fixture
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 MT_MINI = DATA / "mt_bench_mini.jsonl"
 # each question's rating (both turns): the categories get 3, 7 and 10, far apart on the 1-10 scale
 RATING = {"901": 3, "902": 7, "903": 10, "904": 3, "905": 7, "906": 10}

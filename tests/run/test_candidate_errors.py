@@ -19,7 +19,7 @@ import pytest
 
 from fakeserver import FakeServer, Reply
 
-from conftest import EXE, MINI, QuestionScript, clean_env, model_args, read_rows
+from conftest import EXE, MINI, REPO, QuestionScript, clean_env, model_args, read_rows
 
 REFUSED = {"mq01aa", "mq03cc", "mq07gg"}  # the candidate's provider filters these prompts
 FILTERED = "This response was filtered by the content management policy"
@@ -50,8 +50,7 @@ def ability_of() -> dict[str, str]:
     """HeartBench's data label -> ability id, read from the shipped spec file as plain YAML."""
     import yaml
 
-    spec = yaml.safe_load((Path(__file__).resolve().parents[1] / "benchmarks" / "heartbench" / "benchmark.yaml")
-                          .read_text(encoding="utf-8"))
+    spec = yaml.safe_load((REPO / "benchmarks" / "heartbench" / "benchmark.yaml").read_text(encoding="utf-8"))
     return {lab: a["id"] for d in spec["taxonomy"]["dimensions"] for a in d["abilities"] for lab in a["data_labels"]}
 
 

@@ -25,7 +25,7 @@ from fakeserver import FakeServer, Reply
 from rubric_engine.stats.nested import Nested, multisets, paired_nested
 from test_cli import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 QA = ROOT / "data" / "reference_qa.csv"
 ROWS = list(csv.DictReader(QA.open(encoding="utf-8")))
 CHECKS = {r["id"]: json.loads(r["checks"]) for r in ROWS}

@@ -29,7 +29,7 @@ from rubric_engine.spec.load import load_spec
 from rubric_engine.stats.bootstrap import percentile
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 
 
 @dataclass(frozen=True)

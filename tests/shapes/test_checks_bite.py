@@ -20,7 +20,7 @@ from rubric_engine.scoring.checks import (Chars, Choice, CheckProblem, Contains,
                                           check_dict, choice_pattern, describe, parse_check, read_choice, run_check)
 from rubric_engine.spec.load import load_spec
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 CHOICE = REPO / "tests" / "data" / "choice_mini"
 CHECKS = REPO / "tests" / "data" / "checks_mini"
 

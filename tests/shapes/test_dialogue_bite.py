@@ -31,7 +31,7 @@ from rubric_engine.run.dialogue import conversation_counts, converse, given_tran
 from rubric_engine.run.record import Outcome
 from rubric_engine.spec.load import load_spec
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 
 
 def first_request(spec: Any, q: Any, role: str = "candidate") -> Any:

@@ -20,7 +20,7 @@ from rubric_engine.scoring.pairwise import game_scores, label_problem, label_val
 from fakeserver import FakeServer, Reply
 from test_cli import run_cli
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 MINI = DATA / "pairwise_mini.jsonl"
 MINI_BASE = DATA / "pairwise_mini_baseline.jsonl"
 MINI_SPEC = DATA / "pairwise_mini_spec"

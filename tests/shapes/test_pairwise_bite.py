@@ -29,7 +29,7 @@ from rubric_engine.scoring.pairwise import game_scores, label_problem, question_
 from rubric_engine.spec.load import load_spec
 from rubric_engine.stats.pairwise import outcome, pairwise_summary
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 MINI_SPEC = DATA / "pairwise_mini_spec"
 MINI = DATA / "pairwise_mini.jsonl"
 PATTERNS = [r"\[\[([AB<>=]+)\]\]", r"\[([AB<>=]+)\]"]

@@ -20,7 +20,7 @@ import pytest
 from conftest import EXE, clean_env, edited_spec, model_args
 from fakeserver import FakeServer, Reply
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 LIKERT = REPO / "tests" / "data" / "likert_mini"
 ROWS = [json.loads(x) for x in (LIKERT / "likert_mini.jsonl").read_text().splitlines()]
 SCRIPT: dict[str, list[Any]] = {"l1": [4], "l2": [7, 2], "l3": [5], "l4": ["x", 9, 0], "l5": [1], "l6": [3.5]}

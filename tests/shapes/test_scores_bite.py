@@ -14,7 +14,6 @@ import json
 import random
 import re
 import statistics
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -30,7 +29,7 @@ from rubric_engine.spec.load import load_spec
 from rubric_engine.stats.scores import score_summary
 from rubric_engine.stats.turns import score_sections, turn_pairs
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from rubric_engine.spec.facts import RUBRIC_BY_KIND
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import Conversation, VerdictFields
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 REPO = DATA.parents[1]
 
 
@@ -116,7 +116,7 @@ def test_a_single_reply_has_no_session() -> None:
 def test_the_preflight_renders_the_judge_template_of_a_question_whose_items_are_all_checked(tmp_path: Path) -> None:
     """The preflight renders the plan of calls (shapes/plan.py); a question the engine grades alone has no judge
     request in it, yet a broken judge.template is still refused before any call, with its file named."""
-    src = Path(__file__).parent / "data" / "checks_mini"
+    src = DATA / "checks_mini"
     shutil.copytree(src, tmp_path / "checks_mini")
     (tmp_path / "checks_mini" / "judge.j2").write_text("Grade {{ no_such_variable }}.\n")
     spec = load_spec(str(tmp_path / "checks_mini"))

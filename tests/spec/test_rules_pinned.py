@@ -18,7 +18,7 @@ from rubric_engine.scoring.question import score_question
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import FailureRule, Scoring
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 
 
 # -- defaults ------------------------------------------------------------------------------------------------

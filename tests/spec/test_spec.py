@@ -12,7 +12,7 @@ from rubric_engine.spec.files import benchmark_search_path, deep_merge, list_ben
 from rubric_engine.spec.load import load_spec
 from rubric_engine.spec.schema import BenchmarkSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 BENCH = ROOT / "benchmarks"
 HB = BENCH / "heartbench"
 

@@ -20,7 +20,7 @@ from rubric_engine.errors import SpecError
 from rubric_engine.scoring.question import log_normalised
 from rubric_engine.spec.load import load_spec
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 QA = REPO / "benchmarks" / "reference_qa"
 HB = REPO / "benchmarks" / "healthbench"
 from conftest import EXE  # the console script of the environment under test, never another on PATH

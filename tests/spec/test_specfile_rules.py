@@ -13,7 +13,7 @@ from rubric_engine.errors import SpecError
 from rubric_engine.spec.files import (MAX_SPEC_BYTES, _fmt, _get, _load_chain, _lookup, _parse, _split_key,
                                       benchmark_search_path, deep_merge, list_benchmarks)
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 
 
 def spec_file(tmp_path: Path, text: str | bytes, name: str = "b") -> Path:

@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression
 from rubric_engine.stats.bradley_terry import Game, bootstrap_ratings, fit_ratings
 from test_cli import run_cli
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 
 
 def lmsys_ratings(battles: list[tuple[str, str, str]], anchor: str) -> dict[str, float]:

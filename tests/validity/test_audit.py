@@ -18,7 +18,7 @@ import gridruns as g
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.entries import ModelSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO as ROOT
 KNOWN_FAMILIES = {"openai", "anthropic", "google", "qwen", "deepseek", "moonshot"}
 
 

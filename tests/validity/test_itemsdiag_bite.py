@@ -24,7 +24,7 @@ from rubric_engine.spec.load import load_spec
 from rubric_engine.store.runs import RunRecord
 from rubric_engine.validity.itemsdiag import FEW_REPLIES, ItemsResult, compute_items, read_replies
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 
 
 def _crit(i: int, hit: Any, **kw: Any) -> dict[str, Any]:

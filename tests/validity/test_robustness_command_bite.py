@@ -26,7 +26,7 @@ from rubric_engine.spec.load import load_spec
 from rubric_engine.stats.robustness import permutation
 from rubric_engine.validity.robustness import cell, robustness_command, sample_targets, Target
 
-DATA = Path(__file__).resolve().parent / "data"
+from conftest import DATA
 TEXTS = ("Names the feeling", "Asks a question", "Stays kind")  # the truth: only "Asks a question" is met
 
 
