@@ -1,7 +1,7 @@
 """The resume command (cli/resume.py): what was typed, the directory key replaced, read back exactly by the shell
 and then by Hydra's override grammar, whatever characters the directory holds, and redacted.
 
-Why in-process: the console-script tests (tests/test_drain.py) run the printed command for ordinary directories;
+Why in-process: the console-script tests (tests/run/test_drain.py) run the printed command for ordinary directories;
 here every awkward character is checked against Hydra's own parser in milliseconds.
 """
 

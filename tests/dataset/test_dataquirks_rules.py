@@ -99,7 +99,7 @@ def test_empty_scenarios_are_listed_per_column_in_order(tmp_path: Path) -> None:
 
 def test_two_columns_absent_from_every_row_are_two_warnings(tmp_path: Path) -> None:
     """Warnings while no column resembles them (a misspelt one a table depends on is an error:
-    tests/test_data_fields_errors.py)."""
+    tests/dataset/test_data_fields_errors.py)."""
     rows = [row("a", [item("温暖", 1), RULE]), row("b", [item("温暖", 1), RULE])]
     for r in rows:
         del r["secondary_scene"], r["difficulty"]

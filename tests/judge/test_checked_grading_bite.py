@@ -5,7 +5,7 @@ each judge's verdicts too); the checks are computed once per reply and merged in
 items are all checks makes no judge call; a failed judge call leaves the question without verdicts (never
 scored on the checks alone). The judges are LiteLLM speaking HTTP to the fake server on 127.0.0.1, answering on
 the criterion's text (asymmetric: one item met, one not; one judge of a jury failing). The console-script
-checks of the same rules are tests/test_checks.py.
+checks of the same rules are tests/shapes/test_checks.py.
 """
 
 from __future__ import annotations

@@ -245,7 +245,7 @@ def test_dry_run_shows_the_multiplied_call_count(tmp_path: Path, env: dict[str, 
 def test_leaderboard_marks_gaps_within_judge_noise(tmp_path: Path, env: dict[str, str], p: float) -> None:
     """Two runs judged 3 times each (judges told apart by model name, so their scores differ); the gap is
     marked "within judge noise" exactly when the judge-noise-only interval of the difference (questions
-    held, gradings resampled) includes 0; with p = 0 never (tests/test_nested.py checks that interval
+    held, gradings resampled) includes 0; with p = 0 never (tests/stats/test_nested.py checks that interval
     against a hand-written resample)."""
     def verdict(j: str, q: str, i: int, r: int) -> bool:
         return base(j, q, i) != (random.Random(f"{j}|{q}|{i}|{r}").random() < p)

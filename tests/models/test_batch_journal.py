@@ -1,6 +1,6 @@
 """The batch journal's file format (models/batchjournal.py): what a crash can leave and how it is read back.
 
-The crash paths themselves run end to end in tests/test_batch.py; here, the one case a process kill cannot
+The crash paths themselves run end to end in tests/models/test_batch.py; here, the one case a process kill cannot
 place reliably: a line cut in the middle of its write.
 """
 

@@ -5,7 +5,7 @@ published batch rates, and BatchAPI's calls: upload, create, poll, look up and f
 to the files + batches server on 127.0.0.1 (tests/fakebatches.py); then, through a recording stand-in for the
 LiteLLM module (passed in as the collaborator it is), what each call carries (credentials, timeout, the model
 for providers that need it), the pages of a lookup, the backoff drawn for each retry and the provider's own
-Retry-After. The console-script runs of the same paths are in tests/test_batch.py.
+Retry-After. The console-script runs of the same paths are in tests/models/test_batch.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ batched, tokens, batch cost, unknown costs, retries, errors), which error lines 
 recorded (each failure's words), usage that is not a token count, `batch_max_wait`, and what the same command
 finds in the journal (an answer read back, a batch re-attached or looked up by its file, ids never uploaded sent
 again, the tries of earlier invocations counted). Kill -9 and signals run through the console script in
-tests/test_batch.py.
+tests/models/test_batch.py.
 """
 
 from __future__ import annotations

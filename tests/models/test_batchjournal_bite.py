@@ -5,7 +5,7 @@ The four steps of a seq and what each means on resume (only `submit`: never reac
 leave (a cut last line dropped and the file repaired, a damaged line before it refused with its line number),
 which of two lines for one request id is kept (an answer wins over an error line, in either order), and the
 refusal of a run without batch=true into a directory whose batches may still be running. The kill -9 paths
-run end to end through the console script in tests/test_batch.py.
+run end to end through the console script in tests/models/test_batch.py.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ to floor(3/4 of the limit) once per round (a call sent before the cut does not c
 does); a remaining-requests or remaining-tokens header of 0 cuts like a 429; a remaining-requests header at or
 below the calls in flight holds; rpm / tpm cap the limit at ceil(rate / 60 x latency) + 1, latency and tokens per
 call being running means (weight 0.2 on the newest). The console-script refusals of out-of-range `rpm=` / `tpm=`
-are at the end; tests/test_concurrency.py runs the gate against a throttling server.
+are at the end; tests/models/test_concurrency.py runs the gate against a throttling server.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 "What is redacted": every key value in use (registered by the model client), `*_API_KEY` / `*_KEY` /
 `*_TOKEN` variables, and `Bearer ...` / `sk-...` / `api_key=...` tokens. The console-script proof (a key
 echoed in a reply and in judge reasoning never reaches a file) is
-tests/test_adversarial_keys.py::test_a_key_echoed_in_replies_and_reasoning_is_redacted_in_every_file.
+tests/hardening/test_adversarial_keys.py::test_a_key_echoed_in_replies_and_reasoning_is_redacted_in_every_file.
 Registered values are made fresh per call (`_fresh`): the set of registered keys lives as long as the process,
 so a value registered by an earlier run of the same test (the mutation tool forks its runs from a process that
 ran every test once) must not be what makes a test pass.

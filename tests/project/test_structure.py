@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from importgraph import first_paragraph, import_cycles, module_names, package_graph, private_imports, unit
+TESTS = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # run as a script (the layout table): the support modules are at the top of tests/
+    sys.path.insert(0, str(TESTS))
 
-from conftest import REPO
+from importgraph import first_paragraph, import_cycles, module_names, package_graph, private_imports, unit  # noqa: E402
+
+REPO = TESTS.parent
 PACKAGE = REPO / "rubric_engine"
-REPO = PACKAGE.parent
 MODULES = sorted(PACKAGE.rglob("*.py"))
 SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
 LINE_BUDGET = 450  # docs/development.md: aim for ~400, never over this
@@ -273,7 +276,7 @@ def test_layout_table_in_the_docs_matches_the_docstrings() -> None:
     found = re.search(r"<!-- layout: begin[^>]*-->\n(.*?)<!-- layout: end -->", doc, re.S)
     assert found, "docs/development.md lost its layout markers"
     assert found.group(1) == layout_table(), ("the layout table is out of date: paste the output of "
-                                              "`python tests/test_structure.py` between the markers")
+                                              "`python tests/project/test_structure.py` between the markers")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The suite's warm starts (tests/warmstart.py) behave as the console script does: same output and status,
 streams and signals passed through, a killed launcher takes its run with it, and a start that could differ
 from a cold one is a cold one. If these fail, every console-script test's evidence is in doubt. (Resource
-limits set by a test's preexec_fn reaching the run: tests/test_adversarial_inputs.py's full-disk leaderboard.)"""
+limits set by a test's preexec_fn reaching the run: tests/hardening/test_adversarial_inputs.py's full-disk
+leaderboard.)"""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def test_states_from_what_each_directory_holds(runs) -> None:
     assert failed.sweep is None and failed.candidate == "broken" and failed.overall is None
     # the first SIGINT waits for the call in flight (it answers after 90 s, inside the 120 s timeout) and the rest
     # are never sent; the question that hung is journaled when its offline judge also ran before the drain ended
-    # (a race this test does not own: tests/test_signals.py holds the drain's rules). The view says what the
+    # (a race this test does not own: tests/run/test_signals.py holds the drain's rules). The view says what the
     # journal holds, whichever it is.
     journaled = sum("id" in json.loads(line) for line in (stopped.dir / "samples.jsonl").read_text().splitlines())
     assert journaled in (FAST, FAST + 1)

@@ -5,7 +5,7 @@ mq01aa's score is the share of its 5 abilities passed). Pinned: TRL's sync and a
 None per completion, the function's name, the columns it reads and ignores, the logging callbacks), verl's
 dicts (a failed judgment is `failure_score` flagged `judge_failed` = 1, never a silent number; an unscored
 question flagged `unscored`), OpenRLHF's answer, the counts per call and in total, the counts file, each
-refusal word for word. tests/test_reward.py checks the same faces against a console-script run's scores.
+refusal word for word. tests/reward/test_reward.py checks the same faces against a console-script run's scores.
 """
 
 from __future__ import annotations

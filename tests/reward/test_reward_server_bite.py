@@ -6,7 +6,7 @@ Pinned: the answer of a batch and its one line, the health check, and every refu
 status: path, Host, Origin, token, content type, length, size cap, requests at once (503 + Retry-After), a body
 that ends early, JSON that is not JSON or nested too deep, a body of the wrong shape, a refused key, a batch
 that cannot be scored; the bind check; a stop that does not wait for a client still sending.
-tests/test_reward.py checks `serve-reward` through the console script.
+tests/reward/test_reward.py checks `serve-reward` through the console script.
 """
 
 from __future__ import annotations

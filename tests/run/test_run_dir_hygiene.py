@@ -2,7 +2,7 @@
 
 Why through the console script: the lock file (store/layout.RunLock) and Hydra's run directory are made by
 the command line around the engine; only a real command shows what is left behind. `view` still tells a
-running run by its lock (tests/test_view.py holds that test); here the runs have ended.
+running run by its lock (tests/results/test_view.py holds that test); here the runs have ended.
 """
 
 from __future__ import annotations

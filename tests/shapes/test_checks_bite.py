@@ -2,8 +2,8 @@
 boundaries and the sentence the record keeps, the letter readers of docs/authoring.md ("Shapes: multiple
 choice") case by case, every refusal word for word (a check that cannot run, a bad answer key, options that
 are not 2 to 26 strings, a bad reader), the spec's `checks:` items, and accuracy with unreadable replies
-counted as wrong. The console-script checks of the same rules are tests/test_checks.py and
-tests/test_multiple_choice.py.
+counted as wrong. The console-script checks of the same rules are tests/shapes/test_checks.py and
+tests/shapes/test_multiple_choice.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ transcript so far; the simulator sees the roles swapped (its persona, its openin
 `max_turns` cuts it (`ended: "max_turns"`, counted); a failed or empty simulator reply is the question's
 `user_error` naming the turn. The fakes are asymmetric: a candidate or a simulated user that fails on one turn
 only. LiteLLM speaks HTTP to the fake server on 127.0.0.1 (the real path); the console-script checks of the
-same rules are tests/test_dialogue_scripted.py and tests/test_dialogue_simulated.py.
+same rules are tests/shapes/test_dialogue_scripted.py and tests/shapes/test_dialogue_simulated.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 its key, words, value and fix as the author reads them, the specs each rule lets through, and the order the
 rules apply in (a spec with no judge skips the judge's rules; a score verdict skips the criteria's). The specs
 are built in memory (BenchmarkSpec.model_validate, templates in a tmp directory); the end-to-end check of a
-refusal through `load_spec` and the console script is tests/test_spec_language.py.
+refusal through `load_spec` and the console script is tests/spec/test_spec_language.py.
 """
 
 from __future__ import annotations

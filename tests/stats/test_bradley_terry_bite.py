@@ -3,7 +3,7 @@
 (questions, never games: questions whose own games balance out give a point interval), its percentiles
 against a restatement with `statistics.quantiles`, the unbounded sides, and leaderboard.json's section (rows,
 the baseline's row, order, warnings). In-process, so bench/mutation.py sees them; the console-script check of
-the section is tests/test_bradley_terry.py's sweep test.
+the section is tests/stats/test_bradley_terry.py's sweep test.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Item diagnostics (stats/itemstats.py, stats/rubricitems.py) on small cases computed by hand, scipy-free so the
-mutation tool's environment runs them (tests/test_itemstats.py restates them with scipy and a published KR-20).
+mutation tool's environment runs them (tests/stats/test_itemstats.py restates them with scipy and a published KR-20).
 
 Each number a user reads in items.md / items.csv (docs/authoring.md, "Make your rubric better"): a criterion's
 pass rate and its flags (saturated at >= 95%, dead at <= 5%), the per-model rates and their spread, the

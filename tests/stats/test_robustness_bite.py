@@ -1,5 +1,5 @@
 """Robustness statistics (stats/robustness.py) on small cases computed by hand, in-process and without scipy or
-scikit-learn (the mutation tool's environment has neither; tests/test_robustness_stats.py restates kappa with
+scikit-learn (the mutation tool's environment has neither; tests/stats/test_robustness_stats.py restates kappa with
 scikit-learn on random data).
 
 What a user reads in robustness.json and its report (docs/judge-noise.md): the hit rate per shown position and
