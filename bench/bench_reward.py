@@ -3,7 +3,7 @@
 Goal: rollouts scored per second within 1.3x of the judge-call ideal at the configured concurrency, i.e.
 wall time <= 1.3 x ceil(judge calls / concurrency) x latency. The reward is called as TRL calls it, one batch
 (prompts x completions) per training step; every completion is distinct, so every rollout is one judge call
-(identical ones would be judged once: see tests/test_reward.py). The judge is tests/fakeserver.py in its own
+(identical ones would be judged once: see tests/reward/test_reward.py). The judge is tests/fakeserver.py in its own
 process (bench/_common.py) answering after `--latency` seconds, through LiteLLM and the durable cache.
 
     python bench/bench_reward.py                          # 1,024 x 8, C=32, L=0.5 s

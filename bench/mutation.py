@@ -13,7 +13,7 @@ and hypothesis.
     python bench/mutation.py scoring.question      # one module (dotted path in the package), its default tests
     python bench/mutation.py stats.bootstrap --max-children 2
     python bench/mutation.py --all                 # every core module (slow: run it outside CI)
-    python bench/mutation.py judge.grading --tests tests/test_judge.py tests/test_properties.py
+    python bench/mutation.py judge.grading --tests tests/judge/test_judge.py tests/scoring/test_properties.py
     python bench/mutation.py scoring.question --show-survivors   # print each surviving mutant's diff
 
 Output: one line per module, e.g. `scoring.question  killed 180/200 = 90.0%  (survived 18, timeout 0, no tests 2)`.
@@ -66,7 +66,7 @@ CORE: dict[str, list[str]] = {
     "validity.robustness": ["test_robustness_command_bite.py"],
     "models.concurrency": ["test_concurrency_bite.py"],  # test_concurrency.py's settling test is timing-bound
     "models.batchjournal": ["test_batchjournal_bite.py", "test_batch_journal.py"],
-    "models.batchapi": ["test_batchapi_bite.py"],  # tests/test_batch.py's console-script runs cannot see mutants
+    "models.batchapi": ["test_batchapi_bite.py"],  # tests/models/test_batch.py's console-script runs cannot see mutants
     "models.batches": ["test_batches_bite.py"],
     "run.dialogue": ["test_dialogue_bite.py"],
     "judge.dialogue": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
@@ -547,6 +547,15 @@ def source(module: str) -> str:
     return module.replace(".", "/") + ".py"
 
 
+def test_path(name: str) -> str:
+    """'test_judge.py' -> 'tests/judge/test_judge.py': a test module named by its file name, found in the
+    concept directory that holds it (test module names are unique across tests/)."""
+    found = sorted((ROOT / "tests").glob(f"*/{name}")) or sorted((ROOT / "tests").glob(name))
+    if not found:
+        raise SystemExit(f"error: no test module {name} under tests/")
+    return found[0].relative_to(ROOT).as_posix()
+
+
 def prepare(module: str, tests: list[str]) -> Path:
     """A fresh scratch project for one module; returns its directory."""
     work = SCRATCH / module
@@ -561,7 +570,7 @@ def prepare(module: str, tests: list[str]) -> Path:
     if shared.exists():
         # tests find the data at <checkout>/../shared; mutmut runs them from <work>/mutants/tests
         (work / "shared").symlink_to(shared, target_is_directory=True)
-    selection = ", ".join(f'"tests/{t}"' for t in tests)
+    selection = ", ".join(f'"{test_path(t)}"' for t in tests)
     (work / "pyproject.toml").write_text(
         "[tool.mutmut]\n"
         f'source_paths = ["{PACKAGE}"]\n'

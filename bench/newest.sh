@@ -2,7 +2,7 @@
 # The test suite against the newest releases the project's ranges allow (no lock).
 #
 #   bench/newest.sh                                 # the whole suite (long: run it alone)
-#   bench/newest.sh tests/test_models.py -x         # any pytest arguments: a chosen subset
+#   bench/newest.sh tests/models/test_models.py -x         # any pytest arguments: a chosen subset
 #   KEEP=1 bench/newest.sh ...                      # keep the scratch venv (its path is printed)
 #
 # Why: CI installs from the committed lock (requirements/test-py311.lock), so a dependency's new release

@@ -27,17 +27,35 @@ import pytest
 
 # The package under test is the installed one (`pip install .` or `-e .`), as users get it:
 # conf/, benchmarks/ and data/ are only importable as rubric_engine.* once installed.
-_TESTS = str(Path(__file__).resolve().parent)
-if _TESTS not in sys.path:  # `from fakeserver import ...` works from any test module
-    sys.path.insert(0, _TESTS)
+TESTS = Path(__file__).resolve().parent  # tests/: the support modules, data/ and one directory per concept
+REPO = TESTS.parent
+DATA = TESTS / "data"  # the project's own test data (tests/data/), whatever directory a test module is in
+
+
+def _test_dirs() -> list[Path]:
+    """tests/ and each directory of test modules under it. Test modules are imported by their bare name
+    (pytest's default `prepend` import mode, no __init__.py), so a name may be used once in the whole tree."""
+    seen: dict[str, Path] = {}
+    for path in sorted([*TESTS.glob("test_*.py"), *TESTS.glob("*/test_*.py")]):  # a module not yet moved too
+        if path.stem in seen:
+            raise RuntimeError(f"two test modules named {path.stem}: {seen[path.stem]} and {path}; rename one "
+                               "(test modules are imported by their bare name)")
+        seen[path.stem] = path
+    return [TESTS, *sorted({p.parent for p in seen.values()} - {TESTS})]
+
+
+# `from fakeserver import ...` and `from test_cli import ...` work from any test module, whichever files a
+# pytest command names: tests/ and every concept directory are on the import path
+for _dir in reversed(_test_dirs()):
+    if str(_dir) not in sys.path:
+        sys.path.insert(0, str(_dir))
 
 from fakeserver import FakeServer, Reply  # noqa: E402
 from warmstart import REPORT_SOCKET_ENV, SOCKET_ENV, Warm  # noqa: E402
 from rubric_engine.dataset.load import default_data_cache_dir, load_dataset  # noqa: E402
 from rubric_engine.spec.load import load_spec  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-MINI = REPO / "tests" / "data" / "mini_heartbench.jsonl"
+MINI = DATA / "mini_heartbench.jsonl"
 HEARTBENCH_SHA256 = "ef14a94d29668342a4a40039c21e3cb42bba528c31181d8d61fdf6caf420af6e"
 HEARTBENCH_FILE = "question_all.jsonl"
 REAL_EXE = str(Path(sys.executable).with_name("rubric-engine"))  # the environment under test, never another on PATH
@@ -51,8 +69,8 @@ EXE = str(_WARM.exe)
 MISSING = ("real HeartBench data not found: put it in ../shared/heartbench/, set $RUBRIC_ENGINE_HEARTBENCH, "
            "or run `rubric-engine data fetch benchmark=heartbench`")
 
-__all__ = ["fake_server", "fake_key", "FakeServer", "Reply", "MINI", "REPO", "EXE", "heartbench_dir", "read_rows",
-           "run_cli", "clean_env", "model_args", "QuestionScript", "complete_lines", "kill_after_lines", "sigkill",
+__all__ = ["fake_server", "fake_key", "FakeServer", "Reply", "MINI", "REPO", "TESTS", "DATA", "EXE", "heartbench_dir",
+           "read_rows", "run_cli", "clean_env", "model_args", "QuestionScript", "complete_lines", "kill_after_lines", "sigkill",
            "REAL_EXE"]
 
 

@@ -1,4 +1,4 @@
-"""The package's import graph, read from the source (no import is run): for tests/test_structure.py.
+"""The package's import graph, read from the source (no import is run): for tests/project/test_structure.py.
 
 Why its own module: the structure rules (circles, the one-way order of subpackages, private names) all read
 the same graph; keeping the reader apart lets the rules stay short and the reader be tested on a planted package.

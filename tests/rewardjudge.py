@@ -1,4 +1,4 @@
-"""A scripted judge for the reward's in-process tests (tests/test_reward_*_bite.py), and the reward they build.
+"""A scripted judge for the reward's in-process tests (tests/reward/test_reward_*_bite.py), and the reward they build.
 
 Why scripted by the reply: a reward test must know each number before the reward computes it. Here the reply
 itself says which rubric items the judge finds met (`MET=1,3`; the shadow judge reads `SH=2`), so every reward

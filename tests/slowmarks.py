@@ -4,8 +4,8 @@ Why found, not remembered: a test that starts the console script pays Hydra's, t
 LiteLLM's imports (seconds of CPU each time), while the in-process tests take milliseconds; one unmarked
 console-script test costs the fast subset more than a hundred in-process ones. So conftest marks `slow`
 every test whose code, followed through the helpers and fixtures it uses (in its own module, in
-conftest.py and in the test modules it imports from), starts a process: `EXE`, `run_cli`,
-`kill_after_lines`, `subprocess`, `sys.executable`, or a helper built on them. An explicit
+conftest.py and in the test modules it imports from, in any directory of tests/), starts a process: `EXE`,
+`run_cli`, `kill_after_lines`, `subprocess`, `sys.executable`, or a helper built on them. An explicit
 `@pytest.mark.slow` still works; a test that starts a process some other way should carry one.
 """
 
@@ -21,6 +21,13 @@ __all__ = ["starts_a_process"]
 _SPAWNS = frozenset({"EXE", "run_cli", "kill_after_lines", "subprocess", "Popen", "sys.executable",
                      "os.fork", "multiprocessing", "ProcessPoolExecutor"})
 _TESTS = Path(__file__).resolve().parent
+
+
+@functools.cache
+def _paths() -> dict[str, Path]:
+    """Every module of the suite by its bare name (the name it is imported by): the support modules at the
+    top of tests/ and the test modules in its concept directories (tests/<concept>/test_*.py)."""
+    return {p.stem: p for p in [*_TESTS.glob("*.py"), *_TESTS.glob("*/test_*.py")]}
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -42,7 +49,7 @@ class _Module:
         self.imported: dict[str, tuple[str, str]] = {}  # local name -> (sibling module, its name)
         for node in ast.walk(tree):  # imports from sibling modules, also those inside a function
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                    and (_TESTS / f"{node.module}.py").is_file():
+                    and node.module in _paths():
                 for alias in node.names:
                     self.imported[alias.asname or alias.name] = (node.module, alias.name)
         for node in tree.body:
@@ -77,8 +84,8 @@ class _Module:
 
 @functools.cache
 def _module(name: str) -> _Module | None:
-    path = _TESTS / f"{name}.py"
-    return _Module(path) if path.is_file() else None
+    path = _paths().get(name)
+    return _Module(path) if path is not None else None
 
 
 def _spawns(module: str, name: str, seen: set[tuple[str, str]]) -> bool:
@@ -100,5 +107,6 @@ def _spawns(module: str, name: str, seen: set[tuple[str, str]]) -> bool:
 
 @functools.cache
 def starts_a_process(module: str, function: str) -> bool:
-    """Whether the test `function` ("test_x" or "Class.test_x") of tests/<module>.py starts a process."""
+    """Whether the test `function` ("test_x" or "Class.test_x") of the module `module` (tests/<concept>/<module>.py,
+    named as it is imported) starts a process."""
     return _spawns(module, function, set())

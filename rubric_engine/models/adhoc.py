@@ -21,7 +21,8 @@ from rubric_engine.models.mock import MOCK_PREFIX
 
 __all__ = ["KNOWN_PROVIDERS", "is_model_id", "adhoc_entry", "check_provider", "installed_providers"]
 
-# litellm.provider_list of litellm 1.110.2 (tests/test_adhoc_models.py checks each name against the installed one)
+# litellm.provider_list of litellm 1.110.2 (tests/models/test_adhoc_models.py checks each name against the
+# installed one)
 KNOWN_PROVIDERS = frozenset({'a2a', 'a2a_agent', 'abliteration', 'ai21', 'ai21_chat', 'aiand', 'aiml', 'aiohttp_openai',
     'amazon_nova', 'anthropic', 'anthropic_text', 'apertis', 'assemblyai', 'auto_router', 'aws_polly',
     'aws_textract', 'azure', 'azure_ai', 'azure_speech', 'azure_text', 'baseten', 'bedrock', 'bedrock_mantle',

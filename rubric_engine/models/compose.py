@@ -6,7 +6,7 @@ client that gets its batcher or observer later can make a call without it, and a
 constructor what a client does). A run decides its layers once (`ClientLayers`, the run's own objects: its
 WorkerPool, its BatchRun, its cache handle) and every role's client is built from them by `client()`, so the
 candidate, the simulated user, the baseline and each judge get the same layers and nothing is set on a client
-afterwards (tests/test_client_layers.py scans the package for that). Nothing here is process-wide: two runs in
+afterwards (tests/models/test_client_layers.py scans the package for that). Nothing here is process-wide: two runs in
 one process build two ClientLayers.
 """
 

@@ -4,7 +4,7 @@ The headline numbers are the runs' own summaries; the intervals come from resamp
 (the compact per-question scores runs.load_run streams out of samples.jsonl) and re-running the
 aggregation. Reading run directories lives in store/runs.py; writing, printing and the command in
 report/leaderboard.py, which imports this module (as html_report and html_views do), never the
-other way round: no import circle (tests/test_structure.py checks it).
+other way round: no import circle (tests/project/test_structure.py checks it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 their strategies, looked up once per run (`shape_for(spec)`), and the template preflight that asks both.
 
 Why one place: a new shape is its module (shapes/<name>.py), one line here and its name in the spec schema's
-Literal (spec/schema.py); nothing else learns its name (tests/test_structure.py holds every other module to it).
+Literal (spec/schema.py); nothing else learns its name (tests/project/test_structure.py holds every other module to it).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ class ShapeFacts:
     scale_sections: bool  # the summary has per-turn and per-group sections of scores on a scale (stats/turns.py)
 
 
-# what a data row's rubric is to each verdict kind (a new kind adds its line: tests/test_shapes.py checks it)
+# what a data row's rubric is to each verdict kind (a new kind adds its line: tests/shapes/test_shapes.py checks it)
 RUBRIC_BY_KIND: dict[str, Literal["required", "optional", "none"]] = {"criteria": "required", "score": "optional",
                                                                       "pairwise": "none"}
 

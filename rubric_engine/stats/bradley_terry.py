@@ -5,7 +5,7 @@ Why our own fit: it is the logistic regression LMSYS uses (one row per game, +1 
 fitted by Newton's method on a few players, so it needs only numpy. Ratings are on the Elo scale
 (`scale` / ln(10) x the log-odds coefficient: 400 points = 10:1 odds) and anchored: the anchor player (the
 baseline) is fixed at `anchor` (1000), which identifies the fit exactly as shifting LMSYS's fitted ratings
-does. tests/test_bradley_terry.py checks it against scikit-learn's LogisticRegression and a two-player case.
+does. tests/stats/test_bradley_terry.py checks it against scikit-learn's LogisticRegression and a two-player case.
 
 A game enters with a weight (a strong verdict counts `strong_weight` times, as in the win rate), so a
 question enters as its candidate's win weight and loss weight against the baseline. A player that won or
