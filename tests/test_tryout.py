@@ -37,6 +37,7 @@ def test_every_model_a_mock_reads_the_sample() -> None:
 
 @pytest.mark.parametrize("change", [{"judge": REAL}, {"candidate": ModelSpec(name="c", model="openai/c")},
                                    {"judge": None},  # the spec's own judge: a real model
+                                   {"candidate": None},  # a mock judge scoring replies the run does not write
                                    {"data_path": "mine.jsonl"}, {"answers": "answers.jsonl"}, {"from_run": "run"}])
 def test_anything_real_or_given_keeps_the_spec_data(change: dict[str, object]) -> None:
     spec = load_spec(REPO / "benchmarks" / "mt_bench")

@@ -48,8 +48,8 @@ def _all_mock(settings: "RunSettings", spec: "BenchmarkSpec") -> bool:
         plan = plan_run(settings, spec)
     except RubricEngineError:  # the run's own plan says what is wrong, in its words
         return False
-    models = plan.models()
-    return plan.need_candidate and bool(models) and all(is_mock(m.model) for m in models)
+    models = plan.models()  # the candidate among them: a run scoring rollouts it did not write keeps the real data
+    return plan.candidate is not None and plan.candidate in models and all(is_mock(m.model) for m in models)
 
 
 def tryout_spec(settings: "RunSettings", spec: "BenchmarkSpec") -> tuple["BenchmarkSpec", str | None]:
