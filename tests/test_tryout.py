@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, edited_spec
+from rubric_engine.errors import SpecError
 from rubric_engine.models.entries import ModelSpec
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.run.tryout import tryout_spec
@@ -71,3 +72,19 @@ def test_the_sample_is_not_part_of_the_spec_hash() -> None:
     assert "sample" not in spec.resolved()["data"]
     bare = spec.model_copy(update={"data": spec.data.model_copy(update={"sample": None})})
     assert bare.resolved() == spec.resolved()
+
+
+def test_a_sample_outside_the_spec_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A stranger's spec cannot make a try-out read a file of this machine into a prompt: the sample is confined
+    as data.path is (the spec's directories and the package's data/)."""
+    bench = edited_spec(REPO / "benchmarks" / "mt_bench", tmp_path / "mt", "path: ../../data/mt_bench_sample.jsonl",
+                        "path: /etc/hostname")
+    with pytest.raises(SpecError, match="data.sample.path: the path leads outside the spec's directory"):
+        tryout_spec(_settings(benchmark=str(bench)), load_spec(bench))
+
+
+def test_baseline_answers_in_the_sample_of_a_spec_that_is_not_pairwise_are_refused(tmp_path: Path) -> None:
+    bench = edited_spec(REPO / "benchmarks" / "mt_bench", tmp_path / "mt", "path: ../../data/mt_bench_sample.jsonl",
+                        "path: ../../data/mt_bench_sample.jsonl\n    baseline_answers: answers.jsonl")
+    with pytest.raises(SpecError, match="data.sample.baseline_answers: baseline answers are only read by"):
+        load_spec(bench)
