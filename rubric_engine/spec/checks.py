@@ -146,6 +146,9 @@ def _check_pairwise(spec: "BenchmarkSpec", fail: Fail) -> None:
     if v.kind != "pairwise":
         if b is not None:
             fail(("baseline",), "a baseline is only used by judge.verdict.kind: pairwise", fix="remove baseline:")
+        if spec.data.sample is not None and spec.data.sample.baseline_answers is not None:
+            fail(("data", "sample", "baseline_answers"), "baseline answers are only read by judge.verdict.kind: "
+                 "pairwise", spec.data.sample.baseline_answers, "remove data.sample.baseline_answers")
         return
     if spec.conversation.mode != "single":
         fail(("conversation", "mode"), "a pairwise comparison judges one reply against one baseline reply",

@@ -95,6 +95,13 @@ class References(_Model):
     answer: str = "reference"
 
 
+class Sample(_Model):
+    """What a try-out (every model a mock, run/tryout.py) reads instead of the downloads: `path` in the data's
+    format, `baseline_answers` (pairwise) in the format of `baseline.answers=FILE`."""
+    path: str
+    baseline_answers: str | None = None
+
+
 class DataSpec(_Model):
     url: str | None = None
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
@@ -105,6 +112,7 @@ class DataSpec(_Model):
     roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)
     subsets: list[str] = []
     references: References | None = None  # per-turn reference answers from a second file (dataset/references.py)
+    sample: Sample | None = None  # what a try-out reads instead of the download (run/tryout.py)
 
 
 class Scoring(_Model):
@@ -182,7 +190,8 @@ class VerdictFields(_Model):
     labels: list[str] = Field(default=["A>>B", "A>B", "A=B", "B>A", "B>>A"], min_length=1)
     strong_weight: float = Field(default=3, ge=1, le=1000, allow_inf_nan=False)  # a strong label counts this often
     swap: bool = True  # judge both orders (baseline first, then candidate first)
-    # score: one regex; pairwise: regex(es) tried in order; group 1 is the number / the label; None: the default
+    # regex(es) tried in order, the first that matches decides; group 1 is the number (score) / the label
+    # (pairwise); None: the default
     pattern: str | list[str] | None = None
 
 
@@ -403,6 +412,8 @@ class BenchmarkSpec(_Model):
         _drop_pairwise_defaults(dump)  # before the score keys: it recognises a criteria spec by its kind
         if dump["conversation"] == Conversation().model_dump(mode="json"):  # likewise a single-reply spec
             del dump["conversation"]
+        # the try-out sample changes no score (a run records the file it read as data_path): never in the hash
+        del dump["data"]["sample"]
         if dump["data"]["fields"]["turns"] is None:
             del dump["data"]["fields"]["turns"]
         drop_score_defaults(dump)  # likewise for the keys of scores on a scale
