@@ -149,8 +149,9 @@ class _Row:
         return value
 
 
-def _records(file: Path, fmt: str) -> Iterable[tuple[_Line, Any]]:
-    """(where, parsed row) for JSONL, JSON (a list of objects) or CSV (list cells as JSON)."""
+def _records(file: Path, fmt: str, id_field: str) -> Iterable[tuple[_Line, Any]]:
+    """(where, parsed row) for JSONL, JSON (a list of objects, or an object of row objects keyed by id: the key
+    is the row's `id_field` unless the row has one) or CSV (list cells as JSON)."""
     if fmt == "jsonl":
         for where, text in _lines(file):
             if text.strip():
@@ -163,6 +164,8 @@ def _records(file: Path, fmt: str) -> Iterable[tuple[_Line, Any]]:
         except json.JSONDecodeError as exc:
             raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno,
                             fix="data.format json expects one JSON array of row objects") from exc
+        if isinstance(rows, dict) and rows and all(isinstance(v, dict) for v in rows.values()):
+            rows = [{id_field: key, **row} for key, row in rows.items()]  # EQ-Bench's files: {"1": {...}, ...}
         if not isinstance(rows, list):
             raise DataError(str(file), f"the file holds a JSON {type(rows).__name__}, not an array of rows",
                             fix="data.format json expects [ {...}, {...} ]; for one object a line use jsonl")
@@ -346,7 +349,7 @@ def _scan(spec: BenchmarkSpec, file: Path, warnings: list[str], quirks: DataQuir
     seen: dict[str, int] = {}
     out: list[_T] = []
     with reading(spec, file, warnings) as parsed:  # its errors say the format read in, and who chose it
-        for where, raw in parsed(_records(file, spec.data.format)):
+        for where, raw in parsed(_records(file, spec.data.format, spec.data.fields.id)):
             r = _Row(file, where.number, raw)
             q = _question(spec, r, raw, quirks, seen)
             quirks.note(spec, q)
