@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
+from rubric_engine.spec.facts import JUDGELESS_KINDS
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
 from rubric_engine.spec.limits import MAX_TURNS
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
@@ -407,6 +408,9 @@ class BenchmarkSpec(_Model):
             del dump["data"]["fields"]["turns"]
         drop_score_defaults(dump)  # likewise for the keys of scores on a scale
         drop_checked_defaults(dump)
+        for kind in JUDGELESS_KINDS:  # a judge-less verdict's block, absent: left out, the spec hash unchanged
+            if dump.get(kind) is None:
+                dump.pop(kind, None)
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
