@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rubric_engine.dataset.checked import choice_items, item_check, item_text, spec_items
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
-from rubric_engine.dataset.formats import reading, with_format
+from rubric_engine.dataset.formats import keyed_rows, reading, with_format
 from rubric_engine.dataset.quirks import DataQuirks
 from rubric_engine.dataset.references import load_references, row_references, with_references
 from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
@@ -150,8 +150,7 @@ class _Row:
 
 
 def _records(file: Path, fmt: str, id_field: str) -> Iterable[tuple[_Line, Any]]:
-    """(where, parsed row) for JSONL, JSON (a list of objects, or an object of row objects keyed by id: the key
-    is the row's `id_field` unless the row has one) or CSV (list cells as JSON)."""
+    """(where, parsed row) for JSONL, JSON (an array of row objects, or an object of them: keyed by id) or CSV."""
     if fmt == "jsonl":
         for where, text in _lines(file):
             if text.strip():
@@ -164,8 +163,7 @@ def _records(file: Path, fmt: str, id_field: str) -> Iterable[tuple[_Line, Any]]
         except json.JSONDecodeError as exc:
             raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno,
                             fix="data.format json expects one JSON array of row objects") from exc
-        if isinstance(rows, dict) and rows and all(isinstance(v, dict) for v in rows.values()):
-            rows = [{id_field: key, **row} for key, row in rows.items()]  # EQ-Bench's files: {"1": {...}, ...}
+        rows = keyed_rows(rows, id_field)  # an object of rows keyed by id, as a list of rows
         if not isinstance(rows, list):
             raise DataError(str(file), f"the file holds a JSON {type(rows).__name__}, not an array of rows",
                             fix="data.format json expects [ {...}, {...} ]; for one object a line use jsonl")
