@@ -16,6 +16,7 @@ from rubric_engine.shapes.base import Conversation, Shape, Verdict
 from rubric_engine.shapes.criteria import Criteria
 from rubric_engine.shapes.pairwise import Pairwise
 from rubric_engine.shapes.plan import REPLY_PLACEHOLDER, question_calls
+from rubric_engine.shapes.rating import Rating
 from rubric_engine.shapes.score import Score
 from rubric_engine.shapes.scripted import Scripted
 from rubric_engine.shapes.simulated import Simulated
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["CONVERSATIONS", "VERDICTS", "shape_for", "stored_shape", "check_templates"]
 
 CONVERSATIONS: dict[str, Conversation] = {c.name: c for c in (Single(), Scripted(), Simulated())}
-VERDICTS: dict[str, Verdict] = {v.name: v for v in (Criteria(), Score(), Pairwise())}
+VERDICTS: dict[str, Verdict] = {v.name: v for v in (Criteria(), Score(), Pairwise(), Rating())}
 
 
 def shape_for(spec: "BenchmarkSpec") -> Shape:

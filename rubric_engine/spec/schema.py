@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.facts import JUDGELESS_KINDS
+from rubric_engine.spec.ratings import Rating
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
 from rubric_engine.spec.limits import MAX_TURNS
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
@@ -266,6 +267,7 @@ class BenchmarkSpec(_Model):
     conversation: Conversation = Conversation()
     judge: Judge | None = None  # None: allowed only when every item is checked by the engine (spec/checks.py)
     baseline: Baseline | None = None  # judge.verdict.kind: pairwise only
+    rating: Rating | None = None  # ratings against a reference, decided by the engine: no judge (spec/ratings.py)
     report: Report = Report()
     multiple_choice: MultipleChoice = MultipleChoice()
     checks: list[SpecCheck] = []
