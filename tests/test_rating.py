@@ -279,3 +279,41 @@ def test_killed_rating_run_resumes_without_asking_finished_questions_again(tmp_p
     assert set(asked) | set(first_asked) == set(rows) and len(set(asked) & set(first_asked)) <= 1  # one in flight
     a, b = run_dir(ref)[0], run_dir(run)[0]
     assert (a["overall"], a["rating"], a["counts"]) == (b["overall"], b["rating"], b["counts"])
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("rating:\n", "judge:\n  model: {name: j, model: openai/j}\n  template: j.j2\nrating:\n",
+     "rating: a rating verdict is decided by the engine, with no judge"),
+    ('  value: "emotion{i}_score"\n', "", "rating.name and rating.value go together"),
+    ('["First pass scores:", "Revised scores:"]', '["A:", "A:"]', "each heading non-empty and distinct"),
+    ("    item_label: null\n", "    item_label: null\n    item_check: check\n",
+     "rating: checked items and multiple choice are rubric items"),
+    ("distance: eq_bench_v2", "distance: euclid", "rating.distance")])
+def test_a_rating_block_that_cannot_run_is_one_line(tmp_path: Path, old: str, new: str, says: str) -> None:
+    from rubric_engine.errors import SpecError
+    from rubric_engine.spec.load import load_spec
+
+    bench = edited_spec(SPEC, tmp_path / "spec", old, new)
+    (bench / "j.j2").write_text("x")
+    with pytest.raises(SpecError) as err:
+        load_spec(bench)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_row_without_usable_reference_ratings_is_its_own_error() -> None:
+    """The reference column missing, not numeric or not distinct: a reason for that question's counted error."""
+    from rubric_engine.datatypes import Question
+    from rubric_engine.shapes.rating import reference_of
+    from rubric_engine.spec.ratings import Rating
+
+    numbered = Rating(reference="ref", name="emotion{i}", value="emotion{i}_score")
+    def q(ref: Any) -> Question:
+        return Question(id="1", dialogue=(), criteria=(), extra={} if ref is None else {"ref": ref})
+    assert reference_of(numbered, q({"emotion1": "Calm", "emotion1_score": "6", "emotion2": "Hurt",
+                                      "emotion2_score": 0}))[0] == {"Calm": 6.0, "Hurt": 0.0}
+    assert reference_of(Rating(reference="ref"), q({"Calm": 3}))[0] == {"Calm": 3.0}
+    assert "is not an object" in str(reference_of(numbered, q(None))[1])
+    assert "not a number" in str(reference_of(numbered, q({"emotion1": "Calm", "emotion1_score": "high"}))[1])
+    assert "not distinct" in str(reference_of(numbered, q({"emotion1": "Calm", "emotion1_score": 1, "emotion2": "Calm",
+                                                          "emotion2_score": 2}))[1])
+    assert "holds no reference" in str(reference_of(numbered, q({"other": 1}))[1])
