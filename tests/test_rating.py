@@ -252,6 +252,8 @@ def test_keyless_try_out_shows_scores_and_unparseable_replies(tmp_path: Path, en
     assert 0 < len(errors) < len(recs) == 5 and summary["counts"]["judge_errors"] == len(errors)
     assert all(e.startswith("unparseable rating ('Revised scores:' pass): 3 ratings where 4 were asked") for e in errors)
     assert summary["rating"]["passes"][1]["unparseable"] == len(errors)
+    head = res.stdout[:res.stdout.index("Reply length")]  # the console's first table shows each pass and the choice
+    assert "Revised scores: (unparseable)" in head and f"({len(errors)})" in head and "Reported (best pass)" in head
 
 
 @pytest.mark.slow
