@@ -319,3 +319,17 @@ def test_a_row_without_usable_reference_ratings_is_its_own_error() -> None:
     assert "not distinct" in str(reference_of(numbered, q({"emotion1": "Calm", "emotion1_score": 1, "emotion2": "Calm",
                                                           "emotion2_score": 2}))[1])
     assert "holds no reference" in str(reference_of(numbered, q({"other": 1}))[1])
+
+
+def test_the_absolute_distance_and_one_reply_per_question() -> None:
+    """`absolute`: 10 - the sum of plain differences, no scaling, no normalising; a rating run refuses samples."""
+    from rubric_engine.errors import ConfigError
+    from rubric_engine.scoring.ratings import DISTANCES
+    from rubric_engine.shapes.registry import VERDICTS
+    from rubric_engine.spec.load import load_spec
+
+    ref = {"A": 7.0, "B": 0.0}
+    assert DISTANCES["absolute"]({"A": 1.0, "B": 3.0}, ref) == pytest.approx(1.0)  # 10 - (6 + 3)
+    assert DISTANCES["eq_bench_v1"]({"A": 0.0, "B": 0.0}, ref) is None  # nothing to normalise
+    with pytest.raises(ConfigError, match="samples=2 with a rating: block is not supported"):
+        VERDICTS["rating"].check_plan(load_spec(SPEC), 2)
