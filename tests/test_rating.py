@@ -188,11 +188,26 @@ def test_scores_equal_eq_bench_restated_on_random_replies(tmp_path: Path, env: d
     assert summary["calls"]["judge"]["made"] == 0
 
     # rescore gives the same numbers from the stored passes (no call)
-    res = run_cli(["rescore", str(tmp_path / "run")], env)
+    res = run_cli(["rescore", str(tmp_path / "run"), f"out={tmp_path / 'rs1'}"], env)
     assert res.returncode == 0, res.stderr
-    again, recs2 = run_dir(tmp_path / "run")
-    assert again["overall"] == pytest.approx(summary["overall"])
+    again, recs2 = run_dir(tmp_path / "rs1")
+    assert again["overall"] == pytest.approx(summary["overall"]) and again["rating"] == summary["rating"]
     assert {q: r["score"] for q, r in recs2.items()} == {q: r["score"] for q, r in recs.items()}
+    if distance != "eq_bench_v2":
+        return
+    # rescored under another distance (the stored spec edited): every pass and the summary's section again
+    resolved = tmp_path / "run" / "spec.resolved.json"
+    resolved.write_text(resolved.read_text().replace('"eq_bench_v2"', '"absolute"'))
+    res = run_cli(["rescore", str(tmp_path / "run"), f"out={tmp_path / 'rs2'}"], env)
+    assert res.returncode == 0, res.stderr
+    third, recs3 = run_dir(tmp_path / "rs2")
+    plain = [tuple(None if not ok else 10 - sum(abs(float(u[n]) - float(ref[f"emotion{k}_score"]))
+                                                for k, n in ((k, ref[f"emotion{k}"]) for k in range(1, 5)))
+                   for u, ok in ((u, v is not None) for u, v in zip(upstream_sections(replies[qid]), pair)))
+             for (qid, row), pair in zip(rows.items(), expected) for ref in [row[column]]]
+    assert [recs3[qid]["score"] for qid in rows] == [pytest.approx(p[1]) if p[1] is not None else None for p in plain]
+    want = upstream_benchmark(plain)
+    assert third["rating"]["benchmark"] == pytest.approx(want["final"]) and third["rating"]["pass_used"] == want["used"]
 
 
 def _boundary_replies(rows: dict[str, dict[str, Any]], revised_ok: int) -> dict[str, str]:
