@@ -308,6 +308,9 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     if plan.judged and verdict.compares:  # wins / ties / losses and position consistency (stats/pairwise.py)
         records = (rec for _, rec in runstream.ordered_records(journal, questions, offsets))
         summary["pairwise"] = pairwise_section(settings, spec, plan.baseline, records)
+    if plan.judged:  # the verdict's own section, if it has one (shapes/)
+        summary.update(verdict.summary_section(spec, lambda: (rec for _, rec in runstream.ordered_records(
+            journal, questions, offsets))))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
+from rubric_engine.spec.facts import JUDGELESS_KINDS
+from rubric_engine.spec.ratings import Rating
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
 from rubric_engine.spec.limits import MAX_TURNS
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
@@ -274,6 +276,7 @@ class BenchmarkSpec(_Model):
     conversation: Conversation = Conversation()
     judge: Judge | None = None  # None: allowed only when every item is checked by the engine (spec/checks.py)
     baseline: Baseline | None = None  # judge.verdict.kind: pairwise only
+    rating: Rating | None = None  # ratings against a reference, decided by the engine: no judge (spec/ratings.py)
     report: Report = Report()
     multiple_choice: MultipleChoice = MultipleChoice()
     checks: list[SpecCheck] = []
@@ -418,6 +421,9 @@ class BenchmarkSpec(_Model):
             del dump["data"]["fields"]["turns"]
         drop_score_defaults(dump)  # likewise for the keys of scores on a scale
         drop_checked_defaults(dump)
+        for kind in JUDGELESS_KINDS:  # a judge-less verdict's block, absent: left out, the spec hash unchanged
+            if dump.get(kind) is None:
+                dump.pop(kind, None)
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
