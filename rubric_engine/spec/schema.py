@@ -98,8 +98,7 @@ class References(_Model):
 
 
 class Sample(_Model):
-    """What a try-out (every model a mock, run/tryout.py) reads instead of the downloads: `path` in the data's
-    format, `baseline_answers` (pairwise) in the format of `baseline.answers=FILE`."""
+    """A try-out's data (run/tryout.py): `path` in the data's format, `baseline_answers` as `baseline.answers=`."""
     path: str
     baseline_answers: str | None = None
 
@@ -421,9 +420,8 @@ class BenchmarkSpec(_Model):
             del dump["data"]["fields"]["turns"]
         drop_score_defaults(dump)  # likewise for the keys of scores on a scale
         drop_checked_defaults(dump)
-        for kind in JUDGELESS_KINDS:  # a judge-less verdict's block, absent: left out, the spec hash unchanged
-            if dump.get(kind) is None:
-                dump.pop(kind, None)
+        for kind in [k for k in JUDGELESS_KINDS if dump.get(k) is None]:  # absent: out of the dump and the hash
+            dump.pop(kind, None)
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":
