@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.prompts import candidate_messages
-from rubric_engine.shapes.base import Conversation, Message
+from rubric_engine.models.request import Request
+from rubric_engine.shapes.base import Conversation, Requests
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -22,5 +23,10 @@ class Single(Conversation):
     """One candidate call per reply; a simulated user is never asked (its role has nothing to say)."""
     name = "single"
 
-    def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
-        return candidate_messages(spec, question), 1
+    def requests(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> Requests:
+        """The one request, whatever was said (nothing: a single reply has no session)."""
+        request = Request(candidate_messages(spec, question), "candidate", title="candidate prompt")
+        return lambda said: request
+
+    def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> Request:
+        return self.requests(spec, question, role)([])
