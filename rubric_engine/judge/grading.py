@@ -9,7 +9,10 @@ fallback) is judge/structured.py's, shared with `localize`; the verdict shape (f
 criteria in one call, one object for one criterion per call) comes from the spec (judge/verdicts.py).
 
 With judge.verdict.granularity = per_criterion, each criterion is one call, each cached on its own; the
-calls of one question are started together, so they pipeline under the client's concurrency limit.
+calls of one question are started together, so they pipeline under the client's concurrency limit. The requests
+are `criteria_requests` (each typed, models/request.py, with what a valid verdict looks like: a `mock/` judge
+answers from that); a run's panel passes its verdict's judge_requests instead (shapes/), the plan of calls the dry
+run prices, so what is sent is what was planned.
 """
 
 from __future__ import annotations

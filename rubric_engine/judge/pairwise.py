@@ -2,7 +2,8 @@
 
 Why here: under `judge.verdict.kind: pairwise` a question is judged by comparing the candidate's reply with
 a baseline's (an answers file, or a `baseline` model called once per question and cached like every call).
-Each game is one cached request through judge/structured.ask_structured: the label is read with the
+Each game is one cached request (`game_requests`, which the plan of calls renders too) through
+judge/structured.ask_structured: the label is read with the
 declared pattern(s) from the declared labels (scoring/pairwise.py); an unreadable, ambiguous or undeclared
 label is re-asked, then the game is recorded as failed, and a question with a failed game is a judge error
 (recorded, counted, never scored on its other game). The record fields (`games`, `baseline_response`,

@@ -12,7 +12,9 @@ candidate turn k, the prompt showing the conversation through reply k as `transc
 turn's own reference as `reference` when the data gives one per turn), `turn` (that one call for the candidate
 turn `judge.turn` only; a session that ended sooner is the question's judge error, with no call). A failed turn
 is recorded and counted; the other turns keep their scores. Repeats and jurors are combined per turn by the mean of their scores; a
-turn any of whose calls failed is a failed turn (never scored on the remaining votes).
+turn any of whose calls failed is a failed turn (never scored on the remaining votes). Each judgment's request is
+`score_request`'s (the plan of calls renders the same, shapes/score.py), carrying the scale's values as what a
+valid answer looks like (models/request.Number).
 """
 
 from __future__ import annotations

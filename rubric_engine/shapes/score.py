@@ -2,7 +2,8 @@
 grades, per candidate turn, its repeats and jurors combined by the mean.
 
 Why here: what the run does differently for a score is gathered in one class: the panel that asks for numbers
-(judge/panels.ScorePanel), the record's `turns` (and the question's score from them, scoring/scalar.py), the
+(judge/panels.ScorePanel), its judge requests (judge/scores.score_request: one per judgment, the run's and the
+plan's), the record's `turns` (and the question's score from them, scoring/scalar.py), the
 variables its template gets (`turn`, `references`), validate's scoring line and the plan it refuses
 (several candidate samples). The score's spec rules stay in spec/scales.py.
 """

@@ -1,8 +1,9 @@
 """A scripted conversation (`conversation.mode: scripted`): the data row's user turns, in order, each answered
 by the candidate; the candidate writes as many replies as the row has turns.
 
-Why here: the turn order of a scripted session and what the dry run and `prompts` show of it; the messages
-themselves are judge/dialogue.py's, the calls run/dialogue.py's.
+Why here: the turn order of a scripted session and the candidate's request at each turn, which the run sends
+and the dry run and `prompts` show the first of; the messages themselves are judge/dialogue.py's, the calls
+run/dialogue.py's.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 `conversation.max_turns` turns, ending early with its stop signal; the candidate may open.
 
 Why here: the turn order of a simulated session, its preflight (the persona and opening render; a candidate
-that opens has something to answer), and what the dry run and `prompts` show of both roles.
+that opens has something to answer), and both roles' requests at each turn, which the run sends and the dry run
+and `prompts` show the first of (the user's says what a valid line is: its stop signal, models/request.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A single reply (`conversation.mode: single`): the candidate answers the data's dialogue once.
 
 Why a module: the base class's defaults (shapes/base.Conversation) are this shape's behaviour; here is where
-the one request is rendered for the plan of calls (the preflight, the dry run and `prompts`).
+the one request is rendered, for the run (run/pipeline.py sends it) and for the plan of calls (the preflight, the
+dry run and `prompts`) alike.
 """
 
 from __future__ import annotations
