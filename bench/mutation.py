@@ -120,10 +120,6 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
     ],
     # (the judge's entries for uses_json_schema and _complete moved with those functions to judge/structured.py)
     "judge.structured": [
-        ("_complete", "complete(messages, accept=accept,", "response_format=None is complete()'s default"),
-        *[("_complete", text, "a mock/ model (the only one that reads expect) never refuses json_schema, so the "
-           "known-refused path never carries an expect (the same lines of the first call are killed by "
-           "test_structured_rules.py)") for text in ("^expect=None, repeat=repeat)", "^repeat=repeat)")],
         *[("ask_structured", t, "the loop runs at least once (max_reasks >= 0: the spec's ge=0, localize's 1) and "
            "ends without a value only after a refused reply set the problem") for t in ('problem = None',
                                                                                          'problem = "XXXX"')],
@@ -338,7 +334,6 @@ EQUIVALENT: dict[str, list[tuple[str, str, str]]] = {
                     '_add(o, res, None)', '_add(o, res, "XXcandidateXX")', '_add(o, res, "CANDIDATE")')],
         *[("_user_turn", t, "only the part before the first stop signal is read, whatever the number of splits")
           for t in ("split(conv.stop, )[0]", "split(conv.stop, 2)[0]")],
-        ("_user_turn", "MockUser(conv.stop, ))", "MockUser's default number of turns is MOCK_USER_TURNS (3)"),
     ],
     "dataset.references": [
         ("_file", "path = p if (p.is_absolute()) and False else", "a directory joined with an absolute path is that "

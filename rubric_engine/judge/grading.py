@@ -9,14 +9,17 @@ fallback) is judge/structured.py's, shared with `localize`; the verdict shape (f
 criteria in one call, one object for one criterion per call) comes from the spec (judge/verdicts.py).
 
 With judge.verdict.granularity = per_criterion, each criterion is one call, each cached on its own; the
-calls of one question are started together, so they pipeline under the client's concurrency limit.
+calls of one question are started together, so they pipeline under the client's concurrency limit. The requests
+are `criteria_requests` (each typed, models/request.py, with what a valid verdict looks like: a `mock/` judge
+answers from that); a run's panel passes its verdict's judge_requests instead (shapes/), the plan of calls the dry
+run prices, so what is sent is what was planned.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,14 +28,15 @@ from rubric_engine.judge.prompts import PROMPT_ERRORS, judge_messages, unrendera
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictShape
 from rubric_engine.models.events import call_context
-from rubric_engine.models.mock import MockShape
 from rubric_engine.models.promptcache import shared_prefix
+from rubric_engine.models.request import Request
 
 if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the import graph one-way
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["JudgeResult", "RESPONSE_FORMAT", "verdict_schema", "parse_verdict", "judge_response", "add_usage", "shape_of"]
+__all__ = ["JudgeResult", "RESPONSE_FORMAT", "verdict_schema", "parse_verdict", "judge_response", "add_usage",
+           "shape_of", "criteria_requests", "Planner", "WHOLE"]
 
 
 def verdict_schema() -> dict[str, Any]:
@@ -80,34 +84,47 @@ class JudgeResult:
 
 # -- calling ------------------------------------------------------------------------------------------
 
-def _mock_shape(shape: VerdictShape, n: int) -> MockShape:
-    """What a valid verdict looks like, told to a `mock/` judge so it can build one (real models ignore it)."""
-    fields = {shape.id: "id"} if shape.shape == "list" else {}
-    fields.update({shape.reasoning: "text", shape.met: "bool"})
-    return MockShape(items=n, list_key=shape.list_key if shape.shape == "list" else None, fields=fields)
+Transcript = Sequence[Mapping[str, str]]
+Planner = Callable[[Question, str, "Transcript | None"], list[Request]]  # a reply's judge requests (shapes/)
+WHOLE = "all criteria in one call"  # `prompts`' title of a request that grades the whole rubric
+
+
+def criteria_requests(spec: "BenchmarkSpec", question: Question, response: str,
+                      transcript: Transcript | None = None) -> list[Request]:
+    """Every judge request of one grading of `response` by criteria, in the order they are sent: the whole rubric
+    in one request, or one per item (judge.verdict.granularity per_criterion), each with its title, its
+    response_format and what a valid verdict looks like (the criteria verdict's judge_requests, shapes/base.py)."""
+    shape = shape_of(spec)
+    fmt = shape.response_format()
+    if shape.shape == "list":
+        return [Request(judge_messages(spec, question, response, transcript=transcript), "judge",
+                        shape.answer(len(question.criteria)), fmt, WHOLE, context={"criterion": None})]
+    n = len(question.criteria)
+    return [Request(judge_messages(spec, question, response, c.index, transcript), "judge", shape.answer(1), fmt,
+                    f"criterion {c.index} of {n}", context={"criterion": c.index}) for c in question.criteria]
 
 
 async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str, *,
                          max_reasks: int | None = None, repeat: int = 0,
-                         transcript: Sequence[Mapping[str, str]] | None = None) -> JudgeResult:
+                         transcript: Sequence[Mapping[str, str]] | None = None,
+                         plan: Planner | None = None) -> JudgeResult:
     """Judge one response; see the module docstring. Raises FatalModelError for 401/403/404 and for calls
     refused before any request (no key): both would fail the same way for every question.
     `repeat` > 0 is an independent re-grading (judge.repeats): its own cache entries (judge/panels.py).
-    `transcript`: a conversation's turns, for the judge template's `transcript` (judge/prompts.py)."""
+    `transcript`: a conversation's turns, for the judge template's `transcript` (judge/prompts.py).
+    `plan`: the verdict's requests for a reply (a run's panel passes its shape's judge_requests, the plan of calls
+    the dry run prices); by default `criteria_requests`."""
     if max_reasks is None:
         max_reasks = spec.judge.max_reasks  # the one default lives on the spec model (judge.max_reasks: 2)
     shape = shape_of(spec)
     try:
-        requests = [judge_messages(spec, question, response, transcript=transcript)] if shape.shape == "list" else \
-            [judge_messages(spec, question, response, c.index, transcript) for c in question.criteria]
+        requests = (plan or functools.partial(criteria_requests, spec))(question, response, transcript)
     except PROMPT_ERRORS as exc:  # this row's prompt only: its error, before any call; the run goes on
         return JudgeResult(verdicts=None, error=unrenderable(exc))
-    if shape.shape == "list":
+    if requests and requests[0].context.get("criterion") is None:  # the whole rubric in one request
         return await _ask(client, requests[0], shape, len(question.criteria), max_reasks, repeat=repeat)
-    shared = shared_prefix([_first_user(m) for m in requests])  # what every criterion's prompt repeats
-    units = [_ask(client, m, shape, 1, max_reasks, c.index, repeat, shared)
-             for m, c in zip(requests, question.criteria)]
-    return _merge(await asyncio.gather(*units))
+    shared = shared_prefix([_first_user(r.messages) for r in requests])  # what every criterion's prompt repeats
+    return _merge(await asyncio.gather(*(_ask(client, r, shape, 1, max_reasks, repeat, shared) for r in requests)))
 
 
 def _first_user(messages: list[dict[str, str]]) -> str:
@@ -140,14 +157,14 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
     return out
 
 
-async def _ask(client: "ModelClient", messages: list[dict[str, str]], shape: VerdictShape, n: int,
-               max_reasks: int, index: int | None = None, repeat: int = 0, shared_prefix: int = 0) -> JudgeResult:
-    """A verdict for n criteria (or for criterion `index` alone) through the one structured-output loop."""
-    with call_context(criterion=index):  # the transcripts name the criterion (None: all in one call)
-        got = await ask_structured(client, messages, lambda text: shape.parse(text, n),
+async def _ask(client: "ModelClient", request: Request, shape: VerdictShape, n: int, max_reasks: int,
+               repeat: int = 0, shared_prefix: int = 0) -> JudgeResult:
+    """A verdict for n criteria (or for the request's criterion alone) through the one structured-output loop."""
+    index = request.context.get("criterion")
+    with call_context(**request.context):  # the transcripts name the criterion (None: all in one call)
+        got = await ask_structured(client, request, lambda text: shape.parse(text, n),
                                    reask=lambda problem: shape.reask(problem, n), max_reasks=max_reasks,
-                                   what="verdict", role="judge", response_format=shape.response_format(),
-                                   expect=_mock_shape(shape, n), repeat=repeat, shared_prefix=shared_prefix)
+                                   what="verdict", role="judge", repeat=repeat, shared_prefix=shared_prefix)
     verdicts = got.value
     if verdicts is not None and index is not None:
         verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit) for v in verdicts]

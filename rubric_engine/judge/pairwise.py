@@ -2,7 +2,8 @@
 
 Why here: under `judge.verdict.kind: pairwise` a question is judged by comparing the candidate's reply with
 a baseline's (an answers file, or a `baseline` model called once per question and cached like every call).
-Each game is one cached request through judge/structured.ask_structured: the label is read with the
+Each game is one cached request (`game_requests`, which the plan of calls renders too) through
+judge/structured.ask_structured: the label is read with the
 declared pattern(s) from the declared labels (scoring/pairwise.py); an unreadable, ambiguous or undeclared
 label is re-asked, then the game is recorded as failed, and a question with a failed game is a judge error
 (recorded, counted, never scored on its other game). The record fields (`games`, `baseline_response`,
@@ -23,8 +24,8 @@ from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.prompts import PROMPT_ERRORS, candidate_messages, pair_messages, unrenderable
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.models.events import set_call_context
-from rubric_engine.models.mock import MockLabels
 from rubric_engine.models.redact import redact
+from rubric_engine.models.request import Labels, Request
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.pairwise import ORDERS, patterns_of, question_value, read_label, written_form
 
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["BaselineReply", "Game", "PairResult", "baseline_reply", "judge_pair", "pair_fields"]
+__all__ = ["BaselineReply", "Game", "PairResult", "baseline_reply", "baseline_request", "game_requests", "judge_pair",
+           "pair_fields"]
 
 
 @dataclass
@@ -67,6 +69,11 @@ def _accept(text: str) -> None:
         raise ModelCallError("baseline", "the baseline returned an empty reply", attempts=1)
 
 
+def baseline_request(spec: "BenchmarkSpec", question: Question) -> Request:
+    """The baseline model's request: the messages a single reply's candidate gets."""
+    return Request(candidate_messages(spec, question), "baseline", title="baseline prompt")
+
+
 async def baseline_reply(client: "ModelClient | None", answers: Mapping[str, str] | None, spec: "BenchmarkSpec",
                          question: Question) -> BaselineReply:
     """From the answers (loaded and checked complete before the run), or the baseline model's cached reply to
@@ -75,7 +82,7 @@ async def baseline_reply(client: "ModelClient | None", answers: Mapping[str, str
         text = (answers or {}).get(question.id)
         return BaselineReply(text, None if text else "no baseline answer for this question")
     try:
-        res = await client.complete(candidate_messages(spec, question), accept=_accept)
+        res = await client.send(baseline_request(spec, question), accept=_accept)
     except FatalModelError as exc:
         if exc.stops_run:
             raise
@@ -90,6 +97,23 @@ def _reask(problem: str, written: list[str]) -> str:
             f"{', '.join(written)}.")
 
 
+_GAMES = {"baseline_first": "game 1: the baseline's reply as A",
+          "candidate_first": "game 2 (position swap): the candidate's reply as A"}
+
+
+def game_requests(spec: "BenchmarkSpec", question: Question, response: str, baseline: str) -> list[Request]:
+    """One judge request per game, in the order they are played (the baseline's reply as A first, then, with
+    judge.verdict.swap, the candidate's), each with the labels as the judge must write them (the pairwise
+    verdict's judge_requests, shapes/pairwise.py)."""
+    v = spec.judge.verdict
+    patterns = patterns_of(v.pattern)
+    written = Labels(tuple(written_form(lab, patterns) or lab for lab in v.labels))
+    return [Request(pair_messages(spec, question, *((baseline, response) if o == "baseline_first"
+                                                    else (response, baseline))),
+                    "judge", written, title=f"pairwise, {_GAMES[o]}", context={"order": o})
+            for o in (ORDERS if v.swap else ORDERS[:1])]
+
+
 async def judge_pair(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str,
                      base: BaselineReply) -> PairResult:
     """Every game of one question, started together (they pipeline under the judge client's concurrency)."""
@@ -99,23 +123,22 @@ async def judge_pair(client: "ModelClient", spec: "BenchmarkSpec", question: Que
         return out
     v = spec.judge.verdict
     patterns, labels = patterns_of(v.pattern), list(v.labels)
-    written = [written_form(lab, patterns) or lab for lab in labels]
-    orders = ORDERS if v.swap else ORDERS[:1]
     try:
-        prompts = {o: pair_messages(spec, question, *((str(base.text), response) if o == "baseline_first"
-                                                      else (response, str(base.text)))) for o in orders}
+        requests = game_requests(spec, question, response, str(base.text))
     except PROMPT_ERRORS as exc:  # this row's prompt only: its error, before any call; the run goes on
         out.error = unrenderable(exc)
         return out
+    orders = [str(r.context["order"]) for r in requests]
 
-    async def game(order: str) -> Any:
-        set_call_context(order=order)  # this game's task: the run's transcripts name the order
-        return await ask_structured(client, prompts[order],
-                                    lambda text: read_label(text, patterns, labels),
-                                    reask=lambda problem: _reask(problem, written), max_reasks=spec.judge.max_reasks,
-                                    what="verdict", role="judge", expect=MockLabels(tuple(written)))
+    async def game(request: Request) -> Any:
+        set_call_context(**request.context)  # this game's task: the run's transcripts name the order
+        answer = request.answer
+        assert isinstance(answer, Labels)
+        return await ask_structured(client, request, lambda text: read_label(text, patterns, labels),
+                                    reask=lambda problem: _reask(problem, list(answer.written)),
+                                    max_reasks=spec.judge.max_reasks, what="verdict", role="judge")
 
-    results = await asyncio.gather(*(game(o) for o in orders))
+    results = await asyncio.gather(*(game(r) for r in requests))
     costs = [r.cost for r in results]
     for order, r in zip(orders, results):
         out.games.append(Game(order, r.value, r.replies[-1] if r.value is not None else None, r.error))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
-from rubric_engine.judge.grading import JudgeResult, add_usage, judge_response
+from rubric_engine.judge.grading import JudgeResult, Planner, add_usage, judge_response
 from rubric_engine.judge.scores import combine_scores, judge_scores
 from rubric_engine.judge.verdicts import Verdict
 from rubric_engine.scoring.votes import RULES, TIES, combine
@@ -58,6 +58,7 @@ class Panel:
     repeats: int = 1
     rule: str = "majority"
     tie: str = "not_met"
+    plan: Planner | None = None  # a reply's judge requests, from the verdict that built the panel (shapes/)
 
     @property
     def plain(self) -> bool:
@@ -69,8 +70,8 @@ class Panel:
         """Every judge, every repeat, started together (they pipeline under each client's concurrency).
         `first_repeat`: cache index of the first grading (candidate sample s grades with s x repeats + r, so
         two samples with the same reply are still graded independently, each paid once)."""
-        calls = [judge_response(c, self.spec, question, response, repeat=first_repeat + r, transcript=transcript)
-                 for c in self.clients for r in range(self.repeats)]
+        calls = [judge_response(c, self.spec, question, response, repeat=first_repeat + r, transcript=transcript,
+                                plan=self.plan) for c in self.clients for r in range(self.repeats)]
         results = list(await asyncio.gather(*calls))
         if self.plain:
             return results[0]

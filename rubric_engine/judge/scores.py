@@ -13,7 +13,9 @@ candidate turn k, the prompt showing the conversation through reply k as `transc
 turn's own reference as `reference` when the data gives one per turn), `turn` (that one call for the candidate
 turn `judge.turn` only; a session that ended sooner is the question's judge error, with no call). A failed turn
 is recorded and counted; the other turns keep their scores. Repeats and jurors are combined per turn by the mean of their scores; a
-turn any of whose calls failed is a failed turn (never scored on the remaining votes).
+turn any of whose calls failed is a failed turn (never scored on the remaining votes). Each judgment's request is
+`score_request`'s (the plan of calls renders the same, shapes/score.py), carrying the scale's values as what a
+valid answer looks like (models/request.Number).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from rubric_engine.judge.prompts import PROMPT_ERRORS, judge_messages, unrendera
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.models.events import set_call_context
 from rubric_engine.judge.verdicts import VerdictError, extract_json
-from rubric_engine.models.mock import MOCK_TAG, MockShape
+from rubric_engine.models.request import Number, Request
 from rubric_engine.records import TurnScoreRecord
 from rubric_engine.scoring.checks import compile_re2
 
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["ScoreShape", "ScoreVerdict", "TurnScore", "ScoreResult", "score_shape", "judge_scores", "combine_scores",
-           "turn_units"]
+           "turn_units", "score_request", "score_requests"]
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -144,23 +146,14 @@ class ScoreShape:
                   "properties": {self.reasoning: {"type": "string"}, self.field: {"type": "number"}}}
         return {"type": "json_schema", "json_schema": {"name": "score", "strict": True, "schema": schema}}
 
-    def mock(self) -> MockShape:
-        """What a valid answer looks like, for a `mock/` judge: a whole number on the scale (the low end
-        when the scale holds none)."""
-        values = list(range(math.ceil(self.lo), math.floor(self.hi) + 1)) or [self.lo]
-        if self.pattern is None:
-            return MockShape(items=1, list_key=None, fields={self.reasoning: "text", self.field: values})
-        replies = []
-        for v in values:
-            for form in (f"[[{v}]]", f"[{v}]", f"Rating: {v}", f"{v}"):
-                text = f"{MOCK_TAG} deterministic placeholder, not a real judgement. {form}"
-                try:
-                    if self.parse(text).score == v:
-                        replies.append(text)
-                        break
-                except VerdictError:
-                    continue
-        return MockShape(items=1, list_key=None, replies=tuple(replies))
+    def answer(self) -> Number:
+        """What a valid answer looks like, carried by the judge's request (models/request.py): a whole number on
+        the scale (the low end when the scale holds none), in the JSON field or written where the pattern reads."""
+        values = tuple(range(math.ceil(self.lo), math.floor(self.hi) + 1)) or (self.lo,)
+        return Number(values, self.field if self.pattern is None else None, self.reasoning, self._read)
+
+    def _read(self, text: str) -> float:
+        return self.parse(text).score
 
 
 @functools.lru_cache(maxsize=32)
@@ -176,10 +169,11 @@ def score_shape(spec: "BenchmarkSpec") -> ScoreShape:
 
 
 Transcript = Sequence[Mapping[str, str]]
+Unit = tuple[int, str, list[dict[str, str]], dict[str, Any]]  # the turn, the reply graded, what is shown, extras
 
 
 def turn_units(spec: "BenchmarkSpec", question: Question, response: str,
-               transcript: Transcript | None) -> list[tuple[int, str, list[dict[str, str]], dict[str, Any]]]:
+               transcript: Transcript | None) -> list[Unit]:
     """(turn, the reply graded, the transcript shown, extra template variables) for each judgment the scope
     asks for: one per candidate reply under each_turn, the chosen one under turn, else one for the whole
     exchange."""
@@ -201,17 +195,34 @@ def turn_units(spec: "BenchmarkSpec", question: Question, response: str,
     return units
 
 
-async def _one(client: "ModelClient", spec: "BenchmarkSpec", question: Question, turn: int, reply: str,
-               shown: list[dict[str, str]], extra: dict[str, Any], repeat: int) -> tuple[TurnScore, JudgeResult]:
+def score_request(spec: "BenchmarkSpec", question: Question, unit: Unit) -> Request:
+    """The judge's request for one judgment (`turn_units`): its messages, the score's response_format and what a
+    valid answer looks like."""
+    turn, reply, shown, extra = unit
+    shape = score_shape(spec)
+    return Request(judge_messages(spec, question, reply, transcript=shown, extra=extra), "judge", shape.answer(),
+                   shape.response_format(), f"a score on the scale, turn {turn}", context={"turn": turn})
+
+
+def score_requests(spec: "BenchmarkSpec", question: Question, response: str,
+                   transcript: Transcript | None) -> list[Request]:
+    """Every judge request of one grading, one per judgment the scope asks for (the score verdict's
+    judge_requests, shapes/score.py); a run renders them one by one (`judge_scores`: a turn whose prompt cannot be
+    made is that turn's error)."""
+    return [score_request(spec, question, unit) for unit in turn_units(spec, question, response, transcript)]
+
+
+async def _one(client: "ModelClient", spec: "BenchmarkSpec", question: Question, unit: Unit,
+               repeat: int) -> tuple[TurnScore, JudgeResult]:
+    turn = unit[0]
     set_call_context(turn=turn)  # this task's calls grade turn `turn` (the run's transcripts say so)
     shape = score_shape(spec)
     try:
-        messages = judge_messages(spec, question, reply, transcript=shown, extra=extra)
+        request = score_request(spec, question, unit)
     except PROMPT_ERRORS as exc:  # this turn's prompt only: its error, before any call; the run goes on
         return TurnScore(turn, None, None, unrenderable(exc)), JudgeResult(verdicts=None, error=unrenderable(exc))
-    got = await ask_structured(client, messages, shape.parse,
-                               reask=shape.reask, max_reasks=spec.judge.max_reasks, what="score", role="judge",
-                               response_format=shape.response_format(), expect=shape.mock(), repeat=repeat)
+    got = await ask_structured(client, request, shape.parse, reask=shape.reask, max_reasks=spec.judge.max_reasks,
+                               what="score", role="judge", repeat=repeat)
     usage = JudgeResult(verdicts=None, error=got.error, raw_replies=got.replies, attempts=got.attempts,
                         prompt_tokens=got.prompt_tokens, completion_tokens=got.completion_tokens, cost=got.cost,
                         cache_hits=got.cache_hits)
@@ -229,8 +240,7 @@ async def judge_scores(client: "ModelClient", spec: "BenchmarkSpec", question: Q
         error = f"judge.turn {k}: the conversation has only {n} candidate turn(s)"  # recorded, counted; no call
         return ScoreResult(verdicts=None, error=error, turns=[TurnScore(k, None, None, error)])
     units = turn_units(spec, question, response, transcript)
-    done = await asyncio.gather(*(_one(client, spec, question, k, reply, shown, extra, repeat)
-                                  for k, reply, shown, extra in units))
+    done = await asyncio.gather(*(_one(client, spec, question, unit, repeat) for unit in units))
     out = ScoreResult(verdicts=None, error=None, turns=[t for t, _ in done])
     add_usage(out, [u for _, u in done])
     out.raw_replies = [r for _, u in done if u.error for r in u.raw_replies]  # kept for the failed turns only

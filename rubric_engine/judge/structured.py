@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rubric_engine.errors import FatalModelError, ModelCallError
+from rubric_engine.models.request import Request
 
 if TYPE_CHECKING:
     from rubric_engine.models.client import CallResult, ModelClient
@@ -67,16 +68,15 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-async def _complete(client: "ModelClient", messages: Messages, accept: Callable[[str], None],
-                    response_format: dict[str, Any] | None, original: Messages, expect: Any,
+async def _complete(client: "ModelClient", request: Request, accept: Callable[[str], None], original: Messages,
                     repeat: int, shared_prefix: int = 0) -> "CallResult":
     """One reply, cached under `original`: json_schema first; on HTTP 400 at once without response_format."""
-    if response_format is None or not uses_json_schema(client):
-        return await client.complete(messages, response_format=None, accept=accept, cache_as=original,
-                                     expect=expect, repeat=repeat, shared_prefix=shared_prefix)
+    if request.response_format is not None and not uses_json_schema(client):
+        request = replace(request, response_format=None)
+    if request.response_format is None:
+        return await client.send(request, accept=accept, cache_as=original, repeat=repeat, shared_prefix=shared_prefix)
     try:
-        return await client.complete(messages, response_format=response_format, accept=accept, cache_as=original,
-                                     expect=expect, repeat=repeat, shared_prefix=shared_prefix)
+        return await client.send(request, accept=accept, cache_as=original, repeat=repeat, shared_prefix=shared_prefix)
     except FatalModelError as exc:
         # only a 400 naming the format: any other 400 (a filter, a bad param) would switch structured output
         # off for the rest of the run, and with it every later cache key
@@ -85,8 +85,8 @@ async def _complete(client: "ModelClient", messages: Messages, accept: Callable[
             raise
         refusal = words
     try:
-        result = await client.complete(messages, response_format=None, accept=accept, cache_as=original,
-                                       expect=expect, repeat=repeat, shared_prefix=shared_prefix)
+        result = await client.send(replace(request, response_format=None), accept=accept, cache_as=original,
+                                   repeat=repeat, shared_prefix=shared_prefix)
     except Unusable:
         _refused(client, refusal)  # the server answered: it was the response_format it refused
         raise
@@ -104,16 +104,19 @@ def _refused(client: "ModelClient", why: str) -> None:
                       f"(HTTP 400: {one_line(why)[:160]}); asking without it from now on")
 
 
-async def ask_structured(client: "ModelClient", messages: Messages, parse: Callable[[str], T], *,
+async def ask_structured(client: "ModelClient", request: Request | Messages, parse: Callable[[str], T], *,
                          reask: Callable[[str], str], max_reasks: int, what: str = "reply", role: str = "model",
-                         response_format: dict[str, Any] | None = None, expect: Any = None,
+                         response_format: dict[str, Any] | None = None,
                          repeat: int = 0, shared_prefix: int = 0) -> Outcome[T]:
-    """Ask, parse with `parse`, and re-ask up to `max_reasks` times with `reask(problem)` as the next user
-    turn. Raises FatalModelError only when it stops the run (bad key, no access, unknown model); every other
-    failure is the Outcome's error. `expect` tells a `mock/` model what to answer; `repeat` > 0 is an
+    """Ask `request` (models/request.py: a planned request carries its response_format and what a valid answer
+    looks like; a bare message list is sent with `response_format`), parse with `parse`, and re-ask up to
+    `max_reasks` times with `reask(problem)` as the next user turn. Raises FatalModelError only when it stops the
+    run (bad key, no access, unknown model); every other failure is the Outcome's error. `repeat` > 0 is an
     independent re-ask of the same request with its own cache entry (judge.repeats). `shared_prefix`: see
-    ModelClient.complete (per-criterion judging's repeated prompt prefix)."""
-    original = messages  # every accepted reply is cached under the first request, re-asks included
+    ModelClient.send (per-criterion judging's repeated prompt prefix)."""
+    if not isinstance(request, Request):
+        request = Request(request, role=client.role, response_format=response_format)
+    messages = original = request.messages  # every accepted reply is cached under the first request, re-asks too
     out: Outcome[T] = Outcome()
     costs: list[float | None] = []
 
@@ -140,7 +143,7 @@ async def ask_structured(client: "ModelClient", messages: Messages, parse: Calla
 
         out.attempts += 1
         try:
-            result = await _complete(client, messages, accept, response_format, original, expect, repeat,
+            result = await _complete(client, replace(request, messages=messages), accept, original, repeat,
                                      shared_prefix)
         except Unusable as exc:
             out.replies.append(exc.text)

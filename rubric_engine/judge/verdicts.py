@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
+from rubric_engine.models.request import VerdictJSON
+
 __all__ = ["Verdict", "VerdictError", "VerdictShape", "extract_json", "DEFAULT_SHAPE"]
 
 
@@ -201,6 +203,12 @@ class VerdictShape:
     def response_format(self) -> dict[str, Any]:
         """Built once per shape: generating a JSON schema costs about a millisecond, a call budget at C=64."""
         return self._format
+
+    def answer(self, n: int) -> VerdictJSON:
+        """What a valid reply for `n` criteria looks like, carried by the judge's request (models/request.py)."""
+        fields = {self.id: "id"} if self.shape == "list" else {}
+        fields.update({self.reasoning: "text", self.met: "bool"})
+        return VerdictJSON(items=n, list_key=self.list_key if self.shape == "list" else None, fields=fields)
 
     def example(self) -> str:
         item = {self.reasoning: "...", self.met: True}

@@ -35,6 +35,7 @@ from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.promptcache import mark_prefix, needs_marker
 from rubric_engine.models.redact import MessageRedactor, redact, register_secret
+from rubric_engine.models.request import Request
 from rubric_engine.models.workers import WorkerPool
 
 __all__ = ["BatchSource", "CallResult", "CallStats", "ModelClient", "preload_litellm"]
@@ -163,30 +164,38 @@ class ModelClient:
 
     async def complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None = None,
                        accept: Callable[[str], None] | None = None,
-                       cache_as: list[dict[str, Any]] | None = None, expect: Any = None,
+                       cache_as: list[dict[str, Any]] | None = None,
                        repeat: int = 0, shared_prefix: int = 0) -> CallResult:
-        """Cached result or a fresh call. `accept(text)` raising rejects it: not cached, and the exception
-        propagates with the CallResult attached as `exc.call_result`. accept also runs on cache hits.
+        """`send` of a free-text request of these messages (and this response_format): for a caller that holds
+        no planned request (a library user, the tests)."""
+        return await self.send(Request(messages, role=self.role, response_format=response_format), accept=accept,
+                               cache_as=cache_as, repeat=repeat, shared_prefix=shared_prefix)
 
-        `cache_as`: the messages whose key stores the result (default `messages`). A re-ask passes the
+    async def send(self, request: Request, *, accept: Callable[[str], None] | None = None,
+                   cache_as: list[dict[str, Any]] | None = None, repeat: int = 0,
+                   shared_prefix: int = 0) -> CallResult:
+        """Cached result or a fresh call of `request` (models/request.py: its messages and response_format are
+        sent; a `mock/` model answers from its answer description, real models never see it). `accept(text)`
+        raising rejects it: not cached, and the exception propagates with the CallResult attached as
+        `exc.call_result`. accept also runs on cache hits.
+
+        `cache_as`: the messages whose key stores the result (default the request's). A re-ask passes the
         original request, so the validated answer is found again by the original request on resume. Lookups
-        use `messages`: a re-ask is never answered from the entry whose reply it is re-asking about.
-        `expect` (a models/mock.MockShape) tells a `mock/` model what to answer; real models ignore it.
+        use the request's messages: a re-ask is never answered from the entry whose reply it is re-asking about.
         `shared_prefix`: characters of the first user message that other calls repeat (per-criterion judging);
         with `prompt_cache` on, marked for providers that need a marker (models/promptcache.py), never keyed on."""
         if self.observer is not None:  # the run's transcripts (models/events.py): same call, its outcome reported
-            return await observed(self, self.observer, messages, cache_as, repeat, lambda: self._complete(
-                messages, response_format=response_format, accept=accept, cache_as=cache_as, expect=expect,
-                repeat=repeat, shared_prefix=shared_prefix))
-        return await self._complete(messages, response_format=response_format, accept=accept, cache_as=cache_as,
-                                    expect=expect, repeat=repeat, shared_prefix=shared_prefix)
+            return await observed(self, self.observer, request.messages, cache_as, repeat, lambda: self._complete(
+                request, accept=accept, cache_as=cache_as, repeat=repeat, shared_prefix=shared_prefix))
+        return await self._complete(request, accept=accept, cache_as=cache_as, repeat=repeat,
+                                    shared_prefix=shared_prefix)
 
-    async def _complete(self, messages: list[dict[str, Any]], *, response_format: dict[str, Any] | None,
-                        accept: Callable[[str], None] | None, cache_as: list[dict[str, Any]] | None, expect: Any,
-                        repeat: int, shared_prefix: int) -> CallResult:
+    async def _complete(self, request: Request, *, accept: Callable[[str], None] | None,
+                        cache_as: list[dict[str, Any]] | None, repeat: int, shared_prefix: int) -> CallResult:
+        messages, response_format = request.messages, request.response_format
         self.stats.calls += 1
         if is_mock(self.spec.model):  # deterministic and free: never stored in (or read from) the cache
-            result = self._mock(messages, expect)
+            result = self._mock(request)
             self._accept(accept, result)
             return result
         key = cache_key(self.spec, messages, response_format, repeat, self._texts)
@@ -345,10 +354,11 @@ class ModelClient:
         }[failure.kind]
         return f"{who}: {failure.detail}; {advice}"
 
-    def _mock(self, messages: list[dict[str, Any]], expect: Any) -> CallResult:
-        """An offline, deterministic answer (see models/mock.py); LiteLLM is never imported for it."""
-        text = mock_reply(self.spec.model, messages, expect)
-        prompt = sum(mock_tokens(str(m.get("content", ""))) for m in messages)
+    def _mock(self, request: Request) -> CallResult:
+        """An offline, deterministic answer from the request's answer description (see models/mock.py); LiteLLM is
+        never imported for it."""
+        text = mock_reply(self.spec.model, request)
+        prompt = sum(mock_tokens(str(m.get("content", ""))) for m in request.messages)
         self.stats.requests += 1
         self.stats.prompt_tokens += prompt
         self.stats.completion_tokens += mock_tokens(text)

@@ -283,6 +283,11 @@ class ModelSpec:
         return part
 
     @property
+    def offline(self) -> bool:
+        """True for a `mock/` model: the engine answers it itself (models/mock.py), no call, no key, no cost."""
+        return is_mock(self.model)
+
+    @property
     def key_env(self) -> str:
         """The env var holding this model's key (declared, or the provider's default)."""
         return self.api_key_env or provider_key_env(self.model)

@@ -7,9 +7,10 @@ wrong and unreadable answers as a real run does; asked for ratings (`Name: <scor
 requested format with numbers, and now and then leaves a name out, so a rating try-out shows unparseable ones. Nothing here imports LiteLLM. Every text a mock writes
 starts with MOCK_TAG so no output can be mistaken for a real model's.
 
-The judge layer tells the mock what shape of verdict it expects (`MockShape`); `mock_verdict` is the
-one function that builds a verdict from it, so a spec that declares other verdict fields only has to
-describe them in the shape.
+A mock answers from the request (models/request.py): its answer description says what a valid answer looks
+like (a verdict JSON's fields and items, a number on a scale, a label as written, a simulated user's stop
+signal), so nothing above models/ knows the mock exists, and a spec that declares other verdict fields is
+answered in its own shape. A request with no description (free text) gets a labelled reply.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MOCK_PREFIX", "MOCK_TAG", "MockShape", "MockLabels", "MockUser", "is_mock", "mock_reply", "mock_verdict"]
+from rubric_engine.models.request import Labels, Number, Request, UserLines, VerdictJSON
+
+__all__ = ["MOCK_PREFIX", "MOCK_TAG", "MOCK_USER_TURNS", "is_mock", "mock_reply", "mock_verdict", "mock_tokens"]
 
 MOCK_PREFIX = "mock/"
 MOCK_TAG = "[mock]"
@@ -32,27 +34,7 @@ def is_mock(model: str) -> bool:
     return model.startswith(MOCK_PREFIX)
 
 
-@dataclass(frozen=True)
-class MockShape:
-    """What a valid verdict looks like: `{list_key: [{field: value, ...} x items]}`.
-
-    `fields` maps each field name to its kind: "id" (1..items), "text", "bool", "number", or a list of
-    allowed values (the mock picks one deterministically).
-    """
-
-    items: int
-    list_key: str | None = "criteria"  # None: one criterion per call, answered as a single object
-    fields: Mapping[str, Any] = field(default_factory=lambda: {"id": "id", "reasoning": "text", "met": "bool"})
-    replies: tuple[str, ...] = ()  # when set, the verdict is one of these texts (a judge without structured output)
-
-
-@dataclass(frozen=True)
-class MockUser:
-    """What a simulated user must do: speak as the user, and say `stop` once it has spoken `turns` times
-    (its own earlier lines are the `assistant` messages of its view), so a mock session ends by itself."""
-
-    stop: str
-    turns: int = 3
+MOCK_USER_TURNS = 3  # the mock user says its stop signal after this many lines of its own
 
 
 def _digest(*parts: str) -> int:
@@ -73,10 +55,8 @@ def _value(kind: Any, name: str, index: int, seed: str) -> Any:
     raise ValueError(f"mock judge: unknown verdict field kind {kind!r} for {name!r}")
 
 
-def mock_verdict(shape: MockShape, seed: str) -> str:
+def mock_verdict(shape: VerdictJSON, seed: str) -> str:
     """A valid verdict JSON for `shape`; the same `seed` (the prompt) always gives the same verdict."""
-    if shape.replies:
-        return shape.replies[_digest(seed, "reply") % len(shape.replies)]
     items = [{name: _value(kind, name, i, seed) for name, kind in shape.fields.items()}
              for i in range(1, shape.items + 1)]
     if shape.list_key is None:
@@ -84,26 +64,42 @@ def mock_verdict(shape: MockShape, seed: str) -> str:
     return json.dumps({shape.list_key: items}, ensure_ascii=False)
 
 
-@dataclass(frozen=True)
-class MockLabels:
-    """A pairwise verdict: one of `written` (each label as the judge must write it, e.g. `[[A>B]]`)."""
+def _number(answer: Number, seed: str) -> str:
+    """A number of the scale: in its JSON field, or written in the first form `answer.read` reads as that number
+    (`[[7]]`, `[7]`, `Rating: 7`, `7`); a scale no form is read on gets a verdict JSON of the default fields."""
+    if answer.field is not None:
+        return mock_verdict(VerdictJSON(1, None, {answer.reasoning: "text", answer.field: answer.values}), seed)
+    replies = []
+    for v in answer.values:
+        for form in (f"[[{v}]]", f"[{v}]", f"Rating: {v}", f"{v}"):
+            text = f"{MOCK_TAG} deterministic placeholder, not a real judgement. {form}"
+            try:
+                if answer.read is not None and answer.read(text) == v:
+                    replies.append(text)
+                    break
+            except ValueError:
+                continue
+    if not replies:
+        return mock_verdict(VerdictJSON(1, None), seed)
+    return replies[_digest(seed, "reply") % len(replies)]
 
-    written: tuple[str, ...]
 
-
-def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockShape | MockLabels | None) -> str:
-    """The mock's answer: a verdict when the caller expects one, else a short labelled reply."""
+def mock_reply(model: str, request: Request) -> str:
+    """The mock's answer to `request`: what its answer description asks for, else a short labelled reply."""
+    messages, answer = request.messages, request.answer
     seed = json.dumps([model, [m.get("content") for m in messages]], ensure_ascii=False, sort_keys=True, default=str)
-    if isinstance(expect, MockLabels):
-        label = expect.written[_digest(seed) % len(expect.written)]
+    if isinstance(answer, Labels):
+        label = answer.written[_digest(seed) % len(answer.written)]
         return f"{MOCK_TAG} deterministic placeholder, not a real comparison. My final verdict: {label}"
-    if isinstance(expect, MockUser):
+    if isinstance(answer, UserLines):
         spoken = sum(1 for m in messages if m.get("role") == "assistant")
-        if spoken >= expect.turns:
-            return f"{MOCK_TAG} Thank you, that is all for today. {expect.stop}"
+        if spoken >= MOCK_USER_TURNS:
+            return f"{MOCK_TAG} Thank you, that is all for today. {answer.stop}"
         return f"{MOCK_TAG} Simulated user, turn {spoken + 1} (offline; #{_digest(seed) % 10000:04d})."
-    if expect is not None:
-        return mock_verdict(expect, seed)
+    if isinstance(answer, VerdictJSON):
+        return mock_verdict(answer, seed)
+    if isinstance(answer, Number):
+        return _number(answer, seed)
     number = f"#{_digest(seed) % 10000:04d}"
     rated = _ratings(messages, seed)
     if rated is not None:

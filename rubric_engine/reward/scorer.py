@@ -40,7 +40,6 @@ from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.client import preload_litellm
 from rubric_engine.models.concurrency import ceiling
 from rubric_engine.models.entries import ModelSpec, check_keys
-from rubric_engine.models.mock import is_mock
 from rubric_engine.models.redact import redact
 from rubric_engine.reward.loop import LoopThread
 from rubric_engine.run.plan import plan_run
@@ -167,7 +166,7 @@ class RewardScorer:
         self.judges = [j.name for j in plan.judges]
         self.reply_cap = max_reply_bytes()
         self.pool = 2 * ceiling(settings.concurrency)  # rollouts in the judge's hands at once
-        if not all(is_mock(j.model) for j in (*plan.judges, *([shadow] if self.shadow else []))):
+        if not all(j.offline for j in (*plan.judges, *([shadow] if self.shadow else []))):
             preload_litellm()  # the import takes seconds: begin it now, not at the first batch
         self._loop = LoopThread()
 

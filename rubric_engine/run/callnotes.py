@@ -13,7 +13,6 @@ from typing import Any
 
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.litellm_runtime import RUNTIME
-from rubric_engine.models.mock import is_mock
 from rubric_engine.models.promptcache import saving
 
 __all__ = ["call_notes"]
@@ -33,7 +32,7 @@ def call_notes(clients: Sequence[ModelClient]) -> dict[str, Any]:
     out: dict[str, Any] = {"cached_tokens": cached, "cache_saved": saved, "prompt_cache": marked} \
         if marked or cached else {}
     gates = [c.gate.report() for c in clients  # a mock, or a run answered from the cache, learnt nothing
-             if c.gate is not None and c.stats.requests and not is_mock(c.spec.model)]
+             if c.gate is not None and c.stats.requests and not c.spec.offline]
     if len(gates) == 1:
         out["concurrency"] = gates[0]
     elif gates:

@@ -40,6 +40,7 @@ class PlannedRequest:
     repeat: int = 0
     reply_known: bool = True
     items: int = 0  # a judge's: the rubric items it is shown for the question
+    response_format: dict[str, Any] | None = None  # the format it is first asked with (part of its cache key)
 
 
 @dataclass
@@ -96,7 +97,8 @@ def role_calls(spec: "BenchmarkSpec", questions: Sequence[Question], plan: "RunP
             calls = question_calls(spec, plan.shape, q, reply or "", judged=kind == "judge")
             if kind == "judge":  # each repeat is its own call with its own cache entry
                 requests += [PlannedRequest(q.id, s, r.messages, r.calls, s * plan.repeats + k, reply is not None,
-                                            calls.items) for k in range(plan.repeats) for r in calls.judge]
+                                            calls.items, r.response_format)
+                             for k in range(plan.repeats) for r in calls.judge]
             elif kind == "baseline":  # one reply per question, like a candidate
                 requests += [PlannedRequest(q.id, s, calls.baseline.messages)] if calls.baseline else []
             else:
@@ -113,7 +115,6 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     when the reply it judges is known (a cached candidate reply, or the answers file) and the verdict for
     that reply is in the cache; otherwise its prompt is counted with a placeholder reply of `reply_tokens`.
     """
-    from rubric_engine.judge.grading import shape_of
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.entries import cache_key
     from rubric_engine.models.promptcache import cacheable_tokens, needs_marker, saving
@@ -128,7 +129,6 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
     cache = ResultCache(cache_dir) if settings.cache_enabled and cache_dir.exists() else None
     count = _counter()
     caching = prompt_cache_of(settings, spec)  # the marker for providers that need one (models/promptcache.py)
-    fmt = shape_of(spec).response_format() if spec.judge else None  # the format the judge is first asked with (part of the cache key)
     per_criterion = spec.judge is not None and spec.judge.verdict.granularity == "per_criterion"
     est: dict[str, Any] = {}
     replies: dict[tuple[str, int], str | None] = {(q, 0): a for q, a in given.items()} if given is not None else {}
@@ -161,7 +161,8 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                 by_grading.setdefault((r.question, r.sample, r.repeat), []).append(r)
             for units in by_grading.values():  # one grading of one reply: its calls
                 known = units[0].reply_known
-                hits = [cached(model, u.messages, (fmt, None), u.repeat) if known else None for u in units]
+                hits = [cached(model, u.messages, (u.response_format, None), u.repeat) if known else None
+                        for u in units]
                 n_cached += sum(h is not None for h in hits)
                 if per_criterion and (caching or not needs_marker(model.model)):
                     from_cache += cacheable_tokens([u.messages for u, h in zip(units, hits) if h is None],

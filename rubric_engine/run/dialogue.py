@@ -3,8 +3,9 @@
 Why apart from the pipeline: the pipeline takes a question through generate -> judge; for a conversation the
 generate step is many calls, each depending on the replies before it. Every turn is one `ModelClient` call,
 cached under its full message list: a killed run re-runs the question and replays each finished turn from the
-cache (the same replies, so the same next requests), paying only for the turns it had not reached. The
-messages themselves are built in judge/dialogue.py.
+cache (the same replies, so the same next requests), paying only for the turns it had not reached. Each turn's
+request is its conversation's (shapes/: Conversation.requests, the method the plan of calls renders the first
+turn with), its messages built in judge/dialogue.py.
 
 A candidate failure at turn k propagates with `exc.turn = k` (the pipeline records it as the question's
 candidate error, "turn k: ..."); the transcript so far stays on the outcome and goes into the record. A failed
@@ -20,22 +21,17 @@ from pathlib import Path
 
 from rubric_engine.datatypes import Question, Turn
 from rubric_engine.errors import AnswersError, FatalModelError, ModelCallError
-from rubric_engine.judge.dialogue import candidate_prefix, candidate_view, simulator_view
 from rubric_engine.models.client import CallResult, ModelClient
 from rubric_engine.models.events import call_context
-from rubric_engine.models.mock import MockUser
 from rubric_engine.models.redact import redact
 from rubric_engine.run.record import Outcome
-from rubric_engine.shapes.base import Conversation, Talk
+from rubric_engine.shapes.base import Conversation, Requests, Talk
 from rubric_engine.shapes.registry import shape_for
 from rubric_engine.spec.limits import MAX_REPLY_CHARS
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.store.layout import ANSWERS_FILE, iter_jsonl
 
 __all__ = ["converse", "conversation_counts", "given_transcripts", "within_cap", "OversizedReply"]
-
-MOCK_USER_TURNS = 3  # the keyless mock user says the stop signal after this many turns of its own
-
 
 class EmptyUserReply(ModelCallError):
     """The simulated user answered with no text: the session cannot go on (recorded, never cached)."""
@@ -92,13 +88,13 @@ def _said(o: Outcome, said: list[dict[str, str]], turn: Turn) -> None:
     said.append({"role": turn.role, "content": turn.content})
 
 
-async def _candidate_turn(o: Outcome, cand: ModelClient, prefix: Sequence[dict[str, str]],
-                          said: list[dict[str, str]], accept: Callable[[str], None], repeat: int) -> None:
+async def _candidate_turn(o: Outcome, cand: ModelClient, request: Requests, said: list[dict[str, str]],
+                          accept: Callable[[str], None], repeat: int) -> None:
     """The candidate answers the conversation so far; its reply is appended to the transcript."""
     turn = o.cand_calls + 1  # every earlier candidate call of this conversation was a turn answered
     try:
         with call_context(turn=turn):  # the transcripts name the turn
-            res = await cand.complete(candidate_view(prefix, said), accept=accept, repeat=repeat)
+            res = await cand.send(request(said), accept=accept, repeat=repeat)
     except ModelCallError as exc:  # FatalModelError included: the pipeline decides whether it stops the run
         exc.turn = turn  # type: ignore[attr-defined]
         o.response = None  # an unfinished conversation has no last reply to judge (its turns are in the transcript)
@@ -112,15 +108,14 @@ async def _candidate_turn(o: Outcome, cand: ModelClient, prefix: Sequence[dict[s
     _said(o, said, Turn("assistant", res.text))
 
 
-async def _user_turn(spec: BenchmarkSpec, q: Question, o: Outcome, user: ModelClient, said: list[dict[str, str]],
-                     repeat: int) -> bool:
+async def _user_turn(spec: BenchmarkSpec, o: Outcome, user: ModelClient, request: Requests,
+                     said: list[dict[str, str]], repeat: int) -> bool:
     """The simulated user speaks; False when the session is over (its stop signal, or its failure)."""
     conv = spec.conversation
     turn = o.user_calls + 1
     try:
         with call_context(turn=turn):  # the transcripts name the turn
-            res = await user.complete(simulator_view(spec, q, said), accept=_accept_user,
-                                      repeat=repeat, expect=MockUser(conv.stop, MOCK_USER_TURNS))
+            res = await user.send(request(said), accept=_accept_user, repeat=repeat)
     except ModelCallError as exc:
         if isinstance(exc, FatalModelError) and exc.stops_run:
             raise
@@ -146,21 +141,23 @@ async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClie
     The session's turn order is its conversation's (shapes/scripted.py, shapes/simulated.py; the run's plan
     passes it, else the spec's); this module makes each turn's call."""
     conversation = conversation or shape_for(spec).conversation
-    prefix = candidate_prefix(spec, q)
+    cand_request = conversation.requests(spec, q, "candidate")  # the candidate's prefix rendered once
     said: list[dict[str, str]] = []
     o.transcript = []
     if conversation.simulates_user:
         o.user_tokens = (0, 0)
+    user_request = conversation.requests(spec, q, "user") if conversation.simulates_user else None
 
     async def user_turn() -> bool:
-        assert user is not None  # run/plan.py: a conversation that asks its user has a user model
-        return await _user_turn(spec, q, o, user, said, repeat)
+        assert user is not None and user_request is not None  # run/plan.py: a conversation that asks its user has one
+        return await _user_turn(spec, o, user, user_request, said, repeat)
 
     def cut() -> None:
         o.ended = "max_turns"
 
     talk = Talk(user_says=lambda text: _said(o, said, Turn("user", text)),
-                candidate=lambda: _candidate_turn(o, cand, prefix, said, accept, repeat), user=user_turn, cut=cut)
+                candidate=lambda: _candidate_turn(o, cand, cand_request, said, accept, repeat), user=user_turn,
+                cut=cut)
     await conversation.converse(spec, q, talk)
     if o.response is None and o.user_error is None:
         o.user_error = "the simulated user ended the session before the candidate replied"

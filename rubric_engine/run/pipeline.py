@@ -17,7 +17,6 @@ from rich.console import Console
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import DiskFull, FatalModelError, ModelCallError
 from rubric_engine.judge.checked import Grader
-from rubric_engine.judge.prompts import candidate_messages
 from rubric_engine.models.batches import BatchRun
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.events import Observer, set_call_context
@@ -133,7 +132,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                         await converse(spec, q, o, cand, user, _accept_candidate, repeat=s,
                                        conversation=shape.conversation)
                     else:
-                        res = await cand.complete(candidate_messages(spec, q), accept=_accept_candidate, repeat=s)
+                        request = shape.conversation.requests(spec, q, "candidate")([])  # the plan's (shapes/)
+                        res = await cand.send(request, accept=_accept_candidate, repeat=s)
                         o.cand_tokens, o.cand_cost, o.cand_cached = (res.prompt_tokens, res.completion_tokens), res.cost, int(res.cached)
                         o.response, o.truncated = res.text, res.finish_reason == "length"
                 except EmptyReply as exc:

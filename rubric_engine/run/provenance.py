@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rubric_engine.models.mock import is_mock
 from rubric_engine.models.redact import redact
 from rubric_engine.run.plan import RunPlan
 
@@ -80,6 +79,6 @@ def run_provenance(plan: RunPlan, out_dir: Path) -> dict[str, Any]:
         litellm = None
     models = [{"role": m.role, "name": m.name, "model": m.model, "api_base": redact(m.api_base),
                "revision": m.revision, "family": m.family, "params": dict(m.params), "timeout": m.timeout,
-               "mock": is_mock(m.model)} for m in plan.models()]
+               "mock": m.offline} for m in plan.models()]
     return {"engine_version": engine_version(), "python": platform.python_version(), "litellm": litellm,
             "command": _command(out_dir), "models": models}

@@ -26,7 +26,6 @@ from rubric_engine.models.batchjournal import check_no_batches_in_flight
 from rubric_engine.models.bodycap import max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.entries import check_keys
-from rubric_engine.models.mock import is_mock
 from rubric_engine.models.workers import WorkerPool
 from rubric_engine.report.console import print_pairwise, print_panel, print_sampling, print_summary
 from rubric_engine.report.run_page import write_run_report
@@ -192,7 +191,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     plan = plan_run(settings, spec)  # judges, repeats, samples, jury and tie rules: resolved and checked once
     verdict = plan.shape.verdict  # how each reply is judged, scored and summarised (shapes/)
     judges = list(plan.judges)
-    mocks = [m.name for m in plan.models() if is_mock(m.model)]
+    mocks = [m.name for m in plan.models() if m.offline]
     if mocks:
         _warn(console, warned, f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and "
               "verdicts are deterministic placeholders and the scores mean nothing", key="mock models")
@@ -343,7 +342,7 @@ def _start_litellm_early(settings: RunSettings, workers: WorkerPool) -> None:
     needs = [settings.candidate if not (settings.answers or settings.from_run) else None,
              settings.judge if settings.stage != "generate" else None]
     if settings.judge is not None or settings.stage == "generate":
-        if all(m is None or is_mock(m.model) for m in needs):
+        if all(m is None or m.offline for m in needs):
             return  # mock models only: LiteLLM is never needed
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     if not settings.cache_enabled or not (cache_dir / "cache.db").is_file():

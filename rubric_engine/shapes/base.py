@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
-from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.grading import JudgeResult, criteria_requests
 from rubric_engine.judge.panels import Panel
-from rubric_engine.judge.prompts import judge_messages
+from rubric_engine.models.request import Request
 from rubric_engine.records import GameRecord, SampleRecord, TurnRecord
 from rubric_engine.stats.scores import question_score, rescored_fields
 
@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec, Judge
 
-__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "judge_of"]
+__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "Requests", "judge_of"]
 
 Message = dict[str, Any]
+Requests = Callable[[Sequence[Message]], Request]  # a role's request at a point of a session: the turns so far
 
 
 def judge_of(spec: "BenchmarkSpec") -> "Judge":
@@ -60,14 +61,16 @@ class Conversation:
     def check_session(self, spec: "BenchmarkSpec", question: Question) -> None:
         """Preflight beyond rendering the plan of calls (raises a SpecError): what a session needs to start."""
 
-    def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> tuple[list[Message], int]:
-        """For the plan of calls (shapes/plan.py): a role's first request for a question, as the run sends it
-        (what the run fills in shown as a placeholder), and how many calls it makes for it."""
+    def requests(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> Requests:
+        """A role's requests in one session, as the run sends them: given the turns so far (none for a single
+        reply), the request (run/pipeline.py and run/dialogue.py send them; `first_request` plans the first).
+        What is rendered once per session (the candidate's prefix) is rendered here, once."""
         raise NotImplementedError
 
-    def shown_title(self) -> str:
-        """The words `prompts` adds to its candidate heading ("" for one reply)."""
-        return ""
+    def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> Request:
+        """For the plan of calls (shapes/plan.py): a role's first request for a question, from `requests` (what
+        the run fills in shown as a placeholder), titled for `prompts`, with how many calls it stands for."""
+        raise NotImplementedError
 
     def planned_transcript(self, spec: "BenchmarkSpec", question: Question, reply: str) -> list[Message] | None:
         """The session the judge will see, every candidate reply `reply` (None: a single reply, no transcript)."""
@@ -97,15 +100,16 @@ class Verdict:
     name = "criteria"
     compares = False  # judged against a baseline's reply (run/pairwise.py reads the baseline)
     criterion_votes = True  # panels and samples leave per-criterion votes (run/stream.panel_sections)
-    whole = "all criteria in one call"  # `prompts`' title of a request that grades the whole reply
 
     def check_plan(self, spec: "BenchmarkSpec", samples: int) -> None:
         """Refuse (ConfigError) what this verdict cannot do with the run's plan."""
 
     def panel(self, clients: Sequence["ModelClient"], names: Sequence[str], spec: "BenchmarkSpec", repeats: int = 1,
               rule: str = "majority", tie: str = "not_met") -> Panel:
-        """The panel that grades each reply with every judge, every repeat."""
-        return Panel(list(clients), list(names), spec, repeats, rule, tie)
+        """The panel that grades each reply with every judge, every repeat, sending this verdict's judge requests
+        (`judge_requests`: the plan of calls the dry run prices is what the panel sends)."""
+        return Panel(list(clients), list(names), spec, repeats, rule, tie,
+                     plan=lambda question, reply, transcript: self.judge_requests(spec, question, reply, transcript))
 
     async def judge(self, j: Judging, question: Question, response: str, first_repeat: int = 0,
                     transcript: Sequence[Mapping[str, str]] | None = None) -> tuple[JudgeResult, dict[int, Any]]:
@@ -140,16 +144,14 @@ class Verdict:
         return None
 
     def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,
-                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
-        """For the plan of calls (shapes/plan.py): every judge request of one grading of `reply`, each with its
-        title, in the order the run sends them. `question` is as the judge sees it (judge/checked.judged_question)."""
-        units = ([(f"criterion {c.index} of {len(question.criteria)}", c.index) for c in question.criteria]
-                 if judge_of(spec).verdict.granularity == "per_criterion" else [(self.whole, None)])
-        extra = self.template_extra(question)
-        return [(title, judge_messages(spec, question, reply, index, transcript, extra)) for title, index in units]
+                       transcript: Sequence[Mapping[str, str]] | None) -> list[Request]:
+        """Every judge request of one grading of `reply`, each with its title, response_format and answer
+        description, in the order the run sends them: the plan of calls (shapes/plan.py) renders them and the run's
+        panel sends them. `question` is as the judge sees it (judge/checked.judged_question)."""
+        return criteria_requests(spec, question, reply, transcript)
 
-    def template_extra(self, question: Question) -> dict[str, Any] | None:
-        """Variables this verdict adds to judge.template."""
+    def baseline_request(self, spec: "BenchmarkSpec", question: Question) -> Request | None:
+        """A baseline model's request for `question` (None: this verdict calls no baseline)."""
         return None
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
-from rubric_engine.judge.pairwise import PairResult, baseline_reply, judge_pair, pair_fields
-from rubric_engine.judge.prompts import pair_messages
+from rubric_engine.judge.pairwise import (PairResult, baseline_reply, baseline_request, game_requests, judge_pair,
+                                          pair_fields)
+from rubric_engine.models.request import Request
 from rubric_engine.records import GameRecord, SampleRecord
-from rubric_engine.scoring.pairwise import ORDERS, question_value
-from rubric_engine.shapes.base import Judging, Message, Verdict, judge_of
+from rubric_engine.scoring.pairwise import question_value
+from rubric_engine.shapes.base import Judging, Verdict, judge_of
 from rubric_engine.shapes.plan import BASELINE_PLACEHOLDER
 from rubric_engine.stats.scores import rescored_fields
 
@@ -70,14 +71,16 @@ class Pairwise(Verdict):
         return rec["games"] if "games" in rec else None
 
     def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,
-                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
-        """One game per order judged, as judge/pairwise.judge_pair plays them: the baseline's reply as A first,
-        then (position swap) the candidate's."""
-        games = [("pairwise, game 1: the baseline's reply as A",
-                  pair_messages(spec, question, BASELINE_PLACEHOLDER, reply)),
-                 ("pairwise, game 2 (position swap): the candidate's reply as A",
-                  pair_messages(spec, question, reply, BASELINE_PLACEHOLDER))]
-        return games[:len(ORDERS) if judge_of(spec).verdict.swap else 1]
+                       transcript: Sequence[Mapping[str, str]] | None) -> list[Request]:
+        """One game per order judged, as judge/pairwise.judge_pair plays them (judge/pairwise.game_requests, the
+        function the run renders its games with): the baseline's reply as A first, then (position swap) the
+        candidate's; the baseline's reply, written during the run, shown as a placeholder."""
+        return game_requests(spec, question, reply, BASELINE_PLACEHOLDER)
+
+    def baseline_request(self, spec: "BenchmarkSpec", question: Question) -> Request | None:
+        """The baseline model's request (judge/pairwise.baseline_request, as judge/pairwise.baseline_reply sends
+        it)."""
+        return baseline_request(spec, question)
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
         v = judge_of(spec).verdict  # scoring/pairwise.py: each game from the candidate's side

@@ -2,7 +2,8 @@
 grades, per candidate turn, its repeats and jurors combined by the mean.
 
 Why here: what the run does differently for a score is gathered in one class: the panel that asks for numbers
-(judge/panels.ScorePanel), the record's `turns` (and the question's score from them, scoring/scalar.py), the
+(judge/panels.ScorePanel), its judge requests (judge/scores.score_request: one per judgment, the run's and the
+plan's), the record's `turns` (and the question's score from them, scoring/scalar.py), the
 variables its template gets (`turn`, `references`), validate's scoring line and the plan it refuses
 (several candidate samples). The score's spec rules stay in spec/scales.py.
 """
@@ -16,12 +17,12 @@ from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.panels import Panel, ScorePanel
-from rubric_engine.judge.prompts import judge_messages
-from rubric_engine.judge.scores import ScoreResult, turn_units
+from rubric_engine.judge.scores import ScoreResult, score_requests
+from rubric_engine.models.request import Request
 from rubric_engine.models.redact import redact
 from rubric_engine.records import SampleRecord, TurnScoreRecord
 from rubric_engine.scoring.scalar import scalar_fields
-from rubric_engine.shapes.base import Message, Verdict, judge_of
+from rubric_engine.shapes.base import Verdict, judge_of
 
 if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
@@ -37,7 +38,6 @@ class Score(Verdict):
     """The verdict of `judge.verdict.kind: score`."""
     name = "score"
     criterion_votes = False  # its votes are numbers, kept in the record's score_votes
-    whole = "a score on the scale, turn 1"
 
     def check_plan(self, spec: "BenchmarkSpec", samples: int) -> None:
         if samples > 1:
@@ -48,16 +48,12 @@ class Score(Verdict):
               rule: str = "majority", tie: str = "not_met") -> Panel:
         return ScorePanel(list(clients), list(names), spec, repeats, rule, tie)
 
-    def template_extra(self, question: Question) -> dict[str, Any] | None:
-        return {"turn": 1, "references": list(question.references)}
-
     def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,
-                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
+                       transcript: Sequence[Mapping[str, str]] | None) -> list[Request]:
         """One request per judgment `judge.scope` asks for (judge/scores.turn_units: each candidate turn, one
-        chosen turn, or the whole exchange), each with the variables the run gives it."""
-        return [(f"a score on the scale, turn {turn}", judge_messages(spec, question, graded, transcript=shown,
-                                                                       extra=extra))
-                for turn, graded, shown, extra in turn_units(spec, question, reply, transcript)]
+        chosen turn, or the whole exchange), each with the variables the run gives it: judge/scores.score_request,
+        the function the run renders each judgment with."""
+        return score_requests(spec, question, reply, transcript)
 
     def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> SampleRecord:
         """The turns' numbers (and errors), the question's score from them, every call's score by judge."""

@@ -42,8 +42,9 @@ _ROWS = [
 
 
 def first_request(spec: Any, q: Any, role: str = "candidate") -> Any:
-    """The dry run's first request and call count for a role: the spec's conversation's (shapes/)."""
-    return shape_for(spec).conversation.first_request(spec, q, role)
+    """The dry run's first request's messages and call count for a role: the spec's conversation's (shapes/)."""
+    request = shape_for(spec).conversation.first_request(spec, q, role)
+    return request.messages, request.calls
 
 
 def _bench(tmp_path: Path, persona: str | None = None, opening: str | None = None,

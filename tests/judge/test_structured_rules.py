@@ -20,7 +20,7 @@ from rubric_engine.judge.structured import Outcome, Unusable, ask_structured, on
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.entries import ModelSpec, cache_key
-from rubric_engine.models.mock import MockShape
+from rubric_engine.models.request import Request, VerdictJSON
 
 ASK = [{"role": "system", "content": "answer with a number"}, {"role": "user", "content": "how many?"}]
 FORMAT = {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}, "strict": True}}
@@ -43,10 +43,12 @@ def client_for(srv: FakeServer, cache: ResultCache | None, model: str = "openai/
 
 
 def ask(client: ModelClient, *, times: int = 1, **kw: Any) -> list[Outcome[int]]:
+    request = kw.pop("request", ASK)  # a planned request (models/request.py), or the bare messages
     async def main() -> list[Outcome[int]]:
         try:
-            return [await ask_structured(client, ASK, number, **{"reask": reask, "max_reasks": 1, "what": "count",
-                                                                  "role": "counter", **kw}) for _ in range(times)]
+            return [await ask_structured(client, request, number,
+                                         **{"reask": reask, "max_reasks": 1, "what": "count", "role": "counter", **kw})
+                    for _ in range(times)]
         finally:
             await client.aclose()
     return asyncio.run(main())
@@ -194,12 +196,12 @@ def test_the_defaults_name_a_reply_of_a_model(fake_server: FakeServer) -> None:
     assert failed.error.startswith("model call failed: openai/fake-model [HTTP 503]")
 
 
-def test_a_mock_model_is_told_what_to_answer_with_or_without_a_format() -> None:
-    shape = MockShape(items=1, list_key=None, fields={"n": "id"})
+def test_a_mock_model_answers_from_the_request_with_or_without_a_format() -> None:
+    shape = VerdictJSON(items=1, list_key=None, fields={"n": "id"})
     client = ModelClient(ModelSpec(name="m", model="mock/any"), cache=None)
-    plain = ask(client, expect=shape)
+    plain = ask(client, request=Request(ASK, answer=shape))
     client = ModelClient(ModelSpec(name="m", model="mock/any"), cache=None)
-    formatted = ask(client, expect=shape, response_format=FORMAT)
+    formatted = ask(client, request=Request(ASK, answer=shape, response_format=FORMAT))
     assert [o.value for o in plain + formatted] == [1, 1] and [o.attempts for o in plain + formatted] == [1, 1]
 
 

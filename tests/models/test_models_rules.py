@@ -25,7 +25,8 @@ from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import CallResult, ModelClient
 from rubric_engine.models.entries import ModelSpec, cache_key
 from rubric_engine.models.litellm_runtime import LiteLLMRuntime
-from rubric_engine.models.mock import MockShape, mock_reply, mock_tokens
+from rubric_engine.models.mock import mock_reply, mock_tokens
+from rubric_engine.models.request import Request, VerdictJSON
 from rubric_engine.models.redact import redact
 
 MSGS = [{"role": "user", "content": "hello there"}]
@@ -169,7 +170,7 @@ def test_mock_replies_are_counted_and_never_cached(cache: ResultCache) -> None:
     seen: list[str] = []
     msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello there, how are you?"}]
     [a, b] = calls(c, {"messages": msgs, "accept": seen.append}, {"messages": msgs})
-    text = mock_reply("mock/any", msgs, None)
+    text = mock_reply("mock/any", Request(msgs))
     prompt = mock_tokens("be brief") + mock_tokens("hello there, how are you?")
     assert a == b == CallResult(text, prompt, mock_tokens(text), 0.0, False, 1)
     assert seen == [text]
@@ -179,11 +180,18 @@ def test_mock_replies_are_counted_and_never_cached(cache: ResultCache) -> None:
     assert len(cache) == 0
 
 
-def test_a_mock_model_answers_what_the_caller_expects() -> None:
-    shape = MockShape(items=2, list_key="criteria", fields={"id": "id", "reasoning": "text", "met": "bool"})
+def test_a_mock_model_answers_from_the_request() -> None:
+    """What a valid answer looks like rides on the request (models/request.py) to the mock: nothing else tells it."""
+    shape = VerdictJSON(items=2, list_key="criteria", fields={"id": "id", "reasoning": "text", "met": "bool"})
     c = ModelClient(ModelSpec(name="m", model="mock/judge"), cache=None)
-    [res] = calls(c, {"expect": shape})
-    assert res.text == mock_reply("mock/judge", MSGS, shape)
+
+    async def send() -> Any:
+        try:
+            return await c.send(Request(MSGS, role="judge", answer=shape))
+        finally:
+            await c.aclose()
+    res = asyncio.run(send())
+    assert res.text == mock_reply("mock/judge", Request(MSGS, answer=shape))
     assert [i["id"] for i in json.loads(res.text)["criteria"]] == [1, 2]
 
 

@@ -23,7 +23,8 @@ from conftest import EXE, MINI, REPO
 from fakeserver import FakeServer, Reply
 from rubric_engine.cli.args import COMMANDS
 from rubric_engine.judge.grading import parse_verdict
-from rubric_engine.models.mock import MockShape, mock_verdict
+from rubric_engine.models.mock import mock_verdict
+from rubric_engine.models.request import VerdictJSON
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -65,13 +66,13 @@ def test_keyless_quickstart_runs_offline_and_says_mock(tmp_path: Path, env: dict
 
 @pytest.mark.parametrize("n", [1, 2, 7, 22, 40])
 def test_mock_verdict_is_valid_for_any_number_of_criteria(n: int) -> None:
-    text = mock_verdict(MockShape(items=n), seed="prompt")
+    text = mock_verdict(VerdictJSON(items=n), seed="prompt")
     assert [v.index for v in parse_verdict(text, n)] == list(range(1, n + 1))
-    assert mock_verdict(MockShape(items=n), seed="prompt") == text
+    assert mock_verdict(VerdictJSON(items=n), seed="prompt") == text
 
 
 def test_mock_verdict_follows_declared_fields() -> None:
-    shape = MockShape(items=3, list_key="items", fields={"n": "id", "why": "text", "grade": ["A", "B", "C"]})
+    shape = VerdictJSON(items=3, list_key="items", fields={"n": "id", "why": "text", "grade": ["A", "B", "C"]})
     data = json.loads(mock_verdict(shape, "s"))
     assert [i["n"] for i in data["items"]] == [1, 2, 3] and all(i["grade"] in "ABC" for i in data["items"])
 

@@ -141,6 +141,21 @@ def test_dependencies_point_one_way() -> None:
     assert not wrong, "imports against the layer order (docs/development.md, Code layout):\n" + "\n".join(wrong)
 
 
+# The offline mock (models/mock.py) answers from the request it is sent (models/request.py: what a valid answer
+# looks like rides on the request), so no layer above models/ tells it what to answer or needs to know it exists.
+# The one reader left: report/provenance.py names the mock models of a stored run from their ids in summary.json.
+MOCK_READERS = frozenset({"rubric_engine.report.provenance"})
+
+
+def test_only_models_knows_the_mock() -> None:
+    """No module outside models/ imports models/mock.py (MOCK_READERS: a stored run's ids, read back)."""
+    graph = package_graph(PACKAGE, deferred=True, type_checking=True)
+    found = sorted(a for a, targets in graph.items()
+                   if "rubric_engine.models.mock" in targets and unit(a) != "models" and a not in MOCK_READERS)
+    assert not found, ("modules outside models/ that know the mock (put what a valid answer looks like on the "
+                       "request, models/request.py; ask a ModelSpec whether it is `offline`):\n" + "\n".join(found))
+
+
 def test_no_private_name_imported_from_another_subpackage() -> None:
     """A `_name` is private to its subpackage: what another subpackage needs gets a public name."""
     found = sorted(f"{a} takes {b}" for a, b in private_imports(PACKAGE))

@@ -11,6 +11,10 @@ The fake server answers every role the same way on every request (a candidate re
 share a cache entry, a simulated user that never says its stop signal, so sessions run to max_turns as the dry
 run assumes; a valid verdict from the request's own schema), so no call is re-asked and the counts are the
 plan's. The replies a run fills in are compared as `prompts`' placeholders, the data tag derived from them as TAG.
+
+Beyond the first question: every request the server received, with its response_format, is one the shape's
+strategies give for what the run stored (each question's reply and transcript, the judge repeats): the whole
+list, per role, as a multiset, so a request the run built apart from its plan, or an extra or a missing one, fails.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from fakeserver import FakeServer, Reply
 from test_transcripts import hb_rows, write_rows
 from rubric_engine.dataset.load import load_dataset
 from rubric_engine.judge.checked import judged_question
+from rubric_engine.models.request import Request
+from rubric_engine.shapes.registry import shape_for
 from rubric_engine.spec.files import benchmark_search_path
 from rubric_engine.spec.load import load_spec
 
@@ -169,3 +175,64 @@ def test_dry_run_and_prompts_agree_with_the_run(tmp_path: Path, env: dict[str, s
         if not messages or role not in received:
             continue
         assert _normal(messages) in received[role], (title, messages, received[role][:2])
+
+
+def _planned(spec: Any, questions: list[Any], records: list[dict[str, Any]], repeats: int) -> dict[str, Counter[str]]:
+    """Per role, every request the shape's strategies give for the stored records (the methods the plan of calls
+    renders and the run sends): the candidate's and a simulated user's at each turn of the stored transcript, each
+    judge request of every grading of each stored reply, a baseline model's request."""
+    shape, by_id = shape_for(spec), {q.id: q for q in questions}
+    conv, verdict = shape.conversation, shape.verdict
+    out: dict[str, list[Request]] = {"candidate": [], "user": [], "judge": [], "baseline": []}
+    for rec in records:
+        q = by_id[rec["id"]]
+        for one in rec.get("samples") or [rec]:
+            said = [{"role": t["role"], "content": t["content"]} for t in rec.get("transcript") or ()]
+            cand = conv.requests(spec, q, "candidate")
+            out["candidate"] += [cand(said[:i]) for i, t in enumerate(said) if t["role"] == "assistant"] or [cand([])]
+            if conv.simulates_user:
+                out["user"] += [conv.requests(spec, q, "user")(said[:i]) for i, t in enumerate(said)
+                                if t["role"] == "user"]
+            shown = judged_question(q)
+            if shown is not None:
+                out["judge"] += verdict.judge_requests(spec, shown, one["response"], said or None) * repeats
+            base = verdict.baseline_request(spec, q)
+            out["baseline"] += [base] if base is not None else []
+    return {role: Counter(_key(r.messages, r.response_format, verdict.compares) for r in rs) for role, rs in out.items()}
+
+
+def _key(messages: list[dict[str, Any]], response_format: Any, compares: bool) -> str:
+    """A request as compared: its messages (a comparison's with both replies as placeholders, the tag as TAG: the
+    plan shows the baseline's reply as one) and its response_format."""
+    return json.dumps([_normal(messages) if compares else messages, response_format], sort_keys=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("benchmark", "data", "more", "judge_text"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_every_request_the_run_sends_is_the_plans(tmp_path: Path, env: dict[str, str], benchmark: str,
+                                                  data: Path | str | None, more: list[str],
+                                                  judge_text: str | None) -> None:
+    if data == "healthbench rows":
+        data = write_rows(tmp_path / "hb.jsonl", hb_rows(n=3, criteria=4))
+    spec = load_spec(benchmark, benchmark_search_path([]))
+    questions = list(load_dataset(spec, str(data) if data else None).questions)
+    with FakeServer(Answers(questions, judge_text)) as srv:
+        args = [f"benchmark={benchmark}", *([f"data.path={data}"] if data else []), *more, "progress=none",
+                *_endpoint("candidate", "cand", srv.url), *_endpoint("judge", "judge", srv.url),
+                f"hydra.run.dir={tmp_path / 'run'}"]
+        if spec.conversation.simulator is not None:
+            args += _endpoint("user", "sim", srv.url)
+        if spec.baseline is not None:
+            args += ["baseline=openai/base", f"baseline.api_base={srv.url}", "baseline.api_key_env=FAKE_KEY"]
+        run = run_cli(args, env)
+        assert run.returncode == 0, run.stderr
+        sent = list(srv.requests)
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    repeats = next((int(m.split("=")[1]) for m in more if m.startswith("judge.repeats=")), 1)
+    planned = _planned(spec, questions, records, repeats)
+    roles = {"cand": "candidate", "judge": "judge", "sim": "user", "base": "baseline"}
+    compares = shape_for(spec).verdict.compares
+    received = {role: Counter(_key(b["messages"], b.get("response_format"), compares) for b in sent
+                              if roles[b["model"]] == role) for role in roles.values()}
+    for role in roles.values():
+        assert received[role] == planned[role], (role, sum(received[role].values()), sum(planned[role].values()))

@@ -35,8 +35,9 @@ from conftest import DATA
 
 
 def first_request(spec: Any, q: Any, role: str = "candidate") -> Any:
-    """The dry run's first request and call count for a role: the spec's conversation's (shapes/)."""
-    return shape_for(spec).conversation.first_request(spec, q, role)
+    """The dry run's first request's messages and call count for a role: the spec's conversation's (shapes/)."""
+    request = shape_for(spec).conversation.first_request(spec, q, role)
+    return request.messages, request.calls
 
 
 def _spec_and_question(name: str, **conversation: Any) -> tuple[Any, Any]:

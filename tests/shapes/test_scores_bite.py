@@ -335,14 +335,23 @@ def test_parse_words_and_bounds() -> None:
         assert str(err.value) == words, str(err.value)
 
 
-def test_the_mock_judge_shape() -> None:
+def test_the_score_answer_description_and_the_mock_that_reads_it() -> None:
+    """A score request says what a valid answer is (models/request.Number); the mock answers from that alone."""
     from rubric_engine.judge.scores import ScoreShape
-    js = ScoreShape(1, 3, "rating", "why").mock()
-    assert (js.items, js.list_key, js.fields) == (1, None, {"why": "text", "rating": [1, 2, 3]})
-    replies = ScoreShape(1, 3, pattern=r"\[\[(\d+)\]\]").mock().replies
-    assert [ScoreShape(1, 3, pattern=r"\[\[(\d+)\]\]").parse(r).score for r in replies] == [1.0, 2.0, 3.0]
-    assert all(r.endswith(f"[[{v}]]") for r, v in zip(replies, (1, 2, 3)))
-    assert ScoreShape(0.2, 0.8, "s", "r").mock().fields == {"r": "text", "s": [0.2]}  # no whole number: the low end
+    from rubric_engine.models.mock import mock_reply
+    from rubric_engine.models.request import Request
+    js = ScoreShape(1, 3, "rating", "why").answer()
+    assert (js.values, js.field, js.reasoning) == ((1, 2, 3), "rating", "why")
+    assert ScoreShape(0.2, 0.8, "s", "r").answer().values == (0.2,)  # no whole number: the low end
+    asked = [Request([{"role": "user", "content": f"q{i}"}], answer=js) for i in range(30)]
+    data = [json.loads(mock_reply("mock/j", r)) for r in asked]
+    assert all(list(d) == ["why", "rating"] for d in data) and {d["rating"] for d in data} == {1, 2, 3}
+    pat = ScoreShape(1, 3, pattern=r"\[\[(\d+)\]\]")
+    assert pat.answer().field is None
+    replies = {mock_reply("mock/j", Request([{"role": "user", "content": f"q{i}"}], answer=pat.answer()))
+               for i in range(30)}
+    assert sorted(pat.parse(r).score for r in replies) == [1.0, 2.0, 3.0]
+    assert all(re.search(r"\[\[[123]\]\]$", r) for r in replies)
 
 
 def test_turn_score_record() -> None:
