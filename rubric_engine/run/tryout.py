@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.errors import RubricEngineError
-from rubric_engine.models.mock import is_mock
 from rubric_engine.run.plan import plan_run
 
 if TYPE_CHECKING:
@@ -49,7 +48,7 @@ def _all_mock(settings: "RunSettings", spec: "BenchmarkSpec") -> bool:
     except RubricEngineError:  # the run's own plan says what is wrong, in its words
         return False
     models = plan.models()  # the candidate among them: a run scoring rollouts it did not write keeps the real data
-    return plan.candidate is not None and plan.candidate in models and all(is_mock(m.model) for m in models)
+    return plan.candidate is not None and plan.candidate in models and all(m.offline for m in models)
 
 
 def tryout_spec(settings: "RunSettings", spec: "BenchmarkSpec") -> tuple["BenchmarkSpec", str | None]:

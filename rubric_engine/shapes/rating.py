@@ -24,7 +24,8 @@ from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.ratings import DISTANCES, ZERO_TOTAL, PassResult, choose_pass, pass_number, score_passes
-from rubric_engine.shapes.base import Judging, Message, Verdict
+from rubric_engine.models.request import Request
+from rubric_engine.shapes.base import Judging, Verdict
 
 if TYPE_CHECKING:
     from rubric_engine.spec.ratings import Rating as RatingBlock
@@ -141,7 +142,7 @@ class Rating(Verdict):
         return out
 
     def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,
-                       transcript: Sequence[Mapping[str, str]] | None) -> list[tuple[str, list[Message]]]:
+                       transcript: Sequence[Mapping[str, str]] | None) -> list[Request]:
         """None: the engine reads the ratings itself."""
         return []
 
