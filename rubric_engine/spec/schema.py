@@ -105,6 +105,9 @@ class DataSpec(_Model):
     roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)
     subsets: list[str] = []
     references: References | None = None  # per-turn reference answers from a second file (dataset/references.py)
+    # assistant_turns: a row becomes one question per assistant turn, asked with the gold history before it
+    # (dataset/expand.py); scores aggregate back to dialogues (stats/dialogues.py)
+    expand: Literal["assistant_turns"] | None = None
 
 
 class Scoring(_Model):

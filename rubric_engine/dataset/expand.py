@@ -1,0 +1,79 @@
+"""One question per assistant turn (`data.expand: assistant_turns`): turn-based evaluation of dialogues.
+
+Why at loading time: an expanded turn is an ordinary single-reply question whose dialogue is the gold
+history before that turn, so every shape, the plan of calls, `limit`, `ids=`, the journal and resuming
+work on it unchanged. Its id is `<dialogue id>#t<k>` (datatypes.turn_id; k counts assistant turns from 1),
+stable across runs, and names its dialogue for the aggregation back to dialogues (stats/dialogues.py).
+
+A dialogue with no assistant turn to ask (none at all, or only one opening the dialogue, which has no
+history to answer) yields no question: it is counted and named in one data warning, never silently dropped
+and never the end of the run. An assistant turn that opens a dialogue is counted in the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rubric_engine.datatypes import Question, turn_id
+from rubric_engine.errors import DataError
+
+if TYPE_CHECKING:
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["Expansion", "expanded"]
+
+
+@dataclass
+class Expansion:
+    """What expanding a file's rows left out, for its one data warning."""
+
+    file: Path
+    empty: list[str] = field(default_factory=list)  # "<id> (line n)" of dialogues with no turn to ask
+    openers: int = 0  # assistant turns opening a dialogue (no history before them): not asked
+
+    def warnings(self) -> list[str]:
+        file = self.file
+        out = []
+        if self.empty:
+            shown = ", ".join(self.empty[:5]) + (f" and {len(self.empty) - 5} more" if len(self.empty) > 5 else "")
+            out.append(f"{file}: {len(self.empty)} dialogue(s) with no assistant turn to ask (data.expand: "
+                       f"assistant_turns), left out of the run: {shown}")
+        if self.openers:
+            out.append(f"{file}: {self.openers} assistant turn(s) open their dialogue (no history before them) "
+                       "and are not asked (data.expand: assistant_turns)")
+        return out
+
+
+def expanded(spec: BenchmarkSpec, q: Question, line: int, left: Expansion | None = None,
+             ids: dict[str, int] | None = None) -> list[Question]:
+    """The questions a row stands for: itself, or under `data.expand: assistant_turns` one per assistant turn
+    with a history, each the row's question with the turns before it as its dialogue. `left` counts what was
+    not asked; `ids` (id -> line of every question so far) refuses a turn id another row already holds."""
+    if spec.data.expand is None:
+        return [q]
+    roles = spec.data.roles
+    out: list[Question] = []
+    k = 0
+    for i, turn in enumerate(q.dialogue):
+        if roles.get(turn.role) != "assistant":
+            continue
+        k += 1
+        if i == 0:
+            if left is not None:
+                left.openers += 1
+            continue
+        out.append(replace(q, id=turn_id(q.id, k), dialogue=q.dialogue[:i]))
+        if ids is not None and left is not None:
+            _unique(out[-1].id, line, ids, left.file)
+    if not out and left is not None:
+        left.empty.append(f"{q.id} (line {line})")
+    return out
+
+
+def _unique(qid: str, line: int, ids: dict[str, int], file: Path) -> None:
+    if qid in ids:
+        raise DataError(str(file), f"turn id {qid!r} (data.expand: assistant_turns) is also the id of the question "
+                        f"at line {ids[qid]}", line=line, fix="rename one of the two dialogues")
+    ids[qid] = line
