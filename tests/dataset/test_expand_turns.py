@@ -162,3 +162,17 @@ def test_the_interval_resamples_dialogues_as_a_restated_reference_does() -> None
     two = dialogue_section(scored[:6], [q.id for q in scored[:6]], 1.0, n=20000, seed=1)
     assert two["interval"]["lo"] == 0.0 and two["interval"]["hi"] == 1.0
     assert two["interval"]["std"] == pytest.approx((1 / 8) ** 0.5, rel=0.02)
+
+
+@pytest.mark.parametrize(("old", "new", "words"), [
+    ("  roles: {client: user, counsellor: assistant}", "  roles: {client: user, counsellor: other}",
+     "needs a data role mapped to assistant"),
+    ("candidate:\n", "conversation: {mode: scripted}\ncandidate:\n", "need conversation.mode single"),
+    ("expand: assistant_turns", "expand: every_turn", "assistant_turns"),
+])
+def test_a_spec_that_cannot_expand_is_refused_in_one_line(tmp_path: Path, old: str, new: str, words: str) -> None:
+    from conftest import edited_spec  # noqa: PLC0415
+    from rubric_engine.errors import SpecError  # noqa: PLC0415
+
+    with pytest.raises(SpecError, match=words):
+        load_spec(edited_spec(SPEC, tmp_path / "spec", old, new))

@@ -50,6 +50,8 @@ CASES = [
     ("pairwise-arena-hard", "arena_hard", DATA / "pairwise_mini.jsonl", ["limit=3"], "My verdict: [[A=B]]"),
     ("scripted", str(DATA / "scripted_mini"), None, ["limit=3"], None),
     ("simulated", str(DATA / "simulated_mini"), None, ["limit=2", "judge.repeats=2"], None),
+    # data.expand: one question per counsellor turn; the dry run counts one candidate call per turn
+    ("expanded-turns", "counselling_turns", None, ["limit=4"], None),
 ]
 
 
