@@ -23,11 +23,11 @@ def turn_id(dialogue: str, k: int) -> str:
     return f"{dialogue}{TURN_MARK}{k}"
 
 
-def dialogue_of(question_id: str) -> str:
+def dialogue_of(qid: str) -> str:
     """The dialogue an expanded question came from: its id without the last `#t<k>` (the mark is always last,
     so a dialogue id holding `#t` itself is read back whole)."""
-    head, mark, k = question_id.rpartition(TURN_MARK)
-    return head if mark and k.isdigit() else question_id
+    head, mark, k = qid.rpartition(TURN_MARK)
+    return head if mark and k.isdigit() else qid
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,12 @@ def dialogue_scores(scored: Iterable[ScoredQuestion]) -> dict[str, list[float]]:
     return out
 
 
-def dialogue_section(scored: Sequence[ScoredQuestion], question_ids: Iterable[str], scale: float,
+def dialogue_section(scored: Sequence[ScoredQuestion], asked_ids: Iterable[str], scale: float,
                      n: int = 1000, seed: int = 0, alpha: float = 0.05) -> dict[str, Any]:
     """summary.json's `dialogues`: the overall over dialogues, its dialogue-resampling interval, the turns'
     mean, and per dialogue its turns asked, turns scored and score (all on the spec's scale)."""
     asked: dict[str, int] = {}
-    for qid in question_ids:
+    for qid in asked_ids:
         asked[dialogue_of(qid)] = asked.get(dialogue_of(qid), 0) + 1
     turns = dialogue_scores(scored)
     means = {d: sum(v) / len(v) for d, v in turns.items()}
