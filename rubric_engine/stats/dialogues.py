@@ -23,7 +23,7 @@ from rubric_engine.datatypes import dialogue_of
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.bootstrap import _draws, _interval
 
-__all__ = ["dialogue_scores", "dialogue_section"]
+__all__ = ["dialogue_scores", "dialogue_section", "paired_dialogues"]
 
 
 def dialogue_scores(scored: Iterable[ScoredQuestion]) -> dict[str, list[float]]:
@@ -66,3 +66,19 @@ def _cluster_interval(values: Sequence[float], scale: float, n: int, seed: int, 
     return {"unit": "dialogues", "samples": n, "seed": seed, "alpha": alpha, "lo": scale * lo, "hi": scale * hi,
             "std": scale * std}
 
+
+
+def paired_dialogues(scored_a: Sequence[ScoredQuestion], scored_b: Sequence[ScoredQuestion], n: int = 1000,
+                     seed: int = 0, alpha: float = 0.05, scale: float = 100.0) -> dict[str, Any]:
+    """Overall(a) - overall(b) over dialogues, on the turns scored for both, with a paired bootstrap that draws
+    the SAME dialogues for both: {"diff", "lo", "hi", "excludes_zero", "questions" (turns), "dialogues"}."""
+    by_b = {q.id: q for q in scored_b}
+    common = [(q, by_b[q.id]) for q in scored_a if q.id in by_b]
+    if not common:
+        raise ValueError("the two models have no scored question in common; nothing to compare")
+    a, b = dialogue_scores(q for q, _ in common), dialogue_scores(q for _, q in common)
+    diffs = [sum(a[d]) / len(a[d]) - sum(b[d]) / len(b[d]) for d in a]  # one paired value per dialogue
+    values = [scale * sum(diffs[i] for i in draw) / len(draw) for draw in _draws(len(diffs), n, seed)]
+    lo, hi = _interval(values, alpha)
+    return {"diff": scale * sum(diffs) / len(diffs), "lo": lo, "hi": hi, "excludes_zero": lo > 0 or hi < 0,
+            "questions": len(common), "dialogues": len(diffs)}

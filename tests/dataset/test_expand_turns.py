@@ -176,3 +176,28 @@ def test_a_spec_that_cannot_expand_is_refused_in_one_line(tmp_path: Path, old: s
 
     with pytest.raises(SpecError, match=words):
         load_spec(edited_spec(SPEC, tmp_path / "spec", old, new))
+
+
+def test_the_leaderboard_ranks_and_pairs_runs_over_dialogues(tmp_path: Path, env: dict[str, str]) -> None:
+    sweep = tmp_path / "sweep"
+    res = run_cli(["-m", "benchmark=counselling_turns", "candidate=mock/a,mock/b", "judge=mock", "progress=none",
+                   f"hydra.sweep.dir={sweep}"], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    board = json.loads((sweep / "leaderboard.json").read_text())
+    assert not board["warnings"]
+    means: dict[str, list[float]] = {}
+    for row in board["rows"]:
+        summary = json.loads((Path(row["run_dir"]) / "summary.json").read_text())
+        assert (row["overall"], row["ci_lo"], row["ci_hi"]) == pytest.approx(
+            (summary["overall"], summary["interval"]["lo"], summary["interval"]["hi"]))
+        per: dict[str, list[float]] = {}
+        for line in (Path(row["run_dir"]) / "samples.jsonl").read_text().splitlines():
+            rec = json.loads(line)
+            per.setdefault(rec["id"].rsplit("#t", 1)[0], []).append(rec["score"])
+        means[row["label"]] = [sum(v) / len(v) for v in per.values()]
+    (pair,) = board["pairs"]
+    diffs = [x - y for x, y in zip(means[pair["a"]], means[pair["b"]])]  # one paired value per dialogue
+    rng = random.Random(0)  # the same dialogues drawn for both runs
+    boot = [100 * np.mean([diffs[i] for i in rng.choices(range(len(diffs)), k=len(diffs))]) for _ in range(1000)]
+    assert pair["diff"] == pytest.approx(100 * np.mean(diffs))
+    assert (pair["lo"], pair["hi"]) == pytest.approx((np.percentile(boot, 2.5), np.percentile(boot, 97.5)))
