@@ -109,6 +109,7 @@ def test_turns_requests_scores_and_the_empty_dialogue(tmp_path: Path, env: dict[
     assert summary["overall"] == pytest.approx(100 * sum(means.values()) / 3)
     assert sec["turn_mean"] == pytest.approx(100 * 7 / 18)  # each turn weighing the same: 38.89
     assert summary["interval"]["unit"] == "dialogues" and summary["counts"]["questions"] == 6
+    assert re.search(r"Dialogues scored \(overall: their mean\)\s*│\s*3 of 3; mean over turns 38\.89", res.stdout)
 
 
 def test_kill9_mid_run_resumes_without_asking_a_journalled_turn_again(tmp_path: Path, env: dict[str, str]) -> None:
