@@ -2,7 +2,7 @@
 
 Why at loading time: an expanded turn is an ordinary single-reply question whose dialogue is the gold
 history before that turn, so every shape, the plan of calls, `limit`, `ids=`, the journal and resuming
-work on it unchanged. Its id is `<dialogue id>#t<k>` (datatypes.turn_id; k counts assistant turns from 1),
+work on it unchanged. Its id is `<dialogue id>.t<k>` (datatypes.turn_id; k counts assistant turns from 1),
 stable across runs, and names its dialogue for the aggregation back to dialogues (stats/dialogues.py).
 
 A dialogue with no assistant turn to ask (none at all, or only one opening the dialogue, which has no

@@ -39,8 +39,8 @@ DIALOGUES = {
     "d3": [("client", "f1 my exam"), ("counsellor", "u1 gold")],
 }
 # the judge's verdict per turn (items +2, +1, -2); score = met points / positive points, clipped to [0, 1]
-MET = {"d1#t1": [1, 1, 0], "d1#t2": [1, 0, 0], "d2#t1": [0, 1, 0], "d2#t2": [1, 1, 1], "d2#t3": [0, 0, 0],
-       "d3#t1": [1, 0, 1]}
+MET = {"d1.t1": [1, 1, 0], "d1.t2": [1, 0, 0], "d2.t1": [0, 1, 0], "d2.t2": [1, 1, 1], "d2.t3": [0, 0, 0],
+       "d3.t1": [1, 0, 1]}
 REPLY = re.compile(r"REPLY\[([^\]]+)\]")
 
 
@@ -86,11 +86,15 @@ def test_turns_requests_scores_and_the_empty_dialogue(tmp_path: Path, env: dict[
         res = run_cli([*_args(srv.url, data), f"hydra.run.dir={tmp_path / 'run'}"], env, cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         bodies = [b for b in srv.requests if b["model"] == "cand"]
+        judged = {REPLY.search(m["content"]).group(1): m["content"] for b in srv.requests if b["model"] == "judge"
+                  for m in b["messages"] if REPLY.search(m["content"])}
+    # the judge sees the same history, each speaker named, then the reply to grade
+    assert "Client: c1 I cannot sleep\nCounsellor: s1 gold one\nClient: c2 it is work\n</history" in judged["d1.t2"]
     # the candidate's request for turn k: the system prompt, then exactly the gold history before turn k
     assert sorted(_turn_of(b["messages"]) for b in bodies) == sorted(MET)
     for b in bodies:
         qid = _turn_of(b["messages"])
-        d, k = dialogue_of(qid), int(qid.rsplit("#t", 1)[1])
+        d, k = dialogue_of(qid), int(qid.rsplit(".t", 1)[1])
         cut = [i for i, (r, _) in enumerate(DIALOGUES[d]) if r == "counsellor"][k - 1]
         want = [{"role": "user" if r == "client" else "assistant", "content": c} for r, c in DIALOGUES[d][:cut]]
         assert b["messages"][0]["role"] == "system"
@@ -100,7 +104,7 @@ def test_turns_requests_scores_and_the_empty_dialogue(tmp_path: Path, env: dict[
     assert len(warned) == 1 and "1 dialogue(s)" in warned[0] and "d0 (line 3)" in warned[0]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     turns = {q: _score(m) for q, m in MET.items()}
-    per = {d: [s for q, s in turns.items() if q.startswith(d + "#")] for d in ("d1", "d2", "d3")}
+    per = {d: [s for q, s in turns.items() if dialogue_of(q) == d] for d in ("d1", "d2", "d3")}
     means = {d: sum(v) / len(v) for d, v in per.items()}
     sec = summary["dialogues"]
     assert sec["by_dialogue"] == {d: {"turns": len(per[d]), "scored": len(per[d]), "score": pytest.approx(100 * m)}
@@ -135,15 +139,15 @@ def test_kill9_mid_run_resumes_without_asking_a_journalled_turn_again(tmp_path: 
 def test_expanded_ids_history_and_a_clashing_turn_id(tmp_path: Path) -> None:
     spec = load_spec(SPEC)
     ds = load_dataset(spec, _write_data(tmp_path / "turns.jsonl"))
-    assert [q.id for q in ds.questions] == ["d1#t1", "d1#t2", "d2#t1", "d2#t2", "d2#t3", "d3#t1"]
+    assert [q.id for q in ds.questions] == ["d1.t1", "d1.t2", "d2.t1", "d2.t2", "d2.t3", "d3.t1"]
     assert [t.content for t in ds.questions[1].dialogue] == ["c1 I cannot sleep", "s1 gold one", "c2 it is work"]
     lazy = load_dataset(spec, tmp_path / "turns.jsonl", lazy=True).questions
     assert [q.dialogue for q in lazy] == [q.dialogue for q in ds.questions]  # read again from the row: the same
-    assert dialogue_of("a#t1#t2") == "a#t1" and dialogue_of("plain") == "plain" and dialogue_of("x#tz") == "x#tz"
+    assert dialogue_of("a.t1.t2") == "a.t1" and dialogue_of("plain") == "plain" and dialogue_of("x.tz") == "x.tz"
     clash = tmp_path / "clash.jsonl"
-    clash.write_text(json.dumps({"id": "d1#t1", "dialogue": [{"role": "client", "content": "x"}], "rubric": RUBRIC})
+    clash.write_text(json.dumps({"id": "d1.t1", "dialogue": [{"role": "client", "content": "x"}], "rubric": RUBRIC})
                      + "\n" + (tmp_path / "turns.jsonl").read_text().splitlines()[0] + "\n")
-    with pytest.raises(DataError, match=r"turn id 'd1#t1' .* is also the id of the question at line 1"):
+    with pytest.raises(DataError, match=r"turn id 'd1\.t1' .* is also the id of the question at line 1"):
         load_dataset(spec, clash)
 
 
@@ -194,7 +198,7 @@ def test_the_leaderboard_ranks_and_pairs_runs_over_dialogues(tmp_path: Path, env
         per: dict[str, list[float]] = {}
         for line in (Path(row["run_dir"]) / "samples.jsonl").read_text().splitlines():
             rec = json.loads(line)
-            per.setdefault(rec["id"].rsplit("#t", 1)[0], []).append(rec["score"])
+            per.setdefault(rec["id"].rsplit(".t", 1)[0], []).append(rec["score"])
         means[row["label"]] = [sum(v) / len(v) for v in per.values()]
     (pair,) = board["pairs"]
     diffs = [x - y for x, y in zip(means[pair["a"]], means[pair["b"]])]  # one paired value per dialogue
