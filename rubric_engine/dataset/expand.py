@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question, turn_id
 from rubric_engine.errors import DataError
@@ -64,12 +64,21 @@ def expanded(spec: BenchmarkSpec, q: Question, line: int, left: Expansion | None
             if left is not None:
                 left.openers += 1
             continue
-        out.append(replace(q, id=turn_id(q.id, k), dialogue=q.dialogue[:i]))
+        out.append(replace(q, id=turn_id(q.id, k), dialogue=q.dialogue[:i], source_row=_row(spec, q, k, i)))
         if ids is not None and left is not None:
             _unique(out[-1].id, line, ids, left.file)
     if not out and left is not None:
         left.empty.append(f"{q.id} (line {line})")
     return out
+
+
+def _row(spec: BenchmarkSpec, q: Question, k: int, i: int) -> dict[str, Any]:
+    """The row as the k-th turn's question reads it (answers.jsonl repeats it): its id, the history before it."""
+    f, row = spec.data.fields, dict(q.source_row)
+    row[f.id] = turn_id(q.id, k)
+    if isinstance(row.get(f.dialogue), list):
+        row[f.dialogue] = row[f.dialogue][:i]
+    return row
 
 
 def _unique(qid: str, line: int, ids: dict[str, int], file: Path) -> None:

@@ -304,8 +304,8 @@ def parse_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None
 
 def index_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None = None,
                quirks: DataQuirks | None = None) -> QuestionRows:
-    """Validate a data file exactly as `parse_rows` does, but keep a `QuestionRef` per JSONL row (its
-    offset and crc) instead of the parsed question; the questions are read again when used."""
+    """Validate a data file as `parse_rows` does, but keep a `QuestionRef` per JSONL row (offset, crc) instead of
+    the question, read again when used (under data.expand a turn's row is its question's: its id, its history)."""
     file = Path(file)
     held: dict[str, Question] = {}
 
@@ -335,7 +335,7 @@ def index_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None
         return next(q for q in expanded(spec, _question(spec, _Row(file, ref.line, raw), raw, DataQuirks()),
                                         ref.line) if q.id == ref.id)  # the row itself, or its turn ref.id
 
-    return QuestionRows(refs, load, row)
+    return QuestionRows(refs, load, row if spec.data.expand is None else lambda ref: load(ref).source_row)
 
 
 _T = TypeVar("_T")

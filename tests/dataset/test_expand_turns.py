@@ -206,3 +206,22 @@ def test_the_leaderboard_ranks_and_pairs_runs_over_dialogues(tmp_path: Path, env
     boot = [100 * np.mean([diffs[i] for i in rng.choices(range(len(diffs)), k=len(diffs))]) for _ in range(1000)]
     assert pair["diff"] == pytest.approx(100 * np.mean(diffs))
     assert (pair["lo"], pair["hi"]) == pytest.approx((np.percentile(boot, 2.5), np.percentile(boot, 97.5)))
+
+
+def test_ids_select_turns_and_answers_hold_each_turn_with_its_history(tmp_path: Path, env: dict[str, str]) -> None:
+    """Keyless: `ids=[d2.t3,d1.t1]` needs no quoting; answers.jsonl repeats each turn's row as its question reads it
+    (its own id, the gold history before it), so a score-only run from it scores the same dialogues."""
+    res = run_cli(["benchmark=counselling_turns", "candidate=mock", "judge=mock", "ids=[d2.t3,d1.t1]",
+                   f"hydra.run.dir={tmp_path / 'run'}"], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    answers = [json.loads(x) for x in (tmp_path / "run" / "answers.jsonl").read_text().splitlines()]
+    assert [(a["id"], len(a["dialogue"]), a["dialogue"][-1]["role"]) for a in answers] == \
+        [("d1.t1", 1, "client"), ("d2.t3", 5, "client")]
+    first = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert {d: v["turns"] for d, v in first["dialogues"]["by_dialogue"].items()} == {"d1": 1, "d2": 1}
+    res = run_cli(["benchmark=counselling_turns", "judge=mock", "stage=score", "ids=[d2.t3,d1.t1]",
+                   f"answers={tmp_path / 'run' / 'answers.jsonl'}", f"hydra.run.dir={tmp_path / 'scored'}"], env,
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    again = json.loads((tmp_path / "scored" / "summary.json").read_text())
+    assert again["dialogues"]["by_dialogue"] == first["dialogues"]["by_dialogue"]
