@@ -33,8 +33,13 @@ class Expansion:
     empty: list[str] = field(default_factory=list)  # "<id> (line n)" of dialogues with no turn to ask
     openers: int = 0  # assistant turns opening a dialogue (no history before them): not asked
 
-    def warnings(self) -> list[str]:
+    def warnings(self, asked: int) -> list[str]:
+        """The data warnings; none asked at all from rows that were read is an error, not an empty run."""
         file = self.file
+        if not asked and (self.empty or self.openers):
+            raise DataError(str(file), f"no assistant turn to ask in any of its {len(self.empty)} dialogue(s) "
+                            "(data.expand: assistant_turns)", fix="check data.roles: the replying speaker's label "
+                            "must map to assistant, and each dialogue needs a turn before it")
         out = []
         if self.empty:
             shown = ", ".join(self.empty[:5]) + (f" and {len(self.empty) - 5} more" if len(self.empty) > 5 else "")

@@ -353,7 +353,7 @@ def _scan(spec: BenchmarkSpec, file: Path, warnings: list[str], quirks: DataQuir
             for q in expanded(spec, _question(spec, r, raw, quirks, seen), where.number, left, seen):
                 quirks.note(spec, q)  # each question as asked (an expanded turn ends before its reply)
                 out.append(keep(q, where))
-        warnings.extend(left.warnings())
+        warnings.extend(left.warnings(asked=len(out)))
         if not out:
             raise with_format(DataError(str(file), "no rows", fix="the file is empty: point data.path at the "
                                         "benchmark's data file"), spec, file)

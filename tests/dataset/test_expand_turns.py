@@ -149,6 +149,10 @@ def test_expanded_ids_history_and_a_clashing_turn_id(tmp_path: Path) -> None:
                      + "\n" + (tmp_path / "turns.jsonl").read_text().splitlines()[0] + "\n")
     with pytest.raises(DataError, match=r"turn id 'd1\.t1' .* is also the id of the question at line 1"):
         load_dataset(spec, clash)
+    silent = tmp_path / "silent.jsonl"
+    silent.write_text(json.dumps({"id": "q", "dialogue": [{"role": "client", "content": "x"}], "rubric": RUBRIC}) + "\n")
+    with pytest.raises(DataError, match=r"no assistant turn to ask in any of its 1 dialogue\(s\)"):
+        load_dataset(spec, silent)
 
 
 def test_the_interval_resamples_dialogues_as_a_restated_reference_does() -> None:
