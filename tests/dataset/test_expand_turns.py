@@ -229,3 +229,12 @@ def test_ids_select_turns_and_answers_hold_each_turn_with_its_history(tmp_path: 
     assert res.returncode == 0, res.stderr
     again = json.loads((tmp_path / "scored" / "summary.json").read_text())
     assert again["dialogues"]["by_dialogue"] == first["dialogues"]["by_dialogue"]
+
+
+def test_validate_says_how_turns_aggregate(tmp_path: Path, env: dict[str, str]) -> None:
+    res = run_cli(["validate", "benchmark=counselling_turns", f"data.path={_write_data(tmp_path / 'turns.jsonl')}"],
+                  env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "data.expand: assistant_turns: 6 turns from 3 dialogues; a dialogue scores the mean of its turns, the " \
+           "overall is the mean over dialogues (the interval resamples dialogues)" in res.stdout
+    assert "1 dialogue(s) with no assistant turn to ask" in res.stdout + res.stderr
