@@ -238,3 +238,15 @@ def test_validate_says_how_turns_aggregate(tmp_path: Path, env: dict[str, str]) 
     assert "data.expand: assistant_turns: 6 turns from 3 dialogues; a dialogue scores the mean of its turns, the " \
            "overall is the mean over dialogues (the interval resamples dialogues)" in res.stdout
     assert "1 dialogue(s) with no assistant turn to ask" in res.stdout + res.stderr
+
+
+def test_an_opening_assistant_turn_has_no_history_and_is_counted_not_asked(tmp_path: Path) -> None:
+    rows = tmp_path / "open.jsonl"
+    turns = [("counsellor", "o1 welcome"), ("client", "o2 hi"), ("counsellor", "o3 tell me")]
+    rows.write_text(json.dumps({"id": "o", "dialogue": [{"role": r, "content": c} for r, c in turns],
+                                "rubric": RUBRIC}) + "\n")
+    ds = load_dataset(load_spec(SPEC), rows)
+    assert [(q.id, [t.content for t in q.dialogue]) for q in ds.questions] == [("o.t2", ["o1 welcome", "o2 hi"])]
+    assert [w for w in ds.warnings if "open their dialogue" in w] == [
+        f"{rows}: 1 assistant turn(s) open their dialogue (no history before them) and are not asked "
+        "(data.expand: assistant_turns)"]
