@@ -205,6 +205,11 @@ def test_the_leaderboard_ranks_and_pairs_runs_over_dialogues(tmp_path: Path, env
             per.setdefault(rec["id"].rsplit(".t", 1)[0], []).append(rec["score"])
         means[row["label"]] = [sum(v) / len(v) for v in per.values()]
     (pair,) = board["pairs"]
+    run = Path(board["rows"][0]["run_dir"])  # rescore recomputes the dialogues from samples.jsonl alike
+    res = run_cli(["rescore", str(run)], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (again,) = run.glob("rescore-*/summary.json")
+    assert json.loads(again.read_text())["dialogues"] == json.loads((run / "summary.json").read_text())["dialogues"]
     diffs = [x - y for x, y in zip(means[pair["a"]], means[pair["b"]])]  # one paired value per dialogue
     rng = random.Random(0)  # the same dialogues drawn for both runs
     boot = [100 * np.mean([diffs[i] for i in rng.choices(range(len(diffs)), k=len(diffs))]) for _ in range(1000)]
