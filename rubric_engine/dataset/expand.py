@@ -16,13 +16,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubric_engine.datatypes import Question, turn_id
+from rubric_engine.datatypes import Question, QuestionRef, turn_id
 from rubric_engine.errors import DataError
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["Expansion", "expanded"]
+__all__ = ["Expansion", "expanded", "question_of"]
 
 
 @dataclass
@@ -75,6 +75,11 @@ def expanded(spec: BenchmarkSpec, q: Question, line: int, left: Expansion | None
     if not out and left is not None:
         left.empty.append(f"{q.id} (line {line})")
     return out
+
+
+def question_of(spec: BenchmarkSpec, q: Question, ref: QuestionRef) -> Question:
+    """The question `ref` names among those the row read again as `q` stands for: the row itself, or one turn."""
+    return next(e for e in expanded(spec, q, ref.line) if e.id == ref.id)
 
 
 def _row(spec: BenchmarkSpec, q: Question, k: int, i: int) -> dict[str, Any]:

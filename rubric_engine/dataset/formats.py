@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rubric_engine.errors import DataError
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["format_source", "name_mismatch", "with_format", "reading"]
+__all__ = ["format_source", "name_mismatch", "with_format", "reading", "keyed_rows"]
 
 _T = TypeVar("_T")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
@@ -76,3 +76,12 @@ def reading(spec: BenchmarkSpec, file: Path, warnings: list[str]) -> Iterator[Ca
         if mismatch:
             raise with_format(exc, spec, file) from None
         raise
+
+
+def keyed_rows(parsed: Any, id_field: str) -> Any:
+    """A `json` file's rows: an object whose every value is a row object (EQ-Bench's `{"1": {...}, ...}`) becomes
+    those rows in file order, each key its row's `id_field` unless the row has one; anything else is returned as
+    parsed (an array of rows, or what the reader then refuses)."""
+    if isinstance(parsed, dict) and parsed and all(isinstance(row, dict) for row in parsed.values()):
+        return [{id_field: key, **row} for key, row in parsed.items()]
+    return parsed

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rubric_engine.dataset.checked import choice_items, item_check, item_text, spec_items
-from rubric_engine.dataset.expand import Expansion, expanded
+from rubric_engine.dataset.expand import Expansion, expanded, question_of
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
-from rubric_engine.dataset.formats import reading, with_format
+from rubric_engine.dataset.formats import keyed_rows, reading, with_format
 from rubric_engine.dataset.quirks import DataQuirks
 from rubric_engine.dataset.references import load_references, row_references, with_references
 from rubric_engine.datatypes import MAX_WEIGHT, Criterion, Dataset, Question, QuestionRef, QuestionRows, Turn
@@ -150,8 +150,8 @@ class _Row:
         return value
 
 
-def _records(file: Path, fmt: str) -> Iterable[tuple[_Line, Any]]:
-    """(where, parsed row) for JSONL, JSON (a list of objects) or CSV (list cells as JSON)."""
+def _records(file: Path, fmt: str, id_field: str) -> Iterable[tuple[_Line, Any]]:
+    """(where, parsed row) for JSONL, JSON (an array of row objects, or an object of them: keyed by id) or CSV."""
     if fmt == "jsonl":
         for where, text in _lines(file):
             if text.strip():
@@ -164,6 +164,7 @@ def _records(file: Path, fmt: str) -> Iterable[tuple[_Line, Any]]:
         except json.JSONDecodeError as exc:
             raise DataError(str(file), f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno,
                             fix="data.format json expects one JSON array of row objects") from exc
+        rows = keyed_rows(rows, id_field)  # an object of rows keyed by id, as a list of rows
         if not isinstance(rows, list):
             raise DataError(str(file), f"the file holds a JSON {type(rows).__name__}, not an array of rows",
                             fix="data.format json expects [ {...}, {...} ]; for one object a line use jsonl")
@@ -332,8 +333,7 @@ def index_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None
         if ref.offset < 0:
             return held[ref.id]
         raw = row(ref)
-        return next(q for q in expanded(spec, _question(spec, _Row(file, ref.line, raw), raw, DataQuirks()),
-                                        ref.line) if q.id == ref.id)  # the row itself, or its turn ref.id
+        return question_of(spec, _question(spec, _Row(file, ref.line, raw), raw, DataQuirks()), ref)
 
     return QuestionRows(refs, load, row if spec.data.expand is None else lambda ref: load(ref).source_row)
 
@@ -348,7 +348,7 @@ def _scan(spec: BenchmarkSpec, file: Path, warnings: list[str], quirks: DataQuir
     out: list[_T] = []
     left = Expansion(file)  # data.expand: what the rows' expansion left out, said in one warning
     with reading(spec, file, warnings) as parsed:  # its errors say the format read in, and who chose it
-        for where, raw in parsed(_records(file, spec.data.format)):
+        for where, raw in parsed(_records(file, spec.data.format, spec.data.fields.id)):
             r = _Row(file, where.number, raw)
             for q in expanded(spec, _question(spec, r, raw, quirks, seen), where.number, left, seen):
                 quirks.note(spec, q)  # each question as asked (an expanded turn ends before its reply)

@@ -2,7 +2,8 @@
 
 Why strict: a verdict is one number read from one place, the JSON field `judge.verdict.field` (sent as a
 json_schema like the criteria verdict) or, for a judge without structured output, group 1 of
-`judge.verdict.pattern` (e.g. `[[8]]`). No number, two different numbers, a non-number or a value outside
+`judge.verdict.pattern` (e.g. `[[8]]`; a list of patterns is tried in order and the first that matches decides,
+as FastChat reads `[[8]]` and, failing that, `[8]`). No number, two different numbers, a non-number or a value outside
 [min, max] is re-asked through the one structured-output loop (judge/structured.py) with what was wrong, then
 recorded as that turn's judge error; never clipped, rounded or defaulted.
 
@@ -85,7 +86,10 @@ class ScoreShape:
     hi: float
     field: str = "score"
     reasoning: str = "reasoning"
-    pattern: str | None = None
+    pattern: str | tuple[str, ...] | None = None  # several: tried in order, the first that matches decides
+
+    def _patterns(self) -> tuple[str, ...]:
+        return (self.pattern,) if isinstance(self.pattern, str) else self.pattern or ()
 
     def _check(self, value: float) -> float:
         if not math.isfinite(value) or not self.lo <= value <= self.hi:
@@ -95,9 +99,14 @@ class ScoreShape:
     def parse(self, text: str) -> ScoreVerdict:
         """The one number of a reply, or VerdictError worded for the judge."""
         if self.pattern is not None:
-            found = [m.group(1) for m in compile_re2(self.pattern).finditer(text)]  # RE2: linear time
+            found: list[str] = []
+            for pattern in self._patterns():  # a fallback is read only when every pattern before it finds nothing
+                found = [m.group(1) for m in compile_re2(pattern).finditer(text)]  # RE2: linear time
+                if found:
+                    break
             if not found:
-                raise VerdictError(f"the reply has no rating in the required format (pattern {self.pattern})")
+                raise VerdictError("the reply has no rating in the required format "
+                                   f"(pattern {' or '.join(self._patterns())})")
             numbers = []
             for raw in found:
                 if raw is None or not _NUMBER.fullmatch(raw.strip()):
@@ -155,14 +164,15 @@ class ScoreShape:
 
 
 @functools.lru_cache(maxsize=32)
-def _shape(lo: float, hi: float, field_: str, reasoning: str, pattern: str | None) -> ScoreShape:
+def _shape(lo: float, hi: float, field_: str, reasoning: str, pattern: str | tuple[str, ...] | None) -> ScoreShape:
     return ScoreShape(lo, hi, field_, reasoning, pattern)
 
 
 def score_shape(spec: "BenchmarkSpec") -> ScoreShape:
     v = spec.judge.verdict
     assert v.min is not None and v.max is not None  # spec/scales.py refuses a score verdict without its range
-    return _shape(float(v.min), float(v.max), v.field, v.reasoning, v.pattern)
+    pattern = tuple(v.pattern) if isinstance(v.pattern, list) else v.pattern  # hashable, for the cache
+    return _shape(float(v.min), float(v.max), v.field, v.reasoning, pattern)
 
 
 Transcript = Sequence[Mapping[str, str]]

@@ -3,7 +3,8 @@
 Why: a newcomer can run the whole pipeline (generate, judge, score, outputs) with no key, no server
 and no network (`candidate=mock judge=mock`). Asked a question with lettered options (`A. ...` lines), the
 mock picks one by a hash of the request, or now and then none, so a multiple-choice try-out shows right,
-wrong and unreadable answers as a real run does. Nothing here imports LiteLLM. Every text a mock writes
+wrong and unreadable answers as a real run does; asked for ratings (`Name: <score>` lines), it fills the
+requested format with numbers, and now and then leaves a name out, so a rating try-out shows unparseable ones. Nothing here imports LiteLLM. Every text a mock writes
 starts with MOCK_TAG so no output can be mistaken for a real model's.
 
 The judge layer tells the mock what shape of verdict it expects (`MockShape`); `mock_verdict` is the
@@ -104,6 +105,9 @@ def mock_reply(model: str, messages: Sequence[Mapping[str, Any]], expect: MockSh
     if expect is not None:
         return mock_verdict(expect, seed)
     number = f"#{_digest(seed) % 10000:04d}"
+    rated = _ratings(messages, seed)
+    if rated is not None:
+        return rated
     letters = _option_letters(messages)
     if letters:  # lettered options in the prompt: a mix of answers, and now and then none, as a real model gives
         pick = _digest(seed, "option") % (len(letters) + 1)
@@ -125,6 +129,27 @@ def _option_letters(messages: Sequence[Mapping[str, Any]]) -> list[str]:
         if letter == chr(ord("A") + len(letters)):
             letters.append(letter)
     return letters if len(letters) >= 2 else []
+
+
+_RATING_LINE = re.compile(r"^[ \t]*(\w+):[ \t]*<[^<>\n]*score[^<>\n]*>[ \t]*$", re.I)
+_PLACEHOLDER = re.compile(r"<[^<>\n]*>")
+
+
+def _ratings(messages: Sequence[Mapping[str, Any]], seed: str) -> str | None:
+    """A reply in the rating format the last message asks for (`Name: <score>` lines, the heading above the
+    first and anything between them kept, other placeholders filled with words), numbers 0-10 by a hash; one
+    request in four leaves its last name out (unparseable). None: the message asks for no ratings."""
+    lines = (str(messages[-1].get("content") or "") if messages else "").splitlines()
+    at = [i for i, line in enumerate(lines) if _RATING_LINE.match(line)]
+    if len(at) < 2:
+        return None
+    out = []
+    for i in range(max(0, at[0] - 1), at[-1] + 1):
+        m = _RATING_LINE.match(lines[i])
+        out.append(f"{m.group(1)}: {_digest(seed, str(i)) % 11}" if m else _PLACEHOLDER.sub("offline mock", lines[i]))
+    if _digest(seed, "rating") % 4 == 0:
+        out.pop()
+    return "\n".join([MOCK_TAG, *out])
 
 
 def mock_tokens(text: str) -> int:

@@ -193,6 +193,11 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
                      f"mean over turns {_fmt(d['turn_mean'])}")
     if "no_choice" in c:  # multiple choice: replies without a readable option letter, scored as wrong
         head.add_row("No option letter read (scored wrong)", str(c["no_choice"]))
+    rating = summary.get("rating") or {}  # ratings against a reference (shapes/rating.py): each pass's number
+    for p in rating.get("passes") or []:
+        head.add_row(f"{shown(p['heading'])} (unparseable)", f"{_fmt(p['benchmark'])} ({p['unparseable']})")
+    if rating.get("pass_used"):
+        head.add_row("Reported (best pass)", f"{_fmt(rating['benchmark'])}: {shown(rating['pass_used'])}")
     console.print(head)
     if summary.get("scale"):  # scores on a scale: per-turn and per-group means with intervals (report/scales.py)
         print_scale(summary, spec, console)

@@ -59,6 +59,8 @@ def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool
     summary = dict(run.summary)
     try:
         summary.update(score_summary(spec, samples, scored_stage=summary.get("stage") != "generate"))
+        if summary.get("stage") != "generate":  # the verdict's own section, from the rescored records (shapes/)
+            summary.update(verdict.summary_section(spec, lambda: samples))
         nested = (run.summary.get("interval") or {}).get("nested")
         if nested:  # a sampled or repeated run: the same hierarchical interval and sampling block as the run's
             summary.update(summary_sections(spec, samples, criteria_from_record, samples=int(nested["candidate_samples"]),

@@ -41,6 +41,7 @@ from rubric_engine.run.plan import plan_run
 from rubric_engine.run.record import Outcome, sample_record
 from rubric_engine.run.settings import STAGES, RunSettings
 from rubric_engine.run.summary import build_summary
+from rubric_engine.run.tryout import tryout_spec
 from rubric_engine.run.transcripts import TranscriptWriter
 from rubric_engine.shapes.registry import check_templates
 from rubric_engine.spec.checks import check_breakdowns_against_tags
@@ -66,8 +67,11 @@ def load_inputs(settings: RunSettings, lazy: bool = False) -> tuple[BenchmarkSpe
     settings = with_run_data(settings)
     spec = load_spec(settings.benchmark, benchmark_search_path(settings.benchmark_dirs), settings.trust_code)
     spec = spec.with_candidate_errors(settings.candidate_errors)  # part of the resolved spec, so of its hash
+    spec, tryout = tryout_spec(settings, spec)  # mock models only: the spec's packaged sample, not its download
     dataset = load_dataset(spec, settings.data_path, Path(settings.data_cache_dir) if settings.data_cache_dir else None,
                            lazy=lazy)
+    if tryout:
+        dataset.warnings.insert(0, tryout)
     check_breakdowns_against_tags(spec, dataset.item_tags, dataset.example_tags)
     chosen = partial(select, subset=settings.subset, limit=settings.limit, ids=settings.ids)
     rows = dataset.questions
@@ -304,6 +308,9 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     if plan.judged and verdict.compares:  # wins / ties / losses and position consistency (stats/pairwise.py)
         records = (rec for _, rec in runstream.ordered_records(journal, questions, offsets))
         summary["pairwise"] = pairwise_section(settings, spec, plan.baseline, records)
+    if plan.judged:  # the verdict's own section, if it has one (shapes/)
+        summary.update(verdict.summary_section(spec, lambda: (rec for _, rec in runstream.ordered_records(
+            journal, questions, offsets))))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:

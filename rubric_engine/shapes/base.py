@@ -10,7 +10,7 @@ what the layers below this one need is a plain fact of the spec (spec/facts.py).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +163,12 @@ class Verdict:
     def described(self, spec: "BenchmarkSpec") -> str | None:
         """validate's extra line about this verdict (None: nothing to add)."""
         return None
+
+    def summary_section(self, spec: "BenchmarkSpec",
+                        records: Callable[[], Iterable[Mapping[str, Any]]]) -> dict[str, Any]:
+        """summary.json keys of this verdict's own, from the run's records in question order (`records()`
+        reads them from the journal; a verdict that adds nothing never calls it)."""
+        return {}
 
 
 @dataclass(frozen=True)

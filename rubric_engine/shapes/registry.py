@@ -16,10 +16,12 @@ from rubric_engine.shapes.base import Conversation, Shape, Verdict
 from rubric_engine.shapes.criteria import Criteria
 from rubric_engine.shapes.pairwise import Pairwise
 from rubric_engine.shapes.plan import REPLY_PLACEHOLDER, question_calls
+from rubric_engine.shapes.rating import Rating
 from rubric_engine.shapes.score import Score
 from rubric_engine.shapes.scripted import Scripted
 from rubric_engine.shapes.simulated import Simulated
 from rubric_engine.shapes.single import Single
+from rubric_engine.spec.facts import stored_verdict_kind, verdict_kind
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -27,19 +29,19 @@ if TYPE_CHECKING:
 __all__ = ["CONVERSATIONS", "VERDICTS", "shape_for", "stored_shape", "check_templates"]
 
 CONVERSATIONS: dict[str, Conversation] = {c.name: c for c in (Single(), Scripted(), Simulated())}
-VERDICTS: dict[str, Verdict] = {v.name: v for v in (Criteria(), Score(), Pairwise())}
+VERDICTS: dict[str, Verdict] = {v.name: v for v in (Criteria(), Score(), Pairwise(), Rating())}
 
 
 def shape_for(spec: "BenchmarkSpec") -> Shape:
-    """The spec's two strategies (a spec without a judge is judged by criteria: every item checked)."""
-    verdict = spec.judge.verdict.kind if spec.judge is not None else Criteria.name
-    return Shape(CONVERSATIONS[spec.conversation.mode], VERDICTS[verdict])
+    """The spec's two strategies (spec/facts.verdict_kind: a judge-less kind's block, the judge's kind, or
+    criteria for a spec without either: every item checked)."""
+    return Shape(CONVERSATIONS[spec.conversation.mode], VERDICTS[verdict_kind(spec)])
 
 
 def stored_shape(resolved: Mapping[str, Any], where: str) -> Shape:
     """The shape of a stored run, from its resolved spec as plain data (spec.resolved.json), for a reader that
     holds no loaded spec (the report). A key the spec left out has the schema's default; `where` names the file."""
-    kind = ((resolved.get("judge") or {}).get("verdict") or {}).get("kind") or Criteria.name
+    kind = stored_verdict_kind(resolved)
     mode = (resolved.get("conversation") or {}).get("mode") or Single.name
     if kind not in VERDICTS or mode not in CONVERSATIONS:
         raise DataError(where, f"the run's spec names verdict kind {kind!r} and conversation mode {mode!r}; this "

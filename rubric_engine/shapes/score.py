@@ -86,7 +86,8 @@ class Score(Verdict):
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
         j = judge_of(spec)
         v = j.verdict
+        pattern = v.pattern if not isinstance(v.pattern, list) else " or ".join(v.pattern)  # tried in order
         return (f"scoring: the judge's score from {v.min:g} to {v.max:g} "
-                f"({f'pattern {v.pattern}' if v.pattern else f'JSON field {v.field}'}), "
+                f"({f'pattern {pattern}' if pattern else f'JSON field {v.field}'}), "
                 f"{_SCOPES[j.scope].format(turn=j.turn)} (judge.scope {j.scope}); question score = mean of its "
                 "valid judgments, overall = mean over every valid judgment (pooled)")

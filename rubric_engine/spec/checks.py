@@ -20,6 +20,7 @@ import jinja2.meta
 from rubric_engine.errors import SpecError
 from rubric_engine.scoring.formulas import FormulaProblem, known_names, resolve_formula
 from rubric_engine.scoring.pairwise import label_problem, patterns_of
+from rubric_engine.spec.facts import JUDGELESS_KINDS, verdict_kind
 from rubric_engine.spec.scales import check_scale, is_score
 
 if TYPE_CHECKING:
@@ -129,12 +130,17 @@ def _check_checked(spec: "BenchmarkSpec", fail: Fail) -> None:
         if spec.taxonomy is not None and c.label not in to_ability:
             fail(("checks", i, "label"), "with a taxonomy, a check is scored in an ability: give its data label",
                  c.label, f"known labels: {', '.join(to_ability)}")
-    if spec.judge is not None and spec.judge.verdict.kind != "criteria" and (f.item_check or f.choices or spec.checks):
-        fail(("judge", "verdict", "kind"), "checked items and multiple choice are rubric items: they go with "
-             "criteria verdicts", spec.judge.verdict.kind, "use judge.verdict.kind: criteria, or drop the checks")
+    kind = verdict_kind(spec)
+    if kind in JUDGELESS_KINDS and spec.judge is not None:
+        fail((kind,), f"a {kind} verdict is decided by the engine, with no judge: the judge block would never be "
+             "called", fix=f"drop judge:, or drop {kind}: to have a judge decide")
+    if kind != "criteria" and (f.item_check or f.choices or spec.checks):
+        key = ("judge", "verdict", "kind") if spec.judge is not None else (kind,)
+        fail(key, "checked items and multiple choice are rubric items: they go with criteria verdicts", kind,
+             "use judge.verdict.kind: criteria, or drop the checks")
     if spec.judge is None and spec.baseline is not None:
         fail(("baseline",), "a baseline is compared by a judge (judge.verdict.kind: pairwise)", fix="remove baseline:")
-    if spec.judge is None and not (f.item_check or f.choices):
+    if spec.judge is None and kind == "criteria" and not (f.item_check or f.choices):
         fail(("judge",), "required key is missing: without data.fields.item_check or data.fields.choices every "
              "item needs a judge", fix="add a judge: block (model, template), or check every item")
 
@@ -146,6 +152,9 @@ def _check_pairwise(spec: "BenchmarkSpec", fail: Fail) -> None:
     if v.kind != "pairwise":
         if b is not None:
             fail(("baseline",), "a baseline is only used by judge.verdict.kind: pairwise", fix="remove baseline:")
+        if spec.data.sample is not None and spec.data.sample.baseline_answers is not None:
+            fail(("data", "sample", "baseline_answers"), "baseline answers are only read by judge.verdict.kind: "
+                 "pairwise", spec.data.sample.baseline_answers, "remove data.sample.baseline_answers")
         return
     if spec.conversation.mode != "single":
         fail(("conversation", "mode"), "a pairwise comparison judges one reply against one baseline reply",

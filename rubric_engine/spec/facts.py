@@ -10,9 +10,10 @@ the spec's shape is validated, so no module below asks for the shape by name.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Literal
 
-__all__ = ["ShapeFacts", "facts_of", "RUBRIC_BY_KIND"]
+__all__ = ["ShapeFacts", "facts_of", "RUBRIC_BY_KIND", "JUDGELESS_KINDS", "verdict_kind", "stored_verdict_kind"]
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,34 @@ class ShapeFacts:
 
 # what a data row's rubric is to each verdict kind (a new kind adds its line: tests/shapes/test_shapes.py checks it)
 RUBRIC_BY_KIND: dict[str, Literal["required", "optional", "none"]] = {"criteria": "required", "score": "optional",
-                                                                      "pairwise": "none"}
+                                                                      "pairwise": "none", "rating": "none"}
+
+# verdict kinds the engine decides alone, with no judge model: each is declared by a top-level spec block named
+# after it (`<kind>: {...}`) instead of `judge.verdict.kind` (a new judge-less kind adds its name here)
+JUDGELESS_KINDS: tuple[str, ...] = ("rating",)
+
+
+def verdict_kind(spec: Any) -> str:
+    """The verdict kind `spec` declares: a judge-less kind's block, else its judge's kind; no judge and no such
+    block: criteria (every item checked by the engine). The one place a loaded spec's kind is read."""
+    declared = [kind for kind in JUDGELESS_KINDS if getattr(spec, kind, None) is not None]
+    if declared:
+        return declared[0]
+    return spec.judge.verdict.kind if spec.judge is not None else "criteria"
+
+
+def stored_verdict_kind(resolved: Mapping[str, Any]) -> Any:
+    """verdict_kind of a stored run's resolved spec as plain data (spec.resolved.json; a key left out has the
+    schema's default). Not checked against the known kinds: the caller names the file when it is unknown."""
+    declared = [kind for kind in JUDGELESS_KINDS if resolved.get(kind) is not None]
+    if declared:
+        return declared[0]
+    return ((resolved.get("judge") or {}).get("verdict") or {}).get("kind") or "criteria"
 
 
 def facts_of(spec: Any) -> ShapeFacts:
     """The facts of `spec` (a spec with no judge: every item checked by the engine, a criteria spec)."""
-    kind = spec.judge.verdict.kind if spec.judge is not None else "criteria"
+    kind = verdict_kind(spec)
     mode = getattr(getattr(spec, "conversation", None), "mode", None) or "single"
     return ShapeFacts(conversation=mode != "single", scripted_turns=mode == "scripted", rubric=RUBRIC_BY_KIND[kind],
                       per_criterion_verdicts=spec.judge is not None and kind == "criteria",

@@ -117,19 +117,19 @@ def check_scale(spec: "BenchmarkSpec", fail: Fail) -> None:
     if not v.field.isidentifier() or v.field == v.reasoning:
         fail(("judge", "verdict", "field"), "the score field must be an identifier other than the reasoning field",
              v.field, "e.g. field: score, reasoning: reasoning")
-    if isinstance(v.pattern, list):
-        fail(("judge", "verdict", "pattern"), "a score verdict is read by one pattern", v.pattern,
+    if isinstance(v.pattern, list) and not v.pattern:
+        fail(("judge", "verdict", "pattern"), "the pattern list is empty", v.pattern,
              r"give one regular expression whose group 1 is the number, e.g. \[\[(\d+\.?\d*)\]\]")
-    if isinstance(v.pattern, str):
+    for pattern in [v.pattern] if isinstance(v.pattern, str) else v.pattern or []:  # several: tried in order
         try:
-            groups = compile_re2(v.pattern).groups  # RE2 reads the judge's replies: linear time, no look-arounds
+            groups = compile_re2(pattern).groups  # RE2 reads the judge's replies: linear time, no look-arounds
         except ValueError as exc:
-            fail(("judge", "verdict", "pattern"), f"the pattern does not compile: {exc}", v.pattern,
+            fail(("judge", "verdict", "pattern"), f"the pattern does not compile: {exc}", pattern,
                  r"an RE2 regular expression whose group 1 is the number, e.g. \[\[(\d+\.?\d*)\]\]")
             return
         if groups < 1:
             fail(("judge", "verdict", "pattern"), "the pattern has no group (group 1 must capture the number)",
-                 v.pattern, r"put the number in parentheses, e.g. \[\[(\d+\.?\d*)\]\]")
+                 pattern, r"put the number in parentheses, e.g. \[\[(\d+\.?\d*)\]\]")
     agg = spec.aggregation
     if agg.overall != "mean_over_questions":
         fail(("aggregation", "overall"), "a score verdict has no taxonomy groups to macro-average", agg.overall,

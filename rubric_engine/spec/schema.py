@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
+from rubric_engine.spec.facts import JUDGELESS_KINDS
+from rubric_engine.spec.ratings import Rating
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
 from rubric_engine.spec.limits import MAX_TURNS
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
@@ -95,19 +97,23 @@ class References(_Model):
     answer: str = "reference"
 
 
+class Sample(_Model):
+    """A try-out's data (run/tryout.py): `path` in the data's format, `baseline_answers` as `baseline.answers=`."""
+    path: str
+    baseline_answers: str | None = None
+
+
 class DataSpec(_Model):
     url: str | None = None
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     path: str | None = None
     format: Literal["jsonl", "json", "csv"] = "jsonl"
     fields: DataFields = DataFields()
-    # speaker label in the data -> chat role; "other" is a third party (sent to a chat model as assistant)
-    roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)
+    roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)  # label -> chat role
     subsets: list[str] = []
     references: References | None = None  # per-turn reference answers from a second file (dataset/references.py)
-    # assistant_turns: a row becomes one question per assistant turn, asked with the gold history before it
-    # (dataset/expand.py); scores aggregate back to dialogues (stats/dialogues.py)
-    expand: Literal["assistant_turns"] | None = None
+    sample: Sample | None = None  # what a try-out reads instead of the download (run/tryout.py)
+    expand: Literal["assistant_turns"] | None = None  # a question per assistant turn (dataset/expand.py)
 
 
 class Scoring(_Model):
@@ -185,7 +191,8 @@ class VerdictFields(_Model):
     labels: list[str] = Field(default=["A>>B", "A>B", "A=B", "B>A", "B>>A"], min_length=1)
     strong_weight: float = Field(default=3, ge=1, le=1000, allow_inf_nan=False)  # a strong label counts this often
     swap: bool = True  # judge both orders (baseline first, then candidate first)
-    # score: one regex; pairwise: regex(es) tried in order; group 1 is the number / the label; None: the default
+    # regex(es) tried in order, the first that matches decides; group 1 is the number (score) / the label
+    # (pairwise); None: the default
     pattern: str | list[str] | None = None
 
 
@@ -268,6 +275,7 @@ class BenchmarkSpec(_Model):
     conversation: Conversation = Conversation()
     judge: Judge | None = None  # None: allowed only when every item is checked by the engine (spec/checks.py)
     baseline: Baseline | None = None  # judge.verdict.kind: pairwise only
+    rating: Rating | None = None  # ratings against a reference, decided by the engine: no judge (spec/ratings.py)
     report: Report = Report()
     multiple_choice: MultipleChoice = MultipleChoice()
     checks: list[SpecCheck] = []
@@ -406,10 +414,14 @@ class BenchmarkSpec(_Model):
         _drop_pairwise_defaults(dump)  # before the score keys: it recognises a criteria spec by its kind
         if dump["conversation"] == Conversation().model_dump(mode="json"):  # likewise a single-reply spec
             del dump["conversation"]
+        # the try-out sample changes no score (a run records the file it read as data_path): never in the hash
+        del dump["data"]["sample"]
         if dump["data"]["fields"]["turns"] is None:
             del dump["data"]["fields"]["turns"]
         drop_score_defaults(dump)  # likewise for the keys of scores on a scale
         drop_checked_defaults(dump)
+        for kind in [k for k in JUDGELESS_KINDS if dump.get(k) is None]:  # absent: out of the dump and the hash
+            dump.pop(kind, None)
         return {**dump, "_files": [str(f) for f in self._files]}
 
     def with_candidate_errors(self, policy: str | None) -> "BenchmarkSpec":

@@ -189,6 +189,20 @@ def test_json_file_must_be_an_array(tmp_path: Path) -> None:
     assert str(err.value).startswith(f"{f}:3: invalid JSON")
 
 
+def test_a_json_object_of_row_objects_is_rows_keyed_by_id(tmp_path: Path) -> None:
+    """A JSON object whose every value is a row object (EQ-Bench's question files) is read as rows in file
+    order, each key the row's id field unless the row names its own."""
+    spec = with_data(HEART, format="json")
+    f = tmp_path / "rows.json"
+    a, b = row("a"), row("b")
+    del a["question_id"]
+    f.write_text(json.dumps({"7": a, "8": b}, ensure_ascii=False))
+    assert [q.id for q in parse_rows(spec, f)] == ["7", "b"]
+    f.write_text(json.dumps({"7": a, "8": [b]}, ensure_ascii=False))  # one value not a row: not rows at all
+    with pytest.raises(DataError, match="the file holds a JSON dict, not an array of rows"):
+        parse_rows(spec, f)
+
+
 # --------------------------------------------------------------------------------------- loading, selection
 
 def test_local_file_trust_and_pinned_mismatch_warning(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ CASES = [
     ("pairwise-arena-hard", "arena_hard", DATA / "pairwise_mini.jsonl", ["limit=3"], "My verdict: [[A=B]]"),
     ("scripted", str(DATA / "scripted_mini"), None, ["limit=3"], None),
     ("simulated", str(DATA / "simulated_mini"), None, ["limit=2", "judge.repeats=2"], None),
+    ("rating-eq-bench", "eq_bench", REPO / "data" / "eq_bench_sample.json", ["limit=3"], None),
     # data.expand: one question per counsellor turn; the dry run counts one candidate call per turn
     ("expanded-turns", "counselling_turns", None, ["limit=4"], None),
 ]
@@ -95,6 +96,9 @@ class Answers:
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         model = body["model"]
+        asked = str(body["messages"][-1].get("content", ""))
+        if model == "cand" and "<score>" in asked:  # a rating prompt (eq_bench): its format filled in, readable
+            return Reply(text=re.sub(r"<[^<>\n]*>", "fine", re.sub(r"<[^<>\n]*score>", "5", asked)))
         if model != "judge":
             return Reply(text=f"{ {'cand': CAND, 'base': BASE, 'sim': USER}[model]} {next(self.said)}")
         fmt = body.get("response_format") or {}

@@ -145,6 +145,14 @@ def test_parse_rules() -> None:
                       ("[[11]]", "outside the scale"), ("[[0]]", "outside the scale")):
         with pytest.raises(VerdictError, match=why):
             pat.parse(text)
+    # patterns tried in order (FastChat's [[k]], then [k]): the first that matches decides, a later one is
+    # read only when it finds nothing, and its own rules (one number, on the scale) still hold
+    two = ScoreShape(1, 10, pattern=(r"\[\[(\d+\.?\d*)\]\]", r"\[(\d+\.?\d*)\]"))
+    assert two.parse("Rating: [7]").score == 7 and two.parse("[[8]] though [7] was close").score == 8
+    for text, why in (("no rating", r"no rating in the required format \(pattern .+ or .+\)"),
+                      ("[3] or [4]", "2 different ratings"), ("[[11]] or [7]", "outside the scale")):
+        with pytest.raises(VerdictError, match=why):
+            two.parse(text)
     js = ScoreShape(1, 5, field="rating", reasoning="why")
     assert js.parse('{"why": "x", "rating": 4}').score == 4
     for text, why in (('{"why": "x", "rating": "4"}', "must be a number"), ('{"why": "x", "rating": true}',
@@ -162,6 +170,9 @@ def _bad_spec(tmp: Path, old: str, new: str) -> Path:
     ("min: 1, max: 5", "min: 5, max: 5", "judge.verdict.min: min must be below max"),
     ("field: rating, reasoning: why", "pattern: '[[('", "judge.verdict.pattern: the pattern does not compile"),
     ("field: rating, reasoning: why", r"pattern: '\[\[\d+\]\]'", "judge.verdict.pattern: the pattern has no group"),
+    # a list is tried in order: every pattern in it must compile and capture, and an empty list reads nothing
+    ("field: rating, reasoning: why", r"pattern: ['\[\[(\d+)\]\]', '\[\d+\]']", "judge.verdict.pattern: the pattern has no group"),
+    ("field: rating, reasoning: why", "pattern: []", "judge.verdict.pattern: the pattern list is empty"),
     # a look-ahead needs a backtracking engine: a stranger's pattern is run by RE2 (linear time), which refuses it
     ("field: rating, reasoning: why", r"pattern: '\[\[(\d+)(?=\]\])'", "judge.verdict.pattern: the pattern does not compile: RE2 cannot compile"),
     ("kind: score,", "kind: score, min: 1,", "judge.verdict.min"),

@@ -24,9 +24,9 @@ from rubric_engine.shapes.base import Talk
 from rubric_engine.errors import DataError
 from rubric_engine.shapes.plan import question_calls
 from rubric_engine.shapes.registry import CONVERSATIONS, VERDICTS, check_templates, shape_for, stored_shape
-from rubric_engine.spec.facts import RUBRIC_BY_KIND
+from rubric_engine.spec.facts import JUDGELESS_KINDS, RUBRIC_BY_KIND
 from rubric_engine.spec.load import load_spec
-from rubric_engine.spec.schema import Conversation, VerdictFields
+from rubric_engine.spec.schema import BenchmarkSpec, Conversation, VerdictFields
 
 from conftest import DATA
 REPO = DATA.parents[1]
@@ -34,7 +34,9 @@ REPO = DATA.parents[1]
 
 def test_every_name_the_schema_accepts_has_one_strategy_under_that_name() -> None:
     assert sorted(CONVERSATIONS) == sorted(get_args(Conversation.model_fields["mode"].annotation))
-    assert sorted(VERDICTS) == sorted(get_args(VerdictFields.model_fields["kind"].annotation))
+    # a judge's kinds, and the kinds the engine decides alone, each declared by a top-level block of its name
+    assert sorted(VERDICTS) == sorted(get_args(VerdictFields.model_fields["kind"].annotation) + JUDGELESS_KINDS)
+    assert all(kind in BenchmarkSpec.model_fields for kind in JUDGELESS_KINDS)
     assert all(s.name == name for name, s in (*CONVERSATIONS.items(), *VERDICTS.items()))
     assert len({id(s) for s in (*CONVERSATIONS.values(), *VERDICTS.values())}) == len(CONVERSATIONS) + len(VERDICTS)
     assert sorted(RUBRIC_BY_KIND) == sorted(VERDICTS)  # what the data reader needs of each kind (spec/facts.py)
@@ -43,7 +45,8 @@ def test_every_name_the_schema_accepts_has_one_strategy_under_that_name() -> Non
 @pytest.mark.parametrize(("bench", "conversation", "verdict"), [
     ("checks_mini", "single", "criteria"), ("scripted_mini", "scripted", "criteria"),
     ("simulated_mini", "simulated", "criteria"), ("pairwise_mini_spec", "single", "pairwise"),
-    ("likert_mini", "single", "score"), (REPO / "benchmarks" / "mt_bench", "scripted", "score")])
+    ("likert_mini", "single", "score"), (REPO / "benchmarks" / "mt_bench", "scripted", "score"),
+    (REPO / "benchmarks" / "eq_bench", "single", "rating")])
 def test_a_spec_is_looked_up_by_its_mode_and_kind(bench: str | Path, conversation: str, verdict: str) -> None:
     spec = load_spec(DATA / bench)
     shape = shape_for(spec)
