@@ -11,9 +11,23 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-__all__ = ["Turn", "Criterion", "Question", "QuestionRef", "QuestionRows", "Dataset", "MAX_WEIGHT"]
+__all__ = ["Turn", "Criterion", "Question", "QuestionRef", "QuestionRows", "Dataset", "MAX_WEIGHT", "turn_id",
+           "dialogue_of"]
 
 MAX_WEIGHT = 1e6  # |weight| bound: sums of weights stay finite (two weights of 1e308 overflow to inf)
+TURN_MARK = ".t"  # data.expand: assistant_turns: question `<dialogue id>.t<k>` is the k-th assistant turn (1-based)
+
+
+def turn_id(dialogue: str, k: int) -> str:
+    """The id of a dialogue's k-th assistant turn as a question of its own (`data.expand: assistant_turns`)."""
+    return f"{dialogue}{TURN_MARK}{k}"
+
+
+def dialogue_of(qid: str) -> str:
+    """The dialogue an expanded question came from: its id without the last `.t<k>` (the mark is always last,
+    so a dialogue id holding `.t` itself is read back whole)."""
+    head, mark, k = qid.rpartition(TURN_MARK)
+    return head if mark and k.isdigit() else qid
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from rubric_engine.datatypes import dialogue_of
 from rubric_engine.errors import ConfigError
 from rubric_engine.report.costlines import estimate_lines
 from rubric_engine.models.entries import declared_line, params_text, replies_per_request
@@ -68,6 +69,10 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
         parts.append(f"{n_checked} items checked by the engine")
     console.print(", ".join(parts), highlight=False, soft_wrap=True)
     console.print(shape.verdict.scoring_line(spec), highlight=False, soft_wrap=True, markup=False)
+    if spec.data.expand is not None:  # one question per assistant turn: the overall is over dialogues
+        console.print(f"data.expand: {spec.data.expand}: {len(qs)} turns from {len({dialogue_of(q.id) for q in qs})} "
+                      "dialogues; a dialogue scores the mean of its turns, the overall is the mean over dialogues "
+                      "(the interval resamples dialogues)", highlight=False, soft_wrap=True, markup=False)
 
     if spec.taxonomy is not None:
         tax = Table(title="Taxonomy")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rubric_engine.dataset.checked import choice_items, item_check, item_text, spec_items
+from rubric_engine.dataset.expand import Expansion, expanded, question_of
 from rubric_engine.dataset.fetch import default_data_cache_dir, fetch, sha256_file
 from rubric_engine.dataset.formats import keyed_rows, reading, with_format
 from rubric_engine.dataset.quirks import DataQuirks
@@ -60,10 +61,9 @@ def load_dataset(spec: BenchmarkSpec, path: str | Path | None = None,
     else:
         raise DataError(str(spec.files[-1]) if spec.files else spec.name,
                         "the spec declares neither data.url nor data.path", fix="pass data.path=<file>")
-    if lazy:
-        questions: Sequence[Question] = index_rows(spec, local, warnings, quirks := DataQuirks())
-    else:
-        questions = _scan(spec, local, warnings, quirks := DataQuirks(), lambda q, _: q)
+    quirks = DataQuirks()
+    questions: Sequence[Question] = index_rows(spec, local, warnings, quirks) if lazy else \
+        _scan(spec, local, warnings, quirks, lambda q, _: q)
     if spec.data.references is not None and path is None:  # a command line's data.path brings its own
         questions = with_references(questions, load_references(spec, cache_dir, warnings))
     return Dataset(questions=questions, source=source, sha256=digest, warnings=warnings, trust=trust,
@@ -112,6 +112,7 @@ def _no_surrogates(file: Path, line: int, row: Any, source: str | None) -> None:
         raise DataError(str(file), f"{where}: an unpaired UTF-16 surrogate (an escape such as \\ud800 without "
                         "its pair), which is not valid Unicode", line=line,
                         fix="fix or remove that character in the data")
+
 
 def _weight(value: Any) -> float | None | str:
     """The weight as a number (int kept as int, so prompts show '3' not '3.0'), None, or 'bad'."""
@@ -245,7 +246,6 @@ def _user_turns(r: _Row, raw: dict[str, Any], name: str | None) -> tuple[str, ..
     return tuple(value)
 
 
-
 def _tags(r: _Row, obj: dict[str, Any], name: str | None, spec_key: str, where: str = "") -> tuple[str, ...]:
     if not name or obj.get(name) is None:
         return ()
@@ -305,8 +305,8 @@ def parse_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None
 
 def index_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None = None,
                quirks: DataQuirks | None = None) -> QuestionRows:
-    """Validate a data file exactly as `parse_rows` does, but keep a `QuestionRef` per JSONL row (its
-    offset and crc) instead of the parsed question; the questions are read again when used."""
+    """Validate a data file as `parse_rows` does, but keep a `QuestionRef` per JSONL row (offset, crc) instead of
+    the question, read again when used (under data.expand a turn's row is its question's: its id, its history)."""
     file = Path(file)
     held: dict[str, Question] = {}
 
@@ -333,9 +333,9 @@ def index_rows(spec: BenchmarkSpec, file: str | Path, warnings: list[str] | None
         if ref.offset < 0:
             return held[ref.id]
         raw = row(ref)
-        return _question(spec, _Row(file, ref.line, raw), raw, DataQuirks())
+        return question_of(spec, _question(spec, _Row(file, ref.line, raw), raw, DataQuirks()), ref)
 
-    return QuestionRows(refs, load, row)
+    return QuestionRows(refs, load, row if spec.data.expand is None else lambda ref: load(ref).source_row)
 
 
 _T = TypeVar("_T")
@@ -346,12 +346,14 @@ def _scan(spec: BenchmarkSpec, file: Path, warnings: list[str], quirks: DataQuir
     """Validate every row (file:line errors, in file order) and keep what `keep` makes of each question."""
     seen: dict[str, int] = {}
     out: list[_T] = []
+    left = Expansion(file)  # data.expand: what the rows' expansion left out, said in one warning
     with reading(spec, file, warnings) as parsed:  # its errors say the format read in, and who chose it
         for where, raw in parsed(_records(file, spec.data.format, spec.data.fields.id)):
             r = _Row(file, where.number, raw)
-            q = _question(spec, r, raw, quirks, seen)
-            quirks.note(spec, q)
-            out.append(keep(q, where))
+            for q in expanded(spec, _question(spec, r, raw, quirks, seen), where.number, left, seen):
+                quirks.note(spec, q)  # each question as asked (an expanded turn ends before its reply)
+                out.append(keep(q, where))
+        warnings.extend(left.warnings(asked=len(out)))
         if not out:
             raise with_format(DataError(str(file), "no rows", fix="the file is empty: point data.path at the "
                                         "benchmark's data file"), spec, file)
@@ -374,8 +376,7 @@ def _question(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], quirks: DataQui
     meta = _meta(spec, r, {**raw, str(f.reference): None} if refs is not None else raw, qid, quirks)
     mapped = {f.id, f.dialogue, f.rubric, f.subset, f.scenario, f.secondary_scenario, f.example_tags, f.reference,
               f.turns, f.choices, f.answer}
-    q = Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"],
-                    choices=choices,
+    q = Question(id=qid, dialogue=tuple(turns), criteria=tuple(crits), subset=meta["subset"], choices=choices,
                     scenario=meta["scenario"], secondary_scenario=meta["secondary_scenario"],
                     tags=_tags(r, raw, f.example_tags, "example_tags"), reference=meta["reference"],
                     turns=_chosen_turn(spec, r, _user_turns(r, raw, f.turns)), references=refs or (),
@@ -417,7 +418,6 @@ def _meta(spec: BenchmarkSpec, r: _Row, raw: dict[str, Any], qid: str, quirks: D
 class _Selectable(Protocol):
     @property
     def id(self) -> str: ...
-
     @property
     def subset(self) -> str: ...
 

@@ -187,6 +187,10 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
     if iv:
         head.add_row("95% interval / bootstrap std", f"{_fmt(iv['lo'])}-{_fmt(iv['hi'])} / {_fmt(iv['std'])}")
     head.add_row("Questions scored", f"{c['scored']} of {c['questions']}")
+    if summary.get("dialogues"):  # data.expand: one question per turn, the overall a mean over dialogues
+        d = summary["dialogues"]
+        head.add_row("Dialogues scored (overall: their mean)", f"{d['scored']} of {d['dialogues']}; "
+                     f"mean over turns {_fmt(d['turn_mean'])}")
     if "no_choice" in c:  # multiple choice: replies without a readable option letter, scored as wrong
         head.add_row("No option letter read (scored wrong)", str(c["no_choice"]))
     rating = summary.get("rating") or {}  # ratings against a reference (shapes/rating.py): each pass's number

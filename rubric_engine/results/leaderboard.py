@@ -21,6 +21,7 @@ from rubric_engine.results.bradley_terry import baseline_of, bradley_terry_secti
 from rubric_engine.results.judges import judge_order, judges_section
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference
+from rubric_engine.stats.dialogues import dialogue_section, paired_dialogues
 from rubric_engine.stats.noise import pair_noise
 from rubric_engine.store.layout import RERUN, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE
 from rubric_engine.store.runs import (RunRecord, RunTaxonomy, collect_runs, failed_jobs, find_run_dirs, incomplete_runs,
@@ -187,6 +188,9 @@ def _row(run: RunRecord, label: tuple[str, str], tax: RunTaxonomy, n_boot: int, 
     point = None
     if scored and nested_runs.is_nested(run):  # samples or repeated gradings: the hierarchical bootstrap
         point, lo, hi = nested_runs.row_interval(run, n_boot, seed, alpha, tax.scale)
+    elif scored and s.get("dialogues"):  # one question per turn (data.expand): dialogues resampled
+        d = dialogue_section(scored, [q.id for q in scored], tax.scale, n_boot, seed, alpha)
+        point, lo, hi = d["overall"], d["interval"]["lo"], d["interval"]["hi"]
     elif scored:
         try:
             st = bootstrap_stats(scored, tax.dimensions, n=n_boot, seed=seed, alpha=alpha, scale=tax.scale, how=tax.how)
@@ -257,9 +261,11 @@ def compare(lb: Leaderboard, a: str | Row, b: str | Row, *, n_boot: int | None =
                         noise=h["noise"], within_noise=bool(h["within_noise"]), noise_lo=h["noise_lo"],
                         noise_hi=h["noise_hi"])
     try:
-        d = paired_difference(ra.scored, rb.scored, lb.taxonomy.dimensions,
-                              n=lb.n_boot if n_boot is None else n_boot, seed=lb.seed if seed is None else seed,
-                              alpha=lb.alpha, scale=lb.taxonomy.scale, how=lb.taxonomy.how)
+        n, sd = lb.n_boot if n_boot is None else n_boot, lb.seed if seed is None else seed
+        d = paired_dialogues(ra.scored, rb.scored, n, sd, lb.alpha, lb.taxonomy.scale) if ra.run and \
+            ra.run.summary.get("dialogues") else paired_difference(ra.scored, rb.scored, lb.taxonomy.dimensions, n=n,
+                                                                   seed=sd, alpha=lb.alpha, scale=lb.taxonomy.scale,
+                                                                   how=lb.taxonomy.how)  # data.expand: dialogues
     except ValueError as exc:
         return PairDiff(ra.label, rb.label, None, None, None, False, 0, error=str(exc))
     noise = pair_noise(ra.run.summary, rb.run.summary) if ra.run and rb.run else None

@@ -58,7 +58,7 @@ class Totals:
     def add(self, rec: SampleRecord) -> None:
         self.questions += 1
         response = rec.get("response")
-        self.compact[str(rec["id"])] = {
+        self.compact[str(rec["id"])] = {"id": str(rec["id"]),
             "judge_error": bool(rec.get("judge_error")), "candidate_error": bool(rec.get("candidate_error")),
             "truncated": bool(rec.get("truncated")), "score": rec.get("score"), "zeroed": bool(rec.get("zeroed")),
             "response_chars": len(response) if isinstance(response, str) else None,

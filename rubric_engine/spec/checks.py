@@ -179,8 +179,15 @@ def _check_pairwise(spec: "BenchmarkSpec", fail: Fail) -> None:
             if (f.url is None) == (f.path is None):
                 fail(("baseline", "answers", "files", group), "give exactly one of url and path")
 def _check_conversation(spec: "BenchmarkSpec", fail: Fail) -> None:
-    """Each conversation mode has what it reads: scripted the data's turns, simulated a simulator persona."""
+    """Each conversation mode has what it reads: scripted the data's turns, simulated a simulator persona; per-turn
+    questions (data.expand) a fixed gold history and a speaker to stand in for."""
     conv = spec.conversation
+    if spec.data.expand is not None and conv.mode != "single":
+        fail(("data", "expand"), "per-turn questions answer a fixed gold history: they need conversation.mode single",
+             spec.data.expand, "leave data.expand out, or conversation.mode out (single)")
+    if spec.data.expand is not None and "assistant" not in spec.data.roles.values():
+        fail(("data", "roles"), "data.expand: assistant_turns needs a data role mapped to assistant", None,
+             "map the replying speaker's label to assistant in data.roles")
     if conv.mode == "scripted" and not spec.data.fields.turns:
         fail(("data", "fields", "turns"), "conversation.mode scripted needs the data's user turns", None,
              "map data.fields.turns to the column holding each row's list of user messages")

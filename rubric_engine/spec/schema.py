@@ -109,11 +109,11 @@ class DataSpec(_Model):
     path: str | None = None
     format: Literal["jsonl", "json", "csv"] = "jsonl"
     fields: DataFields = DataFields()
-    # speaker label in the data -> chat role; "other" is a third party (sent to a chat model as assistant)
-    roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)
+    roles: dict[str, Literal["system", "user", "assistant", "other"]] = Field(min_length=1)  # label -> chat role
     subsets: list[str] = []
     references: References | None = None  # per-turn reference answers from a second file (dataset/references.py)
     sample: Sample | None = None  # what a try-out reads instead of the download (run/tryout.py)
+    expand: Literal["assistant_turns"] | None = None  # a question per assistant turn (dataset/expand.py)
 
 
 class Scoring(_Model):

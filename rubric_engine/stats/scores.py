@@ -20,6 +20,7 @@ from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, breakdown
 from rubric_engine.scoring.checks import CheckProblem, parse_check
 from rubric_engine.scoring.question import QuestionScore, score_question
 from rubric_engine.stats.bootstrap import bootstrap_stats
+from rubric_engine.stats.dialogues import dialogue_section
 from rubric_engine.spec.facts import facts_of
 from rubric_engine.stats.lengths import length_block
 from rubric_engine.stats.turns import score_sections
@@ -167,6 +168,10 @@ def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_sta
                       if spec.aggregation.candidate_errors == "zero" else {})},
         "length": length_block(samples, spec.ability_ids(), n_boot=n_boot, seed=seed) if scored_stage else None,
     }
+    if spec.data.expand is not None and scored_stage:  # one question per turn: dialogues weigh equally
+        out["dialogues"] = dialogue_section(scored, [str(s["id"]) for s in samples], spec.scoring.scale,
+                                            INTERVAL_SAMPLES, INTERVAL_SEED)
+        out["overall"], out["interval"] = out["dialogues"]["overall"], out["dialogues"]["interval"]
     if facts_of(spec).scale_sections and scored_stage:  # scores on a scale: per-turn means, group intervals (stats/turns.py)
         sections = score_sections(spec, samples, scored, INTERVAL_SAMPLES, INTERVAL_SEED)
         out["counts"]["turn_errors"] = sections.pop("turn_errors")

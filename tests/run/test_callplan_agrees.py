@@ -57,6 +57,8 @@ CASES = [
     ("scripted", str(DATA / "scripted_mini"), None, ["limit=3"], None),
     ("simulated", str(DATA / "simulated_mini"), None, ["limit=2", "judge.repeats=2"], None),
     ("rating-eq-bench", "eq_bench", REPO / "data" / "eq_bench_sample.json", ["limit=3"], None),
+    # data.expand: one question per counsellor turn; the dry run counts one candidate call per turn
+    ("expanded-turns", "counselling_turns", None, ["limit=4"], None),
 ]
 
 
