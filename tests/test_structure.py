@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dataset",),
     ("spec",),
     ("scoring", "models"),
+    ("record",),  # the typed samples.jsonl record and its codec: every reader of a stored run reads it
     ("errors", "datatypes", "records", "text"),
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
@@ -164,7 +165,7 @@ SHAPE_PREDICATES = frozenset({"multi_turn", *(f"is_{name}" for name in SHAPE_NAM
 SHAPE_RESULTS = frozenset({"PairResult", "ScoreResult"})
 # record keys (records.py) a single verdict kind or conversation mode writes: pairwise, score, conversations
 SHAPE_KEYS = frozenset({"games", "baseline_response", "turns", "score_votes", "transcript", "ended", "user_error"})
-SHAPE_OWNERS = ("spec", "shapes", "records.py")  # records.py: the record's codec names every key
+SHAPE_OWNERS = ("spec", "shapes", "records.py", "record")  # records.py, record/: the record's layout and codec
 # Branch points on the shape not yet moved into rubric_engine/shapes/, module -> count. It may only shrink.
 SHAPE_BRANCHES_LEFT: dict[str, int] = {}
 
