@@ -17,6 +17,7 @@ the variant decodes and encodes those fields in its own module (record/score.py,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
@@ -102,8 +103,7 @@ def _check(c: Mapping[str, Any]) -> None:
                                or not abs(weight) <= MAX_WEIGHT):
         raise _Bad(f"criterion weight {weight!r} is not a number between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}")
     if hit is not None and not isinstance(hit, bool):
-        raise _Bad(f"verdict hit={str(hit)[:40] if not isinstance(hit, str) else repr(hit)[:40]} is not true, "
-                   "false or null")
+        raise _Bad(f"verdict hit={json.dumps(hit)[:40]} is not true, false or null")
 
 
 def _criterion(c: Mapping[str, Any]) -> CriterionVerdict:

@@ -23,6 +23,7 @@ import numpy as np
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.record.types import Record
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.aggregate import aggregate, scored_from_samples
 from rubric_engine.scoring.votes import combine
@@ -138,17 +139,22 @@ def rescored_record(rec: SampleRecord, criteria: list[Criterion], rules: bool, w
     return out
 
 
-def compact(rec: SampleRecord) -> dict[str, Any]:
-    """What the interval and the sampling block read of a record (no texts): the runner keeps only this."""
-    def verdicts(r: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [{k: c[k] for k in ("index", "hit", "votes") if k in c} for c in r.get("criteria") or []]
+def compact(rec: Record) -> dict[str, Any]:
+    """What the interval and the sampling block read of a stored record (no texts), as the run's compact values."""
+    def verdicts(r: Record) -> list[dict[str, Any]]:
+        return [{"index": c.index, "hit": c.hit, **({"votes": c.votes} if c.votes is not None else {})}
+                for c in r.criteria]
 
-    out = {k: rec.get(k) for k in ("id", "subset", "scenario", "tags", "score", "abilities", "catastrophic",
-                                   "item_tags", "judge_error", "candidate_error")}
-    out["criteria"] = verdicts(rec)
-    if "samples" in rec:
-        out["samples"] = [{**{k: e.get(k) for k in ("score", "abilities", "catastrophic", "item_tags")},
-                           "criteria": verdicts(e)} for e in rec["samples"]]
+    out = {"id": rec.id, "subset": rec.subset, "scenario": rec.scenario, "tags": list(rec.tags) or None,
+           "score": rec.score, "abilities": rec.abilities if rec.stored("abilities") else None,
+           "catastrophic": rec.catastrophic if rec.stored("catastrophic") else None,
+           "item_tags": rec.item_tags if rec.stored("item_tags") else None, "judge_error": rec.judge_error,
+           "candidate_error": rec.candidate_error, "criteria": verdicts(rec)}
+    if rec.samples:
+        out["samples"] = [{"score": e.score, "abilities": e.abilities if e.stored("abilities") else None,
+                           "catastrophic": e.catastrophic if e.stored("catastrophic") else None,
+                           "item_tags": e.item_tags if e.stored("item_tags") else None, "criteria": verdicts(e)}
+                          for e in rec.samples]
     return out
 
 

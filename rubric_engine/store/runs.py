@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
-from rubric_engine.datatypes import MAX_WEIGHT
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.record.codec import decode, encode
+from rubric_engine.record.types import Record
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, DEFAULT_SCALE, Aggregation
@@ -118,28 +119,26 @@ class RunRecord:
     def samples_path(self) -> Path:
         return self.dir / SAMPLES_FILE
 
-    def iter_samples(self) -> Iterator[SampleRecord]:
-        """samples.jsonl one record at a time; a bad line raises DataError naming file and line: a question
-        recorded twice (it would count twice), a weight that is not a bounded number, a verdict that is not
-        true / false / null (the file is editable, so what scoring reads again is checked here)."""
+    def iter_records(self) -> Iterator[Record]:
+        """samples.jsonl one typed record at a time (record/codec.py decodes each line); a bad line raises
+        DataError naming file and line: a question recorded twice (it would count twice), a criterion weight
+        that is not a bounded number, a verdict that is not true / false / null (the file is editable, so what
+        scoring reads again is checked here)."""
         seen: set[str] = set()
-        for line, rec in iter_jsonl(self.samples_path, error=DataError, fix=""):
-            qid = str(rec.get("id"))
+        where = str(self.samples_path)
+        for line, obj in iter_jsonl(self.samples_path, error=DataError, fix=""):
+            rec = decode(obj, where, line, RERUN)
+            qid = str(rec.id)
             if qid in seen:
-                raise DataError(str(self.samples_path), f"question {qid!r} is recorded twice", line=line,
+                raise DataError(where, f"question {qid!r} is recorded twice", line=line,
                                 fix="remove the duplicate line, or re-run into a new directory")
             seen.add(qid)
-            for c in [c for s in [rec, *(rec.get("samples") or [])] if isinstance(s, dict)
-                      for c in (s.get("criteria") or []) if isinstance(c, dict)]:
-                weight, hit = c.get("weight"), c.get("hit")
-                if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
-                                           or not abs(weight) <= MAX_WEIGHT):
-                    raise DataError(str(self.samples_path), f"question {qid!r}: criterion weight {weight!r} is not a "
-                                    f"number between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}", line=line, fix=RERUN)
-                if hit is not None and not isinstance(hit, bool):
-                    raise DataError(str(self.samples_path), f"question {qid!r}: verdict hit={json.dumps(hit)[:40]} is "
-                                    "not true, false or null", line=line, fix=RERUN)
             yield rec
+
+    def iter_samples(self) -> Iterator[SampleRecord]:
+        """The records as their JSON objects (checked as `records` checks them), for a reader not yet typed."""
+        for rec in self.iter_records():
+            yield cast(SampleRecord, encode(rec))
 
     def read_compact(self) -> None:
         """One pass over samples.jsonl: every line checked, and only what ranking, intervals, paired
@@ -148,15 +147,15 @@ class RunRecord:
         excluded: set[str] = set()
         count = 0
 
-        def records() -> Iterator[dict[str, Any]]:
+        def records() -> Iterator[Record]:
             nonlocal count
-            for rec in self.iter_samples():
+            for rec in self.iter_records():
                 count += 1
-                score, reply = rec.get("score"), rec.get("response")
+                score, reply = rec.score, rec.response
                 if isinstance(score, (int, float)) and not isinstance(score, bool) and isinstance(reply, str):
                     lengths.append((len(reply), float(score)))
                 if score is None:
-                    excluded.add(str(rec.get("id")))
+                    excluded.add(str(rec.id))
                 yield rec
 
         stream = records()
