@@ -28,7 +28,7 @@ from rubric_engine.record.score import ScoreJudgment
 from rubric_engine.record.types import (Criteria, CriteriaJudgment, CriterionVerdict, Judgment, Layout, NotJudged, Record, Reply,
                                         Transcript, Turn)
 
-__all__ = ["VARIANTS", "decode", "encode", "encode_criterion", "layout_of"]
+__all__ = ["VARIANTS", "decode", "encode", "encode_criterion", "encode_turns", "layout_of"]
 
 # The registry of judgment variants with fields of their own, in the order a stored record is tested for their
 # marks; a record with none of them holds per-item verdicts (CriteriaJudgment) or none (NotJudged).
@@ -153,10 +153,14 @@ def encode_criterion(c: CriterionVerdict) -> dict[str, Any]:
     return {k: values[k] if k in values else c.layout.extra[k] for k in c.layout.keys}
 
 
-def _transcript(rec: Record) -> list[dict[str, Any]]:
-    turns = rec.reply.turns if isinstance(rec.reply, Transcript) else ()
+def encode_turns(turns: Iterable[Turn]) -> list[dict[str, Any]]:
+    """A session's turns as stored (a record's `transcript`, an answers row's)."""
     return [{k: {"role": t.role, "content": t.content}.get(k, t.layout.extra.get(k)) for k in t.layout.keys}
             for t in turns]
+
+
+def _transcript(rec: Record) -> list[dict[str, Any]]:
+    return encode_turns(rec.reply.turns if isinstance(rec.reply, Transcript) else ())
 
 
 def _conversation(name: str) -> Any:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.dialogue import candidate_prefix, candidate_view
-from rubric_engine.records import TurnRecord
+from rubric_engine.record.types import Record, Transcript
 from rubric_engine.shapes.base import Conversation, Message, Talk
 
 if TYPE_CHECKING:
@@ -28,9 +28,9 @@ class Session(Conversation):
     def shown_title(self) -> str:
         return f" ({self.name} conversation: the first turn; later turns add the replies)"
 
-    def stored_transcript(self, rec: Mapping[str, Any]) -> list[TurnRecord] | None:
-        """The record's `transcript` (None: the session never started, or answers without one were judged)."""
-        return rec["transcript"] if "transcript" in rec else None
+    def stored_transcript(self, rec: Record) -> Transcript | None:
+        """The record's session (None: it never started, or answers without a transcript were judged)."""
+        return rec.reply if isinstance(rec.reply, Transcript) and rec.stored("transcript") else None
 
 
 class Scripted(Session):

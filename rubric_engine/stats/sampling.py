@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.record.codec import encode
 from rubric_engine.record.types import Record
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.aggregate import aggregate, scored_from_samples
@@ -115,27 +116,27 @@ def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
     return out
 
 
-def rescored_record(rec: SampleRecord, criteria: list[Criterion], rules: bool, where: str,
+def rescored_record(rec: Record, criteria: list[Criterion], rules: bool, where: str,
                     score: Callable[[list[Criterion], list[bool]], Mapping[str, Any]]) -> SampleRecord:
-    """A sampled record with every sample's scores recomputed from its stored verdicts by `score`
-    (scores.score_fields bound to the spec), then the question's means; errors stay errors."""
-    out = dict(rec)
-    if rec.get("judge_error") or rec.get("candidate_error"):
+    """A sampled record, as its JSON object, with every sample's scores recomputed from its stored verdicts by
+    `score` (scores.score_fields bound to the spec), then the question's means; errors stay errors."""
+    out = cast(SampleRecord, encode(rec))
+    if rec.judge_error or rec.candidate_error:
         return out
     keep = [i for i, c in enumerate(criteria) if rules or c.rule is None]
     entries = []
-    for e in rec["samples"]:
-        hits = [c.get("hit") for c in e.get("criteria") or []]
+    for e in rec.samples:
+        hits = [c.hit for c in e.criteria]
         if len(hits) != len(criteria) or any(h not in (True, False) for h in hits):
-            raise DataError(where, f"question {rec.get('id')!r} sample {e.get('sample')}: a criterion without a "
+            raise DataError(where, f"question {rec.id!r} sample {e.sample}: a criterion without a "
                             "verdict", fix="re-score the run from its answers (stage=score from_run=...)")
-        new = {k: v for k, v in e.items() if k not in _SCORE_KEYS}
+        new = {k: v for k, v in encode(e).items() if k not in _SCORE_KEYS}
         new.update(score([criteria[i] for i in keep], [bool(hits[i]) for i in keep]))
         entries.append(new)
     for k in (*_SCORE_KEYS, "sample_score_sd"):
         out.pop(k, None)
-    out.update(merge_scores(entries))
-    out["samples"] = entries
+    out.update(merge_scores(entries))  # type: ignore[typeddict-item]
+    out["samples"] = entries  # type: ignore[typeddict-item]
     return out
 
 

@@ -59,15 +59,16 @@ def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool])
     return record_fields(question_score(spec, criteria, hits))
 
 
-def rescored_fields(spec: Any, rec: Mapping[str, Any], out: dict[str, Any], rules: bool, where: str) -> dict[str, Any]:
-    """`out` (a copy of the stored record `rec`) with its score fields recomputed from the stored per-criterion
-    verdicts; unchanged for a record never judged (a counted error). `rules` False leaves the failure-rule items out."""
-    hits = [c.get("hit") for c in rec.get("criteria") or []]
-    if rec.get("judge_error") or rec.get("candidate_error") or all(h is None for h in hits):
+def rescored_fields(spec: Any, rec: Record, out: dict[str, Any], rules: bool, where: str) -> dict[str, Any]:
+    """`out` (the stored record `rec` as its JSON object) with its score fields recomputed from the stored
+    per-criterion verdicts; unchanged for a record never judged (a counted error). `rules` False leaves the
+    failure-rule items out."""
+    hits = [c.hit for c in rec.criteria]
+    if rec.judge_error or rec.candidate_error or all(h is None for h in hits):
         return out  # never judged (a counted error): stays unscored
     criteria = criteria_from_record(rec)
     if any(h not in (True, False) for h in hits):
-        raise DataError(where, f"question {rec.get('id')!r} has a score but a criterion without a verdict",
+        raise DataError(where, f"question {rec.id!r} has a score but a criterion without a verdict",
                         fix="re-score the run from its answers (stage=score from_run=...)")
     if not rules:
         keep = [i for i, c in enumerate(criteria) if c.rule is None]
@@ -76,7 +77,7 @@ def rescored_fields(spec: Any, rec: Mapping[str, Any], out: dict[str, Any], rule
     try:
         out.update(score_fields(spec, criteria, hits))
     except ValueError as exc:
-        raise DataError(where, f"question {rec.get('id')!r}: {exc}") from None
+        raise DataError(where, f"question {rec.id!r}: {exc}") from None
     return out
 
 
