@@ -82,7 +82,8 @@ def _record(obj: Mapping[str, Any]) -> Record:
         raise _Bad(f"expected a JSON object, got {type(obj).__name__}")
     stored = obj.get("criteria") or ()
     for c in stored:
-        _check(c)
+        if isinstance(c, Mapping):
+            _check(c)
     criteria = Criteria(stored, _criterion)
     return Record(
         id=obj.get("id"), subset=obj.get("subset"), scenario=obj.get("scenario"), tags=tuple(obj.get("tags") or ()),
@@ -127,7 +128,8 @@ def _judgment(obj: Mapping[str, Any], criteria: Sequence[Mapping[str, Any]]) -> 
         if any(key in obj for key in variant.marks):
             judgment: Judgment = variant.decode(obj, layout_of)
             return judgment
-    return CriteriaJudgment() if any(c.get("hit") is not None for c in criteria) else NotJudged()
+    return CriteriaJudgment() if any(isinstance(c, Mapping) and c.get("hit") is not None for c in criteria) \
+        else NotJudged()
 
 
 def encode(rec: Record) -> dict[str, Any]:
@@ -153,6 +155,12 @@ def encode_criterion(c: CriterionVerdict) -> dict[str, Any]:
     return {k: values[k] if k in values else c.layout.extra[k] for k in c.layout.keys}
 
 
+def _criteria(items: Criteria) -> Any:
+    stored = items.stored
+    return list(stored) if isinstance(stored, list) else stored if stored is not None else [
+        encode_criterion(c) for c in items]
+
+
 def encode_turns(turns: Iterable[Turn]) -> list[dict[str, Any]]:
     """A session's turns as stored (a record's `transcript`, an answers row's)."""
     return [{k: {"role": t.role, "content": t.content}.get(k, t.layout.extra.get(k)) for k in t.layout.keys}
@@ -171,7 +179,7 @@ _ENCODERS: dict[str, Any] = {
     "id": lambda r: r.id, "subset": lambda r: r.subset, "scenario": lambda r: r.scenario,
     "tags": lambda r: list(r.tags), "response": lambda r: r.reply.text,
     "candidate_error": lambda r: r.candidate_error, "judge_error": lambda r: r.judge_error,
-    "judge_raw": lambda r: list(r.judge_raw), "criteria": lambda r: [encode_criterion(c) for c in r.criteria],
+    "judge_raw": lambda r: list(r.judge_raw), "criteria": lambda r: _criteria(r.criteria),
     "abilities": lambda r: r.abilities, "item_tags": lambda r: r.item_tags, "score": lambda r: r.score,
     "weight": lambda r: r.weight, "failed_rules": lambda r: list(r.failed_rules),
     "catastrophic": lambda r: r.catastrophic, "zeroed": lambda r: r.zeroed, "choice": lambda r: r.choice,

@@ -57,10 +57,16 @@ class CriterionVerdict:
     layout: Layout = NO_LAYOUT
 
 
+NOT_AN_ITEM = CriterionVerdict(index=None)  # type: ignore[arg-type]  # a stored entry that is no JSON object
+
+
 class Criteria(Sequence[CriterionVerdict]):
     """A record's rubric items with their verdicts, decoded when first read: ranking 100k records reads their
     scores, not their items, and a CriterionVerdict per item would triple the time to read a file (bench/
-    bench_records.py). The stored items were checked when the record was decoded (record/codec.py)."""
+    bench_records.py). The stored items were checked when the record was decoded (record/codec.py); a stored
+    entry that is no JSON object reads as an item without an index (`index` None: a reader that needs one
+    refuses or skips it, as it did before). The codec writes `stored` back (the items are immutable, so the
+    stored list is what they say)."""
 
     __slots__ = ("_stored", "_decode", "_items")
 
@@ -71,7 +77,7 @@ class Criteria(Sequence[CriterionVerdict]):
     def _all(self) -> tuple[CriterionVerdict, ...]:
         if self._items is None:
             assert self._decode is not None
-            self._items = tuple(self._decode(c) for c in self._stored)
+            self._items = tuple(self._decode(c) if isinstance(c, Mapping) else NOT_AN_ITEM for c in self._stored)
         return self._items
 
     @overload
@@ -84,6 +90,11 @@ class Criteria(Sequence[CriterionVerdict]):
 
     def __len__(self) -> int:
         return len(self._stored)
+
+    @property
+    def stored(self) -> Sequence[Any] | None:
+        """The stored list these items were read from (None: items made in memory)."""
+        return self._stored if self._decode is not None else None
 
     def __iter__(self) -> Iterator[CriterionVerdict]:
         return iter(self._all())

@@ -2,7 +2,7 @@
 
 Why apart from store/layout.py: store/layout.py is the format a run writes; this module is what every later reader
 (leaderboard, review, agree, audit, rescore) needs from it, with one rule for which directories are runs,
-which are complete, and which failed. Samples are streamed from disk on demand (`RunRecord.iter_samples`)
+which are complete, and which failed. Samples are streamed from disk on demand (`RunRecord.iter_records`)
 rather than held per run, so ranking many large runs keeps only compact per-question scores in memory.
 """
 
@@ -16,12 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping, Sequence, cast
+from typing import Any, Mapping, Sequence
 
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.record.codec import decode, encode
+from rubric_engine.record.codec import decode
 from rubric_engine.record.types import Record
-from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, DEFAULT_SCALE, Aggregation
 from rubric_engine.store.layout import (ANSWERS_FILE, ERROR_FILE, MANIFEST_FILE, REJECTED_FILE, RERUN, SAMPLES_FILE,
@@ -92,7 +91,7 @@ class RunTaxonomy:
 class RunRecord:
     """One run directory as read from disk (candidate / judge: the display names in summary.json).
 
-    `samples.jsonl` is not held: `iter_samples()` streams it (the leaderboard builds its compact
+    `samples.jsonl` is not held: `iter_records()` streams it, decoded (the leaderboard builds its compact
     per-question scores that way), and `samples` reads it whole once, for readers that need every record."""
 
     dir: Path
@@ -135,11 +134,6 @@ class RunRecord:
             seen.add(qid)
             yield rec
 
-    def iter_samples(self) -> Iterator[SampleRecord]:
-        """The records as their JSON objects (checked as `records` checks them), for a reader not yet typed."""
-        for rec in self.iter_records():
-            yield cast(SampleRecord, encode(rec))
-
     def read_compact(self) -> None:
         """One pass over samples.jsonl: every line checked, and only what ranking, intervals, paired
         differences and the length chart need is kept (ScoredQuestions and (length, score) pairs)."""
@@ -168,9 +162,9 @@ class RunRecord:
         self.lengths, self.records, self.excluded = lengths, count, excluded
 
     @cached_property
-    def samples(self) -> list[SampleRecord]:
-        """Every record of samples.jsonl, read once (review, agree, audit and rescore need them all)."""
-        return list(self.iter_samples())
+    def samples(self) -> list[Record]:
+        """Every record of samples.jsonl, read once (review, agree, audit need them all)."""
+        return list(self.iter_records())
 
 
 def _natural(p: Path) -> list[Any]:
