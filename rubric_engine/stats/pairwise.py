@@ -28,6 +28,7 @@ def outcome(score: float) -> str:
 def pairwise_summary(records: Iterable[Mapping[str, Any]], spec: "BenchmarkSpec") -> dict[str, Any]:
     """Counts over the scored questions' games (a question with a failed game is a judge error, counted in
     `counts.judge_errors`, and none of its games is counted here)."""
+    assert spec.judge is not None, "a comparison is judged"
     v = spec.judge.verdict
     games = {"win": 0, "tie": 0, "loss": 0}
     labels: dict[str, int] = {lab: 0 for lab in v.labels}

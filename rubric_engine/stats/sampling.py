@@ -52,7 +52,7 @@ def _merge_groups(groups: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[str
     """Per group: lo / hi (the same in every sample), the mean raw and the mean score over the samples."""
     out: dict[str, dict[str, Any]] = {}
     for name, first in groups[0].items():
-        parts = [g[name] for g in groups]
+        parts: list[Mapping[str, Any]] = [g[name] for g in groups]
         out[name] = {"raw": _mean([float(p["raw"]) for p in parts]), "lo": first["lo"], "hi": first["hi"],
                      "score": _mean([float(p["score"]) for p in parts])}
     return out
@@ -68,9 +68,10 @@ def merge_scores(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if entries[0].get("item_tags"):
         out["item_tags"] = _merge_groups([e["item_tags"] for e in entries])
     fired = [r for e in entries for r in e.get("failed_rules") or []]
-    out.update(score=_mean([float(s) for s in scores]), failed_rules=list(dict.fromkeys(fired)),
+    values = [float(s) for s in scores if s is not None]  # every one (checked above)
+    out.update(score=_mean(values), failed_rules=list(dict.fromkeys(fired)),
                catastrophic=any(bool(e.get("catastrophic")) for e in entries),
-               sample_score_sd=statistics.stdev([float(s) for s in scores]))
+               sample_score_sd=statistics.stdev(values))
     return out
 
 
@@ -106,23 +107,23 @@ def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
     out["tokens"] = {role: {k: sum(int(r["tokens"][role][k]) for r in records) for k in ("prompt", "completion")}
                      for role in roles}
     out["cost"] = {role: None if any(r["cost"][role] is None for r in records)
-                   else math.fsum(r["cost"][role] for r in records) for role in roles}
+                   else math.fsum(cast(float, r["cost"][role]) for r in records) for role in roles}
     out["cache_hits"] = {role: sum(int(r["cache_hits"][role]) for r in records) for role in roles}
     user = _error(entries, "user_error")  # a simulated user failed in some sample: the question's user_error
     if user is not None:  # (else the first sample's, None, stays where it was, or none was written)
         out["user_error"] = user
     out["truncated"] = any(bool(r.get("truncated")) for r in records)
     out["samples"] = entries
-    return out
+    return cast(SampleRecord, out)
 
 
 def rescored_record(rec: Record, criteria: list[Criterion], rules: bool, where: str,
                     score: Callable[[list[Criterion], list[bool]], Mapping[str, Any]]) -> SampleRecord:
     """A sampled record, as its JSON object, with every sample's scores recomputed from its stored verdicts by
     `score` (scores.score_fields bound to the spec), then the question's means; errors stay errors."""
-    out = cast(SampleRecord, encode(rec))
+    out = encode(rec)
     if rec.judge_error or rec.candidate_error:
-        return out
+        return cast(SampleRecord, out)
     keep = [i for i, c in enumerate(criteria) if rules or c.rule is None]
     entries = []
     for e in rec.samples:
@@ -135,9 +136,9 @@ def rescored_record(rec: Record, criteria: list[Criterion], rules: bool, where: 
         entries.append(new)
     for k in (*_SCORE_KEYS, "sample_score_sd"):
         out.pop(k, None)
-    out.update(merge_scores(entries))  # type: ignore[typeddict-item]
-    out["samples"] = entries  # type: ignore[typeddict-item]
-    return out
+    out.update(merge_scores(entries))
+    out["samples"] = entries
+    return cast(SampleRecord, out)
 
 
 def compact(rec: Record) -> dict[str, Any]:

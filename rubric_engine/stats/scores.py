@@ -75,7 +75,7 @@ def rescored_fields(spec: Any, rec: Record, out: dict[str, Any], rules: bool, wh
         criteria, hits = [criteria[i] for i in keep], [hits[i] for i in keep]
     out.pop("item_tags", None)  # written again by score_fields when the question has item tags
     try:
-        out.update(score_fields(spec, criteria, hits))
+        out.update(score_fields(spec, criteria, [bool(h) for h in hits]))  # every hit is true or false (above)
     except ValueError as exc:
         raise DataError(where, f"question {rec.id!r}: {exc}") from None
     return out
