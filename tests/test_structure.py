@@ -181,7 +181,6 @@ SHAPE_KEYS_NOT_RECORDS: dict[str, int] = {
 SHAPE_KEY_READS_LEFT: dict[str, int] = {
     "run/dialogue.py": 2,  # conversation_counts: the compact values' user_error and ended
     "run/stream.py": 2,  # the compact values' turns
-    "stats/pairwise.py": 1,  # pairwise_summary: each record's games
     "stats/turns.py": 1,  # score_sections: each record's turns
 }
 
