@@ -122,6 +122,9 @@ def test_a_session_decodes_as_a_transcript() -> None:
 @pytest.mark.parametrize("bad, says", [
     ({"id": "q", "criteria": [{"index": 1, "hit": "yes"}]}, 'verdict hit="yes" is not true, false or null'),
     ({"id": "q", "criteria": [{"index": 1, "weight": "2"}]}, "criterion weight '2' is not a number"),
+    ({"id": "q", "criteria": [{"index": 1, "weight": 10**7}]}, "criterion weight 10000000 is not a number between"),
+    ({"id": "q", "criteria": [{"index": 1, "weight": True}]}, "criterion weight True is not a number"),
+    ({"id": "q", "samples": [{"criteria": [{"index": 1, "hit": 1}]}]}, "verdict hit=1 is not true, false or null"),
     ({"id": "q", "games": [["not", "a", "game"]]}, "not a record this version reads"),
     ({"id": "q", "transcript": "not turns"}, "not a record this version reads"),
 ])

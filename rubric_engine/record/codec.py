@@ -34,6 +34,8 @@ __all__ = ["VARIANTS", "decode", "encode", "encode_criterion", "encode_turns", "
 # marks; a record with none of them holds per-item verdicts (CriteriaJudgment) or none (NotJudged).
 VARIANTS: tuple[type[Any], ...] = (ScoreJudgment, PairwiseJudgment)
 _VARIANT_KEYS = {key: v for v in VARIANTS for key in v.owns}
+_MARKS = frozenset(key for v in VARIANTS for key in v.marks)
+_CRITERIA, _NONE = CriteriaJudgment(), NotJudged()
 
 _CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "votes", "tags", "check")
 _TURN_KEYS = ("role", "content")
@@ -80,26 +82,28 @@ def decode(obj: Mapping[str, Any], where: str = "samples.jsonl", line: int | Non
 def _record(obj: Mapping[str, Any]) -> Record:
     if not isinstance(obj, Mapping):
         raise _Bad(f"expected a JSON object, got {type(obj).__name__}")
-    stored = obj.get("criteria") or ()
+    get = obj.get
+    stored = get("criteria") or ()
     for c in stored:
         if isinstance(c, Mapping):
-            _check(c)
-    criteria = Criteria(stored, _criterion)
+            weight, hit = c.get("weight"), c.get("hit")
+            if ((weight is not None and not (type(weight) is int and -MAX_WEIGHT <= weight <= MAX_WEIGHT))
+                    or (hit is not None and type(hit) is not bool)):
+                _check(weight, hit)  # the common case (a bounded int weight, a bool verdict) is tested inline
+    samples = get("samples")
+    # positional, in Record's field order (a keyword call of 27 fields costs a fifth of the decode)
     return Record(
-        id=obj.get("id"), subset=obj.get("subset"), scenario=obj.get("scenario"), tags=tuple(obj.get("tags") or ()),
-        reply=_reply(obj), candidate_error=obj.get("candidate_error"), judge_error=obj.get("judge_error"),
-        judge_raw=tuple(obj.get("judge_raw") or ()), criteria=criteria, judgment=_judgment(obj, stored),
-        abilities=obj.get("abilities", _EMPTY), item_tags=obj.get("item_tags", _EMPTY), score=obj.get("score"),
-        weight=obj.get("weight", 1), failed_rules=tuple(obj.get("failed_rules") or ()),
-        catastrophic=obj.get("catastrophic", False), zeroed=obj.get("zeroed"), choice=obj.get("choice"),
-        tokens=obj.get("tokens", _EMPTY), cost=obj.get("cost", _EMPTY), cache_hits=obj.get("cache_hits", _EMPTY),
-        truncated=obj.get("truncated", False), samples=tuple(_record(s) for s in obj.get("samples") or ()),
-        sample=obj.get("sample"), sample_score_sd=obj.get("sample_score_sd"), layout=layout_of(obj, _RECORD_KEYS))
+        get("id"), get("subset"), get("scenario"), tuple(get("tags") or ()), _reply(obj), get("candidate_error"),
+        get("judge_error"), tuple(get("judge_raw") or ()), Criteria(stored, _criterion), _judgment(obj, stored),
+        get("abilities", _EMPTY), get("item_tags", _EMPTY), get("score"), get("weight", 1),
+        tuple(get("failed_rules") or ()), get("catastrophic", False), get("zeroed"), get("choice"),
+        get("tokens", _EMPTY), get("cost", _EMPTY), get("cache_hits", _EMPTY), get("truncated", False),
+        tuple(_record(s) for s in samples) if samples else (), get("sample"), get("sample_score_sd"),
+        layout_of(obj, _RECORD_KEYS))
 
 
-def _check(c: Mapping[str, Any]) -> None:
+def _check(weight: Any, hit: Any) -> None:
     """What scoring would misread in a stored item: a weight that is no bounded number, a verdict not true/false/null."""
-    weight, hit = c.get("weight"), c.get("hit")
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
                                or not abs(weight) <= MAX_WEIGHT):
         raise _Bad(f"criterion weight {weight!r} is not a number between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}")
@@ -124,6 +128,8 @@ def _reply(obj: Mapping[str, Any]) -> Reply:
 
 
 def _judgment(obj: Mapping[str, Any], criteria: Sequence[Mapping[str, Any]]) -> Judgment:
+    if _MARKS.isdisjoint(obj):
+        return _CRITERIA if any(isinstance(c, Mapping) and c.get("hit") is not None for c in criteria) else _NONE
     for variant in VARIANTS:
         if any(key in obj for key in variant.marks):
             judgment: Judgment = variant.decode(obj, layout_of)

@@ -30,9 +30,13 @@ class Layout:
 
     keys: tuple[str, ...]
     extra: Mapping[str, Any] = field(default_factory=dict)
+    present: frozenset[str] = field(default=frozenset(), compare=False, repr=False)  # `keys` as a set
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "present", frozenset(self.keys))
 
     def has(self, key: str) -> bool:
-        return key in self.keys
+        return key in self.present
 
 
 NO_LAYOUT = Layout(())

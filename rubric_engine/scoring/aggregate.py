@@ -205,6 +205,7 @@ def breakdowns(scored: Sequence[ScoredQuestion], declared: Iterable[tuple[str, s
 
 
 _NEEDED = "a samples.jsonl record needs id, subset, scenario, abilities, score, catastrophic"
+_NEEDED_KEYS = frozenset({"id", "subset", "scenario", "abilities", "score", "catastrophic"})
 
 
 def _field(record: Record, key: str, value: Any, where: str) -> Any:
@@ -234,19 +235,23 @@ def scored_from_samples(samples: Iterable[Record | Mapping[str, Any]]) -> list[S
     out: list[ScoredQuestion] = []
     for n, item in enumerate(samples, 1):
         rec = item if isinstance(item, Record) else decode(item)
-        where = f"sample record {n}"
-        score = _field(rec, "score", rec.score, where)
+        if not _NEEDED_KEYS <= rec.layout.present:  # the first missing key named, in this order
+            _field(rec, "score", rec.score, f"sample record {n}")
+            if rec.score is None:
+                continue
+            where = f"sample record {n} (id {rec.id!r})"
+            _scores(_field(rec, "abilities", rec.abilities, where), "abilities", where)
+            for key in ("id", "subset", "scenario", "catastrophic"):
+                _field(rec, key, None, where)
+        score = rec.score
         if score is None:
             continue
         where = f"sample record {n} (id {rec.id!r})"
-        _field(rec, "abilities", rec.abilities, where)
-        abilities = _scores(rec.abilities, "abilities", where)
         out.append(ScoredQuestion(
-            id=str(_field(rec, "id", rec.id, where)), subset=_field(rec, "subset", rec.subset, where) or "",
-            scenario=_field(rec, "scenario", rec.scenario, where) or "", abilities=abilities,
-            score=float(score), catastrophic=bool(_field(rec, "catastrophic", rec.catastrophic, where)),
-            tags=tuple(rec.tags), item_tags=_scores(rec.item_tags, "item_tags", where),
-            weight=_weight(rec.weight, where)))
+            id=str(rec.id), subset=rec.subset or "", scenario=rec.scenario or "",
+            abilities=_scores(rec.abilities, "abilities", where), score=float(score),
+            catastrophic=bool(rec.catastrophic), tags=tuple(rec.tags),
+            item_tags=_scores(rec.item_tags, "item_tags", where), weight=_weight(rec.weight, where)))
     return out
 
 
