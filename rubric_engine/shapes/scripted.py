@@ -7,8 +7,7 @@ themselves are judge/dialogue.py's, the calls run/dialogue.py's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.dialogue import candidate_prefix, candidate_view
