@@ -99,7 +99,7 @@ def compare_summaries(pairs: Sequence[tuple[str, Mapping[str, Any], Mapping[str,
                       labels: Mapping[str, str]) -> dict[str, Any]:
     """Side by side, per run: overall, dimensions and abilities before / after with their ranks;
     across runs: each run's rank before / after."""
-    runs = []
+    runs: list[dict[str, Any]] = []
     for name, old, new in pairs:
         rows = []
         for key in ("dimensions", "abilities"):
