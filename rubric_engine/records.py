@@ -6,8 +6,10 @@ intervals, review and the reports; as an untyped dict each reader relied on stri
 are TypedDicts, so a record is still the plain JSON object on disk (no byte of samples.jsonl changes) while
 every producer and consumer names its fields and a type checker sees a misspelt key. `RECORD_VERSION` is the
 version of this layout: it changes when a field changes meaning (docs/outputs.md); a field only added leaves
-older records readable. Stored runs are read through one reader, `store/runs.RunRecord.iter_samples`; a running
-run reads its journal (the same records) through `run/journal.read_journal`.
+older records readable. These TypedDicts are what the run's writer builds (run/record.py); a stored record is
+read as typed values through one codec (record/codec.py: `decode` into a `record/types.Record`, `encode` back
+to the same bytes), by one reader, `store/runs.RunRecord.iter_records`; a running run reads its journal (the
+same records) through `run/journal.read_journal`.
 """
 
 from __future__ import annotations

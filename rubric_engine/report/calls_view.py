@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from rubric_engine.record.types import Record
 from rubric_engine.errors import RubricEngineError
 from rubric_engine.store.transcripts import TRANSCRIPTS_DIR, WHERE, Call, Transcripts
 
@@ -118,7 +119,7 @@ def calls_html(calls: Sequence[Call], max_chars: int = QUESTION_CHARS) -> str:
     return f"<div class=\"calls\"><p class=\"note\">Calls ({len(calls)}):</p>{''.join(parts)}</div>"
 
 
-def run_calls(run_dir: Path | None, alone: bool = True) -> Callable[[Mapping[str, Any]], str]:
+def run_calls(run_dir: Path | None, alone: bool = True) -> Callable[[Record], str]:
     """For the report's drill-down: a record -> its question's calls as HTML ('' without transcripts). Indexed
     once per run; the page stays bounded (QUESTION_CHARS a question, PAGE_CHARS in all). A page of several runs
     (a leaderboard, `alone` False) names `rubric-engine show` instead of embedding every run's calls."""
@@ -131,8 +132,8 @@ def run_calls(run_dir: Path | None, alone: bool = True) -> Callable[[Mapping[str
         except (RubricEngineError, OSError) as exc:  # damaged transcripts cost the page its calls, not the page
             broken[0] = str(exc)
 
-    def one(sample: Mapping[str, Any]) -> str:
-        qid = sample.get("id")
+    def one(sample: Record) -> str:
+        qid = sample.id
         if not isinstance(qid, str) or not recorded:
             return ""
         where = f"rubric-engine show {html.escape(str(run_dir))} {html.escape(qid)}"

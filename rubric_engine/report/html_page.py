@@ -26,6 +26,7 @@ from rubric_engine.report.items_view import load_items_section
 from rubric_engine.report.judges_view import judges_html
 from rubric_engine.report.scales import score_range, turn_table
 from rubric_engine.report.transcript import transcript_html
+from rubric_engine.record.types import Record
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.scoring.aggregate import ability_ids
@@ -172,66 +173,66 @@ def _images(images: Mapping[str, Path]) -> str:
     return "".join(out) or '<p class="note">No charts.</p>'
 
 
-def _criteria(sample: Mapping[str, Any], lb: "Leaderboard") -> str:
+def _criteria(sample: Record, lb: "Leaderboard") -> str:
     rows = []
-    for c in sample.get("criteria") or []:
-        hit = c.get("hit")
-        what = (lb.taxonomy.label(c["ability"]) if c.get("ability") else f"rule: {c['rule']}" if c.get("rule")
-                else ", ".join(c.get("tags") or []))
-        bad = c.get("rule") is not None or (c.get("weight") is not None and c["weight"] < 0)
+    for c in sample.criteria:
+        hit = c.hit
+        what = (lb.taxonomy.label(c.ability) if c.ability else f"rule: {c.rule}" if c.rule else ", ".join(c.tags))
+        bad = c.rule is not None or (c.weight is not None and c.weight < 0)
         cls = ("bad" if bad else "hit") if hit else "miss"  # a hit on a penalty item is bad news
-        rows.append([_e(c.get("index")), _e(c.get("label")), _e(what), _e(c.get("weight")), _e(c.get("text")),
+        rows.append([_e(c.index), _e(c.label if c.layout.has("label") else None), _e(what), _e(c.weight),
+                     _e(c.text if c.layout.has("text") else None),
                      f'<span class="{cls}">{"hit" if hit else ("miss" if hit is False else "—")}</span>',
-                     _e(c.get("reasoning"))])
+                     _e(c.reasoning)])
     if not rows:
         return ""
     return _table(["#", "Label", "Ability / rule / tags", "Weight", "Criterion", "Hit", "Judge reasoning"], rows,
                   left=range(7), sortable=False)
 
 
-def _games(sample: Mapping[str, Any], shape: Shape) -> str:
+def _games(sample: Record, shape: Shape) -> str:
     """A comparison's baseline reply and its games (the verdict's stored_games); "" for any other record."""
     games = shape.verdict.stored_games(sample)
     if games is None:
         return ""
-    rows = [[_e(g.get("order")), _e(g.get("label") or "—"), _e(g.get("error") or g.get("reasoning"))]
-            for g in games or []]
-    return (f"<p class=\"note\">Baseline reply:</p><pre>{_e(sample.get('baseline_response'))}</pre>"
+    rows = [[_e(g.order), _e(g.label or "—"), _e(g.error or g.reasoning)] for g in games]
+    return (f"<p class=\"note\">Baseline reply:</p><pre>{_e(shape.verdict.stored_baseline(sample))}</pre>"
             + _table(["Order", "Label", "Judge reply / error"], rows, left=range(3), sortable=False))
 
 
-def _question(sample: Mapping[str, Any], lb: "Leaderboard", shape: Shape, turns: Any = None, calls: str = "") -> str:
+def _question(sample: Record, lb: "Leaderboard", shape: Shape, turns: Any = None, calls: str = "") -> str:
     t = lb.taxonomy
-    score = sample.get("score")
-    err_j, err_c = sample.get("judge_error"), sample.get("candidate_error")
-    classes = "q" + (" err" if err_j or err_c else "") + (" cat" if sample.get("catastrophic") else "")
-    classes += " rules" if sample.get("failed_rules") else ""  # the questions filter (questions_view.SCRIPT)
-    scen = sample.get("scenario") or ""
+    score = sample.score
+    err_j, err_c = sample.judge_error, sample.candidate_error
+    classes = "q" + (" err" if err_j or err_c else "") + (" cat" if sample.catastrophic else "")
+    classes += " rules" if sample.failed_rules else ""  # the questions filter (questions_view.SCRIPT)
+    scen = sample.scenario or ""
     flags = " · JUDGE ERROR" if err_j else (" · CANDIDATE ERROR" if err_c else "")
-    flags += " · catastrophic" if sample.get("catastrophic") else ""
-    sub = sample.get("subset") or ""
+    flags += " · catastrophic" if sample.catastrophic else ""
+    sub = sample.subset or ""
     where = [t.subset_labels.get(sub, sub)] if sub else []
     where += [t.scenario_labels.get(scen, scen)] if scen else []
-    head = (f"{_e(sample.get('id'))} · " + "".join(f"{_e(w)} · " for w in where) + "score "
+    head = (f"{_e(sample.id)} · " + "".join(f"{_e(w)} · " for w in where) + "score "
             f"{_f(None if score is None else score * t.scale)}{_e(flags)}")
     body = []
     if err_c:
         body.append(f'<p class="err">Candidate error: {_e(err_c)}</p>')
     if err_j:
         body.append(f'<p class="err">Judge error: {_e(err_j)}</p>')
-        for raw in sample.get("judge_raw") or []:
+        for raw in sample.judge_raw:
             body.append(f"<p class=\"note\">Judge reply:</p><pre>{_e(raw)}</pre>")
-    if sample.get("failed_rules"):
-        body.append(f'<p class="warn">Failure rules fired: {_e(", ".join(sample["failed_rules"]))}</p>')
-    abilities = sample.get("abilities") or {}
+    if sample.failed_rules:
+        body.append(f'<p class="warn">Failure rules fired: {_e(", ".join(sample.failed_rules))}</p>')
+    abilities = sample.abilities or {}
     if abilities:
         parts = [f"{t.label(a)} {fmt(None if v.get('score') is None else v['score'] * t.scale)}"
                  for a, v in abilities.items() if isinstance(v, Mapping)]
         body.append(f'<p class="note">Ability scores: {_e(", ".join(parts))}</p>')
-    if turns or shape.conversation.stored_transcript(sample) is None:  # a session may have no fixed prefix to show
+    session = shape.conversation.stored_transcript(sample)
+    if turns or session is None:  # a session may have no fixed prefix to show
         body.append(views.dialogue(turns))
-    body.append(transcript_html(sample))  # a conversation's turns ('' for a single reply)
-    body.append(f"<p class=\"note\">Reply:</p><pre>{_e(clipped(sample.get('response')))}</pre>")
+    body.append(transcript_html(session))  # a conversation's turns ('' for a single reply)
+    body.append(f"<p class=\"note\">Reply:</p><pre>{_e(clipped(sample.response))}</pre>")
     body.append(_criteria(sample, lb))
     body.append(_games(sample, shape))
     body.append(calls)  # the question's calls from the run's transcripts (report/calls_view.py)
@@ -241,8 +242,7 @@ def _question(sample: Mapping[str, Any], lb: "Leaderboard", shape: Shape, turns:
 def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
     """One model's questions, streamed from its samples.jsonl (no run's records are held between rows)."""
     run = row.run
-    errs = [str(s.get("id")) for s in (run.iter_samples() if run else ())
-            if s.get("judge_error") or s.get("candidate_error")]
+    errs = [str(s.id) for s in (run.iter_records() if run else ()) if s.judge_error or s.candidate_error]
     summary = (f"{_e(row.label)} — {run.records if run else 0} questions, {row.counts['judge_errors']} judge errors, "
                f"{row.counts['candidate_errors']} candidate errors")
     err_line = f'<p class="err">Questions with errors: {_e(", ".join(errs))}</p>' if errs else ""
@@ -250,7 +250,7 @@ def _drilldown(lb: "Leaderboard", row: "Row", turns: Mapping[str, Any]) -> str:
     questions = ""
     if run is not None:
         shape = stored_shape(run.spec, str(run.dir / rundir.SPEC_FILE))  # what its records hold (shapes/)
-        questions = "".join(_question(s, lb, shape, turns.get(str(s.get("id"))), calls(s)) for s in run.iter_samples())
+        questions = "".join(_question(s, lb, shape, turns.get(str(s.id)), calls(s)) for s in run.iter_records())
     return (f'<details class="model"><summary>{summary}</summary>{err_line}' + questions
             + "</details>")
 

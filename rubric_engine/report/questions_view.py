@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from rubric_engine.record.types import CriterionVerdict
 from rubric_engine.results.leaderboard import fmt
 
 if TYPE_CHECKING:
@@ -71,16 +72,15 @@ def column_labels(rows: Sequence["Row"]) -> list[str]:
     return [f"{r.label} ({r.judge})" if labels.count(r.label) > 1 else r.label for r in rows]
 
 
-def _crit(c: Mapping[str, Any], lb: "Leaderboard") -> Crit:
-    w = c.get("weight")
+def _crit(c: CriterionVerdict, lb: "Leaderboard") -> Crit:
+    w = c.weight
     weight = float(w) if isinstance(w, (int, float)) and not isinstance(w, bool) else None
-    if c.get("rule"):
-        group, kind = f"rule: {c['rule']}", "rule"
+    if c.rule:
+        group, kind = f"rule: {c.rule}", "rule"
     else:
-        group = lb.taxonomy.label(str(c["ability"])) if c.get("ability") else str(c.get("label") or
-                                                                                   ", ".join(c.get("tags") or []) or "—")
+        group = lb.taxonomy.label(str(c.ability)) if c.ability else str(c.label or ", ".join(c.tags) or "—")
         kind = "penalty" if weight is not None and weight < 0 else "reward"
-    return Crit(int(c.get("index") or 0), str(c.get("text") or ""), weight, group, kind)
+    return Crit(int(c.index or 0), str(c.text or ""), weight, group, kind)
 
 
 def collect(lb: "Leaderboard") -> Grid:
@@ -92,19 +92,18 @@ def collect(lb: "Leaderboard") -> Grid:
     seen: dict[str, None] = {}
     for r in rows:
         cells: dict[str, Cell] = {}
-        for s in r.run.iter_samples():  # type: ignore[union-attr]
-            qid = str(s.get("id"))
+        for s in r.run.iter_records():  # type: ignore[union-attr]
+            qid = str(s.id)
             seen.setdefault(qid)
-            crits = [c for c in s.get("criteria") or [] if isinstance(c, Mapping)]
+            crits = list(s.criteria)
             if crits and qid not in grid.criteria:
                 grid.criteria[qid] = [_crit(c, lb) for c in crits]
-            err = (f"candidate error: {s['candidate_error']}" if s.get("candidate_error") else
-                   f"judge error: {s['judge_error']}" if s.get("judge_error") else None)
-            score = s.get("score")
+            err = (f"candidate error: {s.candidate_error}" if s.candidate_error else
+                   f"judge error: {s.judge_error}" if s.judge_error else None)
+            score = s.score
             cells[qid] = Cell(float(score) if isinstance(score, (int, float)) else None, err,
-                              tuple(str(x) for x in s.get("failed_rules") or []), bool(s.get("catastrophic")),
-                              {int(c.get("index") or 0): c.get("hit") for c in crits},
-                              s.get("response") if replies else None)
+                              tuple(str(x) for x in s.failed_rules), bool(s.catastrophic),
+                              {int(c.index or 0): c.hit for c in crits}, s.response if replies else None)
         grid.cells.append(cells)
     grid.qids = list(seen)
     return grid

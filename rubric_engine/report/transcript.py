@@ -1,15 +1,14 @@
 """A conversation the run generated (scripted or simulated), as HTML for the report's per-question view.
 
 Why its own module: the report's pages show a single reply; a conversation adds the turns in order, how the
-session ended and the simulated user's error, and only for records that carry a `transcript`.
+session ended and the simulated user's error, and only for records that hold a session (the conversation's
+strategy finds it: shapes/scripted.Session.stored_transcript).
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
-from typing import Any
-
+from rubric_engine.record.types import Transcript
 from rubric_engine.report.calls_view import QUESTION_CHARS, clipped
 
 __all__ = ["transcript_html"]
@@ -18,27 +17,27 @@ _WHO = {"user": "user", "assistant": "candidate"}
 _ENDED = {"stop": "the simulated user ended it", "max_turns": "cut at max_turns"}
 
 
-def transcript_html(sample: Mapping[str, Any], max_chars: int = QUESTION_CHARS) -> str:
-    """The record's transcript, one block per turn ('' for a single-reply record); past `max_chars` characters of
+def transcript_html(session: Transcript | None, max_chars: int = QUESTION_CHARS) -> str:
+    """A record's session, one block per turn ('' for a single reply: None); past `max_chars` characters of
     turns the rest is a note pointing to the full text (samples.jsonl, `rubric-engine show`), so a conversation of
     thousands of turns keeps the page small."""
-    turns = sample.get("transcript")
-    if not isinstance(turns, list):
+    if session is None:
         return ""
+    turns = session.turns
     budget, blocks = max_chars, []
-    for k, t in enumerate(t for t in turns if isinstance(t, Mapping)):
-        text = str(t.get("content", ""))
+    for k, t in enumerate(turns):
+        text = str(t.content if t.content is not None else "")
         if budget <= 0:
             blocks.append(f'<p class="note">{len(turns) - k} more turn(s) not embedded (over {max_chars} characters):'
                           " the whole conversation is in samples.jsonl and rubric-engine show</p>")
             break
         shown = clipped(text, budget)
         budget -= len(text)
-        blocks.append(f'<div class="turn"><b>{html.escape(_WHO.get(str(t.get("role")), str(t.get("role"))))}</b>'
+        blocks.append(f'<div class="turn"><b>{html.escape(_WHO.get(str(t.role), str(t.role)))}</b>'
                       f'<pre>{html.escape(shown)}</pre></div>')
     body = "".join(blocks)
-    how = _ENDED.get(str(sample.get("ended")), "")
+    how = _ENDED.get(str(session.ended), "")
     note = f"Conversation ({len(turns)} turns{'; ' + how if how else ''}):"
-    err = sample.get("user_error")
+    err = session.user_error
     return (f'<p class="note">{html.escape(note)}</p><div class="dialogue">{body}</div>'
             + (f'<p class="err">Simulated user error: {html.escape(str(err))}</p>' if err else ""))

@@ -45,7 +45,7 @@ def bradley_terry_section(rows: Sequence[tuple[str, str | None, Sequence[ScoredQ
     ratings = fit_ratings(games, _BASE)
     spans = bootstrap_ratings(per_question, _BASE, n=n_boot, seed=seed, alpha=alpha) if games else {}
     baseline = str(names[0])
-    out = [{"label": label, "rating": ratings.get(label), "lo": spans.get(label, (None, None))[0],
+    out: list[dict[str, Any]] = [{"label": label, "rating": ratings.get(label), "lo": spans.get(label, (None, None))[0],
             "hi": spans.get(label, (None, None))[1], "baseline": False} for label, _, _ in rows]
     out.append({"label": baseline, "rating": ANCHOR, "lo": ANCHOR, "hi": ANCHOR, "baseline": True})
     out.sort(key=lambda x: (x["rating"] is None, -(x["rating"] or 0.0), x["label"]))

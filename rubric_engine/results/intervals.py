@@ -55,9 +55,9 @@ def _nested(run: Any) -> Nested:
     records: list[dict[str, Any]] = []  # streamed once; only verdicts, votes and scores are kept (no texts)
     criteria: dict[str, list[Any]] = {}
     try:
-        for rec in run.iter_samples():
-            if rec.get("score") is not None:
-                criteria[str(rec["id"])] = criteria_from_record(rec)
+        for rec in run.iter_records():
+            if rec.score is not None:
+                criteria[str(rec.id)] = criteria_from_record(rec)
             records.append(compact(rec))
         values = nested_of(spec, records, lambda rec: criteria[str(rec["id"])], p["repeats"], p["rule"], p["tie"],
                            p["rules"])

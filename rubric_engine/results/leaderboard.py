@@ -294,18 +294,18 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
     # ranked per judge (one judge: one ranking); judges in the order their runs were found
     judges = judge_order([r.judge for r in rows])
     rows.sort(key=lambda r: (judges.index(r.judge), r.overall is None, -(r.overall or 0.0), r.label))
-    for i, r in enumerate(rows):
-        prev = rows[i - 1] if i and rows[i - 1].judge == r.judge else None
-        first = next(j for j, x in enumerate(rows) if x.judge == r.judge)
+    for i, row in enumerate(rows):
+        prev = rows[i - 1] if i and rows[i - 1].judge == row.judge else None
+        first = next(j for j, x in enumerate(rows) if x.judge == row.judge)
         # equal overall scores share a rank (1, 2, 2, 4): the order within a tie is only alphabetical
-        r.rank = prev.rank if prev is not None and prev.overall == r.overall else i - first + 1
-        zeroed = int(((r.run.summary if r.run else {}).get("counts") or {}).get("candidate_errors_zeroed", 0))
+        row.rank = prev.rank if prev is not None and prev.overall == row.overall else i - first + 1
+        zeroed = int(((row.run.summary if row.run else {}).get("counts") or {}).get("candidate_errors_zeroed", 0))
         if zeroed:
-            warnings.append(f"{r.label}: {zeroed} candidate errors are scored 0 (candidate_errors: zero)")
-        if r.counts["judge_errors"] or r.counts["candidate_errors"] - zeroed:
-            warnings.append(f"{r.label}: {r.counts['judge_errors']} judge errors and {r.counts['candidate_errors'] - zeroed} "
-                            f"candidate errors are left out of its scores ({r.counts['scored']}/"
-                            f"{r.counts['questions']} scored)")
+            warnings.append(f"{row.label}: {zeroed} candidate errors are scored 0 (candidate_errors: zero)")
+        if row.counts["judge_errors"] or row.counts["candidate_errors"] - zeroed:
+            warnings.append(f"{row.label}: {row.counts['judge_errors']} judge errors and "
+                            f"{row.counts['candidate_errors'] - zeroed} candidate errors are left out of its scores "
+                            f"({row.counts['scored']}/{row.counts['questions']} scored)")
     _mark_unlike(rows, warnings)
     lb = Leaderboard(benchmark=runs[0].benchmark, benchmark_version=str(runs[0].summary.get("benchmark_version", "")),
                      taxonomy=tax, rows=rows, pairs=[], n_boot=n_boot, seed=seed, alpha=alpha, warnings=warnings)

@@ -15,9 +15,10 @@ import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.record.types import Record
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.formulas import known_names
 from rubric_engine.shapes.base import Verdict
@@ -42,12 +43,12 @@ def _spec(run: Any, formula: str | None, rules: bool) -> Any:
     return spec if rules else spec.model_copy(update={"failure_rules": []})  # the resolved formula is kept
 
 
-def _rescored(spec: Any, verdict: Verdict, rec: SampleRecord, rules: bool, where: str) -> SampleRecord:
-    """One samples.jsonl record with its score fields recomputed from its stored verdicts."""
-    if "samples" in rec:  # candidate.samples: every sample re-scored, then the question's means (stats/sampling.py)
+def _rescored(spec: Any, verdict: Verdict, rec: Record, rules: bool, where: str) -> SampleRecord:
+    """One samples.jsonl record, as its JSON object, with its score fields recomputed from its stored verdicts."""
+    if rec.samples:  # candidate.samples: every sample re-scored, then the question's means (stats/sampling.py)
         return rescored_record(rec, criteria_from_record(rec), rules, where,
                                lambda criteria, hits: score_fields(spec, criteria, hits))
-    return verdict.rescored(spec, rec, rules, where)  # the spec's verdict reads its own stored fields (shapes/)
+    return cast(SampleRecord, verdict.rescored(spec, rec, rules, where))  # the verdict reads its own fields (shapes/)
 
 
 def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool = True) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool
     spec = _spec(run, formula, rules)
     where = str(run.dir / rundir.SAMPLES_FILE)
     verdict = shape_for(spec).verdict
-    samples = [_rescored(spec, verdict, rec, rules, where) for rec in run.samples]
+    samples = [_rescored(spec, verdict, rec, rules, where) for rec in run.iter_records()]
     summary = dict(run.summary)
     try:
         summary.update(score_summary(spec, samples, scored_stage=summary.get("stage") != "generate"))
@@ -100,7 +101,7 @@ def compare_summaries(pairs: Sequence[tuple[str, Mapping[str, Any], Mapping[str,
                       labels: Mapping[str, str]) -> dict[str, Any]:
     """Side by side, per run: overall, dimensions and abilities before / after with their ranks;
     across runs: each run's rank before / after."""
-    runs = []
+    runs: list[dict[str, Any]] = []
     for name, old, new in pairs:
         rows = []
         for key in ("dimensions", "abilities"):

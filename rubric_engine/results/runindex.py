@@ -168,7 +168,8 @@ def _tables(summary: dict[str, Any], tax: RunTaxonomy | None) -> dict[str, dict[
     dimension, ability, subset and scenario scores where no breakdown of that id, or grouping by that kind, holds
     them; groups under their labels where the spec gives them."""
     titles = {bid: title for bid, title, _ in tax.breakdowns} if tax else {}
-    held = summary.get("breakdowns") if isinstance(summary.get("breakdowns"), dict) else {}
+    stored = summary.get("breakdowns")
+    held: dict[str, Any] = stored if isinstance(stored, dict) else {}
     declared = {by for bid, _, by in tax.breakdowns if held.get(bid)} if tax else set()  # kinds shown already
     names = {**tax.labels, **tax.subset_labels, **tax.scenario_labels} if tax else {}
     out: dict[str, dict[str, float | None]] = {}

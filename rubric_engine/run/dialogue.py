@@ -19,6 +19,7 @@ from typing import Any
 
 from pathlib import Path
 
+from rubric_engine.record.summary import CountsSection
 from rubric_engine.datatypes import Question, Turn
 from rubric_engine.errors import AnswersError, FatalModelError, ModelCallError
 from rubric_engine.models.client import CallResult, ModelClient
@@ -163,7 +164,7 @@ async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClie
         o.user_error = "the simulated user ended the session before the candidate replied"
 
 
-def conversation_counts(compact: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+def conversation_counts(compact: Sequence[Mapping[str, Any]]) -> CountsSection:
     """summary.json counts of a simulated run: questions whose simulated user failed, sessions cut at max_turns."""
     return {"user_errors": sum(1 for c in compact if c.get("user_error")),
             "cut_at_max_turns": sum(1 for c in compact if c.get("ended") == "max_turns")}

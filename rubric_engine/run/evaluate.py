@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rubric_engine.record.summary import Summary
 from rubric_engine.errors import ConfigError, NothingScored
 from rubric_engine.run.loops import run_sync
 from rubric_engine.run.result import EvalResult, nothing_scored, result_of
@@ -183,7 +184,7 @@ def _prepare(benchmark: str, candidate: ModelRef, judge: ModelRef, given: Mappin
     return (_settings(benchmark, candidate, judge, opts), *_consoles(opts))
 
 
-def _finish(settings: Any, summary: Mapping[str, Any], buffer: io.StringIO | None) -> EvalResult:
+def _finish(settings: Any, summary: Summary, buffer: io.StringIO | None) -> EvalResult:
     """The typed result, or NothingScored when the run scored nothing (the command line's exit 1)."""
     why = nothing_scored(summary)
     if why:

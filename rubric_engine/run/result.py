@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
+
+from rubric_engine.record.summary import CountsSection, Summary
 
 __all__ = ["EvalResult", "Interval", "Counts", "result_of", "nothing_scored"]
 
@@ -101,30 +103,30 @@ def _interval(section: Any) -> Interval | None:
 _NAMED_COUNTS = ("questions", "scored", "candidate_errors", "judge_errors", "candidate_errors_zeroed")
 
 
-def _counts(section: Mapping[str, Any]) -> Counts:
+def _counts(section: CountsSection) -> Counts:
     return Counts(questions=int(section.get("questions", 0)), scored=int(section.get("scored", 0)),
                   candidate_errors=int(section.get("candidate_errors", 0)),
                   judge_errors=int(section.get("judge_errors", 0)),
                   zeroed=int(section.get("candidate_errors_zeroed", 0)),
-                  other=MappingProxyType({k: v for k, v in section.items() if k not in _NAMED_COUNTS}))
+                  other=MappingProxyType(cast(dict[str, int], {k: v for k, v in section.items() if k not in _NAMED_COUNTS})))
 
 
-def result_of(summary: Mapping[str, Any], run_dir: Path, notes: tuple[str, ...] = ()) -> EvalResult:
-    """The typed result of the run in `run_dir` whose summary.json is `summary`; `notes`: what it said."""
-    frozen = _frozen(summary)
-    role = (lambda key: (frozen.get(key) or {}).get("name"))  # noqa: E731
-    return EvalResult(benchmark=str(frozen.get("benchmark")), run_dir=Path(run_dir), overall=frozen.get("overall"),
-                      interval=_interval(frozen.get("interval")), groups=frozen.get("breakdowns") or
-                      MappingProxyType({}), counts=_counts(frozen.get("counts") or {}),
-                      cost=frozen.get("cost") or MappingProxyType({}), tokens=frozen.get("tokens") or
-                      MappingProxyType({}), candidate=role("candidate"), judge=role("judge"), summary=frozen,
+def result_of(summary: Summary, run_dir: Path, notes: tuple[str, ...] = ()) -> EvalResult:
+    """The typed result of the run in `run_dir` whose summary.json is `summary`; `notes`: what it said. Read by
+    summary.json's typed keys (record/summary.py); `summary` is kept whole, read-only."""
+    candidate, judge = summary.get("candidate") or {}, summary.get("judge") or {}
+    return EvalResult(benchmark=str(summary.get("benchmark")), run_dir=Path(run_dir), overall=summary.get("overall"),
+                      interval=_interval(summary.get("interval")),
+                      groups=_frozen(summary.get("breakdowns") or {}), counts=_counts(summary.get("counts") or {}),
+                      cost=_frozen(summary.get("cost") or {}), tokens=_frozen(summary.get("tokens") or {}),
+                      candidate=candidate.get("name"), judge=judge.get("name"), summary=_frozen(summary),
                       notes=tuple(notes))
 
 
-def nothing_scored(summary: Mapping[str, Any]) -> str | None:
+def nothing_scored(summary: Summary) -> str | None:
     """Why a finished run counts as failed (exit 1, `NothingScored`), or None: a run that scored nothing is not a
     success."""
-    c = summary.get("counts", {})
+    c: CountsSection = summary.get("counts", {})
     n, cand, judge = c.get("questions", 0), c.get("candidate_errors", 0), c.get("judge_errors", 0)
     if summary.get("stage") == "generate":
         if n and cand >= n:

@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 
+from rubric_engine.record.summary import Summary
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
 from rubric_engine.errors import ConfigError, DataError, DiskFull
@@ -112,7 +113,7 @@ def given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[
 
 def run_benchmark(settings: RunSettings, console: Console | None = None,
                   results: Console | None = None, warned: set[str] | None = None, *,
-                  checked: Callable[[], object] | None = None) -> dict[str, Any]:
+                  checked: Callable[[], object] | None = None) -> Summary:
     """Run the stages the settings ask for and return the summary (also written to out_dir).
 
     `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
@@ -129,7 +130,7 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
 
 async def run_benchmark_async(settings: RunSettings, console: Console | None = None,
                               results: Console | None = None, warned: set[str] | None = None, *,
-                              checked: Callable[[], object] | None = None) -> dict[str, Any]:
+                              checked: Callable[[], object] | None = None) -> Summary:
     """`run_benchmark` on the caller's event loop: the model calls run there (the checks, the loading and the
     files written at the end are plain blocking work between them). The run owns its worker processes
     (workers=N, models/workers.py): started for it, handed to its clients, ended with it; nothing process-wide is
@@ -170,7 +171,7 @@ def _kept(full: DiskFull, cache: ResultCache | None) -> str:
 
 async def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
                       warned: set[str], checked: Callable[[], object] | None,
-                      workers: WorkerPool) -> dict[str, Any]:
+                      workers: WorkerPool) -> Summary:
     console = console or SafeConsole(stderr=True)
     results = results or SafeConsole()
     settings = with_run_data(settings)  # from_run=: the run's own data file (summary.json's data_path)
@@ -295,21 +296,22 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     summary = build_summary(settings, plan, spec, dataset, totals,
                             totals.scored_in_order(questions) if plan.judged else [], calls,
                             totals.compact_in_order(questions))
-    summary.update(spec_hash=digest, run_id=manifest["run_id"])
+    summary["spec_hash"], summary["run_id"] = digest, manifest["run_id"]
     summary["provenance"] = run_provenance(plan, out)  # engine, command, models and params (report.html)
     offsets = runstream.index(journal)  # id -> byte offset: the journal is read in question order from here on
     if plan.judged and plan.panel:
         summary["judge"] = {"name": "+".join(j.name for j in judges), "model": ",".join(j.model for j in judges)}
     if plan.judged and (plan.panel or plan.samples > 1) and verdict.criterion_votes:
         # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
-        summary.update(runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
-                                                samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets))
+        sections = runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
+                                            samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets)
+        summary.update(cast(Summary, sections))
     if plan.judged and verdict.compares:  # wins / ties / losses and position consistency (stats/pairwise.py)
         records = (rec for _, rec in runstream.ordered_records(journal, questions, offsets))
         summary["pairwise"] = pairwise_section(settings, spec, plan.baseline, records)
     if plan.judged:  # the verdict's own section, if it has one (shapes/)
-        summary.update(verdict.summary_section(spec, lambda: (rec for _, rec in runstream.ordered_records(
-            journal, questions, offsets))))
+        summary.update(cast(Summary, verdict.summary_section(spec, lambda: (rec for _, rec in runstream.ordered_records(
+            journal, questions, offsets)))))
     summary["wall_seconds"] = timing  # per stage, from its first call to its last result; total = whole run
     rundir.write_json(out / rundir.SUMMARY_FILE, summary)
     # answers.jsonl is read from the journal, which becomes the question-ordered samples.jsonl (stage=generate:

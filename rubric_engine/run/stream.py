@@ -19,6 +19,7 @@ from typing import Any
 
 from rubric_engine.datatypes import Question, QuestionRef, QuestionRows
 from rubric_engine.errors import DataError
+from rubric_engine.record.codec import decode, encode_turns
 from rubric_engine.records import SampleRecord
 from rubric_engine.run.journal import JOURNAL_VERSION, JournalState, read_journal
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
@@ -229,11 +230,11 @@ def finish_files(out: Path, journal: Path, rows: QuestionRows, id_field: str, co
         def answers() -> Iterator[str]:
             for ref in rows.refs:
                 row = dict(rows.row(ref) or {id_field: ref.id})
-                rec = record(ref)
-                row["response"] = rec.get("response")
+                rec = decode(record(ref))
+                row["response"] = rec.response
                 said = conversation.stored_transcript(rec)  # a session: stage=score / from_run judge it again
                 if said is not None:
-                    row["transcript"] = said
+                    row["transcript"] = encode_turns(said.turns)
                 yield json.dumps(row, ensure_ascii=False) + "\n"
 
         def ordered() -> Iterator[str]:

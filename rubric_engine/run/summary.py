@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import DataError
+from rubric_engine.record.summary import Summary
 from rubric_engine.run import stream as runstream
 from rubric_engine.run.dialogue import conversation_counts
 from rubric_engine.run.plan import RunPlan
@@ -27,10 +28,10 @@ NO_JUDGE: dict[str, Any] = {"name": "none", "model": None, "family": None}  # ev
 
 def build_summary(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dataset: Any,
                   totals: runstream.Totals, scored: Sequence[ScoredQuestion],
-                  calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+                  calls: Mapping[str, Any], compact: Sequence[Mapping[str, Any]]) -> Summary:
     judged, judge_spec = plan.judged, plan.judges[0] if plan.judges else None  # none: every item is checked
     cand = settings.candidate
-    summary = {
+    summary: Summary = {
         "schema_version": rundir.SUMMARY_SCHEMA_VERSION,
         "benchmark": spec.name, "benchmark_version": spec.version, "data_sha256": dataset.sha256,
         "data_trust": dataset.trust,
@@ -41,7 +42,7 @@ def build_summary(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dat
                   else NO_JUDGE) if judged else None,
         # the same path `rescore` takes from samples.jsonl (stats/scores.py): one aggregation, never two; the
         # journal's compact per-question values stand in for the records
-        **score_summary(spec, compact, scored_stage=judged, scored=scored),
+        **score_summary(spec, compact, scored_stage=judged, scored=scored),  # type: ignore[typeddict-item]
         "tokens": totals.tokens,
         "cost": totals.costs(),
         "calls": dict(calls),

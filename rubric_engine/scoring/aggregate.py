@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from rubric_engine.datatypes import Question
+from rubric_engine.record.codec import decode
+from rubric_engine.record.types import Record
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, Aggregation, QuestionScore
 
 __all__ = ["ScoredQuestion", "NO_SCENARIO", "BREAKDOWN_KINDS", "aggregate", "ability_ids", "scenario_order", "overall",
@@ -202,16 +204,18 @@ def breakdowns(scored: Sequence[ScoredQuestion], declared: Iterable[tuple[str, s
     return {bid: breakdown(scored, by, dimensions, how, prefix, scale=scale) for bid, by, prefix in declared}
 
 
-def _field(record: Mapping[str, Any], key: str, where: str) -> Any:
-    if key not in record:
-        raise ValueError(
-            f"{where}: missing key {key!r}; a samples.jsonl record needs id, subset, scenario, abilities, score, catastrophic"
-        )
-    return record[key]
+_NEEDED = "a samples.jsonl record needs id, subset, scenario, abilities, score, catastrophic"
+_NEEDED_KEYS = frozenset({"id", "subset", "scenario", "abilities", "score", "catastrophic"})
 
 
-def _scores(record: Mapping[str, Any], key: str, where: str) -> dict[str, float]:
-    groups = record.get(key) or {}
+def _field(record: Record, key: str, value: Any, where: str) -> Any:
+    if not record.stored(key):
+        raise ValueError(f"{where}: missing key {key!r}; {_NEEDED}")
+    return value
+
+
+def _scores(groups: Any, key: str, where: str) -> dict[str, float]:
+    groups = groups or {}
     if not isinstance(groups, Mapping):
         raise ValueError(f"{where}: {key!r} must be a mapping of group -> {{raw, lo, hi, score}}")
     out: dict[str, float] = {}
@@ -222,32 +226,37 @@ def _scores(record: Mapping[str, Any], key: str, where: str) -> dict[str, float]
     return out
 
 
-def scored_from_samples(samples: Iterable[Mapping[str, Any]]) -> list[ScoredQuestion]:
-    """ScoredQuestions from samples.jsonl records; records with score null (errors) are skipped.
+def scored_from_samples(samples: Iterable[Record | Mapping[str, Any]]) -> list[ScoredQuestion]:
+    """ScoredQuestions from samples.jsonl records (decoded Records, or their JSON objects: a run's compact
+    values); records with score null (errors) are skipped.
 
     The caller counts the skipped records (candidate / judge errors) so they are never averaged in.
     """
     out: list[ScoredQuestion] = []
-    for n, rec in enumerate(samples, 1):
-        where = f"sample record {n}"
-        score = _field(rec, "score", where)
+    for n, item in enumerate(samples, 1):
+        rec = item if isinstance(item, Record) else decode(item)
+        if not _NEEDED_KEYS <= rec.layout.present:  # the first missing key named, in this order
+            _field(rec, "score", rec.score, f"sample record {n}")
+            if rec.score is None:
+                continue
+            where = f"sample record {n} (id {rec.id!r})"
+            _scores(_field(rec, "abilities", rec.abilities, where), "abilities", where)
+            for key in ("id", "subset", "scenario", "catastrophic"):
+                _field(rec, key, None, where)
+        score = rec.score
         if score is None:
             continue
-        where = f"sample record {n} (id {rec.get('id')!r})"
-        _field(rec, "abilities", where)
-        abilities = _scores(rec, "abilities", where)
+        where = f"sample record {n} (id {rec.id!r})"
         out.append(ScoredQuestion(
-            id=str(_field(rec, "id", where)), subset=_field(rec, "subset", where) or "",
-            scenario=_field(rec, "scenario", where) or "", abilities=abilities,
-            score=float(score), catastrophic=bool(_field(rec, "catastrophic", where)),
-            tags=tuple(rec.get("tags") or ()), item_tags=_scores(rec, "item_tags", where),
-            weight=_weight(rec, where)))
+            id=str(rec.id), subset=rec.subset or "", scenario=rec.scenario or "",
+            abilities=_scores(rec.abilities, "abilities", where), score=float(score),
+            catastrophic=bool(rec.catastrophic), tags=tuple(rec.tags),
+            item_tags=_scores(rec.item_tags, "item_tags", where), weight=_weight(rec.weight, where)))
     return out
 
 
-def _weight(record: Mapping[str, Any], where: str) -> float:
+def _weight(w: Any, where: str) -> float:
     """A record's `weight` (absent: 1): a positive, finite number of pooled judgments."""
-    w = record.get("weight", 1)
     if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
         raise ValueError(f"{where}: weight must be a positive number (the judgments its score pools), got {w!r}")
     return float(w)

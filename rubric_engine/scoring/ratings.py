@@ -2,7 +2,7 @@
 pass against the reference values, and pick the pass a benchmark reports: pure arithmetic, no model call.
 
 Why here, apart from the shape (shapes/rating.py): the rules are EQ-Bench's and must equal them number for
-number (tests/test_rating.py restates them independently); kept pure, they are tested without a run and the
+number (tests/shapes/test_rating.py restates them independently); kept pure, they are tested without a run and the
 shape only wires them to the record. What the rules are:
 
 - **Reading** (`read_passes`): a rating is a `Name: number` pair, a word, a colon, at least one blank (a line

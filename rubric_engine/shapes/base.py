@@ -18,7 +18,10 @@ from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult, criteria_requests
 from rubric_engine.judge.panels import Panel
 from rubric_engine.models.request import Request
-from rubric_engine.records import GameRecord, SampleRecord, TurnRecord
+from rubric_engine.record.codec import encode
+from rubric_engine.record.pairwise import Game
+from rubric_engine.record.types import Record, Transcript
+from rubric_engine.records import SampleRecord
 from rubric_engine.stats.scores import question_score, rescored_fields
 
 if TYPE_CHECKING:
@@ -80,8 +83,9 @@ class Conversation:
         """Drive one session's turns through `talk` (only for a conversation: `talks` is True)."""
         raise NotImplementedError(f"conversation {self.name} has no session")
 
-    def stored_transcript(self, rec: Mapping[str, Any]) -> list[TurnRecord] | None:
-        """The session a stored record holds, for its readers (answers.jsonl, the report); None: a single reply."""
+    def stored_transcript(self, rec: Record) -> Transcript | None:
+        """The session a stored record holds (its turns, how it ended, the simulated user's error), for its
+        readers (answers.jsonl, the report); None: a single reply."""
         return None
 
 
@@ -129,18 +133,22 @@ class Verdict:
         """Record fields this verdict writes after the score (a comparison's games)."""
         return {}
 
-    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
-        """`rescore`: a stored record with its score fields recomputed from what this verdict stored (the
-        per-criterion verdicts; `rules` False: without the failure-rule items). `where` names the file."""
-        return rescored_fields(spec, rec, dict(rec), rules, where)
+    def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
+        """`rescore`: a stored record, as its JSON object, with its score fields recomputed from what this verdict
+        stored (the per-criterion verdicts; `rules` False: without the failure-rule items). `where` names the file."""
+        return rescored_fields(spec, rec, encode(rec), rules, where)
 
     def extra_usage(self, result: JudgeResult | None) -> dict[str, Any] | None:
         """Tokens, cost and cache hits of a further role this verdict called (a pairwise baseline), or None."""
         return None
 
-    def stored_games(self, rec: Mapping[str, Any]) -> list[GameRecord] | None:
+    def stored_games(self, rec: Record) -> tuple[Game, ...] | None:
         """The comparisons a stored record holds, for the report; None: this verdict compares nothing, or the
         question was never judged."""
+        return None
+
+    def stored_baseline(self, rec: Record) -> str | None:
+        """The baseline's reply a stored record was compared with (None: none)."""
         return None
 
     def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,

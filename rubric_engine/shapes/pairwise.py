@@ -17,7 +17,10 @@ from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.pairwise import (PairResult, baseline_reply, baseline_request, game_requests, judge_pair,
                                           pair_fields)
 from rubric_engine.models.request import Request
-from rubric_engine.records import GameRecord, SampleRecord
+from rubric_engine.record.codec import encode
+from rubric_engine.record.pairwise import Game, PairwiseJudgment
+from rubric_engine.record.types import Record
+from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.pairwise import question_value
 from rubric_engine.shapes.base import Judging, Verdict, judge_of
 from rubric_engine.shapes.plan import BASELINE_PLACEHOLDER
@@ -48,12 +51,13 @@ class Pairwise(Verdict):
                        clip: Callable[[str], str]) -> SampleRecord:
         return pair_fields(spec, result, clip) if isinstance(result, PairResult) else {}
 
-    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+    def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
         """Score and weight again from the stored games' labels (scoring/pairwise.py); a record with an error
         (or without games: never judged) keeps its fields."""
-        out = dict(rec)
-        if "games" in rec and not (rec.get("judge_error") or rec.get("candidate_error")):
-            score, weight = question_value([(str(g["order"]), str(g["label"])) for g in rec["games"]],
+        out = encode(rec)
+        games = self.stored_games(rec)
+        if games is not None and not (rec.judge_error or rec.candidate_error):
+            score, weight = question_value([(str(g.order), str(g.label)) for g in games],
                                            judge_of(spec).verdict.strong_weight)
             out.update(score=score, weight=weight)
         return rescored_fields(spec, rec, out, rules, where)
@@ -66,9 +70,12 @@ class Pairwise(Verdict):
         return {"tokens": {"prompt": base.tokens[0], "completion": base.tokens[1]}, "cost": base.cost,
                 "cache_hits": base.cached}
 
-    def stored_games(self, rec: Mapping[str, Any]) -> list[GameRecord] | None:
-        """The record's `games` (None: never judged, e.g. a candidate error)."""
-        return rec["games"] if "games" in rec else None
+    def stored_games(self, rec: Record) -> tuple[Game, ...] | None:
+        """The record's games (None: never judged, e.g. a candidate error)."""
+        return rec.judgment.games if isinstance(rec.judgment, PairwiseJudgment) else None
+
+    def stored_baseline(self, rec: Record) -> str | None:
+        return rec.judgment.baseline_response if isinstance(rec.judgment, PairwiseJudgment) else None
 
     def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,
                        transcript: Sequence[Mapping[str, str]] | None) -> list[Request]:

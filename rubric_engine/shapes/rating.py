@@ -25,6 +25,9 @@ from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.ratings import DISTANCES, ZERO_TOTAL, PassResult, choose_pass, pass_number, score_passes
 from rubric_engine.models.request import Request
+from rubric_engine.record.codec import encode
+from rubric_engine.record.rating import RatingJudgment
+from rubric_engine.record.types import Record
 from rubric_engine.shapes.base import Judging, Verdict
 
 if TYPE_CHECKING:
@@ -125,15 +128,16 @@ class Rating(Verdict):
         return cast(SampleRecord, _with_score({"rating": {"reference": result.reference, "passes": passes,
                                                           "scored": result.scored}}))
 
-    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+    def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
         """Every pass's score again from its stored ratings and reference, under the spec's distance (the reply
         is not read again: what was read is the record's). A record never read (a candidate error) is kept."""
-        stored = rec.get("rating")
-        if not isinstance(stored, Mapping) or rec.get("candidate_error"):
-            return dict(rec)
+        obj, judgment = encode(rec), rec.judgment
+        if not isinstance(judgment, RatingJudgment) or not judgment.read or rec.candidate_error:
+            return obj
+        stored = judgment.stored
         distance, reference = _block(spec).distance, stored["reference"]
         passes = [{**p, **_pass_score(p, reference, distance)} for p in stored["passes"]]
-        out = {k: v for k, v in rec.items() if k not in ("score", "judge_error", "judge_raw")}
+        out = {k: v for k, v in obj.items() if k not in ("score", "judge_error", "judge_raw")}
         out.update(score=None, judge_error=None)
         out = _with_score({**out, "rating": {**stored, "passes": passes}})
         error = passes[stored["scored"]]["error"]

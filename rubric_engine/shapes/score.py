@@ -20,6 +20,9 @@ from rubric_engine.judge.panels import Panel, ScorePanel
 from rubric_engine.judge.scores import ScoreResult, score_requests
 from rubric_engine.models.request import Request
 from rubric_engine.models.redact import redact
+from rubric_engine.record.codec import encode
+from rubric_engine.record.score import ScoreJudgment
+from rubric_engine.record.types import Record
 from rubric_engine.records import SampleRecord, TurnScoreRecord
 from rubric_engine.scoring.scalar import scalar_fields
 from rubric_engine.shapes.base import Verdict, judge_of
@@ -69,14 +72,15 @@ class Score(Verdict):
             out["judge_raw"] = [redact(clip(r)) for r in result.raw_replies]
         return out
 
-    def rescored(self, spec: "BenchmarkSpec", rec: Mapping[str, Any], rules: bool, where: str) -> dict[str, Any]:
+    def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
         """The question's score again from its stored turn scores (a record without turns: never judged)."""
-        if "turns" not in rec:
+        judged = rec.judgment
+        if not isinstance(judged, ScoreJudgment):
             return super().rescored(spec, rec, rules, where)
-        out = dict(rec)
+        out = encode(rec)
         out.pop("weight", None)
-        if not rec.get("judge_error") and not rec.get("candidate_error"):
-            out.update(scalar_fields(rec["turns"]))
+        if not rec.judge_error and not rec.candidate_error:
+            out.update(scalar_fields([{"score": t.score, "error": t.error} for t in judged.turns]))
         return out
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:

@@ -8,14 +8,13 @@ run/dialogue.py's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.dialogue import candidate_prefix, candidate_view
 from rubric_engine.models.request import Request
-from rubric_engine.records import TurnRecord
+from rubric_engine.record.types import Record, Transcript
 from rubric_engine.shapes.base import Conversation, Message, Requests, Talk
 
 if TYPE_CHECKING:
@@ -38,9 +37,9 @@ class Session(Conversation):
         return replace(request, title=f"candidate prompt ({self.name} conversation: the first turn; later turns add "
                                       "the replies)", calls=calls)
 
-    def stored_transcript(self, rec: Mapping[str, Any]) -> list[TurnRecord] | None:
-        """The record's `transcript` (None: the session never started, or answers without one were judged)."""
-        return rec["transcript"] if "transcript" in rec else None
+    def stored_transcript(self, rec: Record) -> Transcript | None:
+        """The record's session (None: it never started, or answers without a transcript were judged)."""
+        return rec.reply if isinstance(rec.reply, Transcript) and rec.stored("transcript") else None
 
 
 class Scripted(Session):

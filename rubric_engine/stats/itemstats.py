@@ -21,7 +21,7 @@ __all__ = ["pearson", "point_biserial", "corrected_item_total", "cronbach_alpha"
            "alpha_interval", "is_binary"]
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+def pearson(x: "Sequence[float] | np.ndarray", y: "Sequence[float] | np.ndarray") -> float | None:
     """Pearson's r; None with fewer than 3 pairs or a constant variable (no correlation is defined)."""
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if a.shape != b.shape or a.size < 3:

@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from rubric_engine.record.codec import decode
+from rubric_engine.record.pairwise import PairwiseJudgment
+from rubric_engine.record.types import Record
 from rubric_engine.scoring.pairwise import game_scores
 
 if TYPE_CHECKING:
@@ -25,21 +28,25 @@ def outcome(score: float) -> str:
     return "win" if score > 0.5 else "loss" if score < 0.5 else "tie"
 
 
-def pairwise_summary(records: Iterable[Mapping[str, Any]], spec: "BenchmarkSpec") -> dict[str, Any]:
+def pairwise_summary(records: Iterable[Record | Mapping[str, Any]], spec: "BenchmarkSpec") -> dict[str, Any]:
     """Counts over the scored questions' games (a question with a failed game is a judge error, counted in
-    `counts.judge_errors`, and none of its games is counted here)."""
+    `counts.judge_errors`, and none of its games is counted here). A record given as its JSON object (the run's
+    journal line) is decoded (record/codec.py)."""
+    assert spec.judge is not None, "a comparison is judged"
     v = spec.judge.verdict
     games = {"win": 0, "tie": 0, "loss": 0}
     labels: dict[str, int] = {lab: 0 for lab in v.labels}
     both = disagree = 0
-    for rec in records:
-        played = rec.get("games") or []
-        if rec.get("score") is None or not played:
+    for item in records:
+        rec = item if isinstance(item, Record) else decode(item)
+        played = rec.judgment.games if isinstance(rec.judgment, PairwiseJudgment) else ()
+        if rec.score is None or not played:
             continue
         outcomes = []
         for g in played:
-            labels[g["label"]] = labels.get(g["label"], 0) + 1
-            o = outcome(game_scores(g["label"], g["order"], v.strong_weight).score)
+            label = str(g.label)
+            labels[label] = labels.get(label, 0) + 1
+            o = outcome(game_scores(label, g.order, v.strong_weight).score)
             games[o] += 1
             outcomes.append(o)
         if len(outcomes) == 2:

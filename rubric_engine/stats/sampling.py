@@ -17,12 +17,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.record.codec import encode
+from rubric_engine.record.types import Record
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.aggregate import aggregate, scored_from_samples
 from rubric_engine.scoring.votes import combine
@@ -50,7 +52,7 @@ def _merge_groups(groups: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[str
     """Per group: lo / hi (the same in every sample), the mean raw and the mean score over the samples."""
     out: dict[str, dict[str, Any]] = {}
     for name, first in groups[0].items():
-        parts = [g[name] for g in groups]
+        parts: list[Mapping[str, Any]] = [g[name] for g in groups]
         out[name] = {"raw": _mean([float(p["raw"]) for p in parts]), "lo": first["lo"], "hi": first["hi"],
                      "score": _mean([float(p["score"]) for p in parts])}
     return out
@@ -66,9 +68,10 @@ def merge_scores(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if entries[0].get("item_tags"):
         out["item_tags"] = _merge_groups([e["item_tags"] for e in entries])
     fired = [r for e in entries for r in e.get("failed_rules") or []]
-    out.update(score=_mean([float(s) for s in scores]), failed_rules=list(dict.fromkeys(fired)),
+    values = [float(s) for s in scores if s is not None]  # every one (checked above)
+    out.update(score=_mean(values), failed_rules=list(dict.fromkeys(fired)),
                catastrophic=any(bool(e.get("catastrophic")) for e in entries),
-               sample_score_sd=statistics.stdev([float(s) for s in scores]))
+               sample_score_sd=statistics.stdev(values))
     return out
 
 
@@ -104,51 +107,56 @@ def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
     out["tokens"] = {role: {k: sum(int(r["tokens"][role][k]) for r in records) for k in ("prompt", "completion")}
                      for role in roles}
     out["cost"] = {role: None if any(r["cost"][role] is None for r in records)
-                   else math.fsum(r["cost"][role] for r in records) for role in roles}
+                   else math.fsum(cast(float, r["cost"][role]) for r in records) for role in roles}
     out["cache_hits"] = {role: sum(int(r["cache_hits"][role]) for r in records) for role in roles}
     user = _error(entries, "user_error")  # a simulated user failed in some sample: the question's user_error
     if user is not None:  # (else the first sample's, None, stays where it was, or none was written)
         out["user_error"] = user
     out["truncated"] = any(bool(r.get("truncated")) for r in records)
     out["samples"] = entries
-    return out
+    return cast(SampleRecord, out)
 
 
-def rescored_record(rec: SampleRecord, criteria: list[Criterion], rules: bool, where: str,
+def rescored_record(rec: Record, criteria: list[Criterion], rules: bool, where: str,
                     score: Callable[[list[Criterion], list[bool]], Mapping[str, Any]]) -> SampleRecord:
-    """A sampled record with every sample's scores recomputed from its stored verdicts by `score`
-    (scores.score_fields bound to the spec), then the question's means; errors stay errors."""
-    out = dict(rec)
-    if rec.get("judge_error") or rec.get("candidate_error"):
-        return out
+    """A sampled record, as its JSON object, with every sample's scores recomputed from its stored verdicts by
+    `score` (scores.score_fields bound to the spec), then the question's means; errors stay errors."""
+    out = encode(rec)
+    if rec.judge_error or rec.candidate_error:
+        return cast(SampleRecord, out)
     keep = [i for i, c in enumerate(criteria) if rules or c.rule is None]
     entries = []
-    for e in rec["samples"]:
-        hits = [c.get("hit") for c in e.get("criteria") or []]
+    for e in rec.samples:
+        hits = [c.hit for c in e.criteria]
         if len(hits) != len(criteria) or any(h not in (True, False) for h in hits):
-            raise DataError(where, f"question {rec.get('id')!r} sample {e.get('sample')}: a criterion without a "
+            raise DataError(where, f"question {rec.id!r} sample {e.sample}: a criterion without a "
                             "verdict", fix="re-score the run from its answers (stage=score from_run=...)")
-        new = {k: v for k, v in e.items() if k not in _SCORE_KEYS}
+        new = {k: v for k, v in encode(e).items() if k not in _SCORE_KEYS}
         new.update(score([criteria[i] for i in keep], [bool(hits[i]) for i in keep]))
         entries.append(new)
     for k in (*_SCORE_KEYS, "sample_score_sd"):
         out.pop(k, None)
     out.update(merge_scores(entries))
     out["samples"] = entries
-    return out
+    return cast(SampleRecord, out)
 
 
-def compact(rec: SampleRecord) -> dict[str, Any]:
-    """What the interval and the sampling block read of a record (no texts): the runner keeps only this."""
-    def verdicts(r: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [{k: c[k] for k in ("index", "hit", "votes") if k in c} for c in r.get("criteria") or []]
+def compact(rec: Record) -> dict[str, Any]:
+    """What the interval and the sampling block read of a stored record (no texts), as the run's compact values."""
+    def verdicts(r: Record) -> list[dict[str, Any]]:
+        return [{"index": c.index, "hit": c.hit, **({"votes": c.votes} if c.votes is not None else {})}
+                for c in r.criteria]
 
-    out = {k: rec.get(k) for k in ("id", "subset", "scenario", "tags", "score", "abilities", "catastrophic",
-                                   "item_tags", "judge_error", "candidate_error")}
-    out["criteria"] = verdicts(rec)
-    if "samples" in rec:
-        out["samples"] = [{**{k: e.get(k) for k in ("score", "abilities", "catastrophic", "item_tags")},
-                           "criteria": verdicts(e)} for e in rec["samples"]]
+    out = {"id": rec.id, "subset": rec.subset, "scenario": rec.scenario, "tags": list(rec.tags) or None,
+           "score": rec.score, "abilities": rec.abilities if rec.stored("abilities") else None,
+           "catastrophic": rec.catastrophic if rec.stored("catastrophic") else None,
+           "item_tags": rec.item_tags if rec.stored("item_tags") else None, "judge_error": rec.judge_error,
+           "candidate_error": rec.candidate_error, "criteria": verdicts(rec)}
+    if rec.samples:
+        out["samples"] = [{"score": e.score, "abilities": e.abilities if e.stored("abilities") else None,
+                           "catastrophic": e.catastrophic if e.stored("catastrophic") else None,
+                           "item_tags": e.item_tags if e.stored("item_tags") else None, "criteria": verdicts(e)}
+                          for e in rec.samples]
     return out
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import DataError
+from rubric_engine.record.codec import decode
+from rubric_engine.record.types import Record
 from rubric_engine.records import GroupScore, SampleRecord
 from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, breakdowns, scored_from_samples
 from rubric_engine.scoring.checks import CheckProblem, parse_check
@@ -24,6 +26,8 @@ from rubric_engine.stats.dialogues import dialogue_section
 from rubric_engine.spec.facts import facts_of
 from rubric_engine.stats.lengths import length_block
 from rubric_engine.stats.turns import score_sections
+
+_CRITERION_FIELDS = ("ability", "rule")  # the stored item's fields a Criterion takes besides index .. tags, check
 
 __all__ = ["question_score", "record_fields", "score_fields", "rescored_fields", "score_summary", "criteria_from_record", "zero_fields",
            "EMPTY_SCORES", "INTERVAL_SAMPLES", "INTERVAL_SEED", "unread_choices"]
@@ -56,24 +60,25 @@ def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool])
     return record_fields(question_score(spec, criteria, hits))
 
 
-def rescored_fields(spec: Any, rec: Mapping[str, Any], out: dict[str, Any], rules: bool, where: str) -> dict[str, Any]:
-    """`out` (a copy of the stored record `rec`) with its score fields recomputed from the stored per-criterion
-    verdicts; unchanged for a record never judged (a counted error). `rules` False leaves the failure-rule items out."""
-    hits = [c.get("hit") for c in rec.get("criteria") or []]
-    if rec.get("judge_error") or rec.get("candidate_error") or all(h is None for h in hits):
+def rescored_fields(spec: Any, rec: Record, out: dict[str, Any], rules: bool, where: str) -> dict[str, Any]:
+    """`out` (the stored record `rec` as its JSON object) with its score fields recomputed from the stored
+    per-criterion verdicts; unchanged for a record never judged (a counted error). `rules` False leaves the
+    failure-rule items out."""
+    hits = [c.hit for c in rec.criteria]
+    if rec.judge_error or rec.candidate_error or all(h is None for h in hits):
         return out  # never judged (a counted error): stays unscored
     criteria = criteria_from_record(rec)
     if any(h not in (True, False) for h in hits):
-        raise DataError(where, f"question {rec.get('id')!r} has a score but a criterion without a verdict",
+        raise DataError(where, f"question {rec.id!r} has a score but a criterion without a verdict",
                         fix="re-score the run from its answers (stage=score from_run=...)")
     if not rules:
         keep = [i for i, c in enumerate(criteria) if c.rule is None]
         criteria, hits = [criteria[i] for i in keep], [hits[i] for i in keep]
     out.pop("item_tags", None)  # written again by score_fields when the question has item tags
     try:
-        out.update(score_fields(spec, criteria, hits))
+        out.update(score_fields(spec, criteria, [bool(h) for h in hits]))  # every hit is true or false (above)
     except ValueError as exc:
-        raise DataError(where, f"question {rec.get('id')!r}: {exc}") from None
+        raise DataError(where, f"question {rec.id!r}: {exc}") from None
     return out
 
 
@@ -101,20 +106,22 @@ def unread_choices(rec: Mapping[str, Any]) -> int:
     return sum(1 for e in entries if "choice" in e and e["choice"] is None)
 
 
-def criteria_from_record(rec: Mapping[str, Any]) -> list[Criterion]:
-    """The Criterion objects a samples.jsonl record stored: every Criterion field the record holds
-    (lists become tuples); verdict keys (reasoning, hit) and unknown keys are not criterion fields."""
-    names = {f.name for f in fields(Criterion)}
+def criteria_from_record(rec: Record | Mapping[str, Any]) -> list[Criterion]:
+    """The Criterion objects a samples.jsonl record stored (a decoded Record, or its JSON object): every
+    Criterion field the item holds (verdict fields, reasoning and hit, are not criterion fields)."""
+    typed = rec if isinstance(rec, Record) else decode(rec)
     out = []
-    for c in rec.get("criteria") or []:
-        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in c.items() if k in names}
-        kw.update(index=int(c["index"]), label=str(c.get("label", "")), text=str(c.get("text", "")),
-                  weight=c.get("weight"))
-        if c.get("check") is not None:  # an engine-checked item, typed again (its stored result is its `hit`)
+    for c in typed.criteria:
+        if c.index is None:
+            raise KeyError("index")
+        kw: dict[str, Any] = {name: getattr(c, name) for name in _CRITERION_FIELDS if c.layout.has(name)}
+        kw.update(index=int(c.index), label=str(c.label), text=str(c.text), weight=c.weight,
+                  tags=tuple(c.tags))
+        if c.check is not None:  # an engine-checked item, typed again (its stored result is its `hit`)
             try:
-                kw["check"] = parse_check(c["check"], allow_choice=True)
+                kw["check"] = parse_check(c.check, allow_choice=True)
             except CheckProblem as exc:
-                raise DataError("samples.jsonl", f"question {rec.get('id')!r}, criterion {c['index']}: check: {exc}",
+                raise DataError("samples.jsonl", f"question {typed.id!r}, criterion {c.index}: check: {exc}",
                                 fix="restore the record's check as the run wrote it") from None
         out.append(Criterion(**kw))
     return out

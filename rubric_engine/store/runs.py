@@ -2,7 +2,7 @@
 
 Why apart from store/layout.py: store/layout.py is the format a run writes; this module is what every later reader
 (leaderboard, review, agree, audit, rescore) needs from it, with one rule for which directories are runs,
-which are complete, and which failed. Samples are streamed from disk on demand (`RunRecord.iter_samples`)
+which are complete, and which failed. Samples are streamed from disk on demand (`RunRecord.iter_records`)
 rather than held per run, so ranking many large runs keeps only compact per-question scores in memory.
 """
 
@@ -18,9 +18,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rubric_engine.datatypes import MAX_WEIGHT
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.records import SampleRecord
+from rubric_engine.record.codec import decode
+from rubric_engine.record.types import Record
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, DEFAULT_SCALE, Aggregation
 from rubric_engine.store.layout import (ANSWERS_FILE, ERROR_FILE, MANIFEST_FILE, REJECTED_FILE, RERUN, SAMPLES_FILE,
@@ -91,7 +91,7 @@ class RunTaxonomy:
 class RunRecord:
     """One run directory as read from disk (candidate / judge: the display names in summary.json).
 
-    `samples.jsonl` is not held: `iter_samples()` streams it (the leaderboard builds its compact
+    `samples.jsonl` is not held: `iter_records()` streams it, decoded (the leaderboard builds its compact
     per-question scores that way), and `samples` reads it whole once, for readers that need every record."""
 
     dir: Path
@@ -118,27 +118,20 @@ class RunRecord:
     def samples_path(self) -> Path:
         return self.dir / SAMPLES_FILE
 
-    def iter_samples(self) -> Iterator[SampleRecord]:
-        """samples.jsonl one record at a time; a bad line raises DataError naming file and line: a question
-        recorded twice (it would count twice), a weight that is not a bounded number, a verdict that is not
-        true / false / null (the file is editable, so what scoring reads again is checked here)."""
+    def iter_records(self) -> Iterator[Record]:
+        """samples.jsonl one typed record at a time (record/codec.py decodes each line); a bad line raises
+        DataError naming file and line: a question recorded twice (it would count twice), a criterion weight
+        that is not a bounded number, a verdict that is not true / false / null (the file is editable, so what
+        scoring reads again is checked here)."""
         seen: set[str] = set()
-        for line, rec in iter_jsonl(self.samples_path, error=DataError, fix=""):
-            qid = str(rec.get("id"))
+        where = str(self.samples_path)
+        for line, obj in iter_jsonl(self.samples_path, error=DataError, fix=""):
+            rec = decode(obj, where, line, RERUN)
+            qid = str(rec.id)
             if qid in seen:
-                raise DataError(str(self.samples_path), f"question {qid!r} is recorded twice", line=line,
+                raise DataError(where, f"question {qid!r} is recorded twice", line=line,
                                 fix="remove the duplicate line, or re-run into a new directory")
             seen.add(qid)
-            for c in [c for s in [rec, *(rec.get("samples") or [])] if isinstance(s, dict)
-                      for c in (s.get("criteria") or []) if isinstance(c, dict)]:
-                weight, hit = c.get("weight"), c.get("hit")
-                if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))
-                                           or not abs(weight) <= MAX_WEIGHT):
-                    raise DataError(str(self.samples_path), f"question {qid!r}: criterion weight {weight!r} is not a "
-                                    f"number between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}", line=line, fix=RERUN)
-                if hit is not None and not isinstance(hit, bool):
-                    raise DataError(str(self.samples_path), f"question {qid!r}: verdict hit={json.dumps(hit)[:40]} is "
-                                    "not true, false or null", line=line, fix=RERUN)
             yield rec
 
     def read_compact(self) -> None:
@@ -148,15 +141,15 @@ class RunRecord:
         excluded: set[str] = set()
         count = 0
 
-        def records() -> Iterator[dict[str, Any]]:
+        def records() -> Iterator[Record]:
             nonlocal count
-            for rec in self.iter_samples():
+            for rec in self.iter_records():
                 count += 1
-                score, reply = rec.get("score"), rec.get("response")
+                score, reply = rec.score, rec.response
                 if isinstance(score, (int, float)) and not isinstance(score, bool) and isinstance(reply, str):
                     lengths.append((len(reply), float(score)))
                 if score is None:
-                    excluded.add(str(rec.get("id")))
+                    excluded.add(str(rec.id))
                 yield rec
 
         stream = records()
@@ -169,9 +162,9 @@ class RunRecord:
         self.lengths, self.records, self.excluded = lengths, count, excluded
 
     @cached_property
-    def samples(self) -> list[SampleRecord]:
-        """Every record of samples.jsonl, read once (review, agree, audit and rescore need them all)."""
-        return list(self.iter_samples())
+    def samples(self) -> list[Record]:
+        """Every record of samples.jsonl, read once (review, agree, audit need them all)."""
+        return list(self.iter_records())
 
 
 def _natural(p: Path) -> list[Any]:

@@ -61,16 +61,16 @@ def collect_grid(runs: Sequence[Any], families: Mapping[str, str]) -> dict[str, 
     dropped = 0
     for c in candidates:
         first = grid[(c, judges[0])]
-        replies = {s["id"]: s.get("response") for s in first.samples}
+        replies = {s.id: s.response for s in first.samples}
         usable = None
         for j in judges:
             run = grid[(c, j)]
             for s in run.samples:
-                qid = s.get("id")
-                if qid in replies and s.get("response") != replies[qid]:
+                qid = s.id
+                if qid in replies and s.response != replies[qid]:
                     raise ConfigError(f"audit: runs judged on different replies: {first.dir} and {run.dir} "
                                       f"(candidate {c!r}) differ on question {qid!r}; {_HOW}")
-            ok = {s["id"] for s in run.samples if s.get("score") is not None}
+            ok = {s.id for s in run.samples if s.score is not None}
             usable = ok if usable is None else usable & ok
         assert usable is not None
         dropped += len(replies) - len(usable)
@@ -78,11 +78,11 @@ def collect_grid(runs: Sequence[Any], families: Mapping[str, str]) -> dict[str, 
             run = grid[(c, j)]
             per_q: dict[str, list[bool]] = {}
             for s in run.samples:
-                if s["id"] in usable:
-                    per_q[s["id"]] = [is_pass(bool(x["hit"]), x.get("weight")) for x in s.get("criteria") or []]
+                if s.id in usable:
+                    per_q[s.id] = [is_pass(bool(x.hit), x.weight) for x in s.criteria]
             passes[(c, j)] = per_q
-            scores[(c, j)] = {s["id"]: {a: float(v["score"]) for a, v in (s.get("abilities") or {}).items()}
-                              for s in run.samples if s["id"] in usable}
+            scores[(c, j)] = {s.id: {a: float(v["score"]) for a, v in (s.abilities or {}).items()}
+                              for s in run.samples if s.id in usable}
         for qid in usable:
             sizes = {len(passes[(c, j)][qid]) for j in judges}
             if len(sizes) > 1:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubric_engine.record.codec import encode, encode_criterion
 from rubric_engine.errors import DataError
 from rubric_engine.store.layout import SAMPLES_FILE, SPEC_FILE
 from rubric_engine.store.runs import RunRecord, RunTaxonomy, collect_runs, read_dialogues
@@ -106,8 +107,8 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
     seen: dict[tuple[str, str], set[str]] = {}
     for r in runs:
         for s in r.samples:
-            if isinstance(s.get("response"), str):
-                seen.setdefault((r.judge, f"{s.get('id')}@{reply_hash(s['response'])}"), set()).add(str(r.dir))
+            if isinstance(s.response, str):
+                seen.setdefault((r.judge, f"{s.id}@{reply_hash(s.response)}"), set()).add(str(r.dir))
     twice = {j for (j, _), ds in seen.items() if len(ds) > 1}
     id_field = str(((spec.get("data") or {}).get("fields") or {}).get("id") or "id")
     out = RunItems(benchmark=runs[0].benchmark, items={}, verdicts=[], replies={}, dialogues={}, taxonomy=tax,
@@ -117,8 +118,8 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
         for qid, turns in read_dialogues(r).items():
             out.dialogues.setdefault(qid, turns)
         for s in r.samples:
-            qid, reply = str(s.get("id")), s.get("response")
-            if not isinstance(reply, str) or not reply.strip() or s.get("candidate_error"):
+            qid, reply = str(s.id), s.response
+            if not isinstance(reply, str) or not reply.strip() or s.candidate_error:
                 out.skipped_no_reply += 1
                 continue
             rid = reply_hash(reply)
@@ -126,29 +127,29 @@ def load_items(dirs: Sequence[Path]) -> RunItems:
             cands = out.candidates.setdefault(f"{qid}@{rid}", [])
             if r.candidate not in cands:
                 cands.append(r.candidate)
-            criteria = s.get("criteria") or []
-            extras = _scalar_fields(s, _SAMPLE_KNOWN)
+            criteria = s.criteria
+            extras = _scalar_fields(encode(s), _SAMPLE_KNOWN)  # every stored field, the unknown ones too
             for c in criteria:
-                if isinstance(c, dict) and c.get("check") is not None:
+                if c.check is not None:
                     continue  # decided by the engine, not a judge: nothing for a person to agree with
-                idx = c.get("index") if isinstance(c, dict) else None
+                idx = c.index
                 if not isinstance(idx, int) or isinstance(idx, bool):
                     raise DataError(str(r.dir / SAMPLES_FILE), f"question {qid}: a criterion without an integer 'index'",
                                     fix="re-run or re-score this run directory")
                 key = item_key(qid, idx, rid)
                 if key not in out.items:
-                    ability, rule, w = c.get("ability"), c.get("rule"), c.get("weight")
-                    fields = {**extras, **_scalar_fields(c, _CRIT_KNOWN)}
+                    ability, rule, w = c.ability, c.rule, c.weight
+                    fields = {**extras, **_scalar_fields(encode_criterion(c), _CRIT_KNOWN)}
                     fields.update(
                         ability=ability or f"rule:{rule}",
                         dimension=ability_dim.get(ability, RULE_DIMENSION if rule else "unknown"),
-                        subset=str(s.get("subset") or ""), scenario=str(s.get("scenario") or ""),
+                        subset=str(s.subset or ""), scenario=str(s.scenario or ""),
                         weight_sign="rule" if w is None else ("negative" if w < 0 else "positive"),
                         candidate=cands, reply_length=len(reply))
                     out.items[key] = Item(key=key, qid=qid, criterion_index=idx, reply_id=rid,
-                                          text=str(c.get("text", "")), weight=w, fields=fields,
-                                          n_criteria=len(criteria), label=str(c.get("label", "")),
+                                          text=str(c.text), weight=w, fields=fields,
+                                          n_criteria=len(criteria), label=str(c.label),
                                           ability=ability, rule=rule)
-                hit = c.get("hit") if not s.get("judge_error") else None
+                hit = c.hit if not s.judge_error else None
                 out.verdicts.append(ItemVerdict(rater=rater, key=key, hit=hit if isinstance(hit, bool) else None))
     return out

@@ -2,7 +2,7 @@
 
 Why here: like `agree` and `audit`, the command only reads runs made the ordinary way (a sweep of several
 candidates, with repeats or a jury if you have them), so it costs no call. Runs are read through the one
-reader (store/runs.RunRecord.iter_samples) into `Reply` values; the statistics live in stats/rubricitems.py,
+reader (store/runs.RunRecord.iter_records) into `Reply` values; the statistics live in stats/rubricitems.py,
 stats/itemstats.py and stats/hardset.py; validity/items_report.py writes the files.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.records import SampleRecord
+from rubric_engine.record.types import CriterionVerdict, Record
 from rubric_engine.stats.hardset import HardSet, compare_sets, decay, propose_hard
 from rubric_engine.stats.rubricitems import (CriterionInfo, CriterionStats, GroupStats, QuestionStats, Reply,
                                              criterion_table, group_table, model_means, question_table)
@@ -59,29 +59,28 @@ class ItemsResult:
         return {"schema_version": 1, **asdict(self)}
 
 
-def _criterion_info(qid: str, c: Any, where: str) -> CriterionInfo:
-    idx = c.get("index") if isinstance(c, dict) else None
+def _criterion_info(qid: str, c: CriterionVerdict, where: str) -> CriterionInfo:
+    idx = c.index
     if not isinstance(idx, int) or isinstance(idx, bool):
         raise DataError(where, f"question {qid}: a criterion without an integer 'index'",
                         fix="re-run or re-score this run directory")
-    group = c.get("ability") or (f"rule:{c['rule']}" if c.get("rule") else "unknown")
-    tags = tuple(str(t) for t in c.get("tags") or [])
-    return CriterionInfo(qid=qid, index=idx, text=str(c.get("text", "")), weight=c.get("weight"), group=group,
-                         tags=tags)
+    group = c.ability or (f"rule:{c.rule}" if c.rule else "unknown")
+    return CriterionInfo(qid=qid, index=idx, text=str(c.text), weight=c.weight, group=group,
+                         tags=tuple(str(t) for t in c.tags))
 
 
-def _replies_of(rec: SampleRecord, model: str) -> tuple[list[Reply], int]:
+def _replies_of(rec: Record, model: str) -> tuple[list[Reply], int]:
     out, skipped = [], 0
-    for entry in rec.get("samples") or [rec]:
-        if entry.get("candidate_error") or entry.get("judge_error") or not entry.get("criteria"):
+    for entry in rec.entries():
+        if entry.candidate_error or entry.judge_error or not entry.criteria:
             skipped += 1
             continue
-        marks = [c for c in entry.get("criteria") or [] if isinstance(c, dict)]
-        score = entry.get("score")
-        out.append(Reply(qid=str(rec.get("id")), model=model,
+        score = entry.score
+        out.append(Reply(qid=str(rec.id), model=model,
                          score=float(score) if isinstance(score, (int, float)) else None,
-                         hits={int(c["index"]): c.get("hit") for c in marks},
-                         votes={int(c["index"]): c["votes"] for c in marks if isinstance(c.get("votes"), dict)}))
+                         hits={int(c.index): c.hit for c in entry.criteria if c.index is not None},
+                         votes={int(c.index): c.votes for c in entry.criteria
+                                if c.index is not None and isinstance(c.votes, dict)}))
     return out, skipped
 
 
@@ -93,10 +92,10 @@ def read_replies(runs: Sequence[RunRecord]) -> tuple[list[CriterionInfo], list[R
     skipped = 0
     for run in runs:
         where = str(run.dir / SAMPLES_FILE)
-        for rec in run.iter_samples():
-            qid = str(rec.get("id"))
-            subsets.setdefault(qid, str(rec.get("subset") or ""))
-            for c in rec.get("criteria") or []:
+        for rec in run.iter_records():
+            qid = str(rec.id)
+            subsets.setdefault(qid, str(rec.subset or ""))
+            for c in rec.criteria:
                 info = _criterion_info(qid, c, where)
                 criteria.setdefault((qid, info.index), info)
             got, n = _replies_of(rec, run.candidate)

@@ -92,9 +92,9 @@ def load_targets(run: Any, spec: Any) -> tuple[list[Target], int]:
     where = str(run.dir / rundir.SAMPLES_FILE)
     targets, skipped = [], 0
     for rec in run.samples:
-        qid, reply = str(rec.get("id")), rec.get("response")
-        hits = [c.get("hit") for c in rec.get("criteria") or [] if c.get("check") is None]
-        if (rec.get("judge_error") or rec.get("candidate_error") or not isinstance(reply, str) or not hits
+        qid, reply = str(rec.id), rec.response
+        hits = [c.hit for c in rec.criteria if c.check is None]
+        if (rec.judge_error or rec.candidate_error or not isinstance(reply, str) or not hits
                 or any(not isinstance(h, bool) for h in hits)):
             skipped += 1
             continue

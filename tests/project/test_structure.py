@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dataset",),
     ("spec",),
     ("scoring", "models"),
+    ("record",),  # the typed samples.jsonl record and its codec: every reader of a stored run reads it
     ("errors", "datatypes", "records", "text"),
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
@@ -183,9 +184,24 @@ SHAPE_PREDICATES = frozenset({"multi_turn", *(f"is_{name}" for name in SHAPE_NAM
 SHAPE_RESULTS = frozenset({"PairResult", "ScoreResult"})
 # record keys (records.py) a single verdict kind or conversation mode writes: pairwise, score, conversations
 SHAPE_KEYS = frozenset({"games", "baseline_response", "turns", "score_votes", "transcript", "ended", "user_error"})
-SHAPE_OWNERS = ("spec", "shapes", "records.py")  # records.py: the record's codec names every key
+SHAPE_OWNERS = ("spec", "shapes", "records.py", "record")  # records.py, record/: the record's layout and codec
 # Branch points on the shape not yet moved into rubric_engine/shapes/, module -> count. It may only shrink.
 SHAPE_BRANCHES_LEFT: dict[str, int] = {}
+# Reads of a shape's own record keys (shape_key_reads) outside the owners, module -> count. Not records: these
+# dicts share a key's name with a record field (summary.json's sections, template variables, an answers row).
+SHAPE_KEYS_NOT_RECORDS: dict[str, int] = {
+    "report/console.py": 1,  # summary.json's `pairwise` section: its count of games
+    "report/scales.py": 1,  # summary.json's `turns` table
+    "judge/prompts.py": 1,  # the judge template's variables (`transcript`)
+    "run/dialogue.py": 1,  # an answers row's `transcript` (a score-only run judges the session it holds)
+}
+# Still reading a record's dict by a shape's key (the run's compact values and the statistics the run and rescore
+# share; issue #36): may only shrink.
+SHAPE_KEY_READS_LEFT: dict[str, int] = {
+    "run/dialogue.py": 2,  # conversation_counts: the compact values' user_error and ended
+    "run/stream.py": 2,  # the compact values' turns
+    "stats/turns.py": 1,  # score_sections: each record's turns
+}
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -220,6 +236,23 @@ def shape_branches(tree: ast.AST) -> list[tuple[int, str]]:
                 found.append((node.lineno, f"calls the shape predicate {func}()"))
             elif func == "isinstance" and len(node.args) == 2 and _names(node.args[1]) & SHAPE_RESULTS:
                 found.append((node.lineno, f"isinstance on {'/'.join(sorted(_names(node.args[1]) & SHAPE_RESULTS))}"))
+    return sorted(found)
+
+
+def shape_key_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) for every read of a key only one shape writes: `x.get("games")`, `x["turns"]` (a write,
+    `rec["transcript"] = ...`, is the record's writer's). Outside the codec (record/) and shapes/, a stored record is
+    read through its attributes and the shape's strategy (rec.judgment, shape.verdict.stored_games(rec), ...)."""
+    found = []
+    for node in ast.walk(tree):
+        key = None
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and node.args and isinstance(node.args[0], ast.Constant)):
+            key = node.args[0].value
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        if key in SHAPE_KEYS:
+            found.append((node.lineno, f"reads the {key} key"))
     return sorted(found)
 
 
@@ -268,6 +301,41 @@ def test_no_branch_on_the_evaluation_shape_outside_its_owners() -> None:
                       "docs/development.md 'How to add a shape'):\n" + "\n".join(lines))
     stale = {m: n for m, n in SHAPE_BRANCHES_LEFT.items() if counts.get(m, 0) < n}
     assert not stale, f"fewer branches left than allowed: shrink SHAPE_BRANCHES_LEFT to {counts}"
+
+
+def test_shape_key_rule_finds_planted_reads() -> None:
+    """The checker on record readers: a read of a shape's own key is found (get or subscript), a write and a read
+    of a key every record has are not."""
+    code = ('played = rec.get("games") or []\n'
+            'said = rec["transcript"]\n'
+            'rec["ended"] = "stop"\n'
+            'ok = rec.get("score"), rec["id"], rec.judgment\n'
+            'n = len(sample.get("score_votes", {}))\n')
+    assert shape_key_reads(ast.parse(code)) == [(1, "reads the games key"), (2, "reads the transcript key"),
+                                                (5, "reads the score_votes key")]
+
+
+def test_no_record_read_by_a_shape_key_outside_the_codec_and_the_shapes() -> None:
+    """Outside rubric_engine/record/ (the codec and the judgment variants), rubric_engine/shapes/ and spec/, no
+    module reads a stored record by a key only one shape writes: it reads the decoded Record's attributes and asks
+    the shape (docs/development.md, "How to add a shape"). SHAPE_KEY_READS_LEFT may only shrink."""
+    counts: dict[str, int] = {}
+    lines = []
+    for path in MODULES:
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in SHAPE_OWNERS:
+            continue
+        hits = shape_key_reads(ast.parse(path.read_text(encoding="utf-8")))
+        if hits:
+            counts[str(rel)] = len(hits)
+        lines += [f"rubric_engine/{rel}:{line}: {what}" for line, what in hits]
+    allowed = {m: SHAPE_KEYS_NOT_RECORDS.get(m, 0) + SHAPE_KEY_READS_LEFT.get(m, 0)
+               for m in {*SHAPE_KEYS_NOT_RECORDS, *SHAPE_KEY_READS_LEFT}}
+    over = {m: n for m, n in counts.items() if n > allowed.get(m, 0)}
+    assert not over, ("a record read by a shape's own key outside record/ and shapes/ (read the decoded Record, "
+                      "record/codec.py, and ask the shape):\n" + "\n".join(lines))
+    stale = {m: n for m, n in allowed.items() if counts.get(m, 0) < n}
+    assert not stale, f"fewer shape-key reads left than allowed: shrink SHAPE_KEY_READS_LEFT to {counts}"
 
 
 def layout_table() -> str:

@@ -22,6 +22,7 @@ from rubric_engine.results.leaderboard import build_leaderboard
 from rubric_engine.scoring.aggregate import scored_from_samples
 from rubric_engine.scoring.question import Aggregation
 from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference
+from rubric_engine.record.codec import decode
 from rubric_engine.store.runs import collect_runs
 
 N_BOOT, SEED = 300, 5
@@ -67,7 +68,7 @@ def test_streamed_drilldown_equals_the_one_from_full_records(tmp_path: Path) -> 
     full = records(run_dir)
     assert html.count('<details class="q') == len(full) and f"{len(full)} questions" in html
     shape = stored_shape(row.run.spec, str(run_dir / "spec.resolved.json"))
-    assert "".join(_question(s, lb, shape) for s in full) in html
+    assert "".join(_question(decode(s), lb, shape) for s in full) in html  # each record as the codec reads it
 
 
 def test_a_record_that_is_no_score_is_named_when_ranked_and_every_line_is_still_checked(tmp_path: Path) -> None:
