@@ -276,8 +276,10 @@ def test_the_size_cap(reward: Reward) -> None:
 
 
 def _until_busy(s: Served) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """POST a body that is not JSON until the server is busy (503): the idle client's slot is taken by then."""
-    for _ in range(300):
+    """POST a body that is not JSON until the server is busy (503): the idle client's slot is taken by then. A
+    deadline, not a count of tries: on a loaded machine the server's threads may take seconds to get there."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         got = s.post(b"x")
         if got[0] != 400:
             return got
@@ -293,7 +295,8 @@ def test_requests_at_once_are_capped(reward: Reward) -> None:
         assert (status, got) == (503, {"error": "2 requests are in progress (max_requests); send it again in 5 s"})
         assert headers["retry-after"] == "5"
         idle.pop().close()  # one hangs up: its slot is free again
-        for _ in range(300):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             status, got, _ = s.post(body((Q, "MET=1")))
             if status == 200:
                 break
