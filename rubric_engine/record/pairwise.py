@@ -1,7 +1,7 @@
 """The pairwise verdict's judgment (judge.verdict.kind: pairwise): the games against the baseline's reply.
 
 Why its own module: what only a comparison stores (`games`, `baseline_response`) is this variant's, so the
-codec's registry names it in one line and no other module knows those keys (tests/project/test_structure.py).
+codec finds it here (it lists record/'s modules) and no other module knows those keys (tests/project/test_structure.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The score verdict's judgment (judge.verdict.kind: score): the judge's number (or its error) per candidate turn.
 
-Why its own module: what only a score run stores (`turns`, `score_votes`) is this variant's, so the codec's
-registry names it in one line and no other module knows those keys (tests/project/test_structure.py).
+Why its own module: what only a score run stores (`turns`, `score_votes`) is this variant's, so the codec finds it
+here (it lists record/'s modules) and no other module knows those keys (tests/project/test_structure.py).
 """
 
 from __future__ import annotations

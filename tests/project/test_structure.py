@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -282,20 +283,26 @@ def test_shape_rule_finds_planted_key_tests() -> None:
                                                 (4, "tests a record for its user_error key")]
 
 
-def test_no_branch_on_the_evaluation_shape_outside_its_owners() -> None:
-    """Outside rubric_engine/spec/, rubric_engine/shapes/ and the record codec, no module branches on the
-    evaluation shape (see SHAPE_NAMES and SHAPE_KEYS above): it asks its shape (shapes/registry.py) or is given
-    a fact. SHAPE_BRANCHES_LEFT may only shrink."""
+def _outside_the_shape_owners(finder: Callable[[ast.AST], list[tuple[int, str]]]) -> tuple[dict[str, int], list[str]]:
+    """What `finder` finds in each module outside the shapes' owners: the count per module and a line per hit."""
     counts: dict[str, int] = {}
     lines = []
     for path in MODULES:
         rel = path.relative_to(PACKAGE)
         if rel.parts[0] in SHAPE_OWNERS:
             continue
-        hits = shape_branches(ast.parse(path.read_text(encoding="utf-8")))
+        hits = finder(ast.parse(path.read_text(encoding="utf-8")))
         if hits:
             counts[str(rel)] = len(hits)
         lines += [f"rubric_engine/{rel}:{line}: {what}" for line, what in hits]
+    return counts, lines
+
+
+def test_no_branch_on_the_evaluation_shape_outside_its_owners() -> None:
+    """Outside rubric_engine/spec/, rubric_engine/shapes/ and the record codec, no module branches on the
+    evaluation shape (see SHAPE_NAMES and SHAPE_KEYS above): it asks its shape (shapes/registry.py) or is given
+    a fact. SHAPE_BRANCHES_LEFT may only shrink."""
+    counts, lines = _outside_the_shape_owners(shape_branches)
     over = {m: n for m, n in counts.items() if n > SHAPE_BRANCHES_LEFT.get(m, 0)}
     assert not over, ("branches on the evaluation shape outside spec/ and shapes/ (ask the shape's strategy, "
                       "docs/development.md 'How to add a shape'):\n" + "\n".join(lines))
@@ -319,16 +326,7 @@ def test_no_record_read_by_a_shape_key_outside_the_codec_and_the_shapes() -> Non
     """Outside rubric_engine/record/ (the codec and the judgment variants), rubric_engine/shapes/ and spec/, no
     module reads a stored record by a key only one shape writes: it reads the decoded Record's attributes and asks
     the shape (docs/development.md, "How to add a shape"). SHAPE_KEY_READS_LEFT may only shrink."""
-    counts: dict[str, int] = {}
-    lines = []
-    for path in MODULES:
-        rel = path.relative_to(PACKAGE)
-        if rel.parts[0] in SHAPE_OWNERS:
-            continue
-        hits = shape_key_reads(ast.parse(path.read_text(encoding="utf-8")))
-        if hits:
-            counts[str(rel)] = len(hits)
-        lines += [f"rubric_engine/{rel}:{line}: {what}" for line, what in hits]
+    counts, lines = _outside_the_shape_owners(shape_key_reads)
     allowed = {m: SHAPE_KEYS_NOT_RECORDS.get(m, 0) + SHAPE_KEY_READS_LEFT.get(m, 0)
                for m in {*SHAPE_KEYS_NOT_RECORDS, *SHAPE_KEY_READS_LEFT}}
     over = {m: n for m, n in counts.items() if n > allowed.get(m, 0)}
