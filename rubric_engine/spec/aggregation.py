@@ -9,13 +9,14 @@ spec written before these keys existed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictInt, model_validator
 
 from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN
 
-__all__ = ["Coverage", "AggregationSpec", "FailureRule", "drop_aggregation_defaults"]
+__all__ = ["Coverage", "AggregationSpec", "FailureRule", "drop_aggregation_defaults", "rules_of"]
 
 Labels = dict[str, str]
 
@@ -80,6 +81,12 @@ class FailureRule(_Model):
         if not self.data_labels and not self.tags:
             raise ValueError(f"failure rule {self.id!r} selects no item: give data_labels, tags, or both")
         return self
+
+
+def rules_of(rule: str | None, tags: Sequence[str], rules: Sequence[FailureRule]) -> list[str]:
+    """The ids of the failure rules that select an item (its data label's rule, and every rule naming one of
+    its tags), in the order the rules were given."""
+    return [r.id for r in rules if r.id == rule or set(r.tags) & set(tags)]
 
 
 def drop_aggregation_defaults(dump: dict[str, Any]) -> None:
