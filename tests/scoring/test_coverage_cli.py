@@ -75,7 +75,7 @@ def test_coverage_at_k_with_a_veto_by_hand_then_rescored_with_another_k(tmp_path
         res = run_cli(["leaderboard", str(tmp_path / "run"), f"out={tmp_path / 'lb'}"], env)
         assert res.returncode == 0, res.stderr
         row = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["rows"][0]
-        assert row["overall"] == 25.0 and row["catastrophic"] == 1 and row["vetoes"] == {"unsafe": 1}
+        assert row["overall"] == 25.0 and row["counts"]["catastrophic"] == 1 and row["vetoes"] == {"unsafe": 1}
         md = (tmp_path / "lb" / "leaderboard.md").read_text(encoding="utf-8")
         assert "vetoed: Unsafe advice" in md
 
