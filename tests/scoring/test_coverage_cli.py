@@ -59,6 +59,8 @@ def test_coverage_at_k_with_a_veto_by_hand_then_rescored_with_another_k(tmp_path
         assert {q: r["score"] for q, r in recs.items() if q != "q4"} == {"q1": 1.0, "q2": 0.0, "q3": 0.0, "q5": 0.0}
         assert recs["q3"]["failed_rules"] == ["unsafe"] and recs["q4"]["judge_error"] and recs["q4"]["score"] is None
         assert "vetoed by Unsafe advice" in res.stdout and re.search(r"vetoed by Unsafe advice\W+1\b", res.stdout)
+        assert "q3 · score 0.00 · catastrophic · vetoed by Unsafe advice" in (tmp_path / "run" / "report.html").read_text(
+            encoding="utf-8")
 
         res = run_cli(["rescore", str(tmp_path / "run"), "aggregation.coverage.k=2", f"out={tmp_path / 'k2'}"], env)
         assert res.returncode == 0, res.stderr
