@@ -67,8 +67,8 @@ class AggregationSpec(_Model):
 
 class FailureRule(_Model):
     """A failure rule (a veto): when one of its items is hit, the question (and every group of it) scores 0.
-    Its items are those whose data label is in data_labels (they are not scored otherwise, like HeartBench's
-    role-confusion items), and those carrying an item tag in `tags` (they stay scored in their groups)."""
+    Its items are those whose data label is in data_labels (they are not scored otherwise, as a
+    role-confusion item), and those carrying an item tag in `tags` (they stay scored in their groups)."""
     id: str
     labels: Labels = {}
     data_labels: list[str] = []
