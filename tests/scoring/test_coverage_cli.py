@@ -86,3 +86,29 @@ def test_a_bad_k_on_rescore_is_one_line(tmp_path: Path, env: dict[str, str]) -> 
     res = run_cli(["rescore", str(tmp_path), "aggregation.coverage.k=1.5"], env)
     assert res.returncode != 0 and "aggregation.coverage.k=1.5 is not valid" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_killed_midway_the_same_command_resumes_to_the_same_vetoes(tmp_path: Path, env: dict[str, str]) -> None:
+    import subprocess
+    import time
+    from collections import Counter
+
+    from conftest import EXE, sigkill
+
+    run = tmp_path / "run"
+    with FakeServer(script, latency=0.2) as srv:
+        proc = subprocess.Popen([EXE, *args(srv.url, run), "concurrency=1"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while sum(b["model"] == "judge" for b in srv.requests) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        sigkill(proc)
+        first = Counter(json.dumps(b, sort_keys=True) for b in srv.requests)
+        srv.reset()
+        res = run_cli([*args(srv.url, run), "concurrency=1"], env)
+        assert res.returncode == 0, res.stderr
+        second = Counter(json.dumps(b, sort_keys=True) for b in srv.requests)
+    assert sum((first & second).values()) <= 2  # only the calls in flight at the kill (one per role) again
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["overall"] == 25.0 and summary["vetoes"] == {"unsafe": 1}
+    assert summary["counts"]["scored"] == 4 and summary["counts"]["judge_errors"] == 1
