@@ -233,6 +233,8 @@ COMMANDS: dict[str, Command] = {
         {"scoring.formula": "log_normalised, linear, met_over_positive, a plugin's name or module:function "
                             "(default: the run's own)",
          "failure_rules": "on (default) or off", "out": "output directory (default: RUN_DIR/rescore-<formula>[-norules]/)",
+         "aggregation.coverage.k": "a coverage spec's k: a whole number of criteria or a fraction between 0 and 1 "
+                                   "(default: the run's own)",
          "trust_code": "true: a module:function scoring formula (the run's or the one given) may be imported"},
         required_positionals=1, examples=["rubric-engine rescore outputs/run1 scoring.formula=linear failure_rules=off"],
         **_RUN_DIRS),

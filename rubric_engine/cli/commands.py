@@ -19,6 +19,7 @@ from rubric_engine.datatypes import dialogue_of
 from rubric_engine.errors import ConfigError
 from rubric_engine.report.costlines import estimate_lines
 from rubric_engine.models.entries import declared_line, params_text, replies_per_request
+from rubric_engine.spec.aggregation import rules_of
 from rubric_engine.text.terminal import SafeConsole, shown
 
 __all__ = ["validate_command", "cache_command", "data_command", "print_estimate"]
@@ -42,7 +43,7 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
     shape = shape_for(spec)
     check_templates(spec, qs)  # an undefined variable or a sandbox violation fails here, before any call
     items = Counter(c.ability for q in qs for c in q.criteria if c.ability)
-    rule_items = Counter(c.rule for q in qs for c in q.criteria if c.rule)
+    rule_items = Counter(r for q in qs for c in q.criteria for r in rules_of(c.rule, c.tags, spec.failure_rules))
     n_items = sum(1 for q in qs for c in q.criteria if c.rule is None)
     trust = {"pinned": "checked against the spec's data.sha256", "first_use": "trusted on first use (recorded "
              "at the first download, checked on every later use)", "local": "local file, hashed as given"}[ds.trust]
@@ -83,7 +84,8 @@ def validate_command(benchmark: str, benchmark_dirs: Sequence[str], data_path: s
                 tax.add_row(shown(spec.label(dim.labels, "en")) if i == 0 else "", shown(spec.label(ab.labels, "en")),
                             shown(", ".join(ab.data_labels)), str(items.get(ab.id, 0)))
         for rule in spec.failure_rules:
-            tax.add_row("(failure rule)", shown(spec.label(rule.labels, "en")), shown(", ".join(rule.data_labels)),
+            tax.add_row("(failure rule)", shown(spec.label(rule.labels, "en")),
+                        shown(", ".join([*rule.data_labels, *(f"tag {t}" for t in rule.tags)])),
                         str(rule_items.get(rule.id, 0)))
         console.print(tax)
     for b in spec.report.breakdowns:

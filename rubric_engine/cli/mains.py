@@ -127,7 +127,8 @@ def rescore_main(argv: Sequence[str]) -> int:
     if rules not in ("on", "off", "true", "false"):
         raise ConfigError(f"rescore: failure_rules must be on or off, got {opts['failure_rules']!r}")
     rescore_command(dirs, Path(opts["out"]) if opts.get("out") else None, opts.get("scoring.formula") or None,
-                    rules in ("on", "true"), trust_code=_flag(parsed.get("trust_code")))
+                    rules in ("on", "true"), trust_code=_flag(parsed.get("trust_code")),
+                    coverage_k=opts.get("aggregation.coverage.k") or None)
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import DataError, SpecError
 from rubric_engine.spec.facts import facts_of
+from rubric_engine.spec.aggregation import rules_of
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -53,7 +54,7 @@ class DataQuirks:
             self.item_tags.update(c.tags)
         self.example_tags.update(q.tags)
         self.only_negative += sum(1 for positive in signs.values() if not positive)
-        if spec.failure_rules and not any(c.rule for c in q.criteria):
+        if spec.failure_rules and not any(rules_of(c.rule, c.tags, spec.failure_rules) for c in q.criteria):
             self.no_rule.append(q.id)
 
     def check_mapped(self, spec: BenchmarkSpec, file: Path) -> None:

@@ -233,6 +233,9 @@ def print_summary(summary: Mapping[str, Any], spec: Mapping[str, Any], console: 
                   else "left out", "left out")
     if spec.get("failure_rules"):
         stats.add_row("catastrophic failures", "", f"{c['catastrophic']}")
+        for rule in spec["failure_rules"] if "vetoes" in summary else []:  # each rule (veto group): its questions
+            name = _label(rule.get("labels") or {}, spec.get("locale", "en"), rule["id"])
+            stats.add_row(f"  vetoed by {shown(name)}", "", f"{summary['vetoes'].get(rule['id'], 0)}")
     if c.get("truncated"):
         stats.add_row("replies cut off (finish_reason length)", f"{c['truncated']}", "")
     console.print(stats)

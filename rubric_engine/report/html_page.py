@@ -83,6 +83,13 @@ def _table(head: Iterable[str], rows: Iterable[Iterable[str]], left: Iterable[in
     return "".join(out)
 
 
+def _vetoes(r: Any, lb: "Leaderboard") -> str:
+    """The catastrophic count, and each failure rule's (veto group's) count beside it when the spec has several."""
+    rules = lb.taxonomy.rules
+    each = ", ".join(f"{_e(label)} {r.vetoes.get(rid, 0)}" for rid, label in rules) if len(rules) > 1 else ""
+    return str(r.counts["catastrophic"]) + (f" ({each})" if each and r.vetoes else "")
+
+
 def _leaderboard(lb: "Leaderboard") -> str:
     ci = f"{100 * (1 - lb.alpha):.0f}% CI"
     cat = lb.taxonomy.has_rules
@@ -94,7 +101,7 @@ def _leaderboard(lb: "Leaderboard") -> str:
         rows.append([str(r.rank), _e(r.label), _e(r.judge), f"<b>{_f(r.overall)}</b>",
                      f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}]", f"{c['scored']}/{c['questions']}",
                      f'<span class="{"warn" if c["judge_errors"] else ""}">{c["judge_errors"]}</span>',
-                     str(c["candidate_errors"]), *([str(c["catastrophic"])] if cat else []), _e(r.cost_text())])
+                     str(c["candidate_errors"]), *([_vetoes(r, lb)] if cat else []), _e(r.cost_text())])
     pairs = [[_e(p.a), _e(p.b), _f(p.diff), f"[{_f(p.lo)}, {_f(p.hi)}]", "yes" if p.excludes_zero else "no",
               str(p.questions), _e(p.error or ("within judge noise" if p.within_noise else ""))] for p in lb.pairs]
     return (_table(head, rows, left=(1, 2))
@@ -209,6 +216,8 @@ def _question(sample: Record, lb: "Leaderboard", shape: Shape, turns: Any = None
     scen = sample.scenario or ""
     flags = " · JUDGE ERROR" if err_j else (" · CANDIDATE ERROR" if err_c else "")
     flags += " · catastrophic" if sample.catastrophic else ""
+    rules = dict(t.rules)  # the failure rules (veto groups) that fired, by their labels
+    flags += "".join(f" · vetoed by {rules.get(r, r)}" for r in sample.failed_rules) if sample.catastrophic else ""
     sub = sample.subset or ""
     where = [t.subset_labels.get(sub, sub)] if sub else []
     where += [t.scenario_labels.get(scen, scen)] if scen else []

@@ -84,6 +84,9 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
                     f"{100 * (1 - lb.alpha):.0f}% CI"], [[x["label"] + (" (baseline)" if x["baseline"] else ""),
                     fmt(x["rating"], 1), f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]"] for x in bt["ratings"]]))
     out += leaderboard_scale_tables(lb.rows)  # scores on a scale: turns and groups with intervals
+    if t.rules and any(r.vetoes for r in lb.rows):  # each failure rule (veto group): the questions it zeroed
+        out.append(("Vetoed questions by failure rule", [*model, *(f"vetoed: {label}" for _, label in t.rules)],
+                    [[*who(r), *(str(r.vetoes.get(rid, 0)) for rid, _ in t.rules)] for r in lb.rows]))
     out.append((last_title[0].upper() + last_title[1:], [*model, *[t.subset_labels.get(x, x) for x in subs],
                 *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
     return out

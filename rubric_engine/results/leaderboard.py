@@ -73,6 +73,7 @@ class Row:
     # every role's tokens {prompt, completion} and their "total", as summary.json's `tokens` has them
     tokens: dict[str, dict[str, int]] = field(default_factory=dict)
     run: RunRecord | None = field(default=None, repr=False, compare=False)
+    vetoes: dict[str, int] = field(default_factory=dict)  # summary.json "vetoes": failure rule -> questions zeroed
     scored: list[ScoredQuestion] = field(default_factory=list, repr=False, compare=False)
     # the label without its judge part: what a table with a Judge column shows (== label with one judge)
     name: str = ""
@@ -215,6 +216,7 @@ def _row(run: RunRecord, label: tuple[str, str], tax: RunTaxonomy, n_boot: int, 
         cost=cost, tokens=tokens,
         stage=str(s.get("stage", "")), run=run, scored=scored, breakdowns=dict(s.get("breakdowns") or {}),
         candidate_errors=str((s.get("aggregation") or {}).get("candidate_errors", "exclude")),
+        vetoes={str(k): int(v) for k, v in (s.get("vetoes") or {}).items()},
     )
 
 

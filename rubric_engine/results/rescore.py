@@ -31,15 +31,30 @@ from rubric_engine.store import layout as rundir
 __all__ = ["rescore_run", "rescore_command", "compare_summaries", "USAGE"]
 
 USAGE = ("rubric-engine rescore RUN_DIR [RUN_DIR...] [scoring.formula=log_normalised|linear|met_over_positive] "
-         "[failure_rules=on|off] [out=DIR] [trust_code=true]")
+         "[failure_rules=on|off] [aggregation.coverage.k=K] [out=DIR] [trust_code=true]")
 
 
-def _spec(run: Any, formula: str | None, rules: bool) -> Any:
+def _parse_k(text: str | None) -> float | None:
+    """rescore's aggregation.coverage.k= as the number a coverage block takes (checked as a spec's k is)."""
+    from pydantic import ValidationError
+
+    from rubric_engine.spec.aggregation import Coverage
+
+    if text is None:
+        return None
+    try:
+        return Coverage(k=int(text) if str(text).strip().lstrip("-").isdigit() else float(text)).k
+    except (ValueError, ValidationError):
+        raise ConfigError(f"rescore: aggregation.coverage.k={text} is not valid; use a whole number of criteria "
+                          "(1 or more) or a fraction strictly between 0 and 1, e.g. aggregation.coverage.k=10") from None
+
+
+def _spec(run: Any, formula: str | None, rules: bool, k: float | None = None) -> Any:
     """The run's resolved spec, validated like a run's (its formula resolved under the trust rule), with the
-    formula / failure rules asked for."""
+    formula / failure rules / coverage k asked for."""
     from rubric_engine.spec.load import load_resolved
 
-    spec = load_resolved(run.spec, str(run.dir / rundir.SPEC_FILE), run.trust_code, formula)
+    spec = load_resolved(run.spec, str(run.dir / rundir.SPEC_FILE), run.trust_code, formula, k)
     return spec if rules else spec.model_copy(update={"failure_rules": []})  # the resolved formula is kept
 
 
@@ -51,9 +66,11 @@ def _rescored(spec: Any, verdict: Verdict, rec: Record, rules: bool, where: str)
     return cast(SampleRecord, verdict.rescored(spec, rec, rules, where))  # the verdict reads its own fields (shapes/)
 
 
-def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool = True) -> dict[str, Any]:
-    """Re-score one loaded run (leaderboard.RunRecord) into out_dir; returns the new summary."""
-    spec = _spec(run, formula, rules)
+def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool = True,
+                k: float | None = None) -> dict[str, Any]:
+    """Re-score one loaded run (leaderboard.RunRecord) into out_dir; returns the new summary. `k`: a coverage
+    spec's k instead of the run's own."""
+    spec = _spec(run, formula, rules, k)
     where = str(run.dir / rundir.SAMPLES_FILE)
     verdict = shape_for(spec).verdict
     samples = [_rescored(spec, verdict, rec, rules, where) for rec in run.iter_records()]
@@ -70,11 +87,12 @@ def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool
     except ValueError as exc:
         raise DataError(where, str(exc)) from None
     original = run.summary.get("spec_hash")
-    changed = spec.scoring.formula != (run.spec.get("scoring") or {}).get("formula") or not rules
+    changed = spec.scoring.formula != (run.spec.get("scoring") or {}).get("formula") or not rules or k is not None
     if changed and original:
         # other scoring rules than the run's spec: the summary must not claim that spec's hash
-        summary["spec_hash"] = _rescored_hash(original, spec.scoring.formula, rules)
+        summary["spec_hash"] = _rescored_hash(original, spec.scoring.formula, rules, k)
     summary["rescore"] = {"from": str(run.dir), "formula": spec.scoring.formula, "failure_rules": rules,
+                          **({"coverage_k": k} if k is not None else {}),
                           "spec_hash_from": original,
                           "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                           "note": "scores recomputed from the stored verdicts; tokens, cost and calls are the original run's"}
@@ -91,9 +109,10 @@ def rescore_run(run: Any, out_dir: Path, formula: str | None = None, rules: bool
     return summary
 
 
-def _rescored_hash(original: str, formula: str, rules: bool) -> str:
+def _rescored_hash(original: str, formula: str, rules: bool, k: float | None = None) -> str:
     """The spec hash of a re-scored summary: the original spec's hash with the rescore's own scoring rules."""
-    text = json.dumps({"spec_hash": original, "rescore": {"formula": formula, "failure_rules": rules}}, sort_keys=True)
+    own = {"formula": formula, "failure_rules": rules, **({"coverage_k": k} if k is not None else {})}
+    text = json.dumps({"spec_hash": original, "rescore": own}, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -147,7 +166,8 @@ def _markdown(cmp: Mapping[str, Any], formula: str, rules: bool) -> str:
 
 
 def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str | None = None,
-                    rules: bool = True, console: Any = None, trust_code: bool = False) -> dict[str, Any]:
+                    rules: bool = True, console: Any = None, trust_code: bool = False,
+                    coverage_k: str | None = None) -> dict[str, Any]:
     """Re-score every run under `dirs`; write each into out (or beside the one run) plus compare.md/json."""
     from rich.table import Table
 
@@ -157,9 +177,10 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
 
     if formula is not None and ":" not in formula and formula not in known_names():
         raise ConfigError(f"rescore: unknown scoring.formula {formula!r}; known: {', '.join(known_names())}")
+    k = _parse_k(coverage_k)
     runs = collect_runs([Path(d) for d in dirs], trust_code=trust_code)
     shown = formula or str((runs[0].spec.get("scoring") or {}).get("formula", "as-run"))
-    tag = f"rescore-{shown}{'' if rules else '-norules'}"
+    tag = f"rescore-{shown}{'' if rules else '-norules'}{'' if k is None else f'-k{k}'}"
     # Default: inside each run dir (RUN_DIR/rescore-<formula>/): "next to" its summary, and never picked up
     # as an extra run when a parent sweep dir is ranked (run dirs are not searched below their summary.json).
     common = Path(os.path.commonpath([str(r.dir.resolve()) for r in runs])) if len(runs) > 1 else None
@@ -173,7 +194,7 @@ def rescore_command(dirs: Sequence[Path], out: Path | None = None, formula: str 
             target = Path(out) if common is None else Path(out) / name
         dup = sum((r.candidate, r.judge) == (run.candidate, run.judge) for r in runs) > 1
         pairs.append((f"{run.candidate} ({run.judge})" + (f" [{name}]" if dup else ""), run.summary,
-                      rescore_run(run, target, formula, rules), target))
+                      rescore_run(run, target, formula, rules, k), target))
     if out is None:
         out = runs[0].dir / tag if common is None else (Path(dirs[0]) if len(dirs) == 1 else Path("."))
         stem = "compare" if common is None else f"{tag}-compare"

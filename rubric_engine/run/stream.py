@@ -67,7 +67,7 @@ class Totals:
             "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
                           if isinstance(v, Mapping)},
             "no_choice": unread_choices(rec),  # multiple choice: replies without a readable letter
-            **{k: rec[k] for k in ("user_error", "ended") if rec.get(k)}}
+            **{k: rec[k] for k in ("user_error", "ended", "failed_rules") if rec.get(k)}}  # failed_rules: vetoes
         if rec.get("turns"):  # scores on a scale: [turn, score] pairs for the per-turn table (stats/turns.py)
             self.compact[str(rec["id"])]["turns"] = turn_pairs(rec["turns"])
         self.judge_errors += bool(rec.get("judge_error"))

@@ -23,7 +23,7 @@ __all__ = [
     "FORMULAS", "RAW_FORMULAS", "EFFECTS", "FIRES_WHEN", "DEFAULT_FIRES_WHEN", "DEFAULT_SCALE", "Aggregation",
     "DEFAULT_AGGREGATION",
     "FailureRuleLike", "AbilityScore", "QuestionScore", "log_normalised", "linear", "met_over_positive",
-    "score_question", "group_value",
+    "score_question", "group_value", "coverage_score", "needed",
 ]
 
 Formula = Callable[[float, float, float, Mapping[str, Any]], float]
@@ -83,7 +83,7 @@ FIRES_WHEN: tuple[str, ...] = ("hit", "hit_positive_weight")
 DEFAULT_FIRES_WHEN = "hit"  # failure_rules[].fires_when
 DEFAULT_SCALE = 100.0  # scoring.scale: a question score of 1 is shown as 100
 
-QUESTION_MODES = ("mean_over_groups", "all_items")
+QUESTION_MODES = ("mean_over_groups", "all_items", "coverage")
 OVERALL_MODES = ("macro_over_groups", "mean_over_questions")
 CLIP_MODES = ("question", "group", "overall", "none")
 NO_POSITIVE = ("formula", "exclude", "one", "zero")
@@ -99,18 +99,23 @@ class Aggregation:
           group and the overall), only the overall, or nowhere.
     no_positive_points: a group (or question) whose items carry no positive weight: scored by the formula,
           left out, or scored 1 or 0.
+    coverage_k, coverage_tag: question "coverage" only (see coverage_score).
     """
 
     question: str = "mean_over_groups"
     overall: str = "macro_over_groups"
     clip: str = "question"
     no_positive_points: str = "formula"
+    coverage_k: float | None = None
+    coverage_tag: str | None = None
 
     def __post_init__(self) -> None:
         for name, allowed in (("question", QUESTION_MODES), ("overall", OVERALL_MODES), ("clip", CLIP_MODES),
                               ("no_positive_points", NO_POSITIVE)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"aggregation.{name}: unknown value {getattr(self, name)!r}; allowed: {', '.join(allowed)}")
+        if (self.question == "coverage") != (self.coverage_k is not None):
+            raise ValueError("aggregation.question coverage needs coverage_k, and coverage_k needs question coverage")
 
 
 DEFAULT_AGGREGATION = Aggregation()
@@ -146,6 +151,26 @@ class QuestionScore:
     failed_rules: tuple[str, ...]  # ids of the rules that fired, in the order the rules were given
     catastrophic: bool  # a fired rule zeroed the question
     tags: dict[str, AbilityScore] = field(default_factory=dict)  # item-tag groups (those with a value)
+
+
+def needed(k: float, n: int) -> int:
+    """How many criteria a coverage score needs met: k itself when it is a whole number (1 or more), else the
+    fraction k of the n coverage criteria, rounded up (0.5 of 5 needs 3)."""
+    if k >= 1:
+        return int(k)
+    return math.ceil(k * n - 1e-9)  # 0.3 * 10 is 3.0000000000000004 in binary: still 3
+
+
+def coverage_score(criteria: Sequence[Criterion], hits: Sequence[bool], k: float, tag: str | None) -> float:
+    """1.0 when at least k of the coverage criteria are met, else 0.0 (ClinConsensus' CACS@k for one case).
+    The coverage criteria are the scored items with a positive weight (carrying `tag`, when one is given); an
+    item is met when its verdict is a hit. k above the number of coverage criteria cannot be reached: 0.0."""
+    mine = [h for c, h in zip(criteria, hits)
+            if c.rule is None and c.weight is not None and c.weight > 0 and (tag is None or tag in c.tags)]
+    if not mine:
+        raise ValueError("question has no coverage criteria (scored items with a positive weight"
+                         + (f" tagged {tag!r})" if tag else ")") + "; a coverage score needs at least one")
+    return 1.0 if sum(mine) >= needed(k, len(mine)) else 0.0
 
 
 def _rule_fires(rule: FailureRuleLike, weight: float | None) -> bool:
@@ -210,9 +235,11 @@ def score_question(
     total = [0.0, 0.0, 0.0]
     n_scored = 0
     fired: set[str] = set()
+    by_tag = {t: r for r in by_id.values() for t in getattr(r, "tags", ())}  # veto groups chosen by item tag
     for crit, hit in zip(criteria, hits):
         if hit not in (True, False):
             raise ValueError(f"criterion {crit.index}: hit must be a boolean, got {hit!r}")
+        fired.update(by_tag[t].id for t in crit.tags if hit and t in by_tag and _rule_fires(by_tag[t], crit.weight))
         if crit.ability is not None and crit.rule is not None or (
                 how.question == "mean_over_groups" and crit.ability is None and crit.rule is None):
             raise ValueError(f"criterion {crit.index} ({crit.label!r}): exactly one of ability / rule must be set")
@@ -253,6 +280,8 @@ def score_question(
     abilities, tag_scores = scored(groups), scored(tags)
     if how.question == "mean_over_groups":
         score: float | None = (sum(a.score for a in abilities.values()) / len(abilities)) if abilities else None
+    elif how.question == "coverage":
+        score = 0.0 if catastrophic else coverage_score(criteria, hits, float(how.coverage_k or 0), how.coverage_tag)
     else:
         score = group_value(*total, fn, params, how)
         score = 0.0 if catastrophic and score is not None else score

@@ -166,7 +166,9 @@ class Verdict:
         """validate's scoring line: what the spec does with the judge's verdicts."""
         agg = spec.aggregation
         v = spec.judge.verdict if spec.judge else None
-        return (f"scoring: {spec.scoring.formula}; question score {agg.question}, overall {agg.overall}, "
+        cov = agg.coverage  # coverage: at least k of the criteria met (of those tagged, when a tag is given)
+        question = f"coverage (at least {cov.k} met{f' of tag {cov.tag}' if cov.tag else ''})" if cov else agg.question
+        return (f"scoring: {spec.scoring.formula}; question score {question}, overall {agg.overall}, "
                 f"clip {agg.clip}, no positive points: {agg.no_positive_points}; judge "
                 f"{v.granularity if v else 'none'}")
 

@@ -18,7 +18,7 @@ from typing import Any, Union, get_args, get_origin
 import jinja2
 from pydantic import BaseModel, ValidationError
 
-from rubric_engine.errors import DataError, SpecError
+from rubric_engine.errors import ConfigError, DataError, SpecError
 from rubric_engine.models.entries import FAKING_FIX, PARAMS_FIX, endpoint_params, faking_params
 from rubric_engine.spec.checks import check_formula, check_language, check_model, fetchable_url
 from rubric_engine.spec.files import (SPEC_FILE, Key, _find, _fmt, _get, _load_chain, _lookup, _split_key,
@@ -180,13 +180,18 @@ def load_spec(name_or_path: str | Path, search_path: Sequence[str | Path] | None
 
 
 def load_resolved(data: Mapping[str, Any], where: str, trust_code: bool = False,
-                  formula: str | None = None) -> BenchmarkSpec:
+                  formula: str | None = None, coverage_k: float | None = None) -> BenchmarkSpec:
     """A run's stored spec (spec.resolved.json, `where`) as a BenchmarkSpec, its scoring formula resolved as a
     run resolves it: through the one registry (scoring/formulas.py), under the same trust rule (a module:function
     formula only with trust_code). `formula` replaces the run's own (rescore's scoring.formula=)."""
     fields = {k: v for k, v in data.items() if not k.startswith("_")}
     if formula is not None:
         fields["scoring"] = {**(fields.get("scoring") or {}), "formula": formula}
+    if coverage_k is not None:  # rescore's aggregation.coverage.k=: a coverage spec's k (checked by the model)
+        agg = dict(fields.get("aggregation") or {})
+        if agg.get("question") != "coverage":
+            raise ConfigError("rescore: aggregation.coverage.k= needs a run whose spec declares question: coverage")
+        fields["aggregation"] = {**agg, "coverage": {**(agg.get("coverage") or {}), "k": coverage_k}}
     try:
         spec = BenchmarkSpec.model_validate(fields)
     except ValidationError as exc:

@@ -16,7 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from rubric_engine.errors import ConfigError, SpecError
-from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation
+from rubric_engine.scoring.question import DEFAULT_SCALE, Aggregation
+from rubric_engine.spec.aggregation import AggregationSpec, FailureRule, drop_aggregation_defaults
 from rubric_engine.spec.facts import JUDGELESS_KINDS
 from rubric_engine.spec.ratings import Rating
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
@@ -55,14 +56,6 @@ class Dimension(_Model):
 
 class Taxonomy(_Model):
     dimensions: list[Dimension] = Field(min_length=1)
-
-
-class FailureRule(_Model):
-    id: str
-    labels: Labels = {}
-    data_labels: list[str] = Field(min_length=1)
-    effect: Literal["zero_question"] = "zero_question"
-    fires_when: Literal["hit", "hit_positive_weight"] = DEFAULT_FIRES_WHEN
 
 
 class DataFields(_Model):
@@ -120,19 +113,6 @@ class Scoring(_Model):
     formula: str = "log_normalised"  # a built-in name, an entry point of rubric_engine.formulas, or module:function
     params: dict[str, Any] = {}
     scale: float = Field(default=DEFAULT_SCALE, gt=0, allow_inf_nan=False)  # NaN/inf would poison every score
-
-
-class AggregationSpec(_Model):
-    """The declared aggregation (see scoring.Aggregation); the defaults are per-question clipping, question
-    score = mean over its taxonomy groups, overall = macro mean over groups, the formula decides a group
-    without positive points."""
-    question: Literal["mean_over_groups", "all_items"] = "mean_over_groups"
-    overall: Literal["macro_over_groups", "mean_over_questions"] = "macro_over_groups"
-    clip: Literal["question", "group", "overall", "none"] = "question"
-    no_positive_points: Literal["formula", "exclude", "one", "zero"] = "formula"
-    # a question whose candidate call failed for good (content filter, 413, no answer): left out of every
-    # score (exclude), or scored 0 on every group it would have been scored on (zero); judge failures never
-    candidate_errors: Literal["exclude", "zero"] = "exclude"
 
 
 class Candidate(_Model):
@@ -322,8 +302,10 @@ class BenchmarkSpec(_Model):
     def aggregation_rule(self) -> Aggregation:
         """The scoring core's Aggregation for this spec."""
         sc = self.aggregation
+        cov = sc.coverage
         return Aggregation(question=sc.question, overall=sc.overall, clip=sc.clip,
-                           no_positive_points=sc.no_positive_points)
+                           no_positive_points=sc.no_positive_points, coverage_k=cov.k if cov else None,
+                           coverage_tag=cov.tag if cov else None)
 
     def formula(self) -> Any:
         """The scoring formula as a callable fn(raw, lo, hi, params) (resolved when the spec was checked)."""
@@ -409,8 +391,7 @@ class BenchmarkSpec(_Model):
     def resolved(self) -> dict[str, Any]:
         """JSON-ready dump of the merged spec plus its files (for spec.resolved.json)."""
         dump = self.model_dump(mode="json", by_alias=True)
-        if dump["aggregation"]["candidate_errors"] == "exclude":  # the default: the dump (and the spec hash) of
-            del dump["aggregation"]["candidate_errors"]  # specs written before the key existed, unchanged
+        drop_aggregation_defaults(dump)  # the dump (and the spec hash) of specs written before those keys, unchanged
         _drop_pairwise_defaults(dump)  # before the score keys: it recognises a criteria spec by its kind
         if dump["conversation"] == Conversation().model_dump(mode="json"):  # likewise a single-reply spec
             del dump["conversation"]

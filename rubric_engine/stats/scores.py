@@ -158,7 +158,9 @@ def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_sta
         "interval": _interval(spec, scored) if scored_stage else None,
         "aggregation": {"formula": spec.scoring.formula, "question": how.question, "overall": how.overall,
                         "clip": how.clip, "no_positive_points": how.no_positive_points,
-                        "candidate_errors": spec.aggregation.candidate_errors},
+                        "candidate_errors": spec.aggregation.candidate_errors,
+                        **({"coverage": spec.aggregation.coverage.model_dump(mode="json")}
+                           if spec.aggregation.coverage else {})},
         "counts": {"questions": len(samples), "scored": len(scored),
                    "judge_errors": sum(1 for s in samples if s.get("judge_error")),
                    "candidate_errors": sum(1 for s in samples if s.get("candidate_error")),
@@ -175,6 +177,9 @@ def score_summary(spec: Any, samples: Sequence[Mapping[str, Any]], *, scored_sta
                       if spec.aggregation.candidate_errors == "zero" else {})},
         "length": length_block(samples, spec.ability_ids(), n_boot=n_boot, seed=seed) if scored_stage else None,
     }
+    if spec.failure_rules and scored_stage:  # each failure rule (veto group): the scored questions it zeroed
+        out["vetoes"] = {r.id: sum(1 for o in samples if o.get("score") is not None and r.id in (o.get("failed_rules") or ()))
+                         for r in spec.failure_rules}  # (a question where several rules fired counts under each)
     if spec.data.expand is not None and scored_stage:  # one question per turn: dialogues weigh equally
         out["dialogues"] = dialogue_section(scored, [str(s["id"]) for s in samples], spec.scoring.scale,
                                             INTERVAL_SAMPLES, INTERVAL_SEED)

@@ -46,6 +46,7 @@ class RunTaxonomy:
     has_rules: bool = True  # the spec has failure rules (else no catastrophic column)
     has_subsets: bool = True  # the spec declares subsets (else no subset table or chart)
     breakdowns: tuple[tuple[str, str, str], ...] = ()  # (id, title, by) of the spec's report.breakdowns
+    rules: tuple[tuple[str, str], ...] = ()  # (id, label) of the spec's failure rules (veto groups)
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], where: str) -> "RunTaxonomy":
@@ -69,6 +70,9 @@ class RunTaxonomy:
         decay = report.get("decay")
         agg = {k: v for k, v in (spec.get("aggregation") or {}).items()
                if k in ("question", "overall", "clip", "no_positive_points")}
+        cov = (spec.get("aggregation") or {}).get("coverage")
+        if cov:  # question: coverage (spec/aggregation.py)
+            agg.update(coverage_k=cov["k"], coverage_tag=cov.get("tag"))
         return cls(
             dimensions=dims, labels=labels,
             subsets=list(dict.fromkeys([*subsets, *data_subsets])),
@@ -80,6 +84,7 @@ class RunTaxonomy:
             how=Aggregation(**agg), has_rules=bool(spec.get("failure_rules")),
             has_subsets=bool(subsets or data_subsets),
             breakdowns=tuple((b["id"], en(b, b["id"]), b["by"]) for b in report.get("breakdowns") or []),
+            rules=tuple((r["id"], en(r, r["id"])) for r in spec.get("failure_rules") or []),
         )
 
     def label(self, key: str) -> str:

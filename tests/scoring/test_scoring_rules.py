@@ -25,7 +25,7 @@ def item(i: int, weight: float | None, ability: str | None = "a", rule: str | No
 
 
 @pytest.mark.parametrize("field, allowed", [
-    ("question", "mean_over_groups, all_items"), ("overall", "macro_over_groups, mean_over_questions"),
+    ("question", "mean_over_groups, all_items, coverage"), ("overall", "macro_over_groups, mean_over_questions"),
     ("clip", "question, group, overall, none"), ("no_positive_points", "formula, exclude, one, zero")])
 def test_an_unknown_aggregation_value_names_the_key_and_the_choices(field: str, allowed: str) -> None:
     with pytest.raises(ValueError) as err:

@@ -158,7 +158,7 @@ SAMPLES = [
     _rec("q1", 0.5, 0.5), _rec("q2", 1.0, 1.0, subset="h", scenario="s2"),
     _rec("q3", None, judge_error="judge j: HTTP 500"),  # failed: counted, never averaged in
     _rec("q4", None, candidate_error="HTTP 429"),
-    _rec("q5", 0.0, 0.0, catastrophic=True, subset="h"),
+    _rec("q5", 0.0, 0.0, catastrophic=True, failed_rules=["leak"], subset="h"),
     _rec("q6", None),  # no positive points, excluded
     _rec("q77", 0.25, 0.25, truncated=True, scenario="s2"),
 ]
@@ -183,7 +183,8 @@ def test_summary_counts_and_means_by_hand() -> None:
                                   "overall": "mean_over_questions", "clip": "question", "no_positive_points": "formula",
                                   "candidate_errors": "exclude"}
     assert list(out) == ["overall", "abilities", "dimensions", "subsets", "scenarios", "breakdowns", "interval",
-                         "aggregation", "counts", "length"]
+                         "aggregation", "counts", "length", "vetoes"]
+    assert out["vetoes"] == {"leak": 1}  # the one catastrophic question, named by its rule
 
 
 def test_no_scenario_field_no_scenario_table() -> None:
