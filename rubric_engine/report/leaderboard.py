@@ -83,9 +83,31 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
         out.append((f"Bradley-Terry ({bt['baseline']} = {bt['anchor']:g})", ["Model", "Rating",
                     f"{100 * (1 - lb.alpha):.0f}% CI"], [[x["label"] + (" (baseline)" if x["baseline"] else ""),
                     fmt(x["rating"], 1), f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]"] for x in bt["ratings"]]))
+    out += _control_tables(lb)  # style_control / length_control: the adjusted numbers beside the raw ones
     out += leaderboard_scale_tables(lb.rows)  # scores on a scale: turns and groups with intervals
     out.append((last_title[0].upper() + last_title[1:], [*model, *[t.subset_labels.get(x, x) for x in subs],
                 *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
+    return out
+
+
+def _control_tables(lb: Leaderboard) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The style-controlled ranking with its coefficients, and the length-adjusted scores (results/style.py)."""
+    ci, out = f"{100 * (1 - lb.alpha):.0f}% CI", []
+    if lb.style_control is not None:
+        sc = lb.style_control
+        out.append((f"Style-controlled Bradley-Terry ({sc['baseline']} = {sc['anchor']:g})", ["Model", "Rating", ci,
+                    "Raw rating"], [[x["label"] + (" (baseline)" if x["baseline"] else ""), fmt(x["rating"], 1),
+                    f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]", fmt(x["raw_rating"], 1)] for x in sc["ratings"]]))
+        out.append(("Style coefficients (log-odds per SD)", ["Feature", "Coefficient", ci],
+                    [[c["feature"], fmt(c["coef"], 3), f"[{fmt(c['lo'], 3)}, {fmt(c['hi'], 3)}]"]
+                     for c in sc["coefficients"]]))
+    if lb.length_control is not None:
+        lc = lb.length_control
+        out.append((f"Length-adjusted scores (at {lc['mean_length']:.0f} characters; slope "
+                    f"{fmt(lc['slope'])} [{fmt(lc['slope_lo'])}, {fmt(lc['slope_hi'])}] per {lc['slope_per']} "
+                    "characters)", ["Model", "Adjusted", ci, "Raw", "Mean length"],
+                    [[x["label"], fmt(x["adjusted"]), f"[{fmt(x['lo'])}, {fmt(x['hi'])}]", fmt(x["raw"]),
+                      f"{x['mean_length']:.0f}"] for x in lc["rows"]]))
     return out
 
 
@@ -281,7 +303,8 @@ def print_leaderboard(lb: Leaderboard, console: "Console | None" = None, errors:
 
 def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
                         console: Console | None = None, errors: Console | None = None, allow_mixed_specs: bool = False,
-                        agreement: Path | None = None, trust_code: bool = False) -> tuple[Leaderboard, dict[str, Path]]:
+                        agreement: Path | None = None, trust_code: bool = False, style_control: bool = False,
+                        length_control: bool = False) -> tuple[Leaderboard, dict[str, Path]]:
     """CLI and end-of-sweep entry: collect, rank, write, print (results on `console`, stdout; warnings on `errors`,
     stderr). Default out_dir: the one dir given (where the end-of-sweep callback writes too), else ./leaderboard for
     several dirs."""
@@ -289,7 +312,8 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
 
     dirs = [Path(d) for d in dirs]
     skipped: list[str] = []  # a damaged run directory costs the leaderboard that run, named in one line
-    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs, trust_code, skipped), n_boot=n_boot, seed=seed)
+    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs, trust_code, skipped), n_boot=n_boot, seed=seed,
+                           style_control=style_control, length_control=length_control)
     lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs) + skipped
     target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
     from rubric_engine.report.html_views import find_agreement
