@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rubric_engine.errors import ConfigError
+from rubric_engine.report.controls import control_tables
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.report.judges_view import judge_tables
 from rubric_engine.report.scales import leaderboard_scale_tables, score_range
@@ -83,31 +84,10 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
         out.append((f"Bradley-Terry ({bt['baseline']} = {bt['anchor']:g})", ["Model", "Rating",
                     f"{100 * (1 - lb.alpha):.0f}% CI"], [[x["label"] + (" (baseline)" if x["baseline"] else ""),
                     fmt(x["rating"], 1), f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]"] for x in bt["ratings"]]))
-    out += _control_tables(lb)  # style_control / length_control: the adjusted numbers beside the raw ones
+    out += control_tables(lb)  # style_control / length_control: the adjusted numbers beside the raw ones
     out += leaderboard_scale_tables(lb.rows)  # scores on a scale: turns and groups with intervals
     out.append((last_title[0].upper() + last_title[1:], [*model, *[t.subset_labels.get(x, x) for x in subs],
                 *(["Decay %"] if t.decay and subs else []), *(["Catastr."] if cat else []), "Cost $"], subsets))
-    return out
-
-
-def _control_tables(lb: Leaderboard) -> list[tuple[str, list[str], list[list[str]]]]:
-    """The style-controlled ranking with its coefficients, and the length-adjusted scores (results/style.py)."""
-    ci, out = f"{100 * (1 - lb.alpha):.0f}% CI", []
-    if lb.style_control is not None:
-        sc = lb.style_control
-        out.append((f"Style-controlled Bradley-Terry ({sc['baseline']} = {sc['anchor']:g})", ["Model", "Rating", ci,
-                    "Raw rating"], [[x["label"] + (" (baseline)" if x["baseline"] else ""), fmt(x["rating"], 1),
-                    f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]", fmt(x["raw_rating"], 1)] for x in sc["ratings"]]))
-        out.append(("Style coefficients (log-odds per SD)", ["Feature", "Coefficient", ci],
-                    [[c["feature"], fmt(c["coef"], 3), f"[{fmt(c['lo'], 3)}, {fmt(c['hi'], 3)}]"]
-                     for c in sc["coefficients"]]))
-    if lb.length_control is not None:
-        lc = lb.length_control
-        out.append((f"Length-adjusted scores (at {lc['mean_length']:.0f} characters; slope "
-                    f"{fmt(lc['slope'])} [{fmt(lc['slope_lo'])}, {fmt(lc['slope_hi'])}] per {lc['slope_per']} "
-                    "characters)", ["Model", "Adjusted", ci, "Raw", "Mean length"],
-                    [[x["label"], fmt(x["adjusted"]), f"[{fmt(x['lo'])}, {fmt(x['hi'])}]", fmt(x["raw"]),
-                      f"{x['mean_length']:.0f}"] for x in lc["rows"]]))
     return out
 
 

@@ -147,3 +147,4 @@ def test_style_control_reorders_a_length_win(tmp_path: Path, env: dict[str, str]
     md = (lb_dir / "leaderboard.md").read_text()
     assert "Style-controlled Bradley-Terry" in md and "Style coefficients" in md and "Length-adjusted" in md
     assert "Style-controlled Bradley-Terry" in res.stdout
+    assert "Style-controlled Bradley-Terry" in (lb_dir / "report.html").read_text()
