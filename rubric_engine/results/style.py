@@ -163,7 +163,8 @@ def length_section(entries: Sequence[Entry], *, scale: float, n_boot: int, seed:
                         "left out of the intervals")
     return {"rows": rows, "slope": slope * scale, "slope_lo": s_lo, "slope_hi": s_hi, "slope_per": LENGTH_UNIT,
             "mean_length": mean_len * LENGTH_UNIT, "left_out": left_out,
-            "method": f"weighted least squares of question score (0-{scale:g}) on reply characters across the runs: "
+            "method": "weighted least squares of question score (on the leaderboard's scale) on reply characters "
+                      "across the runs: "
                       "one intercept per run, one common slope, length centred on the mean over every run's "
                       f"questions; adjusted = the run's score at that mean length; slope per {LENGTH_UNIT} "
                       "characters; intervals: questions resampled"}

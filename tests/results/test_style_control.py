@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from conftest import EXE
+from conftest import DATA, EXE, model_args
 from fakeserver import FakeServer, Reply
 
 N = 40
@@ -148,3 +148,55 @@ def test_style_control_reorders_a_length_win(tmp_path: Path, env: dict[str, str]
     assert "Style-controlled Bradley-Terry" in md and "Style coefficients" in md and "Length-adjusted" in md
     assert "Style-controlled Bradley-Terry" in res.stdout
     assert "Style-controlled Bradley-Terry" in (lb_dir / "report.html").read_text()
+
+
+LIKERT = DATA / "likert_mini"
+PROMPTS = [json.loads(x)["prompt"] for x in (LIKERT / "likert_mini.jsonl").read_text().splitlines()]
+WORDS = {"wordy": [20, 40, 60, 80, 100, 120], "terse": [2, 4, 6, 8, 10, 12]}
+RATING = {"wordy": [1, 2, 3, 3, 4, 5], "terse": [2, 3, 2, 3, 2, 3]}
+MARK = re.compile(r"(WORDY|TERSE)#(\d)")
+
+
+def likert_server(body: dict[str, Any]) -> Reply:
+    """Candidates: a marked reply whose length depends on model and question; judge: the scripted rating."""
+    text = "\n".join(str(m["content"]) for m in body["messages"])
+    if body["model"] != "judge":
+        i = next(i for i, p in enumerate(PROMPTS) if p in text)
+        return Reply(text=f"{body['model'].upper()}#{i} " + "word " * WORDS[body["model"]][i])
+    model, i = MARK.search(text).groups()  # type: ignore[union-attr]
+    return Reply(text=json.dumps({"why": "ok", "rating": RATING[model.lower()][int(i)]}))
+
+
+@pytest.mark.slow
+def test_length_control_on_score_runs(tmp_path: Path, env: dict[str, str]) -> None:
+    runs = []
+    with FakeServer(likert_server) as srv:
+        for model in ("wordy", "terse"):
+            out = tmp_path / "runs" / model
+            res = cli([f"benchmark={LIKERT}", *model_args(srv.url, candidate=model), "progress=none",
+                       f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={out}"], env)
+            assert res.returncode == 0, res.stderr
+            runs.append(out)
+    lb_dir = tmp_path / "lb"
+    res = cli(["leaderboard", *map(str, runs), f"out={lb_dir}", "length_control=true", "style_control=true",
+               "bootstrap.samples=200"], env)
+    assert res.returncode == 0, res.stderr
+    lb = json.loads((lb_dir / "leaderboard.json").read_text())
+    assert "style_control" not in lb and "style_control=true: no style-controlled ranking" in res.stderr
+    samples = [[json.loads(x) for x in (d / "samples.jsonl").read_text().splitlines()] for d in runs]
+    x = np.array([len(s["response"]) for ss in samples for s in ss], dtype=float) / 1000
+    y = np.array([s["score"] for ss in samples for s in ss])
+    design = np.zeros((len(x), 3))
+    design[:6, 0] = design[6:, 1] = 1
+    design[:, 2] = x - x.mean()
+    beta = np.linalg.lstsq(design, y, rcond=None)[0]
+    lc = lb["length_control"]
+    rows = {r["label"]: r for r in lc["rows"]}
+    # scores on a scale are shown on the judge's own scale (1-5): no multiplier
+    assert rows["wordy"]["adjusted"] == pytest.approx(beta[0], abs=1e-9)
+    assert rows["terse"]["adjusted"] == pytest.approx(beta[1], abs=1e-9)
+    assert lc["slope"] == pytest.approx(beta[2], abs=1e-9) and lc["slope"] > 0
+    raw = {r["label"]: r["overall"] for r in lb["rows"]}
+    assert rows["wordy"]["raw"] == pytest.approx(raw["wordy"]) and rows["terse"]["raw"] == pytest.approx(raw["terse"])
+    assert raw["wordy"] > raw["terse"] and rows["terse"]["adjusted"] > rows["wordy"]["adjusted"]
+    assert "Length-adjusted scores" in res.stdout
