@@ -48,7 +48,7 @@ def fit_ratings(games: Sequence[Game], anchor_player: str, *, anchor: float = AN
     out[anchor_player] = anchor
     if not free:
         return out
-    beta = _newton(_design(games, free, unbounded, None), *_outcomes(games, unbounded), iterations)
+    beta, _ = _newton(_design(games, free, unbounded, None), *_outcomes(games, unbounded), iterations)
     for i, p in enumerate(free):
         out[p] = anchor + scale / math.log(10) * float(beta[i])
     return out
@@ -60,14 +60,17 @@ def fit_with_covariates(games: Sequence[Game], covariates: Sequence[Sequence[flo
     """Ratings fitted together with one coefficient per covariate column (`covariates[i]` is game i's row,
     a's side minus b's): the logistic regression of `fit_ratings` with the covariate columns appended, no
     intercept, no penalty. Returns (ratings, coefficients on the log-odds scale per covariate unit); None when
-    a player won or lost every game (the fit has no finite maximum; style control never drops a player)."""
+    the fit has no finite maximum: a player won or lost every game, or the covariates separate wins from losses
+    (Newton's method does not converge). Style control never drops a player or a game to make one exist."""
     players = sorted({g.a for g in games} | {g.b for g in games} | {anchor_player})
     free = [p for p in players if p != anchor_player]
     record = _records(games, players)
     if not free or any(min(record[p]) <= 0 for p in free):
         return None
     z = np.asarray(covariates, dtype=float).reshape(len(games), -1)
-    beta = _newton(_design(games, free, set(), z), *_outcomes(games, set()))
+    beta, converged = _newton(_design(games, free, set(), z), *_outcomes(games, set()))
+    if not converged:  # a covariate separates wins from losses: the likelihood has no finite maximum
+        return None
     ratings: dict[str, float | None] = {anchor_player: anchor}
     for i, p in enumerate(free):
         ratings[p] = anchor + scale / math.log(10) * float(beta[i])
@@ -106,19 +109,21 @@ def _outcomes(games: Sequence[Game], unbounded: set[str]) -> tuple[np.ndarray, n
     return np.array([g.win for g in rows]), np.array([g.win + g.loss for g in rows])
 
 
-def _newton(x: np.ndarray, wins: np.ndarray, total: np.ndarray, iterations: int = 100) -> np.ndarray:
+def _newton(x: np.ndarray, wins: np.ndarray, total: np.ndarray, iterations: int = 100) -> tuple[np.ndarray, bool]:
     """Maximum-likelihood coefficients of the binomial logistic regression (no intercept) by Newton's method
-    on the concave log-likelihood."""
+    on the concave log-likelihood, and whether it converged (it does not where the data separate wins from
+    losses: the coefficients then grow without bound)."""
     beta = np.zeros(x.shape[1])
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(x @ beta)))
+        with np.errstate(over="ignore"):
+            p = 1.0 / (1.0 + np.exp(-(x @ beta)))
         grad = x.T @ (wins - total * p)
         hess = (x * (total * p * (1 - p))[:, None]).T @ x
         step = np.linalg.solve(hess + 1e-12 * np.eye(x.shape[1]), grad)
         beta += step
-        if float(np.max(np.abs(step))) < 1e-12:
-            break
-    return beta
+        if float(np.max(np.abs(step))) < 1e-9 * max(1.0, float(np.max(np.abs(beta)))):
+            return beta, True
+    return beta, False
 
 
 def bootstrap_ratings(per_question: Mapping[str, Sequence[Game]], anchor_player: str, *, n: int = 1000,

@@ -75,8 +75,12 @@ def test_without_covariates_the_fit_is_the_plain_one() -> None:
     assert fit[0] == pytest.approx({k: v for k, v in plain.items()})
 
 
-def test_all_wins_has_no_covariate_fit() -> None:
-    assert fit_with_covariates([Game("A", "B", 1.0, 0.0)], np.ones((1, 1)), "B") is None
+def test_no_finite_maximum_has_no_covariate_fit() -> None:
+    assert fit_with_covariates([Game("A", "B", 1.0, 0.0)], np.ones((1, 1)), "B") is None  # all wins
+    # A wins exactly the games where its reply is longer: the length coefficient has no finite maximum
+    games = [Game("A", "B", 1.0, 0.0), Game("A", "B", 1.0, 0.0), Game("A", "B", 0.0, 1.0), Game("A", "B", 0.0, 1.0)]
+    assert fit_with_covariates(games, np.array([[1.0], [0.5], [-0.5], [-1.0]]), "B") is None
+    assert fit_with_covariates(games, np.array([[1.0], [-0.5], [0.5], [-1.0]]), "B") is not None  # overlap: finite
 
 
 def test_style_counts_follow_arena_hard_markdown_rules() -> None:
