@@ -69,16 +69,16 @@ def style_section(entries: Sequence[Entry], bradley_terry: Mapping[str, Any] | N
     if fit is None:
         warnings.append("style_control: a model won or lost every game: no finite style-controlled rating")
         return None
-    rows_of = {q: [] for q in ids}  # the row numbers of each question's games in `flat` / `z`
-    for n, q in enumerate(q for q in ids for _ in per_question[q]):
-        rows_of[q].append(n)
+    rows_of: dict[str, list[int]] = {qid: [] for qid in ids}  # each question's rows in `flat` / `z`
+    for n, qid in enumerate(qid for qid in ids for _ in per_question[qid]):
+        rows_of[qid].append(n)
     draws, coefs, failed = _bootstrap(flat, z, rows_of, n_boot, seed)
     if failed:
         warnings.append(f"style_control: {failed} of {n_boot} resamples had a model win or lose every game and are "
                         "left out of the intervals")
     raw = {x["label"]: x["rating"] for x in bradley_terry["ratings"]}
     baseline = str(bradley_terry["baseline"])
-    ratings = [{"label": label, "rating": fit[0].get(label), **dict(zip(("lo", "hi"), _interval(draws.get(label, []),
+    ratings: list[dict[str, Any]] = [{"label": label, "rating": fit[0].get(label), **dict(zip(("lo", "hi"), _interval(draws.get(label, []),
                alpha))), "raw_rating": raw.get(label), "baseline": False} for label, _, _ in entries]
     ratings.append({"label": baseline, "rating": ANCHOR, "lo": ANCHOR, "hi": ANCHOR, "raw_rating": ANCHOR,
                     "baseline": True})
@@ -149,7 +149,7 @@ def length_section(entries: Sequence[Entry], *, scale: float, n_boot: int, seed:
         if again is not None:
             boot.append(again[:2])
     adjusted, slope, mean_len = fit
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, ((label, _, _), p) in enumerate(zip(entries, points)):
         w = sum(v[2] for v in p.values())
         lo, hi = _interval([b[0][i] * scale for b in boot], alpha)

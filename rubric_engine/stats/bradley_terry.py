@@ -54,7 +54,8 @@ def fit_ratings(games: Sequence[Game], anchor_player: str, *, anchor: float = AN
     return out
 
 
-def fit_with_covariates(games: Sequence[Game], covariates: Sequence[Sequence[float]], anchor_player: str, *,
+def fit_with_covariates(games: Sequence[Game], covariates: np.ndarray | Sequence[Sequence[float]],
+                        anchor_player: str, *,
                         anchor: float = ANCHOR, scale: float = SCALE
                         ) -> tuple[dict[str, float | None], list[float]] | None:
     """Ratings fitted together with one coefficient per covariate column (`covariates[i]` is game i's row,
