@@ -149,6 +149,19 @@ def test_style_control_reorders_a_length_win(tmp_path: Path, env: dict[str, str]
     assert "Style-controlled Bradley-Terry" in res.stdout
     assert "Style-controlled Bradley-Terry" in (lb_dir / "report.html").read_text()
 
+    # a record without the baseline's reply: left out of the controlled fit and counted, never guessed
+    path = runs[1] / "samples.jsonl"
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["baseline_response"] = None
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    res = cli(["leaderboard", *map(str, runs), f"out={tmp_path / 'lb2'}", "style_control=true",
+               "bootstrap.samples=50"], env)
+    assert res.returncode == 0, res.stderr
+    assert "style_control: 1 scored question(s) without both replies in the record are left out" in res.stderr
+    again = json.loads((tmp_path / "lb2" / "leaderboard.json").read_text())["style_control"]
+    assert again["games"] == 2 * N - 1 and again["left_out"] == 1
+
 
 LIKERT = DATA / "likert_mini"
 PROMPTS = [json.loads(x)["prompt"] for x in (LIKERT / "likert_mini.jsonl").read_text().splitlines()]
