@@ -17,7 +17,8 @@ import numpy as np
 
 from rubric_engine.results.bradley_terry import _BASE
 from rubric_engine.scoring.aggregate import ScoredQuestion
-from rubric_engine.stats.bradley_terry import ANCHOR, SCALE, Game, fit_with_covariates
+from rubric_engine.stats.bradley_terry import (ANCHOR, SCALE, Game, covariate_design, fit_design, fit_with_covariates,
+                                               to_ratings)
 from rubric_engine.stats.style import STYLE_FEATURES, length_adjusted, style_counts, style_matrix
 from rubric_engine.store.runs import RunRecord
 
@@ -98,7 +99,10 @@ def style_section(entries: Sequence[Entry], bradley_terry: Mapping[str, Any] | N
 def _bootstrap(flat: Sequence[tuple[Game, Any, Any]], z: np.ndarray, rows_of: Mapping[str, list[int]], n: int,
                seed: int) -> tuple[dict[str, list[float]], list[list[float]], int]:
     """Refit on questions drawn with replacement (every game of a drawn question comes with it; the standardised
-    features are kept as fitted, as Arena-Hard resamples its design rows)."""
+    features are kept as fitted, as Arena-Hard resamples its design rows). The design is built once; a player
+    absent from a draw has no rating in it, a draw without a finite maximum is counted and left out."""
+    free = sorted(({g.a for g, _, _ in flat} | {g.b for g, _, _ in flat}) - {_BASE})
+    x, wins, total = covariate_design([g for g, _, _ in flat], z, free)
     ids = sorted(rows_of)
     rng = random.Random(seed)
     draws: dict[str, list[float]] = {}
@@ -106,14 +110,16 @@ def _bootstrap(flat: Sequence[tuple[Game, Any, Any]], z: np.ndarray, rows_of: Ma
     failed = 0
     for _ in range(n):
         rows = [r for q in (rng.choice(ids) for _ in ids) for r in rows_of[q]]
-        fit = fit_with_covariates([flat[r][0] for r in rows], z[rows], _BASE)
-        if fit is None:
+        xr = x[rows]
+        present = [i for i in range(len(free)) if np.any(xr[:, i])]
+        beta = fit_design(xr[:, present + list(range(len(free), x.shape[1]))], wins[rows], total[rows])
+        if beta is None:
             failed += 1
             continue
-        for p, v in fit[0].items():
-            if v is not None:
-                draws.setdefault(p, []).append(v)
-        coefs.append(fit[1])
+        ratings, coef = to_ratings(beta, [free[i] for i in present], _BASE)
+        for p in (free[i] for i in present):
+            draws.setdefault(p, []).append(float(ratings[p]))  # type: ignore[arg-type]
+        coefs.append(coef)
     return draws, coefs, failed
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Game", "fit_ratings", "fit_with_covariates", "bootstrap_ratings", "ANCHOR", "SCALE"]
+__all__ = ["Game", "fit_ratings", "fit_with_covariates", "covariate_design", "fit_design", "to_ratings", "bootstrap_ratings", "ANCHOR", "SCALE"]
 
 ANCHOR, SCALE = 1000.0, 400.0
 
@@ -55,8 +55,7 @@ def fit_ratings(games: Sequence[Game], anchor_player: str, *, anchor: float = AN
 
 
 def fit_with_covariates(games: Sequence[Game], covariates: np.ndarray | Sequence[Sequence[float]],
-                        anchor_player: str, *,
-                        anchor: float = ANCHOR, scale: float = SCALE
+                        anchor_player: str, *, anchor: float = ANCHOR, scale: float = SCALE
                         ) -> tuple[dict[str, float | None], list[float]] | None:
     """Ratings fitted together with one coefficient per covariate column (`covariates[i]` is game i's row,
     a's side minus b's): the logistic regression of `fit_ratings` with the covariate columns appended, no
@@ -68,10 +67,30 @@ def fit_with_covariates(games: Sequence[Game], covariates: np.ndarray | Sequence
     record = _records(games, players)
     if not free or any(min(record[p]) <= 0 for p in free):
         return None
+    x, wins, total = covariate_design(games, covariates, free)
+    beta = fit_design(x, wins, total)
+    return None if beta is None else to_ratings(beta, free, anchor_player, anchor=anchor, scale=scale)
+
+
+def covariate_design(games: Sequence[Game], covariates: np.ndarray | Sequence[Sequence[float]],
+                     free: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(design, win weights, game weights): a row per game, the `free` players' columns then the covariates
+    (built once, a bootstrap then draws its rows)."""
     z = np.asarray(covariates, dtype=float).reshape(len(games), -1)
-    beta, converged = _newton(_design(games, free, set(), z), *_outcomes(games, set()))
-    if not converged:  # a covariate separates wins from losses: the likelihood has no finite maximum
-        return None
+    return (_design(games, free, set(), z), *_outcomes(games, set()))
+
+
+def fit_design(x: np.ndarray, wins: np.ndarray, total: np.ndarray) -> np.ndarray | None:
+    """The coefficients of a prepared design, or None where Newton's method does not converge (no finite
+    maximum)."""
+    beta, converged = _newton(x, wins, total)
+    return beta if converged else None
+
+
+def to_ratings(beta: np.ndarray, free: Sequence[str], anchor_player: str, *, anchor: float = ANCHOR,
+               scale: float = SCALE) -> tuple[dict[str, float | None], list[float]]:
+    """(ratings on the Elo scale with the anchor, the remaining coefficients) from fitted coefficients whose
+    first len(free) belong to the `free` players."""
     ratings: dict[str, float | None] = {anchor_player: anchor}
     for i, p in enumerate(free):
         ratings[p] = anchor + scale / math.log(10) * float(beta[i])
