@@ -57,18 +57,21 @@ def style_matrix(pairs: Sequence[tuple[Mapping[str, int], Mapping[str, int]]]) -
 
 def length_adjusted(groups: Sequence[Sequence[tuple[float, float, float]]]) -> tuple[list[float], float, float] | None:
     """Per group (run) of (length, score, weight) points: (adjusted means, slope per length unit, the common
-    mean length). None when no run's lengths vary (no slope can be fitted) or a group is empty."""
+    mean length). None when no run's lengths vary (no slope can be fitted) or a group is empty.
+
+    The least-squares fit with one intercept per group and a common slope is solved in closed form (the
+    within-group estimator): slope = sum w (x - mean_g x)(y - mean_g y) / sum w (x - mean_g x)^2, and a group's
+    intercept at the common mean length L is mean_g y - slope (mean_g x - L)."""
     if not groups or any(not g for g in groups):
         return None
-    pts = [(i, x, y, w) for i, g in enumerate(groups) for x, y, w in g]
-    w = np.array([p[3] for p in pts])
-    x = np.array([p[1] for p in pts])
-    mean_len = float(np.average(x, weights=w))
-    design = np.zeros((len(pts), len(groups) + 1))
-    design[np.arange(len(pts)), [p[0] for p in pts]] = 1.0
-    design[:, -1] = x - mean_len
-    if np.linalg.matrix_rank(design) < design.shape[1]:  # no length varies within a run: no slope
+    g = np.repeat(np.arange(len(groups)), [len(x) for x in groups])
+    x, y, w = np.array([p for grp in groups for p in grp], dtype=float).T
+    sw = np.bincount(g, w)
+    mx, my = np.bincount(g, w * x) / sw, np.bincount(g, w * y) / sw
+    dx = x - mx[g]
+    sxx = float(np.sum(w * dx * dx))
+    if sxx <= 1e-12 * max(1.0, float(np.sum(w * x * x))):  # no length varies within a run: no slope
         return None
-    root = np.sqrt(w)
-    coef, *_ = np.linalg.lstsq(design * root[:, None], np.array([p[2] for p in pts]) * root, rcond=None)
-    return [float(c) for c in coef[:-1]], float(coef[-1]), mean_len
+    slope = float(np.sum(w * dx * (y - my[g]))) / sxx
+    mean_len = float(np.sum(w * x) / np.sum(w))
+    return [float(v) for v in my - slope * (mx - mean_len)], slope, mean_len

@@ -104,18 +104,23 @@ def test_style_matrix_is_the_normalised_standardised_difference() -> None:
         assert list(z[:, j]) == pytest.approx([(x - mean) / sd for x in d], abs=1e-12)
 
 
-def test_length_adjustment_is_the_within_group_estimator() -> None:
-    """Equal weights: slope = sum of within-run co-deviations / sum of within-run squared deviations, and a
-    run's adjusted mean = its mean score - slope x (its mean length - the common mean length)."""
+def test_length_adjustment_is_least_squares_with_one_intercept_per_run() -> None:
+    """Against numpy's weighted least squares on the dummy design: one intercept per run, the slope on the
+    length centred at the common weighted mean."""
     rng = random.Random(9)
-    groups = [[(rng.uniform(0.1, 2), rng.random(), 1.0) for _ in range(n)] for n in (15, 22, 9)]
+    groups = [[(rng.uniform(0.1, 2), rng.random(), rng.choice([1.0, 2.0, 3.0])) for _ in range(n)]
+              for n in (15, 22, 9)]
     adjusted, slope, mean_len = length_adjusted(groups)  # type: ignore[misc]
-    means = [(sum(x for x, _, _ in g) / len(g), sum(y for _, y, _ in g) / len(g)) for g in groups]
-    sxy = sum((x - mx) * (y - my) for g, (mx, my) in zip(groups, means) for x, y, _ in g)
-    sxx = sum((x - mx) ** 2 for g, (mx, _) in zip(groups, means) for x, _, _ in g)
-    xbar = sum(x for g in groups for x, _, _ in g) / sum(len(g) for g in groups)
-    assert slope == pytest.approx(sxy / sxx, abs=1e-12) and mean_len == pytest.approx(xbar, abs=1e-12)
-    assert adjusted == pytest.approx([my - sxy / sxx * (mx - xbar) for mx, my in means], abs=1e-12)
+    pts = [(i, x, y, w) for i, g in enumerate(groups) for x, y, w in g]
+    w = np.array([p[3] for p in pts])
+    xs = np.array([p[1] for p in pts])
+    center = float(np.sum(w * xs) / np.sum(w))
+    design = np.zeros((len(pts), 4))
+    design[np.arange(len(pts)), [p[0] for p in pts]] = 1
+    design[:, 3] = xs - center
+    ref = np.linalg.lstsq(design * np.sqrt(w)[:, None], np.array([p[2] for p in pts]) * np.sqrt(w), rcond=None)[0]
+    assert mean_len == pytest.approx(center, abs=1e-12) and slope == pytest.approx(ref[3], abs=1e-10)
+    assert adjusted == pytest.approx(list(ref[:3]), abs=1e-10)
 
 
 def test_length_adjustment_by_hand() -> None:
