@@ -185,7 +185,9 @@ COMMANDS: dict[str, Command] = {
          "bootstrap.samples": "bootstrap resamples (default 1000)", "bootstrap.seed": "bootstrap seed (default 0)",
          "allow_mixed_specs": "true: rank runs made with different versions of the spec (different spec_hash)",
          "trust_code": "true: a run's module:function scoring formula may be imported to rebuild its intervals",
-         "agreement": "an agreement.json (from `agree`) to show in report.html (default: one in out= or a DIR)"},
+         "agreement": "an agreement.json (from `agree`) to show in report.html (default: one in out= or a DIR)",
+         "style_control": "true: pairwise runs also ranked with reply length and markdown counts held equal",
+         "length_control": "true: each run's score also adjusted to a common reply length"},
         required_positionals=1, examples=["rubric-engine leaderboard multirun/my_bench/2026-11-22_10-00-00"]),
     "new": Command(
         "new", "Create a benchmark: from scratch (a generic English spec with 3 sample questions), or with extends= a "

@@ -20,7 +20,8 @@ __all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
-    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N] [agreement=FILE]`."""
+    """`rubric-engine leaderboard DIR [DIR...] [out=DIR] [bootstrap.samples=N] [bootstrap.seed=N] [agreement=FILE]
+    [style_control=true] [length_control=true]`."""
     from rubric_engine.report.leaderboard import leaderboard_command
 
     parsed = parse(COMMANDS["leaderboard"], argv)
@@ -31,7 +32,8 @@ def leaderboard_main(argv: Sequence[str]) -> int:
                         seed=as_int(parsed.get("bootstrap.seed", "0"), "bootstrap.seed", "leaderboard", 0),
                         allow_mixed_specs=_flag(parsed.get("allow_mixed_specs")),
                         agreement=Path(agreement).expanduser() if agreement else None,
-                        trust_code=_flag(parsed.get("trust_code")))
+                        trust_code=_flag(parsed.get("trust_code")), style_control=_flag(parsed.get("style_control")),
+                        length_control=_flag(parsed.get("length_control")))
     return 0
 
 

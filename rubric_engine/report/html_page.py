@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rubric_engine.report import html_views as views
 from rubric_engine.report.calls_view import clipped, run_calls
+from rubric_engine.report.controls import control_tables
 from rubric_engine.report import provenance as prov
 from rubric_engine.report import questions_view as qview
 from rubric_engine.report.fonts import font_face_head
@@ -167,6 +168,8 @@ def _tables(lb: "Leaderboard", subset_ci: Mapping[str, Mapping[str, Any]] | None
                 _table(["Model", "Rating", "Interval"], [[_e(x["label"]) + (" (baseline)" if x["baseline"] else ""),
                         _f(x["rating"], 1), f"[{_f(x['lo'], 1)}, {_f(x['hi'], 1)}]"] for x in bt["ratings"]]),
                 f'<p class="note">{_e(bt["method"])}</p>']
+    for title, head, rows in control_tables(lb):  # style_control / length_control (results/style.py)
+        out += [f"<h2>{_e(title)}</h2>", _table(map(_e, head), [[_e(c) for c in row] for row in rows])]
     return out
 
 

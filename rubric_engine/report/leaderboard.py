@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rubric_engine.errors import ConfigError
+from rubric_engine.report.controls import control_tables
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.report.judges_view import judge_tables
 from rubric_engine.report.scales import leaderboard_scale_tables, score_range
@@ -83,6 +84,7 @@ def _tables(lb: Leaderboard, compact: bool = False) -> list[tuple[str, list[str]
         out.append((f"Bradley-Terry ({bt['baseline']} = {bt['anchor']:g})", ["Model", "Rating",
                     f"{100 * (1 - lb.alpha):.0f}% CI"], [[x["label"] + (" (baseline)" if x["baseline"] else ""),
                     fmt(x["rating"], 1), f"[{fmt(x['lo'], 1)}, {fmt(x['hi'], 1)}]"] for x in bt["ratings"]]))
+    out += control_tables(lb)  # style_control / length_control: the adjusted numbers beside the raw ones
     out += leaderboard_scale_tables(lb.rows)  # scores on a scale: turns and groups with intervals
     if t.rules and any(r.vetoes for r in lb.rows):  # each failure rule (veto group): the questions it zeroed
         out.append(("Vetoed questions by failure rule", [*model, *(f"vetoed: {label}" for _, label in t.rules)],
@@ -284,7 +286,8 @@ def print_leaderboard(lb: Leaderboard, console: "Console | None" = None, errors:
 
 def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_boot: int = 1000, seed: int = 0,
                         console: Console | None = None, errors: Console | None = None, allow_mixed_specs: bool = False,
-                        agreement: Path | None = None, trust_code: bool = False) -> tuple[Leaderboard, dict[str, Path]]:
+                        agreement: Path | None = None, trust_code: bool = False, style_control: bool = False,
+                        length_control: bool = False) -> tuple[Leaderboard, dict[str, Path]]:
     """CLI and end-of-sweep entry: collect, rank, write, print (results on `console`, stdout; warnings on `errors`,
     stderr). Default out_dir: the one dir given (where the end-of-sweep callback writes too), else ./leaderboard for
     several dirs."""
@@ -292,7 +295,8 @@ def leaderboard_command(dirs: Sequence[Path], out_dir: Path | None = None, *, n_
 
     dirs = [Path(d) for d in dirs]
     skipped: list[str] = []  # a damaged run directory costs the leaderboard that run, named in one line
-    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs, trust_code, skipped), n_boot=n_boot, seed=seed)
+    lb = build_leaderboard(collect_runs(dirs, allow_mixed_specs, trust_code, skipped), n_boot=n_boot, seed=seed,
+                           style_control=style_control, length_control=length_control)
     lb.warnings[:0] = failed_jobs(dirs) + incomplete_runs(dirs) + skipped
     target = Path(out_dir) if out_dir is not None else (dirs[0] if len(dirs) == 1 else Path("leaderboard"))
     from rubric_engine.report.html_views import find_agreement

@@ -19,6 +19,7 @@ from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.bradley_terry import baseline_of, bradley_terry_section
 from rubric_engine.results.judges import judge_order, judges_section
+from rubric_engine.results.style import length_section, style_section
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.bootstrap import bootstrap_stats, paired_difference
 from rubric_engine.stats.dialogues import dialogue_section, paired_dialogues
@@ -125,6 +126,8 @@ class Leaderboard:
     warnings: list[str] = field(default_factory=list)
     bradley_terry: dict[str, Any] | None = None  # pairwise runs against one baseline (results/bradley_terry.py)
     judges: dict[str, Any] | None = None  # several judges: rankings side by side, tau (results/judges.py)
+    style_control: dict[str, Any] | None = None  # style_control=true (results/style.py)
+    length_control: dict[str, Any] | None = None  # length_control=true (results/style.py)
 
     def row(self, label: str) -> Row:
         for r in self.rows:
@@ -150,6 +153,8 @@ class Leaderboard:
             "length_notes": length_notes(self),
             **({"bradley_terry": self.bradley_terry} if self.bradley_terry is not None else {}),
             **({"judges": self.judges} if self.judges is not None else {}),
+            **({"style_control": self.style_control} if self.style_control is not None else {}),
+            **({"length_control": self.length_control} if self.length_control is not None else {}),
         }
 
 
@@ -275,10 +280,11 @@ def compare(lb: Leaderboard, a: str | Row, b: str | Row, *, n_boot: int | None =
                     noise=noise, within_noise=noise is not None and d["diff"] is not None and abs(d["diff"]) < noise)
 
 
-def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: int = 0,
-                      alpha: float = 0.05) -> Leaderboard:
+def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
+                      style_control: bool = False, length_control: bool = False) -> Leaderboard:
     """One row per run, ranked per judge (best overall first), plus paired differences of adjacent ranks under
-    the same judge, and with several judges their rankings side by side (results/judges.py)."""
+    the same judge, and with several judges their rankings side by side (results/judges.py); on request the
+    style-controlled ranking and the length-adjusted scores beside the raw ones (results/style.py)."""
     if not runs:
         raise ConfigError("no runs to rank")
     tax = RunTaxonomy.from_spec(runs[0].spec, str(runs[0].dir / SPEC_FILE))
@@ -318,4 +324,11 @@ def build_leaderboard(runs: Sequence[RunRecord], *, n_boot: int = 1000, seed: in
                                              warnings=lb.warnings)
     lb.warnings += [f"{p.a} vs {p.b}: {p.error}" for p in lb.pairs if p.error]
     lb.judges = judges_section(rows, tax, n_boot=n_boot, seed=seed, alpha=alpha, warnings=lb.warnings)
+    entries = [(r.label, r.run, r.scored) for r in rows if r.run is not None]
+    if style_control:
+        lb.style_control = style_section(entries, lb.bradley_terry, n_boot=n_boot, seed=seed, alpha=alpha,
+                                         warnings=lb.warnings)
+    if length_control:
+        lb.length_control = length_section(entries, scale=tax.scale, n_boot=n_boot, seed=seed, alpha=alpha,
+                                           warnings=lb.warnings)
     return lb

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Game", "fit_ratings", "bootstrap_ratings", "ANCHOR", "SCALE"]
+__all__ = ["Game", "fit_ratings", "fit_with_covariates", "covariate_design", "fit_design", "to_ratings", "bootstrap_ratings", "ANCHOR", "SCALE"]
 
 ANCHOR, SCALE = 1000.0, 400.0
 
@@ -41,6 +41,64 @@ def fit_ratings(games: Sequence[Game], anchor_player: str, *, anchor: float = AN
     """Maximum-likelihood ratings of every player in `games`; `anchor_player` is fixed at `anchor`. A player
     whose games are all wins or all losses (no finite maximum) is None."""
     players = sorted({g.a for g in games} | {g.b for g in games} | {anchor_player})
+    record = _records(games, players)
+    unbounded = {p for p in players if p != anchor_player and min(record[p]) <= 0}
+    free = [p for p in players if p != anchor_player and p not in unbounded]
+    out: dict[str, float | None] = {p: None for p in unbounded}
+    out[anchor_player] = anchor
+    if not free:
+        return out
+    beta, _ = _newton(_design(games, free, unbounded, None), *_outcomes(games, unbounded), iterations)
+    for i, p in enumerate(free):
+        out[p] = anchor + scale / math.log(10) * float(beta[i])
+    return out
+
+
+def fit_with_covariates(games: Sequence[Game], covariates: np.ndarray | Sequence[Sequence[float]],
+                        anchor_player: str, *, anchor: float = ANCHOR, scale: float = SCALE
+                        ) -> tuple[dict[str, float | None], list[float]] | None:
+    """Ratings fitted together with one coefficient per covariate column (`covariates[i]` is game i's row,
+    a's side minus b's): the logistic regression of `fit_ratings` with the covariate columns appended, no
+    intercept, no penalty. Returns (ratings, coefficients on the log-odds scale per covariate unit); None when
+    the fit has no finite maximum: a player won or lost every game, or the covariates separate wins from losses
+    (Newton's method does not converge). Style control never drops a player or a game to make one exist."""
+    players = sorted({g.a for g in games} | {g.b for g in games} | {anchor_player})
+    free = [p for p in players if p != anchor_player]
+    record = _records(games, players)
+    if not free or any(min(record[p]) <= 0 for p in free):
+        return None
+    x, wins, total = covariate_design(games, covariates, free)
+    beta = fit_design(x, wins, total)
+    return None if beta is None else to_ratings(beta, free, anchor_player, anchor=anchor, scale=scale)
+
+
+def covariate_design(games: Sequence[Game], covariates: np.ndarray | Sequence[Sequence[float]],
+                     free: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(design, win weights, game weights): a row per game, the `free` players' columns then the covariates
+    (built once, a bootstrap then draws its rows)."""
+    z = np.asarray(covariates, dtype=float).reshape(len(games), -1)
+    return (_design(games, free, set(), z), *_outcomes(games, set()))
+
+
+def fit_design(x: np.ndarray, wins: np.ndarray, total: np.ndarray) -> np.ndarray | None:
+    """The coefficients of a prepared design, or None where Newton's method does not converge (no finite
+    maximum)."""
+    beta, converged = _newton(x, wins, total)
+    return beta if converged else None
+
+
+def to_ratings(beta: np.ndarray, free: Sequence[str], anchor_player: str, *, anchor: float = ANCHOR,
+               scale: float = SCALE) -> tuple[dict[str, float | None], list[float]]:
+    """(ratings on the Elo scale with the anchor, the remaining coefficients) from fitted coefficients whose
+    first len(free) belong to the `free` players."""
+    ratings: dict[str, float | None] = {anchor_player: anchor}
+    for i, p in enumerate(free):
+        ratings[p] = anchor + scale / math.log(10) * float(beta[i])
+    return ratings, [float(b) for b in beta[len(free):]]
+
+
+def _records(games: Sequence[Game], players: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """(won, lost) weight of every player."""
     won = {p: 0.0 for p in players}
     lost = {p: 0.0 for p in players}
     for g in games:
@@ -48,34 +106,44 @@ def fit_ratings(games: Sequence[Game], anchor_player: str, *, anchor: float = AN
         lost[g.a] += g.loss
         won[g.b] += g.loss
         lost[g.b] += g.win
-    unbounded = {p for p in players if p != anchor_player and (won[p] <= 0 or lost[p] <= 0)}
-    free = [p for p in players if p != anchor_player and p not in unbounded]
-    out: dict[str, float | None] = {p: None for p in unbounded}
-    out[anchor_player] = anchor
-    if not free:
-        return out
+    return {p: (won[p], lost[p]) for p in players}
+
+
+def _design(games: Sequence[Game], free: Sequence[str], unbounded: set[str], z: np.ndarray | None) -> np.ndarray:
+    """One row per game kept (no unbounded player): +1 in a's column, -1 in b's (the anchor has none), then
+    the game's covariates."""
     col = {p: i for i, p in enumerate(free)}
-    rows = [g for g in games if g.a not in unbounded and g.b not in unbounded]
-    x = np.zeros((len(rows), len(free)))
-    for r, g in enumerate(rows):
+    keep = [i for i, g in enumerate(games) if g.a not in unbounded and g.b not in unbounded]
+    x = np.zeros((len(keep), len(free)))
+    for r, i in enumerate(keep):
+        g = games[i]
         if g.a in col:
             x[r, col[g.a]] += 1.0
         if g.b in col:
             x[r, col[g.b]] -= 1.0
-    wins = np.array([g.win for g in rows])
-    total = np.array([g.win + g.loss for g in rows])
-    beta = np.zeros(len(free))
-    for _ in range(iterations):  # Newton's method on the concave log-likelihood
-        p = 1.0 / (1.0 + np.exp(-(x @ beta)))
+    return x if z is None else np.hstack([x, z[keep]])
+
+
+def _outcomes(games: Sequence[Game], unbounded: set[str]) -> tuple[np.ndarray, np.ndarray]:
+    rows = [g for g in games if g.a not in unbounded and g.b not in unbounded]
+    return np.array([g.win for g in rows]), np.array([g.win + g.loss for g in rows])
+
+
+def _newton(x: np.ndarray, wins: np.ndarray, total: np.ndarray, iterations: int = 100) -> tuple[np.ndarray, bool]:
+    """Maximum-likelihood coefficients of the binomial logistic regression (no intercept) by Newton's method
+    on the concave log-likelihood, and whether it converged (it does not where the data separate wins from
+    losses: the coefficients then grow without bound)."""
+    beta = np.zeros(x.shape[1])
+    for _ in range(iterations):
+        with np.errstate(over="ignore"):
+            p = 1.0 / (1.0 + np.exp(-(x @ beta)))
         grad = x.T @ (wins - total * p)
         hess = (x * (total * p * (1 - p))[:, None]).T @ x
-        step = np.linalg.solve(hess + 1e-12 * np.eye(len(free)), grad)
+        step = np.linalg.solve(hess + 1e-12 * np.eye(x.shape[1]), grad)
         beta += step
-        if float(np.max(np.abs(step))) < 1e-12:
-            break
-    for p, i in col.items():
-        out[p] = anchor + scale / math.log(10) * float(beta[i])
-    return out
+        if float(np.max(np.abs(step))) < 1e-9 * max(1.0, float(np.max(np.abs(beta)))):
+            return beta, True
+    return beta, False
 
 
 def bootstrap_ratings(per_question: Mapping[str, Sequence[Game]], anchor_player: str, *, n: int = 1000,
