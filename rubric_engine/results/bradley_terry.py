@@ -17,7 +17,7 @@ from rubric_engine.stats.bradley_terry import ANCHOR, SCALE, Game, bootstrap_rat
 
 __all__ = ["bradley_terry_section", "baseline_of"]
 
-_BASE = "\x00baseline"  # the baseline's player key: never a row label, even when a candidate has its name
+BASELINE_PLAYER = "\x00baseline"  # the baseline's player key: never a row label, even when a candidate has its name
 
 
 def baseline_of(summary: Mapping[str, Any] | None) -> str | None:
@@ -40,10 +40,10 @@ def bradley_terry_section(rows: Sequence[tuple[str, str | None, Sequence[ScoredQ
     per_question: dict[str, list[Game]] = {}
     for label, _, scored in rows:
         for q in scored:
-            per_question.setdefault(q.id, []).append(Game(label, _BASE, q.score * q.weight, (1 - q.score) * q.weight))
+            per_question.setdefault(q.id, []).append(Game(label, BASELINE_PLAYER, q.score * q.weight, (1 - q.score) * q.weight))
     games = [g for gs in per_question.values() for g in gs]
-    ratings = fit_ratings(games, _BASE)
-    spans = bootstrap_ratings(per_question, _BASE, n=n_boot, seed=seed, alpha=alpha) if games else {}
+    ratings = fit_ratings(games, BASELINE_PLAYER)
+    spans = bootstrap_ratings(per_question, BASELINE_PLAYER, n=n_boot, seed=seed, alpha=alpha) if games else {}
     baseline = str(names[0])
     out: list[dict[str, Any]] = [{"label": label, "rating": ratings.get(label), "lo": spans.get(label, (None, None))[0],
             "hi": spans.get(label, (None, None))[1], "baseline": False} for label, _, _ in rows]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rubric_engine.results.bradley_terry import _BASE
+from rubric_engine.results.bradley_terry import BASELINE_PLAYER
 from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.bradley_terry import (ANCHOR, SCALE, Game, covariate_design, fit_design, fit_with_covariates,
                                                to_ratings)
@@ -58,7 +58,7 @@ def style_section(entries: Sequence[Entry], bradley_terry: Mapping[str, Any] | N
             if not isinstance(reply, str) or not isinstance(base, str):
                 left_out += 1
                 continue
-            game = Game(label, _BASE, q.score * q.weight, (1 - q.score) * q.weight)
+            game = Game(label, BASELINE_PLAYER, q.score * q.weight, (1 - q.score) * q.weight)
             per_question.setdefault(q.id, []).append((game, style_counts(reply), style_counts(base)))
     if left_out:
         warnings.append(f"style_control: {left_out} scored question(s) without both replies in the record are left "
@@ -66,7 +66,7 @@ def style_section(entries: Sequence[Entry], bradley_terry: Mapping[str, Any] | N
     ids = sorted(per_question)
     flat = [x for q in ids for x in per_question[q]]
     z, features = style_matrix([(a, b) for _, a, b in flat])
-    fit = fit_with_covariates([g for g, _, _ in flat], z, _BASE) if flat else None
+    fit = fit_with_covariates([g for g, _, _ in flat], z, BASELINE_PLAYER) if flat else None
     if fit is None:
         warnings.append("style_control: a model won or lost every game: no finite style-controlled rating")
         return None
@@ -101,7 +101,7 @@ def _bootstrap(flat: Sequence[tuple[Game, Any, Any]], z: np.ndarray, rows_of: Ma
     """Refit on questions drawn with replacement (every game of a drawn question comes with it; the standardised
     features are kept as fitted, as Arena-Hard resamples its design rows). The design is built once; a player
     absent from a draw has no rating in it, a draw without a finite maximum is counted and left out."""
-    free = sorted(({g.a for g, _, _ in flat} | {g.b for g, _, _ in flat}) - {_BASE})
+    free = sorted(({g.a for g, _, _ in flat} | {g.b for g, _, _ in flat}) - {BASELINE_PLAYER})
     x, wins, total = covariate_design([g for g, _, _ in flat], z, free)
     ids = sorted(rows_of)
     rng = random.Random(seed)
@@ -116,7 +116,7 @@ def _bootstrap(flat: Sequence[tuple[Game, Any, Any]], z: np.ndarray, rows_of: Ma
         if beta is None:
             failed += 1
             continue
-        ratings, coef = to_ratings(beta, [free[i] for i in present], _BASE)
+        ratings, coef = to_ratings(beta, [free[i] for i in present], BASELINE_PLAYER)
         for p in (free[i] for i in present):
             draws.setdefault(p, []).append(float(ratings[p]))  # type: ignore[arg-type]
         coefs.append(coef)
