@@ -22,6 +22,7 @@ from rubric_engine.dataset.load import load_dataset
 from rubric_engine.errors import SpecError
 from rubric_engine.shapes.base import Talk
 from rubric_engine.errors import DataError
+from rubric_engine.record.codec import decode
 from rubric_engine.shapes.plan import question_calls
 from rubric_engine.shapes.registry import CONVERSATIONS, VERDICTS, check_templates, shape_for, stored_shape
 from rubric_engine.spec.facts import JUDGELESS_KINDS, RUBRIC_BY_KIND
@@ -63,10 +64,14 @@ def test_a_stored_run_is_read_through_its_shape() -> None:
     """A resolved spec without the keys (an older run's) is a single reply judged by criteria; a stored record's
     session and games are read by the shape that wrote them; a name this version does not know is one line."""
     plain = stored_shape({}, "spec.resolved.json")
-    rec = {"transcript": [], "games": [{"order": "baseline_first", "label": "A>B", "reasoning": None, "error": None}]}
+    rec = decode({"id": "q", "transcript": [],
+                  "games": [{"order": "baseline_first", "label": "A>B", "reasoning": None, "error": None}]})
     assert plain.conversation.stored_transcript(rec) is None and plain.verdict.stored_games(rec) is None
-    assert CONVERSATIONS["scripted"].stored_transcript(rec) == [] and VERDICTS["pairwise"].stored_games(rec) == rec["games"]
-    assert CONVERSATIONS["simulated"].stored_transcript({}) is None and VERDICTS["pairwise"].stored_games({}) is None
+    session, games = CONVERSATIONS["scripted"].stored_transcript(rec), VERDICTS["pairwise"].stored_games(rec)
+    assert session is not None and session.turns == () and session.ended is None
+    assert games is not None and [(g.order, g.label, g.error) for g in games] == [("baseline_first", "A>B", None)]
+    bare = decode({"id": "q"})
+    assert CONVERSATIONS["simulated"].stored_transcript(bare) is None and VERDICTS["pairwise"].stored_games(bare) is None
     with pytest.raises(DataError, match=r"run/spec.resolved.json: the run's spec names verdict kind 'elo'"):
         stored_shape({"judge": {"verdict": {"kind": "elo"}}}, "run/spec.resolved.json")
 
