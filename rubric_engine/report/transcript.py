@@ -14,7 +14,8 @@ from rubric_engine.report.calls_view import QUESTION_CHARS, clipped
 __all__ = ["transcript_html"]
 
 _WHO = {"user": "user", "assistant": "candidate"}
-_ENDED = {"stop": "the simulated user ended it", "max_turns": "cut at max_turns"}
+_ENDED = {"stop": "the simulated user ended it", "max_turns": "cut at max_turns",
+          "state": "a stop rule on the simulated user's state ended it"}
 
 
 def transcript_html(session: Transcript | None, max_chars: int = QUESTION_CHARS) -> str:
