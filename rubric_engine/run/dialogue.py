@@ -8,7 +8,7 @@ request is its conversation's (shapes/: Conversation.requests, the method the pl
 turn with), its messages built in judge/dialogue.py.
 
 A simulated user with a hidden state (a spec's `user_state:`, spec/userstate.py) writes it after each line: the
-candidate is sent only the line, the transcript keeps the whole reply (the verdict reads the states from it), a
+candidate is sent only the line, the transcript's turn keeps the state (`state`: the verdict reads them), a
 bad state is asked for once more and a second bad one is the question's user_error; a stop rule the state meets
 ends the session (`ended: state`).
 
@@ -20,7 +20,7 @@ or empty simulator reply is the question's `user_error` (recorded, counted, neve
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pathlib import Path
@@ -40,13 +40,19 @@ from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.spec.userstate import BadState, read_state, reasked, stops
 from rubric_engine.store.layout import ANSWERS_FILE, iter_jsonl
 
-__all__ = ["converse", "conversation_counts", "given_transcripts", "within_cap", "OversizedReply"]
+__all__ = ["StatedTurn", "converse", "conversation_counts", "given_transcripts", "within_cap", "OversizedReply"]
 
 class EmptyUserReply(ModelCallError):
     """The simulated user answered with no text: the session cannot go on (recorded, never cached)."""
 
     def __str__(self) -> str:
         return "the simulated user returned an empty reply"
+
+
+@dataclass(frozen=True)
+class StatedTurn(Turn):
+    """A simulated user's turn with its hidden state (its record entry's `state`; the messages never hold it)."""
+    state: Mapping[str, Any] = field(default_factory=dict)
 
 
 class BadUserState(ModelCallError):
@@ -100,13 +106,13 @@ def _add(o: Outcome, res: CallResult, role: str) -> None:
         o.cand_tokens, o.cand_cost, o.cand_cached, o.cand_calls = tokens, cost, cached + int(res.cached), o.cand_calls + 1
 
 
-def _said(o: Outcome, said: list[dict[str, str]], turn: Turn, shown: str | None = None) -> None:
+def _said(o: Outcome, said: list[dict[str, str]], turn: Turn) -> None:
     """Append a turn to the transcript and to its messages, kept side by side so that no turn's request rebuilds
     the whole conversation (a long conversation stays linear in its turns, apart from what each request sends).
-    `shown`: what the candidate is sent of the turn when it is not all of it (a user's line without its state)."""
+    The messages hold the turn's words only (a user's hidden state stays on the transcript's turn)."""
     assert o.transcript is not None
     o.transcript.append(turn)
-    said.append({"role": turn.role, "content": turn.content if shown is None else shown})
+    said.append({"role": turn.role, "content": turn.content})
 
 
 async def _candidate_turn(o: Outcome, cand: ModelClient, request: Requests, said: list[dict[str, str]],
@@ -184,7 +190,7 @@ async def _user_turn(spec: BenchmarkSpec, o: Outcome, user: ModelClient, request
     if spec.user_state is not None:
         line, state = read_state(spec.user_state, res.text, conv.stop)
         ended = "stop" if conv.stop in res.text else ("state" if stops(spec.user_state, state) else None)
-        _said(o, said, Turn("user", res.text), shown=line)  # the transcript keeps the state, the candidate not
+        _said(o, said, StatedTurn("user", line, state))  # the state is the transcript's, never the candidate's
         o.ended = ended
         return ended is None
     if conv.stop in res.text:

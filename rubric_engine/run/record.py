@@ -88,10 +88,16 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
     return rec
 
 
+def _state(turn: Any) -> dict[str, Any]:
+    """A simulated user's hidden state on its transcript entry (run/dialogue.StatedTurn), else nothing."""
+    state = getattr(turn, "state", None)
+    return {} if state is None else {"state": dict(state)}
+
+
 def _conversation_fields(rec: SampleRecord, o: Outcome) -> None:
     """A conversation's record fields (docs/outputs.md): the transcript, how it ended, the simulated user's
     error and calls; absent from a single reply's record, whose bytes stay as they were."""
-    rec["transcript"] = [{"role": t.role, "content": redact(t.content) or ""} for t in o.transcript or ()]
+    rec["transcript"] = [{"role": t.role, "content": redact(t.content) or "", **_state(t)} for t in o.transcript or ()]
     if o.ended is not None:
         rec["ended"] = o.ended
     if o.user_tokens is not None:

@@ -3,9 +3,9 @@ judge"): the question's score is a declared number field of the user's final sta
 
 Why here: the session is the simulated conversation's (shapes/simulated.py; run/dialogue.py reads each turn's
 state, asks once more for a bad one and stops on the block's rule); what this verdict adds is reading the
-trajectory back from the transcript's user turns (each keeps its whole reply, the state included), writing it
-to the record (`states`, record/userstate.py) and scoring the last state. A transcript whose user turn holds no
-valid state (an answers file written by hand) is the question's judge error, one line, never scored.
+trajectory back from the transcript's user turns (each keeps its state beside its words, `state`), writing it to
+the record (`states`, record/userstate.py) and scoring the last state. A transcript whose user turn holds no
+state (one read back from an answers file) is the question's judge error, one line, never scored.
 
 Record (`states`): `[{"turn": k, <field>: value, ...}, ...]`, one per user turn; `score` is the last one's
 `user_state.field`.
@@ -26,7 +26,7 @@ from rubric_engine.record.types import Record
 from rubric_engine.record.userstate import UserStateJudgment
 from rubric_engine.records import SampleRecord
 from rubric_engine.shapes.base import Judging, Verdict
-from rubric_engine.spec.userstate import BadState, UserState as Block, read_state
+from rubric_engine.spec.userstate import BadState, UserState as Block
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -47,14 +47,15 @@ def _block(spec: "BenchmarkSpec") -> Block:
     return block
 
 
-def trajectory(spec: "BenchmarkSpec", transcript: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
-    """Each user turn's state, `turn` numbered from 1 (BadState: a turn without a valid one, named)."""
+def trajectory(transcript: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each user turn's state (run/dialogue.py validated it), `turn` numbered from 1 (BadState: a user turn
+    without one, named)."""
     out = []
-    for k, text in enumerate((t["content"] for t in transcript if t.get("role") == "user"), start=1):
-        try:
-            out.append({"turn": k, **read_state(_block(spec), text, spec.conversation.stop)[1]})
-        except BadState as exc:
-            raise BadState(f"user turn {k}: {exc}") from None
+    for k, turn in enumerate((t for t in transcript if t.get("role") == "user"), start=1):
+        state = turn.get("state")
+        if not isinstance(state, Mapping):
+            raise BadState(f"user turn {k} has no state")
+        out.append({"turn": k, **state})
     return out
 
 
@@ -73,7 +74,7 @@ class UserStateVerdict(Verdict):
     async def judge(self, j: Judging, question: Question, response: str, first_repeat: int = 0,
                     transcript: Sequence[Mapping[str, str]] | None = None) -> tuple[JudgeResult, dict[int, Any]]:
         try:
-            states = trajectory(j.spec, transcript or ())
+            states = trajectory(transcript or ())
         except BadState as exc:
             return StateResult(None, f"no valid user state: {exc}"), {}
         if not states:
