@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from rubric_engine.datatypes import Question, Turn
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.models.redact import redact
-from rubric_engine.records import CriterionRecord, SampleRecord
+from rubric_engine.records import CriterionRecord, SampleRecord, TurnRecord
 from rubric_engine.shapes.registry import shape_for
 from rubric_engine.scoring.checks import CheckResult, check_dict
 from rubric_engine.scoring.question import QuestionScore
@@ -88,16 +88,19 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
     return rec
 
 
-def _state(turn: Any) -> dict[str, Any]:
-    """A simulated user's hidden state on its transcript entry (run/dialogue.StatedTurn), else nothing."""
+def _turn(turn: Turn) -> TurnRecord:
+    """A transcript entry: the turn's words, and a simulated user's hidden state (run/dialogue.StatedTurn)."""
+    out: TurnRecord = {"role": turn.role, "content": redact(turn.content) or ""}
     state = getattr(turn, "state", None)
-    return {} if state is None else {"state": dict(state)}
+    if state is not None:
+        out["state"] = dict(state)
+    return out
 
 
 def _conversation_fields(rec: SampleRecord, o: Outcome) -> None:
     """A conversation's record fields (docs/outputs.md): the transcript, how it ended, the simulated user's
     error and calls; absent from a single reply's record, whose bytes stay as they were."""
-    rec["transcript"] = [{"role": t.role, "content": redact(t.content) or "", **_state(t)} for t in o.transcript or ()]
+    rec["transcript"] = [_turn(t) for t in o.transcript or ()]
     if o.ended is not None:
         rec["ended"] = o.ended
     if o.user_tokens is not None:
