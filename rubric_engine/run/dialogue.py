@@ -250,5 +250,6 @@ def given_transcripts(answers: str | None, from_run: str | None, id_field: str) 
                                                   and isinstance(t.get("content"), str) for t in turns):
             raise AnswersError(f"{path}: row {n}: 'transcript' must be a list of {{role: user|assistant, content: "
                                "text}; fix the row or drop its transcript")
-        out[str(row.get(id_field))] = [Turn(t["role"], t["content"]) for t in turns]
+        out[str(row.get(id_field))] = [StatedTurn(t["role"], t["content"], t["state"]) if isinstance(t.get("state"), dict)
+                                       else Turn(t["role"], t["content"]) for t in turns]  # a user's hidden state kept
     return out

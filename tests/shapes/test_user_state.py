@@ -129,3 +129,25 @@ def test_a_state_spec_without_a_simulated_conversation_is_one_line(tmp_path: Pat
     assert res.returncode != 0 and "Traceback" not in res.stderr
     lines = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
     assert len(lines) == 1 and "user_state.stop_when" in lines[0] and "field op number" in lines[0], res.stderr
+
+
+def test_shipped_spec_tries_out_keyless_and_its_states_score_again_without_a_call(tmp_path: Path,
+                                                                                   env: dict[str, str]) -> None:
+    """counselling_sage with candidate=mock user=mock: every question scored by its final emotion (the mock moves
+    it by a step per persona: some sessions end by the stop rule); `rescore` and `stage=score from_run=` give the
+    same scores from the stored states, with no model."""
+    run = tmp_path / "run"
+    res = run_cli(["benchmark=counselling_sage", "candidate=mock", "user=mock", "progress=none",
+                   f"hydra.run.dir={run}"], env)
+    assert res.returncode == 0, res.stderr
+    recs = records(run)
+    assert len(recs) == 3 and all(r["score"] == r["states"][-1]["emotion"] for r in recs.values())
+    assert "state" in {r["ended"] for r in recs.values()}
+    again = run_cli(["benchmark=counselling_sage", "stage=score", f"from_run={run}", "progress=none",
+                     f"hydra.run.dir={tmp_path / 'scored'}"], env)
+    assert again.returncode == 0, again.stderr
+    assert {q: r["score"] for q, r in records(tmp_path / "scored").items()} == {q: r["score"] for q, r in recs.items()}
+    out = tmp_path / "rescored"
+    rescored = run_cli(["rescore", str(run), f"out={out}"], env)
+    assert rescored.returncode == 0, rescored.stderr
+    assert {q: r["score"] for q, r in records(out).items()} == {q: r["score"] for q, r in recs.items()}
