@@ -9,7 +9,7 @@ starts with MOCK_TAG so no output can be mistaken for a real model's.
 
 A mock answers from the request (models/request.py): its answer description says what a valid answer looks
 like (a verdict JSON's fields and items, a number on a scale, a label as written, a simulated user's stop
-signal), so nothing above models/ knows the mock exists, and a spec that declares other verdict fields is
+signal and the hidden state it writes after each line), so nothing above models/ knows the mock exists, and a spec that declares other verdict fields is
 answered in its own shape. A request with no description (free text) gets a labelled reply.
 """
 

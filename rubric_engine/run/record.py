@@ -36,7 +36,7 @@ class Outcome:
     samples: list["Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
     # conversations (run/dialogue.py); None / 0 for a single reply, and then absent from the record
     transcript: list[Turn] | None = None  # the turns this run generated, user turns included
-    ended: str | None = None  # simulated: "stop" (the user's signal) or "max_turns" (cut)
+    ended: str | None = None  # simulated: "stop" (the user's signal), "max_turns" (cut), "state" (a user_state rule)
     user_error: str | None = None  # the simulated user failed or said nothing: not judged
     user_tokens: tuple[int, int] | None = None  # None: no simulated user in this run
     user_cost: float | None = None
