@@ -65,8 +65,6 @@ class UserStateVerdict(Verdict):
     criterion_votes = False
 
     def check_plan(self, spec: "BenchmarkSpec", samples: int) -> None:
-        if spec.conversation.mode != "simulated":
-            raise ConfigError("user_state: is the simulated user's state: set conversation.mode: simulated")
         if samples > 1:
             raise ConfigError(f"samples={samples} with a user_state: block is not supported: a session scores "
                               "once per question (run the benchmark again for another)")

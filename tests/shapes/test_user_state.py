@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import EXE, REPO, model_args, run_cli
 from fakeserver import FakeServer, Reply
 from test_dialogue_scripted import kill_after_requests
@@ -117,18 +119,24 @@ def test_kill9_mid_conversation_then_same_command_repeats_no_answered_request(tm
     assert [records(run)[q]["score"] for q in ("s1", "s2", "s3")] == [0, 70, 35]
 
 
-def test_a_state_spec_without_a_simulated_conversation_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+@pytest.mark.parametrize(("old", "new", "key", "words"), [
+    ('stop_when: ["emotion <= 0", "emotion >= 100"]', 'stop_when: ["import os"]', "user_state.stop_when",
+     "field op number"),
+    ("field: emotion", "field: reason", "user_state", "not a number field"),
+    ("mode: simulated", "mode: scripted", "user_state", "needs a simulated user")])
+def test_a_bad_user_state_block_is_one_line(tmp_path: Path, env: dict[str, str], old: str, new: str, key: str,
+                                            words: str) -> None:
     spec = tmp_path / "spec"
     spec.mkdir()
     for f in SPEC.iterdir():
         (spec / f.name).write_text(f.read_text())
     text = (spec / "benchmark.yaml").read_text()
-    (spec / "benchmark.yaml").write_text(text.replace("stop_when: [\"emotion <= 0\", \"emotion >= 100\"]",
-                                                      "stop_when: [\"import os\"]"))
+    assert old in text
+    (spec / "benchmark.yaml").write_text(text.replace(old, new))
     res = run_cli(["validate", f"benchmark={spec}"], env)
     assert res.returncode != 0 and "Traceback" not in res.stderr
     lines = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
-    assert len(lines) == 1 and "user_state.stop_when" in lines[0] and "field op number" in lines[0], res.stderr
+    assert len(lines) == 1 and f" {key}" in lines[0] and words in lines[0], res.stderr
 
 
 def test_shipped_spec_tries_out_keyless_and_its_states_score_again_without_a_call(tmp_path: Path,
