@@ -8,7 +8,8 @@ request is its conversation's (shapes/: Conversation.requests, the method the pl
 turn with), its messages built in judge/dialogue.py.
 
 A simulated user with a hidden state (a spec's `user_state:`, spec/userstate.py) writes it after each line: the
-candidate is sent only the line, the transcript's turn keeps the state (`state`: the verdict reads them), a
+candidate is sent only the line, the simulator its own lines with their states, the transcript's turn keeps
+the state (`state`: the verdict reads them), a
 bad state is asked for once more and a second bad one is the question's user_error; a stop rule the state meets
 ends the session (`ended: state`).
 
@@ -106,16 +107,18 @@ def _add(o: Outcome, res: CallResult, role: str) -> None:
         o.cand_tokens, o.cand_cost, o.cand_cached, o.cand_calls = tokens, cost, cached + int(res.cached), o.cand_calls + 1
 
 
-def _said(o: Outcome, said: list[dict[str, str]], turn: Turn) -> None:
+def _said(o: Outcome, said: list[dict[str, Any]], turn: Turn) -> None:
     """Append a turn to the transcript and to its messages, kept side by side so that no turn's request rebuilds
     the whole conversation (a long conversation stays linear in its turns, apart from what each request sends).
-    The messages hold the turn's words only (a user's hidden state stays on the transcript's turn)."""
+    A user's hidden state rides on its message as `state`: the simulator's view shows it, the candidate's drops
+    it (judge/dialogue.py)."""
     assert o.transcript is not None
     o.transcript.append(turn)
-    said.append({"role": turn.role, "content": turn.content})
+    state = getattr(turn, "state", None)
+    said.append({"role": turn.role, "content": turn.content, **({"state": state} if state is not None else {})})
 
 
-async def _candidate_turn(o: Outcome, cand: ModelClient, request: Requests, said: list[dict[str, str]],
+async def _candidate_turn(o: Outcome, cand: ModelClient, request: Requests, said: list[dict[str, Any]],
                           accept: Callable[[str], None], repeat: int) -> None:
     """The candidate answers the conversation so far; its reply is appended to the transcript."""
     turn = o.cand_calls + 1  # every earlier candidate call of this conversation was a turn answered
@@ -168,7 +171,7 @@ async def _user_send(user: ModelClient, request: Request, accept: Callable[[str]
 
 
 async def _user_turn(spec: BenchmarkSpec, o: Outcome, user: ModelClient, request: Requests,
-                     said: list[dict[str, str]], repeat: int) -> bool:
+                     said: list[dict[str, Any]], repeat: int) -> bool:
     """The simulated user speaks; False when the session is over (its stop signal, a stop rule its state meets,
     or its failure)."""
     conv = spec.conversation
@@ -210,7 +213,7 @@ async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClie
     passes it, else the spec's); this module makes each turn's call."""
     conversation = conversation or shape_for(spec).conversation
     cand_request = conversation.requests(spec, q, "candidate")  # the candidate's prefix rendered once
-    said: list[dict[str, str]] = []
+    said: list[dict[str, Any]] = []
     o.transcript = []
     if conversation.simulates_user:
         o.user_tokens = (0, 0)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["UserState", "StateField", "BadState", "read_state", "stop_rule", "stops", "answer_fields", "reasked"]
+__all__ = ["UserState", "StateField", "BadState", "read_state", "stop_rule", "stops", "answer_fields", "reasked", "written"]
 
 _OPS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, ">=": operator.ge, "==": operator.eq,
                                                    "<": operator.lt, ">": operator.gt}
@@ -139,3 +139,8 @@ def reasked(messages: list[dict[str, Any]], bad: str, why: str) -> list[dict[str
     return [*messages, {"role": "assistant", "content": bad},
             {"role": "user", "content": f"Your reply's state was not valid: {why}. Write your reply again, ending "
                                         "with the JSON state object with every declared field."}]
+
+
+def written(line: str, state: Mapping[str, Any]) -> str:
+    """A user's line as the simulator wrote it, its state after it (what it sees of its own earlier turns)."""
+    return f"{line}\n{json.dumps(dict(state), ensure_ascii=False)}"

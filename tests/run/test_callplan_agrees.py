@@ -193,7 +193,8 @@ def _planned(spec: Any, questions: list[Any], records: list[dict[str, Any]], rep
     for rec in records:
         q = by_id[rec["id"]]
         for one in rec.get("samples") or [rec]:
-            said = [{"role": t["role"], "content": t["content"]} for t in rec.get("transcript") or ()]
+            said = [{"role": t["role"], "content": t["content"], **({"state": t["state"]} if "state" in t else {})}
+                    for t in rec.get("transcript") or ()]  # a simulated user's hidden state: the simulator sees it
             cand = conv.requests(spec, q, "candidate")
             out["candidate"] += [cand(said[:i]) for i, t in enumerate(said) if t["role"] == "assistant"] or [cand([])]
             if conv.simulates_user:

@@ -101,6 +101,9 @@ def test_states_are_read_reasked_stopped_and_scored_and_never_shown_to_the_candi
     cand = [json.dumps(b["messages"]) for b in sent if b["model"] == "cand"]
     assert len(cand) == 2 + 4 + 1 and not any("emotion" in c or "felt" in c or "```" in c for c in cand)
     assert "hidden state:" in (tmp_path / "run" / "report.html").read_text()
+    # the simulator sees its own earlier lines with their states (so it can say how its emotion changed)
+    s1_last = [b for b in sent if b["model"] == "sim" and "night shifts" in b["messages"][0]["content"]][-1]
+    assert s1_last["messages"][1] == {"role": "assistant", "content": "s1 line 1\n" + json.dumps(state("s1", 1))}
 
 
 def test_kill9_mid_conversation_then_same_command_repeats_no_answered_request(tmp_path: Path,
