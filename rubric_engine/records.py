@@ -14,7 +14,7 @@ same records) through `run/journal.read_journal`.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, NotRequired, TypedDict
 
 __all__ = ["RECORD_VERSION", "GroupScore", "TurnRecord", "TurnScoreRecord", "CriterionRecord", "GameRecord",
            "SampleEntry", "SampleRecord"]
@@ -36,6 +36,7 @@ class TurnRecord(TypedDict):
 
     role: str  # "user" | "assistant"
     content: str
+    state: NotRequired[dict[str, Any]]  # a simulated user's hidden state (a spec's user_state:), never sent on
 
 
 class CriterionRecord(TypedDict, total=False):

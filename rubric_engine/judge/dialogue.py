@@ -5,6 +5,8 @@ drives it); this module only turns (spec, question, transcript) into chat messag
 
 The candidate's view: the spec's candidate.system, candidate.template (as an extra system message, as in
 chat_turns mode), the data's fixed dialogue prefix, then the transcript (user, assistant, user, ...).
+A simulated user's turn may carry its hidden state (`state`, a spec's user_state:): the simulator sees its own
+lines with their states, the candidate never does.
 The simulator's view has the roles swapped, so a chat model plays the user naturally: its persona
 (`conversation.simulator.system`, rendered from the row) as the system message, the optional opening
 (`conversation.simulator.template`) as the first user message, then the prefix and the transcript with every
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import SpecError
 from rubric_engine.judge.prompts import candidate_messages, dialogue_vars, render_template
+from rubric_engine.spec.userstate import written
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -39,10 +42,11 @@ def candidate_prefix(spec: "BenchmarkSpec", question: Question) -> list[Message]
     return candidate_messages(spec, question, mode="chat_turns")
 
 
-def candidate_view(prefix: Sequence[Message], transcript: Sequence[Message]) -> list[Message]:
+def candidate_view(prefix: Sequence[Message], transcript: Sequence[Mapping[str, Any]]) -> list[Message]:
     """The candidate's next request: the prefix, then every turn so far in order (the turns' own {role, content}
-    messages, shared from one request to the next as the prefix's are: nothing is copied per turn)."""
-    return [*prefix, *transcript]
+    messages, shared from one request to the next as the prefix's are: nothing is copied per turn, but a simulated
+    user's turn that carries its hidden `state`, sent as its words alone)."""
+    return [*prefix, *(t if "state" not in t else {"role": t["role"], "content": t["content"]} for t in transcript)]
 
 
 def _variables(spec: "BenchmarkSpec", question: Question) -> dict[str, Any]:
@@ -71,5 +75,6 @@ def simulator_view(spec: "BenchmarkSpec", question: Question, transcript: Sequen
                                                               variables)})
     prefix = [t for t in variables["dialogue"] if t["role"] != "system"]
     said = [{"role": "assistant" if t["role"] == "user" else "user", "content": t["content"]} for t in prefix]
-    said += [{"role": SWAP[t["role"]], "content": t["content"]} for t in transcript]
+    said += [{"role": SWAP[t["role"]], "content": t["content"] if "state" not in t else written(t["content"], t["state"])}
+             for t in transcript]  # its own lines as it wrote them, each hidden state included
     return messages + said

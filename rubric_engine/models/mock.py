@@ -9,7 +9,7 @@ starts with MOCK_TAG so no output can be mistaken for a real model's.
 
 A mock answers from the request (models/request.py): its answer description says what a valid answer looks
 like (a verdict JSON's fields and items, a number on a scale, a label as written, a simulated user's stop
-signal), so nothing above models/ knows the mock exists, and a spec that declares other verdict fields is
+signal and the hidden state it writes after each line), so nothing above models/ knows the mock exists, and a spec that declares other verdict fields is
 answered in its own shape. A request with no description (free text) gets a labelled reply.
 """
 
@@ -94,8 +94,9 @@ def mock_reply(model: str, request: Request) -> str:
     if isinstance(answer, UserLines):
         spoken = sum(1 for m in messages if m.get("role") == "assistant")
         if spoken >= MOCK_USER_TURNS:
-            return f"{MOCK_TAG} Thank you, that is all for today. {answer.stop}"
-        return f"{MOCK_TAG} Simulated user, turn {spoken + 1} (offline; #{_digest(seed) % 10000:04d})."
+            return f"{MOCK_TAG} Thank you, that is all for today.{_state(answer, messages, spoken)} {answer.stop}"
+        line = f"{MOCK_TAG} Simulated user, turn {spoken + 1} (offline; #{_digest(seed) % 10000:04d})."
+        return line + _state(answer, messages, spoken)
     if isinstance(answer, VerdictJSON):
         return mock_verdict(answer, seed)
     if isinstance(answer, Number):
@@ -111,6 +112,33 @@ def mock_reply(model: str, request: Request) -> str:
             return f"{MOCK_TAG} (the offline mock names no option this time, so this reply is unreadable; {number})"
         return f"{MOCK_TAG} Answer: {letters[pick]} (a deterministic pick by the offline mock, not a real answer; {number})"
     return f"{MOCK_TAG} Deterministic reply from {model} (offline, no model was called; {number})."
+
+
+def _state(answer: UserLines, messages: Sequence[Mapping[str, Any]], spoken: int) -> str:
+    """A valid hidden state after the line ("" when none is declared): a bounded number moves from its midpoint by
+    a step per turn whose size and sign a hash of the persona (the first message) fixes, clamped to its bounds,
+    so some sessions reach a bound (a stop rule) and some do not; an unbounded number is the first bounded one's
+    change this turn; a text says it is a placeholder."""
+    if not answer.state:
+        return ""
+    persona = str(messages[0].get("content") or "") if messages else ""
+    step = (-25, -15, 15, 25)[_digest(persona, "state") % 4]
+
+    def level(low: float | None, high: float | None, k: int) -> float:
+        lo, hi = (0.0 if low is None else low), (100.0 if high is None else high)
+        return min(hi, max(lo, (lo + hi) / 2 + step * k))
+
+    bounded = next(((lo, hi) for _, kind, lo, hi in answer.state
+                    if kind == "number" and (lo is not None or hi is not None)), (None, None))
+    state: dict[str, Any] = {}
+    for name, kind, low, high in answer.state:
+        if kind == "text":
+            state[name] = f"{MOCK_TAG} offline placeholder state"
+        elif low is None and high is None:
+            state[name] = level(*bounded, spoken + 1) - level(*bounded, spoken)
+        else:
+            state[name] = level(low, high, spoken + 1)
+    return "\n" + json.dumps(state, ensure_ascii=False)
 
 
 _OPTION = re.compile(r"^[ \t]*\(?([A-Z])[.)][ \t]+\S", re.M)

@@ -17,7 +17,8 @@ The answer descriptions:
   Number       one number on a scale, from `values`: in the JSON field `field` (beside `reasoning`), or written
                in free text (`field` None) where `read` finds it
   Labels       one of these labels, as the judge must write them (`[[A>B]]`)
-  UserLines    a simulated user's line; `stop` ends the session, which the run cuts after `max_turns` turns
+  UserLines    a simulated user's line; `stop` ends the session, which the run cuts after `max_turns` turns;
+               with `state` fields, the line is followed by a JSON state of those fields (spec/userstate.py)
 This module imports nothing of the engine's: every layer above may build a request.
 """
 
@@ -65,9 +66,11 @@ class Labels:
 
 @dataclass(frozen=True)
 class UserLines:
-    """A simulated user's line: `stop` ends the session; the run asks at most `max_turns` times."""
+    """A simulated user's line: `stop` ends the session; the run asks at most `max_turns` times. `state`: the
+    hidden state's fields, (name, "number" | "text", min, max) each, written as a JSON object after the line."""
     stop: str
     max_turns: int
+    state: tuple[tuple[str, str, float | None, float | None], ...] = ()
 
 
 Answer = Union[FreeText, VerdictJSON, Number, Labels, UserLines]

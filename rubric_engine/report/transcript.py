@@ -8,13 +8,16 @@ strategy finds it: shapes/scripted.Session.stored_transcript).
 from __future__ import annotations
 
 import html
+import json
+
 from rubric_engine.record.types import Transcript
 from rubric_engine.report.calls_view import QUESTION_CHARS, clipped
 
 __all__ = ["transcript_html"]
 
 _WHO = {"user": "user", "assistant": "candidate"}
-_ENDED = {"stop": "the simulated user ended it", "max_turns": "cut at max_turns"}
+_ENDED = {"stop": "the simulated user ended it", "max_turns": "cut at max_turns",
+          "state": "a stop rule on the simulated user's state ended it"}
 
 
 def transcript_html(session: Transcript | None, max_chars: int = QUESTION_CHARS) -> str:
@@ -33,8 +36,11 @@ def transcript_html(session: Transcript | None, max_chars: int = QUESTION_CHARS)
             break
         shown = clipped(text, budget)
         budget -= len(text)
+        state = t.layout.extra.get("state")  # a simulated user's hidden state (spec/userstate.py), unseen by the candidate
+        hidden = (f'<p class="note">hidden state: {html.escape(json.dumps(state, ensure_ascii=False))}</p>'
+                  if state is not None else "")
         blocks.append(f'<div class="turn"><b>{html.escape(_WHO.get(str(t.role), str(t.role)))}</b>'
-                      f'<pre>{html.escape(shown)}</pre></div>')
+                      f'<pre>{html.escape(shown)}</pre>{hidden}</div>')
     body = "".join(blocks)
     how = _ENDED.get(str(session.ended), "")
     note = f"Conversation ({len(turns)} turns{'; ' + how if how else ''}):"

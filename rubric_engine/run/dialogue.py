@@ -7,6 +7,12 @@ cache (the same replies, so the same next requests), paying only for the turns i
 request is its conversation's (shapes/: Conversation.requests, the method the plan of calls renders the first
 turn with), its messages built in judge/dialogue.py.
 
+A simulated user with a hidden state (a spec's `user_state:`, spec/userstate.py) writes it after each line: the
+candidate is sent only the line, the simulator its own lines with their states, the transcript's turn keeps
+the state (`state`: the verdict reads them), a
+bad state is asked for once more and a second bad one is the question's user_error; a stop rule the state meets
+ends the session (`ended: state`).
+
 A candidate failure at turn k propagates with `exc.turn = k` (the pipeline records it as the question's
 candidate error, "turn k: ..."); the transcript so far stays on the outcome and goes into the record. A failed
 or empty simulator reply is the question's `user_error` (recorded, counted, never judged).
@@ -15,6 +21,7 @@ or empty simulator reply is the question's `user_error` (recorded, counted, neve
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pathlib import Path
@@ -24,21 +31,40 @@ from rubric_engine.datatypes import Question, Turn
 from rubric_engine.errors import AnswersError, FatalModelError, ModelCallError
 from rubric_engine.models.client import CallResult, ModelClient
 from rubric_engine.models.events import call_context
+from rubric_engine.models.request import Request
 from rubric_engine.models.redact import redact
 from rubric_engine.run.record import Outcome
 from rubric_engine.shapes.base import Conversation, Requests, Talk
 from rubric_engine.shapes.registry import shape_for
 from rubric_engine.spec.limits import MAX_REPLY_CHARS
 from rubric_engine.spec.schema import BenchmarkSpec
+from rubric_engine.spec.userstate import BadState, read_state, reasked, stops
 from rubric_engine.store.layout import ANSWERS_FILE, iter_jsonl
 
-__all__ = ["converse", "conversation_counts", "given_transcripts", "within_cap", "OversizedReply"]
+__all__ = ["StatedTurn", "converse", "conversation_counts", "given_transcripts", "within_cap", "OversizedReply"]
 
 class EmptyUserReply(ModelCallError):
     """The simulated user answered with no text: the session cannot go on (recorded, never cached)."""
 
     def __str__(self) -> str:
         return "the simulated user returned an empty reply"
+
+
+@dataclass(frozen=True)
+class StatedTurn(Turn):
+    """A simulated user's turn with its hidden state (its record entry's `state`; the messages never hold it)."""
+    state: Mapping[str, Any] = field(default_factory=dict)
+
+
+class BadUserState(ModelCallError):
+    """The simulated user's reply has no valid state (spec/userstate.py says why): asked once more, never cached."""
+
+    def __init__(self, why: str) -> None:
+        self.why, self.sentence = why, f"the simulated user's state is not valid: {why}"
+        super().__init__("user", self.sentence, attempts=1)
+
+    def __str__(self) -> str:
+        return self.sentence
 
 
 class OversizedReply(ModelCallError):
@@ -81,15 +107,18 @@ def _add(o: Outcome, res: CallResult, role: str) -> None:
         o.cand_tokens, o.cand_cost, o.cand_cached, o.cand_calls = tokens, cost, cached + int(res.cached), o.cand_calls + 1
 
 
-def _said(o: Outcome, said: list[dict[str, str]], turn: Turn) -> None:
+def _said(o: Outcome, said: list[dict[str, Any]], turn: Turn) -> None:
     """Append a turn to the transcript and to its messages, kept side by side so that no turn's request rebuilds
-    the whole conversation (a long conversation stays linear in its turns, apart from what each request sends)."""
+    the whole conversation (a long conversation stays linear in its turns, apart from what each request sends).
+    A user's hidden state rides on its message as `state`: the simulator's view shows it, the candidate's drops
+    it (judge/dialogue.py)."""
     assert o.transcript is not None
     o.transcript.append(turn)
-    said.append({"role": turn.role, "content": turn.content})
+    state = getattr(turn, "state", None)
+    said.append({"role": turn.role, "content": turn.content, **({"state": state} if state is not None else {})})
 
 
-async def _candidate_turn(o: Outcome, cand: ModelClient, request: Requests, said: list[dict[str, str]],
+async def _candidate_turn(o: Outcome, cand: ModelClient, request: Requests, said: list[dict[str, Any]],
                           accept: Callable[[str], None], repeat: int) -> None:
     """The candidate answers the conversation so far; its reply is appended to the transcript."""
     turn = o.cand_calls + 1  # every earlier candidate call of this conversation was a turn answered
@@ -109,23 +138,64 @@ async def _candidate_turn(o: Outcome, cand: ModelClient, request: Requests, said
     _said(o, said, Turn("assistant", res.text))
 
 
+def _user_accept(spec: BenchmarkSpec) -> Callable[[str], None]:
+    """The check of a simulated user's reply: some text within the cap, and its state when one is declared."""
+    block = spec.user_state
+
+    def accept(text: str) -> None:
+        _accept_user(text)
+        if block is not None:
+            try:
+                read_state(block, text, spec.conversation.stop)
+            except BadState as exc:
+                raise BadUserState(str(exc)) from None
+    return accept
+
+
+async def _user_send(user: ModelClient, request: Request, accept: Callable[[str], None],
+                     repeat: int) -> list[CallResult]:
+    """The user's calls of one turn, the accepted reply last: a bad state is asked for once more, with the bad
+    reply and why (a failure carries the rejected replies as `exc.paid`, so their tokens count)."""
+    try:
+        return [await user.send(request, accept=accept, repeat=repeat)]
+    except BadUserState as exc:
+        got = getattr(exc, "call_result", None)
+        if not isinstance(got, CallResult):
+            raise
+        again = replace(request, messages=reasked(request.messages, got.text, exc.why))
+        try:
+            return [got, await user.send(again, accept=accept, repeat=repeat)]
+        except ModelCallError as second:
+            second.paid = [got]  # type: ignore[attr-defined]
+            raise
+
+
 async def _user_turn(spec: BenchmarkSpec, o: Outcome, user: ModelClient, request: Requests,
-                     said: list[dict[str, str]], repeat: int) -> bool:
-    """The simulated user speaks; False when the session is over (its stop signal, or its failure)."""
+                     said: list[dict[str, Any]], repeat: int) -> bool:
+    """The simulated user speaks; False when the session is over (its stop signal, a stop rule its state meets,
+    or its failure)."""
     conv = spec.conversation
-    turn = o.user_calls + 1
+    turn = sum(t.role == "user" for t in o.transcript or ()) + 1
     try:
         with call_context(turn=turn):  # the transcripts name the turn
-            res = await user.send(request(said), accept=_accept_user, repeat=repeat)
+            results = await _user_send(user, request(said), _user_accept(spec), repeat)
     except ModelCallError as exc:
         if isinstance(exc, FatalModelError) and exc.stops_run:
             raise
-        got = getattr(exc, "call_result", None)
-        if isinstance(got, CallResult):
-            _add(o, got, "user")
+        for got in [*getattr(exc, "paid", []), getattr(exc, "call_result", None)]:
+            if isinstance(got, CallResult):
+                _add(o, got, "user")
         o.user_error = f"simulated user, turn {turn}: {redact(str(exc))}"
         return False
-    _add(o, res, "user")
+    for got in results:
+        _add(o, got, "user")
+    res = results[-1]
+    if spec.user_state is not None:
+        line, state = read_state(spec.user_state, res.text, conv.stop)
+        ended = "stop" if conv.stop in res.text else ("state" if stops(spec.user_state, state) else None)
+        _said(o, said, StatedTurn("user", line, state))  # the state is the transcript's, never the candidate's
+        o.ended = ended
+        return ended is None
     if conv.stop in res.text:
         last = res.text.split(conv.stop, 1)[0].strip()
         if last:  # the user's last words, kept for the judge; the candidate is not asked to answer them
@@ -143,7 +213,7 @@ async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClie
     passes it, else the spec's); this module makes each turn's call."""
     conversation = conversation or shape_for(spec).conversation
     cand_request = conversation.requests(spec, q, "candidate")  # the candidate's prefix rendered once
-    said: list[dict[str, str]] = []
+    said: list[dict[str, Any]] = []
     o.transcript = []
     if conversation.simulates_user:
         o.user_tokens = (0, 0)
@@ -183,5 +253,6 @@ def given_transcripts(answers: str | None, from_run: str | None, id_field: str) 
                                                   and isinstance(t.get("content"), str) for t in turns):
             raise AnswersError(f"{path}: row {n}: 'transcript' must be a list of {{role: user|assistant, content: "
                                "text}; fix the row or drop its transcript")
-        out[str(row.get(id_field))] = [Turn(t["role"], t["content"]) for t in turns]
+        out[str(row.get(id_field))] = [StatedTurn(t["role"], t["content"], t["state"]) if isinstance(t.get("state"), dict)
+                                       else Turn(t["role"], t["content"]) for t in turns]  # a user's hidden state kept
     return out

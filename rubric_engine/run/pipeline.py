@@ -224,6 +224,8 @@ def _turn(exc: BaseException) -> str:
     return f"turn {turn}: " if turn else ""
 
 
-def _as_dicts(o: Outcome) -> list[dict[str, str]]:
-    return [{"role": t.role, "content": t.content} for t in o.transcript or ()]
+def _as_dicts(o: Outcome) -> list[dict[str, Any]]:
+    """The transcript as the verdict reads it: each turn's words, and a simulated user's hidden state (`state`)."""
+    return [{"role": t.role, "content": t.content, **({"state": t.state} if hasattr(t, "state") else {})}
+            for t in o.transcript or ()]
 

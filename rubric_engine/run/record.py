@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from rubric_engine.datatypes import Question, Turn
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.models.redact import redact
-from rubric_engine.records import CriterionRecord, SampleRecord
+from rubric_engine.records import CriterionRecord, SampleRecord, TurnRecord
 from rubric_engine.shapes.registry import shape_for
 from rubric_engine.scoring.checks import CheckResult, check_dict
 from rubric_engine.scoring.question import QuestionScore
@@ -36,7 +36,7 @@ class Outcome:
     samples: list["Outcome"] = field(default_factory=list)  # candidate.samples > 1: one outcome per sample
     # conversations (run/dialogue.py); None / 0 for a single reply, and then absent from the record
     transcript: list[Turn] | None = None  # the turns this run generated, user turns included
-    ended: str | None = None  # simulated: "stop" (the user's signal) or "max_turns" (cut)
+    ended: str | None = None  # simulated: "stop" (the user's signal), "max_turns" (cut), "state" (a user_state rule)
     user_error: str | None = None  # the simulated user failed or said nothing: not judged
     user_tokens: tuple[int, int] | None = None  # None: no simulated user in this run
     user_cost: float | None = None
@@ -88,10 +88,19 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
     return rec
 
 
+def _turn(turn: Turn) -> TurnRecord:
+    """A transcript entry: the turn's words, and a simulated user's hidden state (run/dialogue.StatedTurn)."""
+    out: TurnRecord = {"role": turn.role, "content": redact(turn.content) or ""}
+    state = getattr(turn, "state", None)
+    if state is not None:
+        out["state"] = dict(state)
+    return out
+
+
 def _conversation_fields(rec: SampleRecord, o: Outcome) -> None:
     """A conversation's record fields (docs/outputs.md): the transcript, how it ended, the simulated user's
     error and calls; absent from a single reply's record, whose bytes stay as they were."""
-    rec["transcript"] = [{"role": t.role, "content": redact(t.content) or ""} for t in o.transcript or ()]
+    rec["transcript"] = [_turn(t) for t in o.transcript or ()]
     if o.ended is not None:
         rec["ended"] = o.ended
     if o.user_tokens is not None:

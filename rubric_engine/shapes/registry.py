@@ -21,6 +21,7 @@ from rubric_engine.shapes.score import Score
 from rubric_engine.shapes.scripted import Scripted
 from rubric_engine.shapes.simulated import Simulated
 from rubric_engine.shapes.single import Single
+from rubric_engine.shapes.userstate import UserStateVerdict
 from rubric_engine.spec.facts import stored_verdict_kind, verdict_kind
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 __all__ = ["CONVERSATIONS", "VERDICTS", "shape_for", "stored_shape", "check_templates"]
 
 CONVERSATIONS: dict[str, Conversation] = {c.name: c for c in (Single(), Scripted(), Simulated())}
-VERDICTS: dict[str, Verdict] = {v.name: v for v in (Criteria(), Score(), Pairwise(), Rating())}
+VERDICTS: dict[str, Verdict] = {v.name: v for v in (Criteria(), Score(), Pairwise(), Rating(),
+                                                            UserStateVerdict())}
 
 
 def shape_for(spec: "BenchmarkSpec") -> Shape:

@@ -17,6 +17,7 @@ from rubric_engine.judge.dialogue import candidate_prefix, simulator_view
 from rubric_engine.models.request import Request, UserLines
 from rubric_engine.shapes.base import Message, Requests, Talk
 from rubric_engine.shapes.scripted import Session
+from rubric_engine.spec.userstate import answer_fields
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -44,7 +45,7 @@ class Simulated(Session):
         if role != "user":
             return super().requests(spec, question, role)
         conv = spec.conversation
-        answer = UserLines(conv.stop, conv.max_turns)
+        answer = UserLines(conv.stop, conv.max_turns, answer_fields(spec.user_state))
         return lambda said: Request(simulator_view(spec, question, said), "user", answer)
 
     def first_request(self, spec: "BenchmarkSpec", question: Question, role: str = "candidate") -> Request:

@@ -134,6 +134,9 @@ def _check_checked(spec: "BenchmarkSpec", fail: Fail) -> None:
     if kind in JUDGELESS_KINDS and spec.judge is not None:
         fail((kind,), f"a {kind} verdict is decided by the engine, with no judge: the judge block would never be "
              "called", fix=f"drop judge:, or drop {kind}: to have a judge decide")
+    if spec.user_state is not None and spec.conversation.mode != "simulated":
+        fail(("user_state",), "a user_state is the simulated user's hidden state: it needs a simulated user",
+             spec.conversation.mode, "set conversation.mode: simulated (with conversation.simulator), or drop user_state:")
     if kind != "criteria" and (f.item_check or f.choices or spec.checks):
         key = ("judge", "verdict", "kind") if spec.judge is not None else (kind,)
         fail(key, "checked items and multiple choice are rubric items: they go with criteria verdicts", kind,

@@ -28,11 +28,12 @@ class ShapeFacts:
 
 # what a data row's rubric is to each verdict kind (a new kind adds its line: tests/shapes/test_shapes.py checks it)
 RUBRIC_BY_KIND: dict[str, Literal["required", "optional", "none"]] = {"criteria": "required", "score": "optional",
-                                                                      "pairwise": "none", "rating": "none"}
+                                                                      "pairwise": "none", "rating": "none",
+                                                                      "user_state": "none"}
 
 # verdict kinds the engine decides alone, with no judge model: each is declared by a top-level spec block named
 # after it (`<kind>: {...}`) instead of `judge.verdict.kind` (a new judge-less kind adds its name here)
-JUDGELESS_KINDS: tuple[str, ...] = ("rating",)
+JUDGELESS_KINDS: tuple[str, ...] = ("rating", "user_state")
 
 
 def verdict_kind(spec: Any) -> str:

@@ -12,7 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Rating"]
+from rubric_engine.spec.userstate import UserState  # the other judge-less block, imported by the schema from here
+
+__all__ = ["Rating", "UserState"]
 
 
 class Rating(BaseModel):

@@ -19,7 +19,7 @@ from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.aggregation import AggregationSpec, FailureRule, drop_aggregation_defaults
 from rubric_engine.spec.facts import JUDGELESS_KINDS
-from rubric_engine.spec.ratings import Rating
+from rubric_engine.spec.ratings import Rating, UserState
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
 from rubric_engine.spec.limits import MAX_TURNS
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
@@ -27,10 +27,9 @@ from rubric_engine.spec.scales import drop_score_defaults, score_defaults
 
 __all__ = [
     "Ability", "Dimension", "Taxonomy", "FailureRule", "DataFields", "DataSpec", "Scoring", "AggregationSpec",
-    "Candidate", "Conversation", "Simulator", "VerdictFields", "Breakdown", "References",
-    "ModelRef", "Judge", "AnswerFile", "BaselineAnswers", "Baseline",
-    "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES", "MultipleChoice", "SpecCheck",
-]
+    "Candidate", "Conversation", "Simulator", "VerdictFields", "Breakdown", "References", "ModelRef", "Judge",
+    "AnswerFile", "BaselineAnswers", "Baseline", "Decay", "Report", "BenchmarkSpec", "MAX_TEMPLATE_BYTES",
+    "MultipleChoice", "SpecCheck"]
 
 _TEMPLATE_FIELDS = ("candidate.template", "candidate.system", "judge.template", "judge.system",
                     "conversation.simulator.system", "conversation.simulator.template")
@@ -256,6 +255,7 @@ class BenchmarkSpec(_Model):
     judge: Judge | None = None  # None: allowed only when every item is checked by the engine (spec/checks.py)
     baseline: Baseline | None = None  # judge.verdict.kind: pairwise only
     rating: Rating | None = None  # ratings against a reference, decided by the engine: no judge (spec/ratings.py)
+    user_state: UserState | None = None  # a simulated user's hidden state scores the session (spec/userstate.py)
     report: Report = Report()
     multiple_choice: MultipleChoice = MultipleChoice()
     checks: list[SpecCheck] = []

@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO
 PACKAGE = REPO / "rubric_engine"
 ANYWHERE = re.compile(r"heartbench|healthbench|prompt_id|question_id|primary_scene|secondary_scene|reference_qa|"
-                      r"counselling_dynamic|counselling_turns",
+                      r"counselling_dynamic|counselling_turns|counselling_sage",
                       re.IGNORECASE)
 AS_CODE = {"difficulty"}
 # CJK ideographs and extensions, CJK punctuation, kana, Hangul, fullwidth forms.

@@ -46,8 +46,10 @@ RUNS: dict[str, tuple[list[str], set[tuple[str, str]]]] = {
                 {("criteria", "single")}),
     "eq_bench": (["benchmark=eq_bench"], {("rating", "single")}),  # no judge: its packaged sample, ratings read
     "counselling_turns": (["benchmark=counselling_turns"], {("criteria", "single")}),  # a question per turn
+    # no judge: the simulated user's hidden state, on each user turn and as the record's `states`
+    "counselling_sage": (["benchmark=counselling_sage", "user=mock"], {("user_state", "conversation")}),
 }
-JUDGELESS = {"eq_bench"}  # a spec whose verdict calls no judge model refuses one
+JUDGELESS = {"eq_bench", "counselling_sage"}  # a spec whose verdict calls no judge model refuses one
 
 
 @pytest.fixture(scope="module")

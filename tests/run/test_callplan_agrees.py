@@ -57,6 +57,8 @@ CASES = [
     ("scripted", str(DATA / "scripted_mini"), None, ["limit=3"], None),
     ("simulated", str(DATA / "simulated_mini"), None, ["limit=2", "judge.repeats=2"], None),
     ("rating-eq-bench", "eq_bench", REPO / "data" / "eq_bench_sample.json", ["limit=3"], None),
+    # user_state: the simulated user's hidden state after each line (never a stop rule's value: max_turns)
+    ("user-state-counselling-sage", "counselling_sage", None, ["limit=2"], None),
     # data.expand: one question per counsellor turn; the dry run counts one candidate call per turn
     ("expanded-turns", "counselling_turns", None, ["limit=4"], None),
 ]
@@ -105,6 +107,8 @@ class Answers:
         asked = str(body["messages"][-1].get("content", ""))
         if model == "cand" and "<score>" in asked:  # a rating prompt (eq_bench): its format filled in, readable
             return Reply(text=re.sub(r"<[^<>\n]*>", "fine", re.sub(r"<[^<>\n]*score>", "5", asked)))
+        if model == "sim" and "inner state" in str(body["messages"][0].get("content", "")):  # a user_state spec
+            return Reply(text=f"{USER} {next(self.said)}\n" + json.dumps({"emotion": 50, "change": 0, "reason": "r"}))
         if model != "judge":
             return Reply(text=f"{ {'cand': CAND, 'base': BASE, 'sim': USER}[model]} {next(self.said)}")
         fmt = body.get("response_format") or {}
@@ -189,7 +193,8 @@ def _planned(spec: Any, questions: list[Any], records: list[dict[str, Any]], rep
     for rec in records:
         q = by_id[rec["id"]]
         for one in rec.get("samples") or [rec]:
-            said = [{"role": t["role"], "content": t["content"]} for t in rec.get("transcript") or ()]
+            said = [{"role": t["role"], "content": t["content"], **({"state": t["state"]} if "state" in t else {})}
+                    for t in rec.get("transcript") or ()]  # a simulated user's hidden state: the simulator sees it
             cand = conv.requests(spec, q, "candidate")
             out["candidate"] += [cand(said[:i]) for i, t in enumerate(said) if t["role"] == "assistant"] or [cand([])]
             if conv.simulates_user:
