@@ -12,9 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rubric_engine.spec.userstate import UserState  # the other judge-less block, imported by the schema from here
-
-__all__ = ["Rating", "UserState"]
+__all__ = ["Rating"]
 
 
 class Rating(BaseModel):

@@ -19,7 +19,8 @@ from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.aggregation import AggregationSpec, FailureRule, drop_aggregation_defaults
 from rubric_engine.spec.facts import JUDGELESS_KINDS
-from rubric_engine.spec.ratings import Rating, UserState
+from rubric_engine.spec.ratings import Rating
+from rubric_engine.spec.userstate import UserState
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
 from rubric_engine.spec.limits import MAX_TURNS
 from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
