@@ -129,6 +129,11 @@ class Verdict:
         formula (stats/scores.py), so only whether the judge gave any."""
         return Judged(CriteriaJudgment() if result is not None and result.verdicts else NotJudged())
 
+    def compact(self, rec: Record) -> dict[str, Any]:
+        """The compact values of this verdict's own that the run keeps of a finished question for its summary
+        (run/stream.Totals; none for criteria)."""
+        return {}
+
     def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
         """`rescore`: a stored record, as its JSON object, with its score fields recomputed from what this verdict
         stored (the per-criterion verdicts; `rules` False: without the failure-rule items). `where` names the file."""

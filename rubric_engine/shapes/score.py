@@ -68,6 +68,13 @@ class Score(Verdict):
         return Judged(ScoreJudgment(turns, result.score_votes or None), fields.get("score"), fields.get("weight"),
                       tuple(redact(clip(r)) for r in result.raw_replies) if result.raw_replies else None)
 
+    def compact(self, rec: Record) -> dict[str, Any]:
+        """`turns`: [turn, score] pairs (None: the judgment failed), for the per-turn table (stats/turns.py)."""
+        judged = rec.judgment
+        if not isinstance(judged, ScoreJudgment) or not judged.turns:
+            return {}
+        return {"turns": [[int(t.turn), None if t.error else t.score] for t in judged.turns]}
+
     def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
         """The question's score again from its stored turn scores (a record without turns: never judged)."""
         judged = rec.judgment

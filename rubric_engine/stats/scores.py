@@ -98,9 +98,11 @@ def zero_fields(spec: Any, criteria: Sequence[Criterion]) -> SampleRecord:
     return out
 
 
-def unread_choices(rec: Mapping[str, Any]) -> int:
+def unread_choices(rec: Record | Mapping[str, Any]) -> int:
     """A multiple-choice record's replies from which no option letter could be read (each candidate sample's);
     a run's compact totals carry the count as `no_choice`."""
+    if isinstance(rec, Record):
+        return sum(1 for e in rec.entries() if e.stored("choice") and e.choice is None)
     if "no_choice" in rec:
         return int(rec["no_choice"])
     entries = rec["samples"] if "samples" in rec else [rec]
