@@ -24,8 +24,10 @@ class Party(TypedDict, total=False):
 
 
 class IntervalSection(TypedDict, total=False):
-    """The overall's bootstrap interval (`nested`: a sampled or repeated run's hierarchical one)."""
+    """The overall's bootstrap interval (`nested`: a sampled or repeated run's hierarchical one; `unit`: what was
+    resampled when not questions, `dialogues` under data.expand)."""
 
+    unit: str
     samples: int
     seed: int
     alpha: float

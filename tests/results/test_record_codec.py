@@ -198,3 +198,18 @@ def test_a_record_is_frozen() -> None:
     with pytest.raises(AttributeError):
         rec.score = 0.0  # type: ignore[misc]
     assert isinstance(rec, Record)
+
+
+def test_every_summary_key_a_shipped_spec_writes_is_declared_in_the_typed_summary(runs: dict[str, Path]) -> None:
+    """summary.json is read as the typed `Summary` (store/layout.read_summary): every top-level key, and every key
+    of its counts, interval and aggregation sections, that a shipped spec's run writes is declared there."""
+    from rubric_engine.record.summary import AggregationSection, CountsSection, IntervalSection, Summary
+    from rubric_engine.store.layout import read_summary
+
+    sections = {"counts": CountsSection, "interval": IntervalSection, "aggregation": AggregationSection}
+    for name, run in runs.items():
+        summary = read_summary(run)
+        assert set(summary) <= set(Summary.__annotations__), (name, set(summary) - set(Summary.__annotations__))
+        for key, typed in sections.items():
+            section = summary.get(key) or {}
+            assert set(section) <= set(typed.__annotations__), (name, key, set(section) - set(typed.__annotations__))
