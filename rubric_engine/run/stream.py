@@ -50,6 +50,8 @@ class Totals:
     candidate_errors: int = 0
     unscored: int = 0  # judged, no error, no score (no positive points under `exclude`)
     truncated: int = 0  # candidate replies cut at the token limit
+    user_errors: int = 0  # a simulated conversation's questions whose simulated user failed
+    cut_at_max_turns: int = 0  # its sessions cut at conversation.max_turns
     tokens: dict[str, dict[str, int]] = field(default_factory=lambda: {
         r: {"prompt": 0, "completion": 0} for r in ("candidate", "judge")})
     # exact sums (Fraction), so the total does not depend on the order questions finished in
@@ -70,12 +72,12 @@ class Totals:
             "tokens": {"candidate": {"completion": int(rec.tokens["candidate"]["completion"])}},
             "abilities": {a: {"score": v.get("score")} for a, v in rec.abilities.items() if isinstance(v, Mapping)},
             "no_choice": unread_choices(rec),  # multiple choice: replies without a readable letter
-            **{k: v for k, v in (("user_error", getattr(reply, "user_error", None)),
-                                 ("ended", getattr(reply, "ended", None))) if v},
             **self.verdict.compact(rec)}  # a verdict's own values (a score's [turn, score] pairs: stats/turns.py)
         self.judge_errors += bool(rec.judge_error)
         self.candidate_errors += bool(rec.candidate_error)
         self.truncated += bool(rec.truncated)
+        self.user_errors += bool(getattr(reply, "user_error", None))  # a conversation's (record/types.Transcript)
+        self.cut_at_max_turns += getattr(reply, "ended", None) == "max_turns"
         if rec.score is None and not rec.judge_error and not rec.candidate_error:
             self.unscored += 1
         for role, used in rec.tokens.items():  # candidate, judge, and any other role a record has (user, baseline)
