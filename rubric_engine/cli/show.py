@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rubric_engine.errors import ConfigError
 
@@ -20,9 +20,13 @@ __all__ = ["show_command", "prompts_command", "REPLY_PLACEHOLDER"]
 
 from rubric_engine.shapes.plan import REPLY_PLACEHOLDER
 
+if TYPE_CHECKING:
+    from rubric_engine.record.types import Record
 
-def _find_record(run_dir: Path, question: str) -> dict[str, Any] | None:
-    """The question's record from samples.jsonl (or the journal of a run still going), None when absent."""
+
+def _find_record(run_dir: Path, question: str) -> Record | None:
+    """The question's record from samples.jsonl (or the journal of a run still going), decoded; None when absent."""
+    from rubric_engine.record.codec import decode
     from rubric_engine.store import layout
 
     for name in (layout.SAMPLES_FILE, layout.GENERATE_JOURNAL, layout.ANSWERS_FILE):
@@ -38,7 +42,7 @@ def _find_record(run_dir: Path, question: str) -> dict[str, Any] | None:
                 except ValueError:
                     continue
                 if isinstance(rec, dict) and rec.get("id") == question:
-                    return rec
+                    return decode(rec, str(path))
     return None
 
 

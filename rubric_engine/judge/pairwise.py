@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import FatalModelError, ModelCallError
@@ -26,6 +26,9 @@ from rubric_engine.judge.structured import ask_structured
 from rubric_engine.models.events import set_call_context
 from rubric_engine.models.redact import redact
 from rubric_engine.models.request import Labels, Request
+from rubric_engine.record.pairwise import Game as StoredGame
+from rubric_engine.record.pairwise import PairwiseJudgment
+from rubric_engine.record.types import Judged
 from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.pairwise import ORDERS, patterns_of, question_value, read_label, written_form
 
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["BaselineReply", "Game", "PairResult", "baseline_reply", "baseline_request", "game_requests", "judge_pair",
-           "pair_fields"]
+           "pair_fields", "pair_judged"]
 
 
 @dataclass
@@ -158,16 +161,27 @@ async def judge_pair(client: "ModelClient", spec: "BenchmarkSpec", question: Que
     return out
 
 
-def pair_fields(spec: "BenchmarkSpec", jr: PairResult, clip: Any = str) -> SampleRecord:
-    """A record's pairwise fields: baseline_response, games and, when every game has a label, the question's
-    score (the weighted mean of its games from the candidate's side) and `weight` (their count), with the
-    empty item fields a score-only record has. `clip` bounds a kept judge reply."""
+def pair_judged(spec: "BenchmarkSpec", jr: PairResult, clip: Any = str) -> Judged:
+    """What a comparison adds to a record: its games and the baseline's reply and, when every game has a label,
+    the question's score (the weighted mean of its games from the candidate's side) and `weight` (their count).
+    `clip` bounds a kept judge reply."""
     base = jr.baseline
-    out: SampleRecord = {
-        "baseline_response": redact(base.text) if base else None,
-        "games": [{"order": g.order, "label": g.label, "reasoning": redact(clip(g.reasoning)) if g.reasoning else None,
-                   "error": redact(g.error) if g.error else None} for g in jr.games]}
-    if jr.error is None:
-        score, weight = question_value([(g.order, str(g.label)) for g in jr.games], spec.judge.verdict.strong_weight)
-        out.update({"abilities": {}, "score": score, "weight": weight, "failed_rules": [], "catastrophic": False})
+    judgment = PairwiseJudgment(
+        tuple(StoredGame(g.order, g.label, redact(clip(g.reasoning)) if g.reasoning else None,
+                         redact(g.error) if g.error else None) for g in jr.games),
+        redact(base.text) if base else None)
+    if jr.error is not None:
+        return Judged(judgment)
+    score, weight = question_value([(g.order, str(g.label)) for g in jr.games], spec.judge.verdict.strong_weight)
+    return Judged(judgment, score, weight)
+
+
+def pair_fields(spec: "BenchmarkSpec", jr: PairResult, clip: Any = str) -> SampleRecord:
+    """pair_judged as record fields: baseline_response, games and, when scored, the score fields (with the empty
+    item fields a score-only record has)."""
+    judged = pair_judged(spec, jr, clip)
+    out = cast(SampleRecord, judged.judgment.encoded())
+    if judged.weight is not None:
+        out.update({"abilities": {}, "score": judged.score, "weight": judged.weight, "failed_rules": [],
+                    "catastrophic": False})
     return out

@@ -23,15 +23,16 @@ import json
 import pkgutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import rubric_engine.record as _package
 from rubric_engine.datatypes import MAX_WEIGHT
 from rubric_engine.errors import DataError
-from rubric_engine.record.types import (Criteria, CriteriaJudgment, CriterionVerdict, Judgment, Layout, NotJudged, Record, Reply,
-                                        Transcript, Turn)
+from rubric_engine.record.types import (NO_LAYOUT, Criteria, CriteriaJudgment, CriterionVerdict, Judgment, Layout, NotJudged,
+                                        Record, Reply, Transcript, Turn)
 
-__all__ = ["VARIANTS", "decode", "encode", "encode_criterion", "encode_turns", "layout_of"]
+__all__ = ["VARIANTS", "decode", "encode", "encode_new", "encode_criterion", "encode_turns", "layout_of"]
 
 _OWN_MODULES = frozenset({"codec", "types", "summary"})  # record/'s modules that hold no verdict kind's variant
 
@@ -62,12 +63,24 @@ _MARKS = frozenset(key for v in VARIANTS for key in v.marks)
 _CRITERIA, _NONE = CriteriaJudgment(), NotJudged()
 
 _CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "votes", "tags", "check")
-_TURN_KEYS = ("role", "content")
+_TURN_KEYS = ("role", "content", "state")  # state: only a simulated user's turn under a user_state: block
 _CONVERSATION_KEYS = ("transcript", "ended", "user_error")
 _RECORD_KEYS = ("id", "subset", "scenario", "tags", "response", "candidate_error", "judge_error", "judge_raw",
                 "criteria", "abilities", "item_tags", "score", "weight", "failed_rules", "catastrophic", "zeroed",
                 "choice", "tokens", "cost", "cache_hits", "truncated", "samples", "sample", "sample_score_sd",
                 *_CONVERSATION_KEYS, *_VARIANT_KEYS)
+# A fresh record's keys in order (the run's writer, encode_new): the question, its reply and the score, then the
+# judgment variant's `early` keys, the kept judge replies and item-tag scores, the variant's `late` keys, the usage
+# and a conversation's fields: the order every shipped spec's records were written in before the codec wrote them.
+_HEAD = ("id", "subset", "scenario", "response", "candidate_error", "judge_error", "criteria", "abilities", "score",
+         "failed_rules", "catastrophic", "tags", "choice")
+_MIDDLE = ("judge_raw", "item_tags")
+_TAIL = ("tokens", "cost", "cache_hits", "truncated", *_CONVERSATION_KEYS, "zeroed", "samples", "sample",
+         "sample_score_sd")
+_ALWAYS = frozenset(("id", "subset", "scenario", "response", "candidate_error", "judge_error", "criteria",
+                     "abilities", "score", "failed_rules", "catastrophic", "tokens", "cost", "cache_hits", "truncated"))
+_FRESH_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "votes", "check",
+                         "tags")
 _LAYOUTS: dict[tuple[str, ...], Layout] = {}  # interned: the records of a file share a handful of key orders
 _EMPTY: Mapping[str, Any] = {}
 
@@ -146,7 +159,7 @@ def _reply(obj: Mapping[str, Any]) -> Reply:
     text = obj.get("response")
     if "transcript" not in obj and "ended" not in obj and "user_error" not in obj:
         return Reply(text)
-    turns = tuple(Turn(role=t.get("role"), content=t.get("content"), layout=layout_of(t, _TURN_KEYS))
+    turns = tuple(Turn(role=t.get("role"), content=t.get("content"), state=t.get("state"), layout=layout_of(t, _TURN_KEYS))
                   for t in obj.get("transcript") or ())
     return Transcript(text, turns=turns, ended=obj.get("ended"), user_error=obj.get("user_error"))
 
@@ -177,11 +190,36 @@ def encode(rec: Record) -> dict[str, Any]:
     return out
 
 
+def encode_new(rec: Record, kept: Iterable[str] = ()) -> dict[str, Any]:
+    """The JSON object of a record made in memory (the run's writer: no stored order): its keys in the order of a
+    fresh record (_HEAD, the variant's `early`, _MIDDLE, its `late`, _TAIL). A field is written when it is always
+    written, when it holds a value (tags, item tags, a conversation's fields, the variant's `written()` keys) or
+    when `kept` names it (a field written even when empty: `choice` of a multiple-choice question none was read
+    from, `judge_raw` of a judge error, `weight`, a simulated user's `user_error`)."""
+    variant = type(rec.judgment)
+    order = [*_HEAD, *variant.early, *_MIDDLE, *variant.late, *_TAIL]
+    if "weight" not in order:
+        order.insert(order.index("tokens"), "weight")
+    present = set(_ALWAYS) | set(kept) | set(rec.judgment.written())
+    present.update(k for k, v in (("tags", rec.tags), ("item_tags", rec.item_tags), ("samples", rec.samples)) if v)
+    present.update(k for k, v in (("zeroed", rec.zeroed), ("sample", rec.sample),
+                                  ("sample_score_sd", rec.sample_score_sd)) if v is not None)
+    if isinstance(rec.reply, Transcript):
+        present.add("transcript")
+        if rec.reply.ended is not None:
+            present.add("ended")
+    return encode(replace(rec, layout=Layout(tuple(k for k in order if k in present))))
+
+
 def encode_criterion(c: CriterionVerdict) -> dict[str, Any]:
-    """One stored rubric item with its verdict, its keys in their stored order."""
+    """One stored rubric item with its verdict, its keys in their stored order (an item made in memory: `votes`,
+    `check` and `tags` written when it has them)."""
     values = {"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule, "weight": c.weight,
               "text": c.text, "reasoning": c.reasoning, "hit": c.hit, "votes": c.votes, "tags": list(c.tags),
               "check": c.check}
+    if c.layout is NO_LAYOUT:
+        return {k: values[k] for k in _FRESH_CRITERION_KEYS
+                if values[k] or k not in ("votes", "check", "tags")}
     return {k: values[k] if k in values else c.layout.extra[k] for k in c.layout.keys}
 
 
@@ -193,7 +231,8 @@ def _criteria(items: Criteria) -> Any:
 
 def encode_turns(turns: Iterable[Turn]) -> list[dict[str, Any]]:
     """A session's turns as stored (a record's `transcript`, an answers row's)."""
-    return [{k: {"role": t.role, "content": t.content}.get(k, t.layout.extra.get(k)) for k in t.layout.keys}
+    return [{k: {"role": t.role, "content": t.content, "state": t.state}.get(k, t.layout.extra.get(k))
+             for k in (_TURN_KEYS[:2 + (t.state is not None)] if t.layout is NO_LAYOUT else t.layout.keys)}
             for t in turns]
 
 

@@ -35,6 +35,7 @@ class PairwiseJudgment(Judgment):
     kind: ClassVar[str] = "pairwise"
     owns: ClassVar[tuple[str, ...]] = ("games", "baseline_response")
     marks: ClassVar[tuple[str, ...]] = ("games", "baseline_response")
+    late: ClassVar[tuple[str, ...]] = ("baseline_response", "games", "weight")
 
     @classmethod
     def decode(cls, obj: Mapping[str, Any], layout_of: Any) -> "PairwiseJudgment":
@@ -53,4 +54,4 @@ _GAME_KEYS = ("order", "label", "reasoning", "error")
 
 def _game(g: Game) -> dict[str, Any]:
     values = {"order": g.order, "label": g.label, "reasoning": g.reasoning, "error": g.error}
-    return {k: values[k] if k in values else g.layout.extra[k] for k in g.layout.keys}
+    return {k: values[k] if k in values else g.layout.extra[k] for k in (_GAME_KEYS if g.layout is NO_LAYOUT else g.layout.keys)}

@@ -27,6 +27,7 @@ class RatingJudgment(Judgment):
     kind: ClassVar[str] = "rating"
     owns: ClassVar[tuple[str, ...]] = ("rating",)
     marks: ClassVar[tuple[str, ...]] = ("rating",)
+    early: ClassVar[tuple[str, ...]] = ("rating",)
 
     @property
     def read(self) -> bool:

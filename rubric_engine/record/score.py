@@ -35,6 +35,7 @@ class ScoreJudgment(Judgment):
     kind: ClassVar[str] = "score"
     owns: ClassVar[tuple[str, ...]] = ("turns", "score_votes")
     marks: ClassVar[tuple[str, ...]] = ("turns",)
+    early: ClassVar[tuple[str, ...]] = ("turns", "weight", "score_votes")
 
     @classmethod
     def decode(cls, obj: Mapping[str, Any], layout_of: Any) -> "ScoreJudgment":
@@ -47,10 +48,14 @@ class ScoreJudgment(Judgment):
         """This variant's record keys and values (the codec places them in the stored order)."""
         return {"turns": [_turn(t) for t in self.turns], "score_votes": self.votes}
 
+    def written(self) -> tuple[str, ...]:
+        """`score_votes` only when graded more than once."""
+        return self.owns if self.votes else ("turns",)
+
 
 _TURN_KEYS = ("turn", "score", "reasoning", "error")
 
 
 def _turn(t: TurnScore) -> dict[str, Any]:
     values = {"turn": t.turn, "score": t.score, "reasoning": t.reasoning, "error": t.error}
-    return {k: values[k] if k in values else t.layout.extra[k] for k in t.layout.keys}
+    return {k: values[k] if k in values else t.layout.extra[k] for k in (_TURN_KEYS if t.layout is NO_LAYOUT else t.layout.keys)}

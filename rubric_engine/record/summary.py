@@ -24,8 +24,10 @@ class Party(TypedDict, total=False):
 
 
 class IntervalSection(TypedDict, total=False):
-    """The overall's bootstrap interval (`nested`: a sampled or repeated run's hierarchical one)."""
+    """The overall's bootstrap interval (`nested`: a sampled or repeated run's hierarchical one; `unit`: what was
+    resampled when not questions, `dialogues` under data.expand)."""
 
+    unit: str
     samples: int
     seed: int
     alpha: float
@@ -105,6 +107,7 @@ class Summary(TypedDict, total=False):
     jury: dict[str, Any]
     sampling: dict[str, Any]  # candidate samples
     pairwise: dict[str, Any]  # a comparison: wins, ties, losses, position consistency
+    vetoes: dict[str, int]  # failure rules: how many questions each zeroed (a veto group's count)
     rating: dict[str, Any]  # ratings against a reference: each pass's number and counts, the best-pass choice
     dialogues: dict[str, Any]  # data.expand: per-turn questions aggregated to their dialogues
     wall_seconds: dict[str, float | None]

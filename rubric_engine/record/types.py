@@ -20,7 +20,7 @@ from typing import Any, ClassVar, overload
 from rubric_engine.records import GroupScore
 
 __all__ = ["Layout", "NO_LAYOUT", "CriterionVerdict", "Criteria", "Turn", "Reply", "Transcript", "Judgment", "NotJudged",
-           "CriteriaJudgment", "Record"]
+           "CriteriaJudgment", "Judged", "Record"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +119,7 @@ class Turn:
 
     role: str  # "user" | "assistant"
     content: str
+    state: Mapping[str, Any] | None = None  # a simulated user's hidden state that turn (a spec's user_state: block)
     layout: Layout = NO_LAYOUT
 
 
@@ -149,6 +150,11 @@ class Judgment:
     kind: ClassVar[str] = "none"
     owns: ClassVar[tuple[str, ...]] = ()  # the record keys only this variant writes and reads
     marks: ClassVar[tuple[str, ...]] = ()  # of those, the keys whose presence says a stored record is this variant
+    # Where a fresh record (the run's writer) places this variant's keys: `early` right after the question's own
+    # fields (before judge_raw), `late` after the score's (before the usage); a shared key listed here (`weight`)
+    # goes there too. The stored order of every shipped spec's records (record/codec.encode_new).
+    early: ClassVar[tuple[str, ...]] = ()
+    late: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def decode(cls, obj: Mapping[str, Any], layout_of: Any) -> "Judgment":
@@ -158,6 +164,10 @@ class Judgment:
     def encoded(self) -> dict[str, Any]:
         """This variant's record keys and values (the codec places them in the stored order)."""
         return {}
+
+    def written(self) -> tuple[str, ...]:
+        """The keys of `owns` a fresh record of this judgment writes (an optional one left out when empty)."""
+        return self.owns
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +184,18 @@ class CriteriaJudgment(Judgment):
     are the record's `criteria`, so this variant holds no field of its own."""
 
     kind: ClassVar[str] = "criteria"
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """What a verdict kind adds to a fresh record (shapes/*.py `judged`): its judgment variant; the question's score
+    when the verdict computed it (None: not scored by the verdict) and the `weight` it pools (None: not stored);
+    the judge's replies kept for audit (None: none kept)."""
+
+    judgment: Judgment = NotJudged()
+    score: float | None = None
+    weight: float | None = None
+    judge_raw: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

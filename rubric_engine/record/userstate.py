@@ -26,6 +26,7 @@ class UserStateJudgment(Judgment):
     kind: ClassVar[str] = "user_state"
     owns: ClassVar[tuple[str, ...]] = ("states",)
     marks: ClassVar[tuple[str, ...]] = ("states",)
+    early: ClassVar[tuple[str, ...]] = ("states",)
 
     @property
     def states(self) -> list[Mapping[str, Any]]:

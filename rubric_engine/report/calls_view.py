@@ -9,7 +9,7 @@ same things. Text is printed as it is, never wrapped; HTML escapes every text an
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable
 
@@ -66,23 +66,23 @@ def _sections(c: Call) -> list[tuple[str, str]]:
     return out
 
 
-def record_text(rec: Mapping[str, Any] | None) -> list[str]:
-    """The question's record (samples.jsonl) in a few lines: score, errors, each criterion's verdict."""
+def record_text(rec: Record | None) -> list[str]:
+    """The question's record (samples.jsonl, decoded) in a few lines: score, errors, each criterion's verdict."""
     if rec is None:
         return ["(no record of this question in the run: it was not finished)"]
-    lines = [f"score: {rec.get('score')}" + (" (zeroed: candidate error)" if rec.get("zeroed") else ""),
-             f"candidate error: {rec.get('candidate_error') or 'none'}",
-             f"judge error: {rec.get('judge_error') or 'none'}"]
-    for c in rec.get("criteria") or []:
-        hit = {True: "met", False: "not met", None: "no verdict"}.get(c.get("hit"), str(c.get("hit")))
-        weight = f" ({c.get('weight')})" if c.get("weight") is not None else ""
-        lines.append(f"  {c.get('index')}. {hit}{weight}: {c.get('text')}")
-        if c.get("reasoning"):
-            lines.append(f"     reasoning: {c.get('reasoning')}")
+    lines = [f"score: {rec.score}" + (" (zeroed: candidate error)" if rec.zeroed else ""),
+             f"candidate error: {rec.candidate_error or 'none'}",
+             f"judge error: {rec.judge_error or 'none'}"]
+    for c in rec.criteria:
+        hit = {True: "met", False: "not met", None: "no verdict"}.get(c.hit, str(c.hit))
+        weight = f" ({c.weight})" if c.weight is not None else ""
+        lines.append(f"  {c.index}. {hit}{weight}: {c.text}")
+        if c.reasoning:
+            lines.append(f"     reasoning: {c.reasoning}")
     return lines
 
 
-def calls_text(question: str, rec: Mapping[str, Any] | None, calls: Sequence[Call]) -> str:
+def calls_text(question: str, rec: Record | None, calls: Sequence[Call]) -> str:
     """The whole story of one question, plain text."""
     lines = [f"question {question}", *record_text(rec), "",
              f"{len(calls)} call(s) recorded" + ("" if calls else " (no transcripts for this question)")]

@@ -36,7 +36,7 @@ def transcript_html(session: Transcript | None, max_chars: int = QUESTION_CHARS)
             break
         shown = clipped(text, budget)
         budget -= len(text)
-        state = t.layout.extra.get("state")  # a simulated user's hidden state (spec/userstate.py), unseen by the candidate
+        state = t.state  # a simulated user's hidden state (spec/userstate.py), unseen by the candidate
         hidden = (f'<p class="note">hidden state: {html.escape(json.dumps(state, ensure_ascii=False))}</p>'
                   if state is not None else "")
         blocks.append(f'<div class="turn"><b>{html.escape(_WHO.get(str(t.role), str(t.role)))}</b>'

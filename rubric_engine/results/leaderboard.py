@@ -13,9 +13,10 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.record.summary import Summary
 from rubric_engine.results import intervals as nested_runs
 from rubric_engine.results.bradley_terry import baseline_of, bradley_terry_section
 from rubric_engine.results.judges import judge_order, judges_section
@@ -203,21 +204,23 @@ def _row(run: RunRecord, label: tuple[str, str], tax: RunTaxonomy, n_boot: int, 
             point, lo, hi = st["point"], st["lo"], st["hi"]
         except ValueError as exc:  # e.g. an ability the run's own taxonomy does not know
             raise DataError(str(run.dir / SAMPLES_FILE), str(exc), fix=RERUN) from None
-    if (point is None) != (s.get("overall") is None) or (
-            point is not None and not math.isclose(point, s["overall"], rel_tol=1e-9, abs_tol=1e-6)):
+    stored = s.get("overall")
+    if (point is None) != (stored is None) or (
+            point is not None and stored is not None and not math.isclose(point, stored, rel_tol=1e-9, abs_tol=1e-6)):
         warnings.append(f"{run.dir / SUMMARY_FILE}: overall {s.get('overall')} differs from {point} recomputed "
                         f"from {SAMPLES_FILE}; re-score the run (the table shows the summary's number)")
     sub = dict(s.get("subsets") or {})
     decay_pct, decay_base = sub.pop("decay_pct", None), sub.pop("decay_base", None)
     cost, tokens = role_totals(s)
+    counts: Mapping[str, Any] = s.get("counts") or {}
     return Row(
         label=label[0], name=label[1], candidate=run.candidate, candidate_model=str(s["candidate"].get("model", "")),
-        judge=run.judge, judge_model=str(s["judge"].get("model", "")), run_dir=str(run.dir),
+        judge=run.judge, judge_model=str((s["judge"] or {}).get("model", "")), run_dir=str(run.dir),
         overall=s.get("overall"), ci_lo=lo, ci_hi=hi,
         dimensions=dict(s.get("dimensions") or {}), abilities=dict(s.get("abilities") or {}),
         subsets=sub, decay_pct=decay_pct, decay_base=decay_base or (tax.decay[2] if tax.decay else None),
         scenarios=dict(s.get("scenarios") or {}),
-        counts={k: int((s.get("counts") or {}).get(k, 0)) for k in _COUNTS},
+        counts={k: int(counts.get(k, 0)) for k in _COUNTS},
         cost=cost, tokens=tokens,
         stage=str(s.get("stage", "")), run=run, scored=scored, breakdowns=dict(s.get("breakdowns") or {}),
         candidate_errors=str((s.get("aggregation") or {}).get("candidate_errors", "exclude")),
@@ -225,7 +228,7 @@ def _row(run: RunRecord, label: tuple[str, str], tax: RunTaxonomy, n_boot: int, 
     )
 
 
-def role_totals(summary: dict[str, Any]) -> tuple[dict[str, float | None], dict[str, dict[str, int]]]:
+def role_totals(summary: Summary) -> tuple[dict[str, float | None], dict[str, dict[str, int]]]:
     """Cost and tokens of every role the run called (candidate, judge, then baseline, user, ...) with their
     totals: the cost total is None unless every role was priced (an unknown part is never a made-up zero)."""
     cost = dict(summary.get("cost") or {})

@@ -16,9 +16,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.record.summary import Summary
 from rubric_engine.results.leaderboard import role_totals
 from rubric_engine.store.layout import (ERROR_FILE, GENERATE_JOURNAL, LOCK_FILE, MANIFEST_FILE, REJECTED_FILE,
                                         REPORT_FILE, SAMPLES_FILE, SPEC_FILE, SUMMARY_FILE, read_manifest)
@@ -163,7 +164,7 @@ def _taxonomy(run_dir: Path) -> RunTaxonomy | None:
         return None
 
 
-def _tables(summary: dict[str, Any], tax: RunTaxonomy | None) -> dict[str, dict[str, float | None]]:
+def _tables(summary: Summary, tax: RunTaxonomy | None) -> dict[str, dict[str, float | None]]:
     """The run's breakdowns (summary.json `breakdowns`: the spec's own tables, under their declared titles), then its
     dimension, ability, subset and scenario scores where no breakdown of that id, or grouping by that kind, holds
     them; groups under their labels where the spec gives them."""
@@ -200,7 +201,7 @@ def _sweep_of(run_dir: Path) -> Path | None:
     return None
 
 
-def _started(run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any]) -> str | None:
+def _started(run_dir: Path, manifest: dict[str, Any], summary: Summary) -> str | None:
     value = manifest.get("started") or summary.get("created")
     if isinstance(value, str) and value:
         return value
@@ -213,7 +214,7 @@ def _started(run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any]) -
 
 
 def _state(run_dir: Path, names: set[str], manifest: dict[str, Any] | None,
-           summary: dict[str, Any]) -> tuple[str, str]:
+           summary: Summary) -> tuple[str, str]:
     """(state, reason) from what the directory holds (the module docstring says the order)."""
     if REJECTED_FILE in names:
         return "rejected", _first_line(run_dir / REJECTED_FILE)
@@ -236,7 +237,7 @@ def _state(run_dir: Path, names: set[str], manifest: dict[str, Any] | None,
 
 
 def _entry(run_dir: Path, names: set[str]) -> RunEntry:
-    summary = _json(run_dir / SUMMARY_FILE) if SUMMARY_FILE in names else {}
+    summary = cast(Summary, _json(run_dir / SUMMARY_FILE)) if SUMMARY_FILE in names else Summary()
     manifest = read_manifest(run_dir)
     state, reason = _state(run_dir, names, manifest, summary)
     m = manifest or {}

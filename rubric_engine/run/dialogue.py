@@ -20,13 +20,12 @@ or empty simulator reply is the question's `user_error` (recorded, counted, neve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pathlib import Path
 
-from rubric_engine.record.summary import CountsSection
 from rubric_engine.datatypes import Question, Turn
 from rubric_engine.errors import AnswersError, FatalModelError, ModelCallError
 from rubric_engine.models.client import CallResult, ModelClient
@@ -41,7 +40,7 @@ from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.spec.userstate import BadState, read_state, reasked, stops
 from rubric_engine.store.layout import ANSWERS_FILE, iter_jsonl
 
-__all__ = ["StatedTurn", "converse", "conversation_counts", "given_transcripts", "within_cap", "OversizedReply"]
+__all__ = ["StatedTurn", "converse", "given_transcripts", "within_cap", "OversizedReply"]
 
 class EmptyUserReply(ModelCallError):
     """The simulated user answered with no text: the session cannot go on (recorded, never cached)."""
@@ -232,12 +231,6 @@ async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClie
     await conversation.converse(spec, q, talk)
     if o.response is None and o.user_error is None:
         o.user_error = "the simulated user ended the session before the candidate replied"
-
-
-def conversation_counts(compact: Sequence[Mapping[str, Any]]) -> CountsSection:
-    """summary.json counts of a simulated run: questions whose simulated user failed, sessions cut at max_turns."""
-    return {"user_errors": sum(1 for c in compact if c.get("user_error")),
-            "cut_at_max_turns": sum(1 for c in compact if c.get("ended") == "max_turns")}
 
 
 def given_transcripts(answers: str | None, from_run: str | None, id_field: str) -> dict[str, list[Turn]]:

@@ -7,16 +7,20 @@ leaderboard read back; building it is pure (no I/O), so it is kept away from the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, cast
 
-from rubric_engine.datatypes import Question, Turn
+from rubric_engine.datatypes import Criterion, Question, Turn
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.models.redact import redact
-from rubric_engine.records import CriterionRecord, SampleRecord, TurnRecord
+from rubric_engine.record.codec import encode_new
+from rubric_engine.record.types import Criteria, CriterionVerdict, Record, Reply, Transcript
+from rubric_engine.record.types import Turn as StoredTurn
+from rubric_engine.records import SampleRecord
 from rubric_engine.shapes.registry import shape_for
 from rubric_engine.scoring.checks import CheckResult, check_dict
 from rubric_engine.scoring.question import QuestionScore
 from rubric_engine.spec.schema import BenchmarkSpec
-from rubric_engine.stats.scores import record_fields
+from rubric_engine.stats.scores import group_scores
 
 
 @dataclass
@@ -46,77 +50,88 @@ class Outcome:
 
 
 def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
-    """One samples.jsonl record: everything needed to audit or re-aggregate this question. Every text a
-    server wrote (reply, reasoning, error) is redacted here, before any file holds it: answers.jsonl and
-    report.html are made from this record, and a server may echo the key it was sent."""
+    """One samples.jsonl record: everything needed to audit or re-aggregate this question, built as the typed
+    Record and written by the codec (record/codec.encode_new: the one place that knows the record's keys and their
+    order). Every text a server wrote (reply, reasoning, error) is redacted here, before any file holds it:
+    answers.jsonl and report.html are made from this record, and a server may echo the key it was sent."""
     q, jr = o.question, o.judge
-    rec: SampleRecord = {"id": q.id, "subset": q.subset, "scenario": q.scenario, "response": redact(o.response),
-                           "candidate_error": o.candidate_error, "judge_error": None, "criteria": [],
-                           "abilities": {}, "score": None, "failed_rules": [], "catastrophic": False}
-    verdicts = {v.index: v for v in (jr.verdicts or [])} if jr else {}
-    if q.tags:
-        rec["tags"] = list(q.tags)
-    for c in q.criteria:
-        v = verdicts.get(c.index)
-        found = o.checks.get(c.index)  # a checked item: what its check found, even when the judge failed
-        rec["criteria"].append({"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule,
-                                "weight": c.weight, "text": c.text,
-                                "reasoning": found.found if found else redact(v.reasoning) if v else None,
-                                "hit": found.hit if found else v.hit if v else None,
-                                **(_votes(jr, c.index) if c.check is None else {"check": check_dict(c.check)}),
-                                **({"tags": list(c.tags)} if c.tags else {})})
-    if q.choices and o.checks:  # multiple choice: the option letter read from the reply (None: none could be read)
-        rec["choice"] = next((r.choice for r in o.checks.values()), None)
-    verdict = shape_for(spec).verdict
-    rec.update(verdict.judged_fields(jr, _clip))  # a score on a scale: the turns' numbers (shapes/score.py)
-    if jr is not None and jr.error:
-        rec["judge_error"], rec["judge_raw"] = redact(jr.error), [redact(_clip(r)) for r in jr.raw_replies]
-    elif o.score is not None:
-        rec.update(record_fields(o.score))  # the same record fields `rescore` writes (stats/scores.py)
-    rec.update(verdict.outcome_fields(spec, jr, _clip))  # a comparison: its games (shapes/pairwise.py)
-    rec["tokens"] = {"candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
-                     "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
-    rec["cost"] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
-    rec["cache_hits"] = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
-    base = verdict.extra_usage(jr)
-    if base is not None:
-        for key in ("tokens", "cost", "cache_hits"):
-            rec[key]["baseline"] = base[key]
-    rec["truncated"] = o.truncated
-    if o.transcript is not None:
-        _conversation_fields(rec, o)
-    return rec
-
-
-def _turn(turn: Turn) -> TurnRecord:
-    """A transcript entry: the turn's words, and a simulated user's hidden state (run/dialogue.StatedTurn)."""
-    out: TurnRecord = {"role": turn.role, "content": redact(turn.content) or ""}
-    state = getattr(turn, "state", None)
-    if state is not None:
-        out["state"] = dict(state)
-    return out
-
-
-def _conversation_fields(rec: SampleRecord, o: Outcome) -> None:
-    """A conversation's record fields (docs/outputs.md): the transcript, how it ended, the simulated user's
-    error and calls; absent from a single reply's record, whose bytes stay as they were."""
-    rec["transcript"] = [_turn(t) for t in o.transcript or ()]
-    if o.ended is not None:
-        rec["ended"] = o.ended
+    judged = shape_for(spec).verdict.judged(spec, jr, _clip)  # a score's turns, a comparison's games, ...
+    error = redact(jr.error) if jr is not None and jr.error else None
+    kept = ["choice"] if q.choices and o.checks else []  # multiple choice: the letter read, None when none could be
+    raw = tuple(redact(_clip(r)) for r in jr.raw_replies) if error and jr is not None else judged.judge_raw
+    if raw is not None:
+        kept.append("judge_raw")
+    if judged.weight is not None:
+        kept.append("weight")
     if o.user_tokens is not None:
-        rec["user_error"] = redact(o.user_error)
-        rec["tokens"]["user"] = {"prompt": o.user_tokens[0], "completion": o.user_tokens[1]}
-        rec["cost"]["user"] = o.user_cost
-        rec["cache_hits"]["user"] = o.user_cached
+        kept.append("user_error")
+    qs = o.score if error is None else None
+    rec = Record(
+        id=q.id, subset=q.subset, scenario=q.scenario, tags=tuple(q.tags), reply=_reply(o),
+        candidate_error=o.candidate_error, judge_error=error, judge_raw=raw or (),
+        criteria=Criteria(tuple(_criterion(c, o.checks.get(c.index), _verdicts(jr).get(c.index), jr)
+                                for c in q.criteria)),
+        judgment=judged.judgment, score=qs.score if qs is not None else judged.score,
+        abilities=group_scores(qs.abilities) if qs is not None else {},
+        item_tags=group_scores(qs.tags) if qs is not None else {},
+        failed_rules=tuple(qs.failed_rules) if qs is not None else (), catastrophic=bool(qs and qs.catastrophic),
+        weight=judged.weight if judged.weight is not None else 1,
+        choice=next((r.choice for r in o.checks.values()), None) if "choice" in kept else None,
+        **_usage(o, jr, shape_for(spec).verdict.extra_usage(jr)), truncated=o.truncated)
+    return cast(SampleRecord, encode_new(rec, kept))
 
 
-def _votes(jr: JudgeResult | None, index: int) -> CriterionRecord:
-    """Every repeat's verdict of every judge on one criterion ({} for a single grading)."""
+def _verdicts(jr: JudgeResult | None) -> dict[int, Any]:
+    return {v.index: v for v in (jr.verdicts or [])} if jr else {}
+
+
+def _criterion(c: Criterion, found: CheckResult | None, v: Any, jr: JudgeResult | None) -> CriterionVerdict:
+    """One rubric item with its verdict: a checked item's is what its check found (even when the judge failed)."""
+    return CriterionVerdict(index=c.index, label=c.label, ability=c.ability, rule=c.rule, weight=c.weight,
+                            text=c.text, reasoning=found.found if found else redact(v.reasoning) if v else None,
+                            hit=found.hit if found else v.hit if v else None,
+                            votes=_votes(jr, c.index) if c.check is None else None,
+                            check=check_dict(c.check) if c.check is not None else None, tags=tuple(c.tags))
+
+
+def _reply(o: Outcome) -> Reply:
+    """The reply; a conversation's turns as this run generated them, how it ended, the simulated user's error."""
+    text = redact(o.response)
+    if o.transcript is None:
+        return Reply(text)
+    turns = tuple(StoredTurn(t.role, redact(t.content) or "", _state(t)) for t in o.transcript)
+    return Transcript(text, turns=turns, ended=o.ended, user_error=redact(o.user_error))
+
+
+def _state(turn: Turn) -> dict[str, Any] | None:
+    """A simulated user's hidden state that turn (run/dialogue.StatedTurn), kept beside its words; None: none."""
+    state = getattr(turn, "state", None)
+    return None if state is None else dict(state)
+
+
+def _usage(o: Outcome, jr: JudgeResult | None, base: dict[str, Any] | None) -> dict[str, Any]:
+    """Tokens, cost and cache hits per role: candidate, judge, a verdict's further role (a pairwise baseline), a
+    simulated user."""
+    tokens: dict[str, dict[str, int]] = {
+        "candidate": {"prompt": o.cand_tokens[0], "completion": o.cand_tokens[1]},
+        "judge": {"prompt": jr.prompt_tokens if jr else 0, "completion": jr.completion_tokens if jr else 0}}
+    cost: dict[str, float | None] = {"candidate": o.cand_cost, "judge": jr.cost if jr else None}
+    hits = {"candidate": o.cand_cached, "judge": jr.cache_hits if jr else 0}
+    if base is not None:
+        tokens["baseline"], cost["baseline"], hits["baseline"] = base["tokens"], base["cost"], base["cache_hits"]
+    if o.user_tokens is not None:
+        tokens["user"] = {"prompt": o.user_tokens[0], "completion": o.user_tokens[1]}
+        cost["user"], hits["user"] = o.user_cost, o.user_cached
+    return {"tokens": tokens, "cost": cost, "cache_hits": hits}
+
+
+def _votes(jr: JudgeResult | None, index: int) -> dict[str, list[bool | None]] | None:
+    """Every repeat's verdict of every judge on one criterion (None for a single grading)."""
     votes = getattr(jr, "votes", None)
     if not votes:
-        return {}
-    return {"votes": {name: [next((v.hit for v in rep or [] if v.index == index), None) for rep in reps]
-                      for name, reps in votes.items()}}
+        return None
+    return {name: [next((v.hit for v in rep or [] if v.index == index), None) for rep in reps]
+            for name, reps in votes.items()}
 
 
 def _clip(text: str, limit: int = 20_000) -> str:

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from rich.console import Console
 
+from rubric_engine.record.codec import decode
 from rubric_engine.record.summary import Summary
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
@@ -221,7 +222,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     identity = run_identity(settings, plan, spec, digest, dataset.sha256)
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
     fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
-    totals = runstream.Totals()
+    totals = runstream.Totals(verdict)
     if settings.retry_errors:  # the questions that ended in errors leave the journal: they run again below
         errored = runstream.drop_errors(journal, fp)
         console.print(f"retry_errors: {errored} of {len(questions)} questions ended in errors; asking them again "
@@ -263,7 +264,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
         if transcripts is not None:
             transcripts.finished(o.question.id)  # its calls reach the disk before its journal record
         writer.append(rec)
-        totals.add(rec)
+        totals.add(decode(rec))
 
     saved = interrupt.handlers()
     try:

@@ -20,19 +20,19 @@ from typing import Any
 from rubric_engine.datatypes import Question, QuestionRef, QuestionRows
 from rubric_engine.errors import DataError
 from rubric_engine.record.codec import decode, encode_turns
-from rubric_engine.records import SampleRecord
+from rubric_engine.record.types import Record
 from rubric_engine.run.journal import JOURNAL_VERSION, JournalState, read_journal
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
-from rubric_engine.shapes.base import Conversation
+from rubric_engine.shapes.base import Conversation, Verdict
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.noise import PanelFold, gradings
 from rubric_engine.stats.sampling import SectionsFold
-from rubric_engine.stats.turns import turn_pairs
 from rubric_engine.stats.scores import unread_choices
 from rubric_engine.store import layout as rundir
 
 __all__ = ["Totals", "resume", "drop_errors", "index", "ordered_records", "panel_sections", "finish_files"]
 
+_MOVE_AWAY = "move the file away to run this again"
 _ERRORS = ("candidate_error", "judge_error", "user_error")  # a record holding any of them ended in an error
 
 # stage=generate's journal (store/layout.GENERATE_JOURNAL): the same format as samples.jsonl, but the run's output
@@ -41,13 +41,17 @@ _ERRORS = ("candidate_error", "judge_error", "user_error")  # a record holding a
 
 @dataclass
 class Totals:
-    """Compact per-question values the summary needs, folded in record by record (no record is kept)."""
+    """Compact per-question values the summary needs, folded in record by record (no record is kept). `verdict`:
+    the run's, which adds its own compact values (Verdict.compact)."""
 
+    verdict: Verdict = field(default_factory=Verdict)
     questions: int = 0
     judge_errors: int = 0
     candidate_errors: int = 0
     unscored: int = 0  # judged, no error, no score (no positive points under `exclude`)
     truncated: int = 0  # candidate replies cut at the token limit
+    user_errors: int = 0  # a simulated conversation's questions whose simulated user failed
+    cut_at_max_turns: int = 0  # its sessions cut at conversation.max_turns
     tokens: dict[str, dict[str, int]] = field(default_factory=lambda: {
         r: {"prompt": 0, "completion": 0} for r in ("candidate", "judge")})
     # exact sums (Fraction), so the total does not depend on the order questions finished in
@@ -56,30 +60,32 @@ class Totals:
     # what scores.score_summary reads of each record (counts, length analysis), without the texts
     compact: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def add(self, rec: SampleRecord) -> None:
+    def add(self, rec: Record) -> None:
+        """Fold in one decoded record (the run's, or one read back from the journal on resume)."""
         self.questions += 1
-        response = rec.get("response")
-        self.compact[str(rec["id"])] = {"id": str(rec["id"]),
-            "judge_error": bool(rec.get("judge_error")), "candidate_error": bool(rec.get("candidate_error")),
-            "truncated": bool(rec.get("truncated")), "score": rec.get("score"), "zeroed": bool(rec.get("zeroed")),
+        response, reply = rec.response, rec.reply
+        qid = str(rec.id)
+        self.compact[qid] = {"id": qid,
+            "judge_error": bool(rec.judge_error), "candidate_error": bool(rec.candidate_error),
+            "truncated": bool(rec.truncated), "score": rec.score, "zeroed": bool(rec.zeroed),
             "response_chars": len(response) if isinstance(response, str) else None,
-            "tokens": {"candidate": {"completion": int(rec["tokens"]["candidate"]["completion"])}},
-            "abilities": {a: {"score": v.get("score")} for a, v in (rec.get("abilities") or {}).items()
-                          if isinstance(v, Mapping)},
+            "tokens": {"candidate": {"completion": int(rec.tokens["candidate"]["completion"])}},
+            "abilities": {a: {"score": v.get("score")} for a, v in rec.abilities.items() if isinstance(v, Mapping)},
             "no_choice": unread_choices(rec),  # multiple choice: replies without a readable letter
-            **{k: rec[k] for k in ("user_error", "ended", "failed_rules") if rec.get(k)}}  # failed_rules: vetoes
-        if rec.get("turns"):  # scores on a scale: [turn, score] pairs for the per-turn table (stats/turns.py)
-            self.compact[str(rec["id"])]["turns"] = turn_pairs(rec["turns"])
-        self.judge_errors += bool(rec.get("judge_error"))
-        self.candidate_errors += bool(rec.get("candidate_error"))
-        self.truncated += bool(rec.get("truncated"))
-        if rec.get("score") is None and not rec.get("judge_error") and not rec.get("candidate_error"):
+            **({"failed_rules": list(rec.failed_rules)} if rec.failed_rules else {}),  # the rules that fired: vetoes
+            **self.verdict.compact(rec)}  # a verdict's own values (a score's [turn, score] pairs: stats/turns.py)
+        self.judge_errors += bool(rec.judge_error)
+        self.candidate_errors += bool(rec.candidate_error)
+        self.truncated += bool(rec.truncated)
+        self.user_errors += bool(getattr(reply, "user_error", None))  # a conversation's (record/types.Transcript)
+        self.cut_at_max_turns += getattr(reply, "ended", None) == "max_turns"
+        if rec.score is None and not rec.judge_error and not rec.candidate_error:
             self.unscored += 1
-        for role in rec["tokens"]:  # candidate, judge, and any other role a record has (user, baseline)
+        for role, used in rec.tokens.items():  # candidate, judge, and any other role a record has (user, baseline)
             for k in ("prompt", "completion"):
-                self.tokens.setdefault(role, {"prompt": 0, "completion": 0})[k] += int(rec["tokens"][role][k])
+                self.tokens.setdefault(role, {"prompt": 0, "completion": 0})[k] += int(used[k])
             self.cost.setdefault(role, None)
-            c = rec["cost"][role]
+            c = rec.cost[role]
             if c is not None:
                 self.cost[role] = (self.cost[role] or Fraction(0)) + Fraction(c)
         for sq in scored_from_samples([rec]):
@@ -109,8 +115,9 @@ def _first_line(path: Path) -> dict[str, Any] | None:
     return first if isinstance(first, dict) else None
 
 
-def resume(path: Path, fp: str, on_record: Callable[[SampleRecord], None]) -> JournalState:
-    """Read what the journal at `path` already holds for this run; call only after `rundir.begin_run`
+def resume(path: Path, fp: str, on_record: Callable[[Record], None]) -> JournalState:
+    """Read what the journal at `path` already holds for this run, each record decoded (record/codec.py) for
+    `on_record`; call only after `rundir.begin_run`
     accepted the directory (its manifest names this same run). A journal (header line) is streamed,
     checked against `fp` and repaired; a finished samples.jsonl (question order, no header: the run
     completed, or was killed after its last question) counts whole."""
@@ -118,18 +125,18 @@ def resume(path: Path, fp: str, on_record: Callable[[SampleRecord], None]) -> Jo
         return JournalState()
     first = _first_line(path)
     if first is not None and "journal" in first:
-        return read_journal(path, fp, on_record)
+        return read_journal(path, fp, lambda obj: on_record(decode(obj, str(path), fix=_MOVE_AWAY)))
     state = JournalState()
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             try:
-                rec = json.loads(line)
-                qid = rec["id"]
+                obj = json.loads(line)
+                qid = obj["id"]
             except (ValueError, TypeError, KeyError):
                 raise DataError(str(path), "unreadable record", line=n,
-                                fix="move the file away to run this again") from None
+                                fix=_MOVE_AWAY) from None
             state.done.add(qid)
-            on_record(rec)
+            on_record(decode(obj, str(path), n, fix=_MOVE_AWAY))
     return state
 
 

@@ -14,7 +14,6 @@ from typing import Any
 from rubric_engine.errors import DataError
 from rubric_engine.record.summary import Summary
 from rubric_engine.run import stream as runstream
-from rubric_engine.run.dialogue import conversation_counts
 from rubric_engine.run.plan import RunPlan
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.scoring.aggregate import ScoredQuestion
@@ -52,7 +51,7 @@ def build_summary(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dat
     }
     if plan.user is not None:  # a simulated conversation: its simulated user, and how its sessions went
         summary["user"] = {"name": plan.user.name, "model": plan.user.model, "family": plan.user.family}
-        summary["counts"].update(conversation_counts(compact))
+        summary["counts"].update({"user_errors": totals.user_errors, "cut_at_max_turns": totals.cut_at_max_turns})
     return summary
 
 

@@ -20,8 +20,7 @@ from rubric_engine.judge.panels import Panel
 from rubric_engine.models.request import Request
 from rubric_engine.record.codec import encode
 from rubric_engine.record.pairwise import Game
-from rubric_engine.record.types import Record, Transcript
-from rubric_engine.records import SampleRecord
+from rubric_engine.record.types import CriteriaJudgment, Judged, NotJudged, Record, Transcript
 from rubric_engine.stats.scores import question_score, rescored_fields
 
 if TYPE_CHECKING:
@@ -124,13 +123,15 @@ class Verdict:
         """The question's score from a judgment with verdicts (None: this verdict scores in its record)."""
         return question_score(spec, question.criteria, [v.hit for v in result.verdicts or []])
 
-    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> SampleRecord:
-        """Record fields this verdict writes before the judge error (a score's turns)."""
-        return {}
+    def judged(self, spec: "BenchmarkSpec", result: JudgeResult | None, clip: Callable[[str], str]) -> Judged:
+        """What this verdict adds to the question's fresh record (run/record.py): its judgment variant, the score
+        it computed itself, the judge replies it keeps. Criteria: the verdicts are the record's items, scored by the
+        formula (stats/scores.py), so only whether the judge gave any."""
+        return Judged(CriteriaJudgment() if result is not None and result.verdicts else NotJudged())
 
-    def outcome_fields(self, spec: "BenchmarkSpec", result: JudgeResult | None,
-                       clip: Callable[[str], str]) -> SampleRecord:
-        """Record fields this verdict writes after the score (a comparison's games)."""
+    def compact(self, rec: Record) -> dict[str, Any]:
+        """The compact values of this verdict's own that the run keeps of a finished question for its summary
+        (run/stream.Totals; none for criteria)."""
         return {}
 
     def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:

@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.judge.pairwise import (PairResult, baseline_reply, baseline_request, game_requests, judge_pair,
-                                          pair_fields)
+                                          pair_judged)
 from rubric_engine.models.request import Request
 from rubric_engine.record.codec import encode
 from rubric_engine.record.pairwise import Game, PairwiseJudgment
-from rubric_engine.record.types import Record
-from rubric_engine.records import SampleRecord
+from rubric_engine.record.types import Judged, Record
 from rubric_engine.scoring.pairwise import question_value
 from rubric_engine.shapes.base import Judging, Verdict, judge_of
 from rubric_engine.shapes.plan import BASELINE_PLACEHOLDER
@@ -44,12 +43,13 @@ class Pairwise(Verdict):
         return await judge_pair(j.clients[0], j.spec, question, response, base), {}
 
     def question_score(self, spec: "BenchmarkSpec", question: Question, result: JudgeResult) -> Any:
-        """None for a comparison's result: its score comes with its games (outcome_fields)."""
+        """None for a comparison's result: its score comes with its games (judged)."""
         return None if isinstance(result, PairResult) else super().question_score(spec, question, result)
 
-    def outcome_fields(self, spec: "BenchmarkSpec", result: JudgeResult | None,
-                       clip: Callable[[str], str]) -> SampleRecord:
-        return pair_fields(spec, result, clip) if isinstance(result, PairResult) else {}
+    def judged(self, spec: "BenchmarkSpec", result: JudgeResult | None, clip: Callable[[str], str]) -> Judged:
+        """The games and the baseline's reply; the question's score and weight from the games when all were
+        read (judge/pairwise.pair_judged)."""
+        return pair_judged(spec, result, clip) if isinstance(result, PairResult) else Judged()
 
     def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
         """Score and weight again from the stored games' labels (scoring/pairwise.py); a record with an error

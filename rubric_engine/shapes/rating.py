@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING, Any, cast
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult
-from rubric_engine.records import SampleRecord
 from rubric_engine.scoring.ratings import DISTANCES, ZERO_TOTAL, PassResult, choose_pass, pass_number, score_passes
 from rubric_engine.models.request import Request
 from rubric_engine.record.codec import encode
 from rubric_engine.record.rating import RatingJudgment
-from rubric_engine.record.types import Record
+from rubric_engine.record.types import Judged, Record
 from rubric_engine.shapes.base import Judging, Verdict
 
 if TYPE_CHECKING:
@@ -117,16 +116,16 @@ class Rating(Verdict):
                             passes=passes, scored=k, reference=reference), {}
 
     def question_score(self, spec: "BenchmarkSpec", question: Question, result: JudgeResult) -> Any:
-        """None: a rating scores in its record (judged_fields)."""
+        """None: a rating scores in its record (judged)."""
         return None
 
-    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> SampleRecord:
+    def judged(self, spec: "BenchmarkSpec", result: JudgeResult | None, clip: Callable[[str], str]) -> Judged:
         """The passes read (`rating`) and, when the scored pass was parseable, the question's score."""
         if not isinstance(result, RatingResult) or not result.passes:
-            return {}
+            return Judged()
         passes = [{"ratings": p.ratings, "score": p.score, "error": p.error} for p in result.passes]
-        return cast(SampleRecord, _with_score({"rating": {"reference": result.reference, "passes": passes,
-                                                          "scored": result.scored}}))
+        return Judged(RatingJudgment({"reference": result.reference, "passes": passes, "scored": result.scored}),
+                      result.passes[result.scored].score)
 
     def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
         """Every pass's score again from its stored ratings and reference, under the spec's distance (the reply

@@ -21,9 +21,8 @@ from rubric_engine.judge.scores import ScoreResult, score_requests
 from rubric_engine.models.request import Request
 from rubric_engine.models.redact import redact
 from rubric_engine.record.codec import encode
-from rubric_engine.record.score import ScoreJudgment
-from rubric_engine.record.types import Record
-from rubric_engine.records import SampleRecord, TurnScoreRecord
+from rubric_engine.record.score import ScoreJudgment, TurnScore
+from rubric_engine.record.types import Judged, Record
 from rubric_engine.scoring.scalar import scalar_fields
 from rubric_engine.shapes.base import Verdict, judge_of
 
@@ -58,19 +57,23 @@ class Score(Verdict):
         the function the run renders each judgment with."""
         return score_requests(spec, question, reply, transcript)
 
-    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> SampleRecord:
-        """The turns' numbers (and errors), the question's score from them, every call's score by judge."""
+    def judged(self, spec: "BenchmarkSpec", result: JudgeResult | None, clip: Callable[[str], str]) -> Judged:
+        """The turns' numbers (and errors), the question's score from them (and their count as its weight when not
+        1), every call's score by judge, the judge's replies."""
         if not isinstance(result, ScoreResult):
+            return Judged()
+        turns = tuple(TurnScore(t.turn, t.score, redact(clip(t.reasoning)) if t.reasoning else t.reasoning,
+                                redact(t.error) if t.error else None) for t in result.turns)
+        fields = scalar_fields([{"score": t.score, "error": t.error} for t in turns])
+        return Judged(ScoreJudgment(turns, result.score_votes or None), fields.get("score"), fields.get("weight"),
+                      tuple(redact(clip(r)) for r in result.raw_replies) if result.raw_replies else None)
+
+    def compact(self, rec: Record) -> dict[str, Any]:
+        """`turns`: [turn, score] pairs (None: the judgment failed), for the per-turn table (stats/turns.py)."""
+        judged = rec.judgment
+        if not isinstance(judged, ScoreJudgment) or not judged.turns:
             return {}
-        turns: list[TurnScoreRecord] = [
-            {**t.record(), "reasoning": redact(clip(t.reasoning)) if t.reasoning else t.reasoning,
-             "error": redact(t.error) if t.error else None} for t in result.turns]
-        out: SampleRecord = {"turns": turns, **scalar_fields(turns)}
-        if result.score_votes:  # repeats / jurors: every call's score per turn, judge name -> one list per repeat
-            out["score_votes"] = result.score_votes
-        if result.raw_replies:
-            out["judge_raw"] = [redact(clip(r)) for r in result.raw_replies]
-        return out
+        return {"turns": [[int(t.turn), None if t.error else t.score] for t in judged.turns]}
 
     def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
         """The question's score again from its stored turn scores (a record without turns: never judged)."""

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.models.request import Request
 from rubric_engine.record.codec import encode
-from rubric_engine.record.types import Record
+from rubric_engine.record.types import Judged, Record
 from rubric_engine.record.userstate import UserStateJudgment
-from rubric_engine.records import SampleRecord
 from rubric_engine.shapes.base import Judging, Verdict
 from rubric_engine.spec.userstate import BadState, UserState as Block
 
@@ -80,15 +79,14 @@ class UserStateVerdict(Verdict):
         return StateResult(None, None, states=states, score=float(states[-1][_block(j.spec).field])), {}
 
     def question_score(self, spec: "BenchmarkSpec", question: Question, result: JudgeResult) -> Any:
-        """None: the score is written with the states (judged_fields)."""
+        """None: the score is written with the states (judged)."""
         return None
 
-    def judged_fields(self, result: JudgeResult | None, clip: Callable[[str], str]) -> SampleRecord:
+    def judged(self, spec: "BenchmarkSpec", result: JudgeResult | None, clip: Callable[[str], str]) -> Judged:
         """The trajectory (`states`) and the question's score: the last state's field (`score_field`)."""
         if not isinstance(result, StateResult) or not result.states:
-            return {}
-        return cast(SampleRecord, {"states": result.states, "abilities": {}, "score": result.score,
-                                   "failed_rules": [], "catastrophic": False})
+            return Judged()
+        return Judged(UserStateJudgment(list(result.states)), result.score)
 
     def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
         """The score again from the stored trajectory's last state (nothing is read again)."""

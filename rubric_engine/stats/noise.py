@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rubric_engine.datatypes import Question
+from rubric_engine.record.summary import Summary
 from rubric_engine.scoring.aggregate import ScoredQuestion, aggregate, scored_question
 from rubric_engine.scoring.question import score_question
 from rubric_engine.scoring.votes import combine
@@ -192,7 +193,7 @@ class PanelFold:
         return {"rule": self.rule, "tie": self.tie, "judges": judges, "alpha": alpha}
 
 
-def pair_noise(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+def pair_noise(a: Summary, b: Summary) -> float | None:
     """The judge-noise SD of the difference of two runs' overall scores: sqrt(sd_a^2 + sd_b^2), each sd the
     run's SD of its overall across repeats (one grading's noise; 0 when the judge never flipped). None when
     neither run was judged more than once (the noise is then unmeasured, and nothing is marked)."""

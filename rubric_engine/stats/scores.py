@@ -29,7 +29,7 @@ from rubric_engine.stats.turns import score_sections
 
 _CRITERION_FIELDS = ("ability", "rule")  # the stored item's fields a Criterion takes besides index .. tags, check
 
-__all__ = ["question_score", "record_fields", "score_fields", "rescored_fields", "score_summary", "criteria_from_record", "zero_fields",
+__all__ = ["question_score", "group_scores", "record_fields", "score_fields", "rescored_fields", "score_summary", "criteria_from_record", "zero_fields",
            "EMPTY_SCORES", "INTERVAL_SAMPLES", "INTERVAL_SEED", "unread_choices"]
 
 EMPTY_SCORES: dict[str, Any] = {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
@@ -42,15 +42,16 @@ def question_score(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool
                           spec.aggregation_rule())
 
 
-def _groups(scores: Mapping[str, Any]) -> dict[str, GroupScore]:
+def group_scores(scores: Mapping[str, Any]) -> dict[str, GroupScore]:
+    """A question's scores per ability (or item tag) as the record stores them."""
     return {a: {"raw": s.raw, "lo": s.lo, "hi": s.hi, "score": s.score} for a, s in scores.items()}
 
 
 def record_fields(qs: QuestionScore) -> SampleRecord:
     """A samples.jsonl record's score fields: abilities, item_tags (when any), score, failed_rules, catastrophic."""
-    out: SampleRecord = {"abilities": _groups(qs.abilities)}
+    out: SampleRecord = {"abilities": group_scores(qs.abilities)}
     if qs.tags:
-        out["item_tags"] = _groups(qs.tags)
+        out["item_tags"] = group_scores(qs.tags)
     out.update({"score": qs.score, "failed_rules": list(qs.failed_rules), "catastrophic": qs.catastrophic})
     return out
 
@@ -90,16 +91,18 @@ def zero_fields(spec: Any, criteria: Sequence[Criterion]) -> SampleRecord:
     qs = question_score(spec, criteria, [False] * len(criteria))
     if qs.score is None:
         return {}
-    out: SampleRecord = {"abilities": _groups({a: replace(g, score=0.0) for a, g in qs.abilities.items()})}
+    out: SampleRecord = {"abilities": group_scores({a: replace(g, score=0.0) for a, g in qs.abilities.items()})}
     if qs.tags:
-        out["item_tags"] = _groups({t: replace(g, score=0.0) for t, g in qs.tags.items()})
+        out["item_tags"] = group_scores({t: replace(g, score=0.0) for t, g in qs.tags.items()})
     out.update({"score": 0.0, "failed_rules": [], "catastrophic": False, "zeroed": "candidate_error"})
     return out
 
 
-def unread_choices(rec: Mapping[str, Any]) -> int:
+def unread_choices(rec: Record | Mapping[str, Any]) -> int:
     """A multiple-choice record's replies from which no option letter could be read (each candidate sample's);
     a run's compact totals carry the count as `no_choice`."""
+    if isinstance(rec, Record):
+        return sum(1 for e in rec.entries() if e.stored("choice") and e.choice is None)
     if "no_choice" in rec:
         return int(rec["no_choice"])
     entries = rec["samples"] if "samples" in rec else [rec]

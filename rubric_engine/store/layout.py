@@ -19,9 +19,10 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rubric_engine.errors import AnswersError, ConfigError, DataError, DiskFull, RubricEngineError, disk_full
+from rubric_engine.record.summary import Summary
 from rubric_engine.text.surrogates import surrogate_path
 
 __all__ = [
@@ -394,9 +395,9 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """A run directory's summary.json (read_json: DataError when it cannot be read)."""
-    return read_json(Path(run_dir) / SUMMARY_FILE, SUMMARY_FILE)
+def read_summary(run_dir: Path) -> Summary:
+    """A run directory's summary.json, typed (record/summary.py; read_json: DataError when it cannot be read)."""
+    return cast(Summary, read_json(Path(run_dir) / SUMMARY_FILE, SUMMARY_FILE))
 
 
 def read_answers(path: Path, id_field: str, known_ids: Iterable[str]) -> dict[str, str | None]:

@@ -20,11 +20,13 @@ from typing import Any, Mapping, Sequence
 
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.record.codec import decode
+from rubric_engine.record.summary import Summary
 from rubric_engine.record.types import Record
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.scoring.question import DEFAULT_AGGREGATION, DEFAULT_SCALE, Aggregation
 from rubric_engine.store.layout import (ANSWERS_FILE, ERROR_FILE, MANIFEST_FILE, REJECTED_FILE, RERUN, SAMPLES_FILE,
-                                        SPEC_FILE, SUMMARY_FILE, iter_jsonl, read_json, read_manifest)
+                                        SPEC_FILE, SUMMARY_FILE, iter_jsonl, read_json, read_manifest,
+                                        read_summary)
 
 __all__ = ["RunTaxonomy", "RunRecord", "find_run_dirs", "failed_jobs", "incomplete_runs", "load_run", "collect_runs",
            "read_dialogues"]
@@ -100,7 +102,7 @@ class RunRecord:
     per-question scores that way), and `samples` reads it whole once, for readers that need every record."""
 
     dir: Path
-    summary: dict[str, Any]
+    summary: Summary  # summary.json, typed (record/summary.py)
     spec: dict[str, Any]
     benchmark: str = ""
     candidate: str = ""
@@ -269,7 +271,7 @@ def load_run(run_dir: Path, trust_code: bool = False) -> RunRecord:
     scoring formula may be imported when the run's scores are rebuilt (as for the run itself)."""
     run_dir = Path(run_dir)
     spath = run_dir / SUMMARY_FILE
-    summary = read_json(spath, SUMMARY_FILE)
+    summary = read_summary(run_dir)
     for key in ("benchmark", "candidate", "judge", "overall", "counts"):
         if key not in summary:
             raise DataError(str(spath), f"missing key {key!r}", fix=RERUN)

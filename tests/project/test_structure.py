@@ -199,8 +199,6 @@ SHAPE_KEYS_NOT_RECORDS: dict[str, int] = {
 # Still reading a record's dict by a shape's key (the run's compact values and the statistics the run and rescore
 # share; issue #36): may only shrink.
 SHAPE_KEY_READS_LEFT: dict[str, int] = {
-    "run/dialogue.py": 2,  # conversation_counts: the compact values' user_error and ended
-    "run/stream.py": 2,  # the compact values' turns
     "stats/turns.py": 1,  # score_sections: each record's turns
 }
 

@@ -17,8 +17,13 @@ import pytest
 
 from conftest import MINI, REPO, clean_env, run_cli
 from rubric_engine.errors import DataError
-from rubric_engine.record.codec import VARIANTS, decode, encode
-from rubric_engine.record.types import CriteriaJudgment, Judgment, NotJudged, Record, Reply, Transcript
+from dataclasses import replace
+
+from rubric_engine.record.codec import VARIANTS, decode, encode, encode_new
+from rubric_engine.record.pairwise import PairwiseJudgment
+from rubric_engine.record.score import ScoreJudgment
+from rubric_engine.record.types import (NO_LAYOUT, Criteria, CriteriaJudgment, Judgment, NotJudged, Record, Reply,
+                                        Transcript)
 from rubric_engine.store.runs import collect_runs
 
 DATA = REPO / "tests" / "data"
@@ -80,6 +85,29 @@ def test_every_shipped_spec_record_reads_and_writes_back_the_same_bytes(runs: di
     records = list(run.iter_records())  # the one reader of stored runs
     assert [json.dumps(encode(r), ensure_ascii=False) for r in records] == lines
     assert {(r.judgment.kind, r.reply.kind) for r in records} == RUNS[name][1]
+
+
+def _fresh(rec: Record) -> Record:
+    """`rec` as the run's writer makes it: no stored key order anywhere (the record, its items, turns, games)."""
+    judgment, reply = rec.judgment, rec.reply
+    if isinstance(judgment, ScoreJudgment):
+        judgment = replace(judgment, turns=tuple(replace(t, layout=NO_LAYOUT) for t in judgment.turns))
+    if isinstance(judgment, PairwiseJudgment):
+        judgment = replace(judgment, games=tuple(replace(g, layout=NO_LAYOUT) for g in judgment.games))
+    if isinstance(reply, Transcript):
+        reply = replace(reply, turns=tuple(replace(t, layout=NO_LAYOUT) for t in reply.turns))
+    return replace(rec, criteria=Criteria(tuple(replace(c, layout=NO_LAYOUT) for c in rec.criteria)),
+                   judgment=judgment, reply=reply, layout=NO_LAYOUT)
+
+
+@pytest.mark.parametrize("name", [n for n in RUNS if n != "sampled"])  # a sampled record is merged from its samples'
+def test_a_fresh_record_is_written_in_the_order_every_shipped_spec_stored(runs: dict[str, Path], name: str) -> None:
+    """encode_new (the run's writer) orders a record made in memory as every shipped spec's records were written
+    before the codec wrote them: the canonical order, per judgment variant, and the keys written even when empty."""
+    for line in _lines(runs[name] / "samples.jsonl"):
+        obj = json.loads(line)
+        kept = [k for k in ("choice", "judge_raw", "weight", "user_error") if k in obj]
+        assert json.dumps(encode_new(_fresh(decode(obj)), kept), ensure_ascii=False) == line
 
 
 def test_the_sampled_run_decodes_its_samples_and_votes(runs: dict[str, Path]) -> None:
@@ -172,3 +200,18 @@ def test_a_record_is_frozen() -> None:
     with pytest.raises(AttributeError):
         rec.score = 0.0  # type: ignore[misc]
     assert isinstance(rec, Record)
+
+
+def test_every_summary_key_a_shipped_spec_writes_is_declared_in_the_typed_summary(runs: dict[str, Path]) -> None:
+    """summary.json is read as the typed `Summary` (store/layout.read_summary): every top-level key, and every key
+    of its counts, interval and aggregation sections, that a shipped spec's run writes is declared there."""
+    from rubric_engine.record.summary import AggregationSection, CountsSection, IntervalSection, Summary
+    from rubric_engine.store.layout import read_summary
+
+    sections = {"counts": CountsSection, "interval": IntervalSection, "aggregation": AggregationSection}
+    for name, run in runs.items():
+        summary = read_summary(run)
+        assert set(summary) <= set(Summary.__annotations__), (name, set(summary) - set(Summary.__annotations__))
+        for key, typed in sections.items():
+            section = summary.get(key) or {}
+            assert set(section) <= set(typed.__annotations__), (name, key, set(section) - set(typed.__annotations__))

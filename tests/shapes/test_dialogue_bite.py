@@ -27,7 +27,9 @@ from rubric_engine.judge.dialogue import SWAP, candidate_view, simulator_view
 from rubric_engine.shapes.registry import shape_for
 from rubric_engine.models.client import ModelClient
 from rubric_engine.models.entries import ModelSpec
-from rubric_engine.run.dialogue import conversation_counts, converse, given_transcripts
+from rubric_engine.record.codec import decode
+from rubric_engine.run.dialogue import converse, given_transcripts
+from rubric_engine.run.stream import Totals
 from rubric_engine.run.record import Outcome
 from rubric_engine.spec.load import load_spec
 
@@ -241,9 +243,15 @@ def test_views_and_the_dry_run_s_call_counts() -> None:
 
 
 def test_conversation_counts() -> None:
+    """The run's totals count, from each decoded record's session, the simulated users that failed and the
+    sessions cut at max_turns (summary.json counts.user_errors / cut_at_max_turns)."""
     rows = [{"user_error": "x", "ended": None}, {"ended": "max_turns"}, {"ended": "max_turns", "user_error": ""},
             {"ended": "stop"}, {}]
-    assert conversation_counts(rows) == {"user_errors": 1, "cut_at_max_turns": 2}
+    totals = Totals()
+    for n, row in enumerate(rows):
+        totals.add(decode({"id": f"q{n}", "score": None, **row, "tokens": {"candidate": {"prompt": 0, "completion": 0}},
+                           "cost": {"candidate": None}}))
+    assert (totals.user_errors, totals.cut_at_max_turns) == (1, 2)
 
 
 def test_given_transcripts(tmp_path: Path) -> None:
