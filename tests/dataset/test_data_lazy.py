@@ -111,6 +111,9 @@ def test_lazy_holds_a_small_fraction_of_the_rows(spec: BenchmarkSpec, mini_file:
     base = rows_of(mini_file)
     rows = [dict(base[i % len(base)], question_id=f"q{i:05d}") for i in range(1200)]
     f = write(tmp_path / "many.jsonl", rows)
+    few = write(tmp_path / "few.jsonl", rows[:3])
+    for lazy in (False, True):  # whatever either path imports on first use is imported before anything is traced
+        load_dataset(spec, few, lazy=lazy)
     held = {}
     for lazy in (False, True):
         tracemalloc.start()
