@@ -189,13 +189,17 @@ class ServerProcess:
         self._proc.join(10)
 
 
+def served(role: str, model: str, url: str) -> list[str]:
+    """The overrides that make `role` (candidate, judge, user) the fake server's model `model` (key from KEY_ENV)."""
+    return [f"{role}=openai_compatible", f"{role}.model=openai/{model}", f"{role}.api_base={url}",
+            f"{role}.api_key_env={KEY_ENV}"]
+
+
 def engine_args(url: str, data: Path, out: Path, cache: Path, concurrency: int, stage: str = "full") -> list[str]:
     """A run of the real console script against the fake server (both roles), no progress display."""
     return [EXE, "benchmark=heartbench", f"data.path={data}", f"hydra.run.dir={out}", f"cache.dir={cache}",
             f"concurrency={concurrency}", "progress=none", f"stage={stage}", "max_retries=0",
-            "candidate=openai_compatible", "candidate.model=openai/cand", f"candidate.api_base={url}",
-            f"candidate.api_key_env={KEY_ENV}", "judge=openai_compatible", "judge.model=openai/judge",
-            f"judge.api_base={url}", f"judge.api_key_env={KEY_ENV}"]
+            *served("candidate", "cand", url), *served("judge", "judge", url)]
 
 
 def run_engine(args: list[str]) -> dict[str, float]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import EXE, KEY_ENV, ServerProcess, options, run_engine  # noqa: E402
+from _common import EXE, ServerProcess, options, run_engine, served  # noqa: E402
 
 SPEC = """name: bench_dialogue
 data:
@@ -85,9 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         spec = write_spec(Path(tmp) / "spec", n, t)
         cmd = [EXE, f"benchmark={spec}", f"hydra.run.dir={Path(tmp) / 'run'}", f"cache.dir={Path(tmp) / 'cache'}",
                f"concurrency={c}", "progress=none", "stage=generate", "max_retries=0",
-               "candidate=openai_compatible", "candidate.model=openai/cand", f"candidate.api_base={srv.url}",
-               f"candidate.api_key_env={KEY_ENV}", "user=openai_compatible", "user.model=openai/sim",
-               f"user.api_base={srv.url}", f"user.api_key_env={KEY_ENV}"]
+               *served("candidate", "cand", srv.url), *served("user", "sim", srv.url)]
         run = run_engine(cmd)
         requests, in_flight = srv.stats()
         times = srv.request_times()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import EXE, KEY_ENV, ROOT, ServerProcess, options, print_call_rate, run_engine  # noqa: E402
+from _common import EXE, ROOT, ServerProcess, options, print_call_rate, run_engine, served  # noqa: E402
 
 NAMES = ["Hurt", "Proud", "Relieved", "Bored", "Anxious", "Grateful", "Annoyed", "Jealous", "Calm", "Guilty"]
 
@@ -65,8 +65,7 @@ def main() -> None:
         out = Path(tmp) / "run"
         args = [EXE, "benchmark=eq_bench", f"data.path={write_questions(a.n, Path(tmp) / 'q.json')}",
                 f"hydra.run.dir={out}", f"cache.dir={Path(tmp) / 'cache'}", f"concurrency={a.concurrency}",
-                "progress=none", "max_retries=0", "candidate=openai_compatible", "candidate.model=openai/cand",
-                f"candidate.api_base={srv.url}", f"candidate.api_key_env={KEY_ENV}"]
+                "progress=none", "max_retries=0", *served("candidate", "cand", srv.url)]
         proc = run_engine(args)
         requests, max_in_flight = srv.stats()
         times = srv.request_times()

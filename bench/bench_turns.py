@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import EXE, KEY_ENV, ServerProcess, options, run_engine  # noqa: E402
+from _common import EXE, ServerProcess, options, run_engine, served  # noqa: E402
 
 SPEC = """name: bench_turns
 data:
@@ -109,9 +109,7 @@ def measure(turns: int, url: str, tmp: Path) -> dict[str, float]:
     spec = write_spec(tmp / f"spec{turns}", turns)
     run_dir = tmp / f"run{turns}"
     cmd = [EXE, f"benchmark={spec}", f"hydra.run.dir={run_dir}", f"cache.dir={tmp / f'cache{turns}'}",
-           "progress=none", "max_retries=0", "candidate=openai_compatible", "candidate.model=openai/cand",
-           f"candidate.api_base={url}", f"candidate.api_key_env={KEY_ENV}", "judge=openai_compatible",
-           "judge.model=openai/judge", f"judge.api_base={url}", f"judge.api_key_env={KEY_ENV}"]
+           "progress=none", "max_retries=0", *served("candidate", "cand", url), *served("judge", "judge", url)]
     got = run_engine(cmd)
     got["load"] = os.getloadavg()[0]  # the machine is shared: each figure is read beside its load
     sizes = {name: sum(f.stat().st_size for f in run_dir.rglob(name)) / 1e6
