@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.dataset.anchors import anchor_answers
@@ -31,6 +31,7 @@ from rubric_engine.record.types import Judged, Record
 from rubric_engine.scoring.anchored import fit_rating, outcome, question_value, rating_interval, shown
 from rubric_engine.scoring.pairwise import label_problem, patterns_of
 from rubric_engine.shapes.base import Judging, Verdict, judge_of
+from rubric_engine.shapes.plan import REPLY_PLACEHOLDER
 from rubric_engine.stats.scores import rescored_fields
 
 if TYPE_CHECKING:
@@ -150,9 +151,21 @@ class Anchored(Verdict):
 
     def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,
                        transcript: Sequence[Mapping[str, str]] | None) -> list[Request]:
-        """Each anchor's games in the order the run plays them (judge/pairwise.game_requests), the anchor's reply
-        shown as a placeholder."""
-        return [r for name in _block(spec).files for r in game_requests(spec, question, reply, _placeholder(name))]
+        """Each anchor's games in the order the run plays them (judge/pairwise.game_requests), with the anchor's
+        reply from its file (a placeholder when it has none for this question) under the length rule when the
+        candidate's reply is known (the run's placeholder is shown whole)."""
+        block = _block(spec)
+        answers = anchor_answers(spec)
+        out: list[Request] = []
+        for name in block.files:
+            theirs = answers[name].get(question.id)
+            if theirs is None or reply == REPLY_PLACEHOLDER:
+                cand, anchor = reply, theirs if theirs is not None else _placeholder(name)
+            else:
+                cand, anchor = shown(block.length.rule, block.length.chars, reply, theirs)
+            out += [replace(r, title=f"anchor {name}, {r.title.replace('baseline', 'anchor')}")
+                    for r in game_requests(spec, question, cand, anchor)]
+        return out
 
     def scoring_line(self, spec: "BenchmarkSpec") -> str:
         b, v = _block(spec), judge_of(spec).verdict
