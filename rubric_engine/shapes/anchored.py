@@ -139,11 +139,16 @@ class Anchored(Verdict):
         return Judged(judgment, score, weight)
 
     def rescored(self, spec: "BenchmarkSpec", rec: Record, rules: bool, where: str) -> dict[str, Any]:
-        """Score and weight again from the stored games (their labels, lengths and recorded rule)."""
+        """Score and weight again from the stored games (their labels, lengths and recorded rule). A stored game
+        against an anchor the spec does not declare, or with a label that is not one, makes the question a counted
+        judge error (one line), unscored."""
         out = encode(rec)
         if isinstance(rec.judgment, AnchoredJudgment) and not (rec.judge_error or rec.candidate_error):
             games = [dict(g) for g in rec.judgment.games]
-            if games:
+            problem = _stored_problem(spec, games)
+            if problem is not None:
+                out.update(score=None, weight=None, judge_error=problem)
+            elif games:
                 _score_games(spec, games)
                 out["anchor_games"] = games
                 out["score"], out["weight"] = question_value([_outcome(spec, g) for g in games])
@@ -244,6 +249,20 @@ def _outcome(spec: "BenchmarkSpec", game: Mapping[str, Any]) -> Any:
     rule, chars = _rule_of(game)
     return outcome(str(game["label"]), str(game["order"]), judge_of(spec).verdict.strong_weight, rule, chars,
                    int(game.get("candidate_chars") or 0), int(game.get("anchor_chars") or 0))
+
+
+def _stored_problem(spec: "BenchmarkSpec", games: Sequence[Mapping[str, Any]]) -> str | None:
+    """What makes stored games unscorable under `spec` (None: nothing)."""
+    declared = _block(spec).files
+    for g in games:
+        if g.get("anchor") not in declared:
+            return (f"a stored game against anchor {g.get('anchor')!r}, which the spec does not declare (declared: "
+                    f"{', '.join(declared)})")
+        try:
+            _outcome(spec, g)
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"a stored game against anchor {g.get('anchor')} cannot be scored: {exc}"
+    return None
 
 
 def _score_games(spec: "BenchmarkSpec", games: list[dict[str, Any]]) -> None:

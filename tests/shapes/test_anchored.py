@@ -329,3 +329,27 @@ def test_rating_fit_and_outcomes_at_their_edges() -> None:
     assert outcome("A>B", "candidate_first", 3, "margin", 11, 16, 5).reward == 0.5  # longer by exactly K: a win
     assert shown("truncate", None, "abcdef", "xy") == ("ab [... truncated]", "xy")
     assert shown("margin", 1, "abcdef", "xy") == ("abcdef", "xy")
+
+
+@pytest.mark.slow
+def test_rescore_counts_a_game_against_an_unknown_anchor_as_that_questions_error(tmp_path: Path,
+                                                                               env: dict[str, str]) -> None:
+    run = tmp_path / "run"
+    res = run_cli(["benchmark=anchored_mini", "candidate=mock", "judge=mock", "progress=none", f"hydra.run.dir={run}"],
+                  env)
+    assert res.returncode == 0, res.stderr
+    lines = (run / "samples.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["anchor_games"][0]["anchor"] = "ghost"
+    other = json.loads(lines[2])
+    other["anchor_games"][1]["label"] = "A?B"
+    lines[1], lines[2] = json.dumps(rec), json.dumps(other)
+    (run / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    res = run_cli(["rescore", str(run), f"out={tmp_path / 'rs'}"], env)
+    assert res.returncode == 0, res.stderr
+    summary, recs = run_dir(tmp_path / "rs")
+    assert recs[rec["id"]]["judge_error"] == ("a stored game against anchor 'ghost', which the spec does not declare "
+                                              "(declared: strong, middle, weak)")
+    assert recs[other["id"]]["judge_error"].startswith("a stored game against anchor strong cannot be scored: 'A?B' is not a verdict")
+    assert recs[rec["id"]]["score"] is None and summary["counts"]["judge_errors"] == 2
+    assert summary["counts"]["scored"] == 4 and summary["anchored"]["anchors"]["strong"]["games"] == 8
