@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from rubric_engine.dataset.anchors import anchor_answers
+from rubric_engine.dataset.anchors import AnchorAnswers, anchor_answers
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult
@@ -81,12 +81,17 @@ class Anchored(Verdict):
     async def judge(self, j: Judging, question: Question, response: str, first_repeat: int = 0,
                     transcript: Sequence[Mapping[str, str]] | None = None) -> tuple[JudgeResult, dict[int, Any]]:
         block = _block(j.spec)
-        answers = anchor_answers(j.spec)
+        answers, where = _answers(j)
         out = AnchoredResult(verdicts=None, error=None)
+        unknown = [n for n, a in answers.items() if n not in block.files and question.id in a]
+        if unknown:
+            out.error = (f"{where[unknown[0]]} answers this question for anchor {unknown[0]!r}, which the spec does "
+                         f"not declare (declared: {', '.join(block.files)})")
+            return out, {}
         missing = [n for n in block.files if question.id not in answers[n]]
         if missing:
             out.error = (f"anchor {', '.join(missing)}: no answer to this question in "
-                         f"{', '.join(block.files[n].path for n in missing)}")
+                         f"{', '.join(dict.fromkeys(where[n] for n in missing))}")
             return out, {}
         rule, chars = block.length.rule, block.length.chars
 
@@ -237,6 +242,20 @@ class Anchored(Verdict):
                                  "scale": {"per": b.scale.per, "base": b.scale.base}, "fixed": rated,
                                  "strong_weight": v.strong_weight}
         return {"anchored": section}
+
+
+def _answers(j: Judging) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """(anchor -> id -> reply, anchor -> the file it came from): the spec's files, each anchor the command line's
+    `baseline.answers=FILE` holds replacing its declared file (a name the spec does not declare kept, so the
+    questions it answers are counted errors)."""
+    block = _block(j.spec)
+    answers = dict(anchor_answers(j.spec))
+    where = {n: a.path for n, a in block.files.items()}
+    given = j.baseline_answers
+    if isinstance(given, AnchorAnswers):
+        answers.update(given.by_anchor)
+        where.update({n: given.path for n in given.by_anchor})
+    return answers, where
 
 
 def _rule_of(game: Mapping[str, Any]) -> tuple[str, int | None]:

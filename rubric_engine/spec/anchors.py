@@ -19,11 +19,12 @@ __all__ = ["Anchor", "AnchorScale", "Anchors", "LengthRule"]
 
 class Anchor(BaseModel):
     """One anchor: its answers file (local, resolved against the spec's directory, in the engine's answers
-    format: the id field and `response`), who wrote it, and its declared rating on the anchor scale (None:
+    format: the id field and `response`; `sha256` pins it), who wrote it, and its declared rating on the anchor scale (None:
     the anchor gives a reward but does not fix the scale)."""
     model_config = ConfigDict(extra="forbid")
 
     path: str = Field(min_length=1)
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")  # pinned: a changed file is refused
     model: str | None = None
     rating: float | None = Field(default=None, allow_inf_nan=False)
 

@@ -268,14 +268,23 @@ def test_an_anchors_block_that_cannot_run_is_one_line(tmp_path: Path, old: str, 
 
 
 @pytest.mark.slow
-def test_a_missing_anchor_file_stops_before_any_call(tmp_path: Path, env: dict[str, str]) -> None:
+@pytest.mark.parametrize("fault", ["missing", "changed"])
+def test_a_missing_or_changed_anchor_file_stops_before_any_call(tmp_path: Path, env: dict[str, str],
+                                                                fault: str) -> None:
     ids = ["f1", "f2"]
     spec, data, cand, _ = setup(tmp_path, ids, random.Random(4))
-    (spec / "middle.jsonl").unlink()
+    if fault == "missing":
+        (spec / "middle.jsonl").unlink()
+    else:  # pinned, then edited
+        yaml = (spec / "benchmark.yaml").read_text()
+        (spec / "benchmark.yaml").write_text(yaml.replace("{path: middle.jsonl,", "{path: middle.jsonl, sha256: "
+                                                          + "'" + "0" * 64 + "',"))
     with FakeServer(Judge(set())) as srv:
         res = run_cli(judge_args(srv.url, tmp_path / "run", spec, data, cand, tmp_path / "cache"), env)
         assert not srv.requests
-    assert res.returncode != 0 and "anchor middle: answers file not found" in res.stderr
+    says = ("anchor middle: answers file not found" if fault == "missing"
+            else "anchor middle: the file's sha256 is not the pinned anchors.files.middle.sha256")
+    assert res.returncode != 0 and says in res.stderr, res.stderr
     assert [x for x in res.stderr.splitlines() if "error" in x] == [res.stderr.strip().splitlines()[-1]]
 
 
@@ -353,3 +362,31 @@ def test_rescore_counts_a_game_against_an_unknown_anchor_as_that_questions_error
     assert recs[other["id"]]["judge_error"].startswith("a stored game against anchor strong cannot be scored: 'A?B' is not a verdict")
     assert recs[rec["id"]]["score"] is None and summary["counts"]["judge_errors"] == 2
     assert summary["counts"]["scored"] == 4 and summary["anchored"]["anchors"]["strong"]["games"] == 8
+
+
+@pytest.mark.slow
+def test_baseline_answers_on_the_command_line_replace_anchors_and_an_unknown_one_is_counted(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    """`baseline.answers=FILE` under an anchored spec: rows {id, anchor, response}; the anchors it holds replace
+    their declared files, the others keep theirs; a question it answers for an undeclared anchor is that
+    question's counted error, one line; the file is part of the run's identity."""
+    ids = [f"g{i}" for i in range(4)]
+    spec, data, cand, _ = setup(tmp_path, ids, random.Random(6))
+    given = write_jsonl(tmp_path / "given.jsonl", [{"id": q, "anchor": "weak", "response": f"ANC[weak] GIVEN {q}"}
+                                                   for q in ids] + [{"id": "g3", "anchor": "ghost",
+                                                                     "response": "ANC[ghost] x"}])
+    judge = Judge(set())
+    with FakeServer(judge) as srv:
+        res = run_cli([*judge_args(srv.url, tmp_path / "run", spec, data, cand, tmp_path / "cache"),
+                       f"baseline.answers={given}"], env)
+    assert res.returncode == 0, res.stderr
+    summary, recs = run_dir(tmp_path / "run")
+    assert recs["g3"]["judge_error"] == (f"{given} answers this question for anchor 'ghost', which the spec does not "
+                                         "declare (declared: strong, middle, weak)")
+    assert summary["counts"]["judge_errors"] == 1 and summary["counts"]["scored"] == 3
+    weak = [p for p in judge.prompts if "ANC[weak]" in p]
+    assert len(weak) == 6 and all("GIVEN" in p for p in weak)  # the given file's replies, not the declared file's
+    assert not any("Q[g3]" in p for p in judge.prompts)
+    res = run_cli(["benchmark=anchored_mini", "candidate=mock", "judge=mock", "baseline=mock", "progress=none",
+                   f"hydra.run.dir={tmp_path / 'refused'}"], env)
+    assert res.returncode == 2 and "baseline=" in res.stderr and len(res.stderr.strip().splitlines()) == 1
