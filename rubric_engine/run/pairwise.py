@@ -31,6 +31,9 @@ def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", *, panel: bool
     """The baseline model to call (None: answers are used, or the spec is not pairwise); one line for a
     pairwise spec without a baseline and for the shapes a pairwise run does not combine with."""
     if not shape_for(spec).verdict.compares:
+        if spec.anchors is not None and settings.stage != "generate" and (panel or samples > 1):
+            raise ConfigError("judge.verdict.kind: anchored judges each game once with one judge; drop judge=[...], "
+                              "judge.repeats and candidate.samples")
         if settings.baseline is not None or (settings.baseline_answers and spec.anchors is None):
             raise ConfigError(f"baseline=...: the benchmark {spec.name} is not pairwise (judge.verdict.kind: "
                               f"{spec.judge.verdict.kind if spec.judge else 'none'}); drop baseline= / baseline.answers=")

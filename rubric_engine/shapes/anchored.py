@@ -68,11 +68,9 @@ class Anchored(Verdict):
     criterion_votes = False
 
     def check_plan(self, spec: "BenchmarkSpec", samples: int) -> None:
-        """One judge, one sample; readable labels; every anchor's file present and readable, before any call."""
+        """Readable labels; every anchor's file present, readable and as pinned, before any call (one judge and
+        one sample: run/pairwise.plan_baseline, which sees the jury)."""
         v = judge_of(spec).verdict
-        if samples > 1 or judge_of(spec).repeats > 1:
-            raise ConfigError("judge.verdict.kind: anchored judges each game once; drop judge.repeats and "
-                              "candidate.samples")
         problem = label_problem(v.labels, patterns_of(v.pattern), v.strong_weight)
         if problem:
             raise ConfigError(f"judge.verdict.{problem[0]}: {problem[1]}")

@@ -10,11 +10,11 @@ cross-field rules stay here, as validators; shapes/anchored.py and scoring/ancho
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Anchor", "AnchorScale", "Anchors", "LengthRule"]
+__all__ = ["Anchor", "AnchorScale", "Anchors", "LengthRule", "check_anchored"]
 
 
 class Anchor(BaseModel):
@@ -86,3 +86,19 @@ class Anchors(BaseModel):
     def rated(self) -> dict[str, float]:
         """The anchors that fix the scale: name -> declared rating."""
         return {n: a.rating for n, a in self.files.items() if a.rating is not None}
+
+
+def check_anchored(spec: Any) -> None:
+    """The spec-wide rules of an anchored comparison (ValueError, one sentence): the kind and the block go
+    together, one reply per question (no conversation), and a pooled mean over questions."""
+    anchored = spec.judge is not None and spec.judge.verdict.kind == "anchored"
+    if anchored and spec.anchors is None:
+        raise ValueError("judge.verdict.kind: anchored needs an anchors: block (anchors.files: name -> {path, rating})")
+    if not anchored and spec.anchors is not None:
+        raise ValueError("anchors: is only read by judge.verdict.kind: anchored; set that kind, or drop anchors:")
+    if anchored and spec.conversation.mode != "single":
+        raise ValueError("judge.verdict.kind: anchored compares one reply with each anchor's: use conversation.mode: "
+                         "single (or leave it out)")
+    if anchored and spec.aggregation.overall != "mean_over_questions":
+        raise ValueError("judge.verdict.kind: anchored pools its games' rewards: set aggregation.overall: "
+                         "mean_over_questions")

@@ -19,7 +19,7 @@ from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.aggregation import AggregationSpec, FailureRule, drop_aggregation_defaults
 from rubric_engine.spec.facts import JUDGELESS_KINDS
-from rubric_engine.spec.anchors import Anchors
+from rubric_engine.spec.anchors import Anchors, check_anchored
 from rubric_engine.spec.ratings import Rating
 from rubric_engine.spec.userstate import UserState
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
@@ -270,6 +270,7 @@ class BenchmarkSpec(_Model):
     @model_validator(mode="after")
     def _score_defaults(self) -> "BenchmarkSpec":
         score_defaults(self)  # a score verdict's own defaults (scale 1, mean over questions) where not declared
+        check_anchored(self)  # anchors: and judge.verdict.kind: anchored go together (spec/anchors.py)
         return self
 
     @field_validator("version", mode="before")

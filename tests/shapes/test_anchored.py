@@ -390,3 +390,32 @@ def test_baseline_answers_on_the_command_line_replace_anchors_and_an_unknown_one
     res = run_cli(["benchmark=anchored_mini", "candidate=mock", "judge=mock", "baseline=mock", "progress=none",
                    f"hydra.run.dir={tmp_path / 'refused'}"], env)
     assert res.returncode == 2 and "baseline=" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("    kind: anchored\n", "    kind: pairwise\n", "anchors: is only read by judge.verdict.kind: anchored"),
+    ("\nanchors:\n", "\nanchors_gone:\n", "needs an anchors: block"),
+    ("candidate:\n", "conversation: {mode: scripted}\ncandidate:\n", "use conversation.mode: single"),
+    ("  overall: mean_over_questions", "  overall: macro_over_groups", "aggregation.overall: mean_over_questions")])
+def test_the_kind_and_its_block_go_together_in_one_line(tmp_path: Path, old: str, new: str, says: str) -> None:
+    from conftest import edited_spec
+    from rubric_engine.errors import SpecError
+    from rubric_engine.spec.load import load_spec
+
+    bench = edited_spec(SPEC, tmp_path / "spec", old, new)
+    text = (bench / "benchmark.yaml").read_text().replace("../../data/", str(REPO / "data") + "/")
+    (bench / "benchmark.yaml").write_text(text.split("\nanchors_gone:\n")[0] + "\n")  # the block dropped
+    with pytest.raises(SpecError) as err:
+        load_spec(bench)
+    assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("extra", [["judge=[mock,openai/gpt-4o-mini]"], ["judge=mock", "judge.repeats=3"],
+                                   ["judge=mock", "candidate.samples=2"]])
+def test_juries_repeats_and_samples_are_refused_in_one_line(tmp_path: Path, env: dict[str, str],
+                                                             extra: list[str]) -> None:
+    res = run_cli(["benchmark=anchored_mini", "candidate=mock", "dry_run=true", "progress=none",
+                   *extra, f"hydra.run.dir={tmp_path / 'run'}"], env)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "judge.verdict.kind: anchored judges each game once with one judge" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
