@@ -84,7 +84,7 @@ def fit_rating(games: Sequence[tuple[float, float, float]], per: float = 400.0, 
     k = math.log(base) / per
 
     def slope(r: float) -> float:
-        return won - sum(w / (1.0 + math.exp(k * (rating - r))) for rating, _, w in games)
+        return won - sum(w / (1.0 + math.exp(min(700.0, k * (rating - r)))) for rating, _, w in games)
 
     lo, hi = min(g[0] for g in games) - per, max(g[0] for g in games) + per
     while slope(lo) < 0:

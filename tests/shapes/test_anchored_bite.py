@@ -74,6 +74,9 @@ def test_rating_by_hand() -> None:
     # far outside the anchors' range: the bracket widens
     assert fit_rating([(0.0, 1.0, 1e6), (0.0, 0.0, 1.0)]) == pytest.approx(400 * 6, rel=1e-9)
     assert fit_rating([(0.0, 0.0, 1.0)]) is None and fit_rating([(0.0, 0.5, 0.0)]) is None
+    # anchors a million points apart: no overflow, the candidate between them
+    far = fit_rating([(0.0, 1.0, 1.0), (0.0, 0.0, 1.0), (1e6, 0.0, 1.0), (1e6, 1.0, 1.0)])
+    assert far is not None and 0 < far < 1e6
 
 
 def test_rating_interval_is_numpys_percentiles_of_the_same_resamples() -> None:
