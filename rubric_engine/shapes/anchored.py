@@ -80,16 +80,8 @@ class Anchored(Verdict):
                     transcript: Sequence[Mapping[str, str]] | None = None) -> tuple[JudgeResult, dict[int, Any]]:
         block = _block(j.spec)
         answers, where = _answers(j)
-        out = AnchoredResult(verdicts=None, error=None)
-        unknown = [n for n, a in answers.items() if n not in block.files and question.id in a]
-        if unknown:
-            out.error = (f"{where[unknown[0]]} answers this question for anchor {unknown[0]!r}, which the spec does "
-                         f"not declare (declared: {', '.join(block.files)})")
-            return out, {}
-        missing = [n for n in block.files if question.id not in answers[n]]
-        if missing:
-            out.error = (f"anchor {', '.join(missing)}: no answer to this question in "
-                         f"{', '.join(dict.fromkeys(where[n] for n in missing))}")
+        out = AnchoredResult(verdicts=None, error=_unanswered(block, answers, where, question.id))
+        if out.error is not None:  # nothing asked for this question
             return out, {}
         rule, chars = block.length.rule, block.length.chars
 
@@ -100,15 +92,7 @@ class Anchored(Verdict):
             return name, pair, len(response), len(theirs), (cand, anchor) != (response, theirs)
 
         out.anchors = list(await asyncio.gather(*(versus(n) for n in block.files)))
-        costs = []
-        for _, pair, *_ in out.anchors:
-            out.raw_replies += pair.raw_replies
-            out.attempts += pair.attempts
-            out.prompt_tokens += pair.prompt_tokens
-            out.completion_tokens += pair.completion_tokens
-            out.cache_hits += pair.cache_hits
-            costs.append(pair.cost)
-        out.cost = None if None in costs else float(sum(c for c in costs if c is not None))
+        _add_usage(out, [pair for _, pair, *_ in out.anchors])
         failed = [(n, p.error) for n, p, *_ in out.anchors if p.error]
         if failed:
             more = f" (+{len(failed) - 1} more anchors with failed games)" if len(failed) > 1 else ""
@@ -240,6 +224,34 @@ class Anchored(Verdict):
                                  "scale": {"per": b.scale.per, "base": b.scale.base}, "fixed": rated,
                                  "strong_weight": v.strong_weight}
         return {"anchored": section}
+
+
+def _unanswered(block: "Anchors", answers: Mapping[str, Mapping[str, str]], where: Mapping[str, str],
+                qid: str) -> str | None:
+    """Why question `qid` cannot be judged before any call (None: every anchor answers it, and no undeclared one
+    does)."""
+    unknown = [n for n, a in answers.items() if n not in block.files and qid in a]
+    if unknown:
+        return (f"{where[unknown[0]]} answers this question for anchor {unknown[0]!r}, which the spec does not "
+                f"declare (declared: {', '.join(block.files)})")
+    missing = [n for n in block.files if qid not in answers[n]]
+    if missing:
+        return (f"anchor {', '.join(missing)}: no answer to this question in "
+                f"{', '.join(dict.fromkeys(where[n] for n in missing))}")
+    return None
+
+
+def _add_usage(out: JudgeResult, pairs: Sequence[PairResult]) -> None:
+    """Every anchor's replies, attempts, tokens, cache hits and cost added to the question's result (cost None
+    when any is unknown)."""
+    for pair in pairs:
+        out.raw_replies += pair.raw_replies
+        out.attempts += pair.attempts
+        out.prompt_tokens += pair.prompt_tokens
+        out.completion_tokens += pair.completion_tokens
+        out.cache_hits += pair.cache_hits
+    costs = [p.cost for p in pairs]
+    out.cost = None if None in costs else float(sum(c for c in costs if c is not None))
 
 
 def _answers(j: Judging) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
