@@ -298,6 +298,12 @@ def test_keyless_try_out_of_the_shipped_sample(tmp_path: Path, env: dict[str, st
     sec = summary["anchored"]
     assert set(sec["anchors"]) == {"strong", "middle", "weak"} and sec["length_rule"] == "margin:300"
     assert sec["rating"]["fixed"] == ANCHORS and sec["rating"]["value"] is not None
+    r = sec["rating"]  # the console says what summary.json holds: the rating and each anchor's reward
+    assert (f"rating on the anchors' scale: {r['value']:.0f} (95% interval {r['low']:.0f}-{r['high']:.0f}; "
+            f"anchors fixed at strong 1300, middle 1000, weak 700)") in res.stdout
+    assert "length rule: margin:300" in res.stdout
+    for name, row in sec["anchors"].items():
+        assert f"against {name}: reward {row['reward']:+.1f} over {row['games']} games" in res.stdout
 
 
 @pytest.mark.slow
