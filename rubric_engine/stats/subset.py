@@ -1,0 +1,146 @@
+"""A benchmark's full score estimated from a subset of its questions, with an item bank fitted on earlier runs.
+
+Why the items are (question, group) values and the score a weighted sum of them: the engine's two overall
+statistics are linear in the stored values. A macro mean over groups (HeartBench's abilities) is
+sum over groups g of (1 / G) x the mean of g's values over the n_g questions that have g, so each (question, g)
+value counts 1 / (G n_g); a mean over questions counts a question's score weight_q / sum(weight). An item is
+therefore one ability of one question under the macro mean and a whole question under the mean over questions,
+and the full score is w . v over every item. With a subset asked, the items asked keep their observed values and
+every other item its expected value at the model's estimated ability (stats/irt.py): the plug-in estimate
+tinyBenchmarks calls gp-IRT without its mixing weight. A question is the unit asked (its groups come together).
+
+The interval simulates what is not known: the ability (drawn from its normal approximation, with the
+quasi-likelihood's sandwich standard error) and, for every item
+not asked, its deviation from the curve (normal, with the item's residual spread over the training runs), both
+added to the point's parts; percentiles of the simulated full scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rubric_engine.scoring.aggregate import ScoredQuestion
+
+from rubric_engine.stats.irt import ItemFit, estimate_ability, expected, information, next_question
+
+__all__ = ["Bank", "Estimate", "QUESTION_ITEM", "item_values", "bank_layout", "linear_weights", "build_bank",
+           "estimate_full", "adaptive"]
+
+QUESTION_ITEM = "score"  # the group name of a question's one item under a mean over questions
+
+
+@dataclass(frozen=True)
+class Bank:
+    """The item bank: the items (question id, group), which columns belong to which question, each item's weight
+    in the full score, and its fitted parameters."""
+
+    questions: tuple[str, ...]
+    keys: tuple[tuple[str, str], ...]
+    groups: tuple[tuple[int, ...], ...]  # per question: its item columns
+    weights: np.ndarray
+    fit: ItemFit
+    clip: bool = False  # the overall is clipped to [0, 1] (aggregation clip: group or overall)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    point: float  # the estimated full score, 0-1
+    low: float
+    high: float
+    theta: float
+    theta_se: float
+    asked: tuple[str, ...]  # the questions whose values were used
+
+
+def item_values(scored: Sequence[ScoredQuestion], by_group: bool) -> dict[tuple[str, str], float]:
+    """One run's items: (question, ability) -> value under a macro mean over groups (`by_group`), or
+    (question, "score") -> question score under a mean over questions."""
+    if by_group:
+        return {(q.id, g): float(v) for q in scored for g, v in q.abilities.items()}
+    return {(q.id, QUESTION_ITEM): float(q.score) for q in scored}
+
+
+def bank_layout(keys: Sequence[tuple[str, str]]) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+    """The questions in first-seen order and, for each, the columns of its items."""
+    cols: dict[str, list[int]] = {}
+    for j, (qid, _) in enumerate(keys):
+        cols.setdefault(qid, []).append(j)
+    return tuple(cols), tuple(tuple(c) for c in cols.values())
+
+
+def linear_weights(keys: Sequence[tuple[str, str]], by_group: bool,
+                   question_weights: Mapping[str, float] | None = None) -> np.ndarray:
+    """Each item's weight in the full score (module docstring): 1 / (G n_g) under a macro mean over the G groups,
+    weight_q / sum(weight) under a mean over questions (every weight 1 when none is given)."""
+    if by_group:
+        per_group: dict[str, int] = {}
+        for _, g in keys:
+            per_group[g] = per_group.get(g, 0) + 1
+        return np.array([1.0 / (len(per_group) * per_group[g]) for _, g in keys])
+    qw = np.array([float((question_weights or {}).get(q, 1.0)) for q, _ in keys])
+    return qw / qw.sum()
+
+
+def _robust_se(theta: float, a: np.ndarray, b: np.ndarray, sd: np.ndarray) -> float:
+    """The ability's standard error from the quasi-likelihood's sandwich: the score's variance sum a^2 sd^2 (each
+    item's spread around the curve, from the training runs) over the squared curvature (information plus the
+    prior's 1). Bernoulli's p (1 - p) would overstate the spread of values that are not 0 or 1."""
+    info = float(information(theta, a, b).sum()) + 1.0
+    return float(np.sqrt(float((a * a * sd * sd).sum()) + 1.0) / info)
+
+
+def build_bank(runs: Sequence[Mapping[tuple[str, str], float]], by_group: bool,
+               question_weights: Mapping[str, float] | None = None, clip: bool = False) -> Bank:
+    """Fit the item bank on the training runs' items (item_values of each run; an item a run lacks is missing)."""
+    from rubric_engine.stats.irt import fit_items
+
+    keys = tuple(dict.fromkeys(k for run in runs for k in run))
+    matrix = np.array([[run.get(k, np.nan) for k in keys] for run in runs], dtype=float)
+    questions, groups = bank_layout(keys)
+    return Bank(questions, keys, groups, linear_weights(keys, by_group, question_weights), fit_items(matrix), clip)
+
+
+def estimate_full(bank: Bank, observed: Mapping[tuple[str, str], float], draws: int = 2000, seed: int = 0,
+                  level: float = 0.95) -> Estimate:
+    """The full score from the observed items (a subset of the bank's keys; values in [0, 1]) and its interval."""
+    seen = np.array([k in observed for k in bank.keys])
+    y = np.array([observed[k] for k in bank.keys if k in observed], dtype=float)
+    fit = bank.fit
+    theta, _ = estimate_ability(y, fit.a[seen], fit.b[seen])
+    se = _robust_se(theta, fit.a[seen], fit.b[seen], fit.resid_sd[seen])
+    known = float(bank.weights[seen] @ np.clip(y, 0.0, 1.0))
+    w_un, a_un, b_un, sd_un = bank.weights[~seen], fit.a[~seen], fit.b[~seen], fit.resid_sd[~seen]
+    point = known + float(w_un @ expected(theta, a_un, b_un))
+    rng = np.random.default_rng(seed)
+    thetas = rng.normal(theta, se, size=draws)
+    sims = np.clip(expected(thetas[:, None], a_un[None, :], b_un[None, :])
+                   + rng.normal(size=(draws, a_un.size)) * sd_un[None, :], 0.0, 1.0)
+    totals = known + sims @ w_un
+    if bank.clip:
+        point, totals = min(1.0, max(0.0, point)), np.clip(totals, 0.0, 1.0)
+    tail = (1.0 - level) / 2.0
+    low, high = (float(v) for v in np.quantile(totals, [tail, 1.0 - tail]))
+    asked = tuple(q for q, cols in zip(bank.questions, bank.groups) if any(seen[list(cols)]))
+    return Estimate(point=point, low=min(low, point), high=max(high, point), theta=theta, theta_se=se, asked=asked)
+
+
+def adaptive(bank: Bank, ask: Callable[[str], Mapping[tuple[str, str], float]], budget: int,
+             draws: int = 2000, seed: int = 0) -> Estimate:
+    """Adaptive selection: ask `budget` questions one at a time, each the one most informative at the ability
+    estimated from the answers so far (the first at the prior's 0), then estimate the full score from them.
+    `ask(question id)` returns that question's observed items (an empty mapping: it could not be scored)."""
+    observed: dict[tuple[str, str], float] = {}
+    asked: list[int] = []
+    theta = 0.0
+    while len(asked) < budget:
+        g = next_question(theta, bank.fit, bank.groups, asked)
+        if g is None:
+            break
+        asked.append(g)
+        observed.update(ask(bank.questions[g]))
+        seen = [j for j, k in enumerate(bank.keys) if k in observed]
+        theta, _ = estimate_ability([observed[bank.keys[j]] for j in seen], bank.fit.a[seen], bank.fit.b[seen])
+    return estimate_full(bank, observed, draws, seed)
