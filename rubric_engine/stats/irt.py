@@ -12,8 +12,11 @@ a question), and the expected value of an item not asked is read off the curve d
 
 Everything here is pure arithmetic on arrays; the optimisers are scipy's (L-BFGS-B for the joint fit, a bounded
 scalar search for one ability), never written by hand. Priors (theta ~ N(0, 1), log a ~ N(0, 0.5^2),
-b ~ N(0, 2^2)) make the joint fit a maximum a posteriori one: they pin the scale (theta's prior) and keep an item
-every training run passed, or every one failed, at a finite difficulty.
+b ~ N(0, 2^2)) make the joint fit a maximum a posteriori one and keep an item every training run passed, or every
+one failed, at a finite difficulty. A joint fit shrinks the abilities towards 0 (their prior) and lets the
+discriminations grow to make up for it; the curve a (theta - b) is unchanged when theta is rescaled with a and b,
+so after the fit the training abilities are standardised (mean 0, standard deviation 1, the scale a new model's
+prior assumes) and a, b moved with them.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ def fit_items(values: np.ndarray, max_iter: int = 2000) -> ItemFit:
     res = minimize(_neg_log_posterior, x0, args=(y0, seen), jac=True, method="L-BFGS-B",
                    options={"maxiter": max_iter, "maxfun": max_iter * 2})
     theta, a, b = res.x[:n], np.exp(res.x[n:n + m]), res.x[n + m:]
+    centre, spread = float(theta.mean()), float(theta.std()) or 1.0  # back on the prior's scale (docstring)
+    theta, a, b = (theta - centre) / spread, a * spread, (b - centre) / spread
     resid = np.where(seen, y0 - expected(theta[:, None], a[None, :], b[None, :]), np.nan)
     counts = seen.sum(axis=0)
     sd = np.sqrt(np.nansum(resid ** 2, axis=0) / np.maximum(counts, 1))

@@ -1,0 +1,114 @@
+"""The item bank (stats/irt.py) and the full score from a subset (stats/subset.py), against reference values:
+known parameters recovered from data simulated from the 2PL, the ability against a direct maximisation of the
+posterior on a fine grid written out here, the linear weights against the engine's own overall
+(scoring/aggregate.overall) on filled-in questions, and the estimate from every question equal to the full score."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from irtsim import fractional, heartbench_shaped, sigmoid
+
+from rubric_engine.scoring.aggregate import ScoredQuestion, overall
+from rubric_engine.scoring.question import Aggregation
+from rubric_engine.stats.irt import estimate_ability, fit_items, information, next_question, select_anchors
+from rubric_engine.stats.subset import build_bank, estimate_full, item_values, linear_weights
+
+
+def test_known_parameters_recovered_from_simulated_2pl() -> None:
+    rng = np.random.default_rng(3)
+    theta = rng.normal(size=600)
+    a = np.exp(rng.normal(0.0, 0.3, size=30))
+    b = rng.normal(0.0, 1.0, size=30)
+    y = (rng.random((600, 30)) < sigmoid(a[None, :] * (theta[:, None] - b[None, :]))).astype(float)
+    fit = fit_items(y)
+    assert fit.converged
+    assert np.abs(fit.b - b).mean() < 0.15 and np.abs(fit.b - b).max() < 0.45
+    assert np.abs(fit.a - a).mean() < 0.15
+    assert np.corrcoef(fit.theta, theta)[0, 1] > 0.9
+
+
+def test_missing_values_are_left_out_not_zero() -> None:
+    rng = np.random.default_rng(4)
+    y = rng.random((20, 6))
+    holes = y.copy()
+    holes[0, 0] = np.nan
+    fit_full, fit_holes = fit_items(y), fit_items(holes)
+    zero = y.copy()
+    zero[0, 0] = 0.0
+    assert not np.allclose(fit_holes.b, fit_full.b)  # the hole changed something ...
+    assert not np.allclose(fit_holes.b, fit_items(zero).b)  # ... and it was not read as a 0
+
+
+def _log_posterior(t: float, y: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    total = -0.5 * t * t
+    for yj, aj, bj in zip(y, a, b):
+        p = 1.0 / (1.0 + math.exp(-aj * (t - bj)))
+        total += yj * math.log(p) + (1 - yj) * math.log(1 - p)
+    return total
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ability_is_the_direct_maximum_of_the_posterior(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a, b, y = np.exp(rng.normal(size=12) * 0.4), rng.normal(size=12), rng.random(12)
+    grid = np.linspace(-6, 6, 24001)  # steps of 0.0005
+    best = grid[int(np.argmax([_log_posterior(float(t), y, a, b) for t in grid]))]
+    theta, se = estimate_ability(y, a, b)
+    assert theta == pytest.approx(best, abs=1e-3)
+    assert se == pytest.approx(1 / math.sqrt(float(information(theta, a, b).sum()) + 1.0))
+
+
+def test_no_item_gives_the_prior() -> None:
+    assert estimate_ability([], np.array([]), np.array([])) == (0.0, 1.0)
+
+
+def test_linear_weights_reproduce_the_engines_overall() -> None:
+    syn = heartbench_shaped(n_models=2, n_questions=40, seed=5)
+    run = syn.runs[0]
+    items = item_values(run, by_group=True)
+    keys = list(items)
+    w = linear_weights(keys, by_group=True)
+    assert float(w @ np.array([items[k] for k in keys])) == pytest.approx(overall(run, syn.abilities))
+    weighted = [ScoredQuestion(q.id, "", "", {}, q.score, False, weight=1.0 + i % 3) for i, q in enumerate(run)]
+    qkeys = list(item_values(weighted, by_group=False))
+    wq = linear_weights(qkeys, False, {q.id: q.weight for q in weighted})
+    how = Aggregation(overall="mean_over_questions")
+    assert float(wq @ np.array([q.score for q in weighted])) == pytest.approx(overall(weighted, {}, how))
+
+
+def test_every_question_asked_gives_the_full_score() -> None:
+    syn = fractional(n_models=12, n_questions=30, seed=2)
+    bank = build_bank([item_values(r, False) for r in syn.runs[:10]], by_group=False)
+    items = item_values(syn.runs[11], False)
+    est = estimate_full(bank, items)
+    assert est.point == pytest.approx(float(np.mean(list(items.values()))))
+    assert est.low == pytest.approx(est.point) and est.high == pytest.approx(est.point)
+    assert len(est.asked) == 30
+
+
+def test_estimate_from_a_subset_is_near_and_its_interval_covers() -> None:
+    syn = fractional(n_models=40, n_questions=150, seed=7, concentration=30.0)
+    bank = build_bank([item_values(r, False) for r in syn.runs[:30]], by_group=False)
+    anchors = {bank.questions[g] for g in select_anchors(bank.fit, bank.groups, 30)}
+    errors, covered = [], 0
+    for run in syn.runs[30:]:
+        items = item_values(run, False)
+        full = float(np.mean(list(items.values())))
+        est = estimate_full(bank, {k: v for k, v in items.items() if k[0] in anchors})
+        assert set(est.asked) == anchors
+        errors.append(abs(est.point - full))
+        covered += est.low <= full <= est.high
+    assert max(errors) < 0.03 and covered >= 9
+
+
+def test_anchors_spread_over_abilities_and_adaptive_follows_information() -> None:
+    fit = fit_items(np.array([[0.1, 0.9, 0.5, 0.2], [0.3, 1.0, 0.8, 0.4], [0.0, 0.7, 0.3, 0.1]]))
+    groups = [(0,), (1,), (2,), (3,)]
+    chosen = select_anchors(fit, groups, 2)
+    assert len(set(chosen)) == 2
+    info = [float(information(1.5, fit.a, fit.b)[g[0]]) for g in groups]
+    assert next_question(1.5, fit, groups, []) == int(np.argmax(info))
+    assert next_question(1.5, fit, groups, [0, 1, 2, 3]) is None
