@@ -7,7 +7,9 @@ fitted on 24 models and each of the 6 held out is estimated from a share of the 
 - anchors: the subset chosen from the fit (stats/irt.select_anchors), the same for every model;
 - adaptive: one question at a time, the most informative at the ability estimated so far;
 - random: a seeded random subset per model, through the same estimator;
-and, for reference, `mean`: the declared overall of the random subset alone (no model). Printed per share of
+and, for reference, `mean`: the declared overall of the random subset alone (no model), and `oracle`: the random
+subset with every other item at its true expected value (the generator's; no estimator can know more), whose
+error is what the questions not asked vary by themselves, the floor of any estimate. Printed per share of
 questions: the mean absolute error in points (0-100), its 95th percentile, the share of held-out models within 1.5
 points, and how often the 95% interval covered the full score.
 
@@ -31,7 +33,7 @@ from rubric_engine.scoring.question import Aggregation  # noqa: E402
 from rubric_engine.stats.irt import select_anchors  # noqa: E402
 from rubric_engine.stats.subset import adaptive, build_bank, estimate_full, item_values  # noqa: E402
 
-RULES = ("anchors", "adaptive", "random", "mean")
+RULES = ("anchors", "adaptive", "random", "mean", "oracle")
 
 
 def errors(syn: Synthetic, by_group: bool, share: float, folds: int = 5) -> dict[str, tuple[np.ndarray, float]]:
@@ -61,6 +63,9 @@ def errors(syn: Synthetic, by_group: bool, share: float, folds: int = 5) -> dict
                 cover[rule] += e.low <= full <= e.high
             plain = overall([q for q in syn.runs[i] if q.id in rand], syn.abilities, how)
             errs["mean"].append(abs(plain - full) * 100)
+            truth = syn.expected[i]  # the random subset observed, every other item at its true expected value
+            oracle = sum(w * (items[key] if key[0] in rand else truth[key]) for key, w in zip(bank.keys, bank.weights))
+            errs["oracle"].append(abs(oracle - full) * 100)
     return {r: (np.array(errs[r]), cover[r] / n) for r in RULES}
 
 
@@ -73,7 +78,7 @@ def main(shares: list[float]) -> None:
         n_q = len(syn.runs[0])
         for share in shares:
             for rule, (e, cov) in errors(syn, by_group, share).items():
-                covered = f"{cov:8.0%}" if rule != "mean" else f"{'-':>8}"
+                covered = f"{cov:8.0%}" if rule not in ("mean", "oracle") else f"{'-':>8}"
                 print(f"{share:6.0%} {rule:>9} {round(share * n_q):9d} {e.mean():9.2f} {np.quantile(e, 0.95):8.2f} "
                       f"{(e <= 1.5).mean():9.0%} {covered}")
 

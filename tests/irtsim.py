@@ -31,6 +31,7 @@ class Synthetic:
     runs: list[list[ScoredQuestion]]  # one list of scored questions per model
     theta: np.ndarray  # the models' true abilities
     abilities: dict[str, list[str]]  # the taxonomy (one dimension) the overall macro-averages over
+    expected: list[dict[tuple[str, str], float]]  # per model: each item's true expected value (the oracle's)
 
 
 def _run(qids: list[str], values: list[dict[str, float]], by_group: bool) -> list[ScoredQuestion]:
@@ -51,7 +52,8 @@ def fractional(n_models: int = 30, n_questions: int = 200, seed: int = 0, concen
     y = rng.beta(p * concentration, (1 - p) * concentration)
     qids = [f"q{j:03d}" for j in range(n_questions)]
     runs = [_run(qids, [{"score": float(v)} for v in row], by_group=False) for row in y]
-    return Synthetic(runs, theta, {"all": []})
+    expect = [{(q, "score"): float(v) for q, v in zip(qids, row)} for row in p]
+    return Synthetic(runs, theta, {"all": []}, expect)
 
 
 def _log_normalised(raw: float, lo: float, hi: float) -> float:
@@ -77,20 +79,31 @@ def heartbench_shaped(n_models: int = 30, n_questions: int = 296, n_abilities: i
                        for _ in range(1 + int(rng.random() < 0.35) + int(rng.random() < 0.1))]
         questions.append(crit)
     qids = [f"q{j:03d}" for j in range(n_questions)]
-    runs = []
+    runs, expect = [], []
     for i in range(n_models):
-        values = []
-        for crit in questions:
+        values, means = [], {}
+        for qid, crit in zip(qids, questions):
             groups = {}
             for k, items in crit.items():
                 t = theta[i] + profile[i, k]
-                raw = lo = hi = 0.0
-                for w, a, b in items:
-                    p = sigmoid(np.array(a * (t - b))) if w > 0 else sigmoid(np.array(-a * (t + 1.5 - b)))
-                    hit = rng.random() < float(p)
-                    raw += w if hit else 0.0
-                    lo, hi = lo + min(w, 0.0), hi + max(w, 0.0)
-                groups[names[k]] = _log_normalised(raw, lo, hi)
+                ps = [float(sigmoid(np.array(a * (t - b))) if w > 0 else sigmoid(np.array(-a * (t + 1.5 - b))))
+                      for w, a, b in items]
+                ws = [w for w, _, _ in items]
+                lo, hi = sum(min(w, 0.0) for w in ws), sum(max(w, 0.0) for w in ws)
+                hits = [rng.random() < p for p in ps]
+                groups[names[k]] = _log_normalised(sum(w for w, h in zip(ws, hits) if h), lo, hi)
+                means[(qid, names[k])] = _expected_value(ws, ps, lo, hi)
             values.append(groups)
         runs.append(_run(qids, values, by_group=True))
-    return Synthetic(runs, theta, {"all": names})
+        expect.append(means)
+    return Synthetic(runs, theta, {"all": names}, expect)
+
+
+def _expected_value(ws: list[float], ps: list[float], lo: float, hi: float) -> float:
+    """E[eq. 1] over every pattern of hits (at most 2^3 of them)."""
+    total = 0.0
+    for mask in range(2 ** len(ws)):
+        hit = [(mask >> j) & 1 == 1 for j in range(len(ws))]
+        prob = float(np.prod([p if h else 1 - p for p, h in zip(ps, hit)]))
+        total += prob * _log_normalised(sum(w for w, h in zip(ws, hit) if h), lo, hi)
+    return total

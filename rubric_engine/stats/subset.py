@@ -9,16 +9,21 @@ and the full score is w . v over every item. With a subset asked, the items aske
 every other item its expected value at the model's estimated ability (stats/irt.py): the plug-in estimate
 tinyBenchmarks calls gp-IRT without its mixing weight. A question is the unit asked (its groups come together).
 
+A model is rarely exactly as good at every group as its one ability says: each group (an ability) gets a shift,
+a random effect whose spread tau_g is measured on the training runs (group_spread); a new model's shift on g is
+predicted from its residuals on g's questions that were asked, shrunk towards 0 (the best linear predictor), and
+added to the curve for g's questions not asked.
+
 The interval simulates what is not known: the ability (drawn from its normal approximation, with the
-quasi-likelihood's sandwich standard error) and, for every item
-not asked, its deviation from the curve (normal, with the item's residual spread over the training runs), both
-added to the point's parts; percentiles of the simulated full scores.
+quasi-likelihood's sandwich standard error), each group's shift (its remaining spread, one draw shared by the
+group's items) and, for every item not asked, its own deviation (normal, the item's residual spread over the
+training runs without the group's part), all added to the point's parts; percentiles of the simulated full scores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,7 +32,7 @@ from rubric_engine.scoring.aggregate import ScoredQuestion
 from rubric_engine.stats.irt import ItemFit, estimate_ability, expected, information, next_question
 
 __all__ = ["Bank", "Estimate", "QUESTION_ITEM", "item_values", "bank_layout", "linear_weights", "build_bank",
-           "estimate_full", "adaptive"]
+           "group_spread", "estimate_full", "adaptive"]
 
 QUESTION_ITEM = "score"  # the group name of a question's one item under a mean over questions
 
@@ -43,6 +48,7 @@ class Bank:
     weights: np.ndarray
     fit: ItemFit
     clip: bool = False  # the overall is clipped to [0, 1] (aggregation clip: group or overall)
+    tau: Mapping[str, float] = field(default_factory=dict)  # per group: the spread of a model's shift (group_spread)
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,44 @@ def build_bank(runs: Sequence[Mapping[tuple[str, str], float]], by_group: bool,
     keys = tuple(dict.fromkeys(k for run in runs for k in run))
     matrix = np.array([[run.get(k, np.nan) for k in keys] for run in runs], dtype=float)
     questions, groups = bank_layout(keys)
-    return Bank(questions, keys, groups, linear_weights(keys, by_group, question_weights), fit_items(matrix), clip)
+    fit = fit_items(matrix)
+    return Bank(questions, keys, groups, linear_weights(keys, by_group, question_weights), fit, clip,
+                group_spread(matrix, fit, keys))
+
+
+def group_spread(values: np.ndarray, fit: ItemFit, keys: Sequence[tuple[str, str]]) -> dict[str, float]:
+    """Per group g, tau_g: the standard deviation across training runs of a run's shift on g's items beyond its
+    ability (a model better at one ability than its overall ability says). The mean residual of run i on g,
+    rbar_ig, has E[rbar_ig^2] = tau_g^2 + s_ig^2 / n_ig (s_ig^2 the residuals' variance within the group), so
+    tau_g^2 = mean_i(rbar_ig^2 - s_ig^2 / n_ig), at least 0 (a method-of-moments estimate)."""
+    resid = values - expected(fit.theta[:, None], fit.a[None, :], fit.b[None, :])
+    out: dict[str, float] = {}
+    for g in dict.fromkeys(k[1] for k in keys):
+        cols = [j for j, k in enumerate(keys) if k[1] == g]
+        terms = []
+        for row in resid[:, cols]:
+            r = row[~np.isnan(row)]
+            if r.size >= 2:
+                terms.append(r.mean() ** 2 - r.var(ddof=1) / r.size)
+        out[g] = float(np.sqrt(max(0.0, float(np.mean(terms))))) if terms else 0.0
+    return out
+
+
+def _group_shifts(bank: Bank, seen: np.ndarray, resid: np.ndarray,
+                  within: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: the predicted shift of its group for this model (the observed mean residual on the group shrunk
+    by tau^2 / (tau^2 + within variance / n), the best linear predictor) and the shift's remaining spread."""
+    group = [k[1] for k in bank.keys]
+    shift, spread = np.zeros(len(group)), np.zeros(len(group))
+    for g, tau in bank.tau.items():
+        cols = np.array([x == g for x in group])
+        obs = cols & seen
+        n = int(obs.sum())
+        noise = float((within[obs] ** 2).mean()) / n if n else 0.0
+        keep = tau * tau / (tau * tau + noise) if n and tau > 0 else 0.0
+        shift[cols] = keep * float(resid[obs[seen]].mean()) if n else 0.0
+        spread[cols] = tau * np.sqrt(1.0 - keep)
+    return shift, spread
 
 
 def estimate_full(bank: Bank, observed: Mapping[tuple[str, str], float], draws: int = 2000, seed: int = 0,
@@ -112,15 +155,25 @@ def estimate_full(bank: Bank, observed: Mapping[tuple[str, str], float], draws: 
     theta, _ = estimate_ability(y, fit.a[seen], fit.b[seen])
     se = _robust_se(theta, fit.a[seen], fit.b[seen], fit.resid_sd[seen])
     known = float(bank.weights[seen] @ np.clip(y, 0.0, 1.0))
-    w_un, a_un, b_un, sd_un = bank.weights[~seen], fit.a[~seen], fit.b[~seen], fit.resid_sd[~seen]
-    point = known + float(w_un @ expected(theta, a_un, b_un))
+    tau_of = np.array([bank.tau.get(k[1], 0.0) for k in bank.keys])
+    within = np.sqrt(np.maximum(fit.resid_sd ** 2 - tau_of ** 2, 0.0))
+    shift, spread = _group_shifts(bank, seen, np.clip(y, 0.0, 1.0) - expected(theta, fit.a[seen], fit.b[seen]),
+                                  within)
+    un = ~seen
+    w_un, a_un, b_un = bank.weights[un], fit.a[un], fit.b[un]
+    point = known + float(w_un @ np.clip(expected(theta, a_un, b_un) + shift[un], 0.0, 1.0))
     rng = np.random.default_rng(seed)
     thetas = rng.normal(theta, se, size=draws)
-    sims = np.clip(expected(thetas[:, None], a_un[None, :], b_un[None, :])
-                   + rng.normal(size=(draws, a_un.size)) * sd_un[None, :], 0.0, 1.0)
-    totals = known + sims @ w_un
+    group_ids = {g: i for i, g in enumerate(dict.fromkeys(k[1] for k in bank.keys))}
+    col_group = np.array([group_ids[k[1]] for k in bank.keys], dtype=int)[un]
+    shared = rng.normal(size=(draws, len(group_ids)))[:, col_group]  # one draw per group, shared by its items
+    means = np.clip(expected(thetas[:, None], a_un[None, :], b_un[None, :]) + shift[un][None, :], 0.0, 1.0)
+    # deviations added unclipped: only their weighted sum matters, and clipping each one near 0 or 1 would move
+    # the simulated scores away from the point; the total is kept in [0, 1], where every overall lies
+    noise = shared * spread[un][None, :] + rng.normal(size=(draws, a_un.size)) * within[un][None, :]
+    totals = np.clip(known + (means + noise) @ w_un, 0.0, 1.0)
     if bank.clip:
-        point, totals = min(1.0, max(0.0, point)), np.clip(totals, 0.0, 1.0)
+        point = min(1.0, max(0.0, point))
     tail = (1.0 - level) / 2.0
     low, high = (float(v) for v in np.quantile(totals, [tail, 1.0 - tail]))
     asked = tuple(q for q, cols in zip(bank.questions, bank.groups) if any(seen[list(cols)]))

@@ -74,7 +74,7 @@ def fit_command(dirs: Sequence[Path], out: Path, anchors: float) -> tuple[dict[s
     anchor_ids = [bank.questions[g] for g in select_anchors(bank.fit, bank.groups, k)]
     model = {"kind": MODEL_KIND, "format": 1, **_identity(runs[0]), "item": "question ability" if by_group
              else "question", "overall": tax.how.overall, "clip": bank.clip, "scale": tax.scale,
-             "question_weights": qweights, "converged": bank.fit.converged,
+             "question_weights": qweights, "converged": bank.fit.converged, "group_spread": dict(bank.tau),
              "items": [{"question": q, "group": g, "a": float(a), "b": float(b), "resid_sd": float(s)}
                        for (q, g), a, b, s in zip(bank.keys, bank.fit.a, bank.fit.b, bank.fit.resid_sd)],
              "training": [{"run": str(r.dir), "candidate": r.candidate, "theta": float(t)}
@@ -103,8 +103,9 @@ def read_model(path: Path) -> tuple[dict[str, Any], Bank]:
         raise DataError(str(path), f"not an item model written by `estimate fit` ({exc!r})", fix=_FIT_FIX) from None
     by_group = model.get("item") != "question"
     questions, groups = bank_layout(keys)
+    tau = {str(g): float(t) for g, t in (model.get("group_spread") or {}).items()}
     bank = Bank(questions, tuple(keys), groups, linear_weights(keys, by_group, model.get("question_weights")), fit,
-                bool(model.get("clip")))
+                bool(model.get("clip")), tau)
     return model, bank
 
 

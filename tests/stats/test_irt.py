@@ -112,3 +112,22 @@ def test_anchors_spread_over_abilities_and_adaptive_follows_information() -> Non
     info = [float(information(1.5, fit.a, fit.b)[g[0]]) for g in groups]
     assert next_question(1.5, fit, groups, []) == int(np.argmax(info))
     assert next_question(1.5, fit, groups, [0, 1, 2, 3]) is None
+
+
+def test_group_spread_recovers_a_known_shift() -> None:
+    """Values built as curve + a per-run shift on each group (sd 0.08) + item noise (sd 0.1): the method of moments
+    finds tau near 0.08 for the shifted groups and near 0 for a group without a shift."""
+    rng = np.random.default_rng(11)
+    n, per = 400, 40
+    keys = [(f"q{j}", g) for g in ("g1", "g2", "flat") for j in range(per)]
+    theta, a, b = rng.normal(size=n), np.ones(len(keys)), rng.normal(size=len(keys))
+    curve = sigmoid(a[None, :] * (theta[:, None] - b[None, :]))
+    shift = np.stack([rng.normal(0, 0.08, n), rng.normal(0, 0.08, n), np.zeros(n)], axis=1)
+    values = curve + np.repeat(shift, per, axis=1) + rng.normal(0, 0.1, size=curve.shape)
+    from rubric_engine.stats.irt import ItemFit
+    from rubric_engine.stats.subset import group_spread
+
+    fit = ItemFit(a=a, b=b, theta=theta, resid_sd=np.full(len(keys), 0.1), converged=True)
+    tau = group_spread(values, fit, keys)
+    assert tau["g1"] == pytest.approx(0.08, abs=0.01) and tau["g2"] == pytest.approx(0.08, abs=0.01)
+    assert tau["flat"] < 0.02
