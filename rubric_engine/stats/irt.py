@@ -1,11 +1,11 @@
 """An item response model for rubric scores: fitted on earlier runs, it estimates a full score from a few questions.
 
 Why a continuous two-parameter logistic model (a "fractional" 2PL): a rubric question's value is not right or
-wrong but a number in [0, 1] (HeartBench's log-normalised weighted hits, an ability's share of a question). The
+wrong but a number in [0, 1] (a log-normalised sum of weighted hits, a group's value on a question). The
 model keeps the 2PL's expected curve, E[y_ij] = sigmoid(a_j (theta_i - b_j)), with a model's ability theta_i, an
 item's discrimination a_j > 0 and difficulty b_j, and reads the observed value y_ij in [0, 1] through the Bernoulli
 log-likelihood y log p + (1 - y) log(1 - p) (a quasi-likelihood: Papke and Wooldridge's fractional logit). For
-binary y it is the textbook 2PL. A graded model would need the values cut into categories (HeartBench's values
+binary y it is the textbook 2PL. A graded model would need the values cut into categories (a weighted rubric's values
 take dozens of levels); a model per criterion would leave the question's score, a non-linear function of its hits,
 to be simulated back. Here an item is whatever one value per run the caller chooses (a question, or one ability of
 a question), and the expected value of an item not asked is read off the curve directly.
@@ -108,7 +108,8 @@ def _ability_objective(theta: float, y: np.ndarray, a: np.ndarray, b: np.ndarray
     return float(-(y * np.log(p) + (1.0 - y) * np.log(1.0 - p)).sum() + 0.5 * theta * theta)
 
 
-def estimate_ability(y: Sequence[float], a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+def estimate_ability(y: Sequence[float] | np.ndarray, a: np.ndarray,
+                     b: np.ndarray) -> tuple[float, float]:
     """(theta, its standard error): the maximum a posteriori ability (prior N(0, 1)) from the observed items'
     values `y` with their fitted (a, b), and 1 / sqrt(the observed information plus the prior's 1)."""
     from scipy.optimize import minimize_scalar

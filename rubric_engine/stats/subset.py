@@ -1,7 +1,7 @@
 """A benchmark's full score estimated from a subset of its questions, with an item bank fitted on earlier runs.
 
 Why the items are (question, group) values and the score a weighted sum of them: the engine's two overall
-statistics are linear in the stored values. A macro mean over groups (HeartBench's abilities) is
+statistics are linear in the stored values. A macro mean over groups (a taxonomy's abilities) is
 sum over groups g of (1 / G) x the mean of g's values over the n_g questions that have g, so each (question, g)
 value counts 1 / (G n_g); a mean over questions counts a question's score weight_q / sum(weight). An item is
 therefore one ability of one question under the macro mean and a whole question under the mean over questions,
@@ -195,5 +195,6 @@ def adaptive(bank: Bank, ask: Callable[[str], Mapping[tuple[str, str], float]], 
         asked.append(g)
         observed.update(ask(bank.questions[g]))
         seen = [j for j, k in enumerate(bank.keys) if k in observed]
-        theta, _ = estimate_ability([observed[bank.keys[j]] for j in seen], bank.fit.a[seen], bank.fit.b[seen])
+        theta, _ = estimate_ability(np.array([observed[bank.keys[j]] for j in seen]), bank.fit.a[seen],
+                                    bank.fit.b[seen])
     return estimate_full(bank, observed, draws, seed)
