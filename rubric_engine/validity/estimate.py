@@ -27,7 +27,7 @@ from rubric_engine.store.layout import write_json, write_text
 from rubric_engine.store.runs import RunRecord, RunTaxonomy, collect_runs, load_run
 from rubric_engine.validity.items_report import ids_override
 
-__all__ = ["MIN_RUNS", "MODEL_KIND", "fit_command", "score_command", "ScoreResult"]
+__all__ = ["MIN_RUNS", "MODEL_KIND", "fit_command", "read_model", "check_model", "score_command", "ScoreResult"]
 
 MIN_RUNS = 5  # fewer training runs than this cannot place items on an ability scale
 MODEL_KIND = "rubric-engine item model"
@@ -117,14 +117,13 @@ class ScoreResult:
     next_ids: list[str]
 
 
-def _check_match(model: Mapping[str, Any], run: RunRecord, path: Path) -> None:
-    ident = _identity(run)
-    for key in ("benchmark", "spec_hash"):
-        if ident[key] != model.get(key):
-            raise ConfigError(f"estimate: {path} was fitted on {model.get('benchmark')} version "
-                              f"{model.get('spec_version')} (spec hash {str(model.get('spec_hash'))[:12]}), the run "
-                              f"{run.dir} is {ident['benchmark']} version {ident['spec_version']} (spec hash "
-                              f"{ident['spec_hash'][:12]}); {_FIT_FIX}")
+def check_model(model: Mapping[str, Any], path: Path, benchmark: str, version: str, spec_hash: str,
+                what: str) -> None:
+    """The item model was fitted on this benchmark and spec version (its spec hash), or one line saying which."""
+    if benchmark != model.get("benchmark") or spec_hash != model.get("spec_hash"):
+        raise ConfigError(f"estimate: {path} was fitted on {model.get('benchmark')} version "
+                          f"{model.get('spec_version')} (spec hash {str(model.get('spec_hash'))[:12]}), {what} is "
+                          f"{benchmark} version {version} (spec hash {spec_hash[:12]}); {_FIT_FIX}")
 
 
 def score_command(run_dir: Path, model_path: Path, adaptive: int = 0, draws: int = 2000,
@@ -132,7 +131,8 @@ def score_command(run_dir: Path, model_path: Path, adaptive: int = 0, draws: int
     """The full score estimated from what `run_dir` asked; nothing is written (the caller writes)."""
     model, bank = read_model(model_path)
     run = load_run(run_dir)
-    _check_match(model, run, model_path)
+    ident = _identity(run)
+    check_model(model, model_path, ident["benchmark"], ident["spec_version"], ident["spec_hash"], f"the run {run_dir}")
     items = _items(run, model.get("item") != "question")
     known = set(bank.keys)
     stray = sorted({q for q, g in items if (q, g) not in known})

@@ -119,3 +119,35 @@ def test_a_run_that_does_not_match_the_model_is_refused(fitted: dict[str, Any], 
     res = run_cli(["estimate", "score", str(run_dir), f"model={path}", f"out={tmp_path / 'e.json'}"], fitted["env"])
     _one_line_exit_2(res, "does not know", repr(dropped))
     assert not (tmp_path / "e.json").exists()
+
+
+def _run_m7(fitted: dict[str, Any], run_dir: Path, *extra: str) -> tuple[Any, list[str]]:
+    """A run of the new model m7 on the fake server; returns the result and the question of every candidate
+    request the server received."""
+    tmp, script = fitted["tmp"], SkillScript()
+    with FakeServer(script) as srv:
+        (tmp / "conf" / "candidate" / "m7.yaml").write_text(entry("m7", "openai", srv.url), encoding="utf-8")
+        (tmp / "conf" / "judge" / "jb.yaml").write_text(entry("jb", "anthropic", srv.url), encoding="utf-8")
+        res = run_cli(["benchmark=heartbench_en", "candidate=m7", "judge=jb", "progress=none", *extra,
+                       f"hydra.run.dir={run_dir}"], fitted["env"])
+        asked = [script.question(script.text(b)) for b in srv.requests if b["model"] == "m7"]
+    return res, asked
+
+
+def test_the_run_option_asks_the_anchors_and_writes_the_estimate(fitted: dict[str, Any]) -> None:
+    anchors = json.loads(fitted["bank"].read_text(encoding="utf-8"))["anchors"]
+    run_dir = fitted["tmp"] / "anchored_run"
+    res, asked = _run_m7(fitted, run_dir, f"item_model={fitted['bank']}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert sorted(asked) == sorted(anchors)
+    record = json.loads((run_dir / "estimate.json").read_text(encoding="utf-8"))
+    assert sorted(record["questions_used"]) == sorted(anchors)
+    assert f"estimated full score {record['estimate']:.1f}" in res.stdout
+
+
+def test_the_run_option_refuses_another_spec_version_before_any_call(fitted: dict[str, Any], tmp_path: Path) -> None:
+    path = _edited_model(fitted, tmp_path, lambda m: m.update(spec_hash="f" * 64, spec_version="0.9"))
+    run_dir = tmp_path / "refused_run"
+    res, asked = _run_m7(fitted, run_dir, f"item_model={path}")
+    _one_line_exit_2(res, "version 0.9", "this run is heartbench_en")
+    assert asked == [] and not run_dir.exists()
