@@ -264,12 +264,14 @@ COMMANDS: dict[str, Command] = {
         "estimate", "A full score from a subset of the questions: `fit` item parameters on stored runs of one benchmark "
                     "(writes item_model.json and anchors.ids, the anchor subset as an ids= override), then `score` a run "
                     "that asked only some questions (the estimated full score, its 95% interval, the questions used).",
-        [("ACTION", "fit or score"), ("RUN_DIR...", "fit: run or sweep directories (5 runs at least); score: one run")],
+        [("ACTION", "fit or score"), ("RUN_DIR...", "fit: run or sweep directories (5 runs at least); score: a run, "
+                                                   "or the runs of one model's adaptive rounds")],
         {"out": "fit: the item model file (default ./item_model.json); score: the estimate file (default "
-                "RUN_DIR/estimate.json)",
+                "the last RUN_DIR/estimate.json)",
          "anchors": "fit: anchor questions, a number or a share of the questions (default 0.2)",
          "model": "score: the item model file from `estimate fit`",
-         "adaptive": "score: also print the K questions most informative at the estimated ability (the next ids=)",
+         "adaptive": "score: also print the K questions not yet asked most informative at the estimated ability "
+                     "(the next round's ids=)",
          "seed": "score: the interval's simulation seed (default 0)"},
         required_positionals=2,
         examples=["rubric-engine estimate fit multirun/my_bench/2026-11-22_10-00-00 anchors=0.2 out=bank/item_model.json",

@@ -221,8 +221,8 @@ def robustness_main(argv: Sequence[str]) -> int:
 
 def estimate_main(argv: Sequence[str]) -> int:
     """`rubric-engine estimate fit RUN_DIR... [anchors=N|SHARE] [out=FILE]` and
-    `rubric-engine estimate score RUN_DIR model=FILE [adaptive=K] [out=FILE] [seed=S]`: every check made before
-    anything is written (validity/estimate.py)."""
+    `rubric-engine estimate score RUN_DIR... model=FILE [adaptive=K] [out=FILE] [seed=S]` (several runs: the rounds
+    of an adaptive test of one model): every check made before anything is written (validity/estimate.py)."""
     from rubric_engine.store.layout import write_json
     from rubric_engine.validity.estimate import fit_command, score_command
 
@@ -246,12 +246,12 @@ def estimate_main(argv: Sequence[str]) -> int:
     if action != "score":
         raise ConfigError(f"estimate: unknown action {action!r}; use `estimate fit RUN_DIR...` or "
                           "`estimate score RUN_DIR model=FILE`")
-    if len(dirs) != 1 or not opts.get("model"):
-        raise ConfigError("estimate score: give one run directory and model=FILE (from `estimate fit`)")
-    result, record = score_command(dirs[0], Path(str(opts["model"])).expanduser(),
+    if not opts.get("model"):
+        raise ConfigError("estimate score: give model=FILE (from `estimate fit`) after the run directory")
+    result, record = score_command(dirs, Path(str(opts["model"])).expanduser(),
                                    adaptive=as_int(parsed.get("adaptive", "0"), "adaptive", "estimate", 0),
                                    seed=as_int(parsed.get("seed", "0"), "seed", "estimate"))
-    out = Path(str(opts.get("out"))).expanduser() if opts.get("out") else dirs[0] / "estimate.json"
+    out = Path(str(opts.get("out"))).expanduser() if opts.get("out") else dirs[-1] / "estimate.json"
     write_json(out, record)
     print(f"estimated full score {record['estimate']:.1f} (95% interval {record['interval'][0]:.1f} to "
           f"{record['interval'][1]:.1f}) from {len(result.estimate.asked)} of {result.total} questions: "

@@ -41,7 +41,7 @@ def estimate_after(run_dir: Path, item_model: Any) -> None:
     from rubric_engine.store.layout import write_json
     from rubric_engine.validity.estimate import score_command
 
-    result, record = score_command(run_dir, Path(str(item_model)).expanduser())
+    result, record = score_command([run_dir], Path(str(item_model)).expanduser())
     write_json(run_dir / "estimate.json", record)
     print(shown(f"estimated full score {record['estimate']:.1f} (95% interval {record['interval'][0]:.1f} to "
                 f"{record['interval'][1]:.1f}) from {len(result.estimate.asked)} of {result.total} questions "

@@ -126,31 +126,52 @@ def check_model(model: Mapping[str, Any], path: Path, benchmark: str, version: s
                           f"{benchmark} version {version} (spec hash {spec_hash[:12]}); {_FIT_FIX}")
 
 
-def score_command(run_dir: Path, model_path: Path, adaptive: int = 0, draws: int = 2000,
+def _rounds(runs: Sequence[RunRecord], model: Mapping[str, Any], model_path: Path) -> dict[tuple[str, str], float]:
+    """The items of one model's runs (the rounds of an adaptive test), each checked against the item model."""
+    if len({r.candidate for r in runs}) > 1:
+        raise ConfigError(f"estimate: these runs are of {len({r.candidate for r in runs})} different candidates "
+                          f"({', '.join(sorted({r.candidate for r in runs}))}); give the runs of one model")
+    items: dict[tuple[str, str], float] = {}
+    for run in runs:
+        ident = _identity(run)
+        check_model(model, model_path, ident["benchmark"], ident["spec_version"], ident["spec_hash"],
+                    f"the run {run.dir}")
+        these = _items(run, model.get("item") != "question")
+        twice = sorted({q for q, _ in these} & {q for q, _ in items})
+        if twice:
+            raise ConfigError(f"estimate: question {twice[0]!r} is in two of these runs; give each question's run "
+                              "once (a round of an adaptive test asks only the questions not yet asked)")
+        items.update(these)
+    return items
+
+
+def score_command(run_dirs: Sequence[Path], model_path: Path, adaptive: int = 0, draws: int = 2000,
                   seed: int = 0) -> tuple[ScoreResult, dict[str, Any]]:
-    """The full score estimated from what `run_dir` asked; nothing is written (the caller writes)."""
+    """The full score estimated from what the runs of one model asked (one run, or the rounds of an adaptive
+    test); nothing is written (the caller writes)."""
     model, bank = read_model(model_path)
-    run = load_run(run_dir)
-    ident = _identity(run)
-    check_model(model, model_path, ident["benchmark"], ident["spec_version"], ident["spec_hash"], f"the run {run_dir}")
-    items = _items(run, model.get("item") != "question")
+    runs = [load_run(d) for d in run_dirs]
+    items = _rounds(runs, model, model_path)
     known = set(bank.keys)
     stray = sorted({q for q, g in items if (q, g) not in known})
+    where = ", ".join(str(d) for d in run_dirs)
     if stray:
-        raise ConfigError(f"estimate: the run {run_dir} has {len(stray)} question(s) or group(s) the item model does "
+        raise ConfigError(f"estimate: the run {where} has {len(stray)} question(s) or group(s) the item model does "
                           f"not know (e.g. {stray[0]!r}); it is not a run of the questions the model was fitted on. "
                           f"{_FIT_FIX}")
     if not items:
-        raise ConfigError(f"estimate: the run {run_dir} scored no question of the item model; run the anchors "
+        raise ConfigError(f"estimate: the run {where} scored no question of the item model; run the anchors "
                           f"({model_path.parent / 'anchors.ids'}) first")
     est = estimate_full(bank, items, draws=draws, seed=seed)
-    asked = [g for g, q in enumerate(bank.questions) if q in set(est.asked)]
+    tried = {str(r.id) for run in runs for r in run.iter_records()}  # asked, scored or not: never suggested again
+    asked = [g for g, q in enumerate(bank.questions) if q in tried]
     next_ids: list[str] = []
     while len(next_ids) < adaptive and (g := next_question(est.theta, bank.fit, bank.groups, asked)) is not None:
         asked.append(g)
         next_ids.append(bank.questions[g])
     result = ScoreResult(est, float(model.get("scale", 1.0)), len(bank.questions), next_ids)
-    return result, {"model": str(model_path), **_identity(run), "scale": result.scale,
+    return result, {"model": str(model_path), **_identity(runs[0]), "candidate": runs[0].candidate,
+                    "runs": [str(d) for d in run_dirs], "scale": result.scale,
                     "estimate": est.point * result.scale, "interval": [est.low * result.scale,
                                                                       est.high * result.scale],
                     "theta": est.theta, "theta_se": est.theta_se, "questions_used": list(est.asked),

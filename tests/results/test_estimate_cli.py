@@ -1,6 +1,7 @@
 """`rubric-engine estimate` through the console script against the fake server: an item model fitted on six stored
 runs, a new model run on the anchor subset only (the server counts its requests: only the anchors' questions are
-asked), then its full score estimated; and the bad inputs, each one line, exit 2, nothing written."""
+asked; with ids= from anchors.ids or with item_model=), then its full score estimated; two adaptive rounds; and the
+bad inputs, each one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
@@ -151,3 +152,29 @@ def test_the_run_option_refuses_another_spec_version_before_any_call(fitted: dic
     res, asked = _run_m7(fitted, run_dir, f"item_model={path}")
     _one_line_exit_2(res, "version 0.9", "this run is heartbench_en")
     assert asked == [] and not run_dir.exists()
+
+
+def test_adaptive_rounds_through_the_console_script(fitted: dict[str, Any]) -> None:
+    """Round 1 asks the anchors; `estimate score ... adaptive=3` names 3 questions not yet asked; round 2 asks them
+    (and only them); scoring both rounds uses the 7 questions and never names an asked one again."""
+    tmp, env, bank = fitted["tmp"], fitted["env"], fitted["bank"]
+    anchors = json.loads(bank.read_text(encoding="utf-8"))["anchors"]
+    first = tmp / "round1"
+    res, asked1 = _run_m7(fitted, first, f"item_model={bank}")
+    assert res.returncode == 0 and sorted(asked1) == sorted(anchors), res.stderr[-2000:]
+    res = run_cli(["estimate", "score", str(first), f"model={bank}", "adaptive=3"], env)
+    assert res.returncode == 0, res.stderr
+    override = re.search(r"next most informative: (ids=\[[^\]]*\])", res.stdout).group(1)  # type: ignore[union-attr]
+    nxt = json.loads((first / "estimate.json").read_text(encoding="utf-8"))["next"]
+    assert override == f"ids=[{','.join(nxt)}]" and len(nxt) == 3 and not set(nxt) & set(anchors)
+    second = tmp / "round2"
+    res, asked2 = _run_m7(fitted, second, override)
+    assert res.returncode == 0 and sorted(asked2) == sorted(nxt), res.stderr[-2000:]
+    res = run_cli(["estimate", "score", str(first), str(second), f"model={bank}", "adaptive=2"], env)
+    assert res.returncode == 0, res.stderr
+    record = json.loads((second / "estimate.json").read_text(encoding="utf-8"))
+    assert sorted(record["questions_used"]) == sorted(anchors + nxt)
+    assert not set(record["next"]) & set(anchors + nxt)
+    twice = run_cli(["estimate", "score", str(first), str(first), f"model={bank}", f"out={tmp / 'twice.json'}"], env)
+    _one_line_exit_2(twice, "is in two of these runs")
+    assert not (tmp / "twice.json").exists()
