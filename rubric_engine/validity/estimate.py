@@ -98,7 +98,8 @@ def read_model(path: Path) -> tuple[dict[str, Any], Bank]:
         if model.get("kind") != MODEL_KIND or not keys:
             raise KeyError("kind")
     except FileNotFoundError:
-        raise ConfigError(f"estimate: model={path} does not exist; {_FIT_FIX}") from None
+        raise ConfigError(f"estimate: model={path} does not exist; fit one first: rubric-engine estimate fit "
+                          "RUN_DIR ... out=FILE") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DataError(str(path), f"not an item model written by `estimate fit` ({exc!r})", fix=_FIT_FIX) from None
     by_group = model.get("item") != "question"

@@ -178,3 +178,22 @@ def test_adaptive_rounds_through_the_console_script(fitted: dict[str, Any]) -> N
     twice = run_cli(["estimate", "score", str(first), str(first), f"model={bank}", f"out={tmp / 'twice.json'}"], env)
     _one_line_exit_2(twice, "is in two of these runs")
     assert not (tmp / "twice.json").exists()
+
+
+def test_runs_of_two_spec_versions_are_not_fitted_together(fitted: dict[str, Any], tmp_path: Path) -> None:
+    """A copy of one run recorded under another spec hash (summary and manifest alike, as a run of an edited spec
+    would be) beside the six: one line, exit 2, no model written."""
+    import shutil
+
+    other = tmp_path / "other_version"
+    shutil.copytree(sorted(fitted["dirs"].values())[0], other)
+    for name in ("summary.json", "manifest.json"):
+        path = other / name
+        if path.exists():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data["spec_hash"] = "e" * 64
+            path.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "m.json"
+    res = run_cli(["estimate", "fit", str(fitted["sweep"]), str(other), f"out={out}"], fitted["env"])
+    _one_line_exit_2(res, "different versions of its spec")
+    assert not out.exists() and not (tmp_path / "anchors.ids").exists()
