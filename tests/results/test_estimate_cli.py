@@ -197,3 +197,11 @@ def test_runs_of_two_spec_versions_are_not_fitted_together(fitted: dict[str, Any
     res = run_cli(["estimate", "fit", str(fitted["sweep"]), str(other), f"out={out}"], fitted["env"])
     _one_line_exit_2(res, "different versions of its spec")
     assert not out.exists() and not (tmp_path / "anchors.ids").exists()
+
+
+def test_a_dry_run_with_the_item_model_counts_only_the_anchors(fitted: dict[str, Any]) -> None:
+    res, asked = _run_m7(fitted, fitted["tmp"] / "dry", f"item_model={fitted['bank']}", "dry_run=true")
+    assert res.returncode == 0, res.stderr[-2000:]
+    row = next(line for line in res.stdout.splitlines() if "candidate" in line and "m7" in line)
+    assert re.split(r"\s*[│|]\s*", row.strip(" │|"))[2] == "4", row  # Role | Model | Calls: the 4 anchors
+    assert asked == [] and not (fitted["tmp"] / "dry").exists()
