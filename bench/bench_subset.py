@@ -4,8 +4,10 @@ Synthetic benchmarks from a known item model (tests/irtsim.py): a fractional one
 2PL curve, a mean over questions) and a HeartBench-shaped one (296 questions, weighted binary criteria, eq. 1,
 a macro mean over 15 abilities, each model with its own ability profile). 30 models, five folds: the item bank is
 fitted on 24 models and each of the 6 held out is estimated from a share of the questions by three rules:
-- anchors: the subset chosen from the fit (stats/irt.select_anchors), the same for every model;
-- adaptive: one question at a time, the most informative at the ability estimated so far;
+- anchors: the subset chosen from the fit (stats/subsetpick.choose_anchors: the least expected variance of the
+  estimate over the training abilities), the same for every model;
+- adaptive: one question at a time, the one leaving the least expected variance at the ability estimated so far;
+- anchors-i, adaptive-i: the same with the textbook rule, the most Fisher information about the ability;
 - random: a seeded random subset per model, through the same estimator;
 and, for reference, `mean`: the declared overall of the random subset alone (no model), and `oracle`: the random
 subset with every other item at its true expected value (the generator's; no estimator can know more), whose
@@ -30,10 +32,15 @@ from irtsim import Synthetic, fractional, heartbench_shaped  # noqa: E402
 
 from rubric_engine.scoring.aggregate import overall  # noqa: E402
 from rubric_engine.scoring.question import Aggregation  # noqa: E402
-from rubric_engine.stats.irt import select_anchors  # noqa: E402
-from rubric_engine.stats.subset import adaptive, build_bank, estimate_full, item_values  # noqa: E402
+from rubric_engine.stats.irt import next_question, select_anchors  # noqa: E402
+from rubric_engine.stats.subset import build_bank, estimate_full, item_values  # noqa: E402
+from rubric_engine.stats.subsetpick import adaptive, choose_anchors  # noqa: E402
 
-RULES = ("anchors", "adaptive", "random", "mean", "oracle")
+RULES = ("anchors", "adaptive", "anchors-i", "adaptive-i", "random", "mean", "oracle")
+
+
+def _informative(bank, theta, asked):  # the textbook rule: the most Fisher information at theta
+    return next_question(theta, bank.fit, bank.groups, asked)
 
 
 def errors(syn: Synthetic, by_group: bool, share: float, folds: int = 5) -> dict[str, tuple[np.ndarray, float]]:
@@ -47,7 +54,8 @@ def errors(syn: Synthetic, by_group: bool, share: float, folds: int = 5) -> dict
         held = set(order[f::folds].tolist())
         bank = build_bank([item_values(syn.runs[i], by_group) for i in range(n) if i not in held], by_group)
         k = max(1, round(share * len(bank.questions)))
-        anchors = {bank.questions[g] for g in select_anchors(bank.fit, bank.groups, k)}
+        anchors = {bank.questions[g] for g in choose_anchors(bank, k)}
+        anchors_i = {bank.questions[g] for g in select_anchors(bank.fit, bank.groups, k)}
         for i in sorted(held):
             full = overall(syn.runs[i], syn.abilities, how)
             items = item_values(syn.runs[i], by_group)
@@ -57,6 +65,8 @@ def errors(syn: Synthetic, by_group: bool, share: float, folds: int = 5) -> dict
             rand = set(np.random.default_rng(100 + i).choice(bank.questions, k, replace=False).tolist())
             est = {"anchors": estimate_full(bank, {q: v for q in anchors for q, v in by_q[q].items()}),
                    "adaptive": adaptive(bank, lambda q: by_q[q], k),
+                   "anchors-i": estimate_full(bank, {q: v for q in anchors_i for q, v in by_q[q].items()}),
+                   "adaptive-i": adaptive(bank, lambda q: by_q[q], k, pick=_informative),
                    "random": estimate_full(bank, {q: v for q in rand for q, v in by_q[q].items()})}
             for rule, e in est.items():
                 errs[rule].append(abs(e.point - full) * 100)
@@ -74,12 +84,12 @@ def main(shares: list[float]) -> None:
                ("HeartBench-shaped, 296 questions, macro over 15 abilities", heartbench_shaped(), True))
     for title, syn, by_group in benches:
         print(f"\n{title}; 30 models, 5 folds (6 held out each)")
-        print(f"{'share':>6} {'rule':>9} {'questions':>9} {'mean err':>9} {'p95 err':>8} {'<=1.5 pts':>9} {'covered':>8}")
+        print(f"{'share':>6} {'rule':>10} {'questions':>9} {'mean err':>9} {'p95 err':>8} {'<=1.5 pts':>9} {'covered':>8}")
         n_q = len(syn.runs[0])
         for share in shares:
             for rule, (e, cov) in errors(syn, by_group, share).items():
                 covered = f"{cov:8.0%}" if rule not in ("mean", "oracle") else f"{'-':>8}"
-                print(f"{share:6.0%} {rule:>9} {round(share * n_q):9d} {e.mean():9.2f} {np.quantile(e, 0.95):8.2f} "
+                print(f"{share:6.0%} {rule:>10} {round(share * n_q):9d} {e.mean():9.2f} {np.quantile(e, 0.95):8.2f} "
                       f"{(e <= 1.5).mean():9.0%} {covered}")
 
 

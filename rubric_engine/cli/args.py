@@ -270,7 +270,7 @@ COMMANDS: dict[str, Command] = {
                 "the last RUN_DIR/estimate.json)",
          "anchors": "fit: anchor questions, a number or a share of the questions (default 0.2)",
          "model": "score: the item model file from `estimate fit`",
-         "adaptive": "score: also print the K questions not yet asked most informative at the estimated ability "
+         "adaptive": "score: also print the K questions not yet asked that would shrink the estimate's error most "
                      "(the next round's ids=)",
          "seed": "score: the interval's simulation seed (default 0)"},
         required_positionals=2,

@@ -259,7 +259,7 @@ def estimate_main(argv: Sequence[str]) -> int:
     if result.next_ids:
         from rubric_engine.validity.items_report import ids_override
 
-        print(f"next most informative: {ids_override(result.next_ids)}")
+        print(f"next to ask: {ids_override(result.next_ids)}")
     print(f"wrote {out}")
     return 0
 

@@ -22,17 +22,17 @@ training runs without the group's part), all added to the point's parts; percent
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from rubric_engine.scoring.aggregate import ScoredQuestion
 
-from rubric_engine.stats.irt import ItemFit, estimate_ability, expected, information, next_question
+from rubric_engine.stats.irt import ItemFit, estimate_ability, expected, information
 
 __all__ = ["Bank", "Estimate", "QUESTION_ITEM", "item_values", "bank_layout", "linear_weights", "build_bank",
-           "group_spread", "estimate_full", "adaptive"]
+           "group_spread", "estimate_full"]
 
 QUESTION_ITEM = "score"  # the group name of a question's one item under a mean over questions
 
@@ -179,22 +179,3 @@ def estimate_full(bank: Bank, observed: Mapping[tuple[str, str], float], draws: 
     asked = tuple(q for q, cols in zip(bank.questions, bank.groups) if any(seen[list(cols)]))
     return Estimate(point=point, low=min(low, point), high=max(high, point), theta=theta, theta_se=se, asked=asked)
 
-
-def adaptive(bank: Bank, ask: Callable[[str], Mapping[tuple[str, str], float]], budget: int,
-             draws: int = 2000, seed: int = 0) -> Estimate:
-    """Adaptive selection: ask `budget` questions one at a time, each the one most informative at the ability
-    estimated from the answers so far (the first at the prior's 0), then estimate the full score from them.
-    `ask(question id)` returns that question's observed items (an empty mapping: it could not be scored)."""
-    observed: dict[tuple[str, str], float] = {}
-    asked: list[int] = []
-    theta = 0.0
-    while len(asked) < budget:
-        g = next_question(theta, bank.fit, bank.groups, asked)
-        if g is None:
-            break
-        asked.append(g)
-        observed.update(ask(bank.questions[g]))
-        seen = [j for j, k in enumerate(bank.keys) if k in observed]
-        theta, _ = estimate_ability(np.array([observed[bank.keys[j]] for j in seen]), bank.fit.a[seen],
-                                    bank.fit.b[seen])
-    return estimate_full(bank, observed, draws, seed)

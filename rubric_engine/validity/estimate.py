@@ -5,7 +5,7 @@ Why a file between the two steps (item_model.json): the fit is made once on the 
 later model; it names the benchmark, its spec version and spec hash, so a bank fitted on another version of the
 rubric is refused rather than used. The fit writes anchors.ids beside it, the `ids=[...]` override of the anchor
 subset (the run asks only those questions); `estimate score` reads that run and prints the estimate, its interval
-and the questions used, and with `adaptive=K` the K questions most informative at the estimated ability (the next
+and the questions used, and with `adaptive=K` the K questions whose answers would shrink the estimate's error most (the next
 `ids=` to ask, for adaptive testing one batch at a time). The arithmetic is stats/irt.py and stats/subset.py.
 """
 
@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from rubric_engine.errors import ConfigError, DataError
-from rubric_engine.stats.irt import ItemFit, next_question, select_anchors
+from rubric_engine.stats.irt import ItemFit
 from rubric_engine.stats.subset import Bank, Estimate, bank_layout, build_bank, estimate_full, item_values, \
     linear_weights
+from rubric_engine.stats.subsetpick import choose_anchors, next_for_estimate
 from rubric_engine.store.layout import write_json, write_text
 from rubric_engine.store.runs import RunRecord, RunTaxonomy, collect_runs, load_run
 from rubric_engine.validity.items_report import ids_override
@@ -71,7 +72,7 @@ def fit_command(dirs: Sequence[Path], out: Path, anchors: float) -> tuple[dict[s
     qweights = {q: float(np.median(w)) for q, w in weights.items()}
     bank = build_bank([_items(r, by_group) for r in runs], by_group, qweights, tax.how.clip in ("group", "overall"))
     k = int(anchors) if anchors >= 1 else max(1, round(anchors * len(bank.questions)))
-    anchor_ids = [bank.questions[g] for g in select_anchors(bank.fit, bank.groups, k)]
+    anchor_ids = [bank.questions[g] for g in choose_anchors(bank, k)]
     model = {"kind": MODEL_KIND, "format": 1, **_identity(runs[0]), "item": "question ability" if by_group
              else "question", "overall": tax.how.overall, "clip": bank.clip, "scale": tax.scale,
              "question_weights": qweights, "converged": bank.fit.converged, "group_spread": dict(bank.tau),
@@ -167,7 +168,7 @@ def score_command(run_dirs: Sequence[Path], model_path: Path, adaptive: int = 0,
     tried = {str(r.id) for run in runs for r in run.iter_records()}  # asked, scored or not: never suggested again
     asked = [g for g, q in enumerate(bank.questions) if q in tried]
     next_ids: list[str] = []
-    while len(next_ids) < adaptive and (g := next_question(est.theta, bank.fit, bank.groups, asked)) is not None:
+    while len(next_ids) < adaptive and (g := next_for_estimate(bank, est.theta, asked)) is not None:
         asked.append(g)
         next_ids.append(bank.questions[g])
     result = ScoreResult(est, float(model.get("scale", 1.0)), len(bank.questions), next_ids)

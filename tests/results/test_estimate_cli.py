@@ -79,7 +79,7 @@ def test_a_run_on_the_anchors_asks_only_them_and_is_estimated(fitted: dict[str, 
     low, high = record["interval"]
     assert 0 <= low <= record["estimate"] <= high <= 100
     assert len(record["next"]) == 2 and not set(record["next"]) & set(anchors)
-    assert f"from 4 of {len(BY_ID)} questions" in res.stdout and "next most informative: ids=[" in res.stdout
+    assert f"from 4 of {len(BY_ID)} questions" in res.stdout and "next to ask: ids=[" in res.stdout
 
 
 def _one_line_exit_2(res: Any, *words: str) -> None:
@@ -164,7 +164,7 @@ def test_adaptive_rounds_through_the_console_script(fitted: dict[str, Any]) -> N
     assert res.returncode == 0 and sorted(asked1) == sorted(anchors), res.stderr[-2000:]
     res = run_cli(["estimate", "score", str(first), f"model={bank}", "adaptive=3"], env)
     assert res.returncode == 0, res.stderr
-    override = re.search(r"next most informative: (ids=\[[^\]]*\])", res.stdout).group(1)  # type: ignore[union-attr]
+    override = re.search(r"next to ask: (ids=\[[^\]]*\])", res.stdout).group(1)  # type: ignore[union-attr]
     nxt = json.loads((first / "estimate.json").read_text(encoding="utf-8"))["next"]
     assert override == f"ids=[{','.join(nxt)}]" and len(nxt) == 3 and not set(nxt) & set(anchors)
     second = tmp / "round2"
