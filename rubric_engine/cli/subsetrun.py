@@ -22,6 +22,7 @@ def anchored(item_model: Any, settings: Any) -> Any:
     """The run's settings with ids= the model's anchors, once the model is found to fit the run's spec."""
     from rubric_engine.run.identity import spec_digest
     from rubric_engine.run.runner import load_inputs
+    from rubric_engine.run.settings import judges_of
     from rubric_engine.validity.estimate import check_model, read_model
 
     if settings.ids:
@@ -32,7 +33,9 @@ def anchored(item_model: Any, settings: Any) -> Any:
     if not chosen.ids:
         raise ConfigError(f"item_model={item_model} names no anchor question; fit it again with anchors=N")
     spec, _, _ = load_inputs(chosen)
-    check_model(model, Path(str(item_model)), spec.name, str(spec.version), spec_digest(spec), "this run")
+    judges = judges_of(chosen, spec)
+    check_model(model, Path(str(item_model)), spec.name, str(spec.version), spec_digest(spec),
+                judges[0].name if judges else "none", "this run")
     return chosen
 
 

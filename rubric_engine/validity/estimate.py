@@ -37,7 +37,7 @@ _FIT_FIX = "fit the item model again on runs of this benchmark version: rubric-e
 
 def _identity(run: RunRecord) -> dict[str, Any]:
     return {"benchmark": run.benchmark, "spec_version": str(run.spec.get("version", "")),
-            "spec_hash": str(run.summary.get("spec_hash", ""))}
+            "spec_hash": str(run.summary.get("spec_hash", "")), "judge": run.judge}
 
 
 def _taxonomy(run: RunRecord) -> RunTaxonomy:
@@ -63,6 +63,10 @@ def fit_command(dirs: Sequence[Path], out: Path, anchors: float) -> tuple[dict[s
     if len(runs) < MIN_RUNS:
         raise ConfigError(f"estimate fit: {len(runs)} complete run(s) found, at least {MIN_RUNS} are needed to fit "
                           "item parameters; add runs of other models of the same benchmark version")
+    judges = sorted({r.judge for r in runs})
+    if len(judges) > 1:
+        raise ConfigError(f"estimate fit: these runs were graded by {len(judges)} judges ({', '.join(judges)}); an "
+                          "item's difficulty is its judge's as much as the question's: fit on the runs of one judge")
     tax = _taxonomy(runs[0])
     by_group = tax.how.overall != "mean_over_questions"
     weights: dict[str, list[float]] = {}
@@ -119,13 +123,17 @@ class ScoreResult:
     next_ids: list[str]
 
 
-def check_model(model: Mapping[str, Any], path: Path, benchmark: str, version: str, spec_hash: str,
+def check_model(model: Mapping[str, Any], path: Path, benchmark: str, version: str, spec_hash: str, judge: str,
                 what: str) -> None:
-    """The item model was fitted on this benchmark and spec version (its spec hash), or one line saying which."""
+    """The item model was fitted on this benchmark and spec version (its spec hash) with this judge, or one line
+    saying which differs."""
     if benchmark != model.get("benchmark") or spec_hash != model.get("spec_hash"):
         raise ConfigError(f"estimate: {path} was fitted on {model.get('benchmark')} version "
                           f"{model.get('spec_version')} (spec hash {str(model.get('spec_hash'))[:12]}), {what} is "
                           f"{benchmark} version {version} (spec hash {spec_hash[:12]}); {_FIT_FIX}")
+    if judge != model.get("judge"):
+        raise ConfigError(f"estimate: {path} was fitted on runs graded by {model.get('judge')}, {what} is graded by "
+                          f"{judge}; fit the item model on runs of this judge, or grade with {model.get('judge')}")
 
 
 def _rounds(runs: Sequence[RunRecord], model: Mapping[str, Any], model_path: Path) -> dict[tuple[str, str], float]:
@@ -137,7 +145,7 @@ def _rounds(runs: Sequence[RunRecord], model: Mapping[str, Any], model_path: Pat
     for run in runs:
         ident = _identity(run)
         check_model(model, model_path, ident["benchmark"], ident["spec_version"], ident["spec_hash"],
-                    f"the run {run.dir}")
+                    ident["judge"], f"the run {run.dir}")
         these = _items(run, model.get("item") != "question")
         twice = sorted({q for q, _ in these} & {q for q, _ in items})
         if twice:

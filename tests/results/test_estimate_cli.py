@@ -205,3 +205,16 @@ def test_a_dry_run_with_the_item_model_counts_only_the_anchors(fitted: dict[str,
     row = next(line for line in res.stdout.splitlines() if "candidate" in line and "m7" in line)
     assert re.split(r"\s*[│|]\s*", row.strip(" │|"))[2] == "4", row  # Role | Model | Calls: the 4 anchors
     assert asked == [] and not (fitted["tmp"] / "dry").exists()
+
+
+def test_a_model_of_another_judge_is_refused(fitted: dict[str, Any], tmp_path: Path) -> None:
+    """An item's difficulty is its judge's too: a run graded by jb against a model fitted on another judge's runs is
+    one line, exit 2, for `estimate score` and, before any call, for item_model= on a run."""
+    path = _edited_model(fitted, tmp_path, lambda m: m.update(judge="other-judge"))
+    run_dir = sorted(fitted["dirs"].values())[0]
+    res = run_cli(["estimate", "score", str(run_dir), f"model={path}", f"out={tmp_path / 'e.json'}"], fitted["env"])
+    _one_line_exit_2(res, "graded by other-judge", "graded by jb")
+    assert not (tmp_path / "e.json").exists()
+    res, asked = _run_m7(fitted, tmp_path / "refused", f"item_model={path}")
+    _one_line_exit_2(res, "graded by other-judge", "this run is graded by jb")
+    assert asked == [] and not (tmp_path / "refused").exists()
