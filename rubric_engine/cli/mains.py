@@ -238,6 +238,9 @@ def estimate_main(argv: Sequence[str]) -> int:
                               "use e.g. anchors=60 or anchors=0.2")
         out = Path(str(opts.get("out") or "item_model.json")).expanduser()
         model, anchors = fit_command(dirs, out, share)
+        if not model["converged"]:  # written all the same: the parameters are the optimiser's last, and said so
+            print(f"warning: the item fit stopped before converging (scipy L-BFGS-B); its estimates may be off: "
+                  f"fit again with more runs, or check {out}'s items for extreme a or b", file=sys.stderr)
         print(f"fitted {len(model['items'])} items of {len(model['question_weights'])} questions on "
               f"{len(model['training'])} runs of {model['benchmark']} {model['spec_version']}; {len(anchors)} anchor "
               f"questions -> {out.parent / 'anchors.ids'}")
