@@ -175,3 +175,23 @@ def test_the_variance_rule_prefers_heavy_items_and_never_repeats() -> None:
     assert v[0] == pytest.approx((0.9 / 4) ** 2 / 1.25 + 0.81 * 0.04)
     assert next_for_estimate(bank, 0.0, []) == 1
     assert next_for_estimate(bank, 0.0, [1]) == 0 and next_for_estimate(bank, 0.0, [1, 0]) is None
+
+
+def test_the_group_shift_term_and_the_sandwich_error_by_hand() -> None:
+    """One group with tau = 0.1 and two unit items of spread 0.2 (so 0.2^2 - 0.1^2 = 0.03 their own), weights 1/2:
+    asking item 0 at theta 0 leaves (1/2 / 4)^2 / (1 + 1/4) for the ability, (1/2)^2 0.03 for item 1, and for the
+    shift (1/2)^2 x 0.01 x 0.03 / (0.01 x 1 + 0.03). The estimate from item 0 reports the sandwich error
+    sqrt(1^2 0.2^2 + 1) / (1/4 + 1) at its ability."""
+    from rubric_engine.stats.irt import ItemFit
+    from rubric_engine.stats.subset import Bank
+    from rubric_engine.stats.subsetpick import variance_if_asked
+
+    fit = ItemFit(a=np.ones(2), b=np.zeros(2), theta=np.array([-1.0, 1.0]), resid_sd=np.full(2, 0.2), converged=True)
+    bank = Bank(("q0", "q1"), (("q0", "g"), ("q1", "g")), ((0,), (1,)), np.array([0.5, 0.5]), fit, tau={"g": 0.1})
+    v = variance_if_asked(bank, 0.0, np.zeros(2, dtype=bool))
+    expected_v = (0.5 / 4) ** 2 / 1.25 + 0.25 * 0.03 + 0.25 * 0.01 * 0.03 / (0.01 + 0.03)
+    assert v[0] == pytest.approx(expected_v) and v[1] == pytest.approx(expected_v)
+    est = estimate_full(bank, {("q0", "g"): 0.5})
+    assert est.theta == pytest.approx(0.0, abs=1e-5)
+    assert est.theta_se == pytest.approx(math.sqrt(0.04 + 1) / 1.25)
+    assert est.point == pytest.approx(0.5) and est.low < 0.5 < est.high
