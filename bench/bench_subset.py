@@ -10,8 +10,9 @@ fitted on 24 models and each of the 6 held out is estimated from a share of the 
 - anchors-i, adaptive-i: the same with the textbook rule, the most Fisher information about the ability;
 - random: a seeded random subset per model, through the same estimator;
 and, for reference, `mean`: the declared overall of the random subset alone (no model), and `oracle`: the random
-subset with every other item at its true expected value (the generator's; no estimator can know more), whose
-error is what the questions not asked vary by themselves, the floor of any estimate. Printed per share of
+subset with every other item at its true expected value (the generator's; no model can know more), whose error is
+what the questions not asked vary by themselves: the floor for a random subset (a subset chosen to observe the
+heaviest, noisiest items can do better). Printed per share of
 questions: the mean absolute error in points (0-100), its 95th percentile, the share of held-out models within 1.5
 points, and how often the 95% interval covered the full score.
 
