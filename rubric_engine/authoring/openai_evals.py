@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.authoring.imported import REPLY, Imported, Item, Row, known_keys, read_json, read_jsonl, refuse, render
+from rubric_engine.scoring.expression import ExpressionError, check_expression
 from rubric_engine.scoring.similarity import METRICS, REFUSED
 
 __all__ = ["import_openai_eval", "GRADER_TYPES"]
@@ -71,6 +72,10 @@ def _grader(where: str, g: Any, inside_multi: bool = False) -> dict[str, Any]:
             raise refuse(SOURCE, f"{where}.graders: expected a mapping of names to graders", "see docs/imports.md")
         for name, part in g["graders"].items():
             _grader(f"{where}.graders.{name}", part, inside_multi=True)
+        try:
+            check_expression(g["calculate_output"], [str(n) for n in g["graders"]])
+        except ExpressionError as exc:
+            raise refuse(SOURCE, f"{where}.calculate_output: {exc}", "see docs/imports.md") from None
     return g
 
 

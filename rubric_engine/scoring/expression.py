@@ -59,7 +59,8 @@ def _walk(node: ast.expr, names: Mapping[str, float] | Collection[str], values: 
             and not node.keywords and node.args):
         args = [_walk(a, names, values) for a in node.args]
         return float(FUNCTIONS[node.func.id](*args)) if values else 0.0
-    what = node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else type(node).__name__
+    what = (node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)) if isinstance(node, ast.Call) \
+        else ast.unparse(node)
     raise ExpressionError(f"{what!r} is not allowed; a formula uses numbers, names, + - * / ^ and "
                           f"{', '.join(FUNCTIONS)}")
 
