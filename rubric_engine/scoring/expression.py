@@ -54,7 +54,10 @@ def _walk(node: ast.expr, names: Mapping[str, float] | Collection[str], values: 
             return 0.0
         if isinstance(node.op, (ast.Pow, ast.BitXor)) and abs(b) > MAX_POWER:
             raise ExpressionError(f"a power above {MAX_POWER}")
-        return _BINARY[type(node.op)](a, b)
+        result = _BINARY[type(node.op)](a, b)
+        if isinstance(result, complex):
+            raise ExpressionError("a negative number to a fractional power")
+        return result
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS
             and not node.keywords and node.args):
         args = [_walk(a, names, values) for a in node.args]
