@@ -99,6 +99,9 @@ def test_openai_eval_scores_as_the_graders_document(tmp_path: Path, env: dict[st
     assert recs["fr"]["score"] == pytest.approx(0.7) and recs["jp"]["score"] == pytest.approx(0.4)
     assert "check formula: 0.4000 (threshold 0.6)" in recs["jp"]["criteria"][7]["reasoning"]
     assert summary(tmp_path / "run")["overall"] == pytest.approx(100 * (0.7 + 0.4) / 2)
+    res = run_cli(["rescore", str(tmp_path / "run"), f"out={tmp_path / 'again'}"], env)  # checks read back
+    assert res.returncode == 0, res.stderr
+    assert summary(tmp_path / "again")["overall"] == pytest.approx(100 * (0.7 + 0.4) / 2)
 
 
 def test_promptfoo_scores_as_its_assertions_document(tmp_path: Path, env: dict[str, str]) -> None:
