@@ -114,8 +114,10 @@ class Item:
 
 @dataclass
 class Row:
+    """One question: its prompt (one user message, or chat messages `{role, content}`) and its items."""
+
     id: str
-    prompt: str
+    prompt: str | list[dict[str, str]]
     items: list[Item]
 
 
@@ -163,7 +165,8 @@ def _spec_yaml(imp: Imported) -> str:
         "description": f"Imported from {imp.source} by rubric-engine import (docs/imports.md).",
         "data": {"path": "data.jsonl", "fields": {"id": "id", "dialogue": "prompt", "rubric": "rubric",
                                                   "item_label": None, "item_text": "text", "item_weight": "weight",
-                                                  "item_check": "check"}, "roles": {"user": "user"}},
+                                                  "item_check": "check"},
+                 "roles": {"user": "user", "system": "system", "assistant": "assistant"}},
         "scoring": {"formula": "met_over_positive", "scale": 100},
         "aggregation": {"question": "all_items", "overall": "mean_over_questions", "clip": "question",
                         "no_positive_points": "zero"},

@@ -15,6 +15,8 @@ field or assertion type promptfoo itself does not have is one line, exit 2.
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -103,6 +105,9 @@ def _item(where: str, a: Mapping[str, Any], variables: Mapping[str, Any], unmapp
     for key in ("transform", "rubricPrompt", "provider", "config", "metric"):
         if key in a:
             unmapped.append(f"{where} ({kind}).{key}: not carried over")
+    if isinstance(value, str) and value.startswith(("file://", "python:", "javascript:")):
+        unmapped.append(f"{where} ({kind}): a value read from a file or computed by code is not imported")
+        return None
     if kind in ("llm-rubric", "g-eval"):
         criteria = value if isinstance(value, str) else "; ".join(map(str, value or []))
         text = render(SOURCE, f"{where}.value", criteria, variables)
@@ -169,22 +174,51 @@ def import_promptfoo(file: Path) -> Imported:
     rows = []
     for i, t in enumerate(tests):
         t = known_keys(SOURCE, f"tests[{i}]", t, _TEST)
-        variables = {**dict(default.get("vars") or {}), **dict(t.get("vars") or {})}
         asserts = default_asserts + _assertions(f"tests[{i}].assert", t.get("assert"))
         if t.get("threshold", default.get("threshold")) is not None:
             unmapped.append(f"tests[{i}].threshold: the engine scores the weighted share of met items; a test's pass "
                             "threshold is not applied")
-        for j, p in enumerate(prompts):
+        cases = _cases(i, {**dict(default.get("vars") or {}), **dict(t.get("vars") or {})}, unmapped)
+        for (v, variables), (j, p) in itertools.product(enumerate(cases), enumerate(prompts)):
             items = [it for k, a in enumerate(asserts) if (it := _item(_where(i, k, len(default_asserts)), a, variables,
-                                                                      unmapped if j == 0 else [])) is not None]
+                                                                      unmapped)) is not None]
             if not items:
-                unmapped.append(f"tests[{i}]: no assertion could be imported; the test is left out") if j == 0 else None
+                unmapped.append(f"tests[{i}]: no assertion could be imported; the test is left out")
                 continue
-            qid = f"t{i + 1}" if len(prompts) == 1 else f"t{i + 1}-p{j + 1}"
-            rows.append(Row(id=qid, prompt=render(SOURCE, f"prompts[{j}] with tests[{i}].vars", p, variables), items=items))
+            qid = f"t{i + 1}" + (f"-v{v + 1}" if len(cases) > 1 else "") + (f"-p{j + 1}" if len(prompts) > 1 else "")
+            rows.append(Row(id=qid, prompt=_chat(render(SOURCE, f"prompts[{j}] with tests[{i}].vars", p, variables)),
+                            items=items))
     name = re.sub(r"[^A-Za-z0-9_-]", "_", file.parent.name if file.stem == "promptfooconfig" else file.stem)[:60]
     return Imported(name=name or "promptfoo", source=f"promptfoo config {file.name}", rows=rows,
                     candidates=candidates, unmapped=unmapped, **({"judge_model": judge} if judge else {}))
+
+
+def _cases(i: int, variables: dict[str, Any], unmapped: list[str]) -> list[dict[str, Any]]:
+    """A test's vars as promptfoo runs them: a var holding a list gives one case per value (every combination)."""
+    for name, value in variables.items():
+        if isinstance(value, str) and value.startswith("file://"):
+            unmapped.append(f"tests[{i}].vars.{name}: a value read from a file is not read; its text stays {value!r}")
+    lists = {k: v for k, v in variables.items() if isinstance(v, list)}
+    if not lists:
+        return [variables]
+    combos = list(itertools.product(*lists.values()))
+    if len(combos) > 1000:
+        raise refuse(SOURCE, f"tests[{i}].vars: {len(combos)} combinations of list values", "keep it under 1,000")
+    return [{**variables, **dict(zip(lists, combo))} for combo in combos]
+
+
+def _chat(prompt: str) -> str | list[dict[str, str]]:
+    """A prompt that is a JSON list of chat messages (as promptfoo reads one) as those messages; else the text."""
+    if not prompt.lstrip().startswith("["):
+        return prompt
+    try:
+        messages = json.loads(prompt)
+    except ValueError:
+        return prompt
+    ok = isinstance(messages, list) and messages and all(
+        isinstance(m, dict) and set(m) == {"role", "content"} and m["role"] in ("system", "user", "assistant")
+        and isinstance(m["content"], str) for m in messages)
+    return messages if ok else prompt
 
 
 def _where(test: int, k: int, n_default: int) -> str:

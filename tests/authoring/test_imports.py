@@ -194,3 +194,31 @@ def test_an_existing_directory_is_never_overwritten(tmp_path: Path, env: dict[st
         res = run_cli(["import", *args, f"out={out}"], env)
         assert res.returncode == 2 and "already exists" in res.stderr
     assert [p.name for p in out.iterdir()] == ["mine.txt"] and (out / "mine.txt").read_text() == "keep me"
+
+
+CHAT_SUITE = """prompts:
+  - '[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Capital of {{ country }}?"}]'
+tests:
+  - vars: {country: [France, Japan]}
+    assert:
+      - {type: icontains, value: "{{ country }}"}
+      - {type: contains, value: "file://expected.txt"}
+"""
+
+
+def test_promptfoo_chat_prompts_and_list_vars(tmp_path: Path, env: dict[str, str]) -> None:
+    """A prompt that is a JSON list of messages is sent as those messages; a var holding a list gives one question
+    per value (promptfoo's expansion); a value read from a file is listed, never compared as text."""
+    config = tmp_path / "suite.yaml"
+    config.write_text(CHAT_SUITE)
+    res = run_cli(["import", "promptfoo", str(config), f"out={tmp_path / 'spec'}"], env)
+    assert res.returncode == 0, res.stderr
+    assert "tests[0].assert[1] (contains): a value read from a file" in res.stdout
+    with FakeServer(Script({"France": "It is Paris, in France.", "Japan": "Tokyo."}, [])) as srv:
+        res = run_cli(served(srv.url, tmp_path / "spec", tmp_path / "run"), env)
+        assert res.returncode == 0, res.stderr
+        sent = sorted((m["role"], m["content"]) for b in srv.requests for m in b["messages"])
+    assert sent == [("system", "Be brief."), ("system", "Be brief."), ("user", "Capital of France?"),
+                    ("user", "Capital of Japan?")]
+    recs = records(tmp_path / "run")
+    assert recs["t1-v1"]["score"] == 1.0 and recs["t1-v2"]["score"] == 0.0  # "Tokyo." does not contain "Japan"
