@@ -54,6 +54,7 @@ def _grader(where: str, g: Any, inside_multi: bool = False) -> dict[str, Any]:
         raise refuse(SOURCE, f"{where}: unknown grader type {kind!r}", f"known types: {', '.join(GRADER_TYPES)}")
     required = tuple(k for k in _REQUIRED[kind] if not (inside_multi and k == "pass_threshold"))
     g = known_keys(SOURCE, f"{where} ({kind})", g, _COMMON + _FIELDS[kind], required)
+    _values(where, g)
     if kind == "python":
         raise refuse(SOURCE, f"{where}: a python grader runs code, which an import never runs",
                      "rewrite it as string_check / text_similarity / a model grader, or score it outside")
@@ -77,6 +78,29 @@ def _grader(where: str, g: Any, inside_multi: bool = False) -> dict[str, Any]:
         except ExpressionError as exc:
             raise refuse(SOURCE, f"{where}.calculate_output: {exc}", "see docs/imports.md") from None
     return g
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+
+
+def _values(where: str, g: Mapping[str, Any]) -> None:
+    """The grader's numbers and lists are what OpenAI documents, else one line naming the field."""
+    bad = ""
+    if "pass_threshold" in g and not _number(g["pass_threshold"]):
+        bad = "pass_threshold: expected a number"
+    elif "range" in g and not (isinstance(g["range"], list) and len(g["range"]) == 2 and all(map(_number, g["range"]))
+                               and g["range"][0] < g["range"][1]):
+        bad = "range: expected [min, max], two numbers with min < max"
+    elif g["type"] == "label_model" and not (
+            isinstance(g["labels"], list) and g["labels"] and all(isinstance(x, str) and x for x in g["labels"])
+            and isinstance(g["passing_labels"], list) and g["passing_labels"]
+            and set(g["passing_labels"]) <= set(g["labels"])):
+        bad = "labels / passing_labels: expected non-empty lists of texts, the passing labels among the labels"
+    elif any(k in g and not isinstance(g[k], str) for k in ("name", "model", "reference", "calculate_output")):
+        bad = "name, model, reference and calculate_output are texts"
+    if bad:
+        raise refuse(SOURCE, f"{where} ({g['type']}): {bad}", "see docs/imports.md")
 
 
 def _reply_side(where: str, g: Mapping[str, Any], variables: Mapping[str, Any]) -> str:

@@ -157,6 +157,11 @@ def _edited_eval(tmp_path: Path, edit: Any) -> Path:
     (lambda ev: ev["testing_criteria"][0].update(reference="{{ item.__class__.__mro__ }}"),
      "the template tried something the sandbox forbids"),
     (lambda ev: ev["testing_criteria"][0].update(reference="{{ item.missing }}"), "undefined variable"),
+    (lambda ev: ev["testing_criteria"][4].update(pass_threshold="high"),
+     "testing_criteria[4] (text_similarity): pass_threshold: expected a number"),
+    (lambda ev: ev["testing_criteria"][8].update(range=[7, 1]), "testing_criteria[8] (score_model): range:"),
+    (lambda ev: ev["testing_criteria"][9].update(passing_labels=["kind"]), "the passing labels among the labels"),
+    (lambda ev: ev["testing_criteria"][9].pop("labels"), "testing_criteria[9] (label_model): the required field 'labels'"),
 ])
 def test_openai_refusals_are_one_line_exit_2_nothing_written(tmp_path: Path, env: dict[str, str], edit: Any,
                                                              words: str) -> None:
