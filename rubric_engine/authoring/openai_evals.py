@@ -196,5 +196,7 @@ def import_openai_eval(file: Path, data: Path, prompt: str = "{{ item.input }}")
         unmapped.append(f"model graders name several models ({', '.join(sorted(set(models)))}); the spec's judge is "
                         f"openai/{models[0]} for every judged item")
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(ev.get("name") or file.stem))[:60] or "imported"
-    return Imported(name=name, source=f"OpenAI eval {file.name}", rows=rows, unmapped=unmapped,
-                    **({"judge_model": f"openai/{models[0]}"} if models else {}))
+    imported = Imported(name=name, source=f"OpenAI eval {file.name}", rows=rows, unmapped=unmapped)
+    if models:
+        imported.judge_model = f"openai/{models[0]}"
+    return imported

@@ -189,8 +189,11 @@ def import_promptfoo(file: Path) -> Imported:
             rows.append(Row(id=qid, prompt=_chat(render(SOURCE, f"prompts[{j}] with tests[{i}].vars", p, variables)),
                             items=items))
     name = re.sub(r"[^A-Za-z0-9_-]", "_", file.parent.name if file.stem == "promptfooconfig" else file.stem)[:60]
-    return Imported(name=name or "promptfoo", source=f"promptfoo config {file.name}", rows=rows,
-                    candidates=candidates, unmapped=unmapped, **({"judge_model": judge} if judge else {}))
+    imported = Imported(name=name or "promptfoo", source=f"promptfoo config {file.name}", rows=rows,
+                        candidates=candidates, unmapped=unmapped)
+    if judge:
+        imported.judge_model = judge
+    return imported
 
 
 def _cases(i: int, variables: dict[str, Any], unmapped: list[str]) -> list[dict[str, Any]]:

@@ -141,7 +141,7 @@ class Choice:
 
 
 Check = Union[Contains, NotContains, Equals, NotEquals, Regex, Words, Chars, Json, Similarity, Formula, Choice]
-_TYPES: dict[str, type] = {c.type: c for c in (Contains, NotContains, Equals, NotEquals, Regex, Words, Chars, Json,  # type: ignore[attr-defined]
+_TYPES: dict[str, type] = {c.type: c for c in (Contains, NotContains, Equals, NotEquals, Regex, Words, Chars, Json,
                                                Similarity, Formula, Choice)}
 ITEM_TYPES = ("contains", "not_contains", "equals", "not_equals", "regex", "words", "chars", "json", "similarity",
               "formula")  # what a data item may declare

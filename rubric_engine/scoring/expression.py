@@ -39,7 +39,7 @@ def _parse(formula: str) -> ast.expr:
 
 
 def _walk(node: ast.expr, names: Mapping[str, float] | Collection[str], values: bool) -> float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return float(node.value)
     if isinstance(node, ast.Name):
         if node.id not in names:
