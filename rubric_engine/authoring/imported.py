@@ -83,8 +83,15 @@ def render(source: str, where: str, template: Any, variables: Mapping[str, Any])
     """A source template rendered in the sandbox (StrictUndefined: a missing variable is one line)."""
     if not isinstance(template, str):
         raise refuse(source, f"{where}: expected a text template, got {type(template).__name__}", "see docs/imports.md")
+    from rubric_engine.judge.prompts import RenderTimeout, time_limit
+    from rubric_engine.spec.limits import RENDER_SECONDS
+
     try:
-        text = _ENV.from_string(template).render(**variables)
+        with time_limit():
+            text = _ENV.from_string(template).render(**variables)
+    except RenderTimeout:
+        raise refuse(source, f"{where}: the template ran past the limit of {RENDER_SECONDS:g} s",
+                     "a template only lays out its variables: check its loops") from None
     except SecurityError as exc:
         raise refuse(source, f"{where}: the template tried something the sandbox forbids ({exc})",
                      "a template may only read its variables") from None

@@ -178,6 +178,8 @@ def test_openai_refusals_are_one_line_exit_2_nothing_written(tmp_path: Path, env
     ("        threshold: 0.8\n", "        treshold: 0.8\n", "tests[0].assert[5]: unknown field 'treshold'"),
     ("description: Capitals", "base: &a [1]\nother: *a\ndescription: Capitals", "YAML aliases (*name) are not allowed"),
     ("{{city}} as the capital", "{{ city.__class__.__mro__ }}", "the sandbox forbids"),
+    ("{{city}} as the capital", "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+     "tests[0].assert[5].value: the template ran past the limit of 5 s"),
 ])
 def test_promptfoo_refusals_are_one_line_exit_2_nothing_written(tmp_path: Path, env: dict[str, str], old: str,
                                                                 new: str, words: str) -> None:
