@@ -35,7 +35,7 @@ _TEST = ("description", "vars", "assert", "options", "threshold", "metadata", "p
 _ASSERT = ("type", "value", "weight", "threshold", "metric", "provider", "rubricPrompt", "transform", "config")
 MAPPED = ("equals", "not-equals", "contains", "not-contains", "icontains", "not-icontains", "starts-with", "regex",
           "is-json", "llm-rubric", "g-eval")
-PROMPTFOO_TYPES = MAPPED + (  # the other types promptfoo documents: listed in UNMAPPED.md when met
+PROMPTFOO_TYPES = MAPPED + (  # the other types promptfoo documents (each also as `not-TYPE`): listed when met
     "contains-all", "contains-any", "icontains-all", "icontains-any", "contains-json", "is-html", "contains-html",
     "is-sql", "contains-sql", "is-xml", "contains-xml", "is-refusal", "javascript", "python", "webhook", "rouge-n",
     "bleu", "gleu", "meteor", "levenshtein", "latency", "perplexity", "perplexity-score", "cost", "similar",
@@ -43,7 +43,7 @@ PROMPTFOO_TYPES = MAPPED + (  # the other types promptfoo documents: listed in U
     "factuality", "model-graded-closedqa", "model-graded-factuality", "answer-relevance", "context-faithfulness",
     "context-recall", "context-relevance", "conversation-relevance", "select-best", "max-score", "human",
     "moderation", "classifier", "pi", "finish-reason", "assert-set", "search-rubric", "word-count", "guardrails",
-    "trace-span-count", "trace-span-duration", "trace-error-spans", "not-regex", "not-starts-with", "not-is-json")
+    "trace-span-count", "trace-span-duration", "trace-error-spans", "f-score")
 _PROVIDERS = {"openai": ("openai", "OPENAI_API_KEY"), "anthropic": ("anthropic", "ANTHROPIC_API_KEY"),
               "ollama": ("ollama", None), "mistral": ("mistral", "MISTRAL_API_KEY"), "groq": ("groq", "GROQ_API_KEY")}
 _KINDS = ("chat", "messages", "completion")
@@ -144,7 +144,7 @@ def _assertions(where: str, raw: Any) -> list[dict[str, Any]]:
     out = []
     for i, a in enumerate(raw):
         a = known_keys(SOURCE, f"{where}[{i}]", a, _ASSERT, ("type",))
-        if a["type"] not in PROMPTFOO_TYPES:
+        if not isinstance(a["type"], str) or a["type"].removeprefix("not-") not in PROMPTFOO_TYPES:
             raise refuse(SOURCE, f"{where}[{i}]: unknown assertion type {a['type']!r}",
                          f"promptfoo's types imported here: {', '.join(MAPPED)}")
         out.append(a)

@@ -252,7 +252,8 @@ def import_main(argv: Sequence[str]) -> int:
     target = write_spec(imported, out)
     judged = sum(i.check is None for r in imported.rows for i in r.items)
     items = sum(len(r.items) for r in imported.rows)
-    print(f"wrote {target}/: {len(imported.rows)} questions, {items} items ({items - judged} checked by the engine, "
+    n = len(imported.rows)
+    print(f"wrote {target}/: {n} question{'s' * (n != 1)}, {items} items ({items - judged} checked by the engine, "
           f"{judged} judged); it loads and validates")
     for name in imported.candidates:
         print(f"  candidate entry conf/candidate/{name}.yaml ({imported.candidates[name]['model']})")
