@@ -139,6 +139,7 @@ class Imported:
     judge_model: str = "openai/gpt-4.1-mini"
     candidates: dict[str, dict[str, Any]] = field(default_factory=dict)
     unmapped: list[str] = field(default_factory=list)
+    formula: str = "met_over_positive"  # a module:function (the same function) when a python check needs trust
 
     @property
     def judged(self) -> bool:
@@ -174,7 +175,7 @@ def _spec_yaml(imp: Imported) -> str:
                                                   "item_label": None, "item_text": "text", "item_weight": "weight",
                                                   "item_check": "check"},
                  "roles": {"user": "user", "system": "system", "assistant": "assistant"}},
-        "scoring": {"formula": "met_over_positive", "scale": 100},
+        "scoring": {"formula": imp.formula, "scale": 100},
         "aggregation": {"question": "all_items", "overall": "mean_over_questions", "clip": "question",
                         "no_positive_points": "zero"},
         "candidate": {"mode": "chat_turns"}}
@@ -216,7 +217,8 @@ def write_spec(imp: Imported, out: Path) -> Path:
         raise refuse(imp.source, f"{out} already exists", "choose another out=DIR or remove it first")
 
     def check() -> None:
-        spec = load_spec(out, benchmark_search_path([out.parent]))
+        # the import's own formula (a module:function only to require trust) is ours: loading it runs no grader
+        spec = load_spec(out, benchmark_search_path([out.parent]), trust_code=":" in imp.formula)
         load_dataset(spec, spec.data_path())
 
     return fill(out, dict(_files(imp)), check)

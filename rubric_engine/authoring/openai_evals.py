@@ -11,12 +11,15 @@ dashboard counts them.
   `calculate_output`, read by scoring/expression.py (never eval), and passes at `pass_threshold` (formula check).
 - `score_model` and `label_model` are judged items: the judge is shown the grader's instructions (its input
   messages, rendered with the row), its range and threshold or its labels and passing labels.
-- `python` runs code: refused in one line.
+- `python` runs code: refused in one line, unless `trust_code=true`: then its source is kept in a `python` check
+  and the spec's formula is met_over_positive named as a module:function, so the spec (and its python checks)
+  loads only with trust_code=true, as any spec whose formula runs code.
 The reply is `{{ sample.output_text }}`; a check needs it as its `input` (the other side is the row's text).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -48,16 +51,26 @@ GRADER_TYPES = tuple(_FIELDS)
 _OPS = {"eq": ("equals", False), "ne": ("not_equals", False), "like": ("contains", False), "ilike": ("contains", True)}
 
 
-def _grader(where: str, g: Any, inside_multi: bool = False) -> dict[str, Any]:
+TRUSTED_FORMULA = "rubric_engine.scoring.question:met_over_positive"  # met_over_positive, named so it needs trust
+
+
+def _grader(where: str, g: Any, inside_multi: bool = False, trust_code: bool = False) -> dict[str, Any]:
     kind = g.get("type") if isinstance(g, Mapping) else None
     if kind not in _FIELDS:
         raise refuse(SOURCE, f"{where}: unknown grader type {kind!r}", f"known types: {', '.join(GRADER_TYPES)}")
     required = tuple(k for k in _REQUIRED[kind] if not (inside_multi and k == "pass_threshold"))
     g = known_keys(SOURCE, f"{where} ({kind})", g, _COMMON + _FIELDS[kind], required)
     _values(where, g)
+    if kind == "python" and not trust_code:
+        raise refuse(SOURCE, f"{where}: a python grader runs code", "pass trust_code=true if you trust this eval "
+                     "(its runs then need trust_code=true too), or rewrite it as another grader")
     if kind == "python":
-        raise refuse(SOURCE, f"{where}: a python grader runs code, which an import never runs",
-                     "rewrite it as string_check / text_similarity / a model grader, or score it outside")
+        if "pass_threshold" not in g or not isinstance(g["source"], str):
+            raise refuse(SOURCE, f"{where} (python): needs its source text and a pass_threshold", "add them")
+        try:
+            compile(g["source"], f"{where}.source", "exec")
+        except (SyntaxError, ValueError) as exc:
+            raise refuse(SOURCE, f"{where}.source: not Python ({exc})", "fix the grader's source") from None
     if kind == "text_similarity" and g["evaluation_metric"] not in METRICS:
         metric = g["evaluation_metric"]
         why = REFUSED.get(metric, f"unknown metric; known: {', '.join(METRICS)}")
@@ -156,6 +169,10 @@ def _item(where: str, g: Mapping[str, Any], variables: Mapping[str, Any]) -> Ite
     kind, name = g["type"], str(g.get("name", where))
     if kind in ("score_model", "label_model"):
         return Item(text=_judged(where, g, variables))
+    if kind == "python":
+        check = {"type": "python", "source": g["source"], "item": json.dumps(variables["item"], ensure_ascii=False),
+                 "threshold": float(g["pass_threshold"])}
+        return Item(text=f"{name} (python, at least {float(g['pass_threshold']):g})", check=check)
     if kind == "multi":
         parts = {str(n): _check(f"{where}.graders.{n}", p, variables) for n, p in g["graders"].items()}
         check = {"type": "formula", "expression": g["calculate_output"], "parts": parts,
@@ -174,7 +191,7 @@ def _rows(raw: list[Any], data: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def import_openai_eval(file: Path, data: Path, prompt: str = "{{ item.input }}") -> Imported:
+def import_openai_eval(file: Path, data: Path, prompt: str = "{{ item.input }}", trust_code: bool = False) -> Imported:
     """The rows and items an eval's testing criteria give on `data`'s items (refused in one line otherwise)."""
     ev = known_keys(SOURCE, str(file), read_json(SOURCE, file), _TOP, ("testing_criteria",))
     if ev.get("data_source_config") is not None:
@@ -182,7 +199,7 @@ def import_openai_eval(file: Path, data: Path, prompt: str = "{{ item.input }}")
     criteria = ev["testing_criteria"]
     if not isinstance(criteria, list) or not criteria:
         raise refuse(SOURCE, "testing_criteria: expected a non-empty list of graders", "see docs/imports.md")
-    graders = [_grader(f"testing_criteria[{i}]", g) for i, g in enumerate(criteria)]
+    graders = [_grader(f"testing_criteria[{i}]", g, trust_code=trust_code) for i, g in enumerate(criteria)]
     rows = []
     for n, item in enumerate(_rows(read_jsonl(SOURCE, data), data), 1):
         variables = {"item": item, "sample": {"output_text": REPLY}}
@@ -199,4 +216,6 @@ def import_openai_eval(file: Path, data: Path, prompt: str = "{{ item.input }}")
     imported = Imported(name=name, source=f"OpenAI eval {file.name}", rows=rows, unmapped=unmapped)
     if models:
         imported.judge_model = f"openai/{models[0]}"
+    if any(g["type"] == "python" for g in graders):
+        imported.formula = TRUSTED_FORMULA
     return imported

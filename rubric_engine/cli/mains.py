@@ -238,9 +238,9 @@ def import_main(argv: Sequence[str]) -> int:
         if not parsed.get("data"):
             raise ConfigError("import openai-evals: the eval's items are needed; pass data=FILE.jsonl (nothing was written)")
         imported = import_openai_eval(file, Path(parsed.options["data"]).expanduser(),
-                                      parsed.get("prompt") or "{{ item.input }}")
+                                      parsed.get("prompt") or "{{ item.input }}", _flag(parsed.get("trust_code")))
     elif kind == "promptfoo":
-        for key in ("data", "prompt"):
+        for key in ("data", "prompt", "trust_code"):
             if parsed.get(key):
                 raise ConfigError(f"import promptfoo: {key}= is for openai-evals; a promptfoo config holds its own "
                                   "prompts and tests (nothing was written)")
@@ -261,5 +261,6 @@ def import_main(argv: Sequence[str]) -> int:
           else "not mapped: nothing")
     for line in imported.unmapped:
         print(f"  - {line}")
-    print(f"try it without a key: rubric-engine benchmark={target} candidate=mock judge=mock")
+    trust = " trust_code=true" if ":" in imported.formula else ""
+    print(f"try it without a key: rubric-engine benchmark={target} candidate=mock judge=mock{trust}")
     return 0

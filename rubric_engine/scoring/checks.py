@@ -21,7 +21,7 @@ import re2
 from rubric_engine.scoring.expression import ExpressionError, check_expression, evaluate
 from rubric_engine.scoring.similarity import METRICS, REFUSED, similarity
 
-__all__ = ["Contains", "NotContains", "Equals", "NotEquals", "Similarity", "Formula", "check_value", "Regex", "Words", "Chars", "Json", "Choice", "Check", "CheckResult",
+__all__ = ["Contains", "NotContains", "Equals", "NotEquals", "Similarity", "Formula", "Python", "check_value", "Regex", "Words", "Chars", "Json", "Choice", "Check", "CheckResult",
            "CheckProblem", "parse_check", "check_dict", "compile_re2", "choice_pattern", "ITEM_TYPES", "run_check", "read_choice",
            "describe", "LETTERS", "READERS"]
 
@@ -95,6 +95,16 @@ class Formula:
 
 
 @dataclass(frozen=True)
+class Python:
+    """An OpenAI python grader, run only in a spec the user trusts (dataset/checked.py): met when the `grade(sample,
+    item)` its `source` defines returns at least `threshold` for the reply and the row's `item` (JSON text)."""
+    source: str
+    item: str
+    threshold: float
+    type: str = "python"
+
+
+@dataclass(frozen=True)
 class Regex:
     """Met when RE2 finds `pattern` anywhere in the reply (anchor it with ^ / $ to match the whole)."""
     pattern: str
@@ -140,9 +150,9 @@ class Choice:
     type: str = "choice"
 
 
-Check = Union[Contains, NotContains, Equals, NotEquals, Regex, Words, Chars, Json, Similarity, Formula, Choice]
+Check = Union[Contains, NotContains, Equals, NotEquals, Regex, Words, Chars, Json, Similarity, Formula, Python, Choice]
 _TYPES: dict[str, type] = {c.type: c for c in (Contains, NotContains, Equals, NotEquals, Regex, Words, Chars, Json,
-                                               Similarity, Formula, Choice)}
+                                               Similarity, Formula, Python, Choice)}
 ITEM_TYPES = ("contains", "not_contains", "equals", "not_equals", "regex", "words", "chars", "json", "similarity",
               "formula")  # what a data item may declare
 
@@ -196,15 +206,19 @@ def _parts(key: str, value: Any) -> tuple[tuple[str, Any], ...]:
 
 _KINDS = {"value": "text", "pattern": "text", "ignore_case": "bool", "min": "count", "max": "count", "keys": "texts",
           "answer": "text", "letters": "text", "read": "text", "metric": "text", "reference": "text",
-          "threshold": "number", "expression": "text", "parts": "parts"}
+          "threshold": "number", "expression": "text", "parts": "parts", "source": "text", "item": "text"}
 
 
-def parse_check(value: Any, allow_choice: bool = False) -> Any:
+def parse_check(value: Any, allow_choice: bool = False, allow_code: bool = False) -> Any:
     """A typed check from its mapping (as a data item, a spec or a record holds it), or CheckProblem naming the
-    key at fault: an unknown type or key, a missing or mistyped value, a regex RE2 cannot compile."""
+    key at fault: an unknown type or key, a missing or mistyped value, a regex RE2 cannot compile. `allow_code`:
+    a `python` check may be read (a trusted spec's data, or a record, whose stored `hit` is never recomputed)."""
     if not isinstance(value, dict):
         raise CheckProblem("", f"a check is an object such as {{type: regex, pattern: ...}}, got {value!r}")
-    allowed = ITEM_TYPES + (("choice",) if allow_choice else ())
+    if value.get("type") == "python" and not allow_code:
+        raise CheckProblem("type", "a python check runs code: only in a spec loaded with trust_code=true, whose "
+                           "scoring.formula is a module:function (as rubric-engine import writes it)")
+    allowed = ITEM_TYPES + (("choice",) if allow_choice else ()) + (("python",) if allow_code else ())
     if value.get("type") not in allowed:
         raise CheckProblem("type", f"unknown check type {value.get('type')!r}; allowed: {', '.join(allowed)}")
     cls = _TYPES[value["type"]]
@@ -312,6 +326,8 @@ def run_check(check: Any, reply: str) -> CheckResult:
     if isinstance(check, (Equals, NotEquals)):
         same = _fold(reply, check.ignore_case) == _fold(check.value, check.ignore_case)
         return CheckResult(same == isinstance(check, Equals), f"check {check.type}: {'equal' if same else 'differs'}")
+    if isinstance(check, Python):
+        return _run_python(check, reply)
     if isinstance(check, (Similarity, Formula)):
         try:
             value = check_value(check, reply)
@@ -349,6 +365,25 @@ def run_check(check: Any, reply: str) -> CheckResult:
         return CheckResult(letter == check.answer, f"check choice: read {letter}, the answer is {check.answer}",
                            letter)
     raise TypeError(f"not a check: {check!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def _grade_function(source: str) -> Any:
+    namespace: dict[str, Any] = {"__name__": "rubric_engine_python_grader"}
+    exec(compile(source, "<python grader>", "exec"), namespace)  # noqa: S102 - a trusted spec's code (see Python)
+    return namespace["grade"]
+
+
+def _run_python(check: Python, reply: str) -> CheckResult:
+    """Run a trusted python grader; a grader that fails or returns no number is not met, and says why."""
+    try:
+        value = float(_grade_function(check.source)({"output_text": reply}, json.loads(check.item)))
+    except Exception as exc:  # the grader's own code: whatever it raises is its failure, recorded
+        return CheckResult(False, f"check python: the grader failed ({type(exc).__name__}: {str(exc)[:160]}); "
+                           "counted as not met")
+    if not math.isfinite(value):
+        return CheckResult(False, "check python: the grader returned no finite number; counted as not met")
+    return CheckResult(value >= check.threshold, f"check python: {value:.4f} (threshold {check.threshold:g})")
 
 
 def read_choice(reply: str, check: Choice) -> str | None:
@@ -391,4 +426,6 @@ def describe(check: Any) -> str:
         return "valid JSON" + (f" object with keys {', '.join(check.keys)}" if check.keys else "")
     if isinstance(check, Choice):
         return f"the answer is {check.answer}"
+    if isinstance(check, Python):
+        return f"the python grader scores at least {check.threshold:g}"
     raise TypeError(f"not a check: {check!r}")

@@ -149,7 +149,7 @@ def _edited_eval(tmp_path: Path, edit: Any) -> Path:
      "testing_criteria[0] (string_check): unknown field 'case_sensitive'"),
     (lambda ev: ev.update(owner="me"), "unknown field 'owner'"),
     (lambda ev: ev["testing_criteria"].append({"type": "python", "name": "p", "source": "def grade(s, i): return 1"}),
-     "testing_criteria[10]: a python grader runs code, which an import never runs"),
+     "testing_criteria[10]: a python grader runs code; pass trust_code=true if you trust this eval"),
     (lambda ev: ev["testing_criteria"][4].update(evaluation_metric="cosine"),
      "evaluation_metric 'cosine' is not supported (it compares embeddings"),
     (lambda ev: ev["testing_criteria"][7].update(calculate_output="__import__('os').system('x')"),
@@ -229,3 +229,36 @@ def test_promptfoo_chat_prompts_and_list_vars(tmp_path: Path, env: dict[str, str
                     ("user", "Capital of Japan?")]
     recs = records(tmp_path / "run")
     assert recs["t1-v1"]["score"] == 1.0 and recs["t1-v2"]["score"] == 0.0  # "Tokyo." does not contain "Japan"
+
+
+PY_GRADER = {"type": "python", "name": "length", "pass_threshold": 0.5,
+             "source": "def grade(sample, item):\n    return 1.0 if len(sample['output_text']) <= item['limit'] else 0.0\n"}
+
+
+def test_a_python_grader_runs_only_with_trust_code(tmp_path: Path, env: dict[str, str]) -> None:
+    """trust_code=true keeps a python grader: OpenAI's grade(sample, item) contract on the reply and the row; the
+    spec then loads (validate, runs) only with trust_code=true, and a data row cannot smuggle a python check into
+    a spec that was not imported so."""
+    ev = {"name": "short", "testing_criteria": [PY_GRADER]}
+    (tmp_path / "eval.json").write_text(json.dumps(ev))
+    (tmp_path / "items.jsonl").write_text('{"item": {"id": "a", "input": "Say hi.", "limit": 5}}\n'
+                                          '{"item": {"id": "b", "input": "Say hello.", "limit": 3}}\n')
+    spec = imported(tmp_path, env, "openai-evals", str(tmp_path / "eval.json"), f"data={tmp_path / 'items.jsonl'}",
+                    "trust_code=true")
+    res = run_cli(["validate", f"benchmark={spec}"], env)
+    assert res.returncode == 2 and "trust_code=true" in res.stderr
+    with FakeServer(Script({"Say hi.": "hi!", "Say hello.": "hello"}, [])) as srv:
+        args = served(srv.url, spec, tmp_path / "run")
+        res = run_cli(args, env)
+        assert res.returncode == 2 and "trust_code=true" in res.stderr and not srv.requests
+        res = run_cli([*args, "trust_code=true"], env)
+        assert res.returncode == 0, res.stderr
+    recs = records(tmp_path / "run")
+    assert recs["a"]["score"] == 1.0 and recs["b"]["score"] == 0.0  # len("hi!") = 3 <= 5; len("hello") = 5 > 3
+    assert recs["a"]["criteria"][0]["reasoning"] == "check python: 1.0000 (threshold 0.5)"
+    # the same check in the data of a spec whose formula runs no code is refused when the data is read
+    text = (spec / "benchmark.yaml").read_text()
+    (spec / "benchmark.yaml").write_text(text.replace("rubric_engine.scoring.question:met_over_positive",
+                                                      "met_over_positive"))
+    res = run_cli(["validate", f"benchmark={spec}"], env)
+    assert res.returncode == 2 and "a python check runs code" in res.stderr
