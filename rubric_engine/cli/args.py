@@ -345,4 +345,15 @@ COMMANDS: dict[str, Command] = {
          "trust_code": "true: a spec's module:function scoring formula may be imported (runs its code)"},
         examples=["rubric-engine prompts my_bench question=q3",
                   "rubric-engine prompts benchmark=my_bench data.path=rows.jsonl question=q3"]),
+    "import": Command(
+        "import", "Write a spec directory from an OpenAI eval (its JSON and data JSONL) or a promptfoo config; what "
+                  "has no counterpart is listed (UNMAPPED.md), an unknown grader, assertion or field stops it.",
+        [("KIND", "openai-evals or promptfoo"), ("FILE", "the eval's JSON, or promptfooconfig.yaml")],
+        {"data": "openai-evals: the data JSONL (one item a line, {\"item\": {...}} or the item itself)",
+         "out": "the new spec directory (default: ./NAME, named after the source); never overwritten",
+         "prompt": "openai-evals: the candidate's prompt, a template over item.* (default: {{ item.input }})",
+         "trust_code": "openai-evals: true: keep python graders (their code runs in runs made with trust_code=true)"},
+        required_positionals=2, missing="needs KIND (openai-evals or promptfoo) and FILE",
+        examples=["rubric-engine import openai-evals my_eval.json data=items.jsonl out=my_eval",
+                  "rubric-engine import promptfoo promptfooconfig.yaml out=my_suite"]),
 }

@@ -15,8 +15,8 @@ from pathlib import Path
 from rubric_engine.cli.args import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 
-__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main", "items_main",
-           "robustness_main", "estimate_main"]
+__all__ = ["leaderboard_main", "new_main", "import_main", "review_main", "agree_main", "rescore_main", "audit_main",
+           "items_main", "robustness_main", "estimate_main"]
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
@@ -271,3 +271,44 @@ def _flag(value: object) -> bool:
     """A true/false option (`allow_mixed_specs=true`, `trust_code=true`); absent is false."""
     return str(value if value is not None else "false").lower() in ("true", "1", "yes")
 
+
+
+def import_main(argv: Sequence[str]) -> int:
+    """`rubric-engine import openai-evals FILE data=JSONL [out=DIR] [prompt=TEMPLATE]` or
+    `rubric-engine import promptfoo FILE [out=DIR]`: write a spec directory, list what was not mapped."""
+    from rubric_engine.authoring.imported import write_spec
+    from rubric_engine.authoring.openai_evals import import_openai_eval
+    from rubric_engine.authoring.promptfoo import import_promptfoo
+
+    parsed = parse(COMMANDS["import"], argv)
+    kind, file = parsed.positionals[0], Path(parsed.positionals[1]).expanduser()
+    if kind == "openai-evals":
+        if not parsed.get("data"):
+            raise ConfigError("import openai-evals: the eval's items are needed; pass data=FILE.jsonl (nothing was written)")
+        imported = import_openai_eval(file, Path(parsed.options["data"]).expanduser(),
+                                      parsed.get("prompt") or "{{ item.input }}", _flag(parsed.get("trust_code")))
+    elif kind == "promptfoo":
+        for key in ("data", "prompt", "trust_code"):
+            if parsed.get(key):
+                raise ConfigError(f"import promptfoo: {key}= is for openai-evals; a promptfoo config holds its own "
+                                  "prompts and tests (nothing was written)")
+        imported = import_promptfoo(file)
+    else:
+        raise ConfigError(f"import: unknown kind {kind!r}; use openai-evals or promptfoo")
+    imported.unmapped = list(dict.fromkeys(imported.unmapped))
+    out = Path(parsed.get("out") or imported.name).expanduser()
+    target = write_spec(imported, out)
+    judged = sum(i.check is None for r in imported.rows for i in r.items)
+    items = sum(len(r.items) for r in imported.rows)
+    n = len(imported.rows)
+    print(f"wrote {target}/: {n} question{'s' * (n != 1)}, {items} items ({items - judged} checked by the engine, "
+          f"{judged} judged); it loads and validates")
+    for name in imported.candidates:
+        print(f"  candidate entry conf/candidate/{name}.yaml ({imported.candidates[name]['model']})")
+    print(f"not mapped ({len(imported.unmapped)}, also in {target / 'UNMAPPED.md'}):" if imported.unmapped
+          else "not mapped: nothing")
+    for line in imported.unmapped:
+        print(f"  - {line}")
+    trust = " trust_code=true" if ":" in imported.formula else ""
+    print(f"try it without a key: rubric-engine benchmark={target} candidate=mock judge=mock{trust}")
+    return 0
