@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["Panel", "ScorePanel", "PanelResult", "check_panel"]
+__all__ = ["Panel", "ScorePanel", "PanelResult", "check_panel", "with_paths"]
 
 def check_panel(n_judges: int, repeats: int, rule: str, tie: str) -> None:
     """One clear line for each setting that cannot run."""
@@ -73,9 +73,7 @@ class Panel:
         calls = [judge_response(c, self.spec, question, response, repeat=first_repeat + r, transcript=transcript,
                                 plan=self.plan) for c in self.clients for r in range(self.repeats)]
         results = list(await asyncio.gather(*calls))
-        if self.plain:
-            return results[0]
-        return self._merge(results)
+        return with_paths(results[0] if self.plain else self._merge(results), results, self.names, self.repeats)
 
     def _merge(self, results: list[JudgeResult]) -> PanelResult:
         out = PanelResult(verdicts=None, error=None)
@@ -97,6 +95,16 @@ class Panel:
         else:
             out.verdicts = _vote(list(out.judge_verdicts.values()), self.rule, self.tie)
         return out
+
+
+def with_paths(out: JudgeResult, results: Sequence[JudgeResult], names: Sequence[str], repeats: int) -> JudgeResult:
+    """`out` with each judge's verdict replies counted per path (judge/structured.py), over its repeats."""
+    for j, name in enumerate(names):
+        counts = out.judge_paths.setdefault(name, {})
+        for r in results[j * repeats:(j + 1) * repeats]:
+            for path, n in r.paths.items():
+                counts[path] = counts.get(path, 0) + n
+    return out
 
 
 def _vote(ballots: Sequence[list[Verdict] | None], rule: str, tie: str) -> list[Verdict]:
@@ -122,4 +130,5 @@ class ScorePanel(Panel):
         scored = list(await asyncio.gather(*(
             judge_scores(c, self.spec, question, response, transcript, repeat=first_repeat + r)
             for c in self.clients for r in range(self.repeats))))
-        return scored[0] if self.plain else combine_scores(scored, self.names, self.repeats)
+        out = scored[0] if self.plain else combine_scores(scored, self.names, self.repeats)
+        return with_paths(out, scored, self.names, self.repeats)

@@ -225,7 +225,7 @@ async def _one(client: "ModelClient", spec: "BenchmarkSpec", question: Question,
                                what="score", role="judge", repeat=repeat)
     usage = JudgeResult(verdicts=None, error=got.error, raw_replies=got.replies, attempts=got.attempts,
                         prompt_tokens=got.prompt_tokens, completion_tokens=got.completion_tokens, cost=got.cost,
-                        cache_hits=got.cache_hits)
+                        cache_hits=got.cache_hits, paths={got.path: 1} if got.path else {})
     if got.value is None:
         return TurnScore(turn, None, None, got.error), usage
     return TurnScore(turn, got.value.score, got.value.reasoning), usage

@@ -26,6 +26,7 @@ from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes, openai_client, served_by_openai_client
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.concurrency import AUTO, AdaptiveGate, RateLimiter, Slot
+from rubric_engine.models.dialects import ask_structured_in, server_of
 from rubric_engine.models.entries import MessageTexts, ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
@@ -369,8 +370,8 @@ class ModelClient:
         # every text sent to any model passes the one redaction here (models/redact.py): a key one server echoed
         # into a reply never reaches another server inside a judge's or a simulated user's prompt
         kwargs = {**self._base_request(), "messages": self._redact(messages)}
-        if response_format:
-            kwargs["response_format"] = response_format
+        if response_format:  # in the dialect of the entry's server family (models/dialects.py)
+            ask_structured_in(kwargs, server_of(self.spec.model, self.spec.server), response_format)
         pool = self.workers
         if self.notify is not None and pool is None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")

@@ -229,6 +229,8 @@ class Record:
     samples: tuple["Record", ...] = ()
     sample: int | None = None  # a candidate sample's number (0-based), under its question's `samples`
     sample_score_sd: float | None = None
+    # judge name -> how many of its verdict replies took each path (structured, plain, reasked: judge/structured.py)
+    verdict_paths: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     layout: Layout = NO_LAYOUT
 
     @property

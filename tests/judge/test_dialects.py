@@ -1,0 +1,136 @@
+"""Structured verdicts in each server family's dialect, the plain-text fallback and the path each verdict took.
+
+Through the console script against tests/fakeserver.py playing one server family (tests/fakedialects.py): it takes
+its own structured field and refuses every other family's with that server's error shape. What each test names:
+one well-formed request per verdict in the server's own dialect; a refusal (or an empty structured reply) answered
+by one plain request; almost-right free text read without a judge error; summary.json's count of each path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakedialects import DIALECTS, structured_field
+from fakeserver import FakeServer, Reply
+from test_cli import run_cli
+from test_jury import EN, EN_ITEMS, REPLY, answers
+
+N = len(EN_ITEMS)
+OWN_FIELD = {"openai": "json_schema", "sglang": "json_schema", "llamacpp": "json_object",
+             "vllm": "structured_outputs", "ollama": "format"}
+
+
+def verdict_json(body: dict[str, Any]) -> str:
+    text = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    qid = REPLY.search(text).group(1)  # type: ignore[union-attr]
+    return json.dumps({"criteria": [{"id": i, "reasoning": "r", "met": i % 2 == 1}
+                                    for i in range(1, EN_ITEMS[qid] + 1)]})
+
+
+def run(tmp_path: Path, env: dict[str, str], srv: FakeServer, *extra: str) -> tuple[Any, dict[str, Any], list[dict]]:
+    out = tmp_path / "run"
+    res = run_cli(["benchmark=heartbench_en", f"data.path={EN}", "stage=score", "progress=none",
+                   f"answers={answers(tmp_path, list(EN_ITEMS), 'question_id')}", f"hydra.run.dir={out}",
+                   "judge=openai_compatible", "judge.model=openai/solo", "judge.name=solo",
+                   f"judge.api_base={srv.url}", "judge.api_key_env=FAKE_KEY", *extra], env)
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()] \
+        if (out / "samples.jsonl").exists() else []
+    return res, summary, samples
+
+
+def schema_of(body: dict[str, Any], dialect: str) -> Any:
+    """The JSON schema the request carries, where its dialect puts it."""
+    if dialect in ("openai", "sglang"):
+        return body["response_format"]["json_schema"]["schema"]
+    if dialect == "llamacpp":
+        return body["response_format"]["schema"]
+    if dialect == "vllm":
+        return body["structured_outputs"]["json"]
+    return body["format"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_one_well_formed_request_per_verdict_in_the_servers_own_dialect(tmp_path: Path, env: dict[str, str],
+                                                                        dialect: str) -> None:
+    with FakeServer(verdict_json, dialect=dialect) as srv:
+        res, summary, samples = run(tmp_path, env, srv, f"judge.server={dialect}")
+    assert res.returncode == 0, res.stderr
+    assert len(srv.requests) == N  # one verdict per question (the whole rubric in one call), nothing refused
+    for body in srv.requests:
+        assert structured_field(body) == OWN_FIELD[dialect]
+        schema = schema_of(body, dialect)
+        assert schema["type"] == "object" and schema["required"] == ["criteria"]
+        assert set(body) & {"structured_outputs", "format", "guided_json", "response_format"} == \
+            {"response_format" if dialect in ("openai", "sglang", "llamacpp") else OWN_FIELD[dialect]}
+    assert summary["counts"]["judge_errors"] == 0
+    assert summary["verdict_paths"] == {"solo": {"structured": N}}
+    assert all(s["verdict_paths"] == {"solo": {"structured": 1}} for s in samples)
+
+
+@pytest.mark.parametrize("dialect", ["llamacpp", "vllm", "sglang", "ollama"])
+def test_a_refused_dialect_is_asked_once_more_in_plain_text_then_never_again(tmp_path: Path, env: dict[str, str],
+                                                                             dialect: str) -> None:
+    asked = "openai" if dialect != "openai" else "vllm"
+    if dialect == "sglang":
+        asked = "vllm"
+    with FakeServer(verdict_json, dialect=dialect) as srv:
+        res, summary, _ = run(tmp_path, env, srv, f"judge.server={asked}", "concurrency=1")
+    assert res.returncode == 0, res.stderr
+    # each verdict: one plain request; before it, a structured one only for the first question and any request
+    # already waiting for a slot when the refusal (the server's own 400/422) came back
+    fields = [structured_field(b) for b in srv.requests]
+    assert fields[0] == OWN_FIELD[asked] and fields.count(None) == N
+    assert set(fields) == {OWN_FIELD[asked], None} and fields.count(OWN_FIELD[asked]) <= 2
+    assert summary["counts"]["judge_errors"] == 0
+    assert summary["verdict_paths"] == {"solo": {"plain": N}}
+
+
+def test_an_empty_structured_reply_is_asked_again_in_plain_text(tmp_path: Path, env: dict[str, str]) -> None:
+    def handler(body: dict[str, Any]) -> Reply:
+        return Reply(text="" if structured_field(body) else verdict_json(body))
+    with FakeServer(handler, dialect="vllm") as srv:
+        res, summary, _ = run(tmp_path, env, srv, "judge.server=vllm")
+    assert res.returncode == 0, res.stderr
+    assert len(srv.requests) == 2 * N  # each verdict: the empty structured reply, then one plain request
+    assert sorted(structured_field(b) or "plain" for b in srv.requests) == ["plain"] * N + ["structured_outputs"] * N
+    assert summary["verdict_paths"] == {"solo": {"plain": N}}
+
+
+ALMOST = [  # how small open-weight judges write a verdict when nothing constrains them
+    lambda v: f"Sure! Here is my verdict:\n```json\n{v}\n```\nHope this helps.",
+    lambda v: v.replace("}]", "},]").replace("]}", "],}"),  # trailing commas
+    lambda v: v.replace("true", '"yes"').replace("false", "no"),  # met: yes / no
+    lambda v: "Verdict: " + v.replace('"met"', "met").replace('"reasoning"', "reasoning") + " (final)",  # bare keys
+]
+
+
+def test_almost_right_free_text_is_never_a_judge_error(tmp_path: Path, env: dict[str, str]) -> None:
+    def handler(body: dict[str, Any]) -> Reply:
+        text = verdict_json(body)
+        for bend in ALMOST:  # every bend at once: fenced, prose around it, trailing commas, yes/no, bare keys
+            text = bend(text)
+        return Reply(text=text)
+    with FakeServer(handler, dialect="llamacpp") as srv:  # refuses the json_schema it is first asked for
+        res, summary, samples = run(tmp_path, env, srv, "concurrency=1")
+    assert res.returncode == 0, res.stderr
+    assert summary["counts"]["judge_errors"] == 0 and [structured_field(b) for b in srv.requests].count(None) == N
+    assert summary["verdict_paths"] == {"solo": {"plain": N}}
+    assert [c["hit"] for s in samples for c in s["criteria"]] == \
+        [i % 2 == 1 for q in EN_ITEMS.values() for i in range(1, q + 1)]
+
+
+def test_text_that_holds_no_decision_is_reasked_and_counted(tmp_path: Path, env: dict[str, str]) -> None:
+    seen: dict[str, int] = {}
+
+    def handler(body: dict[str, Any]) -> Reply:
+        first = len(body["messages"]) <= 2
+        return Reply(text="I think it is fine overall." if first else verdict_json(body))
+    with FakeServer(handler) as srv:
+        res, summary, _ = run(tmp_path, env, srv)
+    assert res.returncode == 0, res.stderr and seen == {}
+    assert len(srv.requests) == 2 * N and summary["verdict_paths"] == {"solo": {"reasked": N}}
