@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.prompts import PROMPT_ERRORS, judge_messages, unrenderable
+from rubric_engine.judge.probability import met_probabilities
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.judge.tolerant import lenient
 from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictShape
@@ -162,6 +163,21 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
     return out
 
 
+def _with_probabilities(verdicts: list[Verdict], shape: VerdictShape, text: str,
+                        logprobs: list[list[Any]]) -> list[Verdict]:
+    """Each verdict with its P(met), matched by the order the reply wrote the items; unchanged when the values
+    found do not match the items one to one (a tolerant parse of `met: yes` writes no JSON value)."""
+    found = met_probabilities(logprobs, shape.met)
+    try:
+        ids = shape.written_ids(text)
+    except (ValueError, KeyError, TypeError):
+        return verdicts
+    if len(found) != len(ids):
+        return verdicts
+    p = dict(zip(ids, found))
+    return [replace(v, p_met=p.get(v.index)) for v in verdicts]
+
+
 async def _ask(client: "ModelClient", request: Request, shape: VerdictShape, n: int, max_reasks: int,
                repeat: int = 0, shared_prefix: int = 0) -> JudgeResult:
     """A verdict for n criteria (or for the request's criterion alone) through the one structured-output loop."""
@@ -172,8 +188,10 @@ async def _ask(client: "ModelClient", request: Request, shape: VerdictShape, n: 
                                    what="verdict", role="judge", repeat=repeat, shared_prefix=shared_prefix,
                                    lenient=lenient(shape, n))
     verdicts = got.value
+    if verdicts is not None and got.logprobs:  # P(met) beside each verdict (judge/probability.py)
+        verdicts = _with_probabilities(verdicts, shape, got.replies[-1], got.logprobs)
     if verdicts is not None and index is not None:
-        verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit) for v in verdicts]
+        verdicts = [replace(v, index=index) for v in verdicts]
     return JudgeResult(verdicts=verdicts, error=got.error, raw_replies=got.replies, attempts=got.attempts,
                        prompt_tokens=got.prompt_tokens, completion_tokens=got.completion_tokens, cost=got.cost,
                        cache_hits=got.cache_hits, paths={got.path: 1} if got.path else {})

@@ -116,7 +116,9 @@ def _vote(ballots: Sequence[list[Verdict] | None], rule: str, tie: str) -> list[
         votes = [b[pos] for b in lists]
         hit = combine([v.hit for v in votes], rule, tie)
         reason = next((v.reasoning for v in votes if v.hit == hit), first.reasoning)
-        out.append(Verdict(index=first.index, reasoning=reason, hit=hit))
+        probs = [v.p_met for v in votes if v.p_met is not None]  # P(met) of the combined verdict: the votes' mean
+        out.append(Verdict(index=first.index, reasoning=reason, hit=hit,
+                           p_met=sum(probs) / len(probs) if len(probs) == len(votes) else None))
     return out
 
 

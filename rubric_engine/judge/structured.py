@@ -54,6 +54,7 @@ class Outcome(Generic[T]):
     cache_hits: int = 0
     cached: bool = False
     path: str | None = None  # the accepted reply's path: "structured", "plain" or "reasked" (PATHS)
+    logprobs: list[list[Any]] | None = None  # the accepted reply's token log-probabilities, when the server sent them
 
 
 class Unusable(Exception):
@@ -178,6 +179,6 @@ async def ask_structured(client: "ModelClient", request: Request | Messages, par
         out.replies.append(result.text)
         add(result)
         out.value, out.cached = parsed[-1], result.cached
-        out.path = "reasked" if out.attempts > 1 else path
+        out.path, out.logprobs = "reasked" if out.attempts > 1 else path, result.logprobs
         return finish(None)
     return finish(one_line(f"invalid {what} after {out.attempts} replies: {problem}"))

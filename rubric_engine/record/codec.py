@@ -62,7 +62,8 @@ _VARIANT_KEYS = {key: v for v in VARIANTS for key in v.owns}
 _MARKS = frozenset(key for v in VARIANTS for key in v.marks)
 _CRITERIA, _NONE = CriteriaJudgment(), NotJudged()
 
-_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "votes", "tags", "check")
+_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "p_met", "votes", "tags",
+                   "check")
 _TURN_KEYS = ("role", "content", "state")  # state: only a simulated user's turn under a user_state: block
 _CONVERSATION_KEYS = ("transcript", "ended", "user_error")
 _RECORD_KEYS = ("id", "subset", "scenario", "tags", "response", "candidate_error", "judge_error", "judge_raw",
@@ -79,8 +80,8 @@ _TAIL = ("tokens", "cost", "cache_hits", "verdict_paths", "truncated", *_CONVERS
          "sample", "sample_score_sd")
 _ALWAYS = frozenset(("id", "subset", "scenario", "response", "candidate_error", "judge_error", "criteria",
                      "abilities", "score", "failed_rules", "catastrophic", "tokens", "cost", "cache_hits", "truncated"))
-_FRESH_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "votes", "check",
-                         "tags")
+_FRESH_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "p_met", "votes",
+                         "check", "tags")
 _LAYOUTS: dict[tuple[str, ...], Layout] = {}  # interned: the records of a file share a handful of key orders
 _EMPTY: Mapping[str, Any] = {}
 
@@ -152,6 +153,7 @@ def _criterion(c: Mapping[str, Any]) -> CriterionVerdict:
     return CriterionVerdict(index=cast(int, c.get("index")), label=c.get("label", ""), ability=c.get("ability"),
                             rule=c.get("rule"), weight=c.get("weight"), text=c.get("text", ""),
                             reasoning=c.get("reasoning"), hit=c.get("hit"), votes=c.get("votes"), tags=tuple(c.get("tags") or ()), check=c.get("check"),
+                            p_met=c.get("p_met"),
                             layout=layout_of(c, _CRITERION_KEYS))
 
 
@@ -217,10 +219,10 @@ def encode_criterion(c: CriterionVerdict) -> dict[str, Any]:
     `check` and `tags` written when it has them)."""
     values = {"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule, "weight": c.weight,
               "text": c.text, "reasoning": c.reasoning, "hit": c.hit, "votes": c.votes, "tags": list(c.tags),
-              "check": c.check}
+              "check": c.check, "p_met": c.p_met}
     if c.layout is NO_LAYOUT:
         return {k: values[k] for k in _FRESH_CRITERION_KEYS
-                if values[k] or k not in ("votes", "check", "tags")}
+                if (values[k] is not None if k == "p_met" else values[k] or k not in ("votes", "check", "tags"))}
     return {k: values[k] if k in values else c.layout.extra[k] for k in c.layout.keys}
 
 

@@ -58,6 +58,7 @@ class CriterionVerdict:
     votes: Mapping[str, list[bool | None]] | None = None
     tags: tuple[str, ...] = ()
     check: Mapping[str, Any] | None = None
+    p_met: float | None = None  # P(met) from the judge's token log-probabilities (judge/probability.py)
     layout: Layout = NO_LAYOUT
 
 

@@ -92,7 +92,8 @@ def _criterion(c: Criterion, found: CheckResult | None, v: Any, jr: JudgeResult 
                             text=c.text, reasoning=found.found if found else redact(v.reasoning) if v else None,
                             hit=found.hit if found else v.hit if v else None,
                             votes=_votes(jr, c.index) if c.check is None else None,
-                            check=check_dict(c.check) if c.check is not None else None, tags=tuple(c.tags))
+                            check=check_dict(c.check) if c.check is not None else None, tags=tuple(c.tags),
+                            p_met=None if found or v is None else v.p_met)
 
 
 def _reply(o: Outcome) -> Reply:

@@ -9,6 +9,8 @@ by one plain request; almost-right free text read without a judge error; summary
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 
 from fakedialects import DIALECTS, structured_field
 from fakeserver import FakeServer, Reply
+from rubric_engine.judge.probability import expected_score, met_probabilities
 from test_cli import run_cli
 from test_jury import EN, EN_ITEMS, REPLY, answers
 
@@ -134,3 +137,48 @@ def test_text_that_holds_no_decision_is_reasked_and_counted(tmp_path: Path, env:
         res, summary, _ = run(tmp_path, env, srv)
     assert res.returncode == 0, res.stderr and seen == {}
     assert len(srv.requests) == 2 * N and summary["verdict_paths"] == {"solo": {"reasked": N}}
+
+
+# -- verdict probabilities from top_logprobs ----------------------------------------------------------------------
+TOKEN = re.compile(r'true|false|\d+|"[^"]*"|\s+|.')
+P_TRUE, P_FALSE, P_OTHER = 0.6, 0.3, 0.05  # at each `met` value: P(met) = 0.6 / (0.6 + 0.3) = 2/3 by hand
+
+
+def with_logprobs(text: str) -> Reply:
+    """The reply token by token; at each `met` value the alternatives true/false/maybe (chosen one as written)."""
+    tokens = TOKEN.findall(text)
+    out, seen = [], ""
+    for tok in tokens:
+        if tok in ("true", "false") and seen.rstrip().endswith('"met":'):
+            top = [("true", math.log(P_TRUE)), ("false", math.log(P_FALSE)), ("maybe", math.log(P_OTHER))]
+            out.append((tok, math.log(P_TRUE if tok == "true" else P_FALSE), top))
+        else:
+            out.append((tok, 0.0, [(tok, 0.0)]))
+        seen += tok
+    return Reply(text=text, logprobs=out)
+
+
+def test_p_met_from_top_logprobs_equals_the_hand_computation() -> None:
+    tokens = [[t, [[a, lp] for a, lp in top]] for t, _, top in with_logprobs(
+        '{"criteria": [{"id": 2, "reasoning": "r", "met": false}, {"id": 1, "reasoning": "r", "met": true}]}'
+    ).logprobs]
+    assert met_probabilities(tokens, "met") == pytest.approx([2 / 3, 2 / 3])
+    # a score's expected value over the scale's numbers (G-Eval): 4 x .5 + 5 x .3 + 3 x .1 over .9; "x" left out
+    score = [['{"score": ', [['{"score": ', 0.0]]],
+             ["4", [["4", math.log(0.5)], ["5", math.log(0.3)], ["3", math.log(0.1)], ["x", math.log(0.1)]]]]
+    assert expected_score(score, "score", [1, 2, 3, 4, 5]) == pytest.approx((4 * .5 + 5 * .3 + 3 * .1) / .9)
+    assert expected_score(score, "score", [1, 2]) is None  # no number of the scale among the alternatives
+    assert met_probabilities([["{}", [["{}", 0.0]]]], "met") == []
+
+
+def test_each_verdict_gets_p_met_beside_it_when_the_server_sends_logprobs(tmp_path: Path, env: dict[str, str]) -> None:
+    with FakeServer(lambda body: with_logprobs(verdict_json(body)) if body.get("logprobs") else verdict_json(body),
+                    dialect="openai") as srv:
+        res, summary, samples = run(tmp_path, env, srv, "+judge.params.logprobs=true", "+judge.params.top_logprobs=5")
+        assert res.returncode == 0, res.stderr
+        assert all(b.get("logprobs") is True and b.get("top_logprobs") == 5 for b in srv.requests)
+        assert [c["p_met"] for s in samples for c in s["criteria"]] == pytest.approx([2 / 3] * sum(EN_ITEMS.values()))
+        srv.reset()
+        (tmp_path / "without").mkdir()
+        res, _, plain = run(tmp_path / "without", env, srv)  # a server without them: no p_met anywhere
+    assert res.returncode == 0 and not any("p_met" in c for s in plain for c in s["criteria"])
