@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["met_probabilities", "expected_score"]
+__all__ = ["met_probabilities", "expected_score", "json_value", "pattern_prefix"]
 
 Tokens = Sequence[Sequence[Any]]  # per token: [token, [[alternative, logprob], ...]] (models/litellm_runtime.py)
 
@@ -32,9 +32,25 @@ def _is(word: str, *full: str) -> bool:
     return bool(word) and any(f.startswith(word) for f in full)
 
 
-def _values_at(tokens: Tokens, field: str) -> list[Sequence[Sequence[Any]]]:
-    """The alternatives at each token that begins the value of JSON field `field`, in reply order."""
-    key = re.compile(rf'"{re.escape(field)}"\s*:\s*"?$')
+def json_value(field: str) -> str:
+    """What the reply writes just before the value of JSON field `field` (a regex)."""
+    return rf'"{re.escape(field)}"\s*:\s*"?'
+
+
+def pattern_prefix(pattern: str | Sequence[str] | None) -> str | None:
+    r"""What a free-text score pattern requires just before its number: the regex before its group (`\[\[` of
+    `\[\[(\d+)\]\]`), from its first pattern; None when it has none."""
+    first = pattern if isinstance(pattern, str) else (pattern or [None])[0]
+    head = first.split("(", 1)[0] if first else ""
+    try:
+        return head if head and re.compile(head) else None
+    except re.error:
+        return None
+
+
+def _values_at(tokens: Tokens, before: str) -> list[Sequence[Sequence[Any]]]:
+    """The alternatives at each token that begins a value: the first non-blank token after text ending in `before`."""
+    key = re.compile(before + r"\s*$")
     text, found = "", []
     for token, top in tokens:
         if token.strip() and key.search(text):
@@ -46,16 +62,17 @@ def _values_at(tokens: Tokens, field: str) -> list[Sequence[Sequence[Any]]]:
 def met_probabilities(tokens: Tokens, met: str) -> list[float | None]:
     """P(met) at each value of the field `met` the reply writes, in reply order (None: no decision listed there)."""
     out: list[float | None] = []
-    for top in _values_at(tokens, met):
+    for top in _values_at(tokens, json_value(met)):
         yes = sum(math.exp(lp) for alt, lp in top if _is(_word(alt), "true", "yes"))
         no = sum(math.exp(lp) for alt, lp in top if _is(_word(alt), "false", "no"))
         out.append(yes / (yes + no) if yes + no > 0 else None)
     return out
 
 
-def expected_score(tokens: Tokens, field: str, values: Sequence[float]) -> float | None:
-    """The expected score over the scale's numbers listed at the (one) value of `field`, or None."""
-    found = _values_at(tokens, field)
+def expected_score(tokens: Tokens, before: str, values: Sequence[float]) -> float | None:
+    """The expected score over the scale's numbers listed at the one value written after `before` (json_value,
+    pattern_prefix), or None."""
+    found = _values_at(tokens, before)
     if len(found) != 1:
         return None
     allowed = {float(v) for v in values}

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from conftest import REPO, edited_spec, model_args
 from fakedialects import DIALECTS, structured_field
 from fakeserver import FakeServer, Reply
-from rubric_engine.judge.probability import expected_score, met_probabilities
+from rubric_engine.judge.probability import expected_score, json_value, met_probabilities, pattern_prefix
 from test_cli import run_cli
 from test_jury import EN, EN_ITEMS, REPLY, answers
 
@@ -166,8 +167,9 @@ def test_p_met_from_top_logprobs_equals_the_hand_computation() -> None:
     # a score's expected value over the scale's numbers (G-Eval): 4 x .5 + 5 x .3 + 3 x .1 over .9; "x" left out
     score = [['{"score": ', [['{"score": ', 0.0]]],
              ["4", [["4", math.log(0.5)], ["5", math.log(0.3)], ["3", math.log(0.1)], ["x", math.log(0.1)]]]]
-    assert expected_score(score, "score", [1, 2, 3, 4, 5]) == pytest.approx((4 * .5 + 5 * .3 + 3 * .1) / .9)
-    assert expected_score(score, "score", [1, 2]) is None  # no number of the scale among the alternatives
+    assert expected_score(score, json_value("score"), [1, 2, 3, 4, 5]) == pytest.approx((4 * .5 + 5 * .3 + 3 * .1) / .9)
+    assert expected_score(score, json_value("score"), [1, 2]) is None  # no number of the scale among the alternatives
+    assert pattern_prefix([r"\[\[(\d+\.?\d*)\]\]", r"\[(\d+)\]"]) == r"\[\["
     assert met_probabilities([["{}", [["{}", 0.0]]]], "met") == []
 
 
@@ -182,3 +184,40 @@ def test_each_verdict_gets_p_met_beside_it_when_the_server_sends_logprobs(tmp_pa
         (tmp_path / "without").mkdir()
         res, _, plain = run(tmp_path / "without", env, srv)  # a server without them: no p_met anywhere
     assert res.returncode == 0 and not any("p_met" in c for s in plain for c in s["criteria"])
+
+
+MT_MINI = REPO / "tests" / "data" / "mt_bench_mini.jsonl"
+RATING = {"7": 0.5, "8": 0.3, "6": 0.1, "x": 0.1}  # at the rating's token; E = (7 x .5 + 8 x .3 + 6 x .1) / .9
+EXPECTED = (7 * .5 + 8 * .3 + 6 * .1) / .9
+
+
+def rating(body: dict[str, Any]) -> Reply:
+    if body["model"] != "judge":
+        return Reply(text="an answer")
+    tokens = ["Explanation: fine. Rating: [[", "7", "]]"]
+    top = [(t, math.log(p)) for t, p in RATING.items()]
+    return Reply(text="".join(tokens), logprobs=[(tokens[0], 0.0, [(tokens[0], 0.0)]), ("7", math.log(.5), top),
+                                                 (tokens[2], 0.0, [(tokens[2], 0.0)])])
+
+
+@pytest.mark.parametrize("use", ["verdict", "probability"])
+def test_a_score_is_its_expected_value_over_the_score_tokens_with_use_probability(tmp_path: Path, env: dict[str, str],
+                                                                                  use: str) -> None:
+    spec = edited_spec(REPO / "benchmarks" / "mt_bench", tmp_path / "spec", "    kind: score\n",
+                       f"    kind: score\n    use: {use}\n")
+    out = tmp_path / "run"
+    with FakeServer(rating) as srv:
+        res = run_cli([f"benchmark={spec}", f"data.path={MT_MINI}", *model_args(srv.url), f"hydra.run.dir={out}",
+                       "progress=none", "+judge.params.logprobs=true", "+judge.params.top_logprobs=4"], env)
+    assert res.returncode == 0, res.stderr
+    samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    turns = [t for s in samples for t in s["turns"]]
+    assert turns and all(t["expected"] == pytest.approx(EXPECTED) for t in turns)
+    assert all(t["score"] == (pytest.approx(EXPECTED) if use == "probability" else 7) for t in turns)
+
+
+def test_use_probability_on_a_criteria_verdict_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    spec = edited_spec(REPO / "benchmarks" / "heartbench_en", tmp_path / "spec", "  template: judge.j2\n",
+                       "  template: judge.j2\n  verdict: {use: probability}\n")
+    res = run_cli([f"benchmark={spec}", "candidate=mock", "judge=mock", f"hydra.run.dir={tmp_path / 'run'}"], env)
+    assert res.returncode == 2 and "use: probability applies to a score verdict" in res.stderr
