@@ -35,11 +35,12 @@ def verdict_json(body: dict[str, Any]) -> str:
                                     for i in range(1, EN_ITEMS[qid] + 1)]})
 
 
-def run(tmp_path: Path, env: dict[str, str], srv: FakeServer, *extra: str) -> tuple[Any, dict[str, Any], list[dict]]:
+def run(tmp_path: Path, env: dict[str, str], srv: FakeServer, *extra: str,
+        model: str = "openai/solo") -> tuple[Any, dict[str, Any], list[dict]]:
     out = tmp_path / "run"
     res = run_cli(["benchmark=heartbench_en", f"data.path={EN}", "stage=score", "progress=none",
                    f"answers={answers(tmp_path, list(EN_ITEMS), 'question_id')}", f"hydra.run.dir={out}",
-                   "judge=openai_compatible", "judge.model=openai/solo", "judge.name=solo",
+                   "judge=openai_compatible", f"judge.model={model}", "judge.name=solo",
                    f"judge.api_base={srv.url}", "judge.api_key_env=FAKE_KEY", *extra], env)
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()] \
@@ -74,6 +75,14 @@ def test_one_well_formed_request_per_verdict_in_the_servers_own_dialect(tmp_path
     assert summary["counts"]["judge_errors"] == 0
     assert summary["verdict_paths"] == {"solo": {"structured": N}}
     assert all(s["verdict_paths"] == {"solo": {"structured": 1}} for s in samples)
+
+
+def test_the_family_is_read_from_the_litellm_id_when_not_declared(tmp_path: Path, env: dict[str, str]) -> None:
+    with FakeServer(verdict_json, dialect="vllm") as srv:
+        res, summary, _ = run(tmp_path, env, srv, model="hosted_vllm/solo")
+    assert res.returncode == 0, res.stderr
+    assert [structured_field(b) for b in srv.requests] == ["structured_outputs"] * N
+    assert summary["verdict_paths"] == {"solo": {"structured": N}}
 
 
 @pytest.mark.parametrize("dialect", ["llamacpp", "vllm", "sglang", "ollama"])
@@ -221,3 +230,11 @@ def test_use_probability_on_a_criteria_verdict_is_one_line(tmp_path: Path, env: 
                        "  template: judge.j2\n  verdict: {use: probability}\n")
     res = run_cli([f"benchmark={spec}", "candidate=mock", "judge=mock", f"hydra.run.dir={tmp_path / 'run'}"], env)
     assert res.returncode == 2 and "use: probability applies to a score verdict" in res.stderr
+
+
+def test_an_unknown_server_family_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    with FakeServer(verdict_json) as srv:
+        res, _, _ = run(tmp_path, env, srv, "judge.server=tgi")
+    assert res.returncode == 2 and not srv.requests
+    assert "server must be one of openai, anthropic, vllm, sglang, llamacpp, ollama (got 'tgi')" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
