@@ -25,8 +25,10 @@ SERVERS = ("openai", "anthropic", "vllm", "sglang", "llamacpp", "ollama")
 _BY_PREFIX = {"hosted_vllm": "vllm", "vllm": "vllm", "ollama": "ollama", "ollama_chat": "ollama",
               "anthropic": "anthropic"}
 
+# Ollama's field is a common word: only as a quoted name or named as an argument/parameter/field, so a 400 about
+# the "format" of something else never switches structured output off for the rest of the run
 REFUSAL = re.compile(r"response[_ ]?format|json[_ ]?schema|json[_ ]?object|structured[_ ]?outputs?|guided[_ ]?json"
-                     r"|\bformat\b", re.I)
+                     r"|['\"]format['\"]|(?:argument|parameter|field)s?\b[^.]{0,24}\bformat\b", re.I)
 
 
 def server_of(model: str, declared: str | None) -> str:

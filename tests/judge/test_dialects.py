@@ -19,6 +19,7 @@ import pytest
 from conftest import REPO, edited_spec, model_args
 from fakedialects import DIALECTS, structured_field
 from fakeserver import FakeServer, Reply
+from rubric_engine.models.dialects import REFUSAL, ask_structured_in, structured_kwargs
 from rubric_engine.judge.probability import expected_score, json_value, met_probabilities, pattern_prefix
 from test_cli import run_cli
 from test_jury import EN, EN_ITEMS, REPLY, answers
@@ -238,3 +239,21 @@ def test_an_unknown_server_family_is_one_line(tmp_path: Path, env: dict[str, str
     assert res.returncode == 2 and not srv.requests
     assert "server must be one of openai, anthropic, vllm, sglang, llamacpp, ollama (got 'tgi')" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_an_entrys_own_extra_body_is_kept_beside_the_structured_field() -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "v", "schema": {"type": "object"}, "strict": True}}
+    kwargs: dict[str, Any] = {"model": "openai/x", "extra_body": {"top_k": 20}}
+    ask_structured_in(kwargs, "vllm", fmt)
+    assert kwargs["extra_body"] == {"top_k": 20, "structured_outputs": {"json": {"type": "object"}}}
+    assert structured_kwargs("ollama", "ollama_chat/x", fmt) == {"response_format": fmt}  # LiteLLM writes `format`
+    assert structured_kwargs("ollama", "openai/x", fmt) == {"extra_body": {"format": {"type": "object"}}}
+
+
+@pytest.mark.parametrize("words, refusal", [
+    ("Unrecognized request argument supplied: format", True), ("{'loc': ['body', 'format']}", True),
+    ("response_format.type: Input should be 'text' or 'json_object'", True), ("structured_outputs: no", True),
+    ("invalid format of messages", False), ("temperature too high", False),
+])
+def test_a_refusal_is_recognised_by_the_parameter_it_names(words: str, refusal: bool) -> None:
+    assert bool(REFUSAL.search(words)) is refusal
