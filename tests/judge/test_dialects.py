@@ -183,10 +183,13 @@ def test_p_met_from_top_logprobs_equals_the_hand_computation() -> None:
     assert met_probabilities([["{}", [["{}", 0.0]]]], "met") == []
 
 
-def test_each_verdict_gets_p_met_beside_it_when_the_server_sends_logprobs(tmp_path: Path, env: dict[str, str]) -> None:
+@pytest.mark.parametrize("workers", [1, 2])  # 2: the calls run in worker processes, which hand the logprobs back
+def test_each_verdict_gets_p_met_beside_it_when_the_server_sends_logprobs(tmp_path: Path, env: dict[str, str],
+                                                                          workers: int) -> None:
     with FakeServer(lambda body: with_logprobs(verdict_json(body)) if body.get("logprobs") else verdict_json(body),
                     dialect="openai") as srv:
-        res, summary, samples = run(tmp_path, env, srv, "+judge.params.logprobs=true", "+judge.params.top_logprobs=5")
+        res, summary, samples = run(tmp_path, env, srv, "+judge.params.logprobs=true", "+judge.params.top_logprobs=5",
+                                    f"workers={workers}")
         assert res.returncode == 0, res.stderr
         assert all(b.get("logprobs") is True and b.get("top_logprobs") == 5 for b in srv.requests)
         assert [c["p_met"] for s in samples for c in s["criteria"]] == pytest.approx([2 / 3] * sum(EN_ITEMS.values()))
