@@ -9,7 +9,8 @@ call outside this machine, and must be able to script the failures real provider
         srv.handler = lambda body: Reply(text="default")   # after the queue is empty
         ... srv.url, srv.requests, srv.headers, srv.max_in_flight, srv.request_times ...
 
-Reply selection per request: (1) `reject_json_schema` check, (2) the next queued reply,
+Reply selection per request: (0) `dialect` (tests/fakedialects.py: a server family refusing the others' structured
+fields in its own error shape), (1) `reject_json_schema` check, (2) the next queued reply,
 (3) `srv.handler(body)` (which may return a Reply or a plain str), default: echo of the last message.
 `POST /v1/messages` answers in Anthropic's shape (for `anthropic/` models pointed here); `Reply.cached` reports
 prompt-cache reads in either shape. `srv.auth_headers` records each request's Authorization header; the text `{authorization}` in a reply's
@@ -31,6 +32,8 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Union
+
+from fakedialects import refusal  # tests/ is on sys.path wherever the fake server runs
 
 __all__ = ["Reply", "FakeServer", "echo_handler"]
 
@@ -55,6 +58,8 @@ class Reply:
     flood_mb: float = 0.0  # > 0: a valid completion whose reply is this many MiB, written in 64 KiB pieces
     flood_length: bool = True  # the flood declares its Content-Length (False: none, the body ends at close)
     flood_gzip: bool = False  # the flood gzip-compressed as it is written (a "zip bomb"; no Content-Length)
+    # token log-probabilities: (token, logprob, [(alternative, logprob), ...]) per token, as choices[0].logprobs
+    logprobs: list[tuple[str, float, list[tuple[str, float]]]] | None = None
 
 
 HandlerResult = Union[Reply, str]
@@ -94,7 +99,10 @@ def _completion_json(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": reply.text},
-                "logprobs": None,
+                "logprobs": None if reply.logprobs is None else {"content": [
+                    {"token": t, "logprob": lp, "bytes": None,
+                     "top_logprobs": [{"token": a, "logprob": alp, "bytes": None} for a, alp in top]}
+                    for t, lp, top in reply.logprobs]},
                 "finish_reason": reply.finish_reason,
             }
         ],
@@ -267,11 +275,12 @@ class FakeServer:
     """The server object tests use; see module docstring. Thread-safe bookkeeping."""
 
     def __init__(self, handler: Handler | None = None, *, reject_json_schema: bool = False,
-                 latency: float = 0.0, track_senders: bool = False) -> None:
+                 latency: float = 0.0, track_senders: bool = False, dialect: str | None = None) -> None:
         self.handler: Handler = handler or echo_handler
         self.track_senders = track_senders
         self.from_here: list[bool | None] = []  # track_senders: each request sent by this process (parallel to requests)
         self.reject_json_schema = reject_json_schema
+        self.dialect = dialect  # a server family (tests/fakedialects.py): refuses the others' structured fields
         self.latency = latency  # added to every reply that has no explicit delay
         self.requests: list[dict[str, Any]] = []
         self.auth_headers: list[str] = []
@@ -358,6 +367,9 @@ class FakeServer:
             self.in_flight -= 1
 
     def _choose(self, body: dict[str, Any]) -> Reply:
+        refused = refusal(self.dialect, body) if self.dialect else None
+        if refused is not None:
+            return Reply(status=refused[0], raw=refused[1])
         fmt = body.get("response_format")
         if self.reject_json_schema and isinstance(fmt, dict) and fmt.get("type") == "json_schema":
             # llama-cpp-python's server accepts only 'text' and 'json_object'

@@ -20,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.prompts import PROMPT_ERRORS, judge_messages, unrenderable
+from rubric_engine.judge.probability import met_probabilities
 from rubric_engine.judge.structured import ask_structured
+from rubric_engine.judge.tolerant import lenient
 from rubric_engine.judge.verdicts import DEFAULT_SHAPE, Verdict, VerdictShape
 from rubric_engine.models.events import call_context
 from rubric_engine.models.promptcache import shared_prefix
@@ -80,6 +82,8 @@ class JudgeResult:
     completion_tokens: int = 0
     cost: float | None = 0.0
     cache_hits: int = 0
+    paths: dict[str, int] = field(default_factory=dict)  # verdict replies per path (judge/structured.py PATHS)
+    judge_paths: dict[str, dict[str, int]] = field(default_factory=dict)  # the same per judge (judge/panels.py)
 
 
 # -- calling ------------------------------------------------------------------------------------------
@@ -140,6 +144,8 @@ def add_usage(out: JudgeResult, parts: list[JudgeResult]) -> None:
         out.prompt_tokens += p.prompt_tokens
         out.completion_tokens += p.completion_tokens
         out.cache_hits += p.cache_hits
+        for path, count in p.paths.items():
+            out.paths[path] = out.paths.get(path, 0) + count
     costs = [p.cost for p in parts]
     out.cost = None if None in costs else float(sum(c for c in costs if c is not None))
 
@@ -157,6 +163,21 @@ def _merge(parts: list[JudgeResult]) -> JudgeResult:
     return out
 
 
+def _with_probabilities(verdicts: list[Verdict], shape: VerdictShape, text: str,
+                        logprobs: list[list[Any]]) -> list[Verdict]:
+    """Each verdict with its P(met), matched by the order the reply wrote the items; unchanged when the values
+    found do not match the items one to one (a tolerant parse of `met: yes` writes no JSON value)."""
+    found = met_probabilities(logprobs, shape.met)
+    try:
+        ids = shape.written_ids(text)
+    except (ValueError, KeyError, TypeError):
+        return verdicts
+    if len(found) != len(ids):
+        return verdicts
+    p = dict(zip(ids, found))
+    return [replace(v, p_met=p.get(v.index)) for v in verdicts]
+
+
 async def _ask(client: "ModelClient", request: Request, shape: VerdictShape, n: int, max_reasks: int,
                repeat: int = 0, shared_prefix: int = 0) -> JudgeResult:
     """A verdict for n criteria (or for the request's criterion alone) through the one structured-output loop."""
@@ -164,10 +185,13 @@ async def _ask(client: "ModelClient", request: Request, shape: VerdictShape, n: 
     with call_context(**request.context):  # the transcripts name the criterion (None: all in one call)
         got = await ask_structured(client, request, lambda text: shape.parse(text, n),
                                    reask=lambda problem: shape.reask(problem, n), max_reasks=max_reasks,
-                                   what="verdict", role="judge", repeat=repeat, shared_prefix=shared_prefix)
+                                   what="verdict", role="judge", repeat=repeat, shared_prefix=shared_prefix,
+                                   lenient=lenient(shape, n))
     verdicts = got.value
+    if verdicts is not None and got.logprobs:  # P(met) beside each verdict (judge/probability.py)
+        verdicts = _with_probabilities(verdicts, shape, got.replies[-1], got.logprobs)
     if verdicts is not None and index is not None:
-        verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit) for v in verdicts]
+        verdicts = [replace(v, index=index) for v in verdicts]
     return JudgeResult(verdicts=verdicts, error=got.error, raw_replies=got.replies, attempts=got.attempts,
                        prompt_tokens=got.prompt_tokens, completion_tokens=got.completion_tokens, cost=got.cost,
-                       cache_hits=got.cache_hits)
+                       cache_hits=got.cache_hits, paths={got.path: 1} if got.path else {})

@@ -150,6 +150,9 @@ async def judge_pair(client: "ModelClient", spec: "BenchmarkSpec", question: Que
         out.prompt_tokens += r.prompt_tokens
         out.completion_tokens += r.completion_tokens
         out.cache_hits += r.cache_hits
+        if r.path:  # how the game's label was obtained (judge/structured.py)
+            out.paths[r.path] = out.paths.get(r.path, 0) + 1
+    out.judge_paths = {client.spec.name: dict(out.paths)} if out.paths else {}
     out.cost = None if None in costs else float(sum(c for c in costs if c is not None))
     failed = [(i, g) for i, g in enumerate(out.games, 1) if g.error]
     if failed:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["Panel", "ScorePanel", "PanelResult", "check_panel"]
+__all__ = ["Panel", "ScorePanel", "PanelResult", "check_panel", "with_paths"]
 
 def check_panel(n_judges: int, repeats: int, rule: str, tie: str) -> None:
     """One clear line for each setting that cannot run."""
@@ -73,9 +73,7 @@ class Panel:
         calls = [judge_response(c, self.spec, question, response, repeat=first_repeat + r, transcript=transcript,
                                 plan=self.plan) for c in self.clients for r in range(self.repeats)]
         results = list(await asyncio.gather(*calls))
-        if self.plain:
-            return results[0]
-        return self._merge(results)
+        return with_paths(results[0] if self.plain else self._merge(results), results, self.names, self.repeats)
 
     def _merge(self, results: list[JudgeResult]) -> PanelResult:
         out = PanelResult(verdicts=None, error=None)
@@ -99,6 +97,16 @@ class Panel:
         return out
 
 
+def with_paths(out: JudgeResult, results: Sequence[JudgeResult], names: Sequence[str], repeats: int) -> JudgeResult:
+    """`out` with each judge's verdict replies counted per path (judge/structured.py), over its repeats."""
+    for j, name in enumerate(names):
+        counts = out.judge_paths.setdefault(name, {})
+        for r in results[j * repeats:(j + 1) * repeats]:
+            for path, n in r.paths.items():
+                counts[path] = counts.get(path, 0) + n
+    return out
+
+
 def _vote(ballots: Sequence[list[Verdict] | None], rule: str, tie: str) -> list[Verdict]:
     """Combine aligned verdict lists criterion by criterion; the reasoning kept is the first vote that
     agrees with the outcome (so a sample shows a reason for the verdict it reports)."""
@@ -108,7 +116,9 @@ def _vote(ballots: Sequence[list[Verdict] | None], rule: str, tie: str) -> list[
         votes = [b[pos] for b in lists]
         hit = combine([v.hit for v in votes], rule, tie)
         reason = next((v.reasoning for v in votes if v.hit == hit), first.reasoning)
-        out.append(Verdict(index=first.index, reasoning=reason, hit=hit))
+        probs = [v.p_met for v in votes if v.p_met is not None]  # P(met) of the combined verdict: the votes' mean
+        out.append(Verdict(index=first.index, reasoning=reason, hit=hit,
+                           p_met=sum(probs) / len(probs) if len(probs) == len(votes) else None))
     return out
 
 
@@ -122,4 +132,5 @@ class ScorePanel(Panel):
         scored = list(await asyncio.gather(*(
             judge_scores(c, self.spec, question, response, transcript, repeat=first_repeat + r)
             for c in self.clients for r in range(self.repeats))))
-        return scored[0] if self.plain else combine_scores(scored, self.names, self.repeats)
+        out = scored[0] if self.plain else combine_scores(scored, self.names, self.repeats)
+        return with_paths(out, scored, self.names, self.repeats)

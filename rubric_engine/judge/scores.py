@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from rubric_engine.datatypes import Question
 from rubric_engine.judge.grading import JudgeResult, add_usage
 from rubric_engine.judge.prompts import PROMPT_ERRORS, judge_messages, unrenderable
+from rubric_engine.judge.probability import expected_score, json_value, pattern_prefix
 from rubric_engine.judge.structured import ask_structured
 from rubric_engine.models.events import set_call_context
 from rubric_engine.judge.verdicts import VerdictError, extract_json
@@ -62,6 +63,7 @@ class TurnScore:
     score: float | None
     reasoning: str | None = None
     error: str | None = None
+    expected: float | None = None  # E[score] over the score tokens' log-probabilities (judge/probability.py)
 
     def record(self) -> TurnScoreRecord:
         return {"turn": self.turn, "score": self.score, "reasoning": self.reasoning, "error": self.error}
@@ -225,10 +227,14 @@ async def _one(client: "ModelClient", spec: "BenchmarkSpec", question: Question,
                                what="score", role="judge", repeat=repeat)
     usage = JudgeResult(verdicts=None, error=got.error, raw_replies=got.replies, attempts=got.attempts,
                         prompt_tokens=got.prompt_tokens, completion_tokens=got.completion_tokens, cost=got.cost,
-                        cache_hits=got.cache_hits)
+                        cache_hits=got.cache_hits, paths={got.path: 1} if got.path else {})
     if got.value is None:
         return TurnScore(turn, None, None, got.error), usage
-    return TurnScore(turn, got.value.score, got.value.reasoning), usage
+    before = json_value(shape.field) if shape.pattern is None else pattern_prefix(shape.pattern)
+    expected = expected_score(got.logprobs, before, shape.answer().values) if got.logprobs and before else None
+    # judge.verdict.use: probability scores the expected value where the server gave one, the number written else
+    score = expected if expected is not None and spec.judge.verdict.use == "probability" else got.value.score
+    return TurnScore(turn, score, got.value.reasoning, expected=expected), usage
 
 
 async def judge_scores(client: "ModelClient", spec: "BenchmarkSpec", question: Question, response: str,
@@ -271,7 +277,9 @@ def combine_scores(results: Sequence[ScoreResult], names: Sequence[str], repeats
             out.turns.append(TurnScore(first.turn, None, None, f"judge {bad[0][0]}: {bad[0][1].error}{more}"))
         else:
             scores = [t.score for _, t in votes if t.score is not None]
-            out.turns.append(TurnScore(first.turn, sum(scores) / len(scores), first.reasoning))
+            means = [t.expected for _, t in votes if t.expected is not None]
+            out.turns.append(TurnScore(first.turn, sum(scores) / len(scores), first.reasoning,
+                                       expected=sum(means) / len(means) if len(means) == len(votes) else None))
     _settle(out)
     return out
 

@@ -28,6 +28,7 @@ class Verdict:
     index: int  # 1-based criterion number
     reasoning: str
     hit: bool
+    p_met: float | None = None  # P(met) from the judge's token log-probabilities (judge/probability.py), if any
 
 
 class VerdictError(ValueError):
@@ -279,6 +280,12 @@ class VerdictShape:
             shown = problems[:6] + ([f"and {len(problems) - 6} more problem(s)"] if len(problems) > 6 else [])
             raise VerdictError("; ".join(shown).replace("\n", " "))
         return sorted(verdicts, key=lambda v: v.index)
+
+    def written_ids(self, text: str) -> list[int]:
+        """The criterion ids in the order a parsed reply wrote them (the object shape: [1])."""
+        if self.shape == "object":
+            return [1]
+        return [_as_int(item.get(self.id)) for item in extract_json(text, self.list_key)[self.list_key]]
 
     def reask(self, problem: str, n: int) -> str:
         """The user turn sent after an unusable reply: what was wrong, then the required format."""

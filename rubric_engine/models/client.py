@@ -26,11 +26,12 @@ from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes, openai_client, served_by_openai_client
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.concurrency import AUTO, AdaptiveGate, RateLimiter, Slot
+from rubric_engine.models.dialects import ask_structured_in, server_of
 from rubric_engine.models.entries import MessageTexts, ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.models.interrupt import sending, stopped
-from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply
+from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, token_logprobs
 from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
 from rubric_engine.models.promptcache import mark_prefix, needs_marker
@@ -69,6 +70,7 @@ class CallResult:
     # seconds of the successful attempt; None for a cache hit. A measurement, not part of the result's identity
     latency: float | None = field(default=None, compare=False)
     batched: bool = False  # the result came from a provider batch (batch=true, models/batches.py)
+    logprobs: list[list[Any]] | None = None  # per token [token, [[alternative, logprob], ...]] (token_logprobs)
 
 
 @dataclass
@@ -205,7 +207,8 @@ class ModelClient:
                 self.stats.cache_hits += 1
                 result = CallResult(redact(hit["text"]), int(hit.get("prompt_tokens") or 0),
                                     int(hit.get("completion_tokens") or 0), hit.get("cost"), True, 0,
-                                    hit.get("finish_reason"), int(hit.get("cached_tokens") or 0))
+                                    hit.get("finish_reason"), int(hit.get("cached_tokens") or 0),
+                                    logprobs=hit.get("logprobs"))
                 self._accept(accept, result)
                 return result
         merged = not cache_as or cache_as == messages  # a re-ask is stored under another key: never merged
@@ -237,7 +240,8 @@ class ModelClient:
             self.cache.set(key, {"text": result.text, "prompt_tokens": result.prompt_tokens,
                                  "completion_tokens": result.completion_tokens, "cost": result.cost,
                                  "model": self.spec.model, "finish_reason": result.finish_reason,
-                                 "cached_tokens": result.cached_tokens})
+                                 "cached_tokens": result.cached_tokens,
+                                 **({"logprobs": result.logprobs} if result.logprobs else {})})
         return result
 
     def _land(self, here: tuple[int, str], mine: "asyncio.Future[CallResult | None] | None",
@@ -369,8 +373,8 @@ class ModelClient:
         # every text sent to any model passes the one redaction here (models/redact.py): a key one server echoed
         # into a reply never reaches another server inside a judge's or a simulated user's prompt
         kwargs = {**self._base_request(), "messages": self._redact(messages)}
-        if response_format:
-            kwargs["response_format"] = response_format
+        if response_format:  # in the dialect of the entry's server family (models/dialects.py)
+            ask_structured_in(kwargs, server_of(self.spec.model, self.spec.server), response_format)
         pool = self.workers
         if self.notify is not None and pool is None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")
@@ -415,7 +419,8 @@ class ModelClient:
                     if isinstance(slot, Slot):
                         slot.answered(rate_headers(response), prompt_tokens + completion_tokens)
                     return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts,
-                                      finish_reason(response), served, latency=round(time.monotonic() - started, 4))
+                                      finish_reason(response), served, latency=round(time.monotonic() - started, 4),
+                                      logprobs=token_logprobs(response))
             if failure.fatal or attempts > self.max_retries:
                 self.stats.errors += 1
                 if failure.kind == "connection" and not self._answered:  # no server there: every call would fail

@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any, Mapping
 
 from rubric_engine.errors import ConfigError
+from rubric_engine.models.dialects import SERVERS
 from rubric_engine.models.mock import is_mock
 from rubric_engine.models.redact import HISTORY, redact
 
@@ -213,6 +214,7 @@ class ModelSpec:
     timeout: float = 120.0
     family: str | None = None  # maker / lineage (openai, anthropic, qwen, ...): the self-preference audit's unit
     revision: str | None = None  # any string naming what is served behind `model` (part of the cache key)
+    server: str | None = None  # server family (models/dialects.py): how a structured reply is asked for; None: from the id
     # the role it plays (candidate, judge, user, baseline): its errors name the overrides to use; not part of
     # equality, hashing or any cache key (one model in two roles is one model)
     role: str | None = field(default=None, compare=False)
@@ -236,6 +238,8 @@ class ModelSpec:
                 raise ConfigError(f"model {self.name!r}: family must be a short name like 'openai' or 'qwen' "
                                   f"(letters, digits, - _ .), got {self.family!r}")
             object.__setattr__(self, "family", fam)
+        if self.server is not None and self.server not in SERVERS:
+            raise ConfigError(f"model {self.name!r}: server must be one of {', '.join(SERVERS)} (got {self.server!r})")
 
     def __hash__(self) -> int:
         return hash((self.name, self.model, self.api_base, self.api_key_env, self.timeout, self.family, self.revision,
@@ -249,7 +253,7 @@ class ModelSpec:
         `timeout`, which wins over the default of 120 s.
         """
         data = _plain(dict(data))
-        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "family", "revision"}
+        allowed = {"name", "model", "api_base", "api_key_env", "params", "timeout", "family", "revision", "server"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             hint = " (API keys are never put in config: name the environment variable with api_key_env)" \
@@ -271,7 +275,8 @@ class ModelSpec:
         return cls(name=str(data.get("name") or str(model).split("/", 1)[-1]), model=str(model),
                    api_base=data.get("api_base") or None, api_key_env=data.get("api_key_env") or None,
                    params=dict(data.get("params") or {}), timeout=seconds, family=data.get("family") or None,
-                   revision=None if data.get("revision") is None else str(data.get("revision")), role=role)
+                   revision=None if data.get("revision") is None else str(data.get("revision")), role=role,
+                   server=data.get("server") or None)
 
     @cached_property
     def _key_part(self) -> dict[str, Any]:

@@ -12,11 +12,12 @@ import email.utils
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from rubric_engine.models.redact import redact
 from rubric_engine.text.surrogates import replace_surrogates
 
-__all__ = ["Failure", "Malformed", "classify", "clean", "retry_after", "STOPS_RUN_KINDS"]
+__all__ = ["Failure", "Malformed", "classify", "clean", "retry_after", "STOPS_RUN_KINDS", "error_bodies"]
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
 _FATAL_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
@@ -120,6 +121,12 @@ def provider_codes(exc: BaseException) -> set[str]:
             if isinstance(value, str) and value:
                 codes.add(value)
     return codes
+
+
+def error_bodies(exc: BaseException) -> list[Any]:
+    """Every error body the server sent, as the SDK decoded it, anywhere in the chain (a FastAPI 422's `detail`
+    list too, which the SDK's message leaves out)."""
+    return [b for b in (getattr(node, "body", None) for node in _chain(exc)) if b]
 
 
 def too_large_reply(exc: BaseException) -> BaseException | None:

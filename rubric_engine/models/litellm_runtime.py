@@ -30,7 +30,7 @@ from rubric_engine.models.failures import Malformed
 from rubric_engine.models.pricing import ModelPricing
 from rubric_engine.text.surrogates import LONE_SURROGATE
 
-__all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "reply_cost", "cached_tokens", "rate_headers",
+__all__ = ["LiteLLMRuntime", "RUNTIME", "parse_reply", "finish_reason", "token_logprobs", "reply_cost", "cached_tokens", "rate_headers",
            "configure"]
 
 # MAX_BASE64_LENGTH_FOR_LOGGING=0: LiteLLM then keeps its logging payload's messages as they are instead of
@@ -212,6 +212,33 @@ def finish_reason(response: Any) -> str | None:
     choices = getattr(response, "choices", None) or [None]
     value = getattr(choices[0], "finish_reason", None)
     return str(value) if value else None
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+TokenLogprobs = list[list[Any]]  # per generated token: [token, [[alternative, logprob], ...]] (the chosen one first)
+
+
+def token_logprobs(response: Any) -> TokenLogprobs | None:
+    """The reply's token log-probabilities as plain data (cached with the reply), or None when the server sent
+    none: each generated token with its `top_logprobs` alternatives (the token itself first when it is absent)."""
+    choices = getattr(response, "choices", None) or [None]
+    content = _get(_get(choices[0], "logprobs"), "content")
+    if not isinstance(content, list) or not content:
+        return None
+    out: TokenLogprobs = []
+    for item in content:
+        token, logprob = _get(item, "token"), _get(item, "logprob")
+        if not isinstance(token, str) or not isinstance(logprob, (int, float)):
+            return None
+        top = [[_get(t, "token"), float(_get(t, "logprob"))] for t in _get(item, "top_logprobs") or []
+               if isinstance(_get(t, "token"), str) and isinstance(_get(t, "logprob"), (int, float))]
+        if not any(t == token for t, _ in top):
+            top.insert(0, [token, float(logprob)])
+        out.append([token, top])
+    return out
 
 
 def parse_reply(response: Any) -> tuple[str, int, int]:

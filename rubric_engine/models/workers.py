@@ -69,11 +69,15 @@ def workers_count(value: Any) -> int:
 # -- replies ------------------------------------------------------------------------------------------------
 def slim_reply(response: Any, text: str) -> dict[str, Any]:
     """What the engine reads of a reply, as plain data (`text` as parse_reply read it)."""
+    from rubric_engine.models.litellm_runtime import token_logprobs  # noqa: PLC0415 - the worker's side only
     choice = (getattr(response, "choices", None) or [None])[0]
     usage = getattr(response, "usage", None)
     dump = getattr(usage, "model_dump", None)
     return {"model": getattr(response, "model", None),
-            "choices": [{"finish_reason": getattr(choice, "finish_reason", None), "message": {"content": text}}],
+            "choices": [{"finish_reason": getattr(choice, "finish_reason", None), "message": {"content": text},
+                         "logprobs": {"content": [{"token": t, "logprob": next(lp for a, lp in top if a == t),
+                                                   "top_logprobs": [{"token": a, "logprob": lp} for a, lp in top]}
+                                                  for t, top in token_logprobs(response) or []]}}],
             "usage": dump() if callable(dump) else None}
 
 

@@ -62,25 +62,26 @@ _VARIANT_KEYS = {key: v for v in VARIANTS for key in v.owns}
 _MARKS = frozenset(key for v in VARIANTS for key in v.marks)
 _CRITERIA, _NONE = CriteriaJudgment(), NotJudged()
 
-_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "votes", "tags", "check")
+_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "p_met", "votes", "tags",
+                   "check")
 _TURN_KEYS = ("role", "content", "state")  # state: only a simulated user's turn under a user_state: block
 _CONVERSATION_KEYS = ("transcript", "ended", "user_error")
 _RECORD_KEYS = ("id", "subset", "scenario", "tags", "response", "candidate_error", "judge_error", "judge_raw",
                 "criteria", "abilities", "item_tags", "score", "weight", "failed_rules", "catastrophic", "zeroed",
                 "choice", "tokens", "cost", "cache_hits", "truncated", "samples", "sample", "sample_score_sd",
-                *_CONVERSATION_KEYS, *_VARIANT_KEYS)
+                "verdict_paths", *_CONVERSATION_KEYS, *_VARIANT_KEYS)
 # A fresh record's keys in order (the run's writer, encode_new): the question, its reply and the score, then the
 # judgment variant's `early` keys, the kept judge replies and item-tag scores, the variant's `late` keys, the usage
 # and a conversation's fields: the order every shipped spec's records were written in before the codec wrote them.
 _HEAD = ("id", "subset", "scenario", "response", "candidate_error", "judge_error", "criteria", "abilities", "score",
          "failed_rules", "catastrophic", "tags", "choice")
 _MIDDLE = ("judge_raw", "item_tags")
-_TAIL = ("tokens", "cost", "cache_hits", "truncated", *_CONVERSATION_KEYS, "zeroed", "samples", "sample",
-         "sample_score_sd")
+_TAIL = ("tokens", "cost", "cache_hits", "verdict_paths", "truncated", *_CONVERSATION_KEYS, "zeroed", "samples",
+         "sample", "sample_score_sd")
 _ALWAYS = frozenset(("id", "subset", "scenario", "response", "candidate_error", "judge_error", "criteria",
                      "abilities", "score", "failed_rules", "catastrophic", "tokens", "cost", "cache_hits", "truncated"))
-_FRESH_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "votes", "check",
-                         "tags")
+_FRESH_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "p_met", "votes",
+                         "check", "tags")
 _LAYOUTS: dict[tuple[str, ...], Layout] = {}  # interned: the records of a file share a handful of key orders
 _EMPTY: Mapping[str, Any] = {}
 
@@ -136,7 +137,7 @@ def _record(obj: Mapping[str, Any]) -> Record:
         tuple(get("failed_rules") or ()), get("catastrophic", False), get("zeroed"), get("choice"),
         get("tokens", _EMPTY), get("cost", _EMPTY), get("cache_hits", _EMPTY), get("truncated", False),
         tuple(_record(s) for s in samples) if samples else (), get("sample"), get("sample_score_sd"),
-        layout_of(obj, _RECORD_KEYS))
+        get("verdict_paths", _EMPTY), layout_of(obj, _RECORD_KEYS))
 
 
 def _check(weight: Any, hit: Any) -> None:
@@ -152,6 +153,7 @@ def _criterion(c: Mapping[str, Any]) -> CriterionVerdict:
     return CriterionVerdict(index=cast(int, c.get("index")), label=c.get("label", ""), ability=c.get("ability"),
                             rule=c.get("rule"), weight=c.get("weight"), text=c.get("text", ""),
                             reasoning=c.get("reasoning"), hit=c.get("hit"), votes=c.get("votes"), tags=tuple(c.get("tags") or ()), check=c.get("check"),
+                            p_met=c.get("p_met"),
                             layout=layout_of(c, _CRITERION_KEYS))
 
 
@@ -201,7 +203,8 @@ def encode_new(rec: Record, kept: Iterable[str] = ()) -> dict[str, Any]:
     if "weight" not in order:
         order.insert(order.index("tokens"), "weight")
     present = set(_ALWAYS) | set(kept) | set(rec.judgment.written())
-    present.update(k for k, v in (("tags", rec.tags), ("item_tags", rec.item_tags), ("samples", rec.samples)) if v)
+    present.update(k for k, v in (("tags", rec.tags), ("item_tags", rec.item_tags), ("samples", rec.samples),
+                                  ("verdict_paths", rec.verdict_paths)) if v)
     present.update(k for k, v in (("zeroed", rec.zeroed), ("sample", rec.sample),
                                   ("sample_score_sd", rec.sample_score_sd)) if v is not None)
     if isinstance(rec.reply, Transcript):
@@ -216,10 +219,10 @@ def encode_criterion(c: CriterionVerdict) -> dict[str, Any]:
     `check` and `tags` written when it has them)."""
     values = {"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule, "weight": c.weight,
               "text": c.text, "reasoning": c.reasoning, "hit": c.hit, "votes": c.votes, "tags": list(c.tags),
-              "check": c.check}
+              "check": c.check, "p_met": c.p_met}
     if c.layout is NO_LAYOUT:
         return {k: values[k] for k in _FRESH_CRITERION_KEYS
-                if values[k] or k not in ("votes", "check", "tags")}
+                if (values[k] is not None if k == "p_met" else values[k] or k not in ("votes", "check", "tags"))}
     return {k: values[k] if k in values else c.layout.extra[k] for k in c.layout.keys}
 
 
@@ -255,5 +258,6 @@ _ENCODERS: dict[str, Any] = {
     "tokens": lambda r: r.tokens, "cost": lambda r: r.cost, "cache_hits": lambda r: r.cache_hits,
     "truncated": lambda r: r.truncated, "samples": lambda r: [encode(s) for s in r.samples],
     "sample": lambda r: r.sample, "sample_score_sd": lambda r: r.sample_score_sd,
+    "verdict_paths": lambda r: {k: dict(v) for k, v in r.verdict_paths.items()},
     "transcript": _transcript, "ended": _conversation("ended"), "user_error": _conversation("user_error"),
 }

@@ -23,6 +23,7 @@ class TurnScore:
     score: float | None = None
     reasoning: str | None = None
     error: str | None = None
+    expected: float | None = None  # E[score] from the judge's token log-probabilities (judge/probability.py)
     layout: Layout = NO_LAYOUT
 
 
@@ -40,7 +41,8 @@ class ScoreJudgment(Judgment):
     @classmethod
     def decode(cls, obj: Mapping[str, Any], layout_of: Any) -> "ScoreJudgment":
         return cls(turns=tuple(TurnScore(turn=t.get("turn"), score=t.get("score"), reasoning=t.get("reasoning"),
-                                         error=t.get("error"), layout=layout_of(t, _TURN_KEYS))
+                                         error=t.get("error"), expected=t.get("expected"),
+                                         layout=layout_of(t, (*_TURN_KEYS, "expected")))
                                for t in obj.get("turns") or ()),
                    votes=obj.get("score_votes"))
 
@@ -57,5 +59,6 @@ _TURN_KEYS = ("turn", "score", "reasoning", "error")
 
 
 def _turn(t: TurnScore) -> dict[str, Any]:
-    values = {"turn": t.turn, "score": t.score, "reasoning": t.reasoning, "error": t.error}
-    return {k: values[k] if k in values else t.layout.extra[k] for k in (_TURN_KEYS if t.layout is NO_LAYOUT else t.layout.keys)}
+    values = {"turn": t.turn, "score": t.score, "reasoning": t.reasoning, "error": t.error, "expected": t.expected}
+    fresh = _TURN_KEYS + (("expected",) if t.expected is not None else ())  # only where the server gave logprobs
+    return {k: values[k] if k in values else t.layout.extra[k] for k in (fresh if t.layout is NO_LAYOUT else t.layout.keys)}

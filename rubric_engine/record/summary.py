@@ -111,4 +111,5 @@ class Summary(TypedDict, total=False):
     rating: dict[str, Any]  # ratings against a reference: each pass's number and counts, the best-pass choice
     dialogues: dict[str, Any]  # data.expand: per-turn questions aggregated to their dialogues
     wall_seconds: dict[str, float | None]
+    verdict_paths: dict[str, dict[str, int]]  # judge name -> verdict replies per path (structured, plain, reasked)
     rescore: dict[str, Any]  # a re-scored summary: what it was re-scored from and how

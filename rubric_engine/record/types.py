@@ -58,6 +58,7 @@ class CriterionVerdict:
     votes: Mapping[str, list[bool | None]] | None = None
     tags: tuple[str, ...] = ()
     check: Mapping[str, Any] | None = None
+    p_met: float | None = None  # P(met) from the judge's token log-probabilities (judge/probability.py)
     layout: Layout = NO_LAYOUT
 
 
@@ -229,6 +230,8 @@ class Record:
     samples: tuple["Record", ...] = ()
     sample: int | None = None  # a candidate sample's number (0-based), under its question's `samples`
     sample_score_sd: float | None = None
+    # judge name -> how many of its verdict replies took each path (structured, plain, reasked: judge/structured.py)
+    verdict_paths: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     layout: Layout = NO_LAYOUT
 
     @property

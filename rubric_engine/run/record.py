@@ -77,7 +77,8 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
         failed_rules=tuple(qs.failed_rules) if qs is not None else (), catastrophic=bool(qs and qs.catastrophic),
         weight=judged.weight if judged.weight is not None else 1,
         choice=next((r.choice for r in o.checks.values()), None) if "choice" in kept else None,
-        **_usage(o, jr, shape_for(spec).verdict.extra_usage(jr)), truncated=o.truncated)
+        **_usage(o, jr, shape_for(spec).verdict.extra_usage(jr)), truncated=o.truncated,
+        verdict_paths=_paths(jr))
     return cast(SampleRecord, encode_new(rec, kept))
 
 
@@ -91,7 +92,8 @@ def _criterion(c: Criterion, found: CheckResult | None, v: Any, jr: JudgeResult 
                             text=c.text, reasoning=found.found if found else redact(v.reasoning) if v else None,
                             hit=found.hit if found else v.hit if v else None,
                             votes=_votes(jr, c.index) if c.check is None else None,
-                            check=check_dict(c.check) if c.check is not None else None, tags=tuple(c.tags))
+                            check=check_dict(c.check) if c.check is not None else None, tags=tuple(c.tags),
+                            p_met=None if found or v is None else v.p_met)
 
 
 def _reply(o: Outcome) -> Reply:
@@ -123,6 +125,13 @@ def _usage(o: Outcome, jr: JudgeResult | None, base: dict[str, Any] | None) -> d
         tokens["user"] = {"prompt": o.user_tokens[0], "completion": o.user_tokens[1]}
         cost["user"], hits["user"] = o.user_cost, o.user_cached
     return {"tokens": tokens, "cost": cost, "cache_hits": hits}
+
+
+def _paths(jr: JudgeResult | None) -> dict[str, dict[str, int]]:
+    """Per judge, how many verdict replies took each path (judge/structured.py); a bare result's under "judge"."""
+    if jr is None:
+        return {}
+    return {k: dict(v) for k, v in jr.judge_paths.items() if v} or ({"judge": dict(jr.paths)} if jr.paths else {})
 
 
 def _votes(jr: JudgeResult | None, index: int) -> dict[str, list[bool | None]] | None:

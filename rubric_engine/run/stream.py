@@ -59,6 +59,8 @@ class Totals:
     scored: dict[str, ScoredQuestion] = field(default_factory=dict)
     # what scores.score_summary reads of each record (counts, length analysis), without the texts
     compact: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # judge name -> verdict replies per path (structured, plain, reasked: judge/structured.py)
+    verdict_paths: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def add(self, rec: Record) -> None:
         """Fold in one decoded record (the run's, or one read back from the journal on resume)."""
@@ -79,6 +81,10 @@ class Totals:
         self.truncated += bool(rec.truncated)
         self.user_errors += bool(getattr(reply, "user_error", None))  # a conversation's (record/types.Transcript)
         self.cut_at_max_turns += getattr(reply, "ended", None) == "max_turns"
+        for judge, paths in rec.verdict_paths.items():
+            mine = self.verdict_paths.setdefault(str(judge), {})
+            for path, n in paths.items():
+                mine[str(path)] = mine.get(str(path), 0) + int(n)
         if rec.score is None and not rec.judge_error and not rec.candidate_error:
             self.unscored += 1
         for role, used in rec.tokens.items():  # candidate, judge, and any other role a record has (user, baseline)

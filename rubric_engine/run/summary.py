@@ -49,6 +49,8 @@ def build_summary(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dat
         "stage": plan.stage,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    if totals.verdict_paths:  # how each judge's verdicts were obtained (judge/structured.py: structured, plain, reasked)
+        summary["verdict_paths"] = {k: dict(v) for k, v in totals.verdict_paths.items()}
     if plan.user is not None:  # a simulated conversation: its simulated user, and how its sessions went
         summary["user"] = {"name": plan.user.name, "model": plan.user.model, "family": plan.user.family}
         summary["counts"].update({"user_errors": totals.user_errors, "cut_at_max_turns": totals.cut_at_max_turns})

@@ -63,7 +63,7 @@ class Score(Verdict):
         if not isinstance(result, ScoreResult):
             return Judged()
         turns = tuple(TurnScore(t.turn, t.score, redact(clip(t.reasoning)) if t.reasoning else t.reasoning,
-                                redact(t.error) if t.error else None) for t in result.turns)
+                                redact(t.error) if t.error else None, expected=t.expected) for t in result.turns)
         fields = scalar_fields([{"score": t.score, "error": t.error} for t in turns])
         return Judged(ScoreJudgment(turns, result.score_votes or None), fields.get("score"), fields.get("weight"),
                       tuple(redact(clip(r)) for r in result.raw_replies) if result.raw_replies else None)

@@ -175,6 +175,16 @@ class VerdictFields(_Model):
     # regex(es) tried in order, the first that matches decides; group 1 is the number (score) / the label
     # (pairwise); None: the default
     pattern: str | list[str] | None = None
+    # probability: a score verdict scores the expected value over the score tokens' log-probabilities where the
+    # server returns them (judge/probability.py); criteria verdicts store P(met) beside each verdict either way
+    use: Literal["verdict", "probability"] = "verdict"
+
+    @model_validator(mode="after")
+    def _probability_scores_a_number(self) -> "VerdictFields":
+        if self.use == "probability" and self.kind != "score":
+            raise ValueError(f"use: probability applies to a score verdict (kind: score), not kind: {self.kind}; "
+                             "criteria verdicts store P(met) beside each verdict (p_met) without it")
+        return self
 
 
 class Judge(_Model):

@@ -69,7 +69,7 @@ def test_bad_criterion_is_reasked_alone_then_fallback(tmp_path: Path, fake_key: 
         i = crit(body)
         seen[i] = seen.get(i, 0) + 1
         if i == 3 and seen[i] == 1:
-            return Reply(text='{"explanation": "hmm", "criteria_met": "yes"}')
+            return Reply(text='{"explanation": "hmm", "criteria_met": "maybe"}')
         return Reply(text="```json\n" + json.dumps({"explanation": "ok", "criteria_met": True}) + "\n```")
 
     with FakeServer(handler, reject_json_schema=True) as srv:

@@ -50,11 +50,11 @@ def test_from_config_errors() -> None:
     with pytest.raises(ConfigError) as err:
         ModelSpec.from_config({"model": "m/x", "api_key": "sk", "colour": 1}, role="judge")
     assert str(err.value) == ("judge: unknown key(s) api_key, colour; allowed: api_base, api_key_env, family, model, "
-                              "name, params, revision, timeout (API keys are never put in config: name the environment "
+                              "name, params, revision, server, timeout (API keys are never put in config: name the environment "
                               "variable with api_key_env)")
     with pytest.raises(ConfigError) as err:
         ModelSpec.from_config({"model": "m/x", "colour": 1}, role="judge")
-    assert str(err.value).endswith("revision, timeout")
+    assert str(err.value).endswith("revision, server, timeout")
     with pytest.raises(ConfigError) as err:
         ModelSpec.from_config({"name": "x"}, role="candidate")
     assert str(err.value) == "candidate.model is not set; e.g. candidate.model=openai/<served-model-name>"

@@ -119,6 +119,8 @@ def test_mini_spec_runs_keyless_with_per_category_answer_files(tmp_path: Path, e
     p = summary["pairwise"]
     assert p["baseline"]["answers"] == {"hard_prompt": "base-hard", "creative_writing": "base-creative"}
     assert sum(p["games"].values()) == 12 and summary["counts"]["scored"] == 6
+    [paths] = summary["verdict_paths"].values()  # each game's label: how it was obtained (one judge)
+    assert sum(paths.values()) == 12
     assert summary["interval"]["lo"] <= summary["overall"] <= summary["interval"]["hi"]
     page = (out / "report.html").read_text()
     # each question's games table (the drill-down's transcripts name the order of each judge call too)
