@@ -1,0 +1,91 @@
+"""`judge.repeats=auto` resolved for a run: the cap, the one judge it grades with, and the prior read from the
+earlier runs `judge.repeats_prior=` names, checked before the run starts (one line each, exit 2).
+
+Why in run/: the prior is read from stored run directories (their samples.jsonl votes), a run-level input like
+answers= or from_run=; the rule itself (judge/adaptive.py) only sees what was read. The prior is keyed by
+question id and criterion text, so a run whose checked items renumber the judged ones still finds its votes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rubric_engine.errors import ConfigError
+from rubric_engine.judge.adaptive import DEFAULT_CAP, AdaptiveRule
+from rubric_engine.models.entries import ModelSpec
+from rubric_engine.shapes.base import Verdict
+from rubric_engine.stats.adaptive import AdaptiveFold
+from rubric_engine.store.layout import SAMPLES_FILE
+
+if TYPE_CHECKING:
+    from rubric_engine.run.plan import RunPlan
+    from rubric_engine.spec.schema import BenchmarkSpec
+
+__all__ = ["adaptive_rule", "prior_votes", "adaptive_fold"]
+
+
+def adaptive_rule(repeats_max: int | None, prior_dirs: Sequence[str], judges: Sequence[ModelSpec],
+                  verdict: Verdict, samples: int) -> AdaptiveRule:
+    """The rule of a `judge.repeats=auto` run, or a ConfigError naming what to change."""
+    if not verdict.adapts:
+        raise ConfigError(f"judge.repeats=auto: a {verdict.name} verdict has no per-criterion votes to repeat; "
+                          "use judge.repeats=K")
+    if len(judges) != 1:
+        raise ConfigError("judge.repeats=auto grades with one judge; use judge=NAME, or judge.repeats=K with a jury")
+    if samples > 1:
+        raise ConfigError("judge.repeats=auto with candidate.samples > 1 is not supported; use judge.repeats=K")
+    cap = DEFAULT_CAP if repeats_max is None else repeats_max
+    if not prior_dirs:
+        return AdaptiveRule(cap)
+    prior, sources = prior_votes([Path(d) for d in prior_dirs], judges[0].name)
+    return AdaptiveRule(cap, prior, sources)
+
+
+def prior_votes(dirs: Sequence[Path], judge: str) -> tuple[dict[tuple[str, str], tuple[int, int]], tuple[str, ...]]:
+    """Per (question id, criterion text), the minority votes and the votes judge `judge` gave it in the runs
+    `dirs` (pooled), and each run's samples.jsonl content hash (the run's identity records them)."""
+    pooled: dict[tuple[str, str], list[int]] = {}
+    sources = []
+    for d in dirs:
+        path = d / SAMPLES_FILE
+        if not path.is_file():
+            raise ConfigError(f"judge.repeats_prior={d}: no {SAMPLES_FILE} there; give a finished run's directory")
+        before = sum(v[1] for v in pooled.values())
+        for qid, text, votes in _votes(path, judge):
+            got = pooled.setdefault((qid, text), [0, 0])
+            got[0] += sum(votes)
+            got[1] += len(votes)
+        if sum(v[1] for v in pooled.values()) == before:
+            raise ConfigError(f"judge.repeats_prior={d}: no repeated gradings by judge {judge} there; give a run of "
+                              f"the same judge with judge.repeats=K (K >= 2) or auto")
+        sources.append(hashlib.sha256(path.read_bytes()).hexdigest()[:16])
+    return {k: (min(met, n - met), n) for k, (met, n) in pooled.items()}, tuple(sources)
+
+
+def _votes(path: Path, judge: str) -> Iterator[tuple[str, str, list[bool]]]:
+    """(question id, criterion text, the judge's votes) of every judged item of a samples.jsonl with votes."""
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            rec: Mapping[str, Any] = json.loads(line)
+            for entry in rec.get("samples") or [rec]:
+                if entry.get("judge_error") or entry.get("candidate_error"):
+                    continue
+                for c in entry.get("criteria") or []:
+                    votes = [v for v in ((c.get("votes") or {}).get(judge) or []) if v is not None]
+                    if votes and "check" not in c:
+                        yield str(rec.get("id")), str(c.get("text")), [bool(v) for v in votes]
+
+
+def adaptive_fold(plan: "RunPlan", spec: "BenchmarkSpec") -> AdaptiveFold | None:
+    """The `noise` fold of a judge.repeats=auto run (None for any other run); a request grades one criterion
+    with granularity per_criterion, else the whole rubric (the calls it counts)."""
+    if plan.adaptive is None or spec.judge is None:
+        return None
+    per_criterion = spec.judge.verdict.granularity == "per_criterion"
+    return AdaptiveFold(plan.judges[0].name, plan.adaptive.cap, per_criterion, plan.adaptive.sources)
