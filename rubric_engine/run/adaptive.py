@@ -22,7 +22,6 @@ from rubric_engine.stats.adaptive import AdaptiveFold
 from rubric_engine.store.layout import SAMPLES_FILE
 
 if TYPE_CHECKING:
-    from rubric_engine.run.plan import RunPlan
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["adaptive_rule", "prior_votes", "adaptive_fold"]
@@ -82,10 +81,10 @@ def _votes(path: Path, judge: str) -> Iterator[tuple[str, str, list[bool]]]:
                         yield str(rec.get("id")), str(c.get("text")), [bool(v) for v in votes]
 
 
-def adaptive_fold(plan: "RunPlan", spec: "BenchmarkSpec") -> AdaptiveFold | None:
-    """The `noise` fold of a judge.repeats=auto run (None for any other run); a request grades one criterion
-    with granularity per_criterion, else the whole rubric (the calls it counts)."""
-    if plan.adaptive is None or spec.judge is None:
+def adaptive_fold(rule: AdaptiveRule | None, judges: Sequence[ModelSpec], spec: "BenchmarkSpec") -> AdaptiveFold | None:
+    """The `noise` fold of a judge.repeats=auto run (`rule`; None for any other run); a request grades one
+    criterion with granularity per_criterion, else the whole rubric (the calls it counts)."""
+    if rule is None or spec.judge is None:
         return None
     per_criterion = spec.judge.verdict.granularity == "per_criterion"
-    return AdaptiveFold(plan.judges[0].name, plan.adaptive.cap, per_criterion, plan.adaptive.sources)
+    return AdaptiveFold(judges[0].name, rule.cap, per_criterion, rule.sources)

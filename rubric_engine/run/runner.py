@@ -307,7 +307,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
         # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
         sections = runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
                                             samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets,
-                                            adaptive=adaptive_fold(plan, spec))
+                                            adaptive=adaptive_fold(plan.adaptive, judges, spec))
         summary.update(cast(Summary, sections))
     if plan.judged and verdict.compares:  # wins / ties / losses and position consistency (stats/pairwise.py)
         records = (rec for _, rec in runstream.ordered_records(journal, questions, offsets))
