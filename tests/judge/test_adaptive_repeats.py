@@ -211,3 +211,11 @@ def test_a_prior_of_another_judge_is_refused(tmp_path: Path, env: dict[str, str]
     extra = ["judge.repeats=auto", f"judge.repeats_prior={tmp_path / 'prior'}"]
     res = run_cli(args(tmp_path, "http://127.0.0.1:9", "bad", "REPLY", *extra, judge="other"), env, cwd=tmp_path)
     assert res.returncode == 2 and "no repeated gradings by judge other" in res.stderr.strip().splitlines()[0]
+
+
+def test_dry_run_counts_the_cap_as_an_upper_bound(tmp_path: Path, env: dict[str, str]) -> None:
+    res = run_cli([*args(tmp_path, "http://127.0.0.1:9", "dry", "REPLY", "judge.repeats=auto", "judge.repeats_max=4"),
+                   "dry_run=true"], env)
+    assert res.returncode == 0, res.stderr
+    out = " ".join((res.stdout + res.stderr).split())
+    assert f"judge calls: at most {4 * N_QUESTIONS * N_CRITERIA:,} in all (1 judge(s) x 4 repeat(s)" in out, out
