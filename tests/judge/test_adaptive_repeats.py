@@ -36,17 +36,18 @@ def truth(q: str, i: int) -> bool:
     return (int(q[1:]) + i) % 2 == 0
 
 
-def rate(q: str, i: int) -> float:
-    return NOISY if i == 1 and int(q[1:]) % 2 == 0 else 0.0
+def rate(q: str, i: int, noisy: float = NOISY) -> float:
+    return noisy if i == 1 and int(q[1:]) % 2 == 0 else 0.0
 
 
 class FlippingJudge:
     """Criterion i of question q: its true verdict, flipped with probability rate(q, i) per call, the draw keyed
-    by (tag, q, i, arrival). `fail`: (q, i, arrival) answered 400 (a failed grading)."""
+    by (tag, q, i, arrival). `fail`: (q, i, arrival) answered 400 (a failed grading); `noisy`: the flipping
+    criteria's rate (0: a judge that never flips)."""
 
-    def __init__(self, fail: set[tuple[str, int, int]] = frozenset()) -> None:  # type: ignore[assignment]
+    def __init__(self, fail: set[tuple[str, int, int]] = frozenset(), noisy: float = NOISY) -> None:  # type: ignore[assignment]
         self.seen: dict[tuple[str, str, int], int] = {}
-        self.lock, self.fail = threading.Lock(), set(fail)
+        self.lock, self.fail, self.noisy = threading.Lock(), set(fail), noisy
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         text = json.dumps(body["messages"])
@@ -57,7 +58,7 @@ class FlippingJudge:
             self.seen[(tag, q, i)] = k + 1
         if (q, i, k) in self.fail:
             return Reply(status=400, error="scripted failure")
-        met = truth(q, i) != (random.Random(f"{tag}|{q}|{i}|{k}").random() < rate(q, i))
+        met = truth(q, i) != (random.Random(f"{tag}|{q}|{i}|{k}").random() < rate(q, i, self.noisy))
         return Reply(text=json.dumps({"explanation": "e", "criteria_met": met}))
 
 
@@ -219,3 +220,22 @@ def test_dry_run_counts_the_cap_as_an_upper_bound(tmp_path: Path, env: dict[str,
     assert res.returncode == 0, res.stderr
     out = " ".join((res.stdout + res.stderr).split())
     assert f"judge calls: at most {4 * N_QUESTIONS * N_CRITERIA:,} in all (1 judge(s) x 4 repeat(s)" in out, out
+
+
+def test_a_spec_may_declare_auto(tmp_path: Path, env: dict[str, str]) -> None:
+    """`judge.repeats: auto` in a spec, no override: the run repeats adaptively (the judge never flips here,
+    so every criterion is graded twice without a prior) and the command line may still set a number."""
+    import shutil
+
+    from conftest import REPO
+
+    spec = tmp_path / "hb_auto"
+    shutil.copytree(REPO / "benchmarks" / "healthbench", spec)
+    text = (spec / "benchmark.yaml").read_text()
+    (spec / "benchmark.yaml").write_text(text.replace("  max_reasks: 2\n", "  max_reasks: 2\n  repeats: auto\n", 1))
+    with FakeServer(FlippingJudge(noisy=0.0)) as srv:
+        res = run_cli([a.replace("benchmark=healthbench", f"benchmark={spec}")
+                       for a in args(tmp_path, srv.url, "spec", "REPLY")], env)
+        assert res.returncode == 0, res.stderr
+        assert len(srv.requests) == 2 * N_QUESTIONS * N_CRITERIA
+    assert json.loads((tmp_path / "spec" / "summary.json").read_text())["noise"]["repeats"] == "auto"
