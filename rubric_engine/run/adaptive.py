@@ -19,7 +19,7 @@ from rubric_engine.judge.adaptive import DEFAULT_CAP, AdaptiveRule
 from rubric_engine.models.entries import ModelSpec
 from rubric_engine.shapes.base import Verdict
 from rubric_engine.stats.adaptive import AdaptiveFold
-from rubric_engine.store.layout import SAMPLES_FILE
+from rubric_engine.store.layout import SAMPLES_FILE, SUMMARY_FILE
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
@@ -40,8 +40,25 @@ def adaptive_rule(repeats_max: int | None, prior_dirs: Sequence[str], judges: Se
     cap = DEFAULT_CAP if repeats_max is None else repeats_max
     if not prior_dirs:
         return AdaptiveRule(cap)
+    for d in prior_dirs:
+        _same_judge(Path(d), judges[0])
     prior, sources = prior_votes([Path(d) for d in prior_dirs], judges[0].name)
     return AdaptiveRule(cap, prior, sources)
+
+
+def _same_judge(run: Path, judge: ModelSpec) -> None:
+    """A prior graded by another model under the same name says nothing of this judge's flips: refused."""
+    summary = run / SUMMARY_FILE
+    if not summary.is_file():
+        return  # its samples.jsonl is checked next; a run without a summary is refused there or read by name
+    try:
+        graded = (json.loads(summary.read_text(encoding="utf-8")).get("judge") or {}).get("model")
+    except (OSError, ValueError, AttributeError):
+        raise ConfigError(f"judge.repeats_prior={run}: its {SUMMARY_FILE} is unreadable; give a finished run's "
+                          "directory") from None
+    if graded is not None and graded != judge.model:
+        raise ConfigError(f"judge.repeats_prior={run}: graded by {graded}, not by this run's judge {judge.model}; "
+                          "a prior must come from the same judge model")
 
 
 def prior_votes(dirs: Sequence[Path], judge: str) -> tuple[dict[tuple[str, str], tuple[int, int]], tuple[str, ...]]:

@@ -78,10 +78,11 @@ def answers(tmp_path: Path, tag: str) -> Path:
     return path
 
 
-def args(tmp_path: Path, url: str, name: str, tag: str, *extra: str, judge: str = "solo") -> list[str]:
+def args(tmp_path: Path, url: str, name: str, tag: str, *extra: str, judge: str = "solo",
+         model: str = "openai/solo") -> list[str]:
     return ["benchmark=healthbench", f"data.path={data(tmp_path)}", "stage=score",
             f"answers={answers(tmp_path, tag)}", "progress=none", f"hydra.run.dir={tmp_path / name}",
-            f"cache.dir={tmp_path / ('cache-' + name)}", "judge=openai_compatible", "judge.model=openai/solo",
+            f"cache.dir={tmp_path / ('cache-' + name)}", "judge=openai_compatible", f"judge.model={model}",
             f"judge.name={judge}", f"judge.api_base={url}", "judge.api_key_env=FAKE_KEY", *extra]
 
 
@@ -212,6 +213,11 @@ def test_a_prior_of_another_judge_is_refused(tmp_path: Path, env: dict[str, str]
     extra = ["judge.repeats=auto", f"judge.repeats_prior={tmp_path / 'prior'}"]
     res = run_cli(args(tmp_path, "http://127.0.0.1:9", "bad", "REPLY", *extra, judge="other"), env, cwd=tmp_path)
     assert res.returncode == 2 and "no repeated gradings by judge other" in res.stderr.strip().splitlines()[0]
+    res = run_cli(args(tmp_path, "http://127.0.0.1:9", "bad", "REPLY", *extra, model="openai/else"), env,
+                  cwd=tmp_path)  # the same name, another model
+    assert res.returncode == 2, res.stderr
+    assert "graded by openai/solo, not by this run's judge openai/else" in res.stderr.strip().splitlines()[0]
+    assert not (tmp_path / "bad").exists() or not any((tmp_path / "bad").iterdir())  # nothing written
 
 
 def test_dry_run_counts_the_cap_as_an_upper_bound(tmp_path: Path, env: dict[str, str]) -> None:
