@@ -78,6 +78,7 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         prompt_cache=opt("prompt_cache"),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
         repeats_max=opt("repeats_max"), repeats_prior=_dirs(opt("repeats_prior")),
+        repeats_confidence=opt("repeats_confidence"),
         samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
         baseline=_baseline(opt("baseline"), opt("timeout"), given), baseline_answers=opt("baseline.answers"),
         batch=bool(opt("batch")), batch_poll=float(opt("batch_poll") or 30.0),

@@ -6,9 +6,11 @@ one call a repeat re-grades every criterion of the question; with one criterion 
 per_criterion) a repeat re-grades that criterion alone. The rule, in order (docs/judge-noise.md):
 
 1. every request is graded once (repeat 0, the cache key of a single grading);
-2. a request is graded a second time when one of its criteria is *suspect*: the prior (earlier runs of the same
-   judge on the same questions, `judge.repeats_prior=`) saw it flip, or holds fewer than two votes for it
-   (nothing known: the conservative reading); with no prior at all, every request is suspect;
+2. a request is graded a second time when one of its criteria is *suspect*: the judge said it was less sure
+   of its first verdict than `judge.repeats_confidence` (a spec that declares `judge.verdict.probability`), or
+   the prior (earlier runs of the same judge on the same questions, `judge.repeats_prior=`) saw it flip, or
+   holds fewer than two votes for it (nothing known: the conservative reading); with neither a prior nor a
+   probability, every request is suspect;
 3. a request whose first two gradings disagree on any criterion is graded up to the cap (`judge.repeats_max`);
    one whose two agree stops there.
 
@@ -36,31 +38,42 @@ from rubric_engine.scoring.votes import combine
 if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
 
-__all__ = ["AdaptiveRule", "AdaptivePanel", "PriorVotes", "DEFAULT_CAP", "unstable"]
+__all__ = ["AdaptiveRule", "AdaptivePanel", "PriorVotes", "DEFAULT_CAP", "DEFAULT_CONFIDENCE", "unstable"]
 
 DEFAULT_CAP = 5  # judge.repeats_max: gradings of an unstable request at most
+DEFAULT_CONFIDENCE = 0.9  # judge.repeats_confidence: a verdict the judge is less sure of is graded again
 PriorVotes = Mapping[tuple[str, str], tuple[int, int]]  # (question id, criterion text) -> (minority votes, votes)
 
 
 @dataclass(frozen=True)
 class AdaptiveRule:
     """The declared rule: `cap` gradings at most; `prior` the votes earlier runs of the same judge gave each
-    (question, criterion), None when no prior run was given (every request is then graded twice);
-    `sources` the prior runs' ids, recorded in the run's identity and summary."""
+    (question, criterion), None when no prior run was given; `sources` the prior runs' ids, recorded in the
+    run's identity and summary; `confidence`: a verdict whose probability (when the judge gives one) is below it
+    is suspect."""
 
     cap: int = DEFAULT_CAP
     prior: PriorVotes | None = None
     sources: tuple[str, ...] = ()
+    confidence: float = DEFAULT_CONFIDENCE
 
     def __post_init__(self) -> None:
         if isinstance(self.cap, bool) or not isinstance(self.cap, int) or self.cap < 2:
             raise ConfigError(f"judge.repeats_max={self.cap!r}: must be a whole number >= 2 (the most gradings "
                               "judge.repeats=auto gives a reply whose verdicts wobble)")
+        if isinstance(self.confidence, bool) or not isinstance(self.confidence, (int, float)) \
+                or not 0.0 <= self.confidence <= 1.0:
+            raise ConfigError(f"judge.repeats_confidence={self.confidence!r}: must be a number from 0 to 1 (a verdict "
+                              "the judge is less sure of is graded again)")
 
-    def suspect(self, qid: str, texts: Sequence[str]) -> bool:
-        """Whether a request grading these criteria of question `qid` earns a second grading (rule 2)."""
-        if self.prior is None:
+    def suspect(self, qid: str, texts: Sequence[str], sure: Sequence[float | None] = ()) -> bool:
+        """Whether a request grading these criteria of question `qid`, its first verdicts given with the
+        probabilities `sure` (None: the judge gave none), earns a second grading (rule 2)."""
+        given = [p for p in sure if p is not None]
+        if any(p < self.confidence for p in given):
             return True
+        if self.prior is None:
+            return not given
         for text in texts:
             minority, votes = self.prior.get((qid, text), (0, 0))
             if votes < 2 or minority > 0:
@@ -110,7 +123,8 @@ class AdaptivePanel(Panel):
                                         transcript=transcript, plan=lambda *_: chosen)
 
         out = [await grade(0, requests)]
-        suspect = [r for r in requests if self.adaptive.suspect(question.id, _texts(question, r))]
+        suspect = [r for r in requests if self.adaptive.suspect(question.id, _texts(question, r),
+                                                                 [v.probability for v in _graded(out[0], r)])]
         if out[0].error or not suspect:
             return out
         out.append(await grade(1, suspect))

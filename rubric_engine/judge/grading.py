@@ -53,14 +53,14 @@ def parse_verdict(text: str, n: int) -> list[Verdict]:
 
 
 @functools.lru_cache(maxsize=32)
-def _shape(shape: str, list_key: str, id_: str, reasoning: str, met: str) -> VerdictShape:
-    return VerdictShape(shape, list_key, id_, reasoning, met)
+def _shape(shape: str, list_key: str, id_: str, reasoning: str, met: str, probability: str | None) -> VerdictShape:
+    return VerdictShape(shape, list_key, id_, reasoning, met, probability)
 
 
 def shape_of(spec: "BenchmarkSpec") -> VerdictShape:
     """The spec's verdict shape (built once per distinct declaration)."""
     v = spec.judge.verdict
-    return _shape(v.shape, v.list_key, v.id, v.reasoning, v.met)
+    return _shape(v.shape, v.list_key, v.id, v.reasoning, v.met, v.probability)
 
 
 @dataclass
@@ -167,7 +167,7 @@ async def _ask(client: "ModelClient", request: Request, shape: VerdictShape, n: 
                                    what="verdict", role="judge", repeat=repeat, shared_prefix=shared_prefix)
     verdicts = got.value
     if verdicts is not None and index is not None:
-        verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit) for v in verdicts]
+        verdicts = [Verdict(index=index, reasoning=v.reasoning, hit=v.hit, probability=v.probability) for v in verdicts]
     return JudgeResult(verdicts=verdicts, error=got.error, raw_replies=got.replies, attempts=got.attempts,
                        prompt_tokens=got.prompt_tokens, completion_tokens=got.completion_tokens, cost=got.cost,
                        cache_hits=got.cache_hits)

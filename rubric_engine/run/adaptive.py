@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.errors import ConfigError
-from rubric_engine.judge.adaptive import DEFAULT_CAP, AdaptiveRule
+from rubric_engine.judge.adaptive import DEFAULT_CAP, DEFAULT_CONFIDENCE, AdaptiveRule
 from rubric_engine.models.entries import ModelSpec
+from rubric_engine.run.settings import RunSettings
 from rubric_engine.shapes.base import Verdict
 from rubric_engine.stats.adaptive import AdaptiveFold
 from rubric_engine.store.layout import SAMPLES_FILE, SUMMARY_FILE
@@ -27,9 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["adaptive_rule", "prior_votes", "adaptive_fold"]
 
 
-def adaptive_rule(repeats_max: int | None, prior_dirs: Sequence[str], judges: Sequence[ModelSpec],
-                  verdict: Verdict, samples: int) -> AdaptiveRule:
-    """The rule of a `judge.repeats=auto` run, or a ConfigError naming what to change."""
+def adaptive_rule(settings: RunSettings, judges: Sequence[ModelSpec], verdict: Verdict, samples: int) -> AdaptiveRule:
+    """The rule of a `judge.repeats=auto` run (`settings`: its judge.repeats_max, _prior and _confidence), or a
+    ConfigError naming what to change."""
     if not verdict.adapts:
         raise ConfigError(f"judge.repeats=auto: a {verdict.name} verdict has no per-criterion votes to repeat; "
                           "use judge.repeats=K")
@@ -37,13 +38,14 @@ def adaptive_rule(repeats_max: int | None, prior_dirs: Sequence[str], judges: Se
         raise ConfigError("judge.repeats=auto grades with one judge; use judge=NAME, or judge.repeats=K with a jury")
     if samples > 1:
         raise ConfigError("judge.repeats=auto with candidate.samples > 1 is not supported; use judge.repeats=K")
-    cap = DEFAULT_CAP if repeats_max is None else repeats_max
-    if not prior_dirs:
-        return AdaptiveRule(cap)
-    for d in prior_dirs:
+    cap = DEFAULT_CAP if settings.repeats_max is None else settings.repeats_max
+    sure = DEFAULT_CONFIDENCE if settings.repeats_confidence is None else settings.repeats_confidence
+    if not settings.repeats_prior:
+        return AdaptiveRule(cap, confidence=sure)
+    for d in settings.repeats_prior:
         _same_judge(Path(d), judges[0])
-    prior, sources = prior_votes([Path(d) for d in prior_dirs], judges[0].name)
-    return AdaptiveRule(cap, prior, sources)
+    prior, sources = prior_votes([Path(d) for d in settings.repeats_prior], judges[0].name)
+    return AdaptiveRule(cap, prior, sources, sure)
 
 
 def _same_judge(run: Path, judge: ModelSpec) -> None:

@@ -59,6 +59,7 @@ class EvalOptions:
     repeats: int | str | None = None  # a number, or "auto" (judge/adaptive.py)
     repeats_max: int | None = None
     repeats_prior: Sequence[str | Path] = ()
+    repeats_confidence: float | None = None
     samples: int = 1
     concurrency: int | str = 16
     rpm: float | None = None
@@ -158,6 +159,7 @@ def _settings(benchmark: str, candidate: ModelRef, judge: ModelRef, opts: EvalOp
         max_retries=opts.max_retries, workers=workers_count(opts.workers), cache_dir=path(opts.cache_dir), cache_enabled=bool(opts.cache),
         progress=progress, quiet=opts.console is None, trust_code=opts.trust_code, repeats=opts.repeats,
         repeats_max=opts.repeats_max, repeats_prior=[str(d) for d in opts.repeats_prior],
+        repeats_confidence=opts.repeats_confidence,
         samples=opts.samples, candidate_errors=opts.candidate_errors, retry_errors=opts.retry_errors)
 
 

@@ -70,10 +70,11 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
     shape = shape_for(spec)
     shape.verdict.check_plan(spec, samples)  # what a verdict cannot do with several samples (shapes/score.py)
     judges, repeats = tuple(judges_of(settings, spec)), repeats_of(settings, spec)
-    if repeats != "auto" and (settings.repeats_max is not None or settings.repeats_prior):
-        raise ConfigError("judge.repeats_max / judge.repeats_prior apply to judge.repeats=auto; add judge.repeats=auto "
-                          "or drop them")
-    adaptive = adaptive_rule(settings.repeats_max, settings.repeats_prior, judges, shape.verdict, samples) \
+    if repeats != "auto" and (settings.repeats_max is not None or settings.repeats_prior
+                              or settings.repeats_confidence is not None):
+        raise ConfigError("judge.repeats_max / judge.repeats_prior / judge.repeats_confidence apply to "
+                          "judge.repeats=auto; add judge.repeats=auto or drop them")
+    adaptive = adaptive_rule(settings, judges, shape.verdict, samples) \
         if repeats == "auto" and judges and settings.stage != "generate" else None
     plan = RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
                    judges=judges, repeats=adaptive.cap if adaptive else int(repeats), adaptive=adaptive,

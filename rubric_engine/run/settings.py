@@ -41,6 +41,7 @@ class RunSettings:
     repeats: int | str | None = None  # judge.repeats override (a number or auto); None: the spec's (default 1)
     repeats_max: int | None = None  # judge.repeats_max: auto's cap (None: judge/adaptive.DEFAULT_CAP)
     repeats_prior: Sequence[str] = ()  # judge.repeats_prior: earlier run directories of the same judge (auto)
+    repeats_confidence: float | None = None  # judge.repeats_confidence: auto's threshold on a judge's probability
     tie: str | None = None  # judge.tie override; None: the spec's (default not_met)
     samples: int = 1  # candidate.samples=K: K replies per question, each judged (stats/sampling.py)
     benchmark_dirs: Sequence[str] = ()

@@ -161,6 +161,7 @@ class VerdictFields(_Model):
     id: str = "id"
     reasoning: str = "reasoning"
     met: str = "met"
+    probability: str | None = None  # a field where the judge says how sure it is (0-1); judge/adaptive.py reads it
     # kind score (spec/scales.py, judge/scores.py): one number in [min, max] per judged reply, read from the
     # JSON field `field` or, for judges without structured output, from group 1 of `pattern`;
     # kind pairwise (judge/pairwise.py): the judge compares the reply with the baseline's and writes a label

@@ -39,7 +39,7 @@ _ITEM = re.compile(r"^(\d+)\. \((\S+) points\) (.+)$", re.M)
 Script = Callable[[str, int], bool | None]  # (criterion text, arrival number of that text) -> met; None: HTTP 400
 
 
-def _spec(tmp_path: Path, per_criterion: bool = False) -> Any:
+def _spec(tmp_path: Path, per_criterion: bool = False, probability: str | None = None) -> Any:
     root = tmp_path / "bench"
     shutil.copytree(DATA, root)
     if per_criterion:  # one criterion per call: its own template and verdict shape
@@ -50,11 +50,15 @@ def _spec(tmp_path: Path, per_criterion: bool = False) -> Any:
             'Reply with only {"reasoning": "short reason", "met": true}\n')
         text = (root / "benchmark.yaml").read_text()
         (root / "benchmark.yaml").write_text(text.replace("  template: judge.j2\n", "  template: judge_one.j2\n  verdict: "
-                                                          "{granularity: per_criterion, shape: object}\n", 1))
+                                                          "{granularity: per_criterion, shape: object"
+                                                          + (f", probability: {probability}" if probability else "")
+                                                          + "}\n", 1))
     return load_spec(root)
 
 
-def _judge(script: Script) -> FakeServer:
+def _judge(script: Script, sure: Callable[[str], float] | None = None) -> FakeServer:
+    """Answers every shown criterion from `script`; `sure(text)`: the probability field `sure` of an object
+    verdict (per-criterion judging), when given."""
     seen: dict[str, int] = {}
     lock = threading.Lock()
 
@@ -68,7 +72,8 @@ def _judge(script: Script) -> FakeServer:
         if any(v is None for v in verdicts):
             return Reply(status=400, error="scripted failure")
         if len(items) == 1 and "criteria" not in body["messages"][-1]["content"].split("Reply with")[-1]:
-            return Reply(text=json.dumps({"reasoning": "r", "met": verdicts[0]}))
+            extra = {"sure": sure(items[0][1])} if sure is not None else {}
+            return Reply(text=json.dumps({"reasoning": "r", "met": verdicts[0], **extra}))
         return Reply(text=json.dumps({"criteria": [{"id": i, "reasoning": "r", "met": v}
                                                     for (i, _), v in zip(items, verdicts)]}))
     return FakeServer(handler)
@@ -191,3 +196,30 @@ def test_per_criterion_only_the_flipping_criterion_is_repeated(fake_key: str, tm
         assert len(srv.requests) == 1 + 5  # haiku once; leaves twice, they disagree, then to the cap
     assert _votes(res, index[HAIKU]) == [True] and _votes(res, index[LEAVES]).count(True) == 4
     assert [len(rep or []) for rep in res.votes["j"]] == [2, 1, 1, 1, 1]
+
+
+# -- the judge's own probability (judge.verdict.probability) ------------------------------------------------------
+
+def test_a_verdict_the_judge_is_unsure_of_is_suspect() -> None:
+    rule = AdaptiveRule(5, confidence=0.8)
+    assert not rule.suspect("q", ["a"], [0.95, 0.8]) and rule.suspect("q", ["a"], [0.95, 0.79])
+    assert rule.suspect("q", ["a"], [None]) and rule.suspect("q", ["a"])  # no probability, no prior: suspect
+    steady = AdaptiveRule(5, {("q", "a"): (0, 4)}, confidence=0.8)
+    assert not steady.suspect("q", ["a"], [0.9]) and steady.suspect("q", ["a"], [0.5])  # unsure beats the prior
+    assert AdaptiveRule(5, {("q", "a"): (1, 4)}, confidence=0.8).suspect("q", ["a"], [0.99])  # so does a flip
+
+
+@pytest.mark.parametrize("sure", [-0.1, 1.5, True, "high"])
+def test_a_confidence_outside_zero_to_one_is_refused(sure: Any) -> None:
+    with pytest.raises(ConfigError, match="judge.repeats_confidence"):
+        AdaptiveRule(5, confidence=sure)
+
+
+def test_per_criterion_with_probabilities_repeats_only_the_unsure(fake_key: str, tmp_path: Path) -> None:
+    spec = _spec(tmp_path, per_criterion=True, probability="sure")
+    with _judge(lambda t, k: k != 1 if t == LEAVES else t == HAIKU, sure=lambda t: 0.6 if t == LEAVES else 0.95) as srv:
+        res, index = _grade(spec, srv, AdaptiveRule(3, confidence=0.9))
+        assert len(srv.requests) == 1 + 3  # no prior: haiku once (sure), leaves to the cap (unsure, then a flip)
+        assert "sure" in srv.requests[0]["response_format"]["json_schema"]["schema"]["properties"]
+    assert _votes(res, index[HAIKU]) == [True] and _votes(res, index[LEAVES]) == [True, False, True]
+    assert {v.index: v.probability for v in res.votes["j"][0]} == {index[HAIKU]: 0.95, index[LEAVES]: 0.6}
