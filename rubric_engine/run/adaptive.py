@@ -28,9 +28,14 @@ if TYPE_CHECKING:
 __all__ = ["adaptive_rule", "prior_votes", "adaptive_fold"]
 
 
-def adaptive_rule(settings: RunSettings, judges: Sequence[ModelSpec], verdict: Verdict, samples: int) -> AdaptiveRule:
-    """The rule of a `judge.repeats=auto` run (`settings`: its judge.repeats_max, _prior and _confidence), or a
-    ConfigError naming what to change."""
+def adaptive_rule(settings: RunSettings, judges: Sequence[ModelSpec], verdict: Verdict, samples: int,
+                  stated: bool) -> AdaptiveRule:
+    """The rule of a `judge.repeats=auto` run (`settings`: its judge.repeats_max, _prior and _confidence;
+    `stated`: the spec declares judge.verdict.probability), or a ConfigError naming what to change."""
+    if settings.repeats_confidence is not None and not stated:
+        raise ConfigError("judge.repeats_confidence: the spec's judge gives no probability; declare "
+                          "judge.verdict.probability in the spec (the field where the judge says how sure it is) or "
+                          "drop judge.repeats_confidence")
     if not verdict.adapts:
         raise ConfigError(f"judge.repeats=auto: a {verdict.name} verdict has no per-criterion votes to repeat; "
                           "use judge.repeats=K")

@@ -74,7 +74,8 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
                               or settings.repeats_confidence is not None):
         raise ConfigError("judge.repeats_max / judge.repeats_prior / judge.repeats_confidence apply to "
                           "judge.repeats=auto; add judge.repeats=auto or drop them")
-    adaptive = adaptive_rule(settings, judges, shape.verdict, samples) \
+    adaptive = adaptive_rule(settings, judges, shape.verdict, samples,
+                             spec.judge is not None and spec.judge.verdict.probability is not None) \
         if repeats == "auto" and judges and settings.stage != "generate" else None
     plan = RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
                    judges=judges, repeats=adaptive.cap if adaptive else int(repeats), adaptive=adaptive,

@@ -201,6 +201,8 @@ def test_resume_after_kill_resends_nothing(tmp_path: Path, env: dict[str, str]) 
     (["judge.repeats_max=3"], "apply to judge.repeats=auto"),
     (["judge.repeats=auto", "judge.repeats_prior=nowhere"], "judge.repeats_prior=nowhere: no samples.jsonl"),
     (["judge.repeats=sometimes"], "judge.repeats='sometimes': must be a whole number >= 1"),
+    (["judge.repeats=auto", "judge.repeats_confidence=0.8"], "the spec's judge gives no probability"),
+    (["judge.repeats_confidence=0.8"], "apply to judge.repeats=auto"),
 ])
 def test_bad_settings_are_one_line(tmp_path: Path, env: dict[str, str], extra: list[str], message: str) -> None:
     res = run_cli(args(tmp_path, "http://127.0.0.1:9", "bad", "REPLY", *extra), env, cwd=tmp_path)
@@ -280,6 +282,8 @@ def test_the_judges_own_probability_stands_in_for_a_prior(tmp_path: Path, env: d
             got, want = c["votes"]["solo"], by_rule(r["id"], c["index"])
             assert got[:2] == want[:2] and sorted(got[2:]) == sorted(want[2:]), (r["id"], c["index"], got, want)
             assert c["hit"] == (sum(c["votes"]["solo"]) * 2 > len(c["votes"]["solo"]))
+    _, loose_sent, _ = sure_run("loose", "judge.repeats=auto", "judge.repeats_confidence=0.5")
+    assert loose_sent == single_sent  # 0.6 is sure enough under 0.5: nothing graded again
 
 
 def draws(q: str, i: int, n: int, noisy: float = NOISY, tag: str = "REPLY") -> list[bool]:
