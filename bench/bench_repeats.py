@@ -19,8 +19,9 @@ differ only where auto stopped early (the comparison is paired).
 Measured on the shared 2-core machine on 2026-11-28 with the defaults (100 questions x 5 criteria, 10% of them at
 p = 0.3, 3 seeds, a 10-vote prior): auto 607, 606 and 610 calls against 500 for a single pass and 2,500 for fixed
 5 (1.22x a single pass); the final verdicts kept a flip in 2.80% of criteria for a single pass, 1.47% for fixed 5
-and 1.53% for auto (1.05x fixed 5's). Per seed the ratio ranged from 0.90x to 1.5x: about 50 flipping criteria a
-seed is a small sample (the expected ratio is 1.11x, docs/judge-noise.md), so read the mean.
+and 1.53% for auto (1.05x fixed 5's); "auto, sure" (no prior) 616, 606 and 610 calls (1.22x) and the same 1.53%.
+Per seed the ratio ranged from 0.90x to 1.5x: about 50 flipping criteria a seed is a small sample (the expected
+ratio is 1.11x, docs/judge-noise.md), so read the mean.
 """
 
 from __future__ import annotations
