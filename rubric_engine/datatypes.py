@@ -7,7 +7,7 @@ Plain frozen dataclasses, no I/O, so importing them costs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -34,6 +34,13 @@ def dialogue_of(qid: str) -> str:
 class Turn:
     role: str  # the role label as it appears in the data (e.g. "A", "user"); data.roles maps it
     content: str
+
+
+@dataclass(frozen=True)
+class StatedTurn(Turn):
+    """A simulated user's turn with its hidden state (a spec's user_state:, shapes/userstate.py): its record
+    entry's `state`; the candidate's messages never hold it."""
+    state: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

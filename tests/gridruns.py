@@ -86,13 +86,15 @@ def entry(name: str, family: str, url: str) -> str:
 
 
 def build_grid(tmp: Path, candidates: dict[str, str] | None = None,
-               judges: dict[str, str] | None = None, progress: str = "none") -> dict[str, Any]:
-    """Run the sweep (default: 4 x 4 = 16 jobs); returns {"sweep", "env", "dirs": {(candidate, judge): run dir}}."""
+               judges: dict[str, str] | None = None, progress: str = "none",
+               script: QuestionScript | None = None) -> dict[str, Any]:
+    """Run the sweep (default: 4 x 4 = 16 jobs; `script`: another fake server script than GridScript); returns
+    {"sweep", "env", "dirs": {(candidate, judge): run dir}}."""
     candidates, judges = candidates or CANDIDATES, judges or JUDGES
     env = clean_env(tmp)
     conf, sweep = tmp / "conf", tmp / "sweep"
     env["RUBRIC_ENGINE_CONFIG_DIRS"] = str(conf)  # user model entries, as README documents them
-    with FakeServer(GridScript()) as srv:
+    with FakeServer(script or GridScript()) as srv:
         for group, models in (("candidate", candidates), ("judge", judges)):
             (conf / group).mkdir(parents=True, exist_ok=True)
             for name, fam in models.items():

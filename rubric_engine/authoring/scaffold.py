@@ -18,7 +18,7 @@ import yaml
 
 from rubric_engine.errors import ConfigError, RubricEngineError
 
-__all__ = ["create_variant", "create_blank", "spec_yaml", "check_name", "USAGE"]
+__all__ = ["create_variant", "create_blank", "spec_yaml", "check_name", "fill", "USAGE"]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TEMPLATE_FIELDS = (("candidate", "template"), ("candidate", "system"), ("judge", "template"), ("judge", "system"))
@@ -83,12 +83,13 @@ def _free(directory: Path, name: str) -> Path:
     return target
 
 
-def _fill(target: Path, files: dict[str, str | Path], check: Callable[[], Any]) -> Path:
+def fill(target: Path, files: dict[str, str | Path], check: Callable[[], Any]) -> Path:
     """Make `target` with `files` (name -> text, or a file to copy) and check it; on failure remove it, never
     leaving a half-made benchmark that blocks a retry."""
     target.mkdir(parents=True)
     try:
         for rel, content in files.items():
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
             if isinstance(content, Path):
                 shutil.copyfile(content, target / rel)
             else:
@@ -116,7 +117,7 @@ def create_variant(name: str, parent_name: str, directory: Path, locale: str | N
             rel = src.name if sources.get(src.name, src) == src else f"{section}_{src.name}"
             sources[rel], templates[f"{section}.{key}"] = src, rel
     sources["benchmark.yaml"] = spec_yaml(name, parent, locale or parent.locale, templates)
-    return _fill(target, sources, lambda: load_spec(target, search))
+    return fill(target, sources, lambda: load_spec(target, search))
 
 
 def create_blank(name: str, directory: Path, locale: str | None = None) -> Path:
@@ -131,4 +132,4 @@ def create_blank(name: str, directory: Path, locale: str | None = None) -> Path:
         load_dataset(spec, spec.data_path())
 
     target = _free(directory, name)
-    return _fill(target, dict(blank_files(name, locale or "en")), check)
+    return fill(target, dict(blank_files(name, locale or "en")), check)

@@ -260,6 +260,23 @@ COMMANDS: dict[str, Command] = {
          "n_boot": "bootstrap resamples for the alpha intervals (default 1000)", "seed": "bootstrap seed (default 0)"},
         required_positionals=1, examples=["rubric-engine items multirun/my_bench/2026-11-22_10-00-00 hard=0.3"],
         details_from="rubric_engine.validity.itemsdiag:USAGE", **_RUN_DIRS),
+    "estimate": Command(
+        "estimate", "A full score from a subset of the questions: `fit` item parameters on stored runs of one benchmark "
+                    "(writes item_model.json and anchors.ids, the anchor subset as an ids= override), then `score` a run "
+                    "that asked only some questions (the estimated full score, its 95% interval, the questions used).",
+        [("ACTION", "fit or score"), ("RUN_DIR...", "fit: run or sweep directories (5 runs at least); score: a run, "
+                                                   "or the runs of one model's adaptive rounds")],
+        {"out": "fit: the item model file (default ./item_model.json); score: the estimate file (default "
+                "the last RUN_DIR/estimate.json)",
+         "anchors": "fit: anchor questions, a number or a share of the questions (default 0.2)",
+         "model": "score: the item model file from `estimate fit`",
+         "adaptive": "score: also print the K questions not yet asked that would shrink the estimate's error most "
+                     "(the next round's ids=)",
+         "seed": "score: the interval's simulation seed (default 0)"},
+        required_positionals=2,
+        examples=["rubric-engine estimate fit multirun/my_bench/2026-11-22_10-00-00 anchors=0.2 out=bank/item_model.json",
+                  "rubric-engine estimate score outputs/my_bench/2026-11-28_10-00-00_ab12cd model=bank/item_model.json"],
+        unknown_word="option", missing="needs an ACTION (fit or score) and run directories"),
     "robustness": Command(
         "robustness", "Re-judge a seeded sample of a finished run with the criteria in another order (check=order: hit "
                       "rate by shown position, flip rate) or one criterion per call (check=granularity: agreement and "
@@ -328,4 +345,15 @@ COMMANDS: dict[str, Command] = {
          "trust_code": "true: a spec's module:function scoring formula may be imported (runs its code)"},
         examples=["rubric-engine prompts my_bench question=q3",
                   "rubric-engine prompts benchmark=my_bench data.path=rows.jsonl question=q3"]),
+    "import": Command(
+        "import", "Write a spec directory from an OpenAI eval (its JSON and data JSONL) or a promptfoo config; what "
+                  "has no counterpart is listed (UNMAPPED.md), an unknown grader, assertion or field stops it.",
+        [("KIND", "openai-evals or promptfoo"), ("FILE", "the eval's JSON, or promptfooconfig.yaml")],
+        {"data": "openai-evals: the data JSONL (one item a line, {\"item\": {...}} or the item itself)",
+         "out": "the new spec directory (default: ./NAME, named after the source); never overwritten",
+         "prompt": "openai-evals: the candidate's prompt, a template over item.* (default: {{ item.input }})",
+         "trust_code": "openai-evals: true: keep python graders (their code runs in runs made with trust_code=true)"},
+        required_positionals=2, missing="needs KIND (openai-evals or promptfoo) and FILE",
+        examples=["rubric-engine import openai-evals my_eval.json data=items.jsonl out=my_eval",
+                  "rubric-engine import promptfoo promptfooconfig.yaml out=my_suite"]),
 }

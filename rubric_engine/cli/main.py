@@ -82,15 +82,17 @@ def _run_job(cfg: DictConfig) -> int:
             (out_dir / name).unlink(missing_ok=True)
     start_up_done()  # Hydra has composed: the GC paused by start_up is back on for whatever the job does
     try:
+        item_model = cfg.get("item_model")
         if cfg.dry_run:
             from rubric_engine.cli.commands import print_estimate
 
             try:
-                print_estimate(settings_from_config(cfg, out_dir))
+                print_estimate(_anchored(item_model, settings_from_config(cfg, out_dir)))
             finally:
                 discard_untouched(out_dir)  # a dry run writes nothing: Hydra's .hydra/ and log go too
             return 0
-        settings = replace(settings_from_config(cfg, out_dir), resume_command=_resume(out_dir) if not sweeping else
+        settings = replace(_anchored(item_model, settings_from_config(cfg, out_dir)),
+                           resume_command=_resume(out_dir) if not sweeping else
                            _resume(_sweep.dir, sweep=True) if _sweep is not None else None)
         # a sweep whose jobs run in this process shows each distinct warning once (other launchers: once per job)
         summary = run_benchmark(settings, warned=_sweep.warned if sweeping and _sweep is not None else None,
@@ -104,6 +106,10 @@ def _run_job(cfg: DictConfig) -> int:
             if hc.mode == RunMode.MULTIRUN:
                 (out_dir / ERROR_FILE).write_text(f"{why}\n", encoding="utf-8")
             return 1
+        if item_model:
+            from rubric_engine.cli.subsetrun import estimate_after
+
+            estimate_after(out_dir, item_model)
         return 0
     except BrokenPipeError:
         raise  # stdout's reader left: main() ends quietly
@@ -125,6 +131,15 @@ def _run_job(cfg: DictConfig) -> int:
             if _began(out_dir):  # it had claimed its directory: the same directory resumes it
                 return fail(exc, bool(cfg.debug), then=f"after fixing that, resume with: {_resume(out_dir)}")
         return fail(exc, bool(cfg.debug))
+
+
+def _anchored(item_model: Any, settings: Any) -> Any:
+    """item_model=FILE: the run asks only the model's anchors (cli/subsetrun.py); unchanged without it."""
+    if not item_model:
+        return settings
+    from rubric_engine.cli.subsetrun import anchored
+
+    return anchored(item_model, settings)
 
 
 def _began(out_dir: Path) -> bool:

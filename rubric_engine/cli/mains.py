@@ -15,8 +15,8 @@ from pathlib import Path
 from rubric_engine.cli.args import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 
-__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main", "items_main",
-           "robustness_main"]
+__all__ = ["leaderboard_main", "new_main", "import_main", "review_main", "agree_main", "rescore_main", "audit_main",
+           "items_main", "robustness_main", "estimate_main"]
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
@@ -219,7 +219,96 @@ def robustness_main(argv: Sequence[str]) -> int:
     print(f"wrote {Path(report['out']) / (check + '.md')} and {check}.json")
     return 0 if report["comparison"]["n"] else 1
 
+def estimate_main(argv: Sequence[str]) -> int:
+    """`rubric-engine estimate fit RUN_DIR... [anchors=N|SHARE] [out=FILE]` and
+    `rubric-engine estimate score RUN_DIR... model=FILE [adaptive=K] [out=FILE] [seed=S]` (several runs: the rounds
+    of an adaptive test of one model): every check made before anything is written (validity/estimate.py)."""
+    from rubric_engine.store.layout import write_json
+    from rubric_engine.validity.estimate import fit_command, score_command
+
+    parsed = parse(COMMANDS["estimate"], argv)
+    action, dirs, opts = parsed.positionals[0], [Path(d).expanduser() for d in parsed.positionals[1:]], parsed.options
+    if action == "fit":
+        try:
+            share = float(str(opts.get("anchors", "0.2")))
+        except ValueError:
+            share = 0.0
+        if not share > 0:
+            raise ConfigError(f"estimate: anchors={opts.get('anchors')} is neither a number of questions nor a share; "
+                              "use e.g. anchors=60 or anchors=0.2")
+        out = Path(str(opts.get("out") or "item_model.json")).expanduser()
+        model, anchors = fit_command(dirs, out, share)
+        if not model["converged"]:  # written all the same: the parameters are the optimiser's last, and said so
+            print(f"warning: the item fit stopped before converging (scipy L-BFGS-B); its estimates may be off: "
+                  f"fit again with more runs, or check {out}'s items for extreme a or b", file=sys.stderr)
+        print(f"fitted {len(model['items'])} items of {len(model['question_weights'])} questions on "
+              f"{len(model['training'])} runs of {model['benchmark']} {model['spec_version']}; {len(anchors)} anchor "
+              f"questions -> {out.parent / 'anchors.ids'}")
+        print(f"wrote {out}")
+        return 0
+    if action != "score":
+        raise ConfigError(f"estimate: unknown action {action!r}; use `estimate fit RUN_DIR...` or "
+                          "`estimate score RUN_DIR model=FILE`")
+    if not opts.get("model"):
+        raise ConfigError("estimate score: give model=FILE (from `estimate fit`) after the run directory")
+    result, record = score_command(dirs, Path(str(opts["model"])).expanduser(),
+                                   adaptive=as_int(parsed.get("adaptive", "0"), "adaptive", "estimate", 0),
+                                   seed=as_int(parsed.get("seed", "0"), "seed", "estimate"))
+    out = Path(str(opts.get("out"))).expanduser() if opts.get("out") else dirs[-1] / "estimate.json"
+    write_json(out, record)
+    print(f"estimated full score {record['estimate']:.1f} (95% interval {record['interval'][0]:.1f} to "
+          f"{record['interval'][1]:.1f}) from {len(result.estimate.asked)} of {result.total} questions: "
+          f"{', '.join(result.estimate.asked)}")
+    if result.next_ids:
+        from rubric_engine.validity.items_report import ids_override
+
+        print(f"next to ask: {ids_override(result.next_ids)}")
+    print(f"wrote {out}")
+    return 0
+
+
 def _flag(value: object) -> bool:
     """A true/false option (`allow_mixed_specs=true`, `trust_code=true`); absent is false."""
     return str(value if value is not None else "false").lower() in ("true", "1", "yes")
 
+
+
+def import_main(argv: Sequence[str]) -> int:
+    """`rubric-engine import openai-evals FILE data=JSONL [out=DIR] [prompt=TEMPLATE]` or
+    `rubric-engine import promptfoo FILE [out=DIR]`: write a spec directory, list what was not mapped."""
+    from rubric_engine.authoring.imported import write_spec
+    from rubric_engine.authoring.openai_evals import import_openai_eval
+    from rubric_engine.authoring.promptfoo import import_promptfoo
+
+    parsed = parse(COMMANDS["import"], argv)
+    kind, file = parsed.positionals[0], Path(parsed.positionals[1]).expanduser()
+    if kind == "openai-evals":
+        if not parsed.get("data"):
+            raise ConfigError("import openai-evals: the eval's items are needed; pass data=FILE.jsonl (nothing was written)")
+        imported = import_openai_eval(file, Path(parsed.options["data"]).expanduser(),
+                                      parsed.get("prompt") or "{{ item.input }}", _flag(parsed.get("trust_code")))
+    elif kind == "promptfoo":
+        for key in ("data", "prompt", "trust_code"):
+            if parsed.get(key):
+                raise ConfigError(f"import promptfoo: {key}= is for openai-evals; a promptfoo config holds its own "
+                                  "prompts and tests (nothing was written)")
+        imported = import_promptfoo(file)
+    else:
+        raise ConfigError(f"import: unknown kind {kind!r}; use openai-evals or promptfoo")
+    imported.unmapped = list(dict.fromkeys(imported.unmapped))
+    out = Path(parsed.get("out") or imported.name).expanduser()
+    target = write_spec(imported, out)
+    judged = sum(i.check is None for r in imported.rows for i in r.items)
+    items = sum(len(r.items) for r in imported.rows)
+    n = len(imported.rows)
+    print(f"wrote {target}/: {n} question{'s' * (n != 1)}, {items} items ({items - judged} checked by the engine, "
+          f"{judged} judged); it loads and validates")
+    for name in imported.candidates:
+        print(f"  candidate entry conf/candidate/{name}.yaml ({imported.candidates[name]['model']})")
+    print(f"not mapped ({len(imported.unmapped)}, also in {target / 'UNMAPPED.md'}):" if imported.unmapped
+          else "not mapped: nothing")
+    for line in imported.unmapped:
+        print(f"  - {line}")
+    trust = " trust_code=true" if ":" in imported.formula else ""
+    print(f"try it without a key: rubric-engine benchmark={target} candidate=mock judge=mock{trust}")
+    return 0

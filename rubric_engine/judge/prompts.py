@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # spec/schema.py imports nothing from here; this keeps the im
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["candidate_messages", "judge_messages", "PROMPT_ERRORS", "unrenderable", "pair_messages", "dialogue_vars",
-           "criteria_vars", "render_template", "data_tag", "choice_vars", "turn_text"]
+           "criteria_vars", "render_template", "data_tag", "choice_vars", "turn_text", "time_limit", "RenderTimeout"]
 
 # Specs are shared by strangers: templates render sandboxed (no attribute walks to Python internals, no
 # mutation of the engine's objects) and an undefined variable is an error, never an empty string.
@@ -97,7 +97,7 @@ class RenderTimeout(Exception):
 
 
 @contextmanager
-def _time_limit(seconds: float = RENDER_SECONDS) -> Iterator[None]:
+def time_limit(seconds: float = RENDER_SECONDS) -> Iterator[None]:
     """Bound the time a rendering takes: a trace function on this thread counts the lines of template code run
     (jinja2 compiles a template to Python whose file is '<template>'; every loop iteration is a line) and raises
     RenderTimeout inside the template once `seconds` have passed, checked every 4,096 lines. Only template frames
@@ -131,7 +131,7 @@ def render_template(spec: "BenchmarkSpec", field: str, variables: dict[str, Any]
         raise SpecError(_spec_file(spec), field, "no template set", fix=f"set {field} to a jinja2 file")
     template, path = _template(spec, field)
     try:
-        with _time_limit():
+        with time_limit():
             text = template.render(**variables)
     except RenderTimeout:
         raise SpecError(str(path), field, f"template rendering ran past the limit of {RENDER_SECONDS:g} s",

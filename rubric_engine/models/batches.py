@@ -57,6 +57,7 @@ class BatchRun:
                 self._tries[cid] = self._tries.get(cid, 0) + int(seq.submitted)
         self._tasks: dict[str, asyncio.Task[dict[str, dict[str, Any]]]] = {}
         self._batchers: list[Batcher] = []
+        self.closed = False
 
     def batcher(self, client: Any) -> "Batcher":
         self._batchers.append(Batcher(self, client))
@@ -67,17 +68,24 @@ class BatchRun:
             self.notify(text)
 
     async def aclose(self) -> None:
-        """Stop polling (the batches keep running at the provider; the same command re-attaches)."""
+        """Stop polling (the batches keep running at the provider; the same command re-attaches).
+
+        `closed` is what stops a batch's task, the cancel only interrupts its wait: Python 3.11's
+        `asyncio.wait_for` drops a cancel that lands after the awaited call finished, and a task that missed it
+        would poll for ever. Cancelled or failed, a task's end is not this method's error (the journal says where
+        it stood); a cancel of the closer itself still propagates."""
+        self.closed = True
         for b in self._batchers:
             b.aclose()
         for task in self._tasks.values():
             task.cancel()
-        for task in list(self._tasks.values()):
-            try:
-                await task
-            except BaseException:  # noqa: BLE001 - cancelled or failed: the journal says where it stood
-                pass
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         self.journal.close()
+
+    def live(self) -> None:
+        """Raises CancelledError once the run's batches are closed: nothing more is sent, polled or fetched."""
+        if self.closed:
+            raise asyncio.CancelledError
 
     def seq_task(self, seq: Seq, api: BatchAPI, lines: bytes | None) -> "asyncio.Task[dict[str, dict[str, Any]]]":
         """The one task driving `seq` to its end (started once, shared by every call waiting on it)."""
@@ -103,7 +111,9 @@ class BatchRun:
         shown = None
         since = time.monotonic()
         while True:
+            self.live()
             batch = await api.retrieve(seq.batch_id)
+            self.live()
             status = str(_get(batch, "status"))
             counts = _get(batch, "request_counts")
             state = (f"{api.role} batch {seq.batch_id}: {status}, {_get(counts, 'completed') or 0} of "
@@ -184,6 +194,7 @@ class Batcher:
 
     async def _line(self, key: str, kwargs: dict[str, Any], api: BatchAPI) -> dict[str, Any]:
         run = self.run
+        run.live()  # a call after close (or sent again after its batch was cancelled by the close) is not sent
         fut = self._waiting.get(key)
         if fut is not None and not fut.done():  # the same request is already on its way (collected or in a batch)
             return await asyncio.shield(fut)
@@ -276,8 +287,12 @@ class Batcher:
         return CallResult(text, prompt, completion, cost, False, 1, finish_reason(response), batched=True)
 
     def aclose(self) -> None:
+        """The wave still gathering is never sent: its calls end as cancelled (the same command sends them)."""
         if self._timer is not None:
             self._timer.cancel()
+        pending, self._pending, self._size = self._pending, {}, 0
+        for _, fut in pending.values():
+            fut.cancel()
 
 
 def _plausible_tokens(value: Any) -> bool:

@@ -280,6 +280,32 @@ def print_pairwise(summary: Mapping[str, Any], console: Console) -> None:
                       highlight=False, soft_wrap=True)
 
 
+def print_anchored(summary: Mapping[str, Any], console: Console) -> None:
+    """An anchored run's lines (summary.json `anchored`, shapes/anchored.py): the length rule, each anchor's
+    reward (x100, win_much +100 ... lose_much -100) and outcomes, their mixture, and the rating with its interval."""
+    a = summary.get("anchored")
+    if not a:
+        return
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False, soft_wrap=True)
+    say(f"length rule: {shown(a['length_rule'])}")
+    for name, row in a["anchors"].items():
+        if row["reward"] is None:
+            say(f"against {shown(name)}: no game counted")
+            continue
+        say(f"against {shown(name)}: reward {row['reward']:+.1f} over {row['games']} games (win_much / win / tie / "
+            f"lose / lose_much: {row['win_much']} / {row['win']} / {row['tie']} / {row['lose']} / {row['lose_much']}; "
+            f"{row['discounted']} wins discounted by the length rule)")
+    if a.get("mixture_of_rewards") is not None:
+        say(f"mixture of rewards (mean over anchors): {a['mixture_of_rewards']:+.1f}")
+    r = a.get("rating")
+    if r and r.get("value") is not None:
+        interval = f"95% interval {r['low']:.0f}-{r['high']:.0f}" if r.get("low") is not None else "no interval"
+        fixed = ", ".join(f"{shown(n)} {v:g}" for n, v in r["fixed"].items())
+        say(f"rating on the anchors' scale: {r['value']:.0f} ({interval}; anchors fixed at {fixed})")
+
+
 def _rho(r: Mapping[str, Any] | None) -> str:
     if not r:
         return "—"

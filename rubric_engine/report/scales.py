@@ -78,9 +78,12 @@ def scale_tables(summary: Mapping[str, Any], spec: Mapping[str, Any]) -> list[di
         out.append({"id": "turns", "title": "Turns", "count": "judgments",
                     "rows": [(f"turn {k}", t.get("mean"), t.get("lo"), t.get("hi"), t.get("judgments"))
                              for k, t in turns.items()]})
-    tables = [("scenarios", "Categories", summary.get("scenarios") or {}, report.get("scenarios") or {}, "")]
+    declared = report.get("breakdowns") or []
+    by_scenario = next((b for b in declared if b.get("by") == "scenario"), None)  # titled as the spec names it,
+    scenario_title = _label(by_scenario.get("labels") or {}, locale, "Scenarios") if by_scenario else "Scenarios"
+    tables = [("scenarios", scenario_title, summary.get("scenarios") or {}, report.get("scenarios") or {}, "")]
     tables += [(b["id"], _label(b.get("labels") or {}, locale, b["id"]), (summary.get("breakdowns") or {}).get(b["id"]) or {},
-                b.get("groups") or {}, b.get("prefix") or "") for b in report.get("breakdowns") or []]
+                b.get("groups") or {}, b.get("prefix") or "") for b in declared if b is not by_scenario]
     for tid, title, scores, names, prefix in tables:
         if not scores:
             continue

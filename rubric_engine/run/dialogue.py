@@ -7,11 +7,10 @@ cache (the same replies, so the same next requests), paying only for the turns i
 request is its conversation's (shapes/: Conversation.requests, the method the plan of calls renders the first
 turn with), its messages built in judge/dialogue.py.
 
-A simulated user with a hidden state (a spec's `user_state:`, spec/userstate.py) writes it after each line: the
-candidate is sent only the line, the simulator its own lines with their states, the transcript's turn keeps
-the state (`state`: the verdict reads them), a
-bad state is asked for once more and a second bad one is the question's user_error; a stop rule the state meets
-ends the session (`ended: state`).
+A simulated user's reply becomes its turn as the verdict reads it (shapes/base.UserLines, `Verdict.user_lines`):
+by default its words and the stop signal; a verdict that reads more (a hidden state, shapes/userstate.py) says
+what a valid reply is: an invalid one is asked for once more (with the verdict's words why) and a second
+invalid one is the question's user_error. The candidate is sent the user's words only.
 
 A candidate failure at turn k propagates with `exc.turn = k` (the pipeline records it as the question's
 candidate error, "turn k: ..."); the transcript so far stays on the outcome and goes into the record. A failed
@@ -20,27 +19,26 @@ or empty simulator reply is the question's `user_error` (recorded, counted, neve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pathlib import Path
 
-from rubric_engine.datatypes import Question, Turn
+from rubric_engine.datatypes import Question, StatedTurn, Turn
 from rubric_engine.errors import AnswersError, FatalModelError, ModelCallError
 from rubric_engine.models.client import CallResult, ModelClient
 from rubric_engine.models.events import call_context
 from rubric_engine.models.request import Request
 from rubric_engine.models.redact import redact
 from rubric_engine.run.record import Outcome
-from rubric_engine.shapes.base import Conversation, Requests, Talk
+from rubric_engine.shapes.base import Conversation, Requests, Talk, UserLines, Verdict
 from rubric_engine.shapes.registry import shape_for
 from rubric_engine.spec.limits import MAX_REPLY_CHARS
 from rubric_engine.spec.schema import BenchmarkSpec
-from rubric_engine.spec.userstate import BadState, read_state, reasked, stops
 from rubric_engine.store.layout import ANSWERS_FILE, iter_jsonl
 
-__all__ = ["StatedTurn", "converse", "given_transcripts", "within_cap", "OversizedReply"]
+__all__ = ["converse", "given_transcripts", "within_cap", "OversizedReply"]
 
 class EmptyUserReply(ModelCallError):
     """The simulated user answered with no text: the session cannot go on (recorded, never cached)."""
@@ -49,17 +47,12 @@ class EmptyUserReply(ModelCallError):
         return "the simulated user returned an empty reply"
 
 
-@dataclass(frozen=True)
-class StatedTurn(Turn):
-    """A simulated user's turn with its hidden state (its record entry's `state`; the messages never hold it)."""
-    state: Mapping[str, Any] = field(default_factory=dict)
+class BadUserLine(ModelCallError):
+    """The simulated user's reply is not valid as its verdict reads it (UserLines.check says why): asked once
+    more, never cached."""
 
-
-class BadUserState(ModelCallError):
-    """The simulated user's reply has no valid state (spec/userstate.py says why): asked once more, never cached."""
-
-    def __init__(self, why: str) -> None:
-        self.why, self.sentence = why, f"the simulated user's state is not valid: {why}"
+    def __init__(self, invalid: str, why: str) -> None:
+        self.why, self.sentence = why, f"{invalid}: {why}"
         super().__init__("user", self.sentence, attempts=1)
 
     def __str__(self) -> str:
@@ -137,31 +130,27 @@ async def _candidate_turn(o: Outcome, cand: ModelClient, request: Requests, said
     _said(o, said, Turn("assistant", res.text))
 
 
-def _user_accept(spec: BenchmarkSpec) -> Callable[[str], None]:
-    """The check of a simulated user's reply: some text within the cap, and its state when one is declared."""
-    block = spec.user_state
-
+def _user_accept(lines: UserLines) -> Callable[[str], None]:
+    """The check of a simulated user's reply: some text within the cap, valid as its verdict reads it."""
     def accept(text: str) -> None:
         _accept_user(text)
-        if block is not None:
-            try:
-                read_state(block, text, spec.conversation.stop)
-            except BadState as exc:
-                raise BadUserState(str(exc)) from None
+        why = lines.check(text)
+        if why is not None:
+            raise BadUserLine(lines.invalid, why)
     return accept
 
 
-async def _user_send(user: ModelClient, request: Request, accept: Callable[[str], None],
-                     repeat: int) -> list[CallResult]:
-    """The user's calls of one turn, the accepted reply last: a bad state is asked for once more, with the bad
-    reply and why (a failure carries the rejected replies as `exc.paid`, so their tokens count)."""
+async def _user_send(user: ModelClient, request: Request, lines: UserLines, repeat: int) -> list[CallResult]:
+    """The user's calls of one turn, the accepted reply last: an invalid reply is asked for once more, with the
+    bad reply and why (a failure carries the rejected replies as `exc.paid`, so their tokens count)."""
+    accept = _user_accept(lines)
     try:
         return [await user.send(request, accept=accept, repeat=repeat)]
-    except BadUserState as exc:
+    except BadUserLine as exc:
         got = getattr(exc, "call_result", None)
         if not isinstance(got, CallResult):
             raise
-        again = replace(request, messages=reasked(request.messages, got.text, exc.why))
+        again = replace(request, messages=lines.reask(request.messages, got.text, exc.why))
         try:
             return [got, await user.send(again, accept=accept, repeat=repeat)]
         except ModelCallError as second:
@@ -169,15 +158,14 @@ async def _user_send(user: ModelClient, request: Request, accept: Callable[[str]
             raise
 
 
-async def _user_turn(spec: BenchmarkSpec, o: Outcome, user: ModelClient, request: Requests,
+async def _user_turn(lines: UserLines, o: Outcome, user: ModelClient, request: Requests,
                      said: list[dict[str, Any]], repeat: int) -> bool:
-    """The simulated user speaks; False when the session is over (its stop signal, a stop rule its state meets,
-    or its failure)."""
-    conv = spec.conversation
+    """The simulated user speaks; False when the session is over (as its reply is read: its stop signal, a stop
+    rule its state meets; or its failure)."""
     turn = sum(t.role == "user" for t in o.transcript or ()) + 1
     try:
         with call_context(turn=turn):  # the transcripts name the turn
-            results = await _user_send(user, request(said), _user_accept(spec), repeat)
+            results = await _user_send(user, request(said), lines, repeat)
     except ModelCallError as exc:
         if isinstance(exc, FatalModelError) and exc.stops_run:
             raise
@@ -188,29 +176,23 @@ async def _user_turn(spec: BenchmarkSpec, o: Outcome, user: ModelClient, request
         return False
     for got in results:
         _add(o, got, "user")
-    res = results[-1]
-    if spec.user_state is not None:
-        line, state = read_state(spec.user_state, res.text, conv.stop)
-        ended = "stop" if conv.stop in res.text else ("state" if stops(spec.user_state, state) else None)
-        _said(o, said, StatedTurn("user", line, state))  # the state is the transcript's, never the candidate's
+    said_turn, ended = lines.read(results[-1].text)
+    if said_turn is not None:
+        _said(o, said, said_turn)
+    if ended is not None:
         o.ended = ended
-        return ended is None
-    if conv.stop in res.text:
-        last = res.text.split(conv.stop, 1)[0].strip()
-        if last:  # the user's last words, kept for the judge; the candidate is not asked to answer them
-            _said(o, said, Turn("user", last))
-        o.ended = "stop"
-        return False
-    _said(o, said, Turn("user", res.text))
-    return True
+    return ended is None
 
 
 async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClient, user: ModelClient | None,
-                   accept: Callable[[str], None], repeat: int = 0, conversation: Conversation | None = None) -> None:
+                   accept: Callable[[str], None], repeat: int = 0, conversation: Conversation | None = None,
+                   verdict: Verdict | None = None) -> None:
     """Run one conversation into `o` (transcript, response = the last reply, tokens, cost, cache hits, ended).
-    The session's turn order is its conversation's (shapes/scripted.py, shapes/simulated.py; the run's plan
-    passes it, else the spec's); this module makes each turn's call."""
+    The session's turn order is its conversation's (shapes/scripted.py, shapes/simulated.py), a user's reply read
+    as its verdict reads it (`user_lines`); the run's plan passes both, else the spec's. This module makes each
+    turn's call."""
     conversation = conversation or shape_for(spec).conversation
+    lines = (verdict or shape_for(spec).verdict).user_lines(spec)
     cand_request = conversation.requests(spec, q, "candidate")  # the candidate's prefix rendered once
     said: list[dict[str, Any]] = []
     o.transcript = []
@@ -220,7 +202,7 @@ async def converse(spec: BenchmarkSpec, q: Question, o: Outcome, cand: ModelClie
 
     async def user_turn() -> bool:
         assert user is not None and user_request is not None  # run/plan.py: a conversation that asks its user has one
-        return await _user_turn(spec, o, user, user_request, said, repeat)
+        return await _user_turn(lines, o, user, user_request, said, repeat)
 
     def cut() -> None:
         o.ended = "max_turns"

@@ -83,7 +83,7 @@ def read_journal(path: Path, fingerprint: str, on_record: Callable[[SampleRecord
                                 fix="the journal is damaged; move it away to start this run afresh")
             state.done.add(qid)
             if on_record is not None:
-                on_record(cast(SampleRecord, rec))  # a line this run wrote: a SampleRecord's JSON object
+                _hand(on_record, cast(SampleRecord, rec), path, number)  # a line this run wrote: a SampleRecord
     if cut is not None:
         if cut[0] == 1:
             raise DataError(str(path), f"unreadable header ({cut[2]})", line=1,
@@ -95,6 +95,16 @@ def read_journal(path: Path, fingerprint: str, on_record: Callable[[SampleRecord
         state.repaired = (f"{path.name}: dropped an incomplete record at line {cut[0]} (left by an interrupted run); "
                           "its question runs again")
     return state
+
+
+def _hand(on_record: Callable[[SampleRecord], None], rec: SampleRecord, path: Path, number: int) -> None:
+    """`on_record(rec)`; a record it cannot read (DataError naming this file, no line) is refused at its line."""
+    try:
+        on_record(rec)
+    except DataError as exc:
+        if exc.line is not None or exc.file != str(path):
+            raise
+        raise DataError(exc.file, exc.message, line=number, fix=exc.fix) from None
 
 
 def _check_header(path: Path, header: dict[str, Any], fingerprint: str) -> None:

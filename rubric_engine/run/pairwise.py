@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rubric_engine.dataset.anchors import given_anchor_answers
 from rubric_engine.dataset.baseline import command_line_answers, load_baseline_answers
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.entries import ModelSpec
@@ -30,7 +31,10 @@ def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", *, panel: bool
     """The baseline model to call (None: answers are used, or the spec is not pairwise); one line for a
     pairwise spec without a baseline and for the shapes a pairwise run does not combine with."""
     if not shape_for(spec).verdict.compares:
-        if settings.baseline is not None or settings.baseline_answers:
+        if spec.anchors is not None and settings.stage != "generate" and (panel or samples > 1):
+            raise ConfigError("judge.verdict.kind: anchored judges each game once with one judge; drop judge=[...], "
+                              "judge.repeats and candidate.samples")
+        if settings.baseline is not None or (settings.baseline_answers and spec.anchors is None):
             raise ConfigError(f"baseline=...: the benchmark {spec.name} is not pairwise (judge.verdict.kind: "
                               f"{spec.judge.verdict.kind if spec.judge else 'none'}); drop baseline= / baseline.answers=")
         return None
@@ -58,9 +62,12 @@ def plan_baseline(settings: "RunSettings", spec: "BenchmarkSpec", *, panel: bool
 
 
 def baseline_answers(settings: "RunSettings", spec: "BenchmarkSpec", model: ModelSpec | None, judged: bool,
-                     questions: Sequence["QuestionRef"], warnings: list[str]) -> dict[str, str] | None:
+                     questions: Sequence["QuestionRef"], warnings: list[str]) -> Mapping[str, str] | None:
     """Question id -> the baseline's answer when the baseline is answers (a file, or the spec's files);
-    every question of the run must have one (DataError naming the file and the first missing ids)."""
+    every question of the run must have one (DataError naming the file and the first missing ids). Under an
+    anchors: block, `baseline.answers=FILE` is the anchors' answers instead (dataset/anchors.AnchorAnswers)."""
+    if spec.anchors is not None and settings.baseline_answers and judged:  # anchors' answers: shapes/anchored.py
+        return given_anchor_answers(spec, settings.baseline_answers)
     if not shape_for(spec).verdict.compares or model is not None or not judged:
         return None
     if settings.baseline_answers:

@@ -131,7 +131,7 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
                 try:
                     if talk:
                         await converse(spec, q, o, cand, user, _accept_candidate, repeat=s,
-                                       conversation=shape.conversation)
+                                       conversation=shape.conversation, verdict=shape.verdict)
                     else:
                         request = shape.conversation.requests(spec, q, "candidate")([])  # the plan's (shapes/)
                         res = await cand.send(request, accept=_accept_candidate, repeat=s)

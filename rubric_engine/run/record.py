@@ -104,7 +104,7 @@ def _reply(o: Outcome) -> Reply:
 
 
 def _state(turn: Turn) -> dict[str, Any] | None:
-    """A simulated user's hidden state that turn (run/dialogue.StatedTurn), kept beside its words; None: none."""
+    """A simulated user's hidden state that turn (datatypes.StatedTurn), kept beside its words; None: none."""
     state = getattr(turn, "state", None)
     return None if state is None else dict(state)
 

@@ -29,7 +29,8 @@ from rubric_engine.models.bodycap import max_reply_bytes
 from rubric_engine.models.cache import ResultCache, default_cache_dir
 from rubric_engine.models.entries import check_keys
 from rubric_engine.models.workers import WorkerPool
-from rubric_engine.report.console import print_pairwise, print_panel, print_sampling, print_summary
+from rubric_engine.report.console import (print_anchored, print_pairwise, print_panel, print_sampling,
+                                           print_summary)
 from rubric_engine.report.run_page import write_run_report
 from rubric_engine.run import stream as runstream
 from rubric_engine.run.adaptive import adaptive_fold
@@ -332,6 +333,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
         print_panel(summary, results)
         print_sampling(summary, results)
         print_pairwise(summary, results)
+        print_anchored(summary, results)
     results.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
 

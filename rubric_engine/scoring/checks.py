@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, Union
 
 import re2
 
-__all__ = ["Contains", "NotContains", "Regex", "Words", "Chars", "Json", "Choice", "Check", "CheckResult",
+from rubric_engine.scoring.expression import ExpressionError, check_expression, evaluate
+from rubric_engine.scoring.similarity import METRICS, REFUSED, similarity
+
+__all__ = ["Contains", "NotContains", "Equals", "NotEquals", "Similarity", "Formula", "Python", "check_value", "Regex", "Words", "Chars", "Json", "Choice", "Check", "CheckResult",
            "CheckProblem", "parse_check", "check_dict", "compile_re2", "choice_pattern", "ITEM_TYPES", "run_check", "read_choice",
            "describe", "LETTERS", "READERS"]
 
@@ -57,6 +61,47 @@ class Contains(_Text):
 class NotContains(_Text):
     """Met when the reply does not contain `value`."""
     type: str = "not_contains"
+
+
+@dataclass(frozen=True)
+class Equals(_Text):
+    """Met when the reply is exactly `value` (OpenAI string_check `eq`, promptfoo `equals`)."""
+    type: str = "equals"
+
+
+@dataclass(frozen=True)
+class NotEquals(_Text):
+    """Met when the reply is not exactly `value` (OpenAI string_check `ne`)."""
+    type: str = "not_equals"
+
+
+@dataclass(frozen=True)
+class Similarity:
+    """Met when the `metric` similarity (scoring/similarity.py) of the reply to `reference` is >= `threshold`."""
+    metric: str
+    reference: str
+    threshold: float
+    type: str = "similarity"
+
+
+@dataclass(frozen=True)
+class Formula:
+    """Met when `expression` (scoring/expression.py) over the values of its named `parts` is >= `threshold`:
+    a part's value is its similarity for a similarity check, else 1 when met and 0 when not."""
+    expression: str
+    parts: tuple[tuple[str, Any], ...]
+    threshold: float
+    type: str = "formula"
+
+
+@dataclass(frozen=True)
+class Python:
+    """An OpenAI python grader, run only in a spec the user trusts (dataset/checked.py): met when the `grade(sample,
+    item)` its `source` defines returns at least `threshold` for the reply and the row's `item` (JSON text)."""
+    source: str
+    item: str
+    threshold: float
+    type: str = "python"
 
 
 @dataclass(frozen=True)
@@ -105,9 +150,11 @@ class Choice:
     type: str = "choice"
 
 
-Check = Union[Contains, NotContains, Regex, Words, Chars, Json, Choice]
-_TYPES: dict[str, type] = {c.type: c for c in (Contains, NotContains, Regex, Words, Chars, Json, Choice)}  # type: ignore[attr-defined]
-ITEM_TYPES = ("contains", "not_contains", "regex", "words", "chars", "json")  # what a data item may declare
+Check = Union[Contains, NotContains, Equals, NotEquals, Regex, Words, Chars, Json, Similarity, Formula, Python, Choice]
+_TYPES: dict[str, type] = {c.type: c for c in (Contains, NotContains, Equals, NotEquals, Regex, Words, Chars, Json,
+                                               Similarity, Formula, Python, Choice)}
+ITEM_TYPES = ("contains", "not_contains", "equals", "not_equals", "regex", "words", "chars", "json", "similarity",
+              "formula")  # what a data item may declare
 
 
 class CheckProblem(ValueError):
@@ -133,19 +180,45 @@ def _field(key: str, value: Any, kind: str) -> Any:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise CheckProblem(key, f"expected a list of non-empty strings, got {value!r}")
         return tuple(value)
+    elif kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise CheckProblem(key, f"expected a number, got {value!r}")
+        return float(value)
+    elif kind == "parts":
+        return _parts(key, value)
     return value
 
 
+def _parts(key: str, value: Any) -> tuple[tuple[str, Any], ...]:
+    """A formula's named checks (no formula inside a formula)."""
+    if not isinstance(value, dict) or not value:
+        raise CheckProblem(key, f"expected a mapping of names to checks, got {value!r}")
+    out = []
+    for name, part in value.items():
+        if not (isinstance(name, str) and name.isidentifier()) or (isinstance(part, dict) and part.get("type") == "formula"):
+            raise CheckProblem(f"{key}.{name}", "a part is named by an identifier and is not itself a formula")
+        try:
+            out.append((name, parse_check(part)))
+        except CheckProblem as exc:
+            raise CheckProblem(f"{key}.{name}.{exc.key}".rstrip("."), exc.message) from None
+    return tuple(out)
+
+
 _KINDS = {"value": "text", "pattern": "text", "ignore_case": "bool", "min": "count", "max": "count", "keys": "texts",
-          "answer": "text", "letters": "text", "read": "text"}
+          "answer": "text", "letters": "text", "read": "text", "metric": "text", "reference": "text",
+          "threshold": "number", "expression": "text", "parts": "parts", "source": "text", "item": "text"}
 
 
-def parse_check(value: Any, allow_choice: bool = False) -> Any:
+def parse_check(value: Any, allow_choice: bool = False, allow_code: bool = False) -> Any:
     """A typed check from its mapping (as a data item, a spec or a record holds it), or CheckProblem naming the
-    key at fault: an unknown type or key, a missing or mistyped value, a regex RE2 cannot compile."""
+    key at fault: an unknown type or key, a missing or mistyped value, a regex RE2 cannot compile. `allow_code`:
+    a `python` check may be read (a trusted spec's data, or a record, whose stored `hit` is never recomputed)."""
     if not isinstance(value, dict):
         raise CheckProblem("", f"a check is an object such as {{type: regex, pattern: ...}}, got {value!r}")
-    allowed = ITEM_TYPES + (("choice",) if allow_choice else ())
+    if value.get("type") == "python" and not allow_code:
+        raise CheckProblem("type", "a python check runs code: only in a spec loaded with trust_code=true, whose "
+                           "scoring.formula is a module:function (as rubric-engine import writes it)")
+    allowed = ITEM_TYPES + (("choice",) if allow_choice else ()) + (("python",) if allow_code else ())
     if value.get("type") not in allowed:
         raise CheckProblem("type", f"unknown check type {value.get('type')!r}; allowed: {', '.join(allowed)}")
     cls = _TYPES[value["type"]]
@@ -175,6 +248,15 @@ def _validate(check: Any) -> None:
             raise CheckProblem("", "give min, max or both")
         if check.min is not None and check.max is not None and check.min > check.max:
             raise CheckProblem("min", f"min ({check.min}) is above max ({check.max})")
+    if isinstance(check, Similarity) and check.metric not in METRICS:
+        why = f" ({REFUSED[check.metric]})" if check.metric in REFUSED else ""
+        raise CheckProblem("metric", f"unknown or unsupported metric {check.metric!r}{why}; allowed: "
+                           f"{', '.join(METRICS)}")
+    if isinstance(check, Formula):
+        try:
+            check_expression(check.expression, [n for n, _ in check.parts])
+        except ExpressionError as exc:
+            raise CheckProblem("expression", str(exc)) from None
     if isinstance(check, Choice):
         if check.read not in READERS:
             raise CheckProblem("read", f"unknown reader {check.read!r}; allowed: {', '.join(READERS)}")
@@ -194,6 +276,9 @@ def choice_pattern(pattern: str) -> str:
 
 def check_dict(check: Any) -> dict[str, Any]:
     """A check as records and the spec dump hold it: its type first, then every field."""
+    if isinstance(check, Formula):
+        return {"type": check.type, "expression": check.expression,
+                "parts": {n: check_dict(p) for n, p in check.parts}, "threshold": check.threshold}
     out = {"type": check.type, **asdict(check)}
     return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
@@ -227,8 +312,29 @@ def _json_body(text: str) -> str:
     return body.strip()
 
 
+def check_value(check: Any, reply: str) -> float:
+    """A check's number: a similarity's value, a formula's value, else 1.0 when met and 0.0 when not."""
+    if isinstance(check, Similarity):
+        return similarity(check.metric, reply, check.reference)
+    if isinstance(check, Formula):
+        return evaluate(check.expression, {n: check_value(p, reply) for n, p in check.parts})
+    return 1.0 if run_check(check, reply).hit else 0.0
+
+
 def run_check(check: Any, reply: str) -> CheckResult:
     """Decide one check on one reply (pure; RE2 keeps every pattern linear in the reply's length)."""
+    if isinstance(check, (Equals, NotEquals)):
+        same = _fold(reply, check.ignore_case) == _fold(check.value, check.ignore_case)
+        return CheckResult(same == isinstance(check, Equals), f"check {check.type}: {'equal' if same else 'differs'}")
+    if isinstance(check, Python):
+        return _run_python(check, reply)
+    if isinstance(check, (Similarity, Formula)):
+        try:
+            value = check_value(check, reply)
+        except ExpressionError as exc:
+            return CheckResult(False, f"check formula: {exc}; counted as not met")
+        name = check.metric if isinstance(check, Similarity) else "formula"
+        return CheckResult(value >= check.threshold, f"check {name}: {value:.4f} (threshold {check.threshold:g})")
     if isinstance(check, _Text):
         at = _fold(reply, check.ignore_case).find(_fold(check.value, check.ignore_case))
         found = f"found at {at}" if at >= 0 else "not found"
@@ -261,6 +367,25 @@ def run_check(check: Any, reply: str) -> CheckResult:
     raise TypeError(f"not a check: {check!r}")
 
 
+@functools.lru_cache(maxsize=64)
+def _grade_function(source: str) -> Any:
+    namespace: dict[str, Any] = {"__name__": "rubric_engine_python_grader"}
+    exec(compile(source, "<python grader>", "exec"), namespace)  # noqa: S102 - a trusted spec's code (see Python)
+    return namespace["grade"]
+
+
+def _run_python(check: Python, reply: str) -> CheckResult:
+    """Run a trusted python grader; a grader that fails or returns no number is not met, and says why."""
+    try:
+        value = float(_grade_function(check.source)({"output_text": reply}, json.loads(check.item)))
+    except Exception as exc:  # the grader's own code: whatever it raises is its failure, recorded
+        return CheckResult(False, f"check python: the grader failed ({type(exc).__name__}: {str(exc)[:160]}); "
+                           "counted as not met")
+    if not math.isfinite(value):
+        return CheckResult(False, "check python: the grader returned no finite number; counted as not met")
+    return CheckResult(value >= check.threshold, f"check python: {value:.4f} (threshold {check.threshold:g})")
+
+
 def read_choice(reply: str, check: Choice) -> str | None:
     """The option letter a reply gives (see docs/authoring.md, "Shapes: multiple choice"):
     first_letter: the first capital letter among the options standing alone (not inside a word);
@@ -281,6 +406,13 @@ def read_choice(reply: str, check: Choice) -> str | None:
 
 def describe(check: Any) -> str:
     """A short text for an item that gives none (what the record and the review show as its criterion)."""
+    if isinstance(check, (Equals, NotEquals)):
+        return f"{'is' if isinstance(check, Equals) else 'is not'} exactly {check.value!r}" + (
+            " (any case)" if check.ignore_case else "")
+    if isinstance(check, Similarity):
+        return f"{check.metric} similarity to the reference is at least {check.threshold:g}"
+    if isinstance(check, Formula):
+        return f"{check.expression} over {', '.join(n for n, _ in check.parts)} is at least {check.threshold:g}"
     if isinstance(check, _Text):
         return f"{'contains' if isinstance(check, Contains) else 'does not contain'} {check.value!r}" + (
             " (any case)" if check.ignore_case else "")
@@ -294,4 +426,6 @@ def describe(check: Any) -> str:
         return "valid JSON" + (f" object with keys {', '.join(check.keys)}" if check.keys else "")
     if isinstance(check, Choice):
         return f"the answer is {check.answer}"
+    if isinstance(check, Python):
+        return f"the python grader scores at least {check.threshold:g}"
     raise TypeError(f"not a check: {check!r}")

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rubric_engine.datatypes import Question
+from rubric_engine.datatypes import Question, Turn
 from rubric_engine.judge.adaptive import AdaptivePanel, AdaptiveRule
 from rubric_engine.judge.grading import JudgeResult, Planner, criteria_requests
 from rubric_engine.judge.panels import Panel
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from rubric_engine.models.client import ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec, Judge
 
-__all__ = ["Conversation", "Verdict", "Shape", "Talk", "Judging", "Message", "Requests", "judge_of"]
+__all__ = ["Conversation", "Verdict", "UserLines", "Shape", "Talk", "Judging", "Message", "Requests", "judge_of"]
 
 Message = dict[str, Any]
 Requests = Callable[[Sequence[Message]], Request]  # a role's request at a point of a session: the turns so far
@@ -99,6 +99,32 @@ class Judging:
     baseline_answers: Mapping[str, str] | None = None  # a pairwise run's baseline answers file
 
 
+class UserLines:
+    """How a simulated user's reply becomes its turn of the session (a verdict's, `Verdict.user_lines`; run/dialogue.py
+    asks it each user turn). The default: the reply's words; the conversation's stop signal ends the session, the
+    words before it kept for the judge. A verdict that reads more from each line (a hidden state) says what a
+    valid reply is (`check`), how it is asked for again (`reask`) and what the turn keeps (`read`)."""
+    invalid = "the simulated user's reply is not valid"  # the error's words before `check`'s reason
+
+    def __init__(self, stop: str) -> None:
+        self.stop = stop
+
+    def check(self, text: str) -> str | None:
+        """Why this reply must be asked for again (once; a second bad one is the question's user error)."""
+        return None
+
+    def reask(self, messages: list[dict[str, Any]], bad: str, why: str) -> list[dict[str, Any]]:
+        """The request asked once more after the bad reply `bad` (only when `check` gave a reason)."""
+        raise NotImplementedError(f"{type(self).__name__} gives no reason to ask again")
+
+    def read(self, text: str) -> tuple[Turn | None, str | None]:
+        """The user's turn (None: nothing to keep) and why the session ends here (None: it goes on)."""
+        if self.stop not in text:
+            return Turn("user", text), None
+        last = text.split(self.stop, 1)[0].strip()  # the candidate is not asked to answer its last words
+        return (Turn("user", last) if last else None), "stop"
+
+
 class Verdict:
     """How a reply is judged. The defaults are criteria: a verdict per rubric item, scored by the formula."""
     name = "criteria"
@@ -113,6 +139,10 @@ class Verdict:
         """judge.repeats=auto can repeat this verdict's judge requests alone (judge/adaptive.py): it leaves
         per-criterion votes and compares no two replies."""
         return self.criterion_votes and not self.compares
+
+    def user_lines(self, spec: "BenchmarkSpec") -> UserLines:
+        """How a simulated user's replies are read (the default: its words and the stop signal)."""
+        return UserLines(spec.conversation.stop)
 
     def panel(self, clients: Sequence["ModelClient"], names: Sequence[str], spec: "BenchmarkSpec", repeats: int = 1,
               rule: str = "majority", tie: str = "not_met", adaptive: "AdaptiveRule | None" = None) -> Panel:

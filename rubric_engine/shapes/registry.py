@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import DataError
+from rubric_engine.shapes.anchored import Anchored
 from rubric_engine.shapes.base import Conversation, Shape, Verdict
 from rubric_engine.shapes.criteria import Criteria
 from rubric_engine.shapes.pairwise import Pairwise
@@ -31,7 +32,7 @@ __all__ = ["CONVERSATIONS", "VERDICTS", "shape_for", "stored_shape", "check_temp
 
 CONVERSATIONS: dict[str, Conversation] = {c.name: c for c in (Single(), Scripted(), Simulated())}
 VERDICTS: dict[str, Verdict] = {v.name: v for v in (Criteria(), Score(), Pairwise(), Rating(),
-                                                            UserStateVerdict())}
+                                                            UserStateVerdict(), Anchored())}
 
 
 def shape_for(spec: "BenchmarkSpec") -> Shape:

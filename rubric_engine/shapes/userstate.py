@@ -1,9 +1,9 @@
 """Judging by the simulated user's own hidden state (a spec's `user_state:` block; SAGE, "sentient agent as a
 judge"): the question's score is a declared number field of the user's final state. No judge model is called.
 
-Why here: the session is the simulated conversation's (shapes/simulated.py; run/dialogue.py reads each turn's
-state, asks once more for a bad one and stops on the block's rule); what this verdict adds is reading the
-trajectory back from the transcript's user turns (each keeps its state beside its words, `state`), writing it to
+Why here: the session is the simulated conversation's (shapes/simulated.py); this verdict reads each user reply
+(`StatedLines`, the `user_lines` hook run/dialogue.py asks: the state validated, a bad one asked for once more,
+the block's stop rule), and reads the trajectory back from the transcript's user turns (each keeps its state beside its words, `state`), writing it to
 the record (`states`, record/userstate.py) and scoring the last state. A transcript whose user turn holds no
 state (one read back from an answers file) is the question's judge error, one line, never scored.
 
@@ -17,20 +17,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rubric_engine.datatypes import Question
+from rubric_engine.datatypes import Question, StatedTurn, Turn
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult
 from rubric_engine.models.request import Request
 from rubric_engine.record.codec import encode
 from rubric_engine.record.types import Judged, Record
 from rubric_engine.record.userstate import UserStateJudgment
-from rubric_engine.shapes.base import Judging, Verdict
-from rubric_engine.spec.userstate import BadState, UserState as Block
+from rubric_engine.shapes.base import Judging, UserLines, Verdict
+from rubric_engine.spec.userstate import BadState, UserState as Block, read_state, reasked, stops
 
 if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
-__all__ = ["UserStateVerdict", "StateResult", "trajectory"]
+__all__ = ["UserStateVerdict", "StatedLines", "StateResult", "trajectory"]
 
 
 @dataclass
@@ -58,6 +58,31 @@ def trajectory(transcript: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+class StatedLines(UserLines):
+    """A user's reply is its line then its state (spec/userstate.read_state): a reply without a valid state is asked
+    for once more with why; the turn keeps the state; a stop rule the state meets ends the session (`state`)."""
+    invalid = "the simulated user's state is not valid"
+
+    def __init__(self, block: Block, stop: str) -> None:
+        super().__init__(stop)
+        self.block = block
+
+    def check(self, text: str) -> str | None:
+        try:
+            read_state(self.block, text, self.stop)
+        except BadState as exc:
+            return str(exc)
+        return None
+
+    def reask(self, messages: list[dict[str, Any]], bad: str, why: str) -> list[dict[str, Any]]:
+        return reasked(messages, bad, why)
+
+    def read(self, text: str) -> tuple[Turn | None, str | None]:
+        line, state = read_state(self.block, text, self.stop)
+        ended = "stop" if self.stop in text else ("state" if stops(self.block, state) else None)
+        return StatedTurn("user", line, state), ended  # the state is the transcript's, never the candidate's
+
+
 class UserStateVerdict(Verdict):
     """The verdict of a spec with a `user_state:` block."""
     name = "user_state"
@@ -67,6 +92,9 @@ class UserStateVerdict(Verdict):
         if samples > 1:
             raise ConfigError(f"samples={samples} with a user_state: block is not supported: a session scores "
                               "once per question (run the benchmark again for another)")
+
+    def user_lines(self, spec: "BenchmarkSpec") -> UserLines:
+        return StatedLines(_block(spec), spec.conversation.stop)
 
     async def judge(self, j: Judging, question: Question, response: str, first_repeat: int = 0,
                     transcript: Sequence[Mapping[str, str]] | None = None) -> tuple[JudgeResult, dict[int, Any]]:

@@ -29,7 +29,7 @@ class ShapeFacts:
 # what a data row's rubric is to each verdict kind (a new kind adds its line: tests/shapes/test_shapes.py checks it)
 RUBRIC_BY_KIND: dict[str, Literal["required", "optional", "none"]] = {"criteria": "required", "score": "optional",
                                                                       "pairwise": "none", "rating": "none",
-                                                                      "user_state": "none"}
+                                                                      "user_state": "none", "anchored": "none"}
 
 # verdict kinds the engine decides alone, with no judge model: each is declared by a top-level spec block named
 # after it (`<kind>: {...}`) instead of `judge.verdict.kind` (a new judge-less kind adds its name here)

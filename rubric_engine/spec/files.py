@@ -17,7 +17,7 @@ import yaml
 
 from rubric_engine.errors import SpecError
 
-__all__ = ["SPEC_FILE", "Key", "benchmark_search_path", "list_benchmarks", "deep_merge"]
+__all__ = ["SPEC_FILE", "Key", "benchmark_search_path", "list_benchmarks", "deep_merge", "read_bounded_yaml"]
 
 SPEC_FILE = "benchmark.yaml"
 MAX_SPEC_BYTES = 256 * 1024  # a spec is a few KB; specs come from strangers, so the parser's input is bounded
@@ -186,6 +186,12 @@ def _parse(path: Path) -> tuple[dict[str, Any], dict[Key, tuple[Path, int]]]:
                     (":float", ":int")):
                 data["version"] = v.value  # `version: 1.10` means "1.10", not the number 1.1
     return data, marks
+
+
+def read_bounded_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping read as strictly as a spec file (size bounded, no aliases, depth bounded, duplicate keys
+    refused): the reader of every YAML a stranger may hand in (an imported test suite too)."""
+    return _parse(path)[0]
 
 
 def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from rubric_engine.errors import ConfigError, SpecError
 from rubric_engine.scoring.question import DEFAULT_SCALE, Aggregation
 from rubric_engine.spec.aggregation import AggregationSpec, FailureRule, drop_aggregation_defaults
 from rubric_engine.spec.facts import JUDGELESS_KINDS
+from rubric_engine.spec.anchors import Anchors, check_anchored
 from rubric_engine.spec.ratings import Rating
 from rubric_engine.spec.userstate import UserState
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
@@ -165,7 +166,7 @@ class VerdictFields(_Model):
     # kind score (spec/scales.py, judge/scores.py): one number in [min, max] per judged reply, read from the
     # JSON field `field` or, for judges without structured output, from group 1 of `pattern`;
     # kind pairwise (judge/pairwise.py): the judge compares the reply with the baseline's and writes a label
-    kind: Literal["criteria", "score", "pairwise"] = "criteria"
+    kind: Literal["criteria", "score", "pairwise", "anchored"] = "criteria"  # anchored: against anchors: (spec/anchors.py)
     min: float | None = Field(default=None, allow_inf_nan=False)
     max: float | None = Field(default=None, allow_inf_nan=False)
     field: str = "score"
@@ -256,6 +257,7 @@ class BenchmarkSpec(_Model):
     conversation: Conversation = Conversation()
     judge: Judge | None = None  # None: allowed only when every item is checked by the engine (spec/checks.py)
     baseline: Baseline | None = None  # judge.verdict.kind: pairwise only
+    anchors: Anchors | None = None  # judge.verdict.kind: anchored only
     rating: Rating | None = None  # ratings against a reference, decided by the engine: no judge (spec/ratings.py)
     user_state: UserState | None = None  # a simulated user's hidden state scores the session (spec/userstate.py)
     report: Report = Report()
@@ -269,6 +271,7 @@ class BenchmarkSpec(_Model):
     @model_validator(mode="after")
     def _score_defaults(self) -> "BenchmarkSpec":
         score_defaults(self)  # a score verdict's own defaults (scale 1, mean over questions) where not declared
+        check_anchored(self)  # anchors: and judge.verdict.kind: anchored go together (spec/anchors.py)
         return self
 
     @field_validator("version", mode="before")
@@ -422,8 +425,9 @@ def _drop_pairwise_defaults(dump: dict[str, Any]) -> None:
     if verdict.get("kind") == "criteria":
         for key in ("kind", "labels", "strong_weight", "swap", "pattern"):
             verdict.pop(key, None)
-    if dump.get("baseline") is None:
-        dump.pop("baseline", None)
+    for key in ("baseline", "anchors"):
+        if dump.get(key) is None:
+            dump.pop(key, None)
 
 
 def _shipped_data_dir() -> Path:

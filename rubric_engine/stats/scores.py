@@ -122,7 +122,7 @@ def criteria_from_record(rec: Record | Mapping[str, Any]) -> list[Criterion]:
                   tags=tuple(c.tags))
         if c.check is not None:  # an engine-checked item, typed again (its stored result is its `hit`)
             try:
-                kw["check"] = parse_check(c.check, allow_choice=True)
+                kw["check"] = parse_check(c.check, allow_choice=True, allow_code=True)
             except CheckProblem as exc:
                 raise DataError("samples.jsonl", f"question {typed.id!r}, criterion {c.index}: check: {exc}",
                                 fix="restore the record's check as the run wrote it") from None

@@ -138,6 +138,9 @@ def test_turn_and_overall_means_equal_fastchat_show_result(tmp_path: Path, seed:
         {m: e["average"] for m, e in expected.items()})
     md = (tmp_path / "lb" / "leaderboard.md").read_text()
     assert "Turns" in md and "turn 1" in md and "Categories" in md
+    page = (tmp_path / "lb" / "report.html").read_text()  # the heatmap heads the groups as the tables do
+    assert "Categories" in page and "Scenarios" not in page
+    assert "Scenarios" not in lb.stdout and "Scenarios" not in md
     res = subprocess.run([EXE, "rescore", str(tmp_path / "cand_a")], env=clean_env(tmp_path), capture_output=True,
                          text=True, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]

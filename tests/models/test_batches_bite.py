@@ -36,6 +36,17 @@ POLL = 0.01  # seconds between polls, and the quiet time that ends a wave
 GUARD = 30.0  # seconds an invocation may take before the test fails (each takes well under one)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _litellm_imported() -> None:
+    """LiteLLM imported (its batch and file modules too) before any guarded invocation: on a loaded CI worker its
+    first import alone can take most of GUARD, and a guard is for a call left waiting, not for an import."""
+    from rubric_engine.models.litellm_runtime import LiteLLMRuntime
+
+    litellm = LiteLLMRuntime().module()
+    for name in ("acreate_file", "acreate_batch", "aretrieve_batch", "afile_content", "alist_batches"):
+        getattr(litellm, name)
+
+
 def user(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": text}]
 
@@ -547,6 +558,65 @@ def test_closing_stops_polling_and_the_journal_keeps_the_batch(tmp_path: Path) -
     with FakeBatchServer(polls_to_finish=10**9) as srv:
         asyncio.run(go(srv))
     assert journal_events(tmp_path)[-1] == ("batch", "batch-0002")
+
+
+def test_closing_as_a_poll_answer_lands_stops_polling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.11's `asyncio.wait_for` returns the inner call's result when the cancel arrives after that call
+    finished but before the waiting task resumed: the cancel is lost. A close landing there (seen in CI: a run's
+    end racing a poll's answer) once left the batch's task polling for ever and `aclose` waiting on it. Here the
+    close is scheduled from inside LiteLLM's poll call, just before it returns, which lands it in that window
+    every time; closing must still stop the task, fail its waiting call, and leave the batch in the journal."""
+    from rubric_engine.models.litellm_runtime import LiteLLMRuntime
+
+    litellm = LiteLLMRuntime().module()  # imported as the run imports it (its price map local, no fetch)
+    real = litellm.aretrieve_batch
+    state: dict[str, Any] = {}
+
+    async def retrieve(*args: Any, **kw: Any) -> Any:
+        got = await real(*args, **kw)
+        if "closing" not in state:
+            state["closing"] = asyncio.ensure_future(state["run"].aclose())
+        return got
+
+    monkeypatch.setattr(litellm, "aretrieve_batch", retrieve)  # the third-party boundary, not our code
+
+    async def go(srv: FakeBatchServer) -> None:
+        client = client_for(tmp_path, srv)
+        state["run"] = client.start(tmp_path, poll=POLL, max_retries=1)
+        task = asyncio.ensure_future(client.complete(user("a")))
+        while "closing" not in state:
+            await asyncio.sleep(POLL)
+        done, _ = await asyncio.wait({state["closing"]}, timeout=GUARD)  # (not wait_for: its cancel of a late
+        assert done, "closing hung"  # close would reach the stuck task and pass for a close that worked)
+        polls = srv.steps["poll"]
+        await asyncio.sleep(5 * POLL)
+        assert srv.steps["poll"] == polls  # nothing polls after close
+        with pytest.raises((asyncio.CancelledError, FatalModelError)):
+            await asyncio.wait_for(task, timeout=GUARD)
+
+    with FakeBatchServer(polls_to_finish=10**9) as srv:
+        asyncio.run(go(srv))
+    assert journal_events(tmp_path)[-1] == ("batch", "batch-0002")
+
+
+def test_after_close_no_call_is_sent_and_a_gathering_wave_is_dropped(tmp_path: Path) -> None:
+    """A wave still gathering when the run closes, and a call made after, end as cancelled with nothing uploaded
+    and nothing in the journal (they were waiting for ever, or sent, before)."""
+    async def go(srv: FakeBatchServer) -> None:
+        client = client_for(tmp_path, srv)
+        run = client.start(tmp_path, poll=5.0, max_retries=1)  # a one-second quiet time: the wave still gathers
+        gathering = asyncio.ensure_future(client.complete(user("a")))
+        await asyncio.sleep(0.05)
+        await run.aclose()
+        for call in (gathering, asyncio.ensure_future(client.complete(user("b")))):
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(call, timeout=GUARD)
+        await asyncio.sleep(1.5)  # past the quiet time
+
+    with FakeBatchServer() as srv:
+        asyncio.run(go(srv))
+        assert not srv.steps and not srv.files
+    assert not (tmp_path / BATCH_JOURNAL).exists() or not journal_events(tmp_path)
 
 
 def test_a_journal_that_cannot_be_written_fails_the_waiting_calls_never_hangs_them(tmp_path: Path) -> None:

@@ -191,7 +191,7 @@ SHAPE_BRANCHES_LEFT: dict[str, int] = {}
 # Reads of a shape's own record keys (shape_key_reads) outside the owners, module -> count. Not records: these
 # dicts share a key's name with a record field (summary.json's sections, template variables, an answers row).
 SHAPE_KEYS_NOT_RECORDS: dict[str, int] = {
-    "report/console.py": 1,  # summary.json's `pairwise` section: its count of games
+    "report/console.py": 2,  # summary.json's `pairwise` and `anchored` sections: their counts of games
     "report/scales.py": 1,  # summary.json's `turns` table
     "judge/prompts.py": 1,  # the judge template's variables (`transcript`)
     "run/dialogue.py": 1,  # an answers row's `transcript` (a score-only run judges the session it holds)

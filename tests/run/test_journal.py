@@ -101,3 +101,17 @@ def test_kill_9_loses_at_most_the_unsynced_batch(tmp_path: Path) -> None:
         proc.wait(30)
     state = read_journal(path, FP)
     assert {f"q{i}" for i in range(8)} <= state.done <= {f"q{i}" for i in range(10)}
+
+
+def test_a_record_this_version_cannot_read_names_its_journal_line(tmp_path: Path) -> None:
+    """Resume decodes each journal record (record/codec.py): one it cannot read is refused naming the file and
+    its line, as a damaged line is, so the user can look at it."""
+    from rubric_engine.run.stream import resume
+
+    path = tmp_path / "samples.jsonl"
+    with JournalWriter(path, FP, header={"questions": 3}) as j:
+        j.append({"id": "a", "score": 0.5})
+        j.append({"id": "b", "score": 0.5, "transcript": "not turns"})
+    with pytest.raises(DataError) as err:
+        resume(path, FP, lambda rec: None)
+    assert str(err.value).startswith(f"{path}:3: question 'b': not a record this version reads")

@@ -107,8 +107,10 @@ def test_check_dict_round_trip() -> None:
 @pytest.mark.parametrize(("value", "key", "message"), [
     ("regex", "", "a check is an object such as {type: regex, pattern: ...}, got 'regex'"),
     ({"type": "choice", "answer": "A", "letters": "AB"}, "type",
-     "unknown check type 'choice'; allowed: contains, not_contains, regex, words, chars, json"),
-    ({"type": "nope"}, "type", "unknown check type 'nope'; allowed: contains, not_contains, regex, words, chars, json"),
+     "unknown check type 'choice'; allowed: contains, not_contains, equals, not_equals, regex, words, chars, json, "
+     "similarity, formula"),
+    ({"type": "nope"}, "type", "unknown check type 'nope'; allowed: contains, not_contains, equals, not_equals, regex, "
+     "words, chars, json, similarity, formula"),
     ({"type": "contains", "value": "x", "regx": 1}, "regx", "unknown key; allowed with type contains: value, ignore_case"),
     ({"type": "regex"}, "pattern", "required key is missing"),
     ({"type": "contains", "value": ""}, "value", "expected a non-empty string, got ''"),

@@ -96,7 +96,7 @@ def test_likert_end_to_end_with_reasks_rescore_and_leaderboard(tmp_path: Path) -
         assert any("outside the scale 1 to 5" in b["messages"][-1]["content"] for b in reasks)
         fmt = next(b for b in srv.requests if b["model"] == "judge")["response_format"]["json_schema"]["schema"]
         assert fmt["properties"] == {"why": {"type": "string"}, "rating": {"type": "number"}}
-        assert "Categories (scale 1-5)" in proc.stdout and "1 judge error(s)" in proc.stdout
+        assert "Scenarios (scale 1-5)" in proc.stdout and "1 judge error(s)" in proc.stdout
         n = len(srv.requests)
         again = run(tmp_path, srv, LIKERT)  # the same command: every finished call is a cache hit
         assert again.returncode == 0 and len(srv.requests) - n <= 3  # only the failed question asks again
@@ -111,7 +111,7 @@ def test_likert_end_to_end_with_reasks_rescore_and_leaderboard(tmp_path: Path) -
     assert lb.returncode == 0, lb.stderr
     board = json.loads((tmp_path / "run" / "leaderboard.json").read_text())
     assert board["rows"][0]["overall"] == pytest.approx(summary["overall"])
-    assert "Categories" in lb.stdout
+    assert "Scenarios" in lb.stdout  # the tables and the heatmap name the group alike
 
 
 def test_pattern_verdict_for_judges_without_structured_output(tmp_path: Path) -> None:

@@ -135,7 +135,8 @@ def test_a_damaged_stored_check_is_one_line() -> None:
     with pytest.raises(DataError) as err:
         criteria_from_record({"id": "q7", "criteria": [{"index": 1}, {"index": 2, "check": {"type": "nope"}}]})
     assert str(err.value) == ("samples.jsonl: question 'q7', criterion 2: check: type: unknown check type 'nope'; "
-                              "allowed: contains, not_contains, regex, words, chars, json, choice; "
+                              "allowed: contains, not_contains, equals, not_equals, regex, words, chars, json, similarity, "
+                              "formula, choice, python; "
                               "restore the record's check as the run wrote it")
 
 
