@@ -166,7 +166,8 @@ def test_a_failed_grading_is_a_judge_error_never_padded(tmp_path: Path, env: dic
     judge = FlippingJudge(fail={(*noisy, 3)})
     res, summary, records, _ = run(tmp_path, env, "auto", "judge.repeats=auto", "max_retries=0", judge=judge)
     rec = next(r for r in records if r["id"] == noisy[0])
-    assert rec["judge_error"] and "grading 4" in rec["judge_error"] and rec.get("score") is None
+    # arrival 3 is one of gradings 3-5, asked together (which one gets it is the order they arrive in)
+    assert re.match(r"judge solo grading [345]: ", rec["judge_error"] or "") and rec.get("score") is None
     assert summary["counts"]["judge_errors"] == 1 and summary["counts"]["scored"] == N_QUESTIONS - 1
     assert res.returncode == 0  # the rest scored; the failed grading is in the count, the question not scored
 
