@@ -73,6 +73,8 @@ CORE: dict[str, list[str]] = {
     "shapes.scripted": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
     "shapes.simulated": ["test_dialogue_bite.py", "test_judge_dialogue_bite.py"],
     "stats.robustness": ["test_robustness_bite.py"],
+    "judge.adaptive": ["test_adaptive_bite.py"],  # judge.repeats=auto's rule (issue 38)
+    "stats.adaptive": ["test_adaptive_noise.py"],
     "stats.itemstats": ["test_itemstats_bite.py"],
     "stats.rubricitems": ["test_itemstats_bite.py"],
     "reward.inputs": ["test_reward_inputs_bite.py"],

@@ -241,8 +241,13 @@ def print_estimate(settings: Any, console: Console | None = None) -> dict[str, A
     jroles = [r for r in est if r.startswith("judge")]
     if jroles and (len(jroles) > 1 or est[jroles[0]]["repeats"] > 1):
         total = sum(est[r]["calls"] for r in jroles)
-        console.print(f"judge calls: {total:,} in all ({len(jroles)} judge(s) x {est[jroles[0]]['repeats']} "
+        auto = "at most " if est[jroles[0]].get("repeats_auto") else ""
+        console.print(f"judge calls: {auto}{total:,} in all ({len(jroles)} judge(s) x {est[jroles[0]]['repeats']} "
                       "repeat(s) x the calls of one grading)", highlight=False)
+        if auto:
+            console.print("judge.repeats=auto: the cap counted for every request; the run grades each once, a second "
+                          "time where its criteria may flip, and to the cap only where the first two disagree",
+                          highlight=False, soft_wrap=True)
     first = next(iter(est.values()), None)
     if first is not None and first["samples"] > 1:
         total = sum(e["calls"] for e in est.values())

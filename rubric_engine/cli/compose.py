@@ -15,7 +15,8 @@ from rubric_engine.cli.config import CONFIG_MODULE
 
 __all__ = ["compose", "rewrite", "user_search_path"]
 
-_ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie",  # run-level keys spelled under judge / candidate
+_ALIASES = {"judge.repeats": "repeats", "judge.tie": "tie", "judge.repeats_max": "repeats_max",
+            "judge.repeats_prior": "repeats_prior", "judge.repeats_confidence": "repeats_confidence",  # run-level keys spelled under judge / candidate
             "candidate.samples": "samples", "baseline": "baseline.entry"}  # baseline=ENTRY: pairwise specs
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.adhoc import is_model_id
@@ -77,12 +77,21 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         trust_code=bool(opt("trust_code")), trust_endpoints=bool(opt("trust_endpoints")),
         prompt_cache=opt("prompt_cache"),
         jury=jury, jury_rule=str(opt("jury.rule") or "majority"), repeats=opt("repeats"), tie=opt("tie"),
+        repeats_max=opt("repeats_max"), repeats_prior=_dirs(opt("repeats_prior")),
+        repeats_confidence=opt("repeats_confidence"),
         samples=1 if opt("samples") is None else opt("samples"), candidate_errors=opt("candidate_errors"),
         baseline=_baseline(opt("baseline"), opt("timeout"), given), baseline_answers=opt("baseline.answers"),
         batch=bool(opt("batch")), batch_poll=float(opt("batch_poll") or 30.0),
         batch_max_wait=float(opt("batch_max_wait") or 90_000.0),
         retry_errors=bool(opt("retry_errors")),
     )
+
+
+def _dirs(value: Any) -> list[str]:
+    """judge.repeats_prior: one run directory or a list of them."""
+    if value is None:
+        return []
+    return [str(v) for v in value] if isinstance(value, (list, tuple, ListConfig)) else [str(value)]
 
 
 def _juror(node: Any, timeout: float | None, given: set[str]) -> Any:

@@ -231,7 +231,8 @@ def _flag_keys() -> dict[str, Any]:
             out.update({f"{key}.{k}": v for k, v in node.items() if not isinstance(v, dict)})
         else:
             out[key] = node
-    out.update({"judge.repeats": None, "judge.tie": None, "candidate.samples": 1})  # cli._ALIASES
+    out.update({"judge.repeats": None, "judge.tie": None, "candidate.samples": 1,  # cli._ALIASES
+                "judge.repeats_max": None, "judge.repeats_prior": None, "judge.repeats_confidence": None})
     return out
 
 
@@ -296,7 +297,9 @@ def run_help() -> str:
     keys = []
     for key, default in _flag_keys().items():
         shown_key = _HELP_KEYS.get(key, key)
-        if shown_key is not None and key not in ("judge.repeats", "judge.tie", "candidate.samples"):
+        if shown_key is not None and key not in ("judge.repeats", "judge.tie", "candidate.samples",
+                                                                  "judge.repeats_max", "judge.repeats_prior",
+                                                                  "judge.repeats_confidence"):
             value = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
             keys.append(f"{shown_key}={'[]' if value == [] else value}")
     cfg = help_config()

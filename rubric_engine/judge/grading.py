@@ -55,14 +55,14 @@ def parse_verdict(text: str, n: int) -> list[Verdict]:
 
 
 @functools.lru_cache(maxsize=32)
-def _shape(shape: str, list_key: str, id_: str, reasoning: str, met: str) -> VerdictShape:
-    return VerdictShape(shape, list_key, id_, reasoning, met)
+def _shape(shape: str, list_key: str, id_: str, reasoning: str, met: str, probability: str | None) -> VerdictShape:
+    return VerdictShape(shape, list_key, id_, reasoning, met, probability)
 
 
 def shape_of(spec: "BenchmarkSpec") -> VerdictShape:
     """The spec's verdict shape (built once per distinct declaration)."""
     v = spec.judge.verdict
-    return _shape(v.shape, v.list_key, v.id, v.reasoning, v.met)
+    return _shape(v.shape, v.list_key, v.id, v.reasoning, v.met, v.probability)
 
 
 @dataclass

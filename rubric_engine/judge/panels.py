@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Panel", "ScorePanel", "PanelResult", "check_panel", "with_paths"]
 
-def check_panel(n_judges: int, repeats: int, rule: str, tie: str) -> None:
+def check_panel(n_judges: int, repeats: int | str, rule: str, tie: str) -> None:
     """One clear line for each setting that cannot run."""
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+    if repeats != "auto" and (not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1):
         raise ConfigError(f"judge.repeats={repeats!r}: must be a whole number >= 1 (how many times each reply is "
-                          "judged; 1 = once)")
+                          "judged; 1 = once) or auto (judge/adaptive.py)")
     if rule not in RULES:
         raise ConfigError(f"jury.rule={rule!r} is not a rule; use one of {', '.join(RULES)}")
     if tie not in TIES:

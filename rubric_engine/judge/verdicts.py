@@ -29,6 +29,7 @@ class Verdict:
     reasoning: str
     hit: bool
     p_met: float | None = None  # P(met) from the judge's token log-probabilities (judge/probability.py), if any
+    probability: float | None = None  # how sure the judge says it is, 0-1, when the spec declares the field
 
 
 class VerdictError(ValueError):
@@ -134,6 +135,13 @@ def _as_bool(value: Any) -> bool:
     raise ValueError("not a boolean")
 
 
+def _as_probability(value: Any) -> float:
+    """A number from 0 to 1 (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError("not a probability")
+    return float(value)
+
+
 def _as_str(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("not a string")
@@ -143,6 +151,7 @@ def _as_str(value: Any) -> str:
 Id = Annotated[int, BeforeValidator(_as_int)]
 Met = Annotated[bool, BeforeValidator(_as_bool)]
 Text = Annotated[str, BeforeValidator(_as_str)]
+Probability = Annotated[float, BeforeValidator(_as_probability)]
 
 
 def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
@@ -175,15 +184,19 @@ class VerdictShape:
     """One verdict shape: its pydantic models, its response_format, its parser and its format hint."""
 
     def __init__(self, shape: str = "list", list_key: str = "criteria", id: str = "id",
-                 reasoning: str = "reasoning", met: str = "met") -> None:
+                 reasoning: str = "reasoning", met: str = "met", probability: str | None = None) -> None:
         self.shape, self.list_key, self.id, self.reasoning, self.met = shape, list_key, id, reasoning, met
-        self._names = {id, reasoning, met} if shape == "list" else {reasoning, met}
+        self.probability = probability  # a declared field: how sure the judge is (0-1), after its decision
+        self._names = ({id, reasoning, met} if shape == "list" else {reasoning, met}) | ({probability} - {None})
         # the spec's field names are aliases of fixed attributes, so a parsed item is read as typed fields
         fields: dict[str, Any] = {}
         if shape == "list":
             fields["id"] = (Id, Field(alias=id, description="the criterion number, 1..n"))
         fields["reasoning"] = (Text, Field(alias=reasoning, description="short reasoning, written before deciding"))
         fields["met"] = (Met, Field(alias=met, description="true if the criterion applies to the response, else false"))
+        if probability is not None:
+            fields["probability"] = (Probability, Field(alias=probability, description="how sure you are of met, "
+                                                        "from 0 to 1"))
         base: type[_Judgement | _NumberedJudgement] = _NumberedJudgement if shape == "list" else _Judgement
         self.item_model: type[_Judgement | _NumberedJudgement] = create_model("CriterionVerdict", __base__=base,
                                                                                **fields)
@@ -209,10 +222,12 @@ class VerdictShape:
         """What a valid reply for `n` criteria looks like, carried by the judge's request (models/request.py)."""
         fields = {self.id: "id"} if self.shape == "list" else {}
         fields.update({self.reasoning: "text", self.met: "bool"})
+        fields.update({self.probability: "number"} if self.probability is not None else {})
         return VerdictJSON(items=n, list_key=self.list_key if self.shape == "list" else None, fields=fields)
 
     def example(self) -> str:
-        item = {self.reasoning: "...", self.met: True}
+        item: dict[str, Any] = {self.reasoning: "...", self.met: True}
+        item.update({self.probability: 0.9} if self.probability is not None else {})
         if self.shape == "object":
             return json.dumps(item)
         return json.dumps({self.list_key: [{self.id: 1, **item}]})[:-2] + ", ...]}"
@@ -227,11 +242,13 @@ class VerdictShape:
             for e in exc.errors():
                 name = str(e["loc"][0]) if e["loc"] else "?"
                 got = item.get(name)
-                kind = "true or false" if name == self.met else "a string" if name == self.reasoning else "an integer"
+                kind = ("true or false" if name == self.met else "a string" if name == self.reasoning
+                        else "a number from 0 to 1" if name == self.probability else "an integer")
                 problems.append(f'{label}"{name}" must be {kind} (got {got!r})')
             return None, problems
         index = parsed.id if isinstance(parsed, _NumberedJudgement) else 1
-        return Verdict(index=index, reasoning=parsed.reasoning, hit=parsed.met), []
+        return Verdict(index=index, reasoning=parsed.reasoning, hit=parsed.met,
+                       probability=getattr(parsed, "probability", None)), []
 
     def parse(self, text: str, n: int) -> list[Verdict]:
         """Parse and validate a reply for n criteria (n == 1 for the object shape), sorted by id."""
@@ -289,13 +306,14 @@ class VerdictShape:
 
     def reask(self, problem: str, n: int) -> str:
         """The user turn sent after an unusable reply: what was wrong, then the required format."""
+        sure = f', "{self.probability}" a number from 0 to 1' if self.probability is not None else ""
         if self.shape == "object":
             return (f"Your previous reply could not be used: {problem}. Reply again with only one JSON object of "
-                    f'the form {self.example()}: "{self.reasoning}" a string, "{self.met}" true or false. '
+                    f'the form {self.example()}: "{self.reasoning}" a string, "{self.met}" true or false{sure}. '
                     "No other text.")
         return (f"Your previous reply could not be used: {problem}. Reply again with only one JSON object of the "
                 f"form {self.example()} containing exactly {n} items, {self.id}s 1 to {n} each exactly once (one per "
-                f'criterion, in order), each with a "{self.reasoning}" string and "{self.met}" true or false. '
+                f'criterion, in order), each with a "{self.reasoning}" string and "{self.met}" true or false{sure}. '
                 "No other text.")
 
 

@@ -340,12 +340,28 @@ def print_length(length: Mapping[str, Any], taxonomy: Mapping[str, Any], console
                       f"rho {r['rho']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}]", highlight=False, soft_wrap=True)
 
 
+def _print_adaptive(noise: Mapping[str, Any], console: Console) -> None:
+    """judge.repeats=auto: its calls against a single pass and fixed repeats at its cap, and its flip rates."""
+    from rubric_engine.stats.noise import OVERALL
+
+    a, fr = noise["adaptive"], noise["groups"].get(OVERALL, {}).get("flip_rate") or {}
+    ratio = f"{a['calls_per_single_pass']:.2f}x" if a["calls_per_single_pass"] is not None else "-"
+    flips = (f"{fr['rate']:.1%} of the {fr['units']} verdicts graded again flip" if fr.get("rate") is not None
+             else "no verdict graded again")
+    final = _num(a["final_flip_rate"] * 100 if a["final_flip_rate"] is not None else None)
+    console.print(f"judge.repeats=auto: {a['calls']:,} judge calls = {ratio} a single pass ({a['single_pass_calls']:,}), "
+                  f"{a['saved_calls']:,} fewer than judge.repeats={a['repeats_max']}; {flips}; estimated final "
+                  f"verdicts flipping {final}%", highlight=False, soft_wrap=True)
+
+
 def print_panel(summary: Mapping[str, Any], console: Console) -> None:
     """Console lines for the noise and jury sections (repeated gradings, several judges)."""
     from rubric_engine.stats.noise import OVERALL
 
     noise, jury = summary.get("noise"), summary.get("jury")
-    if noise:
+    if noise and noise.get("adaptive"):
+        _print_adaptive(noise, console)
+    elif noise:
         g = noise["groups"][OVERALL]
         fr, sd = g["flip_rate"], g["score_sd_across_repeats"]
         ci = f" (95% {fr['ci'][0]:.1%}-{fr['ci'][1]:.1%})" if fr.get("ci") else ""

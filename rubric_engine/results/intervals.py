@@ -35,7 +35,8 @@ def params_of(summary: Mapping[str, Any]) -> dict[str, Any]:
         return {"samples": int(nested["candidate_samples"]), "repeats": int(nested["repeats"]),
                 "rule": nested["rule"], "tie": nested["tie"], "rules": bool(nested.get("failure_rules", True))}
     jury = summary.get("jury") or {}
-    return {"samples": 1, "repeats": int((summary.get("noise") or {}).get("repeats") or 1),
+    repeats = (summary.get("noise") or {}).get("repeats")  # "auto": a varying number, votes combined in `hit`
+    return {"samples": 1, "repeats": repeats if isinstance(repeats, int) else 1,
             "rule": jury.get("rule", "majority"), "tie": jury.get("tie", "not_met"), "rules": True}
 
 

@@ -157,7 +157,7 @@ class RewardScorer:
         # checked items (judge/checked.py) are decided by the engine as in a run; the panel grades the rest
         verdict = plan.shape.verdict  # the panel its verdict grades with (a score's asks for numbers)
         self.panel = Grader(verdict.panel(self.clients, [j.name for j in plan.judges], self.spec, plan.repeats,
-                                          plan.rule, plan.tie) if self.clients else None)
+                                          plan.rule, plan.tie, plan.adaptive) if self.clients else None)
         self.shadow: Grader | None = None
         if shadow is not None and self.shadow_fraction > 0:
             client = layers.client(shadow, "judge")

@@ -188,6 +188,7 @@ def estimate_calls(settings: Any, reply_tokens: int = 400, judge_reply_tokens_pe
                                                                              ceiling * per_request * calls),
                          "calls_to": destination(model.model, model.api_base, model.api_key_env),
                          "repeats": rc.repeats, "samples": plan.samples,
+                         "repeats_auto": rc.kind == "judge" and plan.adaptive is not None,  # `repeats`: auto's cap
                          "prompt_tokens": prompt, "completion_tokens": completion,
                          "cost": _price(model.model, prompt, completion), "cached_prompt_tokens": from_cache,
                          "cache_saved": saving(_litellm(), model.model, from_cache)}

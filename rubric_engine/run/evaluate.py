@@ -56,7 +56,10 @@ class EvalOptions:
     from_run: str | Path | None = None
     user: ModelRef = None
     jury_rule: str = "majority"
-    repeats: int | None = None
+    repeats: int | str | None = None  # a number, or "auto" (judge/adaptive.py)
+    repeats_max: int | None = None
+    repeats_prior: Sequence[str | Path] = ()
+    repeats_confidence: float | None = None
     samples: int = 1
     concurrency: int | str = 16
     rpm: float | None = None
@@ -155,6 +158,8 @@ def _settings(benchmark: str, candidate: ModelRef, judge: ModelRef, opts: EvalOp
         from_run=path(opts.from_run), concurrency=concurrency, rpm=opts.rpm, tpm=opts.tpm,
         max_retries=opts.max_retries, workers=workers_count(opts.workers), cache_dir=path(opts.cache_dir), cache_enabled=bool(opts.cache),
         progress=progress, quiet=opts.console is None, trust_code=opts.trust_code, repeats=opts.repeats,
+        repeats_max=opts.repeats_max, repeats_prior=[str(d) for d in opts.repeats_prior],
+        repeats_confidence=opts.repeats_confidence,
         samples=opts.samples, candidate_errors=opts.candidate_errors, retry_errors=opts.retry_errors)
 
 

@@ -65,6 +65,9 @@ def run_identity(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, dige
              "repeats": plan.repeats, "tie": plan.tie} if plan.panel else {}  # a single grading keeps its old identity
     if plan.samples > 1:
         panel["samples"] = plan.samples
+    if plan.adaptive is not None:  # judge.repeats=auto: its cap and prior decide which gradings are asked
+        panel.update({"repeats": "auto", "repeats_max": plan.adaptive.cap, "repeats_prior": list(plan.adaptive.sources),
+                      "repeats_confidence": plan.adaptive.confidence})
     base = plan.baseline  # pairwise: another baseline model or answers file is another run
     if base is not None or settings.baseline_answers:
         panel["baseline"] = ([base.name, base.model, redact(base.api_base), base.revision, dict(base.params)]

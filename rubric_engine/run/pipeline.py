@@ -112,7 +112,8 @@ async def _pipeline(settings: RunSettings, plan: RunPlan, spec: BenchmarkSpec, q
         cand = layers.client(settings.candidate, "candidate") if given is None and settings.candidate else None
         user = layers.client(plan.user, "user") if cand is not None and plan.user is not None else None
         clients = [layers.client(j, "judge", prompt_cache=True) for j in plan.judges] if plan.judged else []
-        panel = shape.verdict.panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie) \
+        panel = shape.verdict.panel(clients, [j.name for j in plan.judges], spec, plan.repeats, plan.rule, plan.tie,
+                                    plan.adaptive) \
             if clients else None
         judge = Grader(panel) if plan.judged else None  # checked items by the engine, the rest by the panel
         judging = Judging(spec, judge, clients, base, baseline) if judge is not None else None

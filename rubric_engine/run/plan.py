@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from rubric_engine.errors import RubricEngineError
+from rubric_engine.errors import ConfigError, RubricEngineError
 from rubric_engine.models.entries import ModelSpec, SpecKeyError, check_keys, check_spec_keys
+from rubric_engine.judge.adaptive import AdaptiveRule
+from rubric_engine.run.adaptive import adaptive_rule
 from rubric_engine.run.pairwise import plan_baseline
 from rubric_engine.run.settings import RunSettings, judges_of, repeats_of, samples_of, user_of
 from rubric_engine.shapes.base import Shape
@@ -40,6 +42,7 @@ class RunPlan:
     shape: Shape  # how each reply comes to be and how it is judged (shapes/registry.py), looked up once
     baseline: ModelSpec | None = None  # judge.verdict.kind: pairwise with a baseline model (run/pairwise.py)
     user: ModelSpec | None = None  # the simulated user of a simulated conversation (run/dialogue.py)
+    adaptive: AdaptiveRule | None = None  # judge.repeats=auto (judge/adaptive.py); `repeats` is then its cap
 
     @property
     def judged(self) -> bool:
@@ -66,8 +69,16 @@ def plan_run(settings: RunSettings, spec: BenchmarkSpec) -> RunPlan:
     samples = samples_of(settings, need_candidate)
     shape = shape_for(spec)
     shape.verdict.check_plan(spec, samples)  # what a verdict cannot do with several samples (shapes/score.py)
+    judges, repeats = tuple(judges_of(settings, spec)), repeats_of(settings, spec)
+    if repeats != "auto" and (settings.repeats_max is not None or settings.repeats_prior
+                              or settings.repeats_confidence is not None):
+        raise ConfigError("judge.repeats_max / judge.repeats_prior / judge.repeats_confidence apply to "
+                          "judge.repeats=auto; add judge.repeats=auto or drop them")
+    adaptive = adaptive_rule(settings, judges, shape.verdict, samples,
+                             spec.judge is not None and spec.judge.verdict.probability is not None) \
+        if repeats == "auto" and judges and settings.stage != "generate" else None
     plan = RunPlan(stage=settings.stage, candidate=settings.candidate, need_candidate=need_candidate,
-                   judges=tuple(judges_of(settings, spec)), repeats=repeats_of(settings, spec),
+                   judges=judges, repeats=adaptive.cap if adaptive else int(repeats), adaptive=adaptive,
                    samples=samples, rule=settings.jury_rule,
                    tie=settings.tie or (spec.judge.tie if spec.judge is not None else "not_met"), shape=shape,
                    user=user_of(settings, spec, need_candidate, shape.conversation.simulates_user))

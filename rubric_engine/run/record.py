@@ -135,11 +135,13 @@ def _paths(jr: JudgeResult | None) -> dict[str, dict[str, int]]:
 
 
 def _votes(jr: JudgeResult | None, index: int) -> dict[str, list[bool | None]] | None:
-    """Every repeat's verdict of every judge on one criterion (None for a single grading)."""
+    """Every repeat's verdict of every judge on one criterion (None for a single grading; None in the list: that
+    repeat failed). A grading that did not grade this criterion (judge.repeats=auto, judge/adaptive.py) adds no vote."""
     votes = getattr(jr, "votes", None)
     if not votes:
         return None
-    return {name: [next((v.hit for v in rep or [] if v.index == index), None) for rep in reps]
+    return {name: [next((v.hit for v in rep or [] if v.index == index), None) for rep in reps
+                   if rep is None or any(v.index == index for v in rep)]
             for name, reps in votes.items()}
 
 

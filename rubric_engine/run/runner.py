@@ -33,6 +33,7 @@ from rubric_engine.report.console import (print_anchored, print_pairwise, print_
                                            print_summary)
 from rubric_engine.report.run_page import write_run_report
 from rubric_engine.run import stream as runstream
+from rubric_engine.run.adaptive import adaptive_fold
 from rubric_engine.run.identity import is_shipped, is_shipped_name, run_identity, spec_digest
 from rubric_engine.run.provenance import run_provenance
 from rubric_engine.run.journal import JournalWriter, run_fingerprint
@@ -306,7 +307,8 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     if plan.judged and (plan.panel or plan.samples > 1) and verdict.criterion_votes:
         # noise / jury / sampling / hierarchical interval: every vote streamed from the journal, question order
         sections = runstream.panel_sections(spec, journal, rows, [j.name for j in judges], repeats=plan.repeats,
-                                            samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets)
+                                            samples=plan.samples, rule=plan.rule, tie=plan.tie, offsets=offsets,
+                                            adaptive=adaptive_fold(plan.adaptive, judges, spec))
         summary.update(cast(Summary, sections))
     if plan.judged and verdict.compares:  # wins / ties / losses and position consistency (stats/pairwise.py)
         records = (rec for _, rec in runstream.ordered_records(journal, questions, offsets))

@@ -38,7 +38,10 @@ class RunSettings:
     user: ModelSpec | None = None  # the simulated user (conversation.mode simulated); None: the spec's simulator
     jury: Sequence[ModelSpec] = ()  # judge=[a,b,c]: every judge grades every reply (judge/panels.py)
     jury_rule: str = "majority"  # any | all | majority
-    repeats: int | None = None  # judge.repeats override; None: the spec's (default 1)
+    repeats: int | str | None = None  # judge.repeats override (a number or auto); None: the spec's (default 1)
+    repeats_max: int | None = None  # judge.repeats_max: auto's cap (None: judge/adaptive.DEFAULT_CAP)
+    repeats_prior: Sequence[str] = ()  # judge.repeats_prior: earlier run directories of the same judge (auto)
+    repeats_confidence: float | None = None  # judge.repeats_confidence: auto's threshold on a judge's probability
     tie: str | None = None  # judge.tie override; None: the spec's (default not_met)
     samples: int = 1  # candidate.samples=K: K replies per question, each judged (stats/sampling.py)
     benchmark_dirs: Sequence[str] = ()
@@ -86,8 +89,9 @@ def samples_of(settings: RunSettings, need_candidate: bool) -> int:
     return k
 
 
-def repeats_of(settings: RunSettings, spec: BenchmarkSpec) -> int:
-    """How many times each judge grades each reply: judge.repeats given on the command line, else the spec's."""
+def repeats_of(settings: RunSettings, spec: BenchmarkSpec) -> int | str:
+    """How many times each judge grades each reply (or "auto"): judge.repeats given on the command line, else the
+    spec's."""
     if settings.repeats is None:
         return spec.judge.repeats if spec.judge is not None else 1
     return settings.repeats

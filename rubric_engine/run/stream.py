@@ -25,6 +25,7 @@ from rubric_engine.run.journal import JOURNAL_VERSION, JournalState, read_journa
 from rubric_engine.scoring.aggregate import ScoredQuestion, scored_from_samples
 from rubric_engine.shapes.base import Conversation, Verdict
 from rubric_engine.spec.schema import BenchmarkSpec
+from rubric_engine.stats.adaptive import AdaptiveFold
 from rubric_engine.stats.noise import PanelFold, gradings
 from rubric_engine.stats.sampling import SectionsFold
 from rubric_engine.stats.scores import unread_choices
@@ -203,11 +204,14 @@ def ordered_records(journal: Path, refs: Sequence[QuestionRef],
 
 
 def panel_sections(spec: BenchmarkSpec, journal: Path, rows: QuestionRows, names: Sequence[str], *, repeats: int,
-                   samples: int, rule: str, tie: str, offsets: Mapping[str, int] | None = None) -> dict[str, Any]:
+                   samples: int, rule: str, tie: str, offsets: Mapping[str, int] | None = None,
+                   adaptive: AdaptiveFold | None = None) -> dict[str, Any]:
     """summary.json's `noise` / `jury` (stats/noise.py) and `sampling` / hierarchical `interval` (stats/sampling.py)
     of a run with repeats, a jury or candidate samples: one pass over the finished journal in question order,
     every vote read from the records (nothing held from the run); a question's criteria are read again from
-    its data row, as the run scored them."""
+    its data row, as the run scored them. `adaptive`: a judge.repeats=auto run's fold (its `noise`), in place of
+    fixed repeats' (its votes per criterion vary in number; its combined verdicts are each item's `hit`)."""
+    repeats = 1 if adaptive is not None else repeats
     panel = PanelFold(spec, names, repeats, rule, tie) if len(names) > 1 or repeats > 1 else None
     fold = SectionsFold(spec, samples=samples, repeats=repeats, rule=rule, tie=tie) if repeats > 1 or samples > 1 else None
     for ref, rec in ordered_records(journal, rows.refs, offsets):
@@ -221,10 +225,13 @@ def panel_sections(spec: BenchmarkSpec, journal: Path, rows: QuestionRows, names
         if panel is not None:
             for grading in gradings(rec, names, repeats):
                 panel.add(question(), grading)
+        if adaptive is not None:
+            adaptive.add(rec, {c.index: c.ability for c in question().criteria})
         if fold is not None:
             fold.add(rec, lambda _: list(question().criteria))
     out = panel.sections() if panel is not None else {}
     out.update(fold.sections() if fold is not None else {})
+    out.update({"noise": adaptive.section()} if adaptive is not None else {})
     return out
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rubric_engine.datatypes import Question, Turn
-from rubric_engine.judge.grading import JudgeResult, criteria_requests
+from rubric_engine.judge.adaptive import AdaptivePanel, AdaptiveRule
+from rubric_engine.judge.grading import JudgeResult, Planner, criteria_requests
 from rubric_engine.judge.panels import Panel
 from rubric_engine.models.request import Request
 from rubric_engine.record.codec import encode
@@ -133,16 +134,25 @@ class Verdict:
     def check_plan(self, spec: "BenchmarkSpec", samples: int) -> None:
         """Refuse (ConfigError) what this verdict cannot do with the run's plan."""
 
+    @property
+    def adapts(self) -> bool:
+        """judge.repeats=auto can repeat this verdict's judge requests alone (judge/adaptive.py): it leaves
+        per-criterion votes and compares no two replies."""
+        return self.criterion_votes and not self.compares
+
     def user_lines(self, spec: "BenchmarkSpec") -> UserLines:
         """How a simulated user's replies are read (the default: its words and the stop signal)."""
         return UserLines(spec.conversation.stop)
 
     def panel(self, clients: Sequence["ModelClient"], names: Sequence[str], spec: "BenchmarkSpec", repeats: int = 1,
-              rule: str = "majority", tie: str = "not_met") -> Panel:
+              rule: str = "majority", tie: str = "not_met", adaptive: "AdaptiveRule | None" = None) -> Panel:
         """The panel that grades each reply with every judge, every repeat, sending this verdict's judge requests
-        (`judge_requests`: the plan of calls the dry run prices is what the panel sends)."""
-        return Panel(list(clients), list(names), spec, repeats, rule, tie,
-                     plan=lambda question, reply, transcript: self.judge_requests(spec, question, reply, transcript))
+        (`judge_requests`: the plan of calls the dry run prices is what the panel sends); `adaptive`: repeats by
+        judge.repeats=auto's rule, `repeats` its cap."""
+        plan: Planner = lambda question, reply, transcript: self.judge_requests(spec, question, reply, transcript)  # noqa: E731
+        if adaptive is not None:
+            return AdaptivePanel(list(clients), list(names), spec, repeats, rule, tie, plan=plan, adaptive=adaptive)
+        return Panel(list(clients), list(names), spec, repeats, rule, tie, plan=plan)
 
     async def judge(self, j: Judging, question: Question, response: str, first_repeat: int = 0,
                     transcript: Sequence[Mapping[str, str]] | None = None) -> tuple[JudgeResult, dict[int, Any]]:

@@ -47,7 +47,7 @@ class Score(Verdict):
                               "one reply per question (use judge.repeats or a jury to average several gradings)")
 
     def panel(self, clients: Sequence["ModelClient"], names: Sequence[str], spec: "BenchmarkSpec", repeats: int = 1,
-              rule: str = "majority", tie: str = "not_met") -> Panel:
+              rule: str = "majority", tie: str = "not_met", adaptive: Any = None) -> Panel:
         return ScorePanel(list(clients), list(names), spec, repeats, rule, tie)
 
     def judge_requests(self, spec: "BenchmarkSpec", question: Question, reply: str,

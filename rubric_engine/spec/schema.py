@@ -162,6 +162,7 @@ class VerdictFields(_Model):
     id: str = "id"
     reasoning: str = "reasoning"
     met: str = "met"
+    probability: str | None = None  # a field where the judge says how sure it is (0-1); judge/adaptive.py reads it
     # kind score (spec/scales.py, judge/scores.py): one number in [min, max] per judged reply, read from the
     # JSON field `field` or, for judges without structured output, from group 1 of `pattern`;
     # kind pairwise (judge/pairwise.py): the judge compares the reply with the baseline's and writes a label
@@ -193,7 +194,7 @@ class Judge(_Model):
     template: str
     verdict: VerdictFields = VerdictFields()
     max_reasks: int = Field(default=2, ge=0)
-    repeats: int = Field(default=1, ge=1)  # grade every reply this many times; per-criterion majority (judge/panels.py)
+    repeats: int | Literal["auto"] = Field(default=1)  # gradings of every reply (judge/panels.py), auto: judge/adaptive.py
     tie: Literal["not_met", "met"] = "not_met"  # an even split of repeats or jurors counts as this
     scope: Literal["conversation", "each_turn", "last_turn", "turn"] = "conversation"  # what one judgment grades
     turn: int | None = Field(default=None, ge=1)  # scope `turn`: the candidate turn graded (1-based; spec/scales.py)

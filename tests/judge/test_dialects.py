@@ -155,14 +155,17 @@ TOKEN = re.compile(r'true|false|\d+|"[^"]*"|\s+|.')
 P_TRUE, P_FALSE, P_OTHER = 0.6, 0.3, 0.05  # at each `met` value: P(met) = 0.6 / (0.6 + 0.3) = 2/3 by hand
 
 
-def with_logprobs(text: str) -> Reply:
-    """The reply token by token; at each `met` value the alternatives true/false/maybe (chosen one as written)."""
+def with_logprobs(text: str, sure: float | None = None) -> Reply:
+    """The reply token by token; at each `met` value the alternatives true/false/maybe (chosen one as written);
+    `sure`: instead, the value written has this probability and the other one the rest."""
     tokens = TOKEN.findall(text)
     out, seen = [], ""
     for tok in tokens:
         if tok in ("true", "false") and seen.rstrip().endswith('"met":'):
             top = [("true", math.log(P_TRUE)), ("false", math.log(P_FALSE)), ("maybe", math.log(P_OTHER))]
-            out.append((tok, math.log(P_TRUE if tok == "true" else P_FALSE), top))
+            if sure is not None:
+                top = [(tok, math.log(sure)), ("false" if tok == "true" else "true", math.log(1 - sure))]
+            out.append((tok, top[0][1] if sure is not None else math.log(P_TRUE if tok == "true" else P_FALSE), top))
         else:
             out.append((tok, 0.0, [(tok, 0.0)]))
         seen += tok
@@ -197,6 +200,20 @@ def test_each_verdict_gets_p_met_beside_it_when_the_server_sends_logprobs(tmp_pa
         (tmp_path / "without").mkdir()
         res, _, plain = run(tmp_path / "without", env, srv)  # a server without them: no p_met anywhere
     assert res.returncode == 0 and not any("p_met" in c for s in plain for c in s["criteria"])
+
+
+@pytest.mark.parametrize("sure, gradings", [(0.99, 1), (2 / 3, 2)])
+def test_adaptive_repeats_grade_again_only_what_the_log_probabilities_leave_unsure(
+        tmp_path: Path, env: dict[str, str], sure: float, gradings: int) -> None:
+    """judge.repeats=auto with no prior reads how sure the judge was from P(met) of the decision it wrote: at 0.99
+    every request stops after one grading (the default confidence is 0.9), at 2/3 each is graded a second time
+    (and stops there: the two agree)."""
+    with FakeServer(lambda body: with_logprobs(verdict_json(body), sure), dialect="openai") as srv:
+        res, summary, samples = run(tmp_path, env, srv, "+judge.params.logprobs=true", "+judge.params.top_logprobs=5",
+                                    "judge.repeats=auto")
+        assert res.returncode == 0, res.stderr
+        assert len(srv.requests) == gradings * N and summary["counts"]["judge_errors"] == 0
+    assert summary["noise"]["adaptive"]["calls"] == gradings * N
 
 
 MT_MINI = REPO / "tests" / "data" / "mt_bench_mini.jsonl"

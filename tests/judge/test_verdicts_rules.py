@@ -240,3 +240,23 @@ def test_a_broken_brace_before_the_objects_is_skipped_one_brace_at_a_time() -> N
     one = items((1, "r", True))
     with pytest.raises(VerdictError, match="holds 2 verdict objects"):
         extract_json("{oops " + one + " " + one, "criteria")
+
+
+def test_a_declared_probability_field_is_required_checked_and_kept() -> None:
+    """judge.verdict.probability: the field is in the strict schema, the mock's answer and the reask; a number
+    from 0 to 1 is kept on the verdict; anything else (a bool, a word, 1.5) is a problem worded for the judge."""
+    from rubric_engine.judge.verdicts import VerdictError, VerdictShape
+
+    shape = VerdictShape("list", probability="sure")
+    item = shape.schema()["properties"]["criteria"]["items"]
+    assert "sure" in item["properties"] and "sure" in item["required"] and shape.answer(2).fields["sure"] == "number"
+    got = shape.parse('{"criteria": [{"id": 1, "reasoning": "r", "met": true, "sure": 0.75}, '
+                      '{"id": 2, "reasoning": "r", "met": false, "sure": 1}]}', 2)
+    assert [(v.hit, v.probability) for v in got] == [(True, 0.75), (False, 1.0)]
+    for bad in ("1.5", "true", '"high"', "-0.1"):
+        with pytest.raises(VerdictError, match='"sure" must be a number from 0 to 1'):
+            shape.parse('{"criteria": [{"id": 1, "reasoning": "r", "met": true, "sure": %s}]}' % bad, 1)
+    with pytest.raises(VerdictError):
+        shape.parse('{"criteria": [{"id": 1, "reasoning": "r", "met": true}]}', 1)  # declared: required
+    assert '"sure" a number from 0 to 1' in VerdictShape("object", probability="sure").reask("x", 1)
+    assert VerdictShape("object").parse('{"reasoning": "r", "met": true}', 1)[0].probability is None

@@ -136,6 +136,17 @@ def test_repeats_and_a_jury_call_each_judge(srv: FakeServer, tmp_path: Path, fak
         s.close()
 
 
+def test_adaptive_repeats_grade_as_a_run_does(srv: FakeServer, tmp_path: Path, fake_key: str) -> None:
+    """judge.repeats=auto without a prior: a second grading, and no more where the two agree (judge/adaptive.py);
+    never the cap's fixed repeats."""
+    s = RewardScorer(reward_settings(srv.url, tmp_path, repeats="auto"))
+    try:
+        out, counts = s.run([(Q, "MET=1,2")])
+        assert counts.calls == 2 and out[0].reward == pytest.approx(0.6)
+    finally:
+        s.close()
+
+
 def test_usage_and_cost_of_a_priced_judge(srv: FakeServer, tmp_path: Path, fake_key: str) -> None:
     s = RewardScorer(reward_settings(srv.url, tmp_path, judge=judge_spec(srv.url, "judge", PRICED)))
     try:

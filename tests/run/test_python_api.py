@@ -259,3 +259,20 @@ def test_a_jury_with_a_missing_member_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"judge: jury member 2 is None"):
         evaluate("heartbench", "mock", ["mock", None], limit=2, data_path=str(MINI), run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_adaptive_repeats_from_python_words(tmp_path: Path) -> None:
+    """repeats="auto" with repeats_max / repeats_prior, as judge.repeats=auto on the command line: without a prior
+    every request is graded twice (the mock judge never flips, so never more); with a prior of the same judge that
+    saw no flip, once."""
+    from rubric_engine import evaluate
+
+    prior = evaluate("heartbench", "mock", "mock", **api_options(tmp_path, run_dir=tmp_path / "prior", repeats=2))
+    twice = evaluate("heartbench", "mock", "mock", **api_options(tmp_path, run_dir=tmp_path / "twice", repeats="auto",
+                                                                  repeats_max=3))
+    once = evaluate("heartbench", "mock", "mock", **api_options(tmp_path, run_dir=tmp_path / "once", repeats="auto",
+                                                                 repeats_prior=[prior.run_dir]))
+    a2, a1 = (json.loads((r.run_dir / "summary.json").read_text())["noise"]["adaptive"] for r in (twice, once))
+    assert a2["calls"] == 2 * a2["single_pass_calls"] and a2["repeats_max"] == 3 and a2["graded_to_cap"] == 0
+    assert a1["calls"] == a1["single_pass_calls"] == a2["single_pass_calls"] and len(a1["prior"]) == 1
+    assert once.overall == twice.overall == prior.overall
