@@ -80,6 +80,6 @@ class AdaptiveFold:
                     "calls_per_single_pass": self.calls / self.single if self.single else None,
                     "graded_again": self.again, "graded_to_cap": self.to_cap,
                     "final_flip_rate": sum(self.final) / len(self.final) if self.final else None}
-        groups = {g: {"flip_rate": _flip_rate(list(by_q.values())), "question_score_sd": None,
+        groups: dict[str, dict[str, Any]] = {g: {"flip_rate": _flip_rate(list(by_q.values())), "question_score_sd": None,
                       "score_sd_across_repeats": None, "repeat_scores": []} for g, by_q in self.flips.items()}
         return {"repeats": "auto", "adaptive": adaptive, "groups": groups}
