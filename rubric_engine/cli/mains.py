@@ -15,7 +15,7 @@ from pathlib import Path
 from rubric_engine.cli.args import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 
-__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "rescore_main", "audit_main", "items_main",
+__all__ = ["leaderboard_main", "new_main", "review_main", "agree_main", "calibrate_main", "rescore_main", "audit_main", "items_main",
            "robustness_main"]
 
 
@@ -116,6 +116,30 @@ def agree_main(args: Sequence[str]) -> int:
     for text in result["headline"].values():
         print(shown(text, markup=False, newlines=True))
     print(f"wrote {out / 'agreement.json'}, {out / 'agreement.md'} and {out / 'agreement.html'}")
+    return 0
+
+
+def calibrate_main(args: Sequence[str]) -> int:
+    """`rubric-engine calibrate RUN_DIR ... labels=FILE,FILE ... [raters=majority|mean] [by=FIELD] [power=true]`."""
+    from rubric_engine.text.terminal import shown
+    from rubric_engine.validity.calibrate import CALIBRATION_FILE, calibrate_command
+
+    parsed = parse(COMMANDS["calibrate"], args)
+    files = [Path(f) for f in as_list(parsed.get("labels"))]
+    if not files:
+        raise ConfigError("calibrate: no labels file given; add labels=FILE[,FILE...] (review export unit=reply, filled)")
+    results = calibrate_command([Path(d) for d in parsed.positionals], files, raters=str(parsed.get("raters", "majority")),
+                                by=str(parsed.get("by", "ability")),
+                                power=as_bool(parsed.get("power", "true"), "power", "calibrate"))
+    for r in results:
+        for w in r["warnings"]:
+            print(f"warning: {shown(w, markup=False)}", file=sys.stderr)
+        sc = r["score"]
+        lo, hi = sc["interval"]
+        print(shown(f"{r['candidate']} (judge {r['judge']}): human-corrected {sc['estimate']:.1f} [{lo:.1f}, {hi:.1f}], "
+                    f"judge-only {sc['judge_only']:.1f}, human-only {sc['human_only']['estimate']:.1f} "
+                    f"({sc['labelled']} labelled of {sc['labelled'] + sc['unlabelled']} replies)", markup=False))
+        print(f"wrote {Path(r['run']) / CALIBRATION_FILE} and {Path(r['run']) / 'calibration.md'}")
     return 0
 
 
