@@ -29,7 +29,7 @@ from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.record.types import Record
 from rubric_engine.stats import agreement as st
 from rubric_engine.stats.ppi import paired_rates, ppi_estimate
-from rubric_engine.store.layout import write_json, write_text
+from rubric_engine.store.layout import CALIBRATION_FILE, write_json, write_text
 from rubric_engine.store.runs import RunRecord
 from rubric_engine.validity.items import RunItems, item_key, load_items, reply_hash
 from rubric_engine.validity.labels import LabelSet, read_labels
@@ -37,7 +37,6 @@ from rubric_engine.validity.replyscore import ReplyScorer, contribution, overall
 
 __all__ = ["CALIBRATION_FILE", "MIN_LABELLED", "RATERS", "USAGE", "calibrate_run", "calibrate_command", "human_reference"]
 
-CALIBRATION_FILE = "calibration.json"
 MIN_LABELLED = 10  # labelled replies per run below which the normal interval is not given
 RATERS = ("majority", "mean")
 USAGE = f"""usage: rubric-engine calibrate RUN_DIR [RUN_DIR ...] labels=FILE[,FILE...] [raters=majority|mean]

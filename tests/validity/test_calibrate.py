@@ -105,6 +105,22 @@ def test_round_trip_from_the_review_sheet(runs: list[Path], reply_sheet: list[di
         assert allg["human_rate"] == pytest.approx(np.mean([maj[k] for k in keys]))
         assert set(c["bias"]) - {"(all)"}  # one row per ability too
         assert (d / "calibration.md").read_text(encoding="utf-8").startswith("# Human-corrected score")
+    # the leaderboard shows each corrected score beside the judge's, in leaderboard.md and report.html
+    res = run("leaderboard", *map(str, runs), f"out={tmp_path / 'lb'}")
+    assert res.returncode == 0, res.stderr
+    md = (tmp_path / "lb" / "leaderboard.md").read_text(encoding="utf-8")
+    page = (tmp_path / "lb" / "report.html").read_text(encoding="utf-8")
+    for d in runs:
+        sc = read(d)["score"]
+        row = f"| {sc['estimate']:.2f} | [{sc['interval'][0]:.2f}, {sc['interval'][1]:.2f}] | {sc['judge_only']:.2f} |"
+        assert row in md, md
+        assert f"{sc['estimate']:.2f}" in page and "Human-corrected scores" in page
+    # a run changed after calibrate: its stale number is never shown as current
+    c = read(runs[0])
+    c["score"]["judge_only"] += 1.0
+    (runs[0] / "calibration.json").write_text(json.dumps(c), encoding="utf-8")
+    res = run("leaderboard", *map(str, runs), f"out={tmp_path / 'lb2'}")
+    assert "stale: the run changed since calibrate" in (tmp_path / "lb2" / "leaderboard.md").read_text(encoding="utf-8")
 
 
 def test_people_who_agree_with_the_judge_change_nothing(runs: list[Path], reply_sheet: list[dict[str, str]],
