@@ -140,7 +140,20 @@ def calibrate_main(args: Sequence[str]) -> int:
                     f"judge-only {sc['judge_only']:.1f}, human-only {sc['human_only']['estimate']:.1f} "
                     f"({sc['labelled']} labelled of {sc['labelled'] + sc['unlabelled']} replies)", markup=False))
         print(f"wrote {Path(r['run']) / CALIBRATION_FILE} and {Path(r['run']) / 'calibration.md'}")
+    _rebuild_reports([Path(r["run"]) for r in results])
     return 0
+
+
+def _rebuild_reports(run_dirs: Sequence[Path]) -> None:
+    """Each run's report.html again, so it shows what was just added beside its summary (a failure: one warning)."""
+    from rich.console import Console
+
+    from rubric_engine.report.run_page import write_run_report
+
+    errors = Console(stderr=True, soft_wrap=True)
+    for d in run_dirs:
+        if write_run_report(d, errors) is not None:
+            print(f"updated {d / 'report.html'}")
 
 
 def rescore_main(argv: Sequence[str]) -> int:

@@ -105,6 +105,8 @@ def test_round_trip_from_the_review_sheet(runs: list[Path], reply_sheet: list[di
         assert allg["human_rate"] == pytest.approx(np.mean([maj[k] for k in keys]))
         assert set(c["bias"]) - {"(all)"}  # one row per ability too
         assert (d / "calibration.md").read_text(encoding="utf-8").startswith("# Human-corrected score")
+        page = (d / "report.html").read_text(encoding="utf-8")  # the run's own page, rebuilt
+        assert "Human-corrected scores" in page and f"{sc['estimate']:.2f}" in page
     # the leaderboard shows each corrected score beside the judge's, in leaderboard.md and report.html
     res = run("leaderboard", *map(str, runs), f"out={tmp_path / 'lb'}")
     assert res.returncode == 0, res.stderr
