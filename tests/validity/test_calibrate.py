@@ -184,3 +184,30 @@ def test_item_labels_are_not_whole_replies(runs: list[Path], tmp_path: Path) -> 
     line = _one_line_exit_2(run("calibrate", str(runs[0]), f"labels={f}"))
     assert "labelled whole" in line
     _no_file(runs[:1])
+
+
+def test_raters_mean_is_the_mean_of_each_raters_values(runs: list[Path], reply_sheet: list[dict[str, str]],
+                                                       tmp_path: Path) -> None:
+    judge = verdicts(runs[:1])
+    files, _ = raters([r for r in reply_sheet if r["item_key"] in judge], judge, tmp_path, lambda i: i % 3 == 0)
+    each = []
+    for f in files:  # one rater alone: the majority is that rater
+        assert run("calibrate", str(runs[0]), f"labels={f}").returncode == 0
+        each.append({v["id"]: v["human"] for v in read(runs[0])["values"] if v["human"] is not None})
+    res = run("calibrate", str(runs[0]), "labels=" + ",".join(map(str, files)), "raters=mean")
+    assert res.returncode == 0, res.stderr
+    mean = {v["id"]: v["human"] for v in read(runs[0])["values"] if v["human"] is not None}
+    assert set(mean) == set(each[0]) and len(mean) == 12
+    assert all(mean[q] == pytest.approx(sum(e[q] for e in each) / 3) for q in mean)
+    assert read(runs[0])["raters"] == "mean" and read(runs[0])["human_raters"] == ["ann", "bob", "cid"]
+
+
+def test_bad_options(runs: list[Path], tmp_path: Path) -> None:
+    f = tmp_path / "x.jsonl"
+    f.write_text("", encoding="utf-8")
+    assert "raters=majority or raters=mean" in _one_line_exit_2(run("calibrate", str(runs[0]), f"labels={f}",
+                                                                     "raters=median"))
+    assert "by=colour: no item has this field" in _one_line_exit_2(run("calibrate", str(runs[0]), f"labels={f}",
+                                                                        "by=colour"))
+    assert "no labels file given" in _one_line_exit_2(run("calibrate", str(runs[0])))
+    _no_file(runs[:1])
