@@ -74,7 +74,7 @@ def published(human: np.ndarray, judge: np.ndarray, unl_mean: float, n_unl: int,
 def test_round_trip_from_the_review_sheet(runs: list[Path], reply_sheet: list[dict[str, str]], tmp_path: Path) -> None:
     judge = verdicts(runs)
     files, maj = raters(reply_sheet, judge, tmp_path, lambda i: i % 4 == 0)  # people overturn every 4th criterion
-    res = run("calibrate", *map(str, runs), "labels=" + ",".join(map(str, files)))
+    res = run("calibrate", str(runs[0].parent), "labels=" + ",".join(map(str, files)))  # a directory of runs, as a sweep's
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("human-corrected") == 3
     sheet_keys = {r["item_key"] for r in reply_sheet}
