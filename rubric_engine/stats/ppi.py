@@ -110,7 +110,8 @@ def paired_rates(judge: Sequence[bool], human: Sequence[bool], clusters: Sequenc
 
     The items of one question are not independent, so the standard error is the cluster-robust one over
     questions: with d_i = judge_i - human_i and S_c the sum of (d_i - mean d) over question c's items,
-    se^2 = G / (G - 1) * sum_c S_c^2 / n^2 (G questions, n items). No interval with fewer than 2 questions."""
+    se^2 = G / (G - 1) * sum_c S_c^2 / n^2 (G questions, n items), the interval clipped to [-1, 1]. No interval
+    with fewer than 2 questions."""
     j, h = np.asarray(judge, dtype=float), np.asarray(human, dtype=float)
     if j.shape != h.shape or j.size != len(clusters):
         raise ValueError("judge, human and cluster lists differ in length")
@@ -127,5 +128,6 @@ def paired_rates(judge: Sequence[bool], human: Sequence[bool], clusters: Sequenc
                            "difference": diff, "interval": None}
     if g >= 2:
         se = math.sqrt(g / (g - 1) * sum(s * s for s in sums.values())) / n
-        out["interval"] = _interval(diff, se)
+        lo, hi = _interval(diff, se)
+        out["interval"] = [max(-1.0, lo), min(1.0, hi)]  # a difference of two rates lies in [-1, 1]
     return out

@@ -212,12 +212,12 @@ def render_markdown(result: dict[str, Any]) -> str:
              f"{result['benchmark']}, {sc['labelled']} labelled and {sc['unlabelled']} unlabelled replies, "
              f"raters: {result['raters']} of {', '.join(result['human_raters'])}.", "",
              "| score | estimate | 95% interval |", "|---|---|---|",
-             f"| human-corrected ({sc['method']}, lambda {sc['lambda']:.2f}) | {sc['estimate']:.1f} | {iv(sc['interval'])} |",
+             f"| human-corrected ({sc['method']}: {sc['lambda']:.2f}) | {sc['estimate']:.1f} | {iv(sc['interval'])} |",
              f"| human-only ({sc['labelled']} labelled replies) | {sc['human_only']['estimate']:.1f} | "
              f"{iv(sc['human_only']['interval'])} |",
              f"| judge-only | {sc['judge_only']:.1f} | |", "",
              (f"About {halve} labelled replies would halve the interval." if halve is not None else
-              "Labelling more of this run's replies would not halve the interval (the judge's spread dominates)."), "",
+              "Even labelling every reply of this run but one would not halve the interval."), "",
              f"## Judge vs people per {result['by']} (hit rates on labelled items)", "",
              "| group | items | judge | people | judge - people | 95% interval |", "|---|---|---|---|---|---|"]
     for g in result["bias"].values():

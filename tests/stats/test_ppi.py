@@ -69,6 +69,9 @@ def test_paired_rates_by_hand() -> None:
     assert (r["judge_rate"], r["human_rate"], r["difference"]) == (0.75, 0.25, 0.5)
     assert r["interval"] == [pytest.approx(0.5 - 1.959964 * se), pytest.approx(0.5 + 1.959964 * se)]
     assert ppi.paired_rates([True], [False], ["q1"])["interval"] is None  # one question: no interval
+    # d = [1, 1, 0]: deviations 1/3, 1/3, -2/3, one question each; se = sqrt(3/2 * 6/9) / 3 = 1/3; 2/3 + 0.65 > 1
+    wide = ppi.paired_rates([True, True, False], [False, False, False], ["q1", "q2", "q3"])
+    assert wide["interval"] == [pytest.approx(2 / 3 - 1.959964 / 3), 1.0]
 
 
 # --- the simulation -------------------------------------------------------------------------------------
