@@ -1,0 +1,196 @@
+"""validity/calibrate.py and validity/replyscore.py in-process (so the mutation tool sees them), on run directories
+written by hand: which replies count as labelled (every judged criterion, a check keeping the engine's verdict),
+the people's and the judge's values of each reply, the majority and mean of several raters, what is left out
+and counted, and the refusals. The statistics themselves are stats/ppi.py's (tests/stats/test_ppi.py).
+
+The spec is tests/data/checks_mini (met_over_positive, mean over questions): a reply with judged items 1 and 2
+(1 point each) and a checked item 3 (1 point, met) scores (hit1 + hit2 + 1) / 3."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rubric_engine.errors import ConfigError, DataError
+from rubric_engine.scoring.aggregate import overall, scored_question
+from rubric_engine.scoring.question import Aggregation, score_question
+from rubric_engine.datatypes import Criterion, Question
+from rubric_engine.spec.load import load_spec
+from rubric_engine.stats import ppi
+from rubric_engine.validity.calibrate import calibrate_command, calibrate_run, render_markdown
+from rubric_engine.validity.items import item_key, load_items, reply_hash
+from rubric_engine.validity.labels import Label, LabelSet
+from rubric_engine.validity.replyscore import contribution, overall_weights
+
+from conftest import DATA
+
+N = 14
+
+
+def judge_hits(i: int) -> tuple[bool, bool]:
+    return i % 2 == 0, i % 3 == 0
+
+
+def _record(i: int, **kw: Any) -> dict[str, Any]:
+    h1, h2 = judge_hits(i)
+    return {"id": f"q{i:02d}", "response": f"reply {i}", "score": (h1 + h2 + 1) / 3,
+            "criteria": [{"index": 1, "text": "one", "weight": 1, "hit": h1},
+                         {"index": 2, "text": "two", "weight": 1, "hit": h2},
+                         {"index": 3, "text": "short", "weight": 1, "hit": True, "check": {"type": "chars", "max": 99}}],
+            **kw}
+
+
+def _run(root: Path, records: list[dict[str, Any]], overall_value: float | None = None) -> Path:
+    spec = load_spec(DATA / "checks_mini")
+    d = root / "run"
+    d.mkdir(parents=True)
+    scores = [r["score"] for r in records if not r.get("judge_error") and not r.get("candidate_error")]
+    (d / "spec.resolved.json").write_text(json.dumps(spec.resolved()), encoding="utf-8")
+    (d / "summary.json").write_text(json.dumps({"benchmark": spec.name, "candidate": {"name": "m"}, "judge": {"name": "j"},
+                                                "overall": overall_value if overall_value is not None
+                                                else 100 * sum(scores) / len(scores), "counts": {}}), encoding="utf-8")
+    (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return d
+
+
+def key(i: int, index: int) -> str:
+    return item_key(f"q{i:02d}", index, reply_hash(f"reply {i}"))
+
+
+def labels(rows: list[tuple[str, int, int, bool]]) -> LabelSet:
+    return LabelSet(labels=[Label(rater=r, key=key(i, x), met=m, file="f", row=n)
+                            for n, (r, i, x, m) in enumerate(rows, 2)])
+
+
+def people(rater: str, replies: range, item1: bool = True) -> list[tuple[str, int, int, bool]]:
+    """`rater` says item 1 is met (where the judge said so only on even replies) and agrees on item 2."""
+    return [row for i in replies for row in ((rater, i, 1, item1), (rater, i, 2, judge_hits(i)[1]))]
+
+
+@pytest.fixture
+def data(tmp_path: Path):  # noqa: ANN201
+    extra = [_record(N + 1, judge_error="bad verdict"), _record(N + 2, candidate_error="boom", response=None)]
+    _run(tmp_path, [_record(i) for i in range(1, N + 1)] + extra)
+    return load_items([tmp_path / "run"])
+
+
+def _hand(labelled: range, unlabelled: range) -> dict[str, Any]:
+    y = [(1 + judge_hits(i)[1] + 1) / 3 for i in labelled]
+    yhat = [(sum(judge_hits(i)) + 1) / 3 for i in labelled]
+    return ppi.ppi_estimate(y, yhat, [(sum(judge_hits(i)) + 1) / 3 for i in unlabelled])
+
+
+def test_values_estimate_and_counts(data) -> None:  # noqa: ANN001
+    res = calibrate_run(data, data.runs[0], labels(people("ann", range(1, 11)) + [("ann", 11, 1, True)]))
+    hand = _hand(range(1, 11), range(11, N + 1))
+    sc = res["score"]
+    assert sc["estimate"] == pytest.approx(100 * hand["estimate"]) and sc["lambda"] == pytest.approx(hand["lambda"])
+    assert sc["interval"] == pytest.approx([100 * x for x in hand["interval"]])
+    assert sc["se"] == pytest.approx(100 * hand["se"])
+    assert sc["human_only"]["interval"] == pytest.approx([100 * x for x in hand["human_only"]["interval"]])
+    assert sc["judge_only"] == pytest.approx(res["run_overall"])  # 14 scored replies; the failed two left out
+    assert sc["labels_to_halve"] == hand["labels_to_halve"]
+    assert (sc["labelled"], sc["unlabelled"]) == (10, 4)
+    assert res["values"][0] == {"id": "q01", "judge": pytest.approx(100 / 3), "human": pytest.approx(200 / 3)}
+    assert res["values"][10] == {"id": "q11", "judge": pytest.approx(100 / 3), "human": None}  # item 1 only
+    assert res["replies"] == {"scored": 14, "judge_failed": 1, "no_reply": 1, "partly_labelled": 1}
+    assert res["warnings"] == ["1 reply(ies) labelled on some criteria only are used as unlabelled",
+                               "1 reply(ies) with a failed judge call are left out",
+                               "1 question(s) without a reply (candidate error) are left out"]
+    # bias over the 21 labelled judged items (checks never count): judge 5 + 3 hits of 10 + 10 (+ q11's item 1: no)
+    allg = res["bias"]["(all)"]
+    assert (allg["n"], allg["questions"]) == (21, 11)
+    assert allg["judge_rate"] == pytest.approx(8 / 21) and allg["human_rate"] == pytest.approx(14 / 21)
+    assert (res["raters"], res["human_raters"], res["candidate"], res["judge"]) == ("majority", ["ann"], "m", "j")
+    assert res["settings"]["estimator"] == "PPI++ (power-tuned lambda)"
+    md = render_markdown(res)
+    assert f"| {sc['estimate']:.1f} | [{sc['interval'][0]:.1f}, {sc['interval'][1]:.1f}] |" in md
+    assert "10 labelled and 4 unlabelled replies, raters: majority of ann." in md
+
+
+def test_plain_ppi(data) -> None:  # noqa: ANN001
+    res = calibrate_run(data, data.runs[0], labels(people("ann", range(1, 11))), power=False)
+    y = [(2 + judge_hits(i)[1]) / 3 for i in range(1, 11)]
+    yhat = [(sum(judge_hits(i)) + 1) / 3 for i in range(1, 11)]
+    unl = [(sum(judge_hits(i)) + 1) / 3 for i in range(11, N + 1)]
+    assert res["score"]["lambda"] == 1.0
+    assert res["score"]["estimate"] == pytest.approx(100 * (sum(unl) / 4 + (sum(y) - sum(yhat)) / 10))
+
+
+def test_majority_tie_and_mean(data) -> None:  # noqa: ANN001
+    rows = people("ann", range(1, 12)) + people("bob", range(1, 12), item1=False)
+    tie = calibrate_run(data, data.runs[0], labels(rows + people("cid", range(2, 12))))  # q01: ann and bob alone
+    assert tie["warnings"][0] == "1 item(s) with a tie between raters have no majority; their replies are not labelled"
+    assert tie["values"][0]["human"] is None and tie["score"]["labelled"] == 10
+    rows3 = rows + people("cid", range(1, 12))
+    maj = calibrate_run(data, data.runs[0], labels(rows3))  # 2 of 3 say item 1 is met
+    assert [v["human"] for v in maj["values"][:11]] == pytest.approx([100 * (2 + judge_hits(i)[1]) / 3
+                                                                     for i in range(1, 12)])
+    mean = calibrate_run(data, data.runs[0], labels(rows3), raters="mean")
+    assert [v["human"] for v in mean["values"][:11]] == pytest.approx([100 * (2 / 3 + judge_hits(i)[1] + 1) / 3
+                                                                      for i in range(1, 12)])
+    assert mean["raters"] == "mean" and mean["human_raters"] == ["ann", "bob", "cid"]
+
+
+def test_tie_everywhere_is_no_label(data) -> None:  # noqa: ANN001
+    rows = people("ann", range(1, 12)) + people("bob", range(1, 12), item1=False)
+    with pytest.raises(DataError, match="no reply of this run is labelled whole by the labels files"):
+        calibrate_run(data, data.runs[0], labels(rows))
+
+
+def test_refusals(data, tmp_path: Path) -> None:  # noqa: ANN001
+    with pytest.raises(DataError, match=r"9 labelled and 5 unlabelled replies; an interval needs at least 10 labelled "
+                                        r"and 1 unlabelled.*review export unit=reply n=30"):
+        calibrate_run(data, data.runs[0], labels(people("ann", range(1, 10))))
+    with pytest.raises(DataError, match=r"14 labelled and 0 unlabelled"):
+        calibrate_run(data, data.runs[0], labels(people("ann", range(1, N + 1))))
+    with pytest.raises(DataError, match=r"no reply of this run is labelled whole by the labels files "
+                                        r"\(1 partly labelled\).*unit=reply"):
+        calibrate_run(data, data.runs[0], labels([("ann", 3, 1, True)]))
+    f = tmp_path / "labels.jsonl"
+    f.write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError, match="raters='median'; use raters=majority or raters=mean"):
+        calibrate_command([tmp_path / "run"], [f], raters="median")
+    with pytest.raises(ConfigError, match="by=colour: no item has this field"):
+        calibrate_command([tmp_path / "run"], [f], by="colour")
+    with pytest.raises(ConfigError, match=r"no usable label in the labels files \(0 blank, 0 unsure\)"):
+        calibrate_command([tmp_path / "run"], [f])
+    assert not (tmp_path / "run" / "calibration.json").exists()
+
+
+def test_command_writes_beside_the_summary(data, tmp_path: Path) -> None:  # noqa: ANN001
+    f = tmp_path / "labels.jsonl"
+    f.write_text("".join(json.dumps({"id": f"q{i:02d}", "criterion_index": x, "rater": r, "met": m}) + "\n"
+                         for r, i, x, m in people("ann", range(1, 11))), encoding="utf-8")
+    [res] = calibrate_command([tmp_path / "run"], [f])
+    assert json.loads((tmp_path / "run" / "calibration.json").read_text(encoding="utf-8")) == json.loads(json.dumps(res))
+    assert (tmp_path / "run" / "calibration.md").read_text(encoding="utf-8") == render_markdown(res)
+
+
+def test_a_clipped_or_changed_overall_is_a_warning(tmp_path: Path) -> None:
+    _run(tmp_path, [_record(i) for i in range(1, N + 1)], overall_value=12.0)
+    d = load_items([tmp_path / "run"])
+    res = calibrate_run(d, d.runs[0], labels(people("ann", range(1, 11))))
+    assert res["warnings"][-1].startswith("the run's overall (12) differs from the mean judge score these replies give")
+
+
+def _q(qid: str, abilities: list[str], hits: list[bool]) -> tuple[Question, Any]:
+    crits = tuple(Criterion(index=i + 1, label=a, weight=1, text=a, ability=a) for i, a in enumerate(abilities))
+    return Question(id=qid, dialogue=(), criteria=crits), score_question(crits, hits, "linear", {}, [], Aggregation())
+
+
+def test_contributions_average_to_the_macro_overall() -> None:
+    how = Aggregation()  # macro over groups
+    qs = [_q("a", ["x", "y"], [True, False]), _q("b", ["x"], [True]), _q("c", ["y", "z"], [True, True]),
+          _q("d", ["y"], [False])]
+    weights = overall_weights([s for _, s in qs], how)
+    assert weights == {"x": pytest.approx(4 / (3 * 2)), "y": pytest.approx(4 / (3 * 3)), "z": pytest.approx(4 / 3)}
+    values = [contribution(s, weights) for _, s in qs]
+    dims = {"d": ["x", "y", "z"]}
+    assert sum(values) / 4 == pytest.approx(overall([scored_question(q, s) for q, s in qs], dims, how))
+    flat = Aggregation(overall="mean_over_questions")
+    assert overall_weights([s for _, s in qs], flat) is None
+    assert [contribution(s, None) for _, s in qs] == [s.score for _, s in qs]
