@@ -36,6 +36,30 @@ def test_power_lambda_by_hand() -> None:
     assert est["judge_only"] == pytest.approx(5 / 8) and est["human_only"]["estimate"] == pytest.approx(0.75)
 
 
+def test_estimate_fields_and_plain_ppi() -> None:
+    est = ppi.ppi_estimate(Y, YHAT, UNL)
+    assert set(est) == {"estimate", "se", "interval", "lambda", "method", "labelled", "unlabelled", "human_only",
+                        "judge_only", "judge_on_labelled", "labels_to_halve"}
+    assert set(est["human_only"]) == {"estimate", "se", "interval"}
+    assert (est["method"], est["labelled"], est["unlabelled"]) == ("PPI++ (power-tuned lambda)", 4, 4)
+    assert est["judge_on_labelled"] == 0.5 and est["labels_to_halve"] is None
+    # lambda 7/30: Y - lambda Yhat = [23, 0, 30, 23] / 30, mean 19/30, squared deviations (16 + 361 + 121 + 16) / 900
+    assert est["se"] == pytest.approx(math.sqrt((49 / 900 * 0.1875) / 4 + (514 / 3600) / 4))
+    assert est["human_only"]["se"] == pytest.approx(math.sqrt(0.1875 / 4))
+    plain = ppi.ppi_estimate(Y, YHAT, UNL, power=False)
+    assert (plain["lambda"], plain["estimate"], plain["method"]) == (1.0, pytest.approx(1.0), "PPI (lambda = 1)")
+    assert plain["se"] == pytest.approx(math.sqrt(0.09375))
+
+
+def test_length_mismatches() -> None:
+    with pytest.raises(ValueError, match="human and judge scores of the labelled replies differ in length: 4 vs 3"):
+        ppi.ppi_mean(Y, YHAT[:3], UNL)
+    with pytest.raises(ValueError, match="judge, human and cluster lists differ in length"):
+        ppi.paired_rates([True, False], [True, False], ["q1"])
+    with pytest.raises(ValueError, match="judge, human and cluster lists differ in length"):
+        ppi.paired_rates([True, False], [True], ["q1", "q2"])
+
+
 def test_lambda_is_clipped_and_constant_judge_gives_zero() -> None:
     assert ppi.power_lambda([0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 1.0, 0.0], [0.0, 1.0]) == 0.0  # negative covariance
     assert ppi.power_lambda([0.0, 1.0, 1.0], [0.5, 0.5, 0.5], [0.5]) == 0.0  # a constant judge carries nothing
@@ -53,6 +77,9 @@ def test_labels_to_halve_by_hand() -> None:
     assert ppi.labels_to_halve(Y, YHAT, [0.0] * 12, 0.0) is None  # 16 labels would leave no unlabelled reply
     # lambda = 1 here: both terms 0.1875; with 4 + 4 replies nothing halves the interval
     assert ppi.labels_to_halve(Y, YHAT, UNL, 1.0) is None
+    # lambda = 1, var(Y - Yhat) = 0.1875, 100 unlabelled half 0 half 1 (var 0.25), 104 replies: se^2 = 0.0025 +
+    # 0.046875, a quarter of it 0.01234375; 0.25 / (104 - n) + 0.1875 / n is 0.0123512 at n = 20, 0.0119406 at 21
+    assert ppi.labels_to_halve(Y, YHAT, [0.0, 1.0] * 50, 1.0) == 21
 
 
 def test_too_few_is_an_error() -> None:
@@ -68,7 +95,14 @@ def test_paired_rates_by_hand() -> None:
     se = math.sqrt(3 / 2 * 0.5) / 4
     assert (r["judge_rate"], r["human_rate"], r["difference"]) == (0.75, 0.25, 0.5)
     assert r["interval"] == [pytest.approx(0.5 - 1.959964 * se), pytest.approx(0.5 + 1.959964 * se)]
-    assert ppi.paired_rates([True], [False], ["q1"])["interval"] is None  # one question: no interval
+    assert ppi.paired_rates([True], [False], ["q1"]) == {  # one question: no interval
+        "n": 1, "questions": 1, "judge_rate": 1.0, "human_rate": 0.0, "difference": 1.0, "interval": None}
+    assert ppi.paired_rates([], [], []) == {"n": 0, "questions": 0, "judge_rate": None, "human_rate": None,
+                                            "difference": None, "interval": None}
+    two = ppi.paired_rates([True, False], [False, False], ["q1", "q2"])  # two questions: an interval, clipped
+    assert two["interval"] == [pytest.approx(0.5 - 1.959964 * math.sqrt(2 * 0.5) / 2), 1.0]
+    low = ppi.paired_rates([False, False, True], [True, True, True], ["q1", "q2", "q3"])
+    assert low["interval"] == [-1.0, pytest.approx(-2 / 3 + 1.959964 / 3)]
     # d = [1, 1, 0]: deviations 1/3, 1/3, -2/3, one question each; se = sqrt(3/2 * 6/9) / 3 = 1/3; 2/3 + 0.65 > 1
     wide = ppi.paired_rates([True, True, False], [False, False, False], ["q1", "q2", "q3"])
     assert wide["interval"] == [pytest.approx(2 / 3 - 1.959964 / 3), 1.0]
