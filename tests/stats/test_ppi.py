@@ -54,7 +54,7 @@ def test_estimate_fields_and_plain_ppi() -> None:
 def test_length_mismatches() -> None:
     with pytest.raises(ValueError, match="human and judge scores of the labelled replies differ in length: 4 vs 3"):
         ppi.ppi_mean(Y, YHAT[:3], UNL)
-    with pytest.raises(ValueError, match="judge, human and cluster lists differ in length"):
+    with pytest.raises(ValueError, match="^judge, human and cluster lists differ in length$"):
         ppi.paired_rates([True, False], [True, False], ["q1"])
     with pytest.raises(ValueError, match="judge, human and cluster lists differ in length"):
         ppi.paired_rates([True, False], [True], ["q1", "q2"])
@@ -80,6 +80,7 @@ def test_labels_to_halve_by_hand() -> None:
     # lambda = 1, var(Y - Yhat) = 0.1875, 100 unlabelled half 0 half 1 (var 0.25), 104 replies: se^2 = 0.0025 +
     # 0.046875, a quarter of it 0.01234375; 0.25 / (104 - n) + 0.1875 / n is 0.0123512 at n = 20, 0.0119406 at 21
     assert ppi.labels_to_halve(Y, YHAT, [0.0, 1.0] * 50, 1.0) == 21
+    assert ppi.ppi_estimate(Y, YHAT, [0.0, 1.0] * 50, power=False)["labels_to_halve"] == 21
 
 
 def test_too_few_is_an_error() -> None:
