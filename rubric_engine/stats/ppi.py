@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["Z95", "power_lambda", "ppi_mean", "ppi_se", "classical", "labels_to_halve", "ppi_estimate",
            "paired_rates"]
@@ -34,7 +35,7 @@ __all__ = ["Z95", "power_lambda", "ppi_mean", "ppi_se", "classical", "labels_to_
 Z95 = 1.959963984540054  # the 97.5% quantile of the standard normal
 
 
-def _arrays(y: Sequence[float], yhat: Sequence[float], yhat_unl: Sequence[float]) -> tuple[np.ndarray, ...]:
+def _arrays(y: npt.ArrayLike, yhat: npt.ArrayLike, yhat_unl: npt.ArrayLike) -> tuple[np.ndarray, ...]:
     a, b, c = (np.asarray(v, dtype=float) for v in (y, yhat, yhat_unl))
     if a.shape != b.shape:
         raise ValueError(f"human and judge scores of the labelled replies differ in length: {a.size} vs {b.size}")
@@ -43,7 +44,7 @@ def _arrays(y: Sequence[float], yhat: Sequence[float], yhat_unl: Sequence[float]
     return a, b, c
 
 
-def power_lambda(y: Sequence[float], yhat: Sequence[float], yhat_unl: Sequence[float]) -> float:
+def power_lambda(y: npt.ArrayLike, yhat: npt.ArrayLike, yhat_unl: npt.ArrayLike) -> float:
     """PPI++'s variance-minimising weight of the judge, clipped to [0, 1]; 0 when the judge's scores are constant."""
     a, b, c = _arrays(y, yhat, yhat_unl)
     n, big_n = a.size, c.size
@@ -54,25 +55,25 @@ def power_lambda(y: Sequence[float], yhat: Sequence[float], yhat_unl: Sequence[f
     return min(1.0, max(0.0, cov / ((1.0 + n / big_n) * var)))
 
 
-def ppi_mean(y: Sequence[float], yhat: Sequence[float], yhat_unl: Sequence[float], lam: float = 1.0) -> float:
+def ppi_mean(y: npt.ArrayLike, yhat: npt.ArrayLike, yhat_unl: npt.ArrayLike, lam: float = 1.0) -> float:
     """The prediction-powered point estimate of the mean human score."""
     a, b, c = _arrays(y, yhat, yhat_unl)
     return float(lam * c.mean() + np.mean(a - lam * b))
 
 
-def ppi_se(y: Sequence[float], yhat: Sequence[float], yhat_unl: Sequence[float], lam: float = 1.0) -> float:
+def ppi_se(y: npt.ArrayLike, yhat: npt.ArrayLike, yhat_unl: npt.ArrayLike, lam: float = 1.0) -> float:
     """The standard error of `ppi_mean` (the unlabelled term plus the rectifier term)."""
     a, b, c = _arrays(y, yhat, yhat_unl)
     return math.sqrt(float(np.var(lam * c)) / c.size + float(np.var(a - lam * b)) / a.size)
 
 
-def classical(y: Sequence[float]) -> tuple[float, float]:
+def classical(y: npt.ArrayLike) -> tuple[float, float]:
     """The human-only mean and its standard error (ddof 0, as the reference's classical interval)."""
     a = np.asarray(y, dtype=float)
     return float(a.mean()), float(a.std() / math.sqrt(a.size))
 
 
-def labels_to_halve(y: Sequence[float], yhat: Sequence[float], yhat_unl: Sequence[float], lam: float) -> int | None:
+def labels_to_halve(y: npt.ArrayLike, yhat: npt.ArrayLike, yhat_unl: npt.ArrayLike, lam: float) -> int | None:
     """How many labelled replies (of the same n + N) would halve the interval, holding the two variance terms
     and lambda where they are now; None when even labelling all but one reply would not."""
     a, b, c = _arrays(y, yhat, yhat_unl)
@@ -89,7 +90,7 @@ def _interval(center: float, se: float) -> list[float]:
     return [center - Z95 * se, center + Z95 * se]
 
 
-def ppi_estimate(y: Sequence[float], yhat: Sequence[float], yhat_unl: Sequence[float], power: bool = True) -> dict[str, Any]:
+def ppi_estimate(y: npt.ArrayLike, yhat: npt.ArrayLike, yhat_unl: npt.ArrayLike, power: bool = True) -> dict[str, Any]:
     """Everything the calibration reports for one run: the corrected score (PPI++ when `power`, else PPI with
     lambda = 1) with its 95% interval, the human-only and judge-only means, and the labels that would halve it."""
     a, b, c = _arrays(y, yhat, yhat_unl)
@@ -105,7 +106,7 @@ def ppi_estimate(y: Sequence[float], yhat: Sequence[float], yhat_unl: Sequence[f
             "labels_to_halve": labels_to_halve(a, b, c, lam)}
 
 
-def paired_rates(judge: Sequence[bool], human: Sequence[bool], clusters: Sequence[str]) -> dict[str, Any]:
+def paired_rates(judge: npt.ArrayLike, human: npt.ArrayLike, clusters: Sequence[str]) -> dict[str, Any]:
     """Judge vs human hit rate on the same items, the difference (judge minus human) and its 95% interval.
 
     The items of one question are not independent, so the standard error is the cluster-robust one over
