@@ -120,9 +120,10 @@ def _replies(run: RunRecord, scorer: ReplyScorer, humans: dict[str, dict[str, bo
     return out
 
 
-def _bias(run: RunRecord, data: RunItems, ref: dict[str, bool], by: str) -> dict[str, Any]:
-    """Judge vs majority hit rate per value of the item field `by`, and over all labelled items."""
-    rows: dict[str, tuple[list[bool], list[bool], list[str]]] = {}
+def _bias(run: RunRecord, data: RunItems, ref: dict[str, float], by: str) -> dict[str, Any]:
+    """Judge vs people hit rate per value of the item field `by`, and over all labelled items; `ref` is the
+    people's verdict per item (the majority as 0/1, or the share of raters saying met)."""
+    rows: dict[str, tuple[list[bool], list[float], list[str]]] = {}
     for s in run.samples:
         if not isinstance(s.response, str) or s.judge_error or s.candidate_error:
             continue
@@ -140,6 +141,18 @@ def _bias(run: RunRecord, data: RunItems, ref: dict[str, bool], by: str) -> dict
     label = data.taxonomy.label if by in ("ability", "dimension") else str
     return {g: {"label": label(g) if g != "(all)" else "all labelled items", **paired_rates(*rows[g])}
             for g in sorted(rows, key=lambda g: (g != "(all)", g))}
+
+
+def _item_reference(humans: dict[str, dict[str, bool]], ref: dict[str, bool], raters: str) -> dict[str, float]:
+    """The people's verdict per item as the bias compares it: the majority (1/0; ties left out) or the share of
+    the raters who said met."""
+    if raters == "majority":
+        return {k: float(v) for k, v in ref.items()}
+    said: dict[str, list[bool]] = {}
+    for labels in humans.values():
+        for k, v in labels.items():
+            said.setdefault(k, []).append(v)
+    return {k: sum(v) / len(v) for k, v in said.items()}
 
 
 def _scaled(est: dict[str, Any], scale: float) -> dict[str, Any]:
@@ -160,10 +173,12 @@ def calibrate_run(data: RunItems, run: RunRecord, labels: LabelSet, raters: str 
     counts: Counter = Counter()
     replies = _replies(run, scorer, humans, ref, raters, counts)
     weights = overall_weights([r.judge for r in replies], scorer.how)
+    values = [(r, contribution(r.judge, weights),
+               sum(contribution(h, weights) for h in r.humans) / len(r.humans) if r.humans else None) for r in replies]
     labelled = [r for r in replies if r.humans]
-    y = [sum(contribution(h, weights) for h in r.humans) / len(r.humans) for r in labelled]
-    yhat = [contribution(r.judge, weights) for r in labelled]
-    unl = [contribution(r.judge, weights) for r in replies if not r.humans]
+    y = [h for _, _, h in values if h is not None]
+    yhat = [j for _, j, h in values if h is not None]
+    unl = [j for _, j, h in values if h is None]
     where = f"calibrate: {run.dir}"
     if not labelled:
         raise DataError(where, "no reply of this run is labelled whole by the labels files"
@@ -190,11 +205,11 @@ def calibrate_run(data: RunItems, run: RunRecord, labels: LabelSet, raters: str 
                         f"({est['judge_only']:.4g}): its aggregation clips the overall, or replies were left out")
     return {"benchmark": data.benchmark, "run": str(run.dir), "candidate": run.candidate, "judge": run.judge,
             "scale": scorer.scale, "run_overall": run_overall, "raters": raters, "human_raters": sorted(humans),
-            "sheets": sorted(labels.sheets), "score": est, "by": by, "bias": _bias(run, data, ref, by),
+            "sheets": sorted(labels.sheets), "score": est, "by": by,
+            "bias": _bias(run, data, _item_reference(humans, ref, raters), by),
             "replies": {"scored": len(replies), **{k: counts[k] for k in sorted(counts)}},
-            "values": [{"id": r.qid, "judge": contribution(r.judge, weights) * scorer.scale,
-                        "human": (sum(contribution(h, weights) for h in r.humans) / len(r.humans) * scorer.scale
-                                  if r.humans else None)} for r in replies],
+            "values": [{"id": r.qid, "judge": j * scorer.scale, "human": None if h is None else h * scorer.scale}
+                       for r, j, h in values],
             "warnings": warnings,
             "settings": {"interval": "95%, normal approximation", "min_labelled": MIN_LABELLED,
                          "estimator": est["method"]}}

@@ -133,6 +133,9 @@ def test_majority_tie_and_mean(data) -> None:  # noqa: ANN001
     assert [v["human"] for v in mean["values"][:11]] == pytest.approx([100 * (2 / 3 + judge_hits(i)[1] + 1) / 3
                                                                       for i in range(1, 12)])
     assert mean["raters"] == "mean" and mean["human_raters"] == ["ann", "bob", "cid"]
+    # the bias compares each item with the share of raters saying met: item 1 2/3, item 2 the judge's (3 of 11 met)
+    assert mean["bias"]["(all)"]["human_rate"] == pytest.approx((11 * 2 / 3 + 3) / 22)
+    assert maj["bias"]["(all)"]["human_rate"] == pytest.approx((11 + 3) / 22)
 
 
 def test_tie_everywhere_is_no_label(data) -> None:  # noqa: ANN001
