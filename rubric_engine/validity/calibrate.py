@@ -188,7 +188,7 @@ def calibrate_run(data: RunItems, run: RunRecord, labels: LabelSet, raters: str 
     if len(labelled) < MIN_LABELLED or not unl:
         raise DataError(where, f"{len(labelled)} labelled and {len(unl)} unlabelled replies; an interval needs at "
                         f"least {MIN_LABELLED} labelled and 1 unlabelled",
-                        fix=f"label more whole replies (review export unit=reply n={max(3 * MIN_LABELLED, 30)})")
+                        fix=f"label more whole replies (review export unit=reply n={3 * MIN_LABELLED})")
     est = _scaled(ppi_estimate(y, yhat, unl, power=power), scorer.scale)
     warnings = labels.warnings()
     if ties and raters == "majority":

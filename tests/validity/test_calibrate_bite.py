@@ -43,12 +43,16 @@ def _record(i: int, **kw: Any) -> dict[str, Any]:
             **kw}
 
 
-def _run(root: Path, records: list[dict[str, Any]], overall_value: float | None = None) -> Path:
+def _run(root: Path, records: list[dict[str, Any]], overall_value: float | None = None, exclude: bool = False) -> Path:
     spec = load_spec(DATA / "checks_mini")
     d = root / "run"
     d.mkdir(parents=True)
-    scores = [r["score"] for r in records if not r.get("judge_error") and not r.get("candidate_error")]
-    (d / "spec.resolved.json").write_text(json.dumps(spec.resolved()), encoding="utf-8")
+    scores = [r["score"] for r in records if not r.get("judge_error") and not r.get("candidate_error") and "score" in r
+              and (r.get("response") or "").strip() and all(c["hit"] is not None for c in r["criteria"])]
+    resolved = spec.resolved()
+    if exclude:
+        resolved["aggregation"]["no_positive_points"] = "exclude"
+    (d / "spec.resolved.json").write_text(json.dumps(resolved), encoding="utf-8")
     (d / "summary.json").write_text(json.dumps({"benchmark": spec.name, "candidate": {"name": "m"}, "judge": {"name": "j"},
                                                 "overall": overall_value if overall_value is not None
                                                 else 100 * sum(scores) / len(scores), "counts": {}}), encoding="utf-8")
@@ -70,10 +74,25 @@ def people(rater: str, replies: range, item1: bool = True) -> list[tuple[str, in
     return [row for i in replies for row in ((rater, i, 1, item1), (rater, i, 2, judge_hits(i)[1]))]
 
 
+def _negative(i: int) -> dict[str, Any]:
+    """A reply with no positive points: no score under no_positive_points=exclude (as the run leaves it out)."""
+    return {"id": f"q{i:02d}", "response": f"reply {i}", "criteria": [
+        {"index": 1, "text": "bad", "weight": -1, "hit": False},
+        {"index": 2, "text": "short", "weight": -1, "hit": False, "check": {"type": "chars", "max": 99}}]}
+
+
+def _null_verdict(i: int) -> dict[str, Any]:
+    rec = _record(i)
+    rec["criteria"][1]["hit"] = None
+    return rec
+
+
 @pytest.fixture
 def data(tmp_path: Path):  # noqa: ANN201
-    extra = [_record(N + 1, judge_error="bad verdict"), _record(N + 2, candidate_error="boom", response=None)]
-    _run(tmp_path, [_record(i) for i in range(1, N + 1)] + extra)
+    extra = [_record(N + 1, judge_error="bad verdict"), _record(N + 2, candidate_error="boom", response=None),
+             _record(N + 3, judge_error="bad again"), _record(N + 4, candidate_error="boom", response=None),
+             _record(N + 5, response="   "), _negative(N + 6), _negative(N + 7), _null_verdict(N + 8)]
+    _run(tmp_path, [_record(i) for i in range(1, N + 1)] + extra, exclude=True)
     return load_items([tmp_path / "run"])
 
 
@@ -84,26 +103,31 @@ def _hand(labelled: range, unlabelled: range) -> dict[str, Any]:
 
 
 def test_values_estimate_and_counts(data) -> None:  # noqa: ANN001
-    res = calibrate_run(data, data.runs[0], labels(people("ann", range(1, 11)) + [("ann", 11, 1, True)]))
+    extra = [("ann", N + 1, 1, True), ("ann", N + 1, 2, True), ("ann", N + 8, 1, True), ("ann", N + 8, 2, True)]
+    res = calibrate_run(data, data.runs[0], labels(people("ann", range(1, 11)) + [("ann", 11, 1, True)] + extra))
     hand = _hand(range(1, 11), range(11, N + 1))
     sc = res["score"]
     assert sc["estimate"] == pytest.approx(100 * hand["estimate"]) and sc["lambda"] == pytest.approx(hand["lambda"])
     assert sc["interval"] == pytest.approx([100 * x for x in hand["interval"]])
     assert sc["se"] == pytest.approx(100 * hand["se"])
     assert sc["human_only"]["interval"] == pytest.approx([100 * x for x in hand["human_only"]["interval"]])
-    assert sc["judge_only"] == pytest.approx(res["run_overall"])  # 14 scored replies; the failed two left out
+    assert sc["judge_only"] == pytest.approx(res["run_overall"])  # 14 scored replies; the others left out
+    assert sc["judge_on_labelled"] == pytest.approx(100 * hand["judge_on_labelled"])
     assert sc["labels_to_halve"] == hand["labels_to_halve"]
     assert (sc["labelled"], sc["unlabelled"]) == (10, 4)
     assert res["values"][0] == {"id": "q01", "judge": pytest.approx(100 / 3), "human": pytest.approx(200 / 3)}
     assert res["values"][10] == {"id": "q11", "judge": pytest.approx(100 / 3), "human": None}  # item 1 only
-    assert res["replies"] == {"scored": 14, "judge_failed": 1, "no_reply": 1, "partly_labelled": 1}
+    assert res["replies"] == {"scored": 14, "judge_failed": 3, "no_reply": 3, "partly_labelled": 1, "unscorable": 2}
     assert res["warnings"] == ["1 reply(ies) labelled on some criteria only are used as unlabelled",
-                               "1 reply(ies) with a failed judge call are left out",
-                               "1 question(s) without a reply (candidate error) are left out"]
+                               "3 reply(ies) with a failed judge call are left out",
+                               "3 question(s) without a reply (candidate error) are left out",
+                               "2 reply(ies) the spec cannot score are left out"]
     # bias over the 21 labelled judged items (checks never count): judge 5 + 3 hits of 10 + 10 (+ q11's item 1: no)
     allg = res["bias"]["(all)"]
-    assert (allg["n"], allg["questions"]) == (21, 11)
-    assert allg["judge_rate"] == pytest.approx(8 / 21) and allg["human_rate"] == pytest.approx(14 / 21)
+    assert (allg["n"], allg["questions"]) == (22, 12)  # q22's null verdict left out, q15's judge error too
+    assert allg["judge_rate"] == pytest.approx(9 / 22) and allg["human_rate"] == pytest.approx(15 / 22)
+    # no ability in this spec: validity/items.py files such an item under "rule:None", as agree shows it
+    assert allg["label"] == "all labelled items" and list(res["bias"]) == ["(all)", "rule:None"]
     assert (res["raters"], res["human_raters"], res["candidate"], res["judge"]) == ("majority", ["ann"], "m", "j")
     assert res["settings"]["estimator"] == "PPI++ (power-tuned lambda)"
     md = render_markdown(res)
@@ -122,9 +146,10 @@ def test_plain_ppi(data) -> None:  # noqa: ANN001
 
 def test_majority_tie_and_mean(data) -> None:  # noqa: ANN001
     rows = people("ann", range(1, 12)) + people("bob", range(1, 12), item1=False)
-    tie = calibrate_run(data, data.runs[0], labels(rows + people("cid", range(2, 12))))  # q01: ann and bob alone
-    assert tie["warnings"][0] == "1 item(s) with a tie between raters have no majority; their replies are not labelled"
-    assert tie["values"][0]["human"] is None and tie["score"]["labelled"] == 10
+    wide = people("ann", range(1, 14)) + people("bob", range(1, 14), item1=False)
+    tie = calibrate_run(data, data.runs[0], labels(wide + people("cid", range(3, 14))))  # q01, q02: ann and bob alone
+    assert tie["warnings"][0] == "2 item(s) with a tie between raters have no majority; their replies are not labelled"
+    assert tie["values"][0]["human"] is None and tie["values"][1]["human"] is None and tie["score"]["labelled"] == 11
     rows3 = rows + people("cid", range(1, 12))
     maj = calibrate_run(data, data.runs[0], labels(rows3))  # 2 of 3 say item 1 is met
     assert [v["human"] for v in maj["values"][:11]] == pytest.approx([100 * (2 + judge_hits(i)[1]) / 3
@@ -146,13 +171,18 @@ def test_tie_everywhere_is_no_label(data) -> None:  # noqa: ANN001
 
 def test_refusals(data, tmp_path: Path) -> None:  # noqa: ANN001
     with pytest.raises(DataError, match=r"9 labelled and 5 unlabelled replies; an interval needs at least 10 labelled "
-                                        r"and 1 unlabelled.*review export unit=reply n=30"):
+                                        r"and 1 unlabelled; label more whole replies \(review export unit=reply n=30\)$"):
         calibrate_run(data, data.runs[0], labels(people("ann", range(1, 10))))
     with pytest.raises(DataError, match=r"14 labelled and 0 unlabelled"):
         calibrate_run(data, data.runs[0], labels(people("ann", range(1, N + 1))))
     with pytest.raises(DataError, match=r"no reply of this run is labelled whole by the labels files "
                                         r"\(1 partly labelled\).*unit=reply"):
         calibrate_run(data, data.runs[0], labels([("ann", 3, 1, True)]))
+    with pytest.raises(DataError) as exc:  # labels on a reply with a failed judge only: nothing partly labelled
+        calibrate_run(data, data.runs[0], labels([("ann", N + 1, 1, True), ("ann", N + 1, 2, True)]))
+    assert str(exc.value) == (f"calibrate: {tmp_path / 'run'}: no reply of this run is labelled whole by the labels "
+                              "files; export the review sheet from this run with unit=reply and label every criterion "
+                              "of each reply, or leave this run out")
     f = tmp_path / "labels.jsonl"
     f.write_text("", encoding="utf-8")
     with pytest.raises(ConfigError, match="raters='median'; use raters=majority or raters=mean"):
@@ -197,3 +227,65 @@ def test_contributions_average_to_the_macro_overall() -> None:
     flat = Aggregation(overall="mean_over_questions")
     assert overall_weights([s for _, s in qs], flat) is None
     assert [contribution(s, None) for _, s in qs] == [s.score for _, s in qs]
+
+
+def _hb_record(i: int) -> dict[str, Any]:
+    """heartbench_en: warmth (2 points, tags t1 and t2) met on even replies, curiosity (1 point) on the even
+    questions only, met; the role-confusion rule item fired on q03 (the question zeroed)."""
+    crits = [{"index": 1, "label": "温暖", "ability": "warmth", "weight": 2, "text": "warm", "hit": i % 2 == 0,
+              "tags": ["t1", "t2"]}]
+    if i % 2 == 0:
+        crits.append({"index": 2, "label": "好奇心", "ability": "curiosity", "weight": 1, "text": "curious", "hit": True})
+    crits.append({"index": len(crits) + 1, "label": "其他", "rule": "role_confusion", "weight": None, "text": "role",
+                  "hit": i == 3})
+    return {"id": f"q{i:02d}", "response": f"reply {i}", "criteria": crits}
+
+
+def test_macro_overall_abilities_rules_and_groups(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from conftest import REPO
+
+    spec = load_spec(REPO / "benchmarks" / "heartbench_en").resolved()
+    records = [_hb_record(i) for i in range(1, 13)]
+    rules = [SimpleNamespace(id="role_confusion", effect="zero_question", fires_when="hit")]
+    scored = []
+    for r in records:  # the reference: the engine's own scoring and aggregation of the judge's verdicts
+        crits = tuple(Criterion(index=c["index"], label=c["label"], weight=c["weight"], text=c["text"],
+                                ability=c.get("ability"), rule=c.get("rule")) for c in r["criteria"])
+        qs = score_question(crits, [c["hit"] for c in r["criteria"]], "log_normalised", {}, rules, Aggregation())
+        scored.append(scored_question(Question(id=r["id"], dialogue=(), criteria=crits), qs))
+    dims = {d["id"]: [a["id"] for a in d["abilities"]] for d in spec["taxonomy"]["dimensions"]}
+    reference = 100 * overall(scored, dims, Aggregation())
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "spec.resolved.json").write_text(json.dumps(spec), encoding="utf-8")
+    (d / "summary.json").write_text(json.dumps({"benchmark": spec["name"], "candidate": {"name": "m"},
+                                                "judge": {"name": "j"}, "overall": reference, "counts": {}}),
+                                    encoding="utf-8")
+    (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    data = load_items([d])
+    rows = [("ann", i, c["index"], c.get("ability") == "warmth" or (bool(c["hit"]) and "rule" not in c))
+            for i, r in zip(range(1, 11), records) for c in r["criteria"]]  # people: warmth met, no rule fired
+    res = calibrate_run(data, data.runs[0], labels_for(rows, records))
+    assert res["score"]["judge_only"] == pytest.approx(reference) and res["warnings"] == []
+    assert [g for g in res["bias"]] == ["(all)", "curiosity", "rule:role_confusion", "warmth"]
+    assert res["bias"]["warmth"]["label"] == "Warmth" and res["bias"]["curiosity"]["label"] == "Curiosity"
+    assert (res["bias"]["warmth"]["judge_rate"], res["bias"]["warmth"]["human_rate"]) == (0.5, 1.0)
+    assert res["bias"]["rule:role_confusion"]["judge_rate"] == pytest.approx(0.1)
+    assert res["bias"]["rule:role_confusion"]["human_rate"] == 0.0
+    # q03's rule fired for the judge (question zeroed), not for the people: its human value is above the judge's
+    q03 = res["values"][2]
+    assert q03["judge"] == 0.0 and q03["human"] > 0.0
+    by_dim = calibrate_run(data, data.runs[0], labels_for(rows, records), by="dimension")
+    assert {g: v["label"] for g, v in by_dim["bias"].items() if g != "(all)"} == {
+        dim: data.taxonomy.label(dim) for dim in by_dim["bias"] if dim != "(all)"}
+    assert by_dim["bias"]["personality"]["label"] == "Personality"
+    by_tags = calibrate_run(data, data.runs[0], labels_for(rows, records), by="tags")
+    assert list(by_tags["bias"]) == ["(all)", "t1", "t2"] and by_tags["bias"]["t1"]["n"] == 10
+    assert by_tags["bias"]["t1"]["label"] == "t1"
+
+
+def labels_for(rows: list[tuple[str, int, int, bool]], records: list[dict[str, Any]]) -> LabelSet:
+    return LabelSet(labels=[Label(rater=r, key=item_key(f"q{i:02d}", x, reply_hash(f"reply {i}")), met=m, file="f", row=n)
+                            for n, (r, i, x, m) in enumerate(rows, 2)])
