@@ -47,8 +47,7 @@ def _run(root: Path, records: list[dict[str, Any]], overall_value: float | None 
     spec = load_spec(DATA / "checks_mini")
     d = root / "run"
     d.mkdir(parents=True)
-    scores = [r["score"] for r in records if not r.get("judge_error") and not r.get("candidate_error") and "score" in r
-              and (r.get("response") or "").strip() and all(c["hit"] is not None for c in r["criteria"])]
+    scores = [r["score"] for r in records if r["id"] <= f"q{N:02d}"]  # the replies scored whole
     resolved = spec.resolved()
     if exclude:
         resolved["aggregation"]["no_positive_points"] = "exclude"
@@ -81,6 +80,13 @@ def _negative(i: int) -> dict[str, Any]:
         {"index": 2, "text": "short", "weight": -1, "hit": False, "check": {"type": "chars", "max": 99}}]}
 
 
+def _unknown_rule(i: int) -> dict[str, Any]:
+    """A reply the spec cannot score at all: an item of a failure rule the spec does not declare."""
+    rec = _record(i)
+    rec["criteria"][1] = {"index": 2, "text": "two", "weight": None, "rule": "nope", "hit": False}
+    return rec
+
+
 def _null_verdict(i: int) -> dict[str, Any]:
     rec = _record(i)
     rec["criteria"][1]["hit"] = None
@@ -91,7 +97,8 @@ def _null_verdict(i: int) -> dict[str, Any]:
 def data(tmp_path: Path):  # noqa: ANN201
     extra = [_record(N + 1, judge_error="bad verdict"), _record(N + 2, candidate_error="boom", response=None),
              _record(N + 3, judge_error="bad again"), _record(N + 4, candidate_error="boom", response=None),
-             _record(N + 5, response="   "), _negative(N + 6), _negative(N + 7), _null_verdict(N + 8)]
+             _record(N + 5, response="   "), _negative(N + 6), _negative(N + 7), _null_verdict(N + 8),
+             _unknown_rule(N + 9), _unknown_rule(N + 10)]
     _run(tmp_path, [_record(i) for i in range(1, N + 1)] + extra, exclude=True)
     return load_items([tmp_path / "run"])
 
@@ -104,7 +111,8 @@ def _hand(labelled: range, unlabelled: range) -> dict[str, Any]:
 
 def test_values_estimate_and_counts(data) -> None:  # noqa: ANN001
     extra = [("ann", N + 1, 1, True), ("ann", N + 1, 2, True), ("ann", N + 8, 1, True), ("ann", N + 8, 2, True)]
-    res = calibrate_run(data, data.runs[0], labels(people("ann", range(1, 11)) + [("ann", 11, 1, True)] + extra))
+    partly = [("ann", 11, 1, True), ("ann", 12, 2, judge_hits(12)[1])]  # q12: item 2 only (item 1 is skipped first)
+    res = calibrate_run(data, data.runs[0], labels(people("ann", range(1, 11)) + partly + extra))
     hand = _hand(range(1, 11), range(11, N + 1))
     sc = res["score"]
     assert sc["estimate"] == pytest.approx(100 * hand["estimate"]) and sc["lambda"] == pytest.approx(hand["lambda"])
@@ -117,22 +125,48 @@ def test_values_estimate_and_counts(data) -> None:  # noqa: ANN001
     assert (sc["labelled"], sc["unlabelled"]) == (10, 4)
     assert res["values"][0] == {"id": "q01", "judge": pytest.approx(100 / 3), "human": pytest.approx(200 / 3)}
     assert res["values"][10] == {"id": "q11", "judge": pytest.approx(100 / 3), "human": None}  # item 1 only
-    assert res["replies"] == {"scored": 14, "judge_failed": 3, "no_reply": 3, "partly_labelled": 1, "unscorable": 2}
-    assert res["warnings"] == ["1 reply(ies) labelled on some criteria only are used as unlabelled",
+    assert res["replies"] == {"scored": 14, "judge_failed": 3, "no_reply": 3, "partly_labelled": 2, "unscorable": 4}
+    assert res["warnings"] == ["2 reply(ies) labelled on some criteria only are used as unlabelled",
                                "3 reply(ies) with a failed judge call are left out",
                                "3 question(s) without a reply (candidate error) are left out",
-                               "2 reply(ies) the spec cannot score are left out"]
+                               "4 reply(ies) the spec cannot score are left out"]
+    assert set(res) == {"benchmark", "run", "candidate", "judge", "scale", "run_overall", "raters", "human_raters",
+                        "sheets", "score", "by", "bias", "replies", "values", "warnings", "settings"}
+    assert (res["benchmark"], res["run"], res["scale"], res["sheets"], res["by"]) == (
+        "checks_mini", str(data.runs[0].dir), 100.0, [], "ability")
+    assert res["settings"] == {"interval": "95%, normal approximation", "min_labelled": 10,
+                               "estimator": "PPI++ (power-tuned lambda)"}
     # bias over the 21 labelled judged items (checks never count): judge 5 + 3 hits of 10 + 10 (+ q11's item 1: no)
     allg = res["bias"]["(all)"]
-    assert (allg["n"], allg["questions"]) == (22, 12)  # q22's null verdict left out, q15's judge error too
-    assert allg["judge_rate"] == pytest.approx(9 / 22) and allg["human_rate"] == pytest.approx(15 / 22)
+    assert (allg["n"], allg["questions"]) == (23, 13)  # q22's null verdict left out, q15's judge error too
+    assert allg["judge_rate"] == pytest.approx(10 / 23) and allg["human_rate"] == pytest.approx(16 / 23)
     # no ability in this spec: validity/items.py files such an item under "rule:None", as agree shows it
     assert allg["label"] == "all labelled items" and list(res["bias"]) == ["(all)", "rule:None"]
     assert (res["raters"], res["human_raters"], res["candidate"], res["judge"]) == ("majority", ["ann"], "m", "j")
     assert res["settings"]["estimator"] == "PPI++ (power-tuned lambda)"
+    h, g = sc["human_only"], res["bias"]["(all)"]
+    halve = ("Even labelling every reply of this run but one would not halve the interval." if sc["labels_to_halve"]
+             is None else f"About {sc['labels_to_halve']} labelled replies would halve the interval.")
+    assert render_markdown(res) == "\n".join([
+        "# Human-corrected score: m (judge j)", "",
+        "checks_mini, 10 labelled and 4 unlabelled replies, raters: majority of ann.", "",
+        "| score | estimate | 95% interval |", "|---|---|---|",
+        f"| human-corrected (PPI++ (power-tuned lambda): {sc['lambda']:.2f}) | {sc['estimate']:.1f} | "
+        f"[{sc['interval'][0]:.1f}, {sc['interval'][1]:.1f}] |",
+        f"| human-only (10 labelled replies) | {h['estimate']:.1f} | [{h['interval'][0]:.1f}, {h['interval'][1]:.1f}] |",
+        f"| judge-only | {sc['judge_only']:.1f} | |", "", halve, "",
+        "## Judge vs people per ability (hit rates on labelled items)", "",
+        "| group | items | judge | people | judge - people | 95% interval |", "|---|---|---|---|---|---|",
+        f"| all labelled items | 23 | {g['judge_rate']:.2f} | {g['human_rate']:.2f} | {g['difference']:+.2f} | "
+        f"[{g['interval'][0]:.2f}, {g['interval'][1]:.2f}] |",
+        f"| rule:None | 23 | {g['judge_rate']:.2f} | {g['human_rate']:.2f} | {g['difference']:+.2f} | "
+        f"[{g['interval'][0]:.2f}, {g['interval'][1]:.2f}] |", "", "Warnings:", "",
+        *[f"- {w}" for w in res["warnings"]]]) + "\n"
+    res["bias"]["(all)"]["interval"] = None
+    res["score"]["labels_to_halve"] = 7
     md = render_markdown(res)
-    assert f"| {sc['estimate']:.1f} | [{sc['interval'][0]:.1f}, {sc['interval'][1]:.1f}] |" in md
-    assert "10 labelled and 4 unlabelled replies, raters: majority of ann." in md
+    assert "| all labelled items | 23 | " in md and f"{g['difference']:+.2f} | - |" in md
+    assert "About 7 labelled replies would halve the interval." in md
 
 
 def test_plain_ppi(data) -> None:  # noqa: ANN001
@@ -170,7 +204,7 @@ def test_tie_everywhere_is_no_label(data) -> None:  # noqa: ANN001
 
 
 def test_refusals(data, tmp_path: Path) -> None:  # noqa: ANN001
-    with pytest.raises(DataError, match=r"9 labelled and 5 unlabelled replies; an interval needs at least 10 labelled "
+    with pytest.raises(DataError, match=rf"^calibrate: {tmp_path / 'run'}: 9 labelled and 5 unlabelled replies; an interval needs at least 10 labelled "
                                         r"and 1 unlabelled; label more whole replies \(review export unit=reply n=30\)$"):
         calibrate_run(data, data.runs[0], labels(people("ann", range(1, 10))))
     with pytest.raises(DataError, match=r"14 labelled and 0 unlabelled"):
@@ -200,7 +234,11 @@ def test_command_writes_beside_the_summary(data, tmp_path: Path) -> None:  # noq
                          for r, i, x, m in people("ann", range(1, 11))), encoding="utf-8")
     [res] = calibrate_command([tmp_path / "run"], [f])
     assert json.loads((tmp_path / "run" / "calibration.json").read_text(encoding="utf-8")) == json.loads(json.dumps(res))
-    assert (tmp_path / "run" / "calibration.md").read_text(encoding="utf-8") == render_markdown(res)
+    assert (res["raters"], res["by"], res["score"]["method"]) == ("majority", "ability", "PPI++ (power-tuned lambda)")
+    [other] = calibrate_command([tmp_path / "run"], [f], raters="mean", by="weight_sign", power=False)
+    assert (other["raters"], other["by"], other["score"]["method"]) == ("mean", "weight_sign", "PPI (lambda = 1)")
+    assert list(other["bias"]) == ["(all)", "positive"]
+    assert (tmp_path / "run" / "calibration.md").read_text(encoding="utf-8") == render_markdown(other)
 
 
 def test_a_clipped_or_changed_overall_is_a_warning(tmp_path: Path) -> None:
@@ -233,7 +271,7 @@ def _hb_record(i: int) -> dict[str, Any]:
     """heartbench_en: warmth (2 points, tags t1 and t2) met on even replies, curiosity (1 point) on the even
     questions only, met; the role-confusion rule item fired on q03 (the question zeroed)."""
     crits = [{"index": 1, "label": "温暖", "ability": "warmth", "weight": 2, "text": "warm", "hit": i % 2 == 0,
-              "tags": ["t1", "t2"]}]
+              "tags": ["!t1", "t2"]}]
     if i % 2 == 0:
         crits.append({"index": 2, "label": "好奇心", "ability": "curiosity", "weight": 1, "text": "curious", "hit": True})
     crits.append({"index": len(crits) + 1, "label": "其他", "rule": "role_confusion", "weight": None, "text": "role",
@@ -277,13 +315,16 @@ def test_macro_overall_abilities_rules_and_groups(tmp_path: Path) -> None:
     # q03's rule fired for the judge (question zeroed), not for the people: its human value is above the judge's
     q03 = res["values"][2]
     assert q03["judge"] == 0.0 and q03["human"] > 0.0
+    # q01 as people see it: warmth met (2 of 2 points, log-normalised 1), its weight in the macro mean over 2
+    # abilities held by 12 and 6 replies: 12 / (2 x 12) = 0.5, so 50 on the 100 scale; the judge's 0
+    assert (res["values"][0]["human"], res["values"][0]["judge"]) == (pytest.approx(50.0), 0.0)
     by_dim = calibrate_run(data, data.runs[0], labels_for(rows, records), by="dimension")
     assert {g: v["label"] for g, v in by_dim["bias"].items() if g != "(all)"} == {
         dim: data.taxonomy.label(dim) for dim in by_dim["bias"] if dim != "(all)"}
     assert by_dim["bias"]["personality"]["label"] == "Personality"
     by_tags = calibrate_run(data, data.runs[0], labels_for(rows, records), by="tags")
-    assert list(by_tags["bias"]) == ["(all)", "t1", "t2"] and by_tags["bias"]["t1"]["n"] == 10
-    assert by_tags["bias"]["t1"]["label"] == "t1"
+    assert list(by_tags["bias"]) == ["(all)", "!t1", "t2"] and by_tags["bias"]["!t1"]["n"] == 10
+    assert by_tags["bias"]["!t1"]["label"] == "!t1"
 
 
 def labels_for(rows: list[tuple[str, int, int, bool]], records: list[dict[str, Any]]) -> LabelSet:
