@@ -192,6 +192,7 @@ def test_majority_tie_and_mean(data) -> None:  # noqa: ANN001
     assert [v["human"] for v in mean["values"][:11]] == pytest.approx([100 * (2 / 3 + judge_hits(i)[1] + 1) / 3
                                                                       for i in range(1, 12)])
     assert mean["raters"] == "mean" and mean["human_raters"] == ["ann", "bob", "cid"]
+    assert "raters: mean of ann, bob, cid." in render_markdown(mean)
     # the bias compares each item with the share of raters saying met: item 1 2/3, item 2 the judge's (3 of 11 met)
     assert mean["bias"]["(all)"]["human_rate"] == pytest.approx((11 * 2 / 3 + 3) / 22)
     assert maj["bias"]["(all)"]["human_rate"] == pytest.approx((11 + 3) / 22)
@@ -221,7 +222,7 @@ def test_refusals(data, tmp_path: Path) -> None:  # noqa: ANN001
     f.write_text("", encoding="utf-8")
     with pytest.raises(ConfigError, match="raters='median'; use raters=majority or raters=mean"):
         calibrate_command([tmp_path / "run"], [f], raters="median")
-    with pytest.raises(ConfigError, match="by=colour: no item has this field"):
+    with pytest.raises(ConfigError, match="by=colour: no item has this field; fields: ability, candidate, dimension, "):
         calibrate_command([tmp_path / "run"], [f], by="colour")
     with pytest.raises(ConfigError, match=r"no usable label in the labels files \(0 blank, 0 unsure\)"):
         calibrate_command([tmp_path / "run"], [f])
