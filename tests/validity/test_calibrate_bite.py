@@ -331,3 +331,23 @@ def test_macro_overall_abilities_rules_and_groups(tmp_path: Path) -> None:
 def labels_for(rows: list[tuple[str, int, int, bool]], records: list[dict[str, Any]]) -> LabelSet:
     return LabelSet(labels=[Label(rater=r, key=item_key(f"q{i:02d}", x, reply_hash(f"reply {i}")), met=m, file="f", row=n)
                             for n, (r, i, x, m) in enumerate(rows, 2)])
+
+
+def test_reply_scorer_reads_the_spec_with_its_defaults() -> None:
+    from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN
+    from rubric_engine.validity.replyscore import ReplyScorer
+
+    bare = ReplyScorer.from_spec({})
+    assert (bare.formula, bare.params, bare.rules, bare.how, bare.scale) == ("log_normalised", {}, (), Aggregation(), 100.0)
+    assert DEFAULT_FIRES_WHEN == "hit"
+    full = ReplyScorer.from_spec({"scoring": {"formula": "linear", "params": {"k": 2}, "scale": 10},
+                                  "failure_rules": [{"id": "a"}, {"id": "b", "effect": "zero_group", "fires_when": "miss"}],
+                                  "aggregation": {"overall": "mean_over_questions", "question": "all_items",
+                                                  "ignored": 1}})
+    assert (full.formula, full.params, full.scale) == ("linear", {"k": 2}, 10.0)
+    assert [(r.id, r.effect, r.fires_when) for r in full.rules] == [("a", "zero_question", "hit"), ("b", "zero_group", "miss")]
+    assert full.how == Aggregation(overall="mean_over_questions", question="all_items")
+    # the spec's params reach the formula (a plugin formula reads them)
+    plugin = ReplyScorer(lambda raw, lo, hi, params: params["k"] / 4, {"k": 2}, (), Aggregation(question="all_items"), 100.0)  # type: ignore[arg-type]
+    crit = [Criterion(index=1, label="", weight=1, text="t")]
+    assert plugin.score(crit, [True]).score == 0.5
