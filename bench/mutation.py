@@ -99,6 +99,10 @@ CORE: dict[str, list[str]] = {
     "judge.checked": ["test_checked_grading_bite.py"],
     "spec.checks": ["test_spec_checks_bite.py"],
     "stats.scores": ["test_stats_scores_bite.py"],
+    # issue 38: human-corrected scores (PPI)
+    "stats.ppi": ["test_ppi.py"],
+    "validity.calibrate": ["test_calibrate_bite.py"],
+    "validity.replyscore": ["test_calibrate_bite.py"],
 }
 KILLED = {"killed", "timeout", "caught by type check"}  # mutmut's statuses that mean "a test noticed"
 GOAL = 90.0  # percent of non-equivalent mutants killed, per module (issue 16); the exit code is 1 below it

@@ -227,6 +227,17 @@ COMMANDS: dict[str, Command] = {
          "n_boot": "bootstrap resamples (default 1000)", "seed": "bootstrap seed (default 0)"},
         required_positionals=1, examples=["rubric-engine agree outputs/run1 labels=labels.jsonl"],
         details_from="rubric_engine.validity.agree:USAGE", **_RUN_DIRS),
+    "calibrate": Command(
+        "calibrate", "The score people would give each run, from its judge's scores and whole replies people labelled "
+                     "(PPI++), with a 95% interval beside the judge-only score; judge bias per criterion group. Writes "
+                     "calibration.json and calibration.md into each run directory.",
+        [("RUN_DIR...", "run or sweep directories whose replies were labelled")],
+        {"labels": "FILE[,FILE...] labels of whole replies (review export unit=reply), as for agree",
+         "raters": "majority (default: the majority verdict per criterion) or mean (the mean of the raters' scores)",
+         "by": "the item field grouping the judge's bias (default ability)",
+         "power": "true (default): PPI++ with the power-tuned lambda; false: plain PPI"},
+        required_positionals=1, examples=["rubric-engine calibrate outputs/run1 labels=review/review.csv"],
+        details_from="rubric_engine.validity.calibrate:USAGE", **_RUN_DIRS),
     "rescore": Command(
         "rescore", "Recompute every score of stored runs from their verdicts (samples.jsonl); no model is called. "
                    "Writes summary.json, samples.jsonl, spec.resolved.json and a complete manifest per run, plus "

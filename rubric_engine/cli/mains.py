@@ -15,8 +15,8 @@ from pathlib import Path
 from rubric_engine.cli.args import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 
-__all__ = ["leaderboard_main", "new_main", "import_main", "review_main", "agree_main", "rescore_main", "audit_main",
-           "items_main", "robustness_main", "estimate_main"]
+__all__ = ["leaderboard_main", "new_main", "import_main", "review_main", "agree_main", "calibrate_main", "rescore_main",
+           "audit_main", "items_main", "robustness_main", "estimate_main"]
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
@@ -117,6 +117,43 @@ def agree_main(args: Sequence[str]) -> int:
         print(shown(text, markup=False, newlines=True))
     print(f"wrote {out / 'agreement.json'}, {out / 'agreement.md'} and {out / 'agreement.html'}")
     return 0
+
+
+def calibrate_main(args: Sequence[str]) -> int:
+    """`rubric-engine calibrate RUN_DIR ... labels=FILE,FILE ... [raters=majority|mean] [by=FIELD] [power=true]`."""
+    from rubric_engine.text.terminal import shown
+    from rubric_engine.validity.calibrate import CALIBRATION_FILE, calibrate_command
+
+    parsed = parse(COMMANDS["calibrate"], args)
+    files = [Path(f) for f in as_list(parsed.get("labels"))]
+    if not files:
+        raise ConfigError("calibrate: no labels file given; add labels=FILE[,FILE...] (review export unit=reply, filled)")
+    results = calibrate_command([Path(d) for d in parsed.positionals], files, raters=str(parsed.get("raters", "majority")),
+                                by=str(parsed.get("by", "ability")),
+                                power=as_bool(parsed.get("power", "true"), "power", "calibrate"))
+    for r in results:
+        for w in r["warnings"]:
+            print(f"warning: {shown(w, markup=False)}", file=sys.stderr)
+        sc = r["score"]
+        lo, hi = sc["interval"]
+        print(shown(f"{r['candidate']} (judge {r['judge']}): human-corrected {sc['estimate']:.1f} [{lo:.1f}, {hi:.1f}], "
+                    f"judge-only {sc['judge_only']:.1f}, human-only {sc['human_only']['estimate']:.1f} "
+                    f"({sc['labelled']} labelled of {sc['labelled'] + sc['unlabelled']} replies)", markup=False))
+        print(f"wrote {Path(r['run']) / CALIBRATION_FILE} and {Path(r['run']) / 'calibration.md'}")
+    _rebuild_reports([Path(r["run"]) for r in results])
+    return 0
+
+
+def _rebuild_reports(run_dirs: Sequence[Path]) -> None:
+    """Each run's report.html again, so it shows what was just added beside its summary (a failure: one warning)."""
+    from rich.console import Console
+
+    from rubric_engine.report.run_page import write_run_report
+
+    errors = Console(stderr=True, soft_wrap=True)
+    for d in run_dirs:
+        if write_run_report(d, errors) is not None:
+            print(f"updated {d / 'report.html'}")
 
 
 def rescore_main(argv: Sequence[str]) -> int:

@@ -22,8 +22,8 @@ __all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "shortened", "fail", "is
            "short_help", "print_quietly", "closed_pipe", "pipes_close_quietly", "CLOSED_PIPE"]
 
 CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head` when cat is ended by the closed pipe
-SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit",
-               "items", "estimate", "robustness", "serve-reward", "view", "show", "prompts", "import")
+SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "calibrate", "rescore",
+               "audit", "items", "estimate", "robustness", "serve-reward", "view", "show", "prompts", "import")
 Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
 
 

@@ -1,4 +1,5 @@
-"""The style-controlled ranking and the length-adjusted scores as plain tables (title, header, rows).
+"""The style-controlled ranking, the length-adjusted scores and the human-corrected scores as plain tables
+(title, header, rows).
 
 Why one module: leaderboard.md, the console and report.html show the same tables (results/style.py computes
 them), so each renders these rows rather than building its own twin.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rubric_engine.report.calibration_view import calibration_tables
 from rubric_engine.results.leaderboard import fmt
 
 if TYPE_CHECKING:
@@ -35,4 +37,4 @@ def control_tables(lb: Leaderboard) -> list[tuple[str, list[str], list[list[str]
                     "characters)", ["Model", "Adjusted", ci, "Raw", "Mean length"],
                     [[x["label"], fmt(x["adjusted"]), f"[{fmt(x['lo'])}, {fmt(x['hi'])}]", fmt(x["raw"]),
                       f"{x['mean_length']:.0f}"] for x in lc["rows"]]))
-    return out
+    return out + calibration_tables(lb.rows)  # human-corrected scores where `calibrate` left them

@@ -35,6 +35,7 @@ __all__ = [
     "SUMMARY_SCHEMA_VERSION",
     "MANIFEST_FILE",
     "REPORT_FILE",
+    "CALIBRATION_FILE",
     "ERROR_FILE",
     "REJECTED_FILE",
     "GENERATE_JOURNAL",
@@ -65,6 +66,7 @@ SUMMARY_FILE = "summary.json"
 SPEC_FILE = "spec.resolved.json"
 MANIFEST_FILE = "manifest.json"
 REPORT_FILE = "report.html"  # the run's own page (report/run_page.py)
+CALIBRATION_FILE = "calibration.json"  # `calibrate`: the human-corrected score, beside summary.json
 ERROR_FILE = "error.txt"  # what the command line leaves in a sweep job dir whose run failed
 REJECTED_FILE = "rejected.txt"  # ... whose run was rejected before it wrote anything (bad spec, key, value)
 GENERATE_JOURNAL = "answers.journal.jsonl"  # stage=generate's journal; it becomes answers.jsonl

@@ -14,19 +14,18 @@ import itertools
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from rubric_engine.datatypes import Criterion
 from rubric_engine.errors import ConfigError
-from rubric_engine.scoring.question import DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation, score_question
 from rubric_engine.stats import agreement as st
 from rubric_engine.stats.lengths import spearman
 from rubric_engine.store.layout import write_json, write_text
 from rubric_engine.validity.items import RunItems, load_items
 from rubric_engine.validity.labels import LabelSet, read_labels
+from rubric_engine.validity.replyscore import ReplyScorer
 
 __all__ = ["compute_agreement", "agree_command", "BREAKDOWNS", "MAJORITY", "USAGE"]
 
@@ -97,12 +96,8 @@ def _ceiling(humans: dict[str, dict[str, bool]], keys: Sequence[str], data: RunI
 
 def _score_level(data: RunItems, judge: dict[str, bool], ref: dict[str, bool], n_boot: int, seed: int) -> dict[str, Any]:
     """Question scores from the human majority vs from the judge, on replies whose items all have both."""
-    sc = data.spec.get("scoring") or {}
-    rules = [SimpleNamespace(id=r["id"], effect=r.get("effect", "zero_question"), fires_when=r.get("fires_when", DEFAULT_FIRES_WHEN))
-             for r in data.spec.get("failure_rules") or []]
-    scale = float(sc.get("scale", DEFAULT_SCALE))
-    how = Aggregation(**{k: v for k, v in (data.spec.get("aggregation") or {}).items()
-                         if k in ("question", "overall", "clip", "no_positive_points")})  # the spec's declared rule
+    scorer = ReplyScorer.from_spec(data.spec)  # the spec's declared formula, rules and aggregation
+    scale = scorer.scale
     replies: dict[tuple[str, str], list[str]] = {}
     for k, it in data.items.items():
         replies.setdefault((it.qid, it.reply_id), []).append(k)
@@ -115,10 +110,8 @@ def _score_level(data: RunItems, judge: dict[str, bool], ref: dict[str, bool], n
         crits = [Criterion(index=i.criterion_index, label=i.label, weight=i.weight, text=i.text, ability=i.ability,
                            rule=i.rule) for i in items]
         try:
-            js = score_question(crits, [judge[i.key] for i in items], sc.get("formula", "log_normalised"),
-                                sc.get("params") or {}, rules, how).score
-            hs = score_question(crits, [ref[i.key] for i in items], sc.get("formula", "log_normalised"),
-                                sc.get("params") or {}, rules, how).score
+            js = scorer.score(crits, [judge[i.key] for i in items]).score
+            hs = scorer.score(crits, [ref[i.key] for i in items]).score
         except ValueError:
             continue
         if js is None or hs is None:  # no positive points under no_positive_points: exclude
