@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from rubric_engine.dataset.anchors import AnchorAnswers, anchor_answers
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
-from rubric_engine.judge.grading import JudgeResult
+from rubric_engine.judge.grading import JudgeResult, add_usage
 from rubric_engine.judge.pairwise import BaselineReply, PairResult, game_requests, judge_pair
 from rubric_engine.models.redact import redact
 from rubric_engine.models.request import Request
@@ -92,7 +92,7 @@ class Anchored(Verdict):
             return name, pair, len(response), len(theirs), (cand, anchor) != (response, theirs)
 
         out.anchors = list(await asyncio.gather(*(versus(n) for n in block.files)))
-        _add_usage(out, [pair for _, pair, *_ in out.anchors])
+        add_usage(out, [pair for _, pair, *_ in out.anchors])  # the paths its verdicts took summed too
         failed = [(n, p.error) for n, p, *_ in out.anchors if p.error]
         if failed:
             more = f" (+{len(failed) - 1} more anchors with failed games)" if len(failed) > 1 else ""
@@ -239,19 +239,6 @@ def _unanswered(block: "Anchors", answers: Mapping[str, Mapping[str, str]], wher
         return (f"anchor {', '.join(missing)}: no answer to this question in "
                 f"{', '.join(dict.fromkeys(where[n] for n in missing))}")
     return None
-
-
-def _add_usage(out: JudgeResult, pairs: Sequence[PairResult]) -> None:
-    """Every anchor's replies, attempts, tokens, cache hits and cost added to the question's result (cost None
-    when any is unknown)."""
-    for pair in pairs:
-        out.raw_replies += pair.raw_replies
-        out.attempts += pair.attempts
-        out.prompt_tokens += pair.prompt_tokens
-        out.completion_tokens += pair.completion_tokens
-        out.cache_hits += pair.cache_hits
-    costs = [p.cost for p in pairs]
-    out.cost = None if None in costs else float(sum(c for c in costs if c is not None))
 
 
 def _answers(j: Judging) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
