@@ -17,10 +17,10 @@ from typing import Any
 from rubric_engine.authoring.lint import normalised, rules_for, similarity
 from rubric_engine.errors import ConfigError
 
-__all__ = ["CHANGELOG_FILE", "MATCH", "Change", "check_changelog", "successors", "criteria_changes"]
+__all__ = ["CHANGELOG_FILE", "MATCH", "Change", "check_changelog", "successors", "pairs", "criteria_changes"]
 
 CHANGELOG_FILE = "changelog.yaml"
-MATCH = 0.5  # the least similarity at which a new criterion is the old one reworded
+MATCH = 0.35  # the least similarity (character n-gram Jaccard) at which a new criterion is the old one reworded
 
 
 def _parts(version: str, file: Any) -> tuple[int, ...]:
@@ -74,28 +74,26 @@ class Change:
         return f"{self.question}{' ' + where if where else ''}: {self.kind}: {self.detail}"
 
 
-def _pairs(old: Sequence[Any], new: Sequence[Any], n: int) -> list[tuple[int, int]]:
+def pairs(old: Sequence[Any], new: Sequence[Any], n: int) -> list[tuple[int, int]]:
     """(old position, new position) of matched criteria: the same normalised text, then the most similar."""
-    pairs, free_old, free_new = [], list(range(len(old))), list(range(len(new)))
-    for i in list(free_old):
-        j = next((j for j in free_new if normalised(old[i].text) == normalised(new[j].text)), None)
-        if j is not None:
-            pairs.append((i, j)), free_old.remove(i), free_new.remove(j)
-    scored = sorted(((similarity(old[i].text, new[j].text, n), i, j) for i in free_old for j in free_new),
-                    key=lambda t: (-t[0], t[1], t[2]))
-    for sim, i, j in scored:
-        if sim >= MATCH and i in free_old and j in free_new:
-            pairs.append((i, j)), free_old.remove(i), free_new.remove(j)
-    return sorted(pairs)
+    same = [(0.0, i, j) for i in range(len(old)) for j in range(len(new))
+            if normalised(old[i].text) == normalised(new[j].text)]
+    near = sorted(((-similarity(old[i].text, new[j].text, n), i, j) for i in range(len(old)) for j in range(len(new))
+                   if similarity(old[i].text, new[j].text, n) >= MATCH))
+    out: list[tuple[int, int]] = []
+    for _, i, j in same + near:  # exact matches claim their pair first, then the most similar pairs
+        if all(i != a and j != b for a, b in out):
+            out.append((i, j))
+    return sorted(out)
 
 
 def _question_changes(qid: str, old: Sequence[Any], new: Sequence[Any], n: int) -> list[Change]:
-    pairs = _pairs(old, new, n)
+    matched = pairs(old, new, n)
     out = [Change(qid, "removed", old[i].index, None, repr(old[i].text))
-           for i in range(len(old)) if i not in {a for a, _ in pairs}]
+           for i in range(len(old)) if i not in {a for a, _ in matched}]
     out += [Change(qid, "added", None, new[j].index, repr(new[j].text))
-            for j in range(len(new)) if j not in {b for _, b in pairs}]
-    for i, j in pairs:
+            for j in range(len(new)) if j not in {b for _, b in matched}]
+    for i, j in matched:
         a, b = old[i], new[j]
         if a.text != b.text:
             out.append(Change(qid, "reworded", a.index, b.index, f"{a.text!r} -> {b.text!r}"))
@@ -112,10 +110,12 @@ def criteria_changes(old: Sequence[Any], new: Sequence[Any], locale: str) -> lis
     added or removed whole."""
     n = rules_for(locale).ngram
     before, after = {q.id: q for q in old}, {q.id: q for q in new}
-    out = [Change(qid, "question removed", None, None, f"{len(before[qid].criteria)} criteria")
-           for qid in before if qid not in after]
-    out += [Change(qid, "question added", None, None, f"{len(after[qid].criteria)} criteria")
-            for qid in after if qid not in before]
-    for qid in (q for q in before if q in after):
-        out += _question_changes(qid, before[qid].criteria, after[qid].criteria, n)
+    out: list[Change] = []
+    for qid in [*before, *(q for q in after if q not in before)]:  # the old order, then the questions added
+        if qid not in after:
+            out.append(Change(qid, "question removed", None, None, f"{len(before[qid].criteria)} criteria"))
+        elif qid not in before:
+            out.append(Change(qid, "question added", None, None, f"{len(after[qid].criteria)} criteria"))
+        else:
+            out += _question_changes(qid, before[qid].criteria, after[qid].criteria, n)
     return out

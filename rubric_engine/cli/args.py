@@ -366,10 +366,12 @@ COMMANDS: dict[str, Command] = {
         examples=["rubric-engine lint my_bench", "rubric-engine lint benchmark=path/to/my_bench out=lint.txt"]),
     "diff": Command(
         "diff", "List the criteria added, removed, reworded, re-weighted and regrouped between two versions of a "
-                "spec (each changelog checked: a skipped version is refused); exit 1 when anything changed.",
+                "spec (each changelog checked: a skipped version is refused); with runs= of the old version, each "
+                "model's score under the new criteria from the stored verdicts, no model called. Exit 1 when "
+                "anything changed.",
         [("OLD_SPEC", "the old version's spec directory or name"), ("NEW_SPEC", "the new version's")],
-        {"benchmark_dirs": "[DIR,...] searched first for specs",
+        {"runs": "[DIR,...] runs of the old version to rescore", "benchmark_dirs": "[DIR,...] searched first for specs",
          "out": "also write the listing to this file"},
         required_positionals=2, missing="needs OLD_SPEC and NEW_SPEC",
-        examples=["rubric-engine diff my_bench_v1 my_bench", "rubric-engine diff old/ new/ out=changes.txt"]),
+        examples=["rubric-engine diff my_bench_v1 my_bench", "rubric-engine diff old/ new/ runs=[outputs/run1,outputs/run2]"]),
 }

@@ -53,8 +53,10 @@ def lint_main(argv: Sequence[str]) -> int:
 
 
 def diff_main(argv: Sequence[str]) -> int:
-    """`rubric-engine diff OLD_SPEC NEW_SPEC [out=FILE]`: 0 no change, 1 changes listed, 2 a spec, its data or its
-    changelog is unusable (a changelog that skips a version)."""
+    """`rubric-engine diff OLD_SPEC NEW_SPEC [runs=DIR,...] [out=FILE]`: 0 no change, 1 changes listed, 2 a spec,
+    its data, a run or a changelog is unusable (a changelog that skips a version, a run of another version)."""
+    from rubric_engine.authoring.lint import rules_for
+    from rubric_engine.authoring.moves import score_moves
     from rubric_engine.authoring.versions import check_changelog, criteria_changes
     from rubric_engine.dataset.load import load_dataset
 
@@ -63,8 +65,14 @@ def diff_main(argv: Sequence[str]) -> int:
     old, new = (_spec(name, dirs) for name in parsed.positionals[:2])
     for spec in (old, new):
         check_changelog(spec)
-    changes = criteria_changes(load_dataset(old).questions, load_dataset(new).questions, new.locale)
+    new_questions = load_dataset(new).questions
+    changes = criteria_changes(load_dataset(old).questions, new_questions, new.locale)
     lines = [c.line() for c in changes]
+    runs = as_list(parsed.get("runs")) if parsed.get("runs") else []
+    if runs:
+        moves = score_moves([Path(r) for r in runs], old, new, new_questions, rules_for(new.locale).ngram)
+        lines += [f"scores under {new.name} {new.version} from the verdicts of {old.version} (no model called):"]
+        lines += [f"  {m.line()}" for m in moves]
     _emit(lines, parsed.get("out"))
     print(f"diff: {old.name} {old.version} -> {new.name} {new.version}: {len(changes)} "
           f"change{'s' * (len(changes) != 1)}", flush=True)
