@@ -190,5 +190,6 @@ def _raw_rows(spec: Any, data_path: str | None) -> Iterable[tuple[str, list[Any]
 def lint_spec(spec: Any, data_path: str | None = None) -> list[Finding]:
     """Every finding over a loaded spec's data, with the spec directory's lint.yaml settings."""
     bounds, near = _settings(spec.dir)
-    groups = set(spec.label_to_ability()) | set(spec.label_to_rule()) if spec.taxonomy is not None else None
+    labelled = spec.taxonomy is not None and spec.data.fields.item_label  # no label field: nothing to check
+    groups = set(spec.label_to_ability()) | set(spec.label_to_rule()) if labelled else None
     return lint_rows(_raw_rows(spec, data_path), spec.data.fields, spec.locale, groups, bounds, near)
