@@ -96,6 +96,7 @@ class _Item:
     text: str
     label: Any
     weight: Any
+    checked: bool  # decided by the engine (data.fields.item_check): its text is no instruction to a judge
 
 
 def _text_findings(qid: str, item: _Item, rules: LocaleRules) -> Iterable[Finding]:
@@ -141,14 +142,15 @@ def lint_rows(rows: Iterable[tuple[str, list[Any]]], fields: Any, locale: str, g
     rules, out = rules_for(locale), []
     for qid, rubric in rows:
         items = [_Item(i, str(it.get(fields.item_text) or ""), it.get(fields.item_label) if fields.item_label else None,
-                       it.get(fields.item_weight)) for i, it in enumerate(rubric, start=1) if isinstance(it, dict)]
+                       it.get(fields.item_weight), bool(fields.item_check and it.get(fields.item_check) is not None))
+                 for i, it in enumerate(rubric, start=1) if isinstance(it, dict)]
         for item in items:
             if groups is not None and item.label not in groups:
                 out.append(Finding(qid, item.index, "group", f"{item.label!r} is not in the taxonomy (known: "
                                    f"{', '.join(sorted(groups))})"))
             out += _weight_findings(qid, item, bounds)
-            out += _text_findings(qid, item, rules)
-        out += _duplicates(qid, items, rules.ngram, near)
+            out += () if item.checked else _text_findings(qid, item, rules)
+        out += _duplicates(qid, [it for it in items if not it.checked], rules.ngram, near)
     return sorted(out, key=lambda f: (f.question, f.criterion, f.kind))
 
 

@@ -79,3 +79,9 @@ def test_similarity_is_jaccard_of_character_ngrams() -> None:
     # by hand: "abcd" -> {abc, bcd}, "abce" -> {abc, bce}: 1 shared of 3
     assert similarity("abcd", "abce") == pytest.approx(1 / 3)
     assert similarity("same text", "Same  text.") == 1.0
+
+
+def test_items_the_engine_checks_are_not_judged_by_their_text(tmp_path: Path) -> None:
+    # checks_mini: several items per question with a check and no text; only a judge reads a criterion's text
+    res = run_cli(["lint", str(DATA / "checks_mini")], clean_env(tmp_path))
+    assert (res.returncode, res.stdout.strip()) == (0, "lint: 0 findings in checks_mini 1"), res.stderr
