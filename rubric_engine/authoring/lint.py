@@ -114,9 +114,10 @@ def _text_findings(qid: str, item: _Item, rules: LocaleRules) -> Iterable[Findin
 
 
 def _duplicates(qid: str, items: Sequence[_Item], n: int, near: float) -> Iterable[Finding]:
-    for j, b in enumerate(items):
-        for a in items[:j]:
-            if normalised(a.text) and normalised(a.text) == normalised(b.text):
+    texts = [it for it in items if normalised(it.text)]  # an empty text is its own finding, not a duplicate
+    for j, b in enumerate(texts):
+        for a in texts[:j]:
+            if normalised(a.text) == normalised(b.text):
                 yield Finding(qid, b.index, "duplicate", f"same text as criterion {a.index}")
                 break
             sim = similarity(a.text, b.text, n)
