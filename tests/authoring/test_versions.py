@@ -115,3 +115,8 @@ def test_a_changelog_that_skips_a_version_is_one_line_exit_2(tmp_path: Path, old
 def test_successors_by_hand() -> None:
     assert successors((1,)) == {(2,)}
     assert successors((1, 2)) == {(1, 3), (2, 0)}
+
+
+def test_the_same_version_twice_is_no_change_exit_0(env: dict[str, str]) -> None:
+    res = run_cli(["diff", str(NEW), str(NEW)], env)
+    assert (res.returncode, res.stdout) == (0, "diff: lint_mini 2 -> lint_mini 2: 0 changes\n"), res.stderr
