@@ -367,4 +367,22 @@ COMMANDS: dict[str, Command] = {
         required_positionals=2, missing="needs KIND (openai-evals or promptfoo) and FILE",
         examples=["rubric-engine import openai-evals my_eval.json data=items.jsonl out=my_eval",
                   "rubric-engine import promptfoo promptfooconfig.yaml out=my_suite"]),
+    "lint": Command(
+        "lint", "Check a benchmark's criteria from their text alone, calling no model: compound, vague, not observable, "
+                "duplicate and near-duplicate criteria, weights outside lint.yaml's range, groups not in the "
+                "taxonomy. One line per finding; exit 1 when there is any.",
+        [("BENCHMARK", _BENCH + " (same as benchmark=)")],
+        {"benchmark": _BENCH, "benchmark_dirs": "[DIR,...] searched first for specs",
+         "data.path": "a local data file instead of the spec's", "out": "also write the findings to this file"},
+        examples=["rubric-engine lint my_bench", "rubric-engine lint benchmark=path/to/my_bench out=lint.txt"]),
+    "diff": Command(
+        "diff", "List the criteria added, removed, reworded, re-weighted and regrouped between two versions of a "
+                "spec (each changelog checked: a skipped version is refused); with runs= of the old version, each "
+                "model's score under the new criteria from the stored verdicts, no model called. Exit 1 when "
+                "anything changed.",
+        [("OLD_SPEC", "the old version's spec directory or name"), ("NEW_SPEC", "the new version's")],
+        {"runs": "[DIR,...] runs of the old version to rescore", "benchmark_dirs": "[DIR,...] searched first for specs",
+         "out": "also write the listing to this file"},
+        required_positionals=2, missing="needs OLD_SPEC and NEW_SPEC",
+        examples=["rubric-engine diff my_bench_v1 my_bench", "rubric-engine diff old/ new/ runs=[outputs/run1,outputs/run2]"]),
 }

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["Turn", "Criterion", "Question", "QuestionRef", "QuestionRows", "Dataset", "load_dataset", "parse_rows",
-           "select", "default_data_cache_dir", "fetch", "sha256_file"]
+           "select", "default_data_cache_dir", "fetch", "sha256_file", "raw_records"]
 
 
 def load_dataset(spec: BenchmarkSpec, path: str | Path | None = None,
@@ -150,7 +150,7 @@ class _Row:
         return value
 
 
-def _records(file: Path, fmt: str, id_field: str) -> Iterable[tuple[_Line, Any]]:
+def raw_records(file: Path, fmt: str, id_field: str) -> Iterable[tuple[_Line, Any]]:
     """(where, parsed row) for JSONL, JSON (an array of row objects, or an object of them: keyed by id) or CSV."""
     if fmt == "jsonl":
         for where, text in _lines(file):
@@ -348,7 +348,7 @@ def _scan(spec: BenchmarkSpec, file: Path, warnings: list[str], quirks: DataQuir
     out: list[_T] = []
     left = Expansion(file)  # data.expand: what the rows' expansion left out, said in one warning
     with reading(spec, file, warnings) as parsed:  # its errors say the format read in, and who chose it
-        for where, raw in parsed(_records(file, spec.data.format, spec.data.fields.id)):
+        for where, raw in parsed(raw_records(file, spec.data.format, spec.data.fields.id)):
             r = _Row(file, where.number, raw)
             for q in expanded(spec, _question(spec, r, raw, quirks, seen), where.number, left, seen):
                 quirks.note(spec, q)  # each question as asked (an expanded turn ends before its reply)
