@@ -4,7 +4,7 @@ Why: a compound criterion ("acknowledges X and offers Y") is met by half an answ
 judge decide what "appropriately" means, a near-duplicate counts one behaviour twice, and a criterion about an
 inner state ("understands the user") names nothing a reader of the reply can see; these are the criteria a
 model learns to exploit. Each is found here from the text alone, with no model: the rules are small tables per
-locale (LOCALE_RULES), so a spec in another language adds a row, not code. The raw rows are read (not the
+locale (conf/lint/locales.yaml, `locale_rules`), so a spec in another language adds a row, not code. The raw rows are read (not the
 loader's questions) so that a label outside the taxonomy is a finding, not the loader's refusal.
 Optional `lint.yaml` in the spec directory declares what a spec allows: `weights: {min: A, max: B}` (no range
 check without it) and `near_duplicate: 0.8` (the character n-gram Jaccard similarity counted as a near-duplicate).
@@ -16,12 +16,13 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from rubric_engine.errors import ConfigError
 
-__all__ = ["Finding", "LocaleRules", "LOCALE_RULES", "LINT_FILE", "lint_spec", "lint_rows", "normalised",
+__all__ = ["Finding", "LocaleRules", "locale_rules", "LINT_FILE", "lint_spec", "lint_rows", "normalised",
            "similarity", "rules_for"]
 
 LINT_FILE = "lint.yaml"
@@ -38,23 +39,21 @@ class LocaleRules:
     ngram: int
 
 
-_EN_SUBJECT = r"^(?:the\s+)?(?:reply|response|model|assistant|answer|counsell?or)?\s*(?:should\s+|must\s+)?"
-_ZH_SUBJECT = r"^(?:回复|模型|回答|咨询师|助手)?(?:应该|应当|需要|能够|能)?"
-LOCALE_RULES: dict[str, LocaleRules] = {
-    # en: "and"/"as well as" followed by a third-person verb (the second demand); "-ings" nouns are not verbs
-    "en": LocaleRules(
-        compound=r"\b(?:and|as well as|and then|and also)\s+(?!\w+ings\b)(?:also\s+)?[a-z]+(?<!ss)e?s\b",
-        vague=r"\b(?:appropriate(?:ly)?|adequate(?:ly)?|proper(?:ly)?|suitabl[ey]|reasonabl[ey]|good|well|nice(?:ly)?"
-              r"|sufficient(?:ly)?|as needed|if needed|somewhat|some|various|etc)\b",
-        inner=_EN_SUBJECT + r"(?:understands?|knows?|feels?|cares?|believes?|realizes?|realises?|appreciates?|"
-              r"empathi[sz]es?|thinks?|wants?|is aware|is empathetic|has empathy)\b",
-        ngram=3),
-    "zh": LocaleRules(
-        compound=r"(?<=\S\S)(?:以及|并且|而且|同时还|同时)(?=\S\S)",
-        vague=r"适当|恰当|合适|良好|较好|一定程度|合理|得体|相关的?|等等",
-        inner=_ZH_SUBJECT + r"(?:理解|明白|知道|感受到|关心|在乎|意识到|认识到|共情)",
-        ngram=2),
-}
+LOCALES_FILE = ("lint", "locales.yaml")  # the word tables, shipped with the entries (conf/lint/locales.yaml)
+
+
+@lru_cache(maxsize=1)
+def locale_rules() -> dict[str, LocaleRules]:
+    """Every locale's tables, read once from the shipped file (data, not code: a new language adds an entry)."""
+    from importlib.resources import files
+
+    import yaml
+
+    from rubric_engine.models.named import CONFIG_MODULE
+
+    text = files(CONFIG_MODULE).joinpath(*LOCALES_FILE).read_text(encoding="utf-8")
+    return {name: LocaleRules(str(t["compound"]), str(t["vague"]), str(t["inner"]), int(t["ngram"]))
+            for name, t in yaml.safe_load(text).items()}
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,8 @@ class Finding:
 
 def rules_for(locale: str) -> LocaleRules:
     """The table of `locale` ("zh-CN" -> zh), else English's."""
-    return LOCALE_RULES.get(locale.split("-")[0].split("_")[0].lower(), LOCALE_RULES["en"])
+    rules = locale_rules()
+    return rules.get(locale.split("-")[0].split("_")[0].lower(), rules["en"])
 
 
 def normalised(text: str) -> str:
