@@ -1,0 +1,144 @@
+"""`draft` -> `review criteria` -> `review merge` through the console script: drafts stay out of the data until
+experts keep them by the declared rule, agreement equals a hand computation, bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from conftest import MINI, REPO, run_cli
+from fakeserver import FakeServer, Reply
+from rubric_engine.spec.load import load_spec
+
+IDS = ["mq01aa", "mq02bb", "mq03cc"]
+GOOD = {"text": "The reply names the worry the user describes", "weight": 3, "group": "情绪感知",
+        "polarity": "positive", "reason": "naming the feeling shows it was heard"}
+DRAFTS = {  # question -> its drafting reply: well-formed, a duplicate and a compound criterion, malformed
+    "mq01aa": {"criteria": [GOOD, {**GOOD, "text": "The reply lectures the user", "polarity": "pitfall",
+                                   "group": "温暖", "weight": 2, "reason": "lecturing pushes the user away"}]},
+    "mq02bb": {"criteria": [{**GOOD, "text": "The reply asks what happened and suggests a first step"},
+                            {**GOOD, "text": "The reply asks what happened and suggests a first step"}]},
+    "mq03cc": "I think a good reply should be warm.",
+}
+
+
+def handler(body: dict[str, Any]) -> Reply:
+    prompt = body["messages"][0]["content"]
+    qid = next(q for q in IDS if f"({q})" in prompt)
+    got = DRAFTS[qid]
+    return Reply(text=got if isinstance(got, str) else json.dumps(got, ensure_ascii=False))
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "FAKE_KEY": "sk-test"}
+
+
+def draft_args(tmp: Path, *extra: str, srv: FakeServer | None = None) -> list[str]:
+    model = ["drafter=openai/fake-model", f"api_base={srv.url}", "api_key_env=FAKE_KEY"] if srv else ["drafter=mock"]
+    return ["draft", "benchmark=heartbench", f"data.path={MINI}", "ids=" + ",".join(IDS), "n=2",
+            f"out={tmp / 'drafts.jsonl'}", f"cache.dir={tmp / 'cache'}", f"benchmark_dirs={REPO / 'benchmarks'}",
+            *model, *extra]
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def test_mock_drafts_in_the_spec_format(tmp_path: Path) -> None:
+    res = run_cli(draft_args(tmp_path), env())
+    assert res.returncode == 0, res.stderr
+    drafted = rows(tmp_path / "drafts.jsonl")
+    assert {d["id"] for d in drafted} == set(IDS) and len(drafted) == 6
+    groups = set(load_spec("heartbench", [REPO / "benchmarks"]).label_to_ability())
+    for d in drafted:
+        assert d["group"] in groups and d["polarity"] in ("positive", "pitfall") and d["weight"] in (1, 2, 3)
+        assert d["text"].startswith("[mock]") and d["reason"]
+    assert rows(MINI)[0]["rubric"] == json.loads(MINI.read_text(encoding="utf-8").splitlines()[0])["rubric"]
+
+
+def test_fake_server_drafts_malformed_reasked_then_counted_and_cached(tmp_path: Path) -> None:
+    with FakeServer(handler) as srv:
+        res = run_cli(draft_args(tmp_path, srv=srv), env())
+        assert res.returncode == 1, res.stderr
+        asked = [next(q for q in IDS if f"({q})" in b["messages"][0]["content"]) for b in srv.requests]
+        assert sorted(asked) == ["mq01aa", "mq02bb", "mq03cc", "mq03cc"]  # the malformed one re-asked once
+        failed = [line for line in res.stdout.splitlines() if line.startswith("FAILED")]
+        assert failed == [failed[0]] and "mq03cc" in failed[0] and "not a JSON object" in failed[0]
+        drafted = rows(tmp_path / "drafts.jsonl")
+        assert [d["text"] for d in drafted] == [GOOD["text"], "The reply lectures the user"] + [
+            "The reply asks what happened and suggests a first step"] * 2  # duplicate and compound kept for lint
+        report = json.loads((tmp_path / "drafts.report.json").read_text(encoding="utf-8"))
+        assert (report["drafted"], report["failed"], report["criteria"]) == (2, 1, 4)
+        srv.reset()
+        again = run_cli(draft_args(tmp_path, srv=srv), env())
+        assert again.returncode == 1
+        assert len(srv.requests) == 2  # only the failed question is asked again; the rest comes from the cache
+
+
+def fill(path: Path, decisions: list[str], edits: dict[int, dict[str, str]] | None = None) -> None:
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    for i, (row, d) in enumerate(zip(table, decisions, strict=True)):
+        row["decision"] = d
+        row.update((edits or {}).get(i, {}))
+    with open(path, "w", encoding="utf-8-sig", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(table[0]))
+        w.writeheader()
+        w.writerows(table)
+
+
+def sheets(tmp_path: Path) -> tuple[Path, list[Path]]:
+    with FakeServer(handler) as srv:
+        assert run_cli(draft_args(tmp_path, srv=srv), env()).returncode == 1
+    out = tmp_path / "sheets"
+    res = run_cli(["review", "criteria", str(tmp_path / "drafts.jsonl"), "experts=a,b,c", f"out={out}"], env())
+    assert res.returncode == 0, res.stderr
+    html = (out / "criteria.html").read_text(encoding="utf-8")
+    assert "The reply lectures the user" in html and "@font-face" in html  # the CJK glyphs embedded
+    files = [out / f"criteria-{x}.csv" for x in "abc"]
+    # planted: c1 kept by all, c2 by two (both edit its text), c3 by one, c4 by none
+    fill(files[0], ["accept", "edit", "accept", "reject"], {0: {"weight": "1"}, 1: {"text": "Names the loss"}})
+    fill(files[1], ["accept", "edit", "reject", "reject"], {1: {"text": "Names the loss"}})
+    fill(files[2], ["accept", "reject", "reject", "reject"])
+    return out, files
+
+
+def test_merge_follows_the_rule_and_agreement_equals_the_hand_value(tmp_path: Path) -> None:
+    out, files = sheets(tmp_path)
+    for rule, kept in (("majority", ["mq01aa#1", "mq01aa#2"]), ("all", ["mq01aa#1"])):
+        into = tmp_path / f"data.{rule}.jsonl"
+        res = run_cli(["review", "merge", *map(str, files), f"rule={rule}", f"into={into}"], env())
+        assert res.returncode == 0, res.stderr
+        report = json.loads(into.with_suffix(".merge.json").read_text(encoding="utf-8"))
+        assert report["kept_keys"] == kept
+        # by hand: pairs agreeing 3 + 1 + 1 + 3 of 12; alpha (nominal) = 1 - (4/12) / (2*6*6/(12*11)) = 7/18
+        assert abs(report["agreement"]["percent_agreement"] - 8 / 12) < 1e-12
+        assert abs(report["agreement"]["krippendorff_alpha"] - 7 / 18) < 1e-9
+        assert "66.7% of expert pairs agree, Krippendorff's alpha 0.389" in res.stdout
+        data = rows(into)
+        original = rows(MINI)
+        assert [len(r["rubric"]) for r in data] == [len(r["rubric"]) + (len(kept) if r["question_id"] == "mq01aa" else 0)
+                                                    for r in original]
+        added = data[0]["rubric"][len(original[0]["rubric"]):]
+        assert added[0] == {"content": GOOD["text"], "score": 3, "dimension": "情绪感知"}  # 1 of 3 changed the weight
+        if rule == "majority":
+            assert added[1] == {"content": "Names the loss", "score": -2, "dimension": "温暖"}  # a pitfall: negative
+    assert rows(MINI) == original  # the original data never changes
+
+
+def test_sheet_of_another_drafts_version_is_refused(tmp_path: Path) -> None:
+    out, files = sheets(tmp_path)
+    drafts = tmp_path / "drafts.jsonl"  # a criterion reworded after the sheets went out: another version
+    drafts.write_text(drafts.read_text(encoding="utf-8").replace("lectures", "scolds"), encoding="utf-8")
+    into = tmp_path / "data.new.jsonl"
+    res = run_cli(["review", "merge", *map(str, files), "rule=majority", f"into={into}"], env())
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "another drafts file or version" in res.stderr and not into.exists()
+    existing = tmp_path / "exists.jsonl"
+    existing.write_text("{}\n")
+    (tmp_path / "drafts.jsonl").unlink()
+    res = run_cli(["review", "merge", *map(str, files), "rule=all", f"into={existing}"], env())
+    assert res.returncode == 2 and existing.read_text() == "{}\n"
