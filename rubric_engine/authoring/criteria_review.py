@@ -164,6 +164,7 @@ def merge_sheets(sheets: Sequence[Path], rule: str, into: Path | None = None) ->
     rows, meta = read_drafts(drafts)
     by_key = {r["key"]: r for r in rows}
     votes: dict[str, dict[str, dict[str, str]]] = {k: {} for k in by_key}
+    experts: set[str] = set()  # every sheet's expert counts, decided or not: a blank decision keeps nothing
     for path, table in read:
         for n, r in table:
             key, decision, expert = r["key"].strip(), r["decision"].strip().lower(), r["expert"].strip()
@@ -173,16 +174,16 @@ def merge_sheets(sheets: Sequence[Path], rule: str, into: Path | None = None) ->
                 raise DataError(str(path), f"decision {decision!r} must be accept, edit or reject", line=n)
             if not expert:
                 raise DataError(str(path), "the expert column is empty", line=n, fix="write your name")
+            experts.add(expert)
             if decision:
                 votes[key][expert] = r
-    experts = sorted({x for v in votes.values() for x in v})
     kept_votes = {k: {x: r["decision"].strip().lower() != "reject" for x, r in v.items()} for k, v in votes.items()}
     need = (lambda yes: yes * 2 > len(experts)) if rule == "majority" else (lambda yes: yes == len(experts))
     kept = [k for k in by_key if need(sum(kept_votes[k].values()))]
     merged = [_merged(by_key[k], [r for r in votes[k].values() if r["decision"].strip().lower() != "reject"])
               for k in kept]
     target = _write_data(meta, merged, into)
-    report = {"rule": rule, "experts": experts, "drafted": len(by_key), "kept": len(kept),
+    report = {"rule": rule, "experts": sorted(experts), "drafted": len(by_key), "kept": len(kept),
               "kept_keys": kept, "agreement": agreement({k: v for k, v in kept_votes.items() if v}),
               "into": str(target), "sheet_id": sheet["sheet_id"]}
     write_json(target.with_suffix(".merge.json"), report)

@@ -223,9 +223,20 @@ def read_drafts(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return rows, meta
 
 
+def _data_file(spec: "BenchmarkSpec", opts: DraftOptions, model_id: str) -> Path:
+    """data.path= given, else a keyless try-out's packaged sample (drafter=mock: its drafts mean nothing, like
+    every mock's output, and it never downloads), else the spec's data as localize reads it."""
+    from rubric_engine.authoring.localize import _source_file
+    from rubric_engine.models.mock import is_mock
+
+    if opts.data_path is None and spec.data.sample is not None and is_mock(model_id):
+        _log(f"draft: drafter=mock reads {spec.name}'s packaged sample, not its data (pass data.path= for a file)")
+        return spec.declared_file("data.sample.path", spec.data.sample.path).resolve()
+    return Path(_source_file(spec, opts))  # type: ignore[arg-type]  # reads data_path / data_cache_dir only
+
+
 def draft(opts: DraftOptions) -> dict[str, Any]:
     """Draft criteria for the selected questions; write the drafts JSONL and its report; return the report."""
-    from rubric_engine.authoring.localize import _source_file
     from rubric_engine.dataset.load import load_dataset, select
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.client import ModelClient
@@ -235,17 +246,17 @@ def draft(opts: DraftOptions) -> dict[str, Any]:
     from rubric_engine.spec.load import load_spec
 
     spec = load_spec(opts.benchmark, benchmark_search_path(opts.benchmark_dirs))
-    local = _source_file(spec, opts)  # type: ignore[arg-type]  # reads data_path / data_cache_dir only
-    ds = load_dataset(spec, local, opts.data_cache_dir)
-    questions = select(ds.questions, limit=opts.limit, ids=opts.ids)
-    if not questions:
-        raise ConfigError("draft: the selection holds no question; check limit= / ids=")
     entry: dict[str, Any] = {"entry": opts.drafter}
     if opts.api_base:
         entry.update(api_base=opts.api_base, api_key_env=opts.api_key_env)
     model = model_entry(entry, "judge")
     assert model is not None
-    check_keys(model)
+    check_keys(model)  # before anything is read or asked: one line naming the variable
+    local = _data_file(spec, opts, model.model)
+    ds = load_dataset(spec, local, opts.data_cache_dir)
+    questions = select(ds.questions, limit=opts.limit, ids=opts.ids)
+    if not questions:
+        raise ConfigError("draft: the selection holds no question; check limit= / ids=")
     groups, source, refs = _groups(spec), _template_source(spec), _read_references(opts.references)
     names = frozenset(g["group"] for g in groups)
     cache = ResultCache(opts.cache_dir or default_cache_dir())

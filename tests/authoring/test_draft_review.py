@@ -4,15 +4,19 @@ experts keep them by the declared rule, agreement equals a hand computation, bad
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
-from conftest import MINI, REPO, run_cli
+from conftest import EXE, MINI, REPO, run_cli, sigkill
 from fakeserver import FakeServer, Reply
 from rubric_engine.spec.load import load_spec
 
+MINI_SHA = hashlib.sha256(MINI.read_bytes()).hexdigest()
 IDS = ["mq01aa", "mq02bb", "mq03cc"]
 GOOD = {"text": "The reply names the worry the user describes", "weight": 3, "group": "情绪感知",
         "polarity": "positive", "reason": "naming the feeling shows it was heard"}
@@ -56,7 +60,8 @@ def test_mock_drafts_in_the_spec_format(tmp_path: Path) -> None:
     for d in drafted:
         assert d["group"] in groups and d["polarity"] in ("positive", "pitfall") and d["weight"] in (1, 2, 3)
         assert d["text"].startswith("[mock]") and d["reason"]
-    assert rows(MINI)[0]["rubric"] == json.loads(MINI.read_text(encoding="utf-8").splitlines()[0])["rubric"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "drafts.jsonl", "drafts.report.json"]
+    assert hashlib.sha256(MINI.read_bytes()).hexdigest() == MINI_SHA  # drafts never go into the data
 
 
 def test_fake_server_drafts_malformed_reasked_then_counted_and_cached(tmp_path: Path) -> None:
@@ -142,3 +147,52 @@ def test_sheet_of_another_drafts_version_is_refused(tmp_path: Path) -> None:
     (tmp_path / "drafts.jsonl").unlink()
     res = run_cli(["review", "merge", *map(str, files), "rule=all", f"into={existing}"], env())
     assert res.returncode == 2 and existing.read_text() == "{}\n"
+
+
+def test_mock_tryout_reads_the_packaged_sample(tmp_path: Path) -> None:
+    """No data.path and a download spec: drafter=mock drafts the spec's sample, keyless and offline."""
+    res = run_cli(["draft", "benchmark=heartbench_en", "drafter=mock", "limit=2", f"out={tmp_path / 'd.jsonl'}",
+                   f"cache.dir={tmp_path / 'cache'}"], env())
+    assert res.returncode == 0, res.stderr
+    assert "packaged sample" in res.stderr and len({d["id"] for d in rows(tmp_path / "d.jsonl")}) == 2
+
+
+def test_killed_draft_resumes_paying_nothing_twice(tmp_path: Path) -> None:
+    """SIGKILL while one question hangs: the rerun asks only that one; the answered ones come from the cache."""
+    def first_run(body: dict[str, Any]) -> Reply:
+        return Reply(text="", delay=60) if "(mq02bb)" in body["messages"][0]["content"] else handler(body)
+
+    log = tmp_path / "first.log"
+    with FakeServer(first_run) as srv, open(log, "w", encoding="utf-8") as err:
+        proc = subprocess.Popen([EXE, *draft_args(tmp_path, srv=srv)], env=env(), stdout=subprocess.DEVNULL,
+                                stderr=err)
+        deadline = time.monotonic() + 120  # each line is printed once its question is settled (cached or failed)
+        while not ("mq01aa 2 criteria" in log.read_text(encoding="utf-8")
+                   and "mq03cc FAILED" in log.read_text(encoding="utf-8")) and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text(encoding="utf-8")
+            time.sleep(0.05)
+        sigkill(proc)
+        assert not (tmp_path / "drafts.jsonl").exists()  # nothing is written before the end
+        srv.handler = handler
+        srv.reset()
+        res = run_cli(draft_args(tmp_path, srv=srv), env())
+        assert res.returncode == 1, res.stderr  # mq03cc's reply is still malformed: asked again, still counted
+        asked = sorted(next(q for q in IDS if f"({q})" in b["messages"][0]["content"]) for b in srv.requests)
+        assert asked == ["mq02bb", "mq03cc", "mq03cc"]
+    assert len(rows(tmp_path / "drafts.jsonl")) == 4
+
+
+def test_bad_decision_or_into_is_one_line_and_nothing_written(tmp_path: Path) -> None:
+    out, files = sheets(tmp_path)
+    into = tmp_path / "new.jsonl"
+    fill(files[2], ["accept", "maybe", "reject", "reject"])
+    res = run_cli(["review", "merge", *map(str, files), "rule=all", f"into={into}"], env())
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "'maybe'" in res.stderr
+    assert not into.exists()
+    fill(files[2], ["accept", "", "", ""])  # undecided: keeps nothing under either rule
+    res = run_cli(["review", "merge", *map(str, files), "rule=majority", f"into={MINI}"], env())
+    assert res.returncode == 2 and hashlib.sha256(MINI.read_bytes()).hexdigest() == MINI_SHA  # never the original
+    res = run_cli(["review", "merge", *map(str, files), "rule=majority", f"into={into}"], env())
+    assert res.returncode == 0, res.stderr
+    report = json.loads(into.with_suffix(".merge.json").read_text(encoding="utf-8"))
+    assert report["kept_keys"] == ["mq01aa#1", "mq01aa#2"] and report["experts"] == ["a", "b", "c"]
