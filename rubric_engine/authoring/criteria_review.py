@@ -1,11 +1,11 @@
 """`rubric-engine review criteria` and `review merge`: experts accept, edit or reject drafted criteria.
 
 Why: a drafted criterion (authoring/draft.py) reaches a benchmark's data only here. `review criteria` writes one
-sheet per expert (CSV, UTF-8 with BOM, and a readable HTML page with the dialogue and every draft, its CJK glyphs
-embedded by the caller's font face as the other review sheets do), all carrying a sheet id fixed by the drafts
-file's bytes. `review merge` reads several experts' sheets, refuses a sheet of another drafts file or version
-(nothing written), keeps a criterion by the declared rule (majority: more than half of the experts accept or
-edit it; all: every expert does), reports how far the experts agreed (percent agreement over expert pairs and
+CSV sheet per expert (UTF-8 with BOM) and a page experts can work in offline instead (authoring/criteria_page.py,
+which saves the same CSV), all carrying a sheet id fixed by the drafts file's bytes. `review merge` reads several
+experts' sheets, refuses a sheet of another drafts file or version (nothing written), keeps a criterion by the
+declared rule (majority: more than half of the experts accept or edit it; all: every expert does; an expert who
+left it undecided does not keep it), reports how far the experts agreed (percent agreement over expert pairs and
 Krippendorff's alpha, nominal, over keep/reject) and writes the kept criteria, as edited, into a NEW data file
 beside the original, never over it.
 """
@@ -17,11 +17,11 @@ import io
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from html import escape
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from rubric_engine.authoring.criteria_page import render_criteria_page
 from rubric_engine.authoring.draft import POLARITIES, drafts_sha, read_drafts
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.store.layout import write_json, write_text
@@ -49,30 +49,6 @@ def _csv(sid: str, rows: Sequence[dict[str, Any]], expert: str) -> str:
     return buf.getvalue()
 
 
-def _html(sid: str, benchmark: str, rows: Sequence[dict[str, Any]], dialogues: dict[str, list[tuple[str, str]]],
-          font_face: FontFace | None) -> str:
-    """A readable sheet: every text escaped here, no script; decisions are written in the CSV."""
-    e, parts = escape, [f"<h1>Drafted criteria &middot; {escape(benchmark)} &middot; sheet {escape(sid)}</h1>",
-                        "<p>For each criterion write in your CSV's <code>decision</code> column accept, edit (and "
-                        "change text, weight, group or polarity in place) or reject.</p>"]
-    by_q: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_q.setdefault(r["id"], []).append(r)
-    for qid, crits in by_q.items():
-        parts.append(f"<section><h2>{e(qid)}</h2>")
-        parts += [f'<p class="turn"><b>{e(who)}</b> {e(text)}</p>' for who, text in dialogues.get(qid, [])]
-        parts.append("<ol>" + "".join(
-            f'<li><p>{e(c["text"])}</p><p class="m">{e(c["key"])} &middot; weight {c["weight"]} &middot; '
-            f'{e(str(c["group"] or ""))} &middot; {e(c["polarity"])} &middot; {e(c["reason"])}</p></li>'
-            for c in crits) + "</ol></section>")
-    body = "\n".join(parts)
-    font, note = font_face(body) if font_face is not None else ("", "")
-    css = ("body{font-family:system-ui,\"rubric-engine CJK\",\"Noto Sans CJK SC\",sans-serif;max-width:60em;margin:auto}"
-           ".turn{white-space:pre-wrap;background:#eef1f6;padding:.3em}.m{color:#555;font-size:.9em}")
-    return (f'<!doctype html><html><head><meta charset="utf-8"><title>Criteria sheet {e(sid)}</title>{font}'
-            f"<style>{css}</style></head><body>{'<p>' + e(note) + '</p>' if note else ''}{body}</body></html>\n")
-
-
 def export_criteria_sheets(drafts: Path, experts: Sequence[str], out: Path,
                            font_face: FontFace | None = None) -> dict[str, Any]:
     """One CSV per expert (criteria-EXPERT.csv), criteria.html and sheet.json in `out`; refuses to replace a sheet."""
@@ -95,7 +71,7 @@ def export_criteria_sheets(drafts: Path, experts: Sequence[str], out: Path,
         path = out / f"criteria-{expert}.csv"
         write_text(path, _csv(sid, rows, expert), bom=True)
         files.append(str(path))
-    write_text(out / "criteria.html", _html(sid, meta["benchmark"], rows, dialogues, font_face))
+    write_text(out / "criteria.html", render_criteria_page(sid, meta["benchmark"], rows, dialogues, font_face))
     sheet = {"sheet_id": sid, "drafts": str(drafts.resolve()), "drafts_sha256": drafts_sha(drafts),
              "experts": list(experts), "criteria": len(rows), "sheets": files}
     write_json(out / "sheet.json", sheet)
@@ -144,16 +120,17 @@ def _chosen(votes: Sequence[dict[str, str]], draft: dict[str, Any], name: str) -
     return original if original in tied else next(v[name].strip() for v in votes if v[name].strip() in tied)
 
 
-def merge_sheets(sheets: Sequence[Path], rule: str, into: Path | None = None) -> dict[str, Any]:
+def merge_sheets(sheets: Sequence[Path], rule: str, into: Path | None = None,
+                 sheet_dir: Path | None = None) -> dict[str, Any]:
     """Merge experts' sheets by `rule`; write kept criteria into a new data file; return the merge report."""
     if rule not in RULES:
         raise ConfigError(f"review merge: rule={rule!r}; use rule=majority or rule=all")
     read = [(p, _read_sheet(p)) for p in sheets]
     ids = {r["sheet_id"].strip() for _, rows in read for _, r in rows}
-    meta_file = sheets[0].parent / "sheet.json"
+    meta_file = sheet_dir / "sheet.json" if sheet_dir else sheets[0].parent / "sheet.json"
     if not meta_file.is_file():
-        raise DataError(str(meta_file), "no sheet.json beside the sheet", fix="merge the CSVs in the directory "
-                        "`review criteria` wrote")
+        raise DataError(str(meta_file), "no sheet.json here", fix="pass sheet=DIR, the directory `review criteria` "
+                        "wrote (sheets saved from criteria.html land elsewhere)")
     sheet = json.loads(meta_file.read_text(encoding="utf-8"))
     drafts = Path(sheet["drafts"])
     current = _sheet_id(drafts) if drafts.is_file() else None

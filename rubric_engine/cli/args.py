@@ -240,7 +240,8 @@ COMMANDS: dict[str, Command] = {
                         "a new data file.",
         [("SHEET...", "the experts' filled criteria-EXPERT.csv files")],
         {"rule": "majority (more than half keep) or all (every expert keeps)",
-         "into": "the new data file (default: DATA.reviewed.jsonl beside the original; never the original)"},
+         "into": "the new data file (default: DATA.reviewed.jsonl beside the original; never the original)",
+         "sheet": "the directory `review criteria` wrote (default: the first SHEET's directory)"},
         required_positionals=1, examples=["rubric-engine review merge sheets/criteria-ana.csv sheets/criteria-ben.csv "
                                           "rule=majority into=data.v2.jsonl"]),
     "agree": Command(

@@ -359,7 +359,8 @@ def criteria_review_main(action: str, args: Sequence[str]) -> int:
     if not p.get("rule"):
         raise ConfigError("review merge: missing rule=; use rule=majority or rule=all")
     rep = merge_sheets([Path(x).expanduser() for x in p.positionals], str(p.get("rule")),
-                       Path(str(p.get("into"))).expanduser() if p.get("into") else None)
+                       Path(str(p.get("into"))).expanduser() if p.get("into") else None,
+                       Path(str(p.get("sheet"))).expanduser() if p.get("sheet") else None)
     a = rep["agreement"]
     pct = "n/a" if a["percent_agreement"] is None else f"{a['percent_agreement']:.1%}"
     alpha = "n/a" if a["krippendorff_alpha"] is None else f"{a['krippendorff_alpha']:.3f}"
