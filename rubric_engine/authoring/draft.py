@@ -223,13 +223,12 @@ def read_drafts(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return rows, meta
 
 
-def _data_file(spec: "BenchmarkSpec", opts: DraftOptions, model_id: str) -> Path:
+def _data_file(spec: "BenchmarkSpec", opts: DraftOptions, offline: bool) -> Path:
     """data.path= given, else a keyless try-out's packaged sample (drafter=mock: its drafts mean nothing, like
     every mock's output, and it never downloads), else the spec's data as localize reads it."""
     from rubric_engine.authoring.localize import _source_file
-    from rubric_engine.models.mock import is_mock
 
-    if opts.data_path is None and spec.data.sample is not None and is_mock(model_id):
+    if opts.data_path is None and spec.data.sample is not None and offline:
         _log(f"draft: drafter=mock reads {spec.name}'s packaged sample, not its data (pass data.path= for a file)")
         return spec.declared_file("data.sample.path", spec.data.sample.path).resolve()
     return Path(_source_file(spec, opts))  # type: ignore[arg-type]  # reads data_path / data_cache_dir only
@@ -252,7 +251,7 @@ def draft(opts: DraftOptions) -> dict[str, Any]:
     model = model_entry(entry, "judge")
     assert model is not None
     check_keys(model)  # before anything is read or asked: one line naming the variable
-    local = _data_file(spec, opts, model.model)
+    local = _data_file(spec, opts, model.offline)
     ds = load_dataset(spec, local, opts.data_cache_dir)
     questions = select(ds.questions, limit=opts.limit, ids=opts.ids)
     if not questions:
