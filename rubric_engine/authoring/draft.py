@@ -155,10 +155,11 @@ def _render(source: str, where: str, variables: dict[str, Any]) -> str:
     try:
         with time_limit():
             return _ENV.from_string(source).render(**variables)
-    except (jinja2.TemplateError, SecurityError, RenderTimeout) as exc:
-        raise SpecError(where, TEMPLATE_FILE, f"the drafting template cannot be rendered: "
-                        f"{getattr(exc, 'message', None) or type(exc).__name__}",
-                        fix="fix the template (its variables: see docs/authoring.md, Drafting criteria)") from None
+    except (jinja2.TemplateError, RenderTimeout) as exc:
+        why = ("the sandbox forbids it: " if isinstance(exc, SecurityError) else "") + (
+            getattr(exc, "message", None) or type(exc).__name__)
+        raise SpecError(where, TEMPLATE_FILE, f"the drafting template cannot be rendered ({why.rstrip('.')})",
+                        fix="fix the template (its variables: docs/authoring.md, section 12)") from None
 
 
 def _read_references(path: Path | None) -> dict[str, dict[str, Any]]:
@@ -258,6 +259,7 @@ def draft(opts: DraftOptions) -> dict[str, Any]:
         raise ConfigError("draft: the selection holds no question; check limit= / ids=")
     groups, source, refs = _groups(spec), _template_source(spec), _read_references(opts.references)
     names = frozenset(g["group"] for g in groups)
+    requests = {q.id: _request(spec, q, opts, source, refs, groups) for q in questions}  # a bad template stops here
     cache = ResultCache(opts.cache_dir or default_cache_dir())
     _log(f"draft: {len(questions)} question(s) of {spec.name} with {model.model}, prompt {source[1]}; completed "
          "calls are cached, so an interrupted run resumes where it stopped")
@@ -266,7 +268,7 @@ def draft(opts: DraftOptions) -> dict[str, Any]:
         client = ModelClient(model, cache=cache, concurrency=opts.concurrency, role="drafter")
 
         async def one(q: "Question") -> tuple[str, list[dict[str, Any]] | None, str | None]:
-            got = await ask_structured(client, _request(spec, q, opts, source, refs, groups),
+            got = await ask_structured(client, requests[q.id],
                                        lambda text: check_drafts(text, opts.n, names, opts.weights),
                                        reask=lambda problem: _reask(problem, opts.n), max_reasks=opts.max_reasks,
                                        what="draft", role="drafter")

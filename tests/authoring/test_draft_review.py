@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import shutil
+
 from conftest import EXE, MINI, REPO, run_cli, sigkill
 from fakeserver import FakeServer, Reply
 from rubric_engine.spec.load import load_spec
@@ -132,6 +134,14 @@ def test_merge_follows_the_rule_and_agreement_equals_the_hand_value(tmp_path: Pa
         if rule == "majority":
             assert added[1] == {"content": "Names the loss", "score": -2, "dimension": "温暖"}  # a pitfall: negative
     assert rows(MINI) == original  # the original data never changes
+    # two experts: c3 has one keep of two, a tie, which is no majority; `all` keeps what both keep
+    for rule in ("majority", "all"):
+        into = tmp_path / f"two.{rule}.jsonl"
+        res = run_cli(["review", "merge", *map(str, files[:2]), f"rule={rule}", f"into={into}"], env())
+        assert res.returncode == 0, res.stderr
+        report = json.loads(into.with_suffix(".merge.json").read_text(encoding="utf-8"))
+        assert report["kept_keys"] == ["mq01aa#1", "mq01aa#2"], rule
+        assert report["agreement"]["percent_agreement"] == 3 / 4  # c3 is the one pair disagreeing
 
 
 def test_sheet_of_another_drafts_version_is_refused(tmp_path: Path) -> None:
@@ -196,3 +206,20 @@ def test_bad_decision_or_into_is_one_line_and_nothing_written(tmp_path: Path) ->
     assert res.returncode == 0, res.stderr
     report = json.loads(into.with_suffix(".merge.json").read_text(encoding="utf-8"))
     assert report["kept_keys"] == ["mq01aa#1", "mq01aa#2"] and report["experts"] == ["a", "b", "c"]
+
+
+def test_the_spec_draft_template_is_used_and_sandboxed(tmp_path: Path) -> None:
+    spec = tmp_path / "hb"
+    shutil.copytree(REPO / "benchmarks" / "heartbench", spec)
+    (spec / "draft.j2").write_text("Our own drafting prompt for ({{ question_id }}), {{ n }} items, groups "
+                                   "{{ groups | map(attribute='group') | join('/') }}\n", encoding="utf-8")
+    args = [a if not a.startswith("benchmark=") else f"benchmark={spec}" for a in draft_args(tmp_path)]
+    with FakeServer(handler) as srv:
+        res = run_cli([*args[:-1], "drafter=openai/fake-model", f"api_base={srv.url}", "api_key_env=FAKE_KEY"], env())
+        assert res.returncode == 1, res.stderr
+        prompts = [b["messages"][0]["content"] for b in srv.requests]
+    assert all(p.startswith("Our own drafting prompt for (mq") and "情绪感知/" in p for p in prompts)
+    (spec / "draft.j2").write_text("{{ ''.__class__.__mro__[1].__subclasses__() }}\n", encoding="utf-8")
+    res = run_cli([*args, "out=" + str(tmp_path / "other.jsonl")], env())
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "draft.j2" in res.stderr and "sandbox" in res.stderr and not (tmp_path / "other.jsonl").exists()
