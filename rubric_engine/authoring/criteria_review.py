@@ -181,12 +181,16 @@ def _merged(draft: dict[str, Any], votes: Sequence[dict[str, str]]) -> dict[str,
 
 def _write_data(meta: dict[str, Any], merged: Sequence[dict[str, Any]], into: Path | None) -> Path:
     """The original data file's rows with the kept criteria appended to their question's rubric, as a new file."""
+    from rubric_engine.dataset.load import sha256_file
     from rubric_engine.spec.load import load_spec
 
     source = Path(meta["data"])
     target = into or source.with_name(f"{source.stem}.reviewed{source.suffix}")
     if target.resolve() == source.resolve() or target.exists():
         raise ConfigError(f"review merge: {target} exists (or is the original data); choose a new into=FILE")
+    if sha256_file(source) != meta["data_sha256"]:
+        raise DataError(str(source), "the data changed since the criteria were drafted from it",
+                        fix="draft again from this data (`rubric-engine draft`) and review those drafts")
     f = load_spec(Path(meta["spec_dir"])).data.fields
     raw = [json.loads(x) for x in source.read_text(encoding="utf-8-sig").splitlines() if x.strip()]
     for row in raw:

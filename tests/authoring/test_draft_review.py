@@ -223,3 +223,32 @@ def test_the_spec_draft_template_is_used_and_sandboxed(tmp_path: Path) -> None:
     res = run_cli([*args, "out=" + str(tmp_path / "other.jsonl")], env())
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert "draft.j2" in res.stderr and "sandbox" in res.stderr and not (tmp_path / "other.jsonl").exists()
+
+
+def test_merge_refuses_data_changed_since_drafting(tmp_path: Path) -> None:
+    data = tmp_path / "mine.jsonl"
+    shutil.copy(MINI, data)
+    args = [a if not a.startswith("data.path=") else f"data.path={data}" for a in draft_args(tmp_path)]
+    assert run_cli(args, env()).returncode == 0
+    out = tmp_path / "sheets"
+    assert run_cli(["review", "criteria", str(tmp_path / "drafts.jsonl"), "experts=a", f"out={out}"], env()).returncode == 0
+    fill(out / "criteria-a.csv", ["accept"] * 6)
+    data.write_text(data.read_text(encoding="utf-8").replace("mq01aa", "mq01zz"), encoding="utf-8")
+    res = run_cli(["review", "merge", str(out / "criteria-a.csv"), "rule=all"], env())
+    assert res.returncode == 2 and "changed since the criteria were drafted" in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "drafts.jsonl", "drafts.report.json", "mine.jsonl",
+                                                          "sheets"]
+
+
+def test_a_reply_outside_the_taxonomy_is_reasked_naming_the_problem(tmp_path: Path) -> None:
+    def once_wrong(body: dict[str, Any]) -> Reply:
+        if len(body["messages"]) == 1:
+            return Reply(text=json.dumps({"criteria": [{**GOOD, "group": "Empathy"}]}))
+        return Reply(text=json.dumps({"criteria": [GOOD]}, ensure_ascii=False))
+
+    with FakeServer(once_wrong) as srv:
+        res = run_cli([*draft_args(tmp_path, srv=srv)[:-3], "ids=mq01aa", "drafter=openai/fake-model",
+                       f"api_base={srv.url}", "api_key_env=FAKE_KEY"], env())
+        assert res.returncode == 0, res.stderr
+        assert len(srv.requests) == 2 and "group 'Empathy' is not a group of the taxonomy" in srv.requests[1]["messages"][-1]["content"]
+    assert [d["text"] for d in rows(tmp_path / "drafts.jsonl")] == [GOOD["text"]]
