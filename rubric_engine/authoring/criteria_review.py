@@ -141,7 +141,7 @@ def merge_sheets(sheets: Sequence[Path], rule: str, into: Path | None = None,
     rows, meta = read_drafts(drafts)
     by_key = {r["key"]: r for r in rows}
     votes: dict[str, dict[str, dict[str, str]]] = {k: {} for k in by_key}
-    experts: set[str] = set()  # every sheet's expert counts, decided or not: a blank decision keeps nothing
+    experts: dict[str, Path] = {}  # every sheet's expert counts, decided or not: a blank decision keeps nothing
     for path, table in read:
         for n, r in table:
             key, decision, expert = r["key"].strip(), r["decision"].strip().lower(), r["expert"].strip()
@@ -151,7 +151,9 @@ def merge_sheets(sheets: Sequence[Path], rule: str, into: Path | None = None,
                 raise DataError(str(path), f"decision {decision!r} must be accept, edit or reject", line=n)
             if not expert:
                 raise DataError(str(path), "the expert column is empty", line=n, fix="write your name")
-            experts.add(expert)
+            if experts.setdefault(expert, path) != path:
+                raise DataError(str(path), f"expert {expert!r} also filled {experts[expert]}", line=n,
+                                fix="give each expert's sheet once (one vote per expert)")
             if decision:
                 votes[key][expert] = r
     kept_votes = {k: {x: r["decision"].strip().lower() != "reject" for x, r in v.items()} for k, v in votes.items()}

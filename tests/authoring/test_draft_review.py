@@ -199,6 +199,9 @@ def test_bad_decision_or_into_is_one_line_and_nothing_written(tmp_path: Path) ->
     res = run_cli(["review", "merge", *map(str, files), "rule=all", f"into={into}"], env())
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "'maybe'" in res.stderr
     assert not into.exists()
+    again = shutil.copy(files[0], out / "criteria-a-again.csv")
+    res = run_cli(["review", "merge", str(files[0]), str(files[1]), str(again), "rule=all", f"into={into}"], env())
+    assert res.returncode == 2 and "also filled" in res.stderr and not into.exists()  # one vote per expert
     fill(files[2], ["accept", "", "", ""])  # undecided: keeps nothing under either rule
     res = run_cli(["review", "merge", *map(str, files), "rule=majority", f"into={MINI}"], env())
     assert res.returncode == 2 and hashlib.sha256(MINI.read_bytes()).hexdigest() == MINI_SHA  # never the original
