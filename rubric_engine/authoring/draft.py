@@ -31,7 +31,7 @@ from rubric_engine.store.layout import write_json, write_text
 
 if TYPE_CHECKING:
     from rubric_engine.datatypes import Question
-    from rubric_engine.models.client import ModelClient
+    from rubric_engine.models.client import CallStats, ModelClient
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["DraftOptions", "DraftError", "check_drafts", "draft", "drafts_sha", "read_drafts", "TEMPLATE_FILE",
@@ -237,6 +237,7 @@ def _data_file(spec: "BenchmarkSpec", opts: DraftOptions, offline: bool) -> Path
 
 def draft(opts: DraftOptions) -> dict[str, Any]:
     """Draft criteria for the selected questions; write the drafts JSONL and its report; return the report."""
+    from rubric_engine.authoring.localize import calls_summary
     from rubric_engine.dataset.load import load_dataset, select
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.client import ModelClient
@@ -264,7 +265,9 @@ def draft(opts: DraftOptions) -> dict[str, Any]:
     _log(f"draft: {len(questions)} question(s) of {spec.name} with {model.model}, prompt {source[1]}; completed "
          "calls are cached, so an interrupted run resumes where it stopped")
 
-    async def run() -> list[tuple[str, list[dict[str, Any]] | None, str | None]]:
+    Result = list[tuple[str, list[dict[str, Any]] | None, str | None]]
+
+    async def run() -> tuple[Result, "CallStats"]:
         client = ModelClient(model, cache=cache, concurrency=opts.concurrency, role="drafter")
 
         async def one(q: "Question") -> tuple[str, list[dict[str, Any]] | None, str | None]:
@@ -276,12 +279,12 @@ def draft(opts: DraftOptions) -> dict[str, Any]:
             return q.id, got.value, got.error
 
         try:
-            return list(await asyncio.gather(*(one(q) for q in questions)))
+            return list(await asyncio.gather(*(one(q) for q in questions))), client.stats
         finally:
             await client.aclose()
 
     try:
-        results = asyncio.run(run())
+        results, stats = asyncio.run(run())
     finally:
         cache.close()
     rows = [{"key": f"{qid}#{i}", "id": qid, "n": i, **c, "drafter": model.model}
@@ -292,6 +295,7 @@ def draft(opts: DraftOptions) -> dict[str, Any]:
     report = {"benchmark": spec.name, "spec_dir": str(spec.dir.resolve()), "data": str(Path(local).resolve()),
               "data_sha256": ds.sha256, "drafter": model.model, "template": source[1], "questions": len(results),
               "drafted": len(results) - len(failures), "failed": len(failures), "failures": failures,
-              "criteria": len(rows), "drafts": str(opts.out.resolve()), "drafts_sha256": drafts_sha(opts.out)}
+              "criteria": len(rows), "drafts": str(opts.out.resolve()), "drafts_sha256": drafts_sha(opts.out),
+              "calls": calls_summary(stats)}
     write_json(opts.out.with_suffix(".report.json"), report)
     return report

@@ -79,6 +79,7 @@ def test_fake_server_drafts_malformed_reasked_then_counted_and_cached(tmp_path: 
             "The reply asks what happened and suggests a first step"] * 2  # duplicate and compound kept for lint
         report = json.loads((tmp_path / "drafts.report.json").read_text(encoding="utf-8"))
         assert (report["drafted"], report["failed"], report["criteria"]) == (2, 1, 4)
+        assert (report["calls"]["requests"], report["calls"]["cost"]) == (4, None)  # no price known: unknown, not $0
         srv.reset()
         again = run_cli(draft_args(tmp_path, srv=srv), env())
         assert again.returncode == 1
