@@ -75,13 +75,13 @@ def review_main(args: Sequence[str]) -> int:
     from rubric_engine.report.fonts import font_face_head
     from rubric_engine.validity.review import USAGE, export_review
 
+    if args and args[0] in ("criteria", "merge"):  # the expert review of drafted criteria: its own --help too
+        return criteria_review_main(args[0], args[1:])
     if any(a in ("-h", "--help") for a in args):
         raise HelpRequested(COMMANDS["review"].help())  # one help style for every subcommand (cli/args.py)
     if not args or args[0] == "help":
         print(USAGE)
         return 0
-    if args[0] in ("criteria", "merge"):
-        return criteria_review_main(args[0], args[1:])
     if args[0] != "export":
         raise ConfigError(f"review: unknown action {args[0]!r}; use `rubric-engine review export RUN_DIR ...` (or "
                           "review criteria DRAFTS / review merge SHEET...)")

@@ -256,3 +256,18 @@ def test_a_reply_outside_the_taxonomy_is_reasked_naming_the_problem(tmp_path: Pa
         assert res.returncode == 0, res.stderr
         assert len(srv.requests) == 2 and "group 'Empathy' is not a group of the taxonomy" in srv.requests[1]["messages"][-1]["content"]
     assert [d["text"] for d in rows(tmp_path / "drafts.jsonl")] == [GOOD["text"]]
+
+
+def test_references_and_preference_pairs_reach_the_default_prompt(tmp_path: Path) -> None:
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text(json.dumps({"id": "mq01aa", "reference": "EXPERT REPLY"}) + "\n"
+                    + json.dumps({"id": "mq01aa", "chosen": "BETTER REPLY", "rejected": "WORSE REPLY"}) + "\n",
+                    encoding="utf-8")
+    with FakeServer(handler) as srv:
+        res = run_cli([*draft_args(tmp_path, srv=srv), "ids=mq01aa", f"references={refs}"], env())
+        assert res.returncode == 0, res.stderr
+        prompt = srv.requests[0]["messages"][0]["content"]
+    assert all(x in prompt for x in ("EXPERT REPLY", "A better reply:\nBETTER REPLY", "A worse reply:\nWORSE REPLY"))
+    refs.write_text('{"reference": "no id"}\n', encoding="utf-8")
+    res = run_cli([*draft_args(tmp_path), f"references={refs}"], env())
+    assert res.returncode == 2 and "a row needs an id" in res.stderr and len(res.stderr.strip().splitlines()) == 1
