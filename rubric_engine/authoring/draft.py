@@ -159,7 +159,7 @@ def _render(source: str, where: str, variables: dict[str, Any]) -> str:
         why = ("the sandbox forbids it: " if isinstance(exc, SecurityError) else "") + (
             getattr(exc, "message", None) or type(exc).__name__)
         raise SpecError(where, TEMPLATE_FILE, f"the drafting template cannot be rendered ({why.rstrip('.')})",
-                        fix="fix the template (its variables: docs/authoring.md, section 12)") from None
+                        fix="fix the template (its variables: docs/authoring.md, Draft)") from None
 
 
 def _read_references(path: Path | None) -> dict[str, dict[str, Any]]:
