@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rubric_engine.spec.schema import BenchmarkSpec
 
 __all__ = ["LocalizeOptions", "TranslationError", "translation_messages", "check_translation", "localize",
-           "apply_review", "REVIEW_COLUMNS", "REPORT_FILE", "REVIEW_FILE"]
+           "apply_review", "calls_summary", "REVIEW_COLUMNS", "REPORT_FILE", "REVIEW_FILE"]
 
 REPORT_FILE = "localize_report.json"
 REVIEW_FILE = "review.csv"
@@ -204,6 +204,13 @@ def _review_rows(spec: "BenchmarkSpec", src: dict[str, Any], new: dict[str, Any]
                   for i, (a, b) in enumerate(zip(src[f.rubric], new[f.rubric]), 1)]
 
 
+def calls_summary(stats: "CallStats") -> dict[str, Any]:
+    """The calls a command made, for its report: the cost is unknown (null) as soon as one call's price is
+    unknown, never a partial sum."""
+    return {**{k: v for k, v in stats.as_dict().items() if k != "cost_unknown_calls"},
+            "cost": None if stats.cost_unknown_calls else stats.cost}
+
+
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -285,9 +292,7 @@ def _write_outputs(spec: "BenchmarkSpec", opts: LocalizeOptions, ds: "Dataset", 
         "failures": [{"id": r.qid, "error": r.error} for r in results if r.error is not None],
         "output": str(data_file.resolve()), "output_sha256": sha256_file(data_file),
         "review": str(review_file.resolve()), "review_sha256": sha256_file(review_file),
-        # the cost is unknown (null) as soon as one call's price is unknown, never a partial sum
-        "calls": {**{k: v for k, v in stats.as_dict().items() if k != "cost_unknown_calls"},
-                  "cost": None if stats.cost_unknown_calls else stats.cost},
+        "calls": calls_summary(stats),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     if review_file.name != REVIEW_FILE:

@@ -219,6 +219,31 @@ COMMANDS: dict[str, Command] = {
          "force": "true: replace a sheet already in out= (its labels are lost)"},
         required_positionals=1, examples=["rubric-engine review export outputs/run1 outputs/run2 n=200 out=sheet"],
         details_from="rubric_engine.validity.review:USAGE", **_RUN_DIRS),
+    "draft": Command(
+        "draft", "Draft criteria per question with a model (the spec's draft.j2 prompt, or the default) into a "
+                 "drafts file for expert review; never into the data.",
+        (), {"benchmark": _BENCH, "drafter": "a model entry (mock) or a LiteLLM id", "n": "criteria per question "
+             "(default 5)", "out": "the drafts JSONL (default drafts.jsonl; its report beside it)",
+             "references": "a JSONL of {id, reference} and/or {id, chosen, rejected} rows shown to the drafter",
+             "api_base": "drafter server URL", "api_key_env": "env var holding the drafter's key",
+             "data.path": "a local data file", "data.cache_dir": "where downloads are kept", "limit": "first N questions",
+             "ids": "a,b,... selected question ids", "concurrency": "calls in flight", "cache.dir": "call cache directory",
+             "benchmark_dirs": "[DIR,...] searched first for specs"},
+        examples=["rubric-engine draft benchmark=my_bench drafter=mock n=5 out=drafts.jsonl"]),
+    "review criteria": Command(
+        "review criteria", "Export drafted criteria as one sheet per expert (CSV) and a readable criteria.html.",
+        [("DRAFTS", "the drafts file `draft` wrote")],
+        {"experts": "a,b,c: one sheet each (default: expert)", "out": "output directory (default criteria_review/)"},
+        required_positionals=1, examples=["rubric-engine review criteria drafts.jsonl experts=ana,ben,chen out=sheets"]),
+    "review merge": Command(
+        "review merge", "Merge experts' criteria sheets by a rule, report their agreement, write kept criteria into "
+                        "a new data file.",
+        [("SHEET...", "the experts' filled criteria-EXPERT.csv files")],
+        {"rule": "majority (more than half keep) or all (every expert keeps)",
+         "into": "the new data file (default: DATA.reviewed.jsonl beside the original; never the original)",
+         "sheet": "the directory `review criteria` wrote (default: the first SHEET's directory)"},
+        required_positionals=1, examples=["rubric-engine review merge sheets/criteria-ana.csv sheets/criteria-ben.csv "
+                                          "rule=majority into=data.v2.jsonl"]),
     "agree": Command(
         "agree", "Judge-human and human-human agreement on labelled items; writes agreement.json, .md and .html.",
         [("RUN_DIR...", "run directories whose verdicts were labelled")],

@@ -15,8 +15,8 @@ from pathlib import Path
 from rubric_engine.cli.args import COMMANDS, HelpRequested, as_bool, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 
-__all__ = ["leaderboard_main", "new_main", "import_main", "review_main", "agree_main", "calibrate_main", "rescore_main",
-           "audit_main", "items_main", "robustness_main", "estimate_main"]
+__all__ = ["draft_main", "criteria_review_main", "leaderboard_main", "new_main", "import_main", "review_main",
+           "agree_main", "calibrate_main", "rescore_main", "audit_main", "items_main", "robustness_main", "estimate_main"]
 
 
 def leaderboard_main(argv: Sequence[str]) -> int:
@@ -75,13 +75,16 @@ def review_main(args: Sequence[str]) -> int:
     from rubric_engine.report.fonts import font_face_head
     from rubric_engine.validity.review import USAGE, export_review
 
+    if args and args[0] in ("criteria", "merge"):  # the expert review of drafted criteria: its own --help too
+        return criteria_review_main(args[0], args[1:])
     if any(a in ("-h", "--help") for a in args):
         raise HelpRequested(COMMANDS["review"].help())  # one help style for every subcommand (cli/args.py)
     if not args or args[0] == "help":
         print(USAGE)
         return 0
     if args[0] != "export":
-        raise ConfigError(f"review: unknown action {args[0]!r}; use `rubric-engine review export RUN_DIR ...`")
+        raise ConfigError(f"review: unknown action {args[0]!r}; use `rubric-engine review export RUN_DIR ...` (or "
+                          "review criteria DRAFTS / review merge SHEET...)")
     parsed = parse(COMMANDS["review"], args[1:])
     out = Path(parsed.get("out", "review"))  # type: ignore[arg-type]
     sheet = export_review([Path(d) for d in parsed.positionals], out, n=as_int(parsed.get("n", "100"), "n", "review export", 1),
@@ -348,4 +351,57 @@ def import_main(argv: Sequence[str]) -> int:
         print(f"  - {line}")
     trust = " trust_code=true" if ":" in imported.formula else ""
     print(f"try it without a key: rubric-engine benchmark={target} candidate=mock judge=mock{trust}")
+    return 0
+
+
+def draft_main(args: Sequence[str]) -> int:
+    """`rubric-engine draft benchmark=NAME|DIR drafter=ENTRY ...`: 0 = every question drafted, 1 = some failed."""
+    from rubric_engine.authoring.draft import DraftOptions, draft
+
+    p = parse(COMMANDS["draft"], args)
+    missing = [k + "=" for k in ("benchmark", "drafter") if not p.get(k)]
+    if missing:
+        raise ConfigError(f"draft: missing {', '.join(missing)}; usage: {COMMANDS['draft'].usage()}")
+    opts = DraftOptions(
+        benchmark=str(p.get("benchmark")), drafter=str(p.get("drafter")), n=as_int(p.get("n", "5"), "n", "draft", 1),
+        out=Path(str(p.get("out", "drafts.jsonl"))).expanduser(),
+        references=Path(str(p.get("references"))).expanduser() if p.get("references") else None,
+        api_base=p.get("api_base"), api_key_env=p.get("api_key_env"), data_path=p.get("data.path"),
+        data_cache_dir=p.get("data.cache_dir"),
+        limit=as_int(p.get("limit"), "limit", "draft", 1) if p.get("limit") else None,
+        ids=as_list(p.get("ids")) or None, concurrency=as_int(p.get("concurrency", "8"), "concurrency", "draft", 1),
+        cache_dir=p.get("cache.dir"), benchmark_dirs=as_list(p.get("benchmark_dirs")))
+    rep = draft(opts)
+    print(f"drafted {rep['criteria']} criteria for {rep['drafted']}/{rep['questions']} question(s) -> {rep['drafts']} "
+          "(a review file: nothing enters the data before `rubric-engine review criteria` and `review merge`)")
+    for f in rep["failures"]:
+        print(f"FAILED {f['id']}: {f['error']}")
+    return 1 if rep["failed"] else 0
+
+
+def criteria_review_main(action: str, args: Sequence[str]) -> int:
+    """`review criteria DRAFTS [experts=a,b] [out=DIR]` and `review merge SHEET... rule=majority|all [into=FILE]`."""
+    from rubric_engine.authoring.criteria_review import export_criteria_sheets, merge_sheets
+
+    p = parse(COMMANDS[f"review {action}"], args)
+    if action == "criteria":
+        from rubric_engine.report.fonts import font_face_head
+
+        out = Path(str(p.get("out", "criteria_review"))).expanduser()
+        sheet = export_criteria_sheets(Path(p.positionals[0]).expanduser(), as_list(p.get("experts", "expert")), out,
+                                       font_face=font_face_head)
+        print(f"criteria sheet {sheet['sheet_id']}: {sheet['criteria']} drafted criteria, {len(sheet['experts'])} "
+              f"expert sheet(s) -> {', '.join(sheet['sheets'])}, {out / 'criteria.html'}")
+        return 0
+    if not p.get("rule"):
+        raise ConfigError("review merge: missing rule=; use rule=majority or rule=all")
+    rep = merge_sheets([Path(x).expanduser() for x in p.positionals], str(p.get("rule")),
+                       Path(str(p.get("into"))).expanduser() if p.get("into") else None,
+                       Path(str(p.get("sheet"))).expanduser() if p.get("sheet") else None)
+    a = rep["agreement"]
+    pct = "n/a" if a["percent_agreement"] is None else f"{a['percent_agreement']:.1%}"
+    alpha = "n/a" if a["krippendorff_alpha"] is None else f"{a['krippendorff_alpha']:.3f}"
+    print(f"merged {len(rep['experts'])} expert sheet(s), rule={rep['rule']}: kept {rep['kept']}/{rep['drafted']} "
+          f"drafted criteria -> {rep['into']}")
+    print(f"agreement between experts (keep/reject): {pct} of expert pairs agree, Krippendorff's alpha {alpha}")
     return 0
