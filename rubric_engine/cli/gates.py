@@ -1,0 +1,94 @@
+"""`rubric-engine filter | pilot | release`: the gates a benchmark passes on its way to a release.
+
+Why apart from cli/mains.py: the three share a purpose (keep what separates replies, check a pilot, check the
+judge against people before a release) and their option parsing; the work is in validity/pilot.py and
+validity/release.py (and validity/consistency.py), this module only reads the options and prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rubric_engine.cli.args import COMMANDS, Parsed, as_int, as_list, parse
+from rubric_engine.errors import ConfigError
+from rubric_engine.spec.files import benchmark_search_path
+
+__all__ = ["gate_main", "as_fraction"]
+
+
+def as_fraction(value: object, key: str, command: str) -> float:
+    """A number in [0, 1] from an option, or a one-line error naming the key."""
+    try:
+        x = float(str(value))
+    except ValueError:
+        x = -1.0
+    if not 0 <= x <= 1:
+        raise ConfigError(f"{command}: {key}={value} is not a fraction; use a number from 0 to 1, e.g. {key}=0.75")
+    return x
+
+
+def _pilot(argv: Sequence[str]) -> int:
+    from rubric_engine.validity.pilot import Thresholds, pilot_command
+
+    parsed = parse(COMMANDS["pilot"], argv)
+    dirs, opts = [Path(d).expanduser() for d in parsed.positionals], parsed.options
+    base = Thresholds()
+    t = Thresholds(**{k: as_fraction(opts.get(k, getattr(base, k)), k, "pilot") for k in base.__dict__})
+    if t.hard == 0:
+        raise ConfigError("pilot: hard=0 proposes no hard set; use a fraction above 0, e.g. hard=0.3")
+    out = Path(str(opts["out"])).expanduser() if opts.get("out") else dirs[0] / "pilot"
+    gate = pilot_command(dirs, out, t)
+    for w in gate["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    for c in gate["checks"]:
+        value = "n/a" if c["value"] is None else f"{100 * c['value']:.1f}%"
+        print(f"{'pass' if c['passed'] else 'FAIL'}: {c['check']} {value} (must be {c['rule']} "
+              f"{100 * c['threshold']:.1f}%)")
+    print(f"pilot gate {'passed' if gate['passed'] else 'failed'}; wrote {out / 'pilot.json'} and pilot.md")
+    return 0 if gate["passed"] else 1
+
+
+def _spec(parsed: Parsed, command: str) -> tuple[Path, str, str]:
+    """(directory, name, version) of the benchmark= spec."""
+    from rubric_engine.spec.load import load_spec
+
+    if not parsed.get("benchmark"):
+        raise ConfigError(f"{command}: no benchmark given; add benchmark=NAME or benchmark=DIR (the spec to release)")
+    dirs = as_list(parsed.get("benchmark_dirs"))
+    spec = load_spec(str(parsed.get("benchmark")), [*dirs, *benchmark_search_path()] if dirs else None)
+    return spec.dir, spec.name, str(spec.version)
+
+
+def _release(argv: Sequence[str]) -> int:
+    from rubric_engine.validity.release import release_check, release_sheet, sheet_dir
+
+    parsed = parse(COMMANDS["release"], argv)
+    spec_dir, name, version = _spec(parsed, "release")
+    runs = [Path(d).expanduser() for d in as_list(parsed.get("runs"))]
+    if not runs:
+        raise ConfigError("release: no runs given; add runs=DIR[,DIR...] (the pilot runs of this version)")
+    sheet = Path(str(parsed.get("sheet"))).expanduser() if parsed.get("sheet") else sheet_dir(spec_dir, version)
+    labels = [Path(f).expanduser() for f in as_list(parsed.get("labels"))]
+    if not labels:
+        meta = release_sheet(spec_dir, name, version, runs, sheet, n=as_int(parsed.get("n", "60"), "n", "release", 1),
+                             seed=as_int(parsed.get("seed", "0"), "seed", "release"))
+        print(f"release sheet {meta['sheet_id']} for version {version}: {meta['replies']} replies, {meta['n']} items "
+              f"-> {sheet / 'review.html'}, {sheet / 'review.csv'}; have people label it blind, then pass labels=FILE")
+        return 0
+    threshold = as_fraction(parsed.get("threshold", "0.75"), "threshold", "release")
+    out = release_check(spec_dir, name, version, runs, labels, sheet, threshold)
+    for w in out["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    for j, v in out["judges"].items():
+        agreement = "n/a" if v["agreement"] is None else f"{100 * v['agreement']:.1f}%"
+        print(f"{'pass' if v['agreement'] is not None and v['agreement'] >= threshold else 'FAIL'}: {j} agrees with "
+              f"the human majority on {agreement} of {v['items']} items (must be >= {100 * threshold:.1f}%)")
+    print(f"release gate passed; wrote {out['note']}" if out["passed"] else
+          f"release gate failed for version {version}; no release note written")
+    return 0 if out["passed"] else 1
+
+
+def gate_main(name: str, argv: Sequence[str]) -> int:
+    return {"pilot": _pilot, "release": _release}[name](argv)
