@@ -380,4 +380,14 @@ COMMANDS: dict[str, Command] = {
         examples=["rubric-engine release benchmark=my_bench runs=multirun/my_bench/2026-11-22_10-00-00",
                   "rubric-engine release benchmark=my_bench runs=multirun/my_bench/2026-11-22_10-00-00 labels=labels.jsonl"],
         details_from="rubric_engine.validity.release:USAGE", unknown_word="option"),
+    "filter": Command(
+        "filter", "The consistency filter: keep a criterion only if the judge, applying it, separates each question's "
+                  "strong and weak replies (a pairs file); writes the filtered data beside, never over a file.",
+        (), {"benchmark": _BENCH, "pairs": "FILE JSONL, one pair a line: the question id, strong (or chosen), weak "
+             "(or rejected)", "judge": "ENTRY the judge (a conf/judge entry or a LiteLLM id)",
+             "by": "criterion (default) or question: filter each criterion, or a question's whole rubric",
+             "out": "the filtered data file (default SPEC_DIR/<data>.filtered.jsonl); never overwritten",
+             "data.path": "a local data file instead of the spec's", "benchmark_dirs": "[DIR,...] searched first for specs"},
+        examples=["rubric-engine filter benchmark=my_bench pairs=pairs.jsonl judge=gpt-4o-mini"],
+        details_from="rubric_engine.validity.consistency:USAGE", unknown_word="option"),
 }

@@ -90,5 +90,41 @@ def _release(argv: Sequence[str]) -> int:
     return 0 if out["passed"] else 1
 
 
+def _filter(argv: Sequence[str]) -> int:
+    from rubric_engine.cli.runjudge import model_entry
+    from rubric_engine.dataset.load import load_dataset
+    from rubric_engine.models.cache import ResultCache, default_cache_dir
+    from rubric_engine.models.entries import check_keys
+    from rubric_engine.spec.load import load_spec
+    from rubric_engine.validity.consistency import filter_command
+
+    parsed = parse(COMMANDS["filter"], argv)
+    for key, what in (("benchmark", "benchmark=NAME|DIR"), ("pairs", "pairs=FILE (JSONL: id, strong, weak)"),
+                      ("judge", "judge=ENTRY (a conf/judge entry or a LiteLLM id)")):
+        if not parsed.get(key):
+            raise ConfigError(f"filter: no {key} given; add {what}")
+    dirs = as_list(parsed.get("benchmark_dirs"))
+    spec = load_spec(str(parsed.get("benchmark")), [*dirs, *benchmark_search_path()] if dirs else None)
+    data_path = parsed.get("data.path")
+    questions = {q.id: q for q in load_dataset(spec, data_path).questions}
+    source = Path(str(data_path)) if data_path else spec.data_path()
+    default = spec.dir / f"{source.stem if source else spec.name}.filtered.jsonl"
+    out = Path(str(parsed.get("out"))).expanduser() if parsed.get("out") else default
+    judge = model_entry(str(parsed.get("judge")), "judge", None)
+    check_keys(judge)
+    report = filter_command(spec, questions, Path(str(parsed.get("pairs"))).expanduser(), judge,
+                            ResultCache(default_cache_dir()), out, by=str(parsed.get("by") or "criterion"))
+    for r in report["criteria"]:
+        print(f"{'kept' if r['kept'] else 'dropped'} {r['qid']}#{r['index']}: {r['why']}")
+    print(f"kept {report['kept']}, dropped {report['dropped']} of {report['kept'] + report['dropped']} criteria from "
+          f"{report['pairs']} pair(s); {report['calls']} judge call(s), {report['cache_hits']} cached, "
+          f"{report['failed_replies']} repl(y/ies) not judged; wrote {out} ({report['rows']} rows) and "
+          f"{out.name}.filter.json")
+    if report["failed_replies"]:
+        print(f"warning: the judge failed on {report['failed_replies']} repl(y/ies) (counted, never a pass): "
+              f"{'; '.join(report['errors'])[:300]}", file=sys.stderr)
+    return 1 if report["failed_replies"] else 0
+
+
 def gate_main(name: str, argv: Sequence[str]) -> int:
-    return {"pilot": _pilot, "release": _release}[name](argv)
+    return {"filter": _filter, "pilot": _pilot, "release": _release}[name](argv)

@@ -24,7 +24,7 @@ __all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "shortened", "fail", "is
 CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head` when cat is ended by the closed pipe
 SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "rescore", "audit",
                "items", "estimate", "robustness", "serve-reward", "view", "show", "prompts", "import",
-               "pilot", "release")
+               "filter", "pilot", "release")
 Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
 
 
