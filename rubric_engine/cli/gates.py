@@ -1,4 +1,4 @@
-"""`rubric-engine filter | pilot | release`: the gates a benchmark passes on its way to a release.
+"""`rubric-engine filter`, `pilot` and `release`: the gates a benchmark passes on its way to a release.
 
 Why apart from cli/mains.py: the three share a purpose (keep what separates replies, check a pilot, check the
 judge against people before a release) and their option parsing; the work is in validity/pilot.py and
