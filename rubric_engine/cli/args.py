@@ -360,20 +360,20 @@ COMMANDS: dict[str, Command] = {
         "pilot", "The pilot gate: discriminating and saturated shares of the criteria and the proposed hard set "
                  "(the `items` statistics) against declared thresholds; exit 0 pass, 1 fail (no model is called).",
         [("RUN_DIR...", "run or sweep directories of one benchmark (a few candidates)")],
-        {"min_discriminating": "FRACTION of judged criteria that must carry signal (default 0.5)",
-         "max_saturated": "FRACTION of judged criteria that may be saturated (default 0.2)",
-         "hard": "FRACTION of the questions proposed as the hard set (default 0.3)",
-         "min_hard": "FRACTION of the hard set's target that must be found (default 1.0)",
+        {"min_discriminating": "FRACTION of judged criteria that must carry signal (default: the spec's "
+                               "release.pilot, else 0.5)",
+         "max_saturated": "FRACTION of judged criteria that may be saturated (default: the spec's, else 0.2)",
+         "hard": "FRACTION of the questions proposed as the hard set (default: the spec's, else 0.3)",
+         "min_hard": "FRACTION of the hard set's target that must be found (default: the spec's, else 1.0)",
          "out": "output directory (default RUN_DIR/pilot)"},
         required_positionals=1, examples=["rubric-engine pilot multirun/my_bench/2026-11-22_10-00-00 min_discriminating=0.6"],
         details_from="rubric_engine.validity.pilot:USAGE", **_RUN_DIRS),
     "release": Command(
         "release", "The release gate: without labels= the human blind test sheet (whole replies, stratified by "
                    "candidate and subset) from the pilot runs; with labels= judge-human agreement against the "
-                   "threshold, a pass writing SPEC_DIR/RELEASE-VERSION.md; exit 0 pass, 1 below.",
+                   "spec's release.agreement, a pass writing SPEC_DIR/RELEASE-VERSION.md; exit 0 pass, 1 below.",
         (), {"benchmark": _BENCH, "runs": "DIR[,DIR...] the pilot runs (of the spec's current version)",
              "labels": "FILE[,FILE...] the filled-in release sheet: check instead of export",
-             "threshold": "FRACTION judge-human agreement required (default 0.75)",
              "sheet": "the release sheet's directory (default SPEC_DIR/release/VERSION)",
              "n": "replies to sample into the sheet (default 60)", "seed": "sampling seed (default 0)",
              "benchmark_dirs": "[DIR,...] searched first for specs"},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rubric_engine.cli.args import COMMANDS, Parsed, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
@@ -30,14 +31,12 @@ def as_fraction(value: object, key: str, command: str) -> float:
 
 
 def _pilot(argv: Sequence[str]) -> int:
-    from rubric_engine.validity.pilot import Thresholds, pilot_command
+    from rubric_engine.spec.gates import PilotGate
+    from rubric_engine.validity.pilot import declared, pilot_command
 
     parsed = parse(COMMANDS["pilot"], argv)
     dirs, opts = [Path(d).expanduser() for d in parsed.positionals], parsed.options
-    base = Thresholds()
-    t = Thresholds(**{k: as_fraction(opts.get(k, getattr(base, k)), k, "pilot") for k in base.__dict__})
-    if t.hard == 0:
-        raise ConfigError("pilot: hard=0 proposes no hard set; use a fraction above 0, e.g. hard=0.3")
+    t = declared(dirs, {k: as_fraction(opts[k], k, "pilot") for k in PilotGate.model_fields if k in opts})
     out = Path(str(opts["out"])).expanduser() if opts.get("out") else dirs[0] / "pilot"
     gate = pilot_command(dirs, out, t)
     for w in gate["warnings"]:
@@ -50,22 +49,23 @@ def _pilot(argv: Sequence[str]) -> int:
     return 0 if gate["passed"] else 1
 
 
-def _spec(parsed: Parsed, command: str) -> tuple[Path, str, str]:
-    """(directory, name, version) of the benchmark= spec."""
+def _spec(parsed: Parsed, command: str) -> Any:
+    """The benchmark= spec (a BenchmarkSpec)."""
     from rubric_engine.spec.load import load_spec
 
     if not parsed.get("benchmark"):
         raise ConfigError(f"{command}: no benchmark given; add benchmark=NAME or benchmark=DIR (the spec to release)")
     dirs = as_list(parsed.get("benchmark_dirs"))
     spec = load_spec(str(parsed.get("benchmark")), [*dirs, *benchmark_search_path()] if dirs else None)
-    return spec.dir, spec.name, str(spec.version)
+    return spec
 
 
 def _release(argv: Sequence[str]) -> int:
     from rubric_engine.validity.release import release_check, release_sheet, sheet_dir
 
     parsed = parse(COMMANDS["release"], argv)
-    spec_dir, name, version = _spec(parsed, "release")
+    spec = _spec(parsed, "release")
+    spec_dir, name, version, threshold = spec.dir, spec.name, str(spec.version), spec.release.agreement
     runs = [Path(d).expanduser() for d in as_list(parsed.get("runs"))]
     if not runs:
         raise ConfigError("release: no runs given; add runs=DIR[,DIR...] (the pilot runs of this version)")
@@ -77,7 +77,6 @@ def _release(argv: Sequence[str]) -> int:
         print(f"release sheet {meta['sheet_id']} for version {version}: {meta['replies']} replies, {meta['n']} items "
               f"-> {sheet / 'review.html'}, {sheet / 'review.csv'}; have people label it blind, then pass labels=FILE")
         return 0
-    threshold = as_fraction(parsed.get("threshold", "0.75"), "threshold", "release")
     out = release_check(spec_dir, name, version, runs, labels, sheet, threshold)
     for w in out["warnings"]:
         print(f"warning: {w}", file=sys.stderr)

@@ -21,7 +21,6 @@ a row left with none is left out) is written beside, never over an existing file
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -138,7 +137,7 @@ def _hits(question: Question, result: Any) -> dict[int, bool] | None:
         return None
     judged = [c for c in question.criteria if c.check is None]
     hits = {c.index: v.hit for c, v in zip(judged, result.verdicts)}
-    return None if any(h is None for h in hits.values()) or len(hits) != len(judged) else hits  # type: ignore[misc]
+    return hits if len(hits) == len(judged) else None
 
 
 def _filtered_rows(spec: Any, questions: Mapping[str, Question], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -162,9 +161,9 @@ def filter_command(spec: Any, questions: Mapping[str, Question], pairs_file: Pat
     if by not in ("criterion", "question"):
         raise ConfigError(f"filter: by={by!r}; use by=criterion or by=question")
     report_path = out.with_name(out.name + ".filter.json")
-    for p in (out, report_path):
-        if p.exists():
-            raise ConfigError(f"filter: {p} already exists; choose another out=FILE (nothing was written)")
+    for path in (out, report_path):
+        if path.exists():
+            raise ConfigError(f"filter: {path} already exists; choose another out=FILE (nothing was written)")
     pairs = read_pairs(pairs_file, spec.data.fields.id, questions)
 
     async def go() -> tuple[list[Any], int, int]:

@@ -14,39 +14,46 @@ and pilot.md. No model is called.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rubric_engine.errors import ConfigError
+from rubric_engine.spec.gates import PilotGate
 from rubric_engine.store.layout import write_json, write_text
+from rubric_engine.store.runs import collect_runs
 from rubric_engine.validity.itemsdiag import ItemsResult, compute_items
 
-__all__ = ["Thresholds", "pilot_gate", "pilot_command", "USAGE"]
+__all__ = ["declared", "pilot_gate", "pilot_command", "USAGE"]
 
 USAGE = """usage: rubric-engine pilot RUN_DIR [RUN_DIR ...] [min_discriminating=0.5] [max_saturated=0.2] [hard=0.3]
                             [min_hard=1.0] [out=DIR]
 
 The pilot gate: over runs of a few candidates on the benchmark, the share of criteria that discriminate
 (not saturated, dead or flat, as `items` defines them), the share saturated, and the proposed hard set,
-each checked against a declared threshold. Writes pilot.json and pilot.md to out= (default RUN_DIR/pilot).
+each checked against the threshold the spec declares (`release.pilot` in benchmark.yaml: min_discriminating,
+max_saturated, hard, min_hard), an option given here overriding it for this check. Writes pilot.json and pilot.md to out= (default RUN_DIR/pilot).
 Exit 0 when every check passes, 1 when one fails (each failed check is named), 2 for bad input.
 """
 
 
-@dataclass(frozen=True)
-class Thresholds:
-    min_discriminating: float = 0.5
-    max_saturated: float = 0.2
-    hard: float = 0.3
-    min_hard: float = 1.0  # share of the hard set's target that must be found
+def declared(dirs: Sequence[Path], options: Mapping[str, float]) -> PilotGate:
+    """The thresholds the runs' spec declares (`release.pilot`, as the run resolved it), options overriding."""
+    spec = collect_runs([Path(d) for d in dirs])[0].spec
+    block = dict(((spec.get("release") or {}).get("pilot") or {}))
+    try:
+        return PilotGate.model_validate({**block, **options})
+    except ValueError as exc:
+        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())  # type: ignore[attr-defined]
+        raise ConfigError(f"pilot: a threshold is not valid ({bad}); use a fraction from 0 to 1, e.g. "
+                          "min_discriminating=0.5") from None
 
 
 def _share(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
-def pilot_gate(result: ItemsResult, t: Thresholds) -> dict[str, Any]:
+def pilot_gate(result: ItemsResult, t: PilotGate) -> dict[str, Any]:
     """The gate's checks from `items`'s result: each with its value, threshold and verdict."""
     judged = [c for c in result.criteria if c.replies]
     disc = _share(sum(not c.no_signal for c in judged), len(judged))
@@ -64,7 +71,7 @@ def pilot_gate(result: ItemsResult, t: Thresholds) -> dict[str, Any]:
             "skipped": result.skipped, "criteria": len(result.criteria), "judged_criteria": len(judged),
             "hard_set": list(hard.ids) if hard is not None else [], "checks": checks,
             "passed": all(c["passed"] for c in checks), "warnings": result.warnings,
-            "thresholds": t.__dict__}
+            "thresholds": t.model_dump()}
 
 
 def _pct(x: float | None) -> str:
@@ -84,7 +91,7 @@ def _markdown(gate: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def pilot_command(dirs: Sequence[Path], out: Path, t: Thresholds) -> dict[str, Any]:
+def pilot_command(dirs: Sequence[Path], out: Path, t: PilotGate) -> dict[str, Any]:
     """Compute the gate over run (or sweep) directories and write pilot.json and pilot.md to `out`."""
     result = compute_items(dirs, hard=t.hard, n_boot=0)
     gate = pilot_gate(result, t)

@@ -29,12 +29,13 @@ __all__ = ["release_sheet", "release_check", "sheet_dir", "note_path", "STRATIFY
 STRATIFY = ("candidate", "subset")  # the blind sheet covers every model and every question group
 
 USAGE = """usage: rubric-engine release benchmark=NAME|DIR runs=DIR[,DIR...] [n=60] [seed=0] [sheet=DIR]
-       rubric-engine release benchmark=NAME|DIR runs=DIR[,DIR...] labels=FILE[,FILE...] [threshold=0.75] [sheet=DIR]
+       rubric-engine release benchmark=NAME|DIR runs=DIR[,DIR...] labels=FILE[,FILE...] [sheet=DIR]
 
 The release gate. Without labels=: writes the human blind test sheet (review.html, review.csv, sheet.json)
 sampled from the pilot runs, whole replies (unit=reply) stratified by candidate and subset, into sheet=
 (default SPEC_DIR/release/VERSION). With labels= (filled in from that sheet): each judge's raw agreement with
-the human majority (as `agree` computes it) must reach threshold= (default 0.75, HeartBench's bar); a pass
+the human majority (as `agree` computes it) must reach the spec's `release.agreement` (default 0.75,
+HeartBench's bar); a pass
 writes SPEC_DIR/RELEASE-VERSION.md with the numbers (never over an existing one). Exit 0 pass, 1 below the
 threshold, 2 bad input (labels of another sheet or version, runs of another version): nothing written.
 """

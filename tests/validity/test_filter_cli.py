@@ -101,3 +101,25 @@ def test_a_pair_for_an_unknown_question_is_one_line(setup: Any) -> None:
                    f"out={tmp / 'f.jsonl'}"], env)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "'nope'" in res.stderr, res.stderr
     assert not (tmp / "f.jsonl").exists()
+
+
+def test_by_question_keeps_a_whole_rubric_when_its_weighted_sum_separates(setup: Any) -> None:
+    tmp, env, spec = setup
+    pairs = _pairs(tmp / "pairs.jsonl", PAIRED[:2])
+    swapped = {"question_id": "enq003", "strong": "REPLY[enq003|weak] Cheer up.", "weak": "REPLY[enq003|strong] I hear you."}
+    with pairs.open("a", encoding="utf-8") as f:  # labelled the wrong way round: its rubric reverses the pair
+        f.write(json.dumps(swapped) + "\n")
+    res = run_cli(["filter", f"benchmark={spec}", f"pairs={pairs}", "judge=judge", f"out={tmp / 'q.jsonl'}",
+                   "by=question"], env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    report = json.loads((tmp / "q.jsonl.filter.json").read_text(encoding="utf-8"))
+
+    def margin(qid: str) -> float:  # signed weighted sum of met items, strong minus weak
+        items = BY_ID[qid]["rubric"]
+        return sum((c["score"] or 0) * (met(qid, i, "strong") - met(qid, i, "weak")) for i, c in enumerate(items, 1))
+
+    assert all(margin(q) > 0 for q in PAIRED)
+    want = {(q, i) for q in PAIRED[:2] for i in range(1, len(BY_ID[q]["rubric"]) + 1)}
+    assert {(r["qid"], r["index"]) for r in report["criteria"] if r["kept"]} == want
+    # the judge's answers are the same as by=criterion's: a second run in the same cache would pay nothing
+    assert report["calls"] == 2 * len(PAIRED)

@@ -23,6 +23,14 @@ ROWS, BY_ID = read_rows(SAMPLE)
 SATURATED = {("enq002", 2), ("enq007", 3), ("enq003", 1)}
 REPLY_RE = re.compile(r"REPLY\[(\w+)\|(\w+)\]")
 CANDIDATES = ("strong", "weak")
+RULES = sum(c["score"] is None for r in ROWS for c in r["rubric"])  # failure rules never fire: dead
+JUDGED = sum(len(r["rubric"]) for r in ROWS)
+SHARE = 1 - (len(SATURATED) + RULES) / JUDGED  # every other criterion separates the two candidates
+GATES = f"""
+release:
+  agreement: 0.75
+  pilot: {{min_discriminating: {SHARE - 0.01:.4f}, max_saturated: 1}}
+"""
 
 
 def met(qid: str, i: int, cand: str) -> bool:
@@ -44,13 +52,13 @@ class Script(QuestionScript):
         return Reply(text=f"REPLY[{qid}|{model}] I hear you.", usage=(30, 10))
 
 
-def _copy_spec(dest: Path, version: str = "1.0") -> None:
+def _copy_spec(dest: Path, version: str = "1.0", gates: str = "") -> None:
     """The shipped English spec copied with its sample data inside it (a spec's files stay in its directory)."""
     shutil.copytree(REPO / "benchmarks" / "heartbench_en", dest)
     shutil.copy(SAMPLE, dest / SAMPLE.name)
     path = dest / "benchmark.yaml"
     text = path.read_text(encoding="utf-8").replace("../../data/heartbench_en_sample.jsonl", SAMPLE.name)
-    path.write_text(text.replace('version: "1.0"', f'version: "{version}"'), encoding="utf-8")
+    path.write_text(text.replace('version: "1.0"', f'version: "{version}"') + gates, encoding="utf-8")
 
 
 def _entry(name: str, url: str) -> str:
@@ -63,7 +71,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env = clean_env(tmp)
     env["RUBRIC_ENGINE_CONFIG_DIRS"] = str(tmp / "conf")
     spec = tmp / "heartbench_en"  # a copy: `release` writes its sheet and note into the spec directory
-    _copy_spec(spec)
+    _copy_spec(spec, gates=GATES)  # the gates' thresholds declared in the spec
     with FakeServer(Script(ROWS)) as srv:
         for group, names in (("candidate", CANDIDATES), ("judge", ["judge"])):
             (tmp / "conf" / group).mkdir(parents=True)
@@ -76,27 +84,20 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"tmp": tmp, "env": env, "sweep": tmp / "sweep", "spec": spec}
 
 
-def _judged() -> int:
-    return sum(len(r["rubric"]) for r in ROWS)
-
-
 def test_pilot_gate_fails_below_and_passes_above_its_threshold(sweep: dict[str, Any]) -> None:
-    rules = sum(c["score"] is None for r in ROWS for c in r["rubric"])  # never fires: dead
-    share = 1 - (len(SATURATED) + rules) / _judged()  # every other criterion separates the two
     runs = [str(sweep["sweep"])]
     out = sweep["tmp"] / "pilot"
-    res = run_cli(["pilot", *runs, f"out={out}", f"min_discriminating={share - 0.01:.4f}", "max_saturated=1"],
-                  sweep["env"])
+    res = run_cli(["pilot", *runs, f"out={out}"], sweep["env"])  # the spec's thresholds: just under the share
     assert res.returncode == 0, res.stdout + res.stderr
     gate = json.loads((out / "pilot.json").read_text(encoding="utf-8"))
     checks = {c["check"]: c for c in gate["checks"]}
-    assert checks["discriminating criteria"]["value"] == pytest.approx(share)
-    assert checks["saturated criteria"]["value"] == pytest.approx(len(SATURATED) / _judged())
+    assert checks["discriminating criteria"]["value"] == pytest.approx(SHARE)
+    assert checks["discriminating criteria"]["threshold"] == pytest.approx(SHARE - 0.01, abs=1e-4)
+    assert checks["saturated criteria"]["value"] == pytest.approx(len(SATURATED) / JUDGED)
     assert gate["passed"] and "pilot gate passed" in res.stdout
-    res = run_cli(["pilot", *runs, f"out={out}", f"min_discriminating={share + 0.01:.4f}", "max_saturated=1"],
-                  sweep["env"])
+    res = run_cli(["pilot", *runs, f"out={out}", f"min_discriminating={SHARE + 0.01:.4f}"], sweep["env"])
     assert res.returncode == 1 and "FAIL: discriminating criteria" in res.stdout, res.stdout + res.stderr
-    res = run_cli(["pilot", *runs, f"out={out}", "min_discriminating=0", f"max_saturated={len(SATURATED) / _judged() - 0.01:.4f}"],
+    res = run_cli(["pilot", *runs, f"out={out}", f"max_saturated={len(SATURATED) / JUDGED - 0.01:.4f}"],
                   sweep["env"])
     assert res.returncode == 1 and "FAIL: saturated criteria" in res.stdout, res.stdout + res.stderr
 
@@ -160,3 +161,15 @@ def test_release_refuses_a_sheet_of_another_version(sweep: dict[str, Any]) -> No
     res = run_cli(["release", f"benchmark={bumped}", f"runs={sweep['sweep']}"], env)  # runs of 1.0
     assert res.returncode == 2 and "version '1.0'" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (bumped / "release").exists()
+
+
+def test_the_release_block_changes_no_spec_hash_until_declared(tmp_path: Path) -> None:
+    from rubric_engine.errors import SpecError
+    from rubric_engine.spec.load import load_spec
+
+    assert "release" not in load_spec("heartbench_en").resolved()  # the spec hash of existing specs, unchanged
+    _copy_spec(tmp_path / "declared", gates=GATES)
+    assert load_spec(tmp_path / "declared").resolved()["release"]["pilot"]["max_saturated"] == 1
+    _copy_spec(tmp_path / "bad", gates="\nrelease: {agreement: 1.5}\n")
+    with pytest.raises(SpecError, match="release.agreement"):
+        load_spec(tmp_path / "bad")
