@@ -111,18 +111,33 @@ def _filter(argv: Sequence[str]) -> int:
     out = Path(str(parsed.get("out"))).expanduser() if parsed.get("out") else default
     judge = model_entry(str(parsed.get("judge")), "judge", None)
     check_keys(judge)
-    report = filter_command(spec, questions, Path(str(parsed.get("pairs"))).expanduser(), judge,
-                            ResultCache(default_cache_dir()), out, by=str(parsed.get("by") or "criterion"))
+    try:
+        report = filter_command(spec, questions, Path(str(parsed.get("pairs"))).expanduser(), judge,
+                                ResultCache(default_cache_dir()), out, by=str(parsed.get("by") or "criterion"))
+    except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: one line, 130 / 143; the same command resumes
+        from rubric_engine.models.interrupt import exit_code
+
+        print("rubric-engine: filter interrupted; completed calls are cached: run the same command to resume "
+              "(nothing was written)", file=sys.stderr)
+        return exit_code(exc)
+    unmeasured = [r for r in report["criteria"] if not r["pairs"] and not r["failed"]]
     for r in report["criteria"]:
-        print(f"{'kept' if r['kept'] else 'dropped'} {r['qid']}#{r['index']}: {r['why']}")
+        if r["pairs"] or r["failed"]:
+            print(f"{'kept' if r['kept'] else 'dropped'} {r['qid']}#{r['index']}: {r['why']}")
+    if unmeasured:
+        print(f"dropped {len(unmeasured)} criteria of {len({r['qid'] for r in unmeasured})} question(s) with no pair "
+              f"(not measured; listed in {out.name}.filter.json)")
+    wrote = f"{out} ({report['rows']} rows) and " if report["rows"] else ""
     print(f"kept {report['kept']}, dropped {report['dropped']} of {report['kept'] + report['dropped']} criteria from "
           f"{report['pairs']} pair(s); {report['calls']} judge call(s), {report['cache_hits']} cached, "
-          f"{report['failed_replies']} repl(y/ies) not judged; wrote {out} ({report['rows']} rows) and "
-          f"{out.name}.filter.json")
+          f"{report['failed_replies']} repl(y/ies) not judged; wrote {wrote}{out.name}.filter.json")
     if report["failed_replies"]:
         print(f"warning: the judge failed on {report['failed_replies']} repl(y/ies) (counted, never a pass): "
               f"{'; '.join(report['errors'])[:300]}", file=sys.stderr)
-    return 1 if report["failed_replies"] else 0
+    if not report["kept"]:
+        print("warning: no criterion separates the pairs, so no filtered data was written; check the pairs (is the "
+              "strong reply really better?) and the criteria", file=sys.stderr)
+    return 1 if report["failed_replies"] or not report["kept"] else 0
 
 
 def gate_main(name: str, argv: Sequence[str]) -> int:

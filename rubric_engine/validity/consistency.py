@@ -15,7 +15,7 @@ whole rubric: the signed weighted sum of met items (strong minus weak) must be p
 the pairs. A failed judge call is counted and never a pass: a criterion with no counted pair is dropped
 ("no verdict"), as is one whose question has no pair ("not measured"). Items the engine checks itself
 (no judge) are kept as they are. The filtered data (JSONL, each row's rubric reduced to the kept items;
-a row left with none is left out) is written beside, never over an existing file.
+a row left with none is left out; no file when nothing is kept) is written beside, never over an existing file.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ The consistency filter: judge each pair's strong and weak reply with judge= (eve
 and keep a criterion (by=question: a question's whole rubric) only when it separates more than half of the
 question's pairs and reverses none. Prints the kept and dropped lists with why; writes the filtered data to
 out= (default: SPEC_DIR/<data file>.filtered.jsonl) and the reasons to <out>.filter.json, never over an
-existing file. Exit 0 when every judge call answered, 1 when some failed (counted, never a pass), 2 bad input.
+existing file. Exit 0 when every judge call answered and a criterion was kept; 1 when a call failed (counted,
+never a pass) or nothing was kept (no data file written); 2 bad input.
 """
 
 _STRONG, _WEAK = ("strong", "chosen"), ("weak", "rejected")
@@ -153,6 +154,25 @@ def _filtered_rows(spec: Any, questions: Mapping[str, Question], rows: Sequence[
     return out
 
 
+def _run_stoppable(go: Any) -> Any:
+    """asyncio.run(go()) where the first Ctrl-C / SIGTERM sends no new request and cancels the calls in flight;
+    completed calls are in the cache, so the same command resumes (models/interrupt.py, as `robustness`)."""
+    from rubric_engine.models.interrupt import SignalStop, check_stopped
+
+    async def guarded() -> Any:
+        stop = SignalStop().install()
+        try:
+            return await go()
+        finally:
+            stop.restore()
+
+    try:
+        return asyncio.run(guarded())
+    except asyncio.CancelledError:
+        check_stopped()  # a signal: Interrupted (exit 130 / 143)
+        raise
+
+
 def filter_command(spec: Any, questions: Mapping[str, Question], pairs_file: Path, judge: Any, cache: Any,
                    out: Path, by: str = "criterion") -> dict[str, Any]:
     """Judge the pairs, decide per criterion, write the filtered data and the reasons; returns the report."""
@@ -171,7 +191,7 @@ def filter_command(spec: Any, questions: Mapping[str, Question], pairs_file: Pat
             results = await _judge_all(client, spec, questions, pairs)
             return results, client.stats.calls - client.stats.cache_hits, client.stats.cache_hits  # made, cached
 
-    results, calls, hits = asyncio.run(go())
+    results, calls, hits = _run_stoppable(go)
     per_q: dict[str, list[tuple[dict[int, bool] | None, dict[int, bool] | None]]] = defaultdict(list)
     for k, p in enumerate(pairs):
         q = questions[p.qid]
@@ -185,6 +205,7 @@ def filter_command(spec: Any, questions: Mapping[str, Question], pairs_file: Pat
     data = _filtered_rows(spec, questions, rows)
     report["rows"] = len(data)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_jsonl(out, data)
+    if data:  # nothing kept: no data file (it would hold no question), the reasons still written
+        write_jsonl(out, data)
     write_json(report_path, report)
     return report

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import QuestionScript, clean_env, run_cli
+from conftest import EXE, QuestionScript, clean_env, run_cli
 from fakeserver import FakeServer, Reply
 from test_gates_cli import BY_ID, ROWS, _copy_spec, _entry
 
@@ -33,11 +36,15 @@ def met(qid: str, i: int, which: str) -> bool:
 
 
 class Script(QuestionScript):
+    slow = ""  # a question whose judgments take 30 s (the interrupt test)
+
     def __call__(self, body: dict[str, Any]) -> Reply:
         qid, which = REPLY_RE.search(self.text(body)).groups()  # type: ignore[union-attr]
         if qid == BROKEN and which == "weak":
             return Reply(text="I cannot decide.", usage=(100, 5))
-        return self.verdict(len(BY_ID[qid]["rubric"]), lambda i: met(qid, i, which))
+        reply = self.verdict(len(BY_ID[qid]["rubric"]), lambda i: met(qid, i, which))
+        reply.delay = 30.0 if qid == self.slow else 0.0
+        return reply
 
 
 def _pairs(path: Path, qids: tuple[str, ...]) -> Path:
@@ -52,14 +59,15 @@ def setup(tmp_path: Path) -> Any:
     env["RUBRIC_ENGINE_CONFIG_DIRS"] = str(tmp_path / "conf")
     spec = tmp_path / "heartbench_en"
     _copy_spec(spec)
-    with FakeServer(Script(ROWS)) as srv:
+    script = Script(ROWS)
+    with FakeServer(script) as srv:
         (tmp_path / "conf" / "judge").mkdir(parents=True)
         (tmp_path / "conf" / "judge" / "judge.yaml").write_text(_entry("judge", srv.url), encoding="utf-8")
-        yield tmp_path, env, spec
+        yield tmp_path, env, spec, srv, script
 
 
 def test_filter_keeps_exactly_the_criteria_that_separate_the_planted_replies(setup: Any) -> None:
-    tmp, env, spec = setup
+    tmp, env, spec, *_ = setup
     args = ["filter", f"benchmark={spec}", f"pairs={_pairs(tmp / 'pairs.jsonl', PAIRED)}", "judge=judge"]
     res = run_cli(args, env)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -84,7 +92,7 @@ def test_filter_keeps_exactly_the_criteria_that_separate_the_planted_replies(set
 
 
 def test_a_failed_judgment_is_counted_never_a_pass(setup: Any) -> None:
-    tmp, env, spec = setup
+    tmp, env, spec, *_ = setup
     res = run_cli(["filter", f"benchmark={spec}", f"pairs={_pairs(tmp / 'pairs.jsonl', (*PAIRED, BROKEN))}",
                    "judge=judge", f"out={tmp / 'f.jsonl'}"], env)
     assert res.returncode == 1 and "not judged" in res.stdout, res.stdout + res.stderr
@@ -96,7 +104,7 @@ def test_a_failed_judgment_is_counted_never_a_pass(setup: Any) -> None:
 
 
 def test_a_pair_for_an_unknown_question_is_one_line(setup: Any) -> None:
-    tmp, env, spec = setup
+    tmp, env, spec, *_ = setup
     res = run_cli(["filter", f"benchmark={spec}", f"pairs={_pairs(tmp / 'p.jsonl', ('nope',))}", "judge=judge",
                    f"out={tmp / 'f.jsonl'}"], env)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "'nope'" in res.stderr, res.stderr
@@ -104,7 +112,7 @@ def test_a_pair_for_an_unknown_question_is_one_line(setup: Any) -> None:
 
 
 def test_by_question_keeps_a_whole_rubric_when_its_weighted_sum_separates(setup: Any) -> None:
-    tmp, env, spec = setup
+    tmp, env, spec, *_ = setup
     pairs = _pairs(tmp / "pairs.jsonl", PAIRED[:2])
     swapped = {"question_id": "enq003", "strong": "REPLY[enq003|weak] Cheer up.", "weak": "REPLY[enq003|strong] I hear you."}
     with pairs.open("a", encoding="utf-8") as f:  # labelled the wrong way round: its rubric reverses the pair
@@ -123,3 +131,37 @@ def test_by_question_keeps_a_whole_rubric_when_its_weighted_sum_separates(setup:
     assert {(r["qid"], r["index"]) for r in report["criteria"] if r["kept"]} == want
     # the judge's answers are the same as by=criterion's: a second run in the same cache would pay nothing
     assert report["calls"] == 2 * len(PAIRED)
+
+
+def test_nothing_kept_writes_no_data_and_exits_1(setup: Any) -> None:
+    tmp, env, spec, *_ = setup
+    same = tmp / "same.jsonl"  # the strong reply is the weak one: nothing can separate them
+    same.write_text(json.dumps({"question_id": "enq001", "strong": "REPLY[enq001|weak] a", "weak": "REPLY[enq001|weak] b"})
+                    + "\n", encoding="utf-8")
+    res = run_cli(["filter", f"benchmark={spec}", f"pairs={same}", "judge=judge", f"out={tmp / 'n.jsonl'}"], env)
+    assert res.returncode == 1 and "no criterion separates" in res.stderr, res.stdout + res.stderr
+    assert not (tmp / "n.jsonl").exists() and (tmp / "n.jsonl.filter.json").is_file()
+    assert "enq005#1" not in res.stdout and "with no pair (not measured" in res.stdout
+
+
+def test_interrupted_then_resumed_pays_only_for_the_rest(setup: Any) -> None:
+    tmp, env, spec, srv, script = setup
+    args = [EXE, "filter", f"benchmark={spec}", f"pairs={_pairs(tmp / 'pairs.jsonl', PAIRED)}", "judge=judge",
+            f"out={tmp / 'i.jsonl'}"]
+    script.slow = PAIRED[2]
+    try:
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while len(srv.requests) < 2 * len(PAIRED) and time.monotonic() < deadline:  # every call asked
+            time.sleep(0.05)
+        time.sleep(1.0)  # the quick ones answered and cached
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        script.slow = ""
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    assert not (tmp / "i.jsonl").exists() and not (tmp / "i.jsonl.filter.json").exists()
+    before = len(srv.requests)
+    res = run_cli(args[1:], env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert len(srv.requests) - before == 2  # only the two judgments cut short are asked again
