@@ -165,3 +165,11 @@ def test_interrupted_then_resumed_pays_only_for_the_rest(setup: Any) -> None:
     res = run_cli(args[1:], env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert len(srv.requests) - before == 2  # only the two judgments cut short are asked again
+
+
+def test_missing_key_is_refused_before_any_call(setup: Any) -> None:
+    tmp, env, spec, srv, _ = setup
+    res = run_cli(["filter", f"benchmark={spec}", f"pairs={_pairs(tmp / 'pairs.jsonl', PAIRED)}", "judge=judge",
+                   f"out={tmp / 'k.jsonl'}"], {k: v for k, v in env.items() if k != "FAKE_KEY"})
+    assert res.returncode == 2 and "FAKE_KEY" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not srv.requests and not (tmp / "k.jsonl.filter.json").exists()
