@@ -45,7 +45,9 @@ def _pilot(argv: Sequence[str]) -> int:
         value = "n/a" if c["value"] is None else f"{100 * c['value']:.1f}%"
         print(f"{'pass' if c['passed'] else 'FAIL'}: {c['check']} {value} (must be {c['rule']} "
               f"{100 * c['threshold']:.1f}%)")
-    print(f"pilot gate {'passed' if gate['passed'] else 'failed'}; wrote {out / 'pilot.json'} and pilot.md")
+    print(f"proposed hard set: {len(gate['hard_set'])} questions -> {out / 'hard_set.ids'}")
+    print(f"pilot gate {'passed' if gate['passed'] else 'failed'}; wrote {out / 'pilot.json'}, pilot.md and the items "
+          "report (items.md: the criteria to review first)")
     return 0 if gate["passed"] else 1
 
 

@@ -22,7 +22,8 @@ from rubric_engine.errors import ConfigError
 from rubric_engine.spec.gates import PilotGate
 from rubric_engine.store.layout import write_json, write_text
 from rubric_engine.store.runs import collect_runs
-from rubric_engine.validity.itemsdiag import ItemsResult, compute_items
+from rubric_engine.validity.itemsdiag import ItemsResult
+from rubric_engine.validity.items_report import items_command
 
 __all__ = ["declared", "pilot_gate", "pilot_command", "USAGE"]
 
@@ -32,7 +33,8 @@ USAGE = """usage: rubric-engine pilot RUN_DIR [RUN_DIR ...] [min_discriminating=
 The pilot gate: over runs of a few candidates on the benchmark, the share of criteria that discriminate
 (not saturated, dead or flat, as `items` defines them), the share saturated, and the proposed hard set,
 each checked against the threshold the spec declares (`release.pilot` in benchmark.yaml: min_discriminating,
-max_saturated, hard, min_hard), an option given here overriding it for this check. Writes pilot.json and pilot.md to out= (default RUN_DIR/pilot).
+max_saturated, hard, min_hard), an option given here overriding it for this check. Writes pilot.json and pilot.md to out= (default RUN_DIR/pilot), beside `items`'s
+report of the same runs (items.md, items.csv, items.html, items.json, hard_set.ids: what to fix first).
 Exit 0 when every check passes, 1 when one fails (each failed check is named), 2 for bad input.
 """
 
@@ -92,8 +94,9 @@ def _markdown(gate: dict[str, Any]) -> str:
 
 
 def pilot_command(dirs: Sequence[Path], out: Path, t: PilotGate) -> dict[str, Any]:
-    """Compute the gate over run (or sweep) directories and write pilot.json and pilot.md to `out`."""
-    result = compute_items(dirs, hard=t.hard, n_boot=0)
+    """Compute the gate over run (or sweep) directories and write pilot.json and pilot.md to `out`, beside
+    `items`'s own report of the same runs (items.md, .csv, .html, .json, hard_set.ids), which it reads."""
+    result = items_command(dirs, out, hard=t.hard)
     gate = pilot_gate(result, t)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "pilot.json", gate)

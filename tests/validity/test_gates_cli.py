@@ -95,6 +95,7 @@ def test_pilot_gate_fails_below_and_passes_above_its_threshold(sweep: dict[str, 
     assert checks["discriminating criteria"]["threshold"] == pytest.approx(SHARE - 0.01, abs=1e-4)
     assert checks["saturated criteria"]["value"] == pytest.approx(len(SATURATED) / JUDGED)
     assert gate["passed"] and "pilot gate passed" in res.stdout
+    assert (out / "hard_set.ids").read_text(encoding="utf-8").strip() and (out / "items.csv").is_file()
     res = run_cli(["pilot", *runs, f"out={out}", f"min_discriminating={SHARE + 0.01:.4f}"], sweep["env"])
     assert res.returncode == 1 and "FAIL: discriminating criteria" in res.stdout, res.stdout + res.stderr
     res = run_cli(["pilot", *runs, f"out={out}", f"max_saturated={len(SATURATED) / JUDGED - 0.01:.4f}"],
