@@ -97,7 +97,7 @@ def _filter(argv: Sequence[str]) -> int:
     from rubric_engine.models.cache import ResultCache, default_cache_dir
     from rubric_engine.models.entries import check_keys
     from rubric_engine.spec.load import load_spec
-    from rubric_engine.validity.consistency import filter_command
+    from rubric_engine.validity.consistency import check_filterable, filter_command
 
     parsed = parse(COMMANDS["filter"], argv)
     for key, what in (("benchmark", "benchmark=NAME|DIR"), ("pairs", "pairs=FILE (JSONL: id, strong, weak)"),
@@ -106,6 +106,7 @@ def _filter(argv: Sequence[str]) -> int:
             raise ConfigError(f"filter: no {key} given; add {what}")
     dirs = as_list(parsed.get("benchmark_dirs"))
     spec = load_spec(str(parsed.get("benchmark")), [*dirs, *benchmark_search_path()] if dirs else None)
+    check_filterable(spec, str(parsed.get("by") or "criterion"))  # before the data is read
     data_path = parsed.get("data.path")
     questions = {q.id: q for q in load_dataset(spec, data_path).questions}
     source = Path(str(data_path)) if data_path else spec.data_path()

@@ -31,10 +31,11 @@ from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError, DataError
 from rubric_engine.judge.checked import judged_question
 from rubric_engine.judge.grading import judge_response
+from rubric_engine.spec.facts import facts_of
 from rubric_engine.stats.selfpref import is_pass
 from rubric_engine.store.layout import iter_jsonl, write_json, write_jsonl
 
-__all__ = ["Pair", "read_pairs", "decide", "filter_command", "USAGE"]
+__all__ = ["Pair", "read_pairs", "decide", "check_filterable", "filter_command", "USAGE"]
 
 USAGE = """usage: rubric-engine filter benchmark=NAME|DIR pairs=FILE judge=ENTRY [by=criterion|question] [out=FILE]
 
@@ -154,6 +155,16 @@ def _filtered_rows(spec: Any, questions: Mapping[str, Question], rows: Sequence[
     return out
 
 
+def check_filterable(spec: Any, by: str) -> None:
+    """One line, before the data is read or a call made, for what the filter cannot measure."""
+    if by not in ("criterion", "question"):
+        raise ConfigError(f"filter: by={by!r}; use by=criterion or by=question")
+    facts = facts_of(spec)
+    if not facts.per_criterion_verdicts or facts.conversation:
+        raise ConfigError(f"filter: {spec.name}: its judge gives no per-criterion verdicts on one reply (no judge, a "
+                          "score or pairwise judge, or conversations); the filter needs a criteria judge of a reply")
+
+
 def _run_stoppable(go: Any) -> Any:
     """asyncio.run(go()) where the first Ctrl-C / SIGTERM sends no new request and cancels the calls in flight;
     completed calls are in the cache, so the same command resumes (models/interrupt.py, as `robustness`)."""
@@ -178,8 +189,7 @@ def filter_command(spec: Any, questions: Mapping[str, Question], pairs_file: Pat
     """Judge the pairs, decide per criterion, write the filtered data and the reasons; returns the report."""
     from rubric_engine.models.client import ModelClient
 
-    if by not in ("criterion", "question"):
-        raise ConfigError(f"filter: by={by!r}; use by=criterion or by=question")
+    check_filterable(spec, by)
     report_path = out.with_name(out.name + ".filter.json")
     for path in (out, report_path):
         if path.exists():

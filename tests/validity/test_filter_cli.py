@@ -173,3 +173,11 @@ def test_missing_key_is_refused_before_any_call(setup: Any) -> None:
                    f"out={tmp / 'k.jsonl'}"], {k: v for k, v in env.items() if k != "FAKE_KEY"})
     assert res.returncode == 2 and "FAKE_KEY" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not srv.requests and not (tmp / "k.jsonl.filter.json").exists()
+
+
+def test_a_spec_without_per_criterion_verdicts_is_refused(setup: Any) -> None:
+    tmp, env, _, srv, _ = setup
+    pairs = tmp / "p.jsonl"
+    pairs.write_text(json.dumps({"id": "x", "strong": "a", "weak": "b"}) + "\n", encoding="utf-8")
+    res = run_cli(["filter", "benchmark=arena_hard", f"pairs={pairs}", "judge=judge", f"out={tmp / 'a.jsonl'}"], env)
+    assert res.returncode == 2 and "per-criterion verdicts" in res.stderr and not srv.requests, res.stderr

@@ -162,6 +162,14 @@ def test_release_refuses_a_sheet_of_another_version(sweep: dict[str, Any]) -> No
     res = run_cli(["release", f"benchmark={bumped}", f"runs={sweep['sweep']}"], env)  # runs of 1.0
     assert res.returncode == 2 and "version '1.0'" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (bumped / "release").exists()
+    old = tmp / "old_sheet"  # a sheet drawn for 1.0, labelled, checked against the spec at 1.1
+    res = run_cli(["release", f"benchmark={sweep['spec']}", f"runs={sweep['sweep']}", "n=6", f"sheet={old}"], env)
+    assert res.returncode == 0, res.stderr
+    _labels(old, tmp / "old.csv", 0)
+    res = run_cli(["release", f"benchmark={bumped}", f"runs={sweep['sweep']}", f"labels={tmp / 'old.csv'}",
+                   f"sheet={old}"], env)
+    assert res.returncode == 2 and "drawn for version '1.0'" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (bumped / "RELEASE-1.1.md").exists()
 
 
 def test_the_release_block_changes_no_spec_hash_until_declared(tmp_path: Path) -> None:
