@@ -25,7 +25,7 @@ class PilotGate(BaseModel):
 
 
 class ReleaseGate(BaseModel):
-    """`agreement`: each judge's raw agreement with the human majority on the blind sheet (HeartBench: 0.75)."""
+    """`agreement`: each judge's raw agreement with the human majority on the blind sheet (default 0.75)."""
     model_config = ConfigDict(extra="forbid")
 
     agreement: float = Field(default=0.75, ge=0, le=1)

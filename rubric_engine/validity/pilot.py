@@ -1,7 +1,7 @@
 """`rubric-engine pilot`: the pilot gate of building a benchmark, over a few models' runs of it.
 
-Why: before a rubric is released someone has to ask whether it separates models at all (HeartBench's first
-version had under 20% discriminating criteria). The numbers are `items`'s (validity/itemsdiag.compute_items:
+Why: before a rubric is released someone has to ask whether it separates models at all (a published
+benchmark's first version had under 20% discriminating criteria). The numbers are `items`'s (validity/itemsdiag.compute_items:
 no-signal and saturated criteria, the proposed hard set); this module only turns them into a gate with
 declared thresholds, so the same runs give the same verdict to anyone who re-checks, and writes pilot.json
 and pilot.md. No model is called.

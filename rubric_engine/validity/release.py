@@ -1,7 +1,7 @@
 """`rubric-engine release`: the human blind test before a benchmark version is released, and its check.
 
-Why: a rubric is only as good as the judge that applies it; HeartBench released after people, blind to the
-judge, agreed with it on at least 75% of sampled items. Without labels= the command writes the blind sheet:
+Why: a rubric is only as good as the judge that applies it; a published benchmark was released
+only after people, blind to the judge, agreed with it on at least 75% of sampled items. Without labels= the command writes the blind sheet:
 `review export`'s sheet (validity/review.export_review) with unit=reply (every criterion of a sampled reply)
 stratified by candidate and subset, plus the spec version it was drawn for. With labels= it checks: the
 labels must be of that sheet and that version, the runs of the spec's current version; the agreement is
@@ -34,9 +34,8 @@ USAGE = """usage: rubric-engine release benchmark=NAME|DIR runs=DIR[,DIR...] [n=
 The release gate. Without labels=: writes the human blind test sheet (review.html, review.csv, sheet.json)
 sampled from the pilot runs, whole replies (unit=reply) stratified by candidate and subset, into sheet=
 (default SPEC_DIR/release/VERSION). With labels= (filled in from that sheet): each judge's raw agreement with
-the human majority (as `agree` computes it) must reach the spec's `release.agreement` (default 0.75,
-HeartBench's bar); a pass
-writes SPEC_DIR/RELEASE-VERSION.md with the numbers (never over an existing one). Exit 0 pass, 1 below the
+the human majority (as `agree` computes it) must reach the spec's `release.agreement` (default 0.75);
+a pass writes SPEC_DIR/RELEASE-VERSION.md with the numbers (never over an existing one). Exit 0 pass, 1 below the
 threshold, 2 bad input (labels of another sheet or version, runs of another version): nothing written.
 """
 
