@@ -15,6 +15,7 @@ from typing import Any
 from rubric_engine.cli.args import COMMANDS, Parsed, as_int, as_list, parse
 from rubric_engine.errors import ConfigError
 from rubric_engine.spec.files import benchmark_search_path
+from rubric_engine.text.terminal import shown
 
 __all__ = ["gate_main", "as_fraction"]
 
@@ -40,7 +41,7 @@ def _pilot(argv: Sequence[str]) -> int:
     out = Path(str(opts["out"])).expanduser() if opts.get("out") else dirs[0] / "pilot"
     gate = pilot_command(dirs, out, t)
     for w in gate["warnings"]:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {shown(w, markup=False)}", file=sys.stderr)
     for c in gate["checks"]:
         value = "n/a" if c["value"] is None else f"{100 * c['value']:.1f}%"
         print(f"{'pass' if c['passed'] else 'FAIL'}: {c['check']} {value} (must be {c['rule']} "
@@ -81,7 +82,7 @@ def _release(argv: Sequence[str]) -> int:
         return 0
     out = release_check(spec_dir, name, version, runs, labels, sheet, threshold)
     for w in out["warnings"]:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {shown(w, markup=False)}", file=sys.stderr)
     for j, v in out["judges"].items():
         agreement = "n/a" if v["agreement"] is None else f"{100 * v['agreement']:.1f}%"
         print(f"{'pass' if v['agreement'] is not None and v['agreement'] >= threshold else 'FAIL'}: {j} agrees with "
@@ -136,7 +137,7 @@ def _filter(argv: Sequence[str]) -> int:
           f"{report['failed_replies']} repl(y/ies) not judged; wrote {wrote}{out.name}.filter.json")
     if report["failed_replies"]:
         print(f"warning: the judge failed on {report['failed_replies']} repl(y/ies) (counted, never a pass): "
-              f"{'; '.join(report['errors'])[:300]}", file=sys.stderr)
+              f"{shown('; '.join(report['errors'])[:300], markup=False)}", file=sys.stderr)
     if not report["kept"]:
         print("warning: no criterion separates the pairs, so no filtered data was written; check the pairs (is the "
               "strong reply really better?) and the criteria", file=sys.stderr)
