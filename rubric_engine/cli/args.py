@@ -410,4 +410,38 @@ COMMANDS: dict[str, Command] = {
          "out": "also write the listing to this file"},
         required_positionals=2, missing="needs OLD_SPEC and NEW_SPEC",
         examples=["rubric-engine diff my_bench_v1 my_bench", "rubric-engine diff old/ new/ runs=[outputs/run1,outputs/run2]"]),
+    "pilot": Command(
+        "pilot", "The pilot gate: discriminating and saturated shares of the criteria and the proposed hard set "
+                 "(the `items` statistics) against declared thresholds; exit 0 pass, 1 fail (no model is called).",
+        [("RUN_DIR...", "run or sweep directories of one benchmark (a few candidates)")],
+        {"min_discriminating": "FRACTION of judged criteria that must carry signal (default: the spec's "
+                               "release.pilot, else 0.5)",
+         "max_saturated": "FRACTION of judged criteria that may be saturated (default: the spec's, else 0.2)",
+         "hard": "FRACTION of the questions proposed as the hard set (default: the spec's, else 0.3)",
+         "min_hard": "FRACTION of the hard set's target that must be found (default: the spec's, else 1.0)",
+         "out": "output directory (default RUN_DIR/pilot)"},
+        required_positionals=1, examples=["rubric-engine pilot multirun/my_bench/2026-11-22_10-00-00 min_discriminating=0.6"],
+        details_from="rubric_engine.validity.pilot:USAGE", **_RUN_DIRS),
+    "release": Command(
+        "release", "The release gate: without labels= the human blind test sheet (whole replies, stratified by "
+                   "candidate and subset) from the pilot runs; with labels= judge-human agreement against the "
+                   "spec's release.agreement, a pass writing SPEC_DIR/RELEASE-VERSION.md; exit 0 pass, 1 below.",
+        (), {"benchmark": _BENCH, "runs": "DIR[,DIR...] the pilot runs (of the spec's current version)",
+             "labels": "FILE[,FILE...] the filled-in release sheet: check instead of export",
+             "sheet": "the release sheet's directory (default SPEC_DIR/release/VERSION)",
+             "n": "replies to sample into the sheet (default 60)", "seed": "sampling seed (default 0)",
+             "benchmark_dirs": "[DIR,...] searched first for specs"},
+        examples=["rubric-engine release benchmark=my_bench runs=multirun/my_bench/2026-11-22_10-00-00",
+                  "rubric-engine release benchmark=my_bench runs=multirun/my_bench/2026-11-22_10-00-00 labels=labels.jsonl"],
+        details_from="rubric_engine.validity.release:USAGE", unknown_word="option"),
+    "filter": Command(
+        "filter", "The consistency filter: keep a criterion only if the judge, applying it, separates each question's "
+                  "strong and weak replies (a pairs file); writes the filtered data beside, never over a file.",
+        (), {"benchmark": _BENCH, "pairs": "FILE JSONL, one pair a line: the question id, strong (or chosen), weak "
+             "(or rejected)", "judge": "ENTRY the judge (a conf/judge entry or a LiteLLM id)",
+             "by": "criterion (default) or question: filter each criterion, or a question's whole rubric",
+             "out": "the filtered data file (default SPEC_DIR/<data>.filtered.jsonl); never overwritten",
+             "data.path": "a local data file instead of the spec's", "benchmark_dirs": "[DIR,...] searched first for specs"},
+        examples=["rubric-engine filter benchmark=my_bench pairs=pairs.jsonl judge=gpt-4o-mini"],
+        details_from="rubric_engine.validity.consistency:USAGE", unknown_word="option"),
 }

@@ -24,7 +24,7 @@ __all__ = ["SUBCOMMANDS", "run_subcommand", "one_line", "shortened", "fail", "is
 CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head` when cat is ended by the closed pipe
 SUBCOMMANDS = ("validate", "cache", "leaderboard", "new", "localize", "data", "review", "agree", "calibrate", "rescore",
                "audit", "items", "estimate", "robustness", "serve-reward", "view", "show", "prompts", "import",
-               "lint", "diff", "draft")
+               "lint", "diff", "draft", "filter", "pilot", "release")
 Compose = Callable[[list[str]], Any]  # Hydra overrides -> the composed config (cli/main.py's _compose)
 
 
@@ -175,6 +175,10 @@ def _dispatch(name: str, args: list[str], compose: Compose) -> int:
         from rubric_engine.cli import building
 
         return int(getattr(building, f"{name}_main")(args))
+    if name in ("filter", "pilot", "release"):  # building a benchmark: its gates (cli/gates.py)
+        from rubric_engine.cli.gates import gate_main
+
+        return gate_main(name, args)
     from rubric_engine.cli import mains
 
     return int(getattr(mains, f"{name}_main")(args))

@@ -17,7 +17,8 @@ import yaml
 
 from rubric_engine.errors import SpecError
 
-__all__ = ["SPEC_FILE", "Key", "benchmark_search_path", "list_benchmarks", "deep_merge", "read_bounded_yaml"]
+__all__ = ["SPEC_FILE", "Key", "benchmark_search_path", "list_benchmarks", "deep_merge", "read_bounded_yaml",
+           "shipped_data_dir"]
 
 SPEC_FILE = "benchmark.yaml"
 MAX_SPEC_BYTES = 256 * 1024  # a spec is a few KB; specs come from strangers, so the parser's input is bounded
@@ -251,3 +252,10 @@ def _own_data_source(base: dict[str, Any], marks: dict[Key, tuple[Path, int]], o
     data = {k: v for k, v in base["data"].items() if k not in _SOURCE}
     return ({**base, "data": data},
             {k: v for k, v in marks.items() if not (k[:1] == ("data",) and len(k) > 1 and k[1] in _SOURCE)})
+
+
+def shipped_data_dir() -> Path:
+    """The package's own data directory (shipped samples the shipped specs name with ../../data/...)."""
+    from importlib.resources import files
+
+    return Path(os.fspath(files("rubric_engine.data"))).resolve()  # type: ignore[arg-type]

@@ -8,7 +8,6 @@ cross-field checks in spec/load.py and spec/checks.py.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -24,7 +23,8 @@ from rubric_engine.spec.ratings import Rating
 from rubric_engine.spec.userstate import UserState
 from rubric_engine.spec.checked import MultipleChoice, SpecCheck, drop_checked_defaults
 from rubric_engine.spec.limits import MAX_TURNS
-from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path
+from rubric_engine.spec.files import Key, _get, _lookup, _split_key, benchmark_search_path, shipped_data_dir
+from rubric_engine.spec.gates import ReleaseGate, drop_release_defaults
 from rubric_engine.spec.scales import drop_score_defaults, score_defaults
 
 __all__ = [
@@ -273,6 +273,7 @@ class BenchmarkSpec(_Model):
     report: Report = Report()
     multiple_choice: MultipleChoice = MultipleChoice()
     checks: list[SpecCheck] = []
+    release: ReleaseGate = ReleaseGate()  # the build gates' thresholds (spec/gates.py)
     _dir: Path = PrivateAttr(default=Path("."))
     _files: list[Path] = PrivateAttr(default_factory=list)
     _origins: dict[Key, tuple[Path, int]] = PrivateAttr(default_factory=dict)
@@ -387,7 +388,7 @@ class BenchmarkSpec(_Model):
         roots = [f.parent.resolve() for f in self._files] or [self._dir.resolve()]
         if shipped_data:  # the package's data/, and the data/ beside a benchmarks folder on the search path
             library = set(benchmark_search_path())  # (a checkout's benchmarks/ + data/, laid out as installed)
-            roots += [_shipped_data_dir(), *(r.parent.parent / "data" for r in roots if r.parent in library)]
+            roots += [shipped_data_dir(), *(r.parent.parent / "data" for r in roots if r.parent in library)]
         if not any(path.resolve().is_relative_to(root) for root in roots):
             where = f"{origin[0]}:{origin[1]}" if origin else str(self._files[-1] if self._files else self._dir)
             home = (origin[0].parent if origin else self._dir).resolve()
@@ -416,6 +417,7 @@ class BenchmarkSpec(_Model):
             del dump["data"]["fields"]["turns"]
         drop_score_defaults(dump)  # likewise for the keys of scores on a scale
         drop_checked_defaults(dump)
+        drop_release_defaults(dump)
         for kind in [k for k in JUDGELESS_KINDS if dump.get(k) is None]:  # absent: out of the dump and the hash
             dump.pop(kind, None)
         return {**dump, "_files": [str(f) for f in self._files]}
@@ -438,10 +440,3 @@ def _drop_pairwise_defaults(dump: dict[str, Any]) -> None:
     for key in ("baseline", "anchors"):
         if dump.get(key) is None:
             dump.pop(key, None)
-
-
-def _shipped_data_dir() -> Path:
-    """The package's own data directory (shipped samples the shipped specs name with ../../data/...)."""
-    from importlib.resources import files
-
-    return Path(os.fspath(files("rubric_engine.data"))).resolve()  # type: ignore[arg-type]

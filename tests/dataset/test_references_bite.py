@@ -227,10 +227,10 @@ def test_the_refusal_of_a_path_outside_names_the_declaring_line_and_the_data_pat
 
 
 def test_the_package_s_own_data_directory_may_hold_the_file(tmp_path: Path) -> None:
-    from rubric_engine.spec.schema import _shipped_data_dir
+    from rubric_engine.spec.files import shipped_data_dir
 
     spec, _ = _spec(tmp_path, [])
-    shipped = _shipped_data_dir() / "heartbench_en_sample.jsonl"
+    shipped = shipped_data_dir() / "heartbench_en_sample.jsonl"
     spec.data.references = References(path=str(shipped), id="question_id", answer="rubric.0.content")
     refs = load_references(spec)  # not refused as outside the spec's directory
     assert len(refs) > 1 and all(len(v) == 1 for v in refs.values())
