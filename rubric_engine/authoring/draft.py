@@ -49,7 +49,7 @@ Read the conversation below and propose {{ n }} criteria that a good reply to th
 {% for g in groups %}- {{ g.group }}: {{ g.ability }} ({{ g.dimension }})
 {% endfor %}{% endif %}Weights are whole numbers from {{ weights | join(', ') }} (how much the criterion matters).
 
-Conversation ({{ question_id }}):
+Conversation ({{ id }}):
 {% for t in dialogue %}[{{ t.speaker }}] {{ t.content }}
 {% endfor %}{% if reference %}
 A reference reply written by an expert:
@@ -193,7 +193,7 @@ def _request(spec: "BenchmarkSpec", q: "Question", opts: DraftOptions, source: t
     from rubric_engine.judge.prompts import dialogue_vars
 
     extra = refs.get(q.id, {"reference": "", "pairs": []})
-    prompt = _render(*source, {"benchmark": spec.name, "locale": spec.locale, "question_id": q.id, "n": opts.n,
+    prompt = _render(*source, {"benchmark": spec.name, "locale": spec.locale, "id": q.id, "n": opts.n,
                                "dialogue": dialogue_vars(spec, q), "groups": groups, "weights": list(opts.weights),
                                "reference": extra["reference"] or q.reference, "pairs": extra["pairs"]})
     shape = VerdictJSON(opts.n, "criteria", {"text": "text", "weight": list(opts.weights),

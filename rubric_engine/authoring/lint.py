@@ -4,7 +4,7 @@ Why: a compound criterion ("acknowledges X and offers Y") is met by half an answ
 judge decide what "appropriately" means, a near-duplicate counts one behaviour twice, and a criterion about an
 inner state ("understands the user") names nothing a reader of the reply can see; these are the criteria a
 model learns to exploit. Each is found here from the text alone, with no model: the rules are small tables per
-locale (conf/lint/locales.yaml, `locale_rules`), so a spec in another language adds a row, not code. The raw rows are read (not the
+locale (authoring/lint_locales.yaml, `locale_rules`), so a spec in another language adds a row, not code. The raw rows are read (not the
 loader's questions) so that a label outside the taxonomy is a finding, not the loader's refusal.
 Optional `lint.yaml` in the spec directory declares what a spec allows: `weights: {min: A, max: B}` (no range
 check without it) and `near_duplicate: 0.8` (the character n-gram Jaccard similarity counted as a near-duplicate).
@@ -39,7 +39,7 @@ class LocaleRules:
     ngram: int
 
 
-LOCALES_FILE = ("lint", "locales.yaml")  # the word tables, shipped with the entries (conf/lint/locales.yaml)
+LOCALES_FILE = "lint_locales.yaml"  # the word tables, shipped beside this module
 
 
 @lru_cache(maxsize=1)
@@ -49,9 +49,7 @@ def locale_rules() -> dict[str, LocaleRules]:
 
     import yaml
 
-    from rubric_engine.models.named import CONFIG_MODULE
-
-    text = files(CONFIG_MODULE).joinpath(*LOCALES_FILE).read_text(encoding="utf-8")
+    text = files(__package__ or "rubric_engine.authoring").joinpath(LOCALES_FILE).read_text(encoding="utf-8")
     return {name: LocaleRules(str(t["compound"]), str(t["vague"]), str(t["inner"]), int(t["ngram"]))
             for name, t in yaml.safe_load(text).items()}
 

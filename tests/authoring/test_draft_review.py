@@ -215,7 +215,7 @@ def test_bad_decision_or_into_is_one_line_and_nothing_written(tmp_path: Path) ->
 def test_the_spec_draft_template_is_used_and_sandboxed(tmp_path: Path) -> None:
     spec = tmp_path / "hb"
     shutil.copytree(REPO / "benchmarks" / "heartbench", spec)
-    (spec / "draft.j2").write_text("Our own drafting prompt for ({{ question_id }}), {{ n }} items, groups "
+    (spec / "draft.j2").write_text("Our own drafting prompt for ({{ id }}), {{ n }} items, groups "
                                    "{{ groups | map(attribute='group') | join('/') }}\n", encoding="utf-8")
     args = [a if not a.startswith("benchmark=") else f"benchmark={spec}" for a in draft_args(tmp_path)]
     with FakeServer(handler) as srv:
