@@ -6,6 +6,7 @@ code and the number the walkthrough quotes are checked here, so the document can
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -91,10 +92,98 @@ def test_the_walkthrough_runs_end_to_end(tmp_path: Path) -> None:
             for name in names:
                 (tmp_path / "conf" / group / f"{name}.yaml").write_text(_entry(name, srv.url), encoding="utf-8")
         drafts = tmp_path / "drafts.jsonl"
-        res = cli("draft", f"benchmark={v1}", f"drafter=openai/drafter", f"api_base={srv.url}",
+        res = cli("draft", f"benchmark={v1}", "drafter=openai/drafter", f"api_base={srv.url}",
                   "api_key_env=FAKE_KEY", "n=3", f"out={drafts}", f"cache.dir={tmp_path / 'cache'}")
         assert res.returncode == 1, res.stdout + res.stderr
         assert "drafted 18 criteria for 9/10 question(s)" in res.stdout, res.stdout
         assert [x for x in res.stdout.splitlines() if x.startswith("FAILED")][0].startswith("FAILED s04")
         assert len(rows(drafts)) == 18
-        print("draft:", res.stdout)
+
+        # 2. review: three experts, kept by majority
+        sheets = tmp_path / "sheets"
+        res = cli("review", "criteria", drafts, "experts=ana,ben,chen", f"out={sheets}")
+        assert res.returncode == 0, res.stdout + res.stderr
+        keys = [d["key"] for d in rows(drafts)]
+        rejects = {"ana": set(), "ben": {"s05#1"}, "chen": {"s05#1", "s02#2"}}  # the vague one, one duplicate
+        for name, out in rejects.items():
+            fill(sheets / f"criteria-{name}.csv", ["reject" if k in out else "accept" for k in keys])
+        merged = tmp_path / "walk_mini.v2.jsonl"
+        res = cli("review", "merge", *(sheets / f"criteria-{x}.csv" for x in rejects), "rule=majority", f"into={merged}")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "kept 17/18 drafted criteria" in res.stdout
+        assert "92.6% of expert pairs agree" in res.stdout  # by hand: 50 of 54 pairs (s05#1 and s02#2 split 2-1)
+
+        # 3. version 2 of the spec holds the merged data; lint it
+        shutil.copytree(v1, v2)
+        shutil.copy(merged, v2 / "walk_mini.jsonl")
+        _set(v2, 'version: "1"', 'version: "2"')
+        (v2 / "changelog.yaml").write_text(
+            "versions:\n  - {version: 1, changes: [ten dialogues, one criterion each]}\n"
+            "  - {version: 2, changes: [drafted criteria kept by review, lint and filter]}\n", encoding="utf-8")
+        res = cli("lint", v2)
+        assert res.returncode == 1 and res.stdout.splitlines() == [
+            "s02 criterion 3: duplicate: same text as criterion 2",
+            "s03 criterion 2: compound: 'and offers' joins two demands; split it into two criteria",
+            "lint: 2 findings in walk_mini 2"], res.stdout + res.stderr
+        fixed = []  # by hand, as the findings say: delete the duplicate, split the compound
+        for row in rows(v2 / "walk_mini.jsonl"):
+            if row["id"] == "s02":
+                del row["rubric"][2]
+            if row["id"] == "s03":
+                row["rubric"][1:2] = [{**row["rubric"][1], "text": "Apologises for the soaked parcel"},
+                                      {**row["rubric"][1], "text": "Offers a replacement for the soaked items"}]
+            fixed.append(json.dumps(row) + "\n")
+        (v2 / "walk_mini.jsonl").write_text("".join(fixed), encoding="utf-8")
+        res = cli("lint", v2)
+        assert res.returncode == 0 and res.stdout == "lint: 0 findings in walk_mini 2\n", res.stdout + res.stderr
+
+        # 4. filter: keep what separates a strong from a weak reply
+        pairs = tmp_path / "pairs.jsonl"
+        pairs.write_text("".join(json.dumps({"id": q, "strong": "MODEL[strong] Sorry, I have opened a case.",
+                                             "weak": "MODEL[weak] Not our fault."}) + "\n" for q in IDS), "utf-8")
+        res = cli("filter", f"benchmark={v2}", f"pairs={pairs}", "judge=judge")
+        assert res.returncode == 0 and "kept 25, dropped 2 of 27 criteria from 10 pair(s); 20 judge call(s)" in res.stdout
+        dropped = [x for x in res.stdout.splitlines() if x.startswith("dropped")]
+        assert dropped == ["dropped s01#2: favours both replies", "dropped s06#2: favours both replies"]
+        _set(v2, "path: walk_mini.jsonl", "path: walk_mini.filtered.jsonl")
+
+        # 5. pilot: a sweep of a strong and a weak candidate, then the gate
+        sweep = tmp_path / "sweep"
+        res = run_cli(["-m", f"benchmark={v2}", "progress=none", "bootstrap.samples=20", f"hydra.sweep.dir={sweep}",
+                       "candidate=strong,weak", "judge=judge"], env, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        res = cli("pilot", sweep, f"out={tmp_path / 'pilot'}")
+    assert res.returncode == 0 and res.stdout.splitlines()[:4] == [
+        "pass: discriminating criteria 100.0% (must be >= 50.0%)",
+        "pass: saturated criteria 0.0% (must be <= 20.0%)",
+        "pass: hard set found 100.0% (must be >= 100.0%)",
+        f"proposed hard set: 3 questions -> {tmp_path / 'pilot' / 'hard_set.ids'}"], res.stdout + res.stderr
+
+    # 6. diff: what changed between the versions
+    res = cli("diff", v1, v2)
+    assert res.returncode == 1 and res.stdout.splitlines()[-1] == "diff: walk_mini 1 -> walk_mini 2: 15 changes"
+    assert res.stdout.count(": added: ") == 15 and "s06 criterion 2: added: 'Opens a trace request'" in res.stdout
+
+    # 7. release: a blind sheet from the pilot runs, then the humans' labels against the declared 75%
+    res = cli("release", f"benchmark={v2}", f"runs={sweep}", "n=20")
+    assert res.returncode == 0 and "for version 2: 20 replies, 50 items" in res.stdout, res.stdout + res.stderr
+    sheet = v2 / "release" / "2"
+    res = cli("release", f"benchmark={v2}", f"runs={sweep}", f"labels={_labels(sheet, tmp_path / 'l1.csv', 14)}")
+    assert res.returncode == 1 and "release gate failed" in res.stdout and not (v2 / "RELEASE-2.md").exists()
+    res = cli("release", f"benchmark={v2}", f"runs={sweep}", f"labels={_labels(sheet, tmp_path / 'l2.csv', 6)}")
+    assert res.returncode == 0 and "release gate passed" in res.stdout, res.stdout + res.stderr
+    assert "88.0%" in (v2 / "RELEASE-2.md").read_text(encoding="utf-8")
+
+
+def _labels(sheet: Path, path: Path, wrong: int) -> Path:
+    """One rater's labels of the release sheet: the judge's verdict, except on the first `wrong` items."""
+    with (sheet / "review.csv").open(encoding="utf-8-sig") as fh:
+        table = list(csv.DictReader(fh))
+    for n, row in enumerate(table):
+        judged = (MARK.search(row["reply"]).group(1) == "strong") == (float(row["weight"]) > 0)  # type: ignore[union-attr]
+        row.update(met=str(int(judged != (n < wrong))), rater="ann")
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        out = csv.DictWriter(fh, fieldnames=list(table[0]))
+        out.writeheader()
+        out.writerows(table)
+    return path
