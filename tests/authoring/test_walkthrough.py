@@ -53,8 +53,8 @@ def script(body: dict[str, Any]) -> Reply:
     if body["model"] != "judge":
         return Reply(text=f"MODEL[{body['model']}] I am sorry, let me sort this out.", usage=(30, 10))
     who = MARK.search(text).group(1)  # type: ignore[union-attr]
-    verdicts = [{"id": int(i), "reasoning": "r",
-                 "met": t.startswith("Greets") or (who == "strong") == (float(w) > 0)} for i, w, t in ITEM.findall(text)]
+    verdicts = [{"id": int(i), "reasoning": "r", "met": t.startswith("Greets") or (who == "strong") == (float(w) > 0)}
+                for i, w, t in ITEM.findall(text)]
     return Reply(text=json.dumps({"criteria": verdicts}), usage=(100, 50))
 
 
@@ -108,10 +108,12 @@ def test_the_walkthrough_runs_end_to_end(tmp_path: Path) -> None:
         for name, out in rejects.items():
             fill(sheets / f"criteria-{name}.csv", ["reject" if k in out else "accept" for k in keys])
         merged = tmp_path / "walk_mini.v2.jsonl"
-        res = cli("review", "merge", *(sheets / f"criteria-{x}.csv" for x in rejects), "rule=majority", f"into={merged}")
+        expert_sheets = (sheets / f"criteria-{x}.csv" for x in rejects)
+        res = cli("review", "merge", *expert_sheets, "rule=majority", f"into={merged}")
         assert res.returncode == 0, res.stdout + res.stderr
         assert "kept 17/18 drafted criteria" in res.stdout
-        assert "92.6% of expert pairs agree" in res.stdout  # by hand: 50 of 54 pairs (s05#1 and s02#2 split 2-1)
+        # by hand: 50 of 54 expert pairs agree (s05#1 and s02#2 split 2-1); alpha 1 - (4/54) / (2*51*3/(54*53))
+        assert "92.6% of expert pairs agree, Krippendorff's alpha 0.307" in res.stdout
 
         # 3. version 2 of the spec holds the merged data; lint it
         shutil.copytree(v1, v2)
@@ -142,7 +144,8 @@ def test_the_walkthrough_runs_end_to_end(tmp_path: Path) -> None:
         pairs.write_text("".join(json.dumps({"id": q, "strong": "MODEL[strong] Sorry, I have opened a case.",
                                              "weak": "MODEL[weak] Not our fault."}) + "\n" for q in IDS), "utf-8")
         res = cli("filter", f"benchmark={v2}", f"pairs={pairs}", "judge=judge")
-        assert res.returncode == 0 and "kept 25, dropped 2 of 27 criteria from 10 pair(s); 20 judge call(s)" in res.stdout
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "kept 25, dropped 2 of 27 criteria from 10 pair(s); 20 judge call(s)" in res.stdout
         dropped = [x for x in res.stdout.splitlines() if x.startswith("dropped")]
         assert dropped == ["dropped s01#2: favours both replies", "dropped s06#2: favours both replies"]
         _set(v2, "path: walk_mini.jsonl", "path: walk_mini.filtered.jsonl")
@@ -180,7 +183,8 @@ def _labels(sheet: Path, path: Path, wrong: int) -> Path:
     with (sheet / "review.csv").open(encoding="utf-8-sig") as fh:
         table = list(csv.DictReader(fh))
     for n, row in enumerate(table):
-        judged = (MARK.search(row["reply"]).group(1) == "strong") == (float(row["weight"]) > 0)  # type: ignore[union-attr]
+        who = MARK.search(row["reply"]).group(1)  # type: ignore[union-attr]
+        judged = (who == "strong") == (float(row["weight"]) > 0)
         row.update(met=str(int(judged != (n < wrong))), rater="ann")
     with path.open("w", newline="", encoding="utf-8") as fh:
         out = csv.DictWriter(fh, fieldnames=list(table[0]))
