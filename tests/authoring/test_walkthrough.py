@@ -171,6 +171,8 @@ def test_the_walkthrough_runs_end_to_end(tmp_path: Path) -> None:
     res = cli("release", f"benchmark={v2}", f"runs={sweep}", "n=20")
     assert res.returncode == 0 and "for version 2: 20 replies, 50 items" in res.stdout, res.stdout + res.stderr
     sheet = v2 / "release" / "2"
+    with (sheet / "review.csv").open(encoding="utf-8-sig") as fh:  # the rater sees each question's dialogue
+        assert all(row["dialogue"].strip() for row in csv.DictReader(fh))
     res = cli("release", f"benchmark={v2}", f"runs={sweep}", f"labels={_labels(sheet, tmp_path / 'l1.csv', 14)}")
     assert res.returncode == 1 and "release gate failed" in res.stdout and not (v2 / "RELEASE-2.md").exists()
     res = cli("release", f"benchmark={v2}", f"runs={sweep}", f"labels={_labels(sheet, tmp_path / 'l2.csv', 6)}")
