@@ -65,12 +65,6 @@ def _set(spec: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new), encoding="utf-8")
 
 
-def _number(pattern: str, text: str) -> str:
-    found = re.search(pattern, text)
-    assert found, text
-    return found.group(1)
-
-
 def test_the_walkthrough_runs_end_to_end(tmp_path: Path) -> None:
     env = clean_env(tmp_path)
     env["RUBRIC_ENGINE_CONFIG_DIRS"] = str(tmp_path / "conf")
@@ -87,17 +81,19 @@ def test_the_walkthrough_runs_end_to_end(tmp_path: Path) -> None:
               f"cache.dir={tmp_path / 'cache'}")
     assert res.returncode == 0 and "drafted 30 criteria for 10/10 question(s)" in res.stdout, res.stdout + res.stderr
     with FakeServer(script) as srv:
-        for group, names in (("candidate", ("strong", "weak")), ("judge", ("judge",)), ("drafter", ("drafter",))):
+        for group, names in (("candidate", ("strong", "weak")), ("judge", ("judge", "drafter"))):
             (tmp_path / "conf" / group).mkdir(parents=True)
             for name in names:
                 (tmp_path / "conf" / group / f"{name}.yaml").write_text(_entry(name, srv.url), encoding="utf-8")
         drafts = tmp_path / "drafts.jsonl"
-        res = cli("draft", f"benchmark={v1}", "drafter=openai/drafter", f"api_base={srv.url}",
-                  "api_key_env=FAKE_KEY", "n=3", f"out={drafts}", f"cache.dir={tmp_path / 'cache'}")
+        res = cli("draft", f"benchmark={v1}", "drafter=drafter", "n=3", f"out={drafts}",
+                  f"cache.dir={tmp_path / 'cache'}")
         assert res.returncode == 1, res.stdout + res.stderr
         assert "drafted 18 criteria for 9/10 question(s)" in res.stdout, res.stdout
-        assert [x for x in res.stdout.splitlines() if x.startswith("FAILED")][0].startswith("FAILED s04")
+        failed = [x for x in res.stdout.splitlines() if x.startswith("FAILED")]
+        assert failed == ["FAILED s04: invalid draft after 2 replies: the answer is not a JSON object"], res.stdout
         assert len(rows(drafts)) == 18
+        assert (v1 / "walk_mini.jsonl").read_bytes() == (SPEC / "walk_mini.jsonl").read_bytes()  # drafts stay out
 
         # 2. review: three experts, kept by majority
         sheets = tmp_path / "sheets"
