@@ -158,8 +158,25 @@ def test_the_walkthrough_runs_end_to_end(tmp_path: Path) -> None:
         "pass: hard set found 100.0% (must be >= 100.0%)",
         f"proposed hard set: 3 questions -> {tmp_path / 'pilot' / 'hard_set.ids'}"], res.stdout + res.stderr
 
-    # 6. diff: what changed between the versions
-    res = cli("diff", v1, v2)
+    # 6. diff: what changed between the versions, and how version 1's runs would score under version 2
+    with FakeServer(script) as srv:
+        for group, names in (("candidate", ("strong", "weak")), ("judge", ("judge",))):
+            for name in names:
+                (tmp_path / "conf" / group / f"{name}.yaml").write_text(_entry(name, srv.url), encoding="utf-8")
+        res = run_cli(["-m", f"benchmark={v1}", "progress=none", "bootstrap.samples=20",
+                       f"hydra.sweep.dir={tmp_path / 'sweep_v1'}", "hydra.sweep.subdir=${hydra.job.num}",
+                       "candidate=strong,weak", "judge=judge"], env, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+    # `runs=` takes a list of run directories, not a sweep directory, and a comma inside a path would split the
+    # list, so the runs above are named by job number (hydra's default names them after their overrides).
+    old_runs = ",".join(str(tmp_path / "sweep_v1" / n) for n in ("0", "1"))
+    res = cli("diff", v1, v2, f"runs=[{old_runs}]")
+    for cand, score in (("strong", "100.00 -> 100.00 (+0.00)"), ("weak", "0.00 -> 0.00 (+0.00)")):
+        line = next(x for x in res.stdout.splitlines() if x.startswith(f"  {cand} "))
+        assert f": {score} over 1 question; not rescored: s01: criterion 2 added, no verdict;" in line, line
+        fresh = next(sweep.glob(f"*candidate={cand}*")) / "samples.jsonl"  # version 2's own run of s04
+        s04 = next(r for r in rows(fresh) if r["id"] == "s04")["score"]
+        assert f"{100 * s04:.2f} (" in line
     assert res.returncode == 1 and res.stdout.splitlines()[-1] == "diff: walk_mini 1 -> walk_mini 2: 15 changes"
     assert res.stdout.count(": added: ") == 15 and "s06 criterion 2: added: 'Opens a trace request'" in res.stdout
 
