@@ -281,7 +281,7 @@ def test_a_server_refusing_json_schema_in_a_batch_is_asked_again_without_it(tmp_
                       clean_env(tmp_path))
         assert res.returncode == 0, res.stderr
         assert set(srv.submitted.values()) == {1} and len(srv.batches) == 3
-    assert "refused response_format json_schema" in res.stderr
+    assert "the server refused structured output" in res.stderr
     assert scores(tmp_path / "run") == scores(sync_ref)
 
 

@@ -394,7 +394,7 @@ def test_baseline_answers_on_the_command_line_replace_anchors_and_an_unknown_one
     assert len(weak) == 6 and all("GIVEN" in p for p in weak)  # the given file's replies, not the declared file's
     assert not any("Q[g3]" in p for p in judge.prompts)
     res = run_cli(["benchmark=anchored_mini", "candidate=mock", "judge=mock", "baseline=mock", "progress=none",
-                   f"hydra.run.dir={tmp_path / 'refused'}"], env)
+                   f"hydra.run.dir={tmp_path / 'refused'}"], env, cwd=tmp_path)  # the shipped spec, not a checkout's
     assert res.returncode == 2 and "baseline=" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
