@@ -369,9 +369,12 @@ def read_dialogues(run: RunRecord) -> dict[str, list[tuple[str, str, str]]]:
     path = run.dir / ANSWERS_FILE
     if not path.is_file():
         return out
+    user = next((k for k, v in roles.items() if v == "user"), "user")
     for _, row in iter_jsonl(path, error=DataError, fix=""):
         turns = row.get(dia_f)
-        if isinstance(turns, list):
+        if isinstance(turns, str) and turns.strip():  # a plain-text prompt: one user turn, as the loader reads it
+            out[str(row.get(id_f))] = [(user, "user", turns)]
+        elif isinstance(turns, list):
             out[str(row.get(id_f))] = [(str(t.get(role_f, "")), str(roles.get(t.get(role_f), "")), str(t.get(text_f, "")))
                                        for t in turns if isinstance(t, dict)]
     return out

@@ -163,3 +163,20 @@ def test_bad_arguments_one_line_exit_2(review_runs: list[Path], tmp_path: Path) 
         assert res.stderr.startswith("rubric-engine: error: review export:") and len(res.stderr.splitlines()) == 1
     res = run("review", "export", str(tmp_path / "nowhere"))
     assert res.returncode == 2 and "not a directory" in res.stderr
+
+
+def test_a_dialogue_written_as_plain_text_is_on_the_sheet(review_runs: list[Path], tmp_path: Path) -> None:
+    """A row whose dialogue is one plain string (a single-turn prompt, as the loader reads CSV rows) shows it on the
+    sheet as the user's turn: a rater never labels a reply without its question (the column was blank)."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(review_runs[0], run_dir)
+    first = ROWS[0]["question_id"]
+    path = run_dir / "answers.jsonl"
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    rows = [{**r, "dialogue": "Where is my parcel? It was due on Monday."} if r.get("question_id") == first else r
+            for r in rows]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    res = run("review", "export", str(run_dir), "n=15", "unit=reply", "stratify=subset", f"out={tmp_path / 'out'}")
+    assert res.returncode == 0, res.stderr
+    got = [r["dialogue"] for r in read_sheet(tmp_path / "out" / "review.csv") if r["question_id"] == first]
+    assert got and all("Where is my parcel? It was due on Monday." in d for d in got)
