@@ -81,13 +81,15 @@ def _move(run: Any, old_spec: Any, new_spec: Any, questions: dict[str, Any], n: 
 
 def score_moves(run_dirs: Sequence[Path], old_spec: Any, new_spec: Any, new_questions: Sequence[Any],
                 n: int) -> list[Move]:
-    """A Move per run of the old version; a run of another benchmark or version is refused (ConfigError)."""
-    from rubric_engine.store.runs import load_run
+    """A Move per run of the old version (a sweep directory gives its runs); a run of another benchmark or
+    version is refused (ConfigError)."""
+    from rubric_engine.store.runs import find_run_dirs, load_run
 
     questions = {q.id: q for q in new_questions}
     moves = []
-    for d in run_dirs:
-        run = load_run(Path(d).expanduser())
+    found = [r for d in run_dirs for r in find_run_dirs(Path(d).expanduser())]  # a sweep directory: its runs
+    for d in dict.fromkeys(found):
+        run = load_run(d)
         name, version = run.spec.get("name"), str(run.spec.get("version", ""))
         if (name, version) != (old_spec.name, old_spec.version):
             raise ConfigError(f"diff: {d} is a run of {name} {version}, not of {old_spec.name} {old_spec.version}; "
