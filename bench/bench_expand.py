@@ -11,6 +11,10 @@ calls (first request's arrival at the server to the last one's answer), the idea
 requests the server saw against the 2 x Q expected, so a run that failed early cannot pass for a fast one.
 
     python bench/bench_expand.py --n 100 --turns 4 --latency 1.0 --concurrency 32
+
+Measured on the 2-core development machine on 2026-11-28 (load average 1.6, nothing else running), same
+arguments: 800 requests seen (800 expected), 64 in flight at most, the calls' span 15.2 s vs ideal 13.5 s
+(1.12x, goal 1.3x), 10.2 ms of CPU per call. (At load average 10.9 the same run took 24.4 s: 1.81x.)
 """
 
 from __future__ import annotations
