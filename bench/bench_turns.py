@@ -23,9 +23,13 @@ when each run ended, added with this table):
       1000    30.0   15.7      273            0.65        0.20       0.24   ~7
       3000   120.6   70.5      287            1.96        0.59       0.24   ~7
 
+    quiet (load average 1.3-1.4, nothing else running; 2026-11-28, litellm 1.110.2)
+       100     3.1     3.9      267            0.06        0.02       0.16   1.4
+      3000    65.9    60.5      285            1.96        0.59       0.24   1.3
+
 (An earlier round, at load average 16: 35.7, 157.2 and 610.0 s wall for 100, 1,000 and 3,000 turns.) Memory and
 every file are linear (before that round: 1,500 turns took 2 GB, a 243 MB report.html and 102 MB of transcripts).
-The time is not yet: 3,000 turns take 70.5 s of the engine's CPU, over the 60 s goal before the fake server's share
+The time is not yet: 3,000 turns take 60.5 s of the engine's CPU quiet (70.5 s at load 7), at the 60 s goal before the fake server's share
 of the wall time. Turn k's request repeats the k - 1 turns before it, so 3,000 turns make ~9 million message
 visits, and each still costs ~5.5 us of CPU (the CPU between 1,000 and 3,000 turns, less ~4.3 ms a call), about
 half of it LiteLLM's own walks over the messages, which no setting of it turns off (in-process, 2,000 messages
