@@ -146,7 +146,7 @@ def test_version_is_the_package_version(env: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_subcommand_has_help(name: str, env: dict[str, str]) -> None:
-    res = run([name, "--help"], env)
+    res = run([*name.split(), "--help"], env)  # "review criteria": a command and its word
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith(f"usage: rubric-engine {name}") and "options (key=value):" in res.stdout
 
