@@ -129,8 +129,10 @@ def test_remove_files_deletes_only_the_stores_own_files(tmp_path: Path) -> None:
     with ResultCache(store) as cache:
         cache.set("big", {"text": "y" * 200_000})  # large values live in a two-hex-digit sub-directory
     (store / "cache.db-wal").write_bytes(b"")  # left by a crash
-    (store / "ab").mkdir(exist_ok=True)
-    (store / "ab" / "value.val").write_bytes(b"x")
+    taken = {p.name for p in store.iterdir()}
+    other = next(h for h in ("ab", "cd") if h not in taken)  # diskcache's own sub-directory is random: 1 in 256 is ab
+    (store / other).mkdir()
+    (store / other / "value.val").write_bytes(b"x")
     (store / "notes.txt").write_text("mine")
     (store / "keepdir").mkdir()
     (store / "abc").mkdir()  # not two hex digits
