@@ -184,6 +184,12 @@ class ServerProcess:
         self._conn.send("times")
         return self._conn.recv()
 
+    def calls_span(self, latency: float) -> float:
+        """Seconds from the first request's arrival to the last one's answer (`latency` after it arrived): the
+        engine's throughput, its start-up and LiteLLM's import left out."""
+        times = self.request_times()
+        return max(times) + latency - min(times)
+
     def __exit__(self, *exc: Any) -> None:
         self._conn.send("stop")
         self._proc.join(10)

@@ -70,10 +70,9 @@ def main() -> None:
                 "progress=none", "max_retries=0", *served("judge", "judge", srv.url)]
         proc = run_engine(args)
         requests, max_in_flight = srv.stats()
-        times = srv.request_times()
+        wall = srv.calls_span(a.latency)
         summary = json.loads((out / "summary.json").read_text())
     calls = a.n * len(ANCHORS) * 2
-    wall = max(times) + a.latency - min(times)
     ideal = calls * a.latency / a.concurrency
     rating = summary["anchored"]["rating"]
     print(f"anchored (anchored_mini): {a.n} questions x {len(ANCHORS)} anchors x 2 orders = {calls} judge calls; "

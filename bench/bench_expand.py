@@ -54,9 +54,8 @@ def main(argv: list[str] | None = None) -> None:
                "progress=none", "max_retries=0", *served("candidate", "cand", srv.url), *served("judge", "judge", srv.url)]
         proc = run_engine(cmd)
         requests, in_flight = srv.stats()
-        times = srv.request_times()
+        wall = srv.calls_span(a.latency)
         summary = json.loads((out / "summary.json").read_text())
-    wall = max(times) + a.latency - min(times)
     print(f"per-turn items (counselling_turns): N={a.n} dialogues x T={a.turns} counsellor turns = {questions} "
           f"questions, a candidate and a judge call each; L={a.latency}s, C={a.concurrency}")
     print(f"  requests seen {requests} (expected {2 * questions}), max in flight {in_flight}; scored "

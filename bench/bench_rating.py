@@ -68,9 +68,8 @@ def main() -> None:
                 "progress=none", "max_retries=0", *served("candidate", "cand", srv.url)]
         proc = run_engine(args)
         requests, max_in_flight = srv.stats()
-        times = srv.request_times()
+        wall = srv.calls_span(a.latency)
         summary = json.loads((out / "summary.json").read_text())
-    wall = max(times) + a.latency - min(times)
     ideal = a.n * a.latency / a.concurrency
     print(f"rating (eq_bench): {a.n} questions, 1 candidate call each, no judge; latency {a.latency}s, "
           f"C={a.concurrency}")

@@ -83,9 +83,8 @@ def main(argv: list[str] | None = None) -> None:
                *served("candidate", "cand", srv.url), *served("user", "sim", srv.url)]
         proc = run_engine(cmd)
         requests, in_flight = srv.stats()
-        times = srv.request_times()
+        wall = srv.calls_span(a.latency)
         summary = json.loads((Path(tmp) / "run" / "summary.json").read_text())
-    wall = max(times) + a.latency - min(times)
     print(f"user_state: N={a.n} conversations x T={a.turns} turns, a state read each user line, no judge; "
           f"L={a.latency}s, C={a.concurrency}")
     print(f"  requests seen {requests} (expected {calls}), max in flight {in_flight}; scored "
