@@ -39,6 +39,7 @@ LIGHT = ("scoring", "stats")  # pure computation: importing any of their modules
 # public names, resolved lazily) stands above all.
 LAYERS: list[tuple[str, ...]] = [
     ("cli",),
+    ("cluster",),  # Ray (issue #40): drives run/ and reward/ across nodes; nothing below imports Ray
     ("reward",),  # above run/: a reward loads spec and data and plans its judges as a run does (run/runner, run/plan)
     ("run",),
     ("report",),
