@@ -6,4 +6,6 @@ actor holds a `RubricReward`) and hands lower layers what they need as collabora
 below imports Ray. Ray is an optional extra (`pip install 'rubric-engine[ray]'`): every module here imports it
 through `connect.require_ray`, so without it the single-machine paths work as before and a Ray option fails in one
 line naming what to install.
+
+May import reward/, run/ and every layer below them; only cli/ imports this package.
 """
