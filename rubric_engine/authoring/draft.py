@@ -265,18 +265,18 @@ def draft(opts: DraftOptions) -> dict[str, Any]:
     _log(f"draft: {len(questions)} question(s) of {spec.name} with {model.model}, prompt {source[1]}; completed "
          "calls are cached, so an interrupted run resumes where it stopped")
 
-    Result = list[tuple[str, list[dict[str, Any]] | None, str | None]]
+    Result = list[tuple[str, list[dict[str, Any]] | None, str | None, bool]]  # bool: every reply was unusable
 
     async def run() -> tuple[Result, "CallStats"]:
         client = ModelClient(model, cache=cache, concurrency=opts.concurrency, role="drafter")
 
-        async def one(q: "Question") -> tuple[str, list[dict[str, Any]] | None, str | None]:
+        async def one(q: "Question") -> tuple[str, list[dict[str, Any]] | None, str | None, bool]:
             got = await ask_structured(client, requests[q.id],
                                        lambda text: check_drafts(text, opts.n, names, opts.weights),
                                        reask=lambda problem: _reask(problem, opts.n), max_reasks=opts.max_reasks,
                                        what="draft", role="drafter")
             _log(f"{q.id} " + (f"FAILED: {got.error}" if got.error else f"{len(got.value or [])} criteria"))
-            return q.id, got.value, got.error
+            return q.id, got.value, got.error, bool(got.error) and len(got.replies) == got.attempts
 
         try:
             return list(await asyncio.gather(*(one(q) for q in questions))), client.stats
@@ -288,10 +288,11 @@ def draft(opts: DraftOptions) -> dict[str, Any]:
     finally:
         cache.close()
     rows = [{"key": f"{qid}#{i}", "id": qid, "n": i, **c, "drafter": model.model}
-            for qid, value, _ in results for i, c in enumerate(value or [], 1)]
+            for qid, value, _, _ in results for i, c in enumerate(value or [], 1)]
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     write_text(opts.out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    failures = [{"id": qid, "error": err} for qid, _, err in results if err is not None]
+    failures = [{"id": qid, "error": err, "kind": "format" if unusable else "call"}
+                for qid, _, err, unusable in results if err is not None]
     report = {"benchmark": spec.name, "spec_dir": str(spec.dir.resolve()), "data": str(Path(local).resolve()),
               "data_sha256": ds.sha256, "drafter": model.model, "template": source[1], "questions": len(results),
               "drafted": len(results) - len(failures), "failed": len(failures), "failures": failures,

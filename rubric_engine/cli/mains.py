@@ -355,7 +355,9 @@ def import_main(argv: Sequence[str]) -> int:
 
 
 def draft_main(args: Sequence[str]) -> int:
-    """`rubric-engine draft benchmark=NAME|DIR drafter=ENTRY ...`: 0 = every question drafted, 1 = some failed."""
+    """`rubric-engine draft benchmark=NAME|DIR drafter=ENTRY ...`: 0 = every question drafted; 2 = a reply was not in
+    the declared format after its re-asks (bad input, as the issue counts it; the other drafts are written); 1 = a
+    call failed for good."""
     from rubric_engine.authoring.draft import DraftOptions, draft
 
     p = parse(COMMANDS["draft"], args)
@@ -376,6 +378,12 @@ def draft_main(args: Sequence[str]) -> int:
           "(a review file: nothing enters the data before `rubric-engine review criteria` and `review merge`)")
     for f in rep["failures"]:
         print(f"FAILED {f['id']}: {f['error']}")
+    unusable = [f["id"] for f in rep["failures"] if f["kind"] == "format"]
+    if unusable:
+        ids = ",".join(unusable)
+        raise ConfigError(f"draft: {len(unusable)} question(s) got no reply in the declared format ({ids}); the other "
+                          f"drafts are in {rep['drafts']}; adjust draft.j2 or choose another drafter=, then draft them "
+                          f"again with ids=[{ids}] and another out= (answered calls come from the cache)")
     return 1 if rep["failed"] else 0
 
 

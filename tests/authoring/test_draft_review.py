@@ -69,7 +69,10 @@ def test_mock_drafts_in_the_spec_format(tmp_path: Path) -> None:
 def test_fake_server_drafts_malformed_reasked_then_counted_and_cached(tmp_path: Path) -> None:
     with FakeServer(handler) as srv:
         res = run_cli(draft_args(tmp_path, srv=srv), env())
-        assert res.returncode == 1, res.stderr
+        assert res.returncode == 2, res.stderr  # a reply not in the declared format is bad input: exit 2, one line
+        last = res.stderr.strip().splitlines()[-1]  # the lines before it: one per question, as it settled
+        assert last.startswith("rubric-engine: error: draft: 1 question(s) got no reply in the declared format "
+                               "(mq03cc)") and "ids=[mq03cc]" in last, res.stderr
         asked = [next(q for q in IDS if f"({q})" in b["messages"][0]["content"]) for b in srv.requests]
         assert sorted(asked) == ["mq01aa", "mq02bb", "mq03cc", "mq03cc"]  # the malformed one re-asked once
         failed = [line for line in res.stdout.splitlines() if line.startswith("FAILED")]
@@ -82,8 +85,22 @@ def test_fake_server_drafts_malformed_reasked_then_counted_and_cached(tmp_path: 
         assert (report["calls"]["requests"], report["calls"]["cost"]) == (4, None)  # no price known: unknown, not $0
         srv.reset()
         again = run_cli(draft_args(tmp_path, srv=srv), env())
-        assert again.returncode == 1
+        assert again.returncode == 2
         assert len(srv.requests) == 2  # only the failed question is asked again; the rest comes from the cache
+
+
+def test_a_call_that_fails_for_good_is_exit_1_not_bad_input(tmp_path: Path) -> None:
+    def refusing(body: dict[str, Any]) -> Reply:  # mq03cc's call is refused (400: retrying cannot help)
+        return Reply(status=400, error="this request cannot be served") if "(mq03cc)" in body["messages"][0][
+            "content"] else handler(body)
+
+    with FakeServer(refusing) as srv:
+        res = run_cli(draft_args(tmp_path, srv=srv), env())
+    assert res.returncode == 1, res.stderr  # the model's server failed: counted, not blamed on the user's input
+    assert "declared format" not in res.stderr
+    assert [x for x in res.stdout.splitlines() if x.startswith("FAILED")][0].startswith("FAILED mq03cc:")
+    report = json.loads((tmp_path / "drafts.report.json").read_text(encoding="utf-8"))
+    assert [(f["id"], f["kind"]) for f in report["failures"]] == [("mq03cc", "call")]
 
 
 def fill(path: Path, decisions: list[str], edits: dict[int, dict[str, str]] | None = None) -> None:
@@ -100,7 +117,7 @@ def fill(path: Path, decisions: list[str], edits: dict[int, dict[str, str]] | No
 
 def sheets(tmp_path: Path) -> tuple[Path, list[Path]]:
     with FakeServer(handler) as srv:
-        assert run_cli(draft_args(tmp_path, srv=srv), env()).returncode == 1
+        assert run_cli(draft_args(tmp_path, srv=srv), env()).returncode == 2
     out = tmp_path / "sheets"
     res = run_cli(["review", "criteria", str(tmp_path / "drafts.jsonl"), "experts=a,b,c", f"out={out}"], env())
     assert res.returncode == 0, res.stderr
@@ -187,7 +204,7 @@ def test_killed_draft_resumes_paying_nothing_twice(tmp_path: Path) -> None:
         srv.handler = handler
         srv.reset()
         res = run_cli(draft_args(tmp_path, srv=srv), env())
-        assert res.returncode == 1, res.stderr  # mq03cc's reply is still malformed: asked again, still counted
+        assert res.returncode == 2, res.stderr  # mq03cc's reply is still malformed: asked again, still counted
         asked = sorted(next(q for q in IDS if f"({q})" in b["messages"][0]["content"]) for b in srv.requests)
         assert asked == ["mq02bb", "mq03cc", "mq03cc"]
     assert len(rows(tmp_path / "drafts.jsonl")) == 4
@@ -220,7 +237,7 @@ def test_the_spec_draft_template_is_used_and_sandboxed(tmp_path: Path) -> None:
     args = [a if not a.startswith("benchmark=") else f"benchmark={spec}" for a in draft_args(tmp_path)]
     with FakeServer(handler) as srv:
         res = run_cli([*args[:-1], "drafter=openai/fake-model", f"api_base={srv.url}", "api_key_env=FAKE_KEY"], env())
-        assert res.returncode == 1, res.stderr
+        assert res.returncode == 2, res.stderr
         prompts = [b["messages"][0]["content"] for b in srv.requests]
     assert all(p.startswith("Our own drafting prompt for (mq") and "情绪感知/" in p for p in prompts)
     (spec / "draft.j2").write_text("{{ ''.__class__.__mro__[1].__subclasses__() }}\n", encoding="utf-8")

@@ -88,7 +88,8 @@ def test_the_walkthrough_runs_end_to_end(tmp_path: Path) -> None:
         drafts = tmp_path / "drafts.jsonl"
         res = cli("draft", f"benchmark={v1}", "drafter=drafter", "n=3", f"out={drafts}",
                   f"cache.dir={tmp_path / 'cache'}")
-        assert res.returncode == 1, res.stdout + res.stderr
+        assert res.returncode == 2, res.stdout + res.stderr  # s04's reply was never in the declared format
+        assert "1 question(s) got no reply in the declared format (s04)" in res.stderr, res.stderr
         assert "drafted 18 criteria for 9/10 question(s)" in res.stdout, res.stdout
         failed = [x for x in res.stdout.splitlines() if x.startswith("FAILED")]
         assert failed == ["FAILED s04: invalid draft after 2 replies: the answer is not a JSON object"], res.stdout
