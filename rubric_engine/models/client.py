@@ -441,7 +441,8 @@ class ModelClient:
             if self.observer is not None:
                 self.observer(retry_event(self, attempts, failure.status, failure.detail, delay))
             if self.notify is not None:
-                why = f"HTTP {failure.status}" if failure.status else failure.detail[:80]
+                why = (f"HTTP {failure.status}" if failure.status else
+                       "no connection" if failure.kind == "connection" else failure.detail[:80])
                 wait = "rate limit: waiting as asked (Retry-After)" if failure.retry_after is not None else "backing off"
                 self.notify(f"{self.role} '{self.spec.name}': {why}; retry {attempts}/{self.max_retries} in "
                             f"{delay:.1f}s ({wait})")

@@ -73,13 +73,20 @@ def clean(text: str, secret: str | None) -> str:
 
 def refused(exc: BaseException) -> bool:
     """A connection that could not be opened (LiteLLM reports it as a 500 'Connection error')."""
+    socket_refused = _socket_refused(exc)
+    return socket_refused if socket_refused is not None else "Connection error" in str(exc)
+
+
+def _socket_refused(exc: BaseException) -> bool | None:
+    """True: the chain shows the socket itself refused (no server answered, whatever status LiteLLM puts on it);
+    False: it shows a timeout; None: it shows neither."""
     for node in _chain(exc):
         names = {cls.__name__ for cls in type(node).__mro__}
         if names & {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"}:
             return False
         if names & {"ConnectError", "ConnectionRefusedError"} or "Connection refused" in str(node):
             return True
-    return "Connection error" in str(exc)
+    return None
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -158,8 +165,8 @@ def classify(exc: BaseException, secret: str | None) -> Failure:
         return Failure(True, status, None, detail, "too_large")
     if codes & _QUOTA_CODES:  # a 429 that waiting cannot fix: the account has no credit left
         return Failure(True, status, None, detail, "quota")
-    if refused(exc):
-        return Failure(False, status, None, detail, "connection")
+    if refused(exc):  # a refused socket got no answer, so no HTTP status (LiteLLM's 500 is its label, not a server's)
+        return Failure(False, None if _socket_refused(exc) else status, None, detail, "connection")
     if isinstance(exc, (Malformed, TimeoutError)) or names & {"Timeout", "APITimeoutError", "APIConnectionError"}:
         return Failure(False, status, None, detail, "transient")
     if status is not None:

@@ -334,6 +334,7 @@ def test_advice_when_nothing_listens_names_the_endpoint() -> None:
     [err] = calls(c)
     assert isinstance(err, FatalModelError) and err.stops_run
     assert str(err).endswith(f"; check that the server is running and reachable at {url} (after 1 attempt)")
+    assert err.status is None and "[HTTP" not in str(err)  # nothing answered: no status (LiteLLM says 500)
 
 
 def test_advice_without_an_endpoint_names_none(fake_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -457,7 +458,7 @@ def test_nothing_listening_stops_the_run_with_what_was_tried() -> None:
     [err] = calls(c)
     assert type(err) is FatalModelError and err.stops_run is True
     assert err.model == "openai/fake-model" and err.attempts == 2 and err.detail
-    assert err.status == 500  # LiteLLM reports a refused connection as HTTP 500 'Connection error'; kept as said
+    assert err.status is None  # LiteLLM labels a refused connection HTTP 500, but no server answered: no status
     assert str(err).startswith("openai/fake-model") and f"candidate model 'local': {err.detail}; " in str(err)
 
 
