@@ -67,16 +67,17 @@ def variance_if_asked(bank: Bank, theta: float, asked: np.ndarray) -> np.ndarray
     return np.where(done, np.inf, total)
 
 
-def next_for_estimate(bank: Bank, theta: float, asked: Sequence[int]) -> int | None:
+def next_for_estimate(bank: Bank, theta: float, asked: Sequence[int], exclude: Sequence[int] = ()) -> int | None:
     """The question not yet asked (`asked`: question indices) that leaves the least expected variance; None when
-    every question was asked."""
-    if len(set(asked)) >= len(bank.groups):
+    every question was asked. `exclude`: questions that may not be picked (not in the run's selection); unlike
+    the asked ones they stay unobserved in the variance."""
+    if len(set(asked) | set(exclude)) >= len(bank.groups):
         return None
     mask = np.zeros(len(bank.keys), dtype=bool)
     for g in asked:
         mask[list(bank.groups[g])] = True
     v = variance_if_asked(bank, theta, mask)
-    for g in asked:
+    for g in (*asked, *exclude):
         v[g] = np.inf
     return int(np.argmin(v))
 
