@@ -101,20 +101,22 @@ Pick = Callable[[Bank, float, Sequence[int]], "int | None"]
 
 
 def adaptive(bank: Bank, ask: Callable[[str], Mapping[tuple[str, str], float]], budget: int,
-             draws: int = 2000, seed: int = 0, pick: Pick = next_for_estimate) -> Estimate:
+             draws: int = 2000, seed: int = 0, pick: Pick = next_for_estimate, wave: int = 1) -> Estimate:
     """Adaptive selection: ask `budget` questions one at a time, each the one leaving the least expected variance
     at the ability estimated from the answers so far (the first at the prior's 0), then estimate the full score.
     `ask(question id)` returns that question's observed items (an empty mapping: it could not be scored);
-    `pick`: another rule (bank, theta, asked) -> the next question, e.g. the most informative one."""
+    `pick`: another rule (bank, theta, asked) -> the next question, e.g. the most informative one; `wave`: that
+    many questions picked at one ability before it is estimated again (a run's waves, item_budget=)."""
     observed: dict[tuple[str, str], float] = {}
     asked: list[int] = []
     theta = 0.0
     while len(asked) < budget:
-        g = pick(bank, theta, asked)
-        if g is None:
+        before = len(asked)
+        while len(asked) < min(budget, before + wave) and (g := pick(bank, theta, asked)) is not None:
+            asked.append(g)
+            observed.update(ask(bank.questions[g]))
+        if len(asked) == before:
             break
-        asked.append(g)
-        observed.update(ask(bank.questions[g]))
         seen = [j for j, k in enumerate(bank.keys) if k in observed]
         theta, _ = estimate_ability(np.array([observed[bank.keys[j]] for j in seen]), bank.fit.a[seen],
                                     bank.fit.b[seen])

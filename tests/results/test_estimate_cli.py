@@ -316,3 +316,12 @@ def test_bad_adaptive_run_options_are_one_line(fitted: dict[str, Any], tmp_path:
     res, asked = _run_m7(fitted, tmp_path / "refused", *opts)
     _one_line_exit_2(res, *words)
     assert asked == [] and not (tmp_path / "refused").exists()
+
+
+def test_a_dry_run_with_a_budget_counts_the_budget(fitted: dict[str, Any]) -> None:
+    res, asked = _run_m7(fitted, fitted["tmp"] / "dry_budget", f"item_model={fitted['bank']}", "item_budget=5",
+                         "dry_run=true")
+    assert res.returncode == 0, res.stderr[-2000:]
+    row = next(line for line in res.stdout.splitlines() if "candidate" in line and "m7" in line)
+    assert re.split(r"\s*[│|]\s*", row.strip(" │|"))[2] == "5", row
+    assert asked == [] and not (fitted["tmp"] / "dry_budget").exists()
