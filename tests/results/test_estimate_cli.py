@@ -309,6 +309,7 @@ def test_a_killed_adaptive_run_resumes_to_the_same_selection_and_estimate(fitted
     (["item_budget=5"], ("item_budget= needs item_model=",)),
     (["item_budget=5", "ITEM_MODEL", "ids=[a,b]"], ("drop ids=",)),
     (["item_budget=0", "ITEM_MODEL"], ("item_budget=0", "at least 1")),
+    (["item_budget=5", "ITEM_MODEL", "retry_errors=true"], ("retry_errors=true cannot", "start a new run")),
 ])
 def test_bad_adaptive_run_options_are_one_line(fitted: dict[str, Any], tmp_path: Path, extra: list[str],
                                                words: tuple[str, ...]) -> None:
