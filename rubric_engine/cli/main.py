@@ -82,21 +82,21 @@ def _run_job(cfg: DictConfig) -> int:
             (out_dir / name).unlink(missing_ok=True)
     start_up_done()  # Hydra has composed: the GC paused by start_up is back on for whatever the job does
     try:
-        item_model = cfg.get("item_model")
+        item_model, budget = cfg.get("item_model"), cfg.get("item_budget")
         if cfg.dry_run:
             from rubric_engine.cli.commands import print_estimate
 
             try:
-                print_estimate(_anchored(item_model, settings_from_config(cfg, out_dir)))
+                print_estimate(_anchored(item_model, settings_from_config(cfg, out_dir), budget, dry=True)[0])
             finally:
                 discard_untouched(out_dir)  # a dry run writes nothing: Hydra's .hydra/ and log go too
             return 0
-        settings = replace(_anchored(item_model, settings_from_config(cfg, out_dir)),
-                           resume_command=_resume(out_dir) if not sweeping else
+        chosen, selector = _anchored(item_model, settings_from_config(cfg, out_dir), budget)
+        settings = replace(chosen, resume_command=_resume(out_dir) if not sweeping else
                            _resume(_sweep.dir, sweep=True) if _sweep is not None else None)
         # a sweep whose jobs run in this process shows each distinct warning once (other launchers: once per job)
         summary = run_benchmark(settings, warned=_sweep.warned if sweeping and _sweep is not None else None,
-                                checked=report_worker_for(cfg.stage, sweeping))
+                                checked=report_worker_for(cfg.stage, sweeping), selector=selector)
         why = nothing_scored(summary)
         if why:
             from rubric_engine.text.terminal import shown
@@ -133,13 +133,14 @@ def _run_job(cfg: DictConfig) -> int:
         return fail(exc, bool(cfg.debug))
 
 
-def _anchored(item_model: Any, settings: Any) -> Any:
-    """item_model=FILE: the run asks only the model's anchors (cli/subsetrun.py); unchanged without it."""
-    if not item_model:
-        return settings
+def _anchored(item_model: Any, settings: Any, budget: Any = None, dry: bool = False) -> tuple[Any, Any]:
+    """item_model=FILE: the run asks only the model's anchors, or with item_budget=N N questions chosen while it runs
+    (the selector; cli/subsetrun.py); unchanged, no selector, without them."""
+    if not item_model and budget is None:
+        return settings, None
     from rubric_engine.cli.subsetrun import anchored
 
-    return anchored(item_model, settings)
+    return anchored(item_model, settings, budget, dry)
 
 
 def _began(out_dir: Path) -> bool:

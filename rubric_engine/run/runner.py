@@ -45,6 +45,7 @@ from rubric_engine.run.record import Outcome, sample_record
 from rubric_engine.run.settings import STAGES, RunSettings
 from rubric_engine.run.summary import build_summary
 from rubric_engine.run.tryout import tryout_spec
+from rubric_engine.run.waves import Selector, Waves, add_calls
 from rubric_engine.run.transcripts import TranscriptWriter
 from rubric_engine.shapes.registry import check_templates
 from rubric_engine.spec.checks import check_breakdowns_against_tags
@@ -116,7 +117,7 @@ def given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[
 
 def run_benchmark(settings: RunSettings, console: Console | None = None,
                   results: Console | None = None, warned: set[str] | None = None, *,
-                  checked: Callable[[], object] | None = None) -> Summary:
+                  checked: Callable[[], object] | None = None, selector: Selector | None = None) -> Summary:
     """Run the stages the settings ask for and return the summary (also written to out_dir).
 
     `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
@@ -125,15 +126,18 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     holds its directory's lock throughout (rundir.RunLock): a second process into the same directory is refused.
     `checked` is called once the spec, data, plan and keys have passed their checks, before the run directory
     is written (the command line starts its report worker there: cli/startup.report_worker_for).
+    `selector`: the questions are chosen while the run runs, one wave after another (run/waves.py: the adaptive
+    subset of an item model, validity/adaptiverun.py), among the selected ones.
     Runs an event loop of its own (run/loops.run_sync: on a worker thread when one already runs here); code inside
     a loop may await `run_benchmark_async` instead.
     """
-    return run_sync(run_benchmark_async(settings, console, results, warned, checked=checked))
+    return run_sync(run_benchmark_async(settings, console, results, warned, checked=checked, selector=selector))
 
 
 async def run_benchmark_async(settings: RunSettings, console: Console | None = None,
                               results: Console | None = None, warned: set[str] | None = None, *,
-                              checked: Callable[[], object] | None = None) -> Summary:
+                              checked: Callable[[], object] | None = None,
+                              selector: Selector | None = None) -> Summary:
     """`run_benchmark` on the caller's event loop: the model calls run there (the checks, the loading and the
     files written at the end are plain blocking work between them). The run owns its worker processes
     (workers=N, models/workers.py): started for it, handed to its clients, ended with it; nothing process-wide is
@@ -142,7 +146,7 @@ async def run_benchmark_async(settings: RunSettings, console: Console | None = N
         workers = WorkerPool(settings.workers)
         try:
             return await _run_locked(settings, console, results, set() if warned is None else warned, checked,
-                                     workers)
+                                     workers, selector)
         finally:
             await workers.aclose()
 
@@ -174,11 +178,14 @@ def _kept(full: DiskFull, cache: ResultCache | None) -> str:
 
 async def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
                       warned: set[str], checked: Callable[[], object] | None,
-                      workers: WorkerPool) -> Summary:
+                      workers: WorkerPool, selector: Selector | None = None) -> Summary:
     console = console or SafeConsole(stderr=True)
     results = results or SafeConsole()
     settings = with_run_data(settings)  # from_run=: the run's own data file (summary.json's data_path)
     spec, dataset, rows = load_inputs(settings, lazy=True)
+    if settings.retry_errors and selector is not None:
+        raise ConfigError("retry_errors=true cannot ask an adaptive run's errored questions again: the waves after "
+                          "them were chosen without their answers; start a new run (another hydra.run.dir=)")
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
     questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
     for warning in dataset.warnings:
@@ -222,6 +229,8 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     journal = out / (rundir.GENERATE_JOURNAL if settings.stage == "generate" else rundir.SAMPLES_FILE)
     digest = spec_digest(spec)
     identity = run_identity(settings, plan, spec, digest, dataset.sha256)
+    if selector is not None:  # which questions it asks is decided by the selector: another one is another run
+        identity["selection"]["adaptive"] = selector.identity()
     manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
     fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
     totals = runstream.Totals(verdict)
@@ -237,15 +246,17 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     done = state.done
     if state.repaired:
         console.print(state.repaired, highlight=False, soft_wrap=True)
+    waves = Waves(selector, questions, done, totals.scored) if selector is not None else None
+    planned = selector.budget if selector is not None else len(questions)
     if done:
-        console.print(f"resuming: {len(done)} of {len(questions)} questions already in {journal.name}; "
-                      f"running the other {len(questions) - len(done)}", highlight=False, soft_wrap=True)
+        console.print(f"resuming: {len(done)} of {planned} questions already in {journal.name}; "
+                      f"running the other {planned - len(done)}", highlight=False, soft_wrap=True)
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
-    todo = rows.view([r for r in questions if r.id not in done])
-    writer = JournalWriter(journal, fp, header={"questions": len(questions)}) if todo else None
+    todo = rows.view(waves.next() if waves is not None else [r for r in questions if r.id not in done])
+    writer = JournalWriter(journal, fp, header={"questions": planned}) if todo else None
     transcripts = TranscriptWriter(out) if todo else None  # every call of this run (transcripts/, docs/outputs.md)
-    stages: dict[str, Any] = {}
+    wave_stages: list[dict[str, Any]] = []  # per-stage progress, one board per wave: the wall times add up
     t0 = time.monotonic()
     log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %s, rpm %s, "
              "max_retries %d, cache %s", spec.name, len(questions), len(todo), settings.stage,
@@ -272,10 +283,16 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     try:
         # a task of its own, as asyncio.run gave it: a signal cancels the pipeline (models/interrupt.SignalStop), not
         # the caller's task
-        calls = await asyncio.ensure_future(run_pipeline(settings, plan, spec, todo, given, cache, console, stages,
-                                                         finished, baseline=base_answers,
-                                                         observer=transcripts.observe if transcripts is not None
-                                                         else None, workers=workers))
+        def pipeline(these: Sequence[Any]) -> Any:
+            wave_stages.append({})
+            return asyncio.ensure_future(run_pipeline(settings, plan, spec, these, given, cache, console,
+                                                      wave_stages[-1], finished, baseline=base_answers,
+                                                      observer=transcripts.observe if transcripts is not None
+                                                      else None, workers=workers))
+
+        calls = await pipeline(todo)
+        while waves is not None and todo and not interrupt.stopped() and (todo := rows.view(waves.next())):
+            calls = add_calls(calls, await pipeline(todo))
     except asyncio.CancelledError:
         if not interrupt.stopped():
             raise
@@ -293,7 +310,11 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     except DiskFull as exc:
         exc.kept = _kept(exc, cache)
         raise
-    timing = {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
+    timing = {name: round(sum(s[name].elapsed for s in wave_stages if s.get(name) is not None), 3)
+              if bar is not None else None for name, bar in wave_stages[-1].items()}
+    if waves is not None:  # the questions it asked, in the data's order: all that is written from here on
+        rows = rows.view(waves.chosen(questions))
+        questions = rows.refs
     timing["total"] = round(time.monotonic() - t0, 3)
 
     summary = build_summary(settings, plan, spec, dataset, totals,

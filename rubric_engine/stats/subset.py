@@ -147,12 +147,14 @@ def _group_shifts(bank: Bank, seen: np.ndarray, resid: np.ndarray,
 
 
 def estimate_full(bank: Bank, observed: Mapping[tuple[str, str], float], draws: int = 2000, seed: int = 0,
-                  level: float = 0.95) -> Estimate:
-    """The full score from the observed items (a subset of the bank's keys; values in [0, 1]) and its interval."""
+                  level: float = 0.95, theta: float | None = None) -> Estimate:
+    """The full score from the observed items (a subset of the bank's keys; values in [0, 1]) and its interval.
+    `theta`: the ability when it is known otherwise (bench/bench_subset.py's bound: estimated from every question)."""
     seen = np.array([k in observed for k in bank.keys])
     y = np.array([observed[k] for k in bank.keys if k in observed], dtype=float)
     fit = bank.fit
-    theta, _ = estimate_ability(y, fit.a[seen], fit.b[seen])
+    if theta is None:
+        theta, _ = estimate_ability(y, fit.a[seen], fit.b[seen])
     se = _robust_se(theta, fit.a[seen], fit.b[seen], fit.resid_sd[seen])
     known = float(bank.weights[seen] @ np.clip(y, 0.0, 1.0))
     tau_of = np.array([bank.tau.get(k[1], 0.0) for k in bank.keys])

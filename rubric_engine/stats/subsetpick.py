@@ -67,16 +67,17 @@ def variance_if_asked(bank: Bank, theta: float, asked: np.ndarray) -> np.ndarray
     return np.where(done, np.inf, total)
 
 
-def next_for_estimate(bank: Bank, theta: float, asked: Sequence[int]) -> int | None:
+def next_for_estimate(bank: Bank, theta: float, asked: Sequence[int], exclude: Sequence[int] = ()) -> int | None:
     """The question not yet asked (`asked`: question indices) that leaves the least expected variance; None when
-    every question was asked."""
-    if len(set(asked)) >= len(bank.groups):
+    every question was asked. `exclude`: questions that may not be picked (not in the run's selection); unlike
+    the asked ones they stay unobserved in the variance."""
+    if len(set(asked) | set(exclude)) >= len(bank.groups):
         return None
     mask = np.zeros(len(bank.keys), dtype=bool)
     for g in asked:
         mask[list(bank.groups[g])] = True
     v = variance_if_asked(bank, theta, mask)
-    for g in asked:
+    for g in (*asked, *exclude):
         v[g] = np.inf
     return int(np.argmin(v))
 
@@ -100,20 +101,22 @@ Pick = Callable[[Bank, float, Sequence[int]], "int | None"]
 
 
 def adaptive(bank: Bank, ask: Callable[[str], Mapping[tuple[str, str], float]], budget: int,
-             draws: int = 2000, seed: int = 0, pick: Pick = next_for_estimate) -> Estimate:
+             draws: int = 2000, seed: int = 0, pick: Pick = next_for_estimate, wave: int = 1) -> Estimate:
     """Adaptive selection: ask `budget` questions one at a time, each the one leaving the least expected variance
     at the ability estimated from the answers so far (the first at the prior's 0), then estimate the full score.
     `ask(question id)` returns that question's observed items (an empty mapping: it could not be scored);
-    `pick`: another rule (bank, theta, asked) -> the next question, e.g. the most informative one."""
+    `pick`: another rule (bank, theta, asked) -> the next question, e.g. the most informative one; `wave`: that
+    many questions picked at one ability before it is estimated again (a run's waves, item_budget=)."""
     observed: dict[tuple[str, str], float] = {}
     asked: list[int] = []
     theta = 0.0
     while len(asked) < budget:
-        g = pick(bank, theta, asked)
-        if g is None:
+        before = len(asked)
+        while len(asked) < min(budget, before + wave) and (g := pick(bank, theta, asked)) is not None:
+            asked.append(g)
+            observed.update(ask(bank.questions[g]))
+        if len(asked) == before:
             break
-        asked.append(g)
-        observed.update(ask(bank.questions[g]))
         seen = [j for j, k in enumerate(bank.keys) if k in observed]
         theta, _ = estimate_ability(np.array([observed[bank.keys[j]] for j in seen]), bank.fit.a[seen],
                                     bank.fit.b[seen])

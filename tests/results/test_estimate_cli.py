@@ -218,3 +218,111 @@ def test_a_model_of_another_judge_is_refused(fitted: dict[str, Any], tmp_path: P
     res, asked = _run_m7(fitted, tmp_path / "refused", f"item_model={path}")
     _one_line_exit_2(res, "graded by other-judge", "this run is graded by jb")
     assert asked == [] and not (tmp_path / "refused").exists()
+
+
+# ------------------------------------------------------------------ adaptive selection during a run (item_budget=)
+
+def _waves_by_the_rule(bank_path: Path, run_dir: Path, budget: int, wave: int) -> list[list[str]]:
+    """The waves an adaptive run must ask, restated from the run's own records: each wave the `wave` questions
+    chosen one after another by the least-expected-variance rule at the ability estimated from the waves before it
+    (the prior's 0 for the first)."""
+    from rubric_engine.stats.irt import estimate_ability
+    from rubric_engine.stats.subset import item_values
+    from rubric_engine.stats.subsetpick import next_for_estimate
+    from rubric_engine.store.runs import load_run
+    from rubric_engine.validity.estimate import read_model
+
+    model, bank = read_model(bank_path)
+    items = item_values(load_run(run_dir).scored, model["item"] != "question")
+    waves: list[list[str]] = []
+    asked: list[int] = []
+    theta = 0.0
+    while len(asked) < budget:
+        this: list[str] = []
+        for _ in range(min(wave, budget - len(asked))):
+            g = next_for_estimate(bank, theta, asked)
+            asked.append(g)
+            this.append(bank.questions[g])
+        waves.append(this)
+        seen = [j for j, k in enumerate(bank.keys) if k in items and bank.questions.index(k[0]) in asked]
+        theta = estimate_ability([items[bank.keys[j]] for j in seen], bank.fit.a[seen], bank.fit.b[seen])[0]
+    return waves
+
+
+def test_an_adaptive_run_asks_its_budget_wave_by_wave_by_the_rule(fitted: dict[str, Any]) -> None:
+    """item_budget=7 with concurrency=2: 7 questions, each asked once, in waves of 2 whose order the server saw
+    is the rule's at the ability estimated from the waves before; estimate.json uses exactly them."""
+    run_dir = fitted["tmp"] / "adaptive_run"
+    res, asked = _run_m7(fitted, run_dir, f"item_model={fitted['bank']}", "item_budget=7", "concurrency=2")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert len(asked) == 7 == len(set(asked)), asked
+    waves = _waves_by_the_rule(fitted["bank"], run_dir, 7, 2)
+    assert [len(w) for w in waves] == [2, 2, 2, 1]
+    at = 0
+    for wave in waves:  # a wave starts only once the one before it is answered
+        assert sorted(asked[at:at + len(wave)]) == sorted(wave), (asked, waves)
+        at += len(wave)
+    record = json.loads((run_dir / "estimate.json").read_text(encoding="utf-8"))
+    assert sorted(record["questions_used"]) == sorted(asked)
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    assert summary["counts"]["questions"] == 7
+    assert f"from 7 of {len(BY_ID)} questions" in res.stdout
+
+
+def test_a_killed_adaptive_run_resumes_to_the_same_selection_and_estimate(fitted: dict[str, Any]) -> None:
+    """SIGKILL midway through an adaptive run (waves of one question), then the same command: no question in the
+    journal is asked again, and the selection and the estimate are those of an uninterrupted run."""
+    from conftest import EXE, kill_after_lines
+
+    tmp, env, script = fitted["tmp"], fitted["env"], SkillScript()
+    with FakeServer(script, latency=0.25) as srv:
+        (tmp / "conf" / "candidate" / "m7.yaml").write_text(entry("m7", "openai", srv.url), encoding="utf-8")
+        (tmp / "conf" / "judge" / "jb.yaml").write_text(entry("jb", "anthropic", srv.url), encoding="utf-8")
+
+        def args(run_dir: Path) -> list[str]:
+            return ["benchmark=heartbench_en", "candidate=m7", "judge=jb", "progress=none", "cache.enabled=false",
+                    f"item_model={fitted['bank']}", "item_budget=6", "concurrency=1", f"hydra.run.dir={run_dir}"]
+
+        def asked() -> list[str]:
+            return [script.question(script.text(b)) for b in srv.requests if b["model"] == "m7"]
+
+        ref = tmp / "adaptive_ref"
+        assert run_cli(args(ref), env).returncode == 0
+        srv.reset()
+        run = tmp / "adaptive_killed"
+        lines = kill_after_lines([EXE, *args(run)], run / "samples.jsonl", 4, env)
+        done = {r["id"] for r in lines[1:]}
+        assert 3 <= len(done) < 6, "the kill must land midway"
+        assert not (run / "estimate.json").exists()
+        srv.reset()
+        res = run_cli(args(run), env)
+        assert res.returncode == 0, res.stderr[-2000:]
+        again = asked()
+    assert not set(again) & done and len(again) == len(set(again))
+    first, second = (json.loads((d / "estimate.json").read_text(encoding="utf-8")) for d in (ref, run))
+    assert sorted(second["questions_used"]) == sorted(first["questions_used"]) and len(first["questions_used"]) == 6
+    assert (second["estimate"], second["interval"], second["theta"]) == (first["estimate"], first["interval"],
+                                                                         first["theta"])
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["item_budget=5"], ("item_budget= needs item_model=",)),
+    (["item_budget=5", "ITEM_MODEL", "ids=[a,b]"], ("drop ids=",)),
+    (["item_budget=0", "ITEM_MODEL"], ("item_budget=0", "at least 1")),
+    (["item_budget=5", "ITEM_MODEL", "retry_errors=true"], ("retry_errors=true cannot", "start a new run")),
+])
+def test_bad_adaptive_run_options_are_one_line(fitted: dict[str, Any], tmp_path: Path, extra: list[str],
+                                               words: tuple[str, ...]) -> None:
+    opts = [f"item_model={fitted['bank']}" if e == "ITEM_MODEL" else e for e in extra]
+    res, asked = _run_m7(fitted, tmp_path / "refused", *opts)
+    _one_line_exit_2(res, *words)
+    assert asked == [] and not (tmp_path / "refused").exists()
+
+
+def test_a_dry_run_with_a_budget_counts_the_budget(fitted: dict[str, Any]) -> None:
+    res, asked = _run_m7(fitted, fitted["tmp"] / "dry_budget", f"item_model={fitted['bank']}", "item_budget=5",
+                         "dry_run=true")
+    assert res.returncode == 0, res.stderr[-2000:]
+    row = next(line for line in res.stdout.splitlines() if "candidate" in line and "m7" in line)
+    assert re.split(r"\s*[│|]\s*", row.strip(" │|"))[2] == "5", row
+    assert asked == [] and not (fitted["tmp"] / "dry_budget").exists()

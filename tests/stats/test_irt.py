@@ -195,3 +195,41 @@ def test_the_group_shift_term_and_the_sandwich_error_by_hand() -> None:
     assert est.theta == pytest.approx(0.0, abs=1e-5)
     assert est.theta_se == pytest.approx(math.sqrt(0.04 + 1) / 1.25)
     assert est.point == pytest.approx(0.5) and est.low < 0.5 < est.high
+
+
+def test_an_excluded_question_is_never_picked_and_stays_unobserved() -> None:
+    """`exclude` (questions outside a run's selection): the heavy question is not picked, the light one is, and
+    the choice is the rule's with the heavy one still counted among the items not asked (not as observed)."""
+    from rubric_engine.stats.irt import ItemFit
+    from rubric_engine.stats.subset import Bank
+    from rubric_engine.stats.subsetpick import next_for_estimate
+
+    fit = ItemFit(a=np.ones(3), b=np.zeros(3), theta=np.array([-1.0, 1.0]), resid_sd=np.full(3, 0.2), converged=True)
+    bank = Bank(("light", "heavy", "mid"), (("light", "g"), ("heavy", "h"), ("mid", "m")), ((0,), (1,), (2,)),
+                np.array([0.1, 0.6, 0.3]), fit)
+    assert next_for_estimate(bank, 0.0, []) == 1
+    assert next_for_estimate(bank, 0.0, [], exclude=[1]) == 2
+    assert next_for_estimate(bank, 0.0, [2], exclude=[1]) == 0
+    assert next_for_estimate(bank, 0.0, [2, 0], exclude=[1]) is None
+
+
+def test_adaptive_waves_pick_a_wave_at_one_ability() -> None:
+    """wave=k: k questions picked at one ability before it is estimated again; a wave as large as the budget is
+    the rule's picks at the prior's 0 (what a dry run of item_budget= counts), wave=1 the one-at-a-time test."""
+    from rubric_engine.stats.subsetpick import adaptive, next_for_estimate
+
+    syn = heartbench_shaped(n_models=20, n_questions=60, seed=3)
+    bank = build_bank([item_values(r, True) for r in syn.runs[:15]], by_group=True)
+    items = item_values(syn.runs[17], True)
+    by_q: dict[str, dict[tuple[str, str], float]] = {}
+    for key, v in items.items():
+        by_q.setdefault(key[0], {})[key] = v
+    at_zero: list[int] = []
+    for _ in range(8):
+        at_zero.append(next_for_estimate(bank, 0.0, at_zero))  # type: ignore[arg-type]
+    whole = adaptive(bank, lambda q: by_q[q], 8, draws=10, wave=8)
+    assert sorted(whole.asked) == sorted(bank.questions[g] for g in at_zero)
+    for wave in (1, 3):
+        assert len(adaptive(bank, lambda q: by_q[q], 8, draws=10, wave=wave).asked) == 8
+    one = adaptive(bank, lambda q: by_q[q], 8, draws=10, wave=1)
+    assert sorted(one.asked) != sorted(whole.asked)  # re-estimating the ability changes what is asked
