@@ -99,7 +99,10 @@ def _ray_way(url: str, calls: int, concurrency: int) -> tuple[dict[str, Any], An
     """Two Ray actors doing what a pool worker does with a call; the driver sends each call as one `.remote()`."""
     import ray  # noqa: PLC0415 - the bench's own actor: nothing in the engine imports Ray below cli/ but cluster/
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="rubric-engine-bench")
+    # address="local": a fresh instance even where another Ray runs on this machine (address=None would join the
+    # cluster the machine's last `ray start` or cluster_utils.Cluster recorded in /tmp/ray/ray_current_cluster)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             namespace="rubric-engine-bench")
 
     @ray.remote(num_cpus=1)
     class Caller:
