@@ -1,4 +1,4 @@
-"""A sweep's keys, every job's, and its launcher, checked before its first job starts.
+"""A sweep's keys, every job's, checked before its first job starts.
 
 Why before Hydra launches: its launcher runs one job after another (or many at once), and a job lacking
 its key would otherwise fail only after the jobs before it were paid for. The jobs are expanded as Hydra's
