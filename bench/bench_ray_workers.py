@@ -100,7 +100,7 @@ def _ray_way(url: str, calls: int, concurrency: int) -> tuple[dict[str, Any], An
     import ray  # noqa: PLC0415 - the bench's own actor: nothing in the engine imports Ray below cli/ but cluster/
 
     # address="local": a fresh instance even where another Ray runs on this machine (address=None would join the
-    # cluster the machine's last `ray start` or cluster_utils.Cluster recorded in /tmp/ray/ray_current_cluster)
+    # cluster that the machine's last `ray start` recorded in Ray's temporary directory)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              namespace="rubric-engine-bench")
 
