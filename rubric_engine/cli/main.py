@@ -328,8 +328,10 @@ def _main(argv: list[str], debug: bool) -> None:
     argv = swept_entry_keys([hydra_form(a) for a in argv])
     try:
         from rubric_engine.cli.adhoc import register
-        from rubric_engine.cli.sweepcheck import check_sweep_keys
+        from rubric_engine.cli.sweepcheck import check_launcher, check_sweep_keys, launcher_overrides
 
+        check_launcher(argv)  # hydra/launcher=ray without the extra: one line naming it, not Hydra's words
+        argv = [*argv, *launcher_overrides(argv)]  # the Ray launcher joining a running cluster
         register(group_choices(argv))  # candidate=openai/gpt-4o-mini (judge=, user=): an entry Hydra finds like any other
 
         check_sweep_keys([*argv, *_user_search_path(argv)], _compose, settings_from_config)

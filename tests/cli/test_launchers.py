@@ -75,7 +75,9 @@ def test_ray_launcher_sweep_with_a_failed_job(tmp_path: Path, env: dict[str, str
     _needs("hydra_plugins.hydra_ray_launcher", "ray")
     env = {**env, "RAY_USAGE_STATS_ENABLED": "0"}
     res, sweep, srv = _sweep(tmp_path, env, [
-        "hydra/launcher=ray",  # a local Ray instance: ray.init() with no address, kept on loopback
+        # a local Ray instance, kept on loopback; address=local: with no address Ray joins the instance the
+        # machine's last `ray start` (or another test's cluster) recorded, and refuses num_cpus= there
+        "hydra/launcher=ray", "hydra.launcher.ray.init.address=local",
         "+hydra.launcher.ray.init.num_cpus=2", "+hydra.launcher.ray.init.include_dashboard=false",
         "+hydra.launcher.ray.init._node_ip_address=127.0.0.1", "+hydra.launcher.ray.remote.num_cpus=1",
     ])
