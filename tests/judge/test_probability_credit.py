@@ -73,7 +73,7 @@ def spec_dir(tmp_path: Path, use: str, weighted_sum: bool) -> Path:
                        f"  template: judge.j2\n  verdict: {{use: {use}}}\n{extra}")
 
 
-def run(tmp_path: Path, env: dict[str, str], use: str = "probability",
+def run(tmp_path: Path, env: dict[str, str], *extra: str, use: str = "probability",
         weighted_sum: bool = False) -> tuple[Any, Path, dict[str, Any], dict[str, dict[str, Any]]]:
     out = tmp_path / "run"
     with FakeServer(judge, dialect="openai") as srv:
@@ -81,7 +81,7 @@ def run(tmp_path: Path, env: dict[str, str], use: str = "probability",
                        "stage=score", "progress=none", f"answers={answers(tmp_path, list(ITEMS), 'question_id')}",
                        f"hydra.run.dir={out}", "judge=openai_compatible", "judge.model=openai/solo",
                        "judge.name=solo", f"judge.api_base={srv.url}", "judge.api_key_env=FAKE_KEY",
-                       "+judge.params.logprobs=true", "+judge.params.top_logprobs=2"], env)
+                       "+judge.params.logprobs=true", "+judge.params.top_logprobs=2", *extra], env)
     if res.returncode != 0:
         return res, out, {}, {}
     summary = json.loads((out / "summary.json").read_text())
@@ -123,11 +123,26 @@ def test_a_question_scores_the_formula_over_its_expected_points(tmp_path: Path, 
     assert [c.get("credit") for c in p1_items[:3]] == pytest.approx([0.8, 0.25, 0.6])
     assert [c.get("p_met") for c in p1_items] == pytest.approx([0.8, 0.25, 0.6, 0.1])
     assert "credit" not in p1_items[3]  # the role-confusion rule's item has no points: it fires on its verdict
+    assert "(0.80 of its points)" in (out / "report.html").read_text()  # the drill-down shows it beside the verdict
     assert [(c.get("credit"), "p_met" in c) for c in samples["p2"]["criteria"][:2]] == [(1.0, False), (0.0, False)]
     # the reply without log-probabilities is counted as such: each judge reply once by how it was read, once by
     # what its verdicts counted
     assert summary["verdict_paths"] == {"solo": {"structured": 2, "probability": 1, "verdict": 1}}
     assert samples["p2"]["verdict_paths"] == {"solo": {"structured": 1, "verdict": 1}}
+
+
+@pytest.mark.parametrize("repeats", ["2", "auto"])
+def test_repeated_gradings_count_the_mean_of_their_probabilities(tmp_path: Path, env: dict[str, str],
+                                                                 repeats: str) -> None:
+    """Every grading of p1 gives the same P(met) (the table), so their mean is the table's and the score the hand
+    value above; with judge.repeats=auto an item graded twice (its verdict less sure than 0.9: 0.8, 0.75, 0.6)
+    and one graded once (0.9) each count the mean of the gradings it got. The verdicts alone would score 1."""
+    res, _, summary, samples = run(tmp_path, env, f"judge.repeats={repeats}")
+    assert res.returncode == 0, res.stderr
+    assert samples["p1"]["score"] == pytest.approx(P1_LOG) and samples["p2"]["score"] == pytest.approx(P2_LOG)
+    assert [c.get("credit") for c in samples["p1"]["criteria"][:3]] == pytest.approx([0.8, 0.25, 0.6])
+    assert summary["verdict_paths"]["solo"]["verdict"] == summary["verdict_paths"]["solo"]["structured"] - \
+        summary["verdict_paths"]["solo"]["probability"] > 0  # p2's gradings: every one counted by its verdicts
 
 
 def test_use_verdict_counts_the_verdicts_and_writes_no_credit(tmp_path: Path, env: dict[str, str]) -> None:
