@@ -51,7 +51,7 @@ def judge(body: dict[str, Any]) -> Reply:
     qid = REPLY.search(text).group(1)  # type: ignore[union-attr]
     probs = [p for _, _, p in ITEMS[qid]]
     reply = json.dumps({"criteria": [{"id": i, "reasoning": "r", "met": p > 0.5} for i, p in enumerate(probs, 1)]})
-    if qid not in WITH_LOGPROBS:
+    if qid not in WITH_LOGPROBS or body["model"] == "plain":  # the jury's juror `plain` never sends them
         return Reply(text=reply)
     out, seen, at = [], "", 0
     for tok in TOKEN.findall(reply):
@@ -73,15 +73,22 @@ def spec_dir(tmp_path: Path, use: str, weighted_sum: bool) -> Path:
                        f"  template: judge.j2\n  verdict: {{use: {use}}}\n{extra}")
 
 
-def run(tmp_path: Path, env: dict[str, str], *extra: str, use: str = "probability",
-        weighted_sum: bool = False) -> tuple[Any, Path, dict[str, Any], dict[str, dict[str, Any]]]:
+SOLO = ["judge=openai_compatible", "judge.model=openai/solo", "judge.name=solo", "judge.api_base={url}",
+        "judge.api_key_env=FAKE_KEY", "+judge.params.logprobs=true", "+judge.params.top_logprobs=2"]
+
+
+def juror(name: str) -> str:
+    return (f"{{name:{name},model:openai/{name},api_base:'{{url}}',api_key_env:FAKE_KEY,"
+            "params:{logprobs:true,top_logprobs:2}}")
+
+
+def run(tmp_path: Path, env: dict[str, str], *extra: str, use: str = "probability", weighted_sum: bool = False,
+        judges: list[str] = SOLO) -> tuple[Any, Path, dict[str, Any], dict[str, dict[str, Any]]]:
     out = tmp_path / "run"
     with FakeServer(judge, dialect="openai") as srv:
         res = run_cli([f"benchmark={spec_dir(tmp_path, use, weighted_sum)}", f"data.path={data_file(tmp_path)}",
                        "stage=score", "progress=none", f"answers={answers(tmp_path, list(ITEMS), 'question_id')}",
-                       f"hydra.run.dir={out}", "judge=openai_compatible", "judge.model=openai/solo",
-                       "judge.name=solo", f"judge.api_base={srv.url}", "judge.api_key_env=FAKE_KEY",
-                       "+judge.params.logprobs=true", "+judge.params.top_logprobs=2", *extra], env)
+                       f"hydra.run.dir={out}", *(j.replace("{url}", srv.url) for j in judges), *extra], env)
     if res.returncode != 0:
         return res, out, {}, {}
     summary = json.loads((out / "summary.json").read_text())
@@ -143,6 +150,19 @@ def test_repeated_gradings_count_the_mean_of_their_probabilities(tmp_path: Path,
     assert [c.get("credit") for c in samples["p1"]["criteria"][:3]] == pytest.approx([0.8, 0.25, 0.6])
     assert summary["verdict_paths"]["solo"]["verdict"] == summary["verdict_paths"]["solo"]["structured"] - \
         summary["verdict_paths"]["solo"]["probability"] > 0  # p2's gradings: every one counted by its verdicts
+
+
+def test_a_jury_counts_the_verdict_where_a_juror_gave_no_probability(tmp_path: Path, env: dict[str, str]) -> None:
+    """Two jurors agree on every verdict; `sure` sends log-probabilities for p1, `plain` never does: p1's items
+    count their verdicts (a mean over the one juror that has P(met) would not be the jury's), and the per-judge
+    counts say whose replies lacked them."""
+    res, _, summary, samples = run(tmp_path, env, judges=[f"judge=[{juror('sure')},{juror('plain')}]"])
+    assert res.returncode == 0, res.stderr
+    assert samples["p1"]["score"] == pytest.approx(1.0)  # 3 of 3 and 4 of 4, as the verdicts alone
+    assert [c.get("credit") for c in samples["p1"]["criteria"][:3]] == [1.0, 0.0, 1.0]
+    assert not any("p_met" in c for c in samples["p1"]["criteria"])
+    assert summary["verdict_paths"] == {"sure": {"structured": 2, "probability": 1, "verdict": 1},
+                                        "plain": {"structured": 2, "verdict": 2}}
 
 
 def test_use_verdict_counts_the_verdicts_and_writes_no_credit(tmp_path: Path, env: dict[str, str]) -> None:

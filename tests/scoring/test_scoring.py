@@ -201,3 +201,17 @@ def test_a_credit_that_is_no_probability_is_refused(bad):
         score_question(crit(3, 2), [True, False], "linear", {}, PAPER, credits=[bad, None])
     with pytest.raises(ValueError, match="credits"):
         score_question(crit(3, 2), [True, False], "linear", {}, PAPER, credits=[0.5])
+
+
+def test_a_stored_runs_scorer_counts_p_met_only_under_use_probability():
+    """validity/replyscore.ReplyScorer (calibrate's judge-side reply scores) reads the resolved spec: P(met) counts
+    under a criteria verdict's use: probability only, and never for people's labels (p_met None)."""
+    from rubric_engine.validity.replyscore import ReplyScorer
+
+    c, hits, p_met = crit(4), [True], [0.6]
+    resolved = {"scoring": {"formula": "log_normalised"}, "judge": {"verdict": {"use": "probability"}}}
+    assert ReplyScorer.from_spec(resolved).score(c, hits, p_met).score == pytest.approx(math.log(3.4) / math.log(5))
+    assert ReplyScorer.from_spec(resolved).score(c, hits).score == 1.0  # people's labels: their verdicts
+    for other in ({"use": "verdict"}, {"use": "probability", "kind": "score"}):
+        spec = {**resolved, "judge": {"verdict": other}}
+        assert ReplyScorer.from_spec(spec).score(c, hits, p_met).score == 1.0
