@@ -220,3 +220,16 @@ def test_use_probability_on_a_pairwise_verdict_is_one_line(tmp_path: Path, env: 
     assert res.returncode == 2, res.stderr
     assert "use: probability" in res.stderr and "pairwise" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_rubric_reward_is_the_expected_points_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RubricReward (in process, as a trainer calls it) rewards what a run scores: p1's expected points by hand."""
+    from rubric_engine import RubricReward
+
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    with FakeServer(judge, dialect="openai") as srv:
+        with RubricReward(benchmark=str(spec_dir(tmp_path, "probability", False)),
+                          overrides=[f"data.path={data_file(tmp_path)}", f"cache.dir={tmp_path / 'cache'}",
+                                     *(j.replace("{url}", srv.url) for j in SOLO)]) as reward:
+            rewards = reward(prompts=["p"] * 2, completions=["REPLY[p1]", "REPLY[p2]"], question_id=["p1", "p2"])
+    assert rewards == pytest.approx([P1_LOG, P2_LOG])
