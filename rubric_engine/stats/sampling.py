@@ -76,11 +76,13 @@ def merge_scores(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _entry(s: int, rec: Mapping[str, Any]) -> dict[str, Any]:
-    """One sample as kept under `samples`: its reply, errors, verdicts (index, hit, reasoning, votes), scores."""
+    """One sample as kept under `samples`: its reply, errors, verdicts (index, hit, reasoning, votes, and P(met) and
+    credit where written: what its score counted, for rescore and the interval), scores."""
     keep = ("response", "candidate_error", "judge_error", "judge_raw", *_SCORE_KEYS, "tokens", "cost",
             "cache_hits", "truncated", "choice", "transcript", "ended", "user_error")  # the last three: conversations
     out: dict[str, Any] = {"sample": s, **{k: rec[k] for k in keep if k in rec}}
-    out["criteria"] = [{k: c[k] for k in ("index", "hit", "reasoning", "votes") if k in c} for c in rec["criteria"]]
+    out["criteria"] = [{k: c[k] for k in ("index", "hit", "reasoning", "votes", "p_met", "credit") if k in c}
+                       for c in rec["criteria"]]
     return out
 
 

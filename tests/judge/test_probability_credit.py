@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ ITEMS = {
     "p2": [("情绪感知", 3, 0.7), ("温暖", 2, 0.4), ("其他", None, 0.2)],
 }
 WITH_LOGPROBS = {"p1"}
+WORRY = re.compile(r"worry number (\w+)")  # the question a candidate prompt asks (its dialogue, below)
 
 
 def data_file(tmp_path: Path) -> Path:
@@ -48,6 +50,8 @@ def judge(body: dict[str, Any]) -> Reply:
     """Each criterion met when its P(met) > 0.5; the tokens' alternatives at each `met` value are true with P(met)
     and false with the rest (P(met) = p / (p + 1 - p) = p by hand); `p2` answers without log-probabilities."""
     text = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    if body["model"] == "cand":  # the candidate (a run that calls it): a reply naming its question
+        return Reply(text=f"REPLY[{WORRY.search(text).group(1)}]")  # type: ignore[union-attr]
     qid = REPLY.search(text).group(1)  # type: ignore[union-attr]
     probs = [p for _, _, p in ITEMS[qid]]
     reply = json.dumps({"criteria": [{"id": i, "reasoning": "r", "met": p > 0.5} for i, p in enumerate(probs, 1)]})
@@ -233,3 +237,32 @@ def test_a_rubric_reward_is_the_expected_points_score(tmp_path: Path, monkeypatc
                                      *(j.replace("{url}", srv.url) for j in SOLO)]) as reward:
             rewards = reward(prompts=["p"] * 2, completions=["REPLY[p1]", "REPLY[p2]"], question_id=["p1", "p2"])
     assert rewards == pytest.approx([P1_LOG, P2_LOG])
+
+
+def test_samples_and_repeats_rescore_to_the_same_scores_and_interval(tmp_path: Path, env: dict[str, str]) -> None:
+    """candidate.samples=2 judge.repeats=2: every sample and grading gives the table's P(met), so p1 scores the
+    hand value; the hierarchical interval resamples the two questions (samples and gradings are alike), and its
+    bounds are the overall of p1 twice and of p2 twice (each drawn with probability 1/4, far beyond 2.5%), both
+    from expected points: p1 twice is (ln 4.9/ln 6 + ln 3.4/ln 5) / 2, not the verdicts' 1."""
+    out = tmp_path / "run"
+    with FakeServer(judge, dialect="openai") as srv:
+        cand = ["candidate=openai_compatible", "candidate.model=openai/cand", "candidate.name=cand",
+                f"candidate.api_base={srv.url}", "candidate.api_key_env=FAKE_KEY", "candidate.samples=2"]
+        res = run_cli([f"benchmark={spec_dir(tmp_path, 'probability', False)}", f"data.path={data_file(tmp_path)}",
+                       "progress=none", f"hydra.run.dir={out}", *cand, *(j.replace("{url}", srv.url) for j in SOLO),
+                       "judge.repeats=2"], env)
+    assert res.returncode == 0, res.stderr
+    samples = {s["id"]: s for s in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
+    assert samples["p1"]["score"] == pytest.approx(P1_LOG)
+    assert [e["score"] for e in samples["p1"]["samples"]] == pytest.approx([P1_LOG] * 2)
+    interval = json.loads((out / "summary.json").read_text())["interval"]
+    assert interval["hi"] == pytest.approx(100 * P1_LOG) and interval["lo"] == pytest.approx(100 * P2_LOG)
+    again = tmp_path / "rescored"
+    res = run_cli(["rescore", str(out), f"out={again}"], env)
+    assert res.returncode == 0, res.stderr
+    rescored, summary = json.loads((again / "summary.json").read_text()), json.loads((out / "summary.json").read_text())
+    assert rescored["overall"] == pytest.approx(summary["overall"])
+    assert (rescored["interval"]["lo"], rescored["interval"]["hi"]) == pytest.approx((interval["lo"], interval["hi"]))
+    assert [json.loads(x)["score"] for x in (again / "samples.jsonl").read_text().splitlines()] == \
+        pytest.approx([samples[q]["score"] for q in ITEMS])
+
