@@ -266,3 +266,49 @@ def test_samples_and_repeats_rescore_to_the_same_scores_and_interval(tmp_path: P
     assert [json.loads(x)["score"] for x in (again / "samples.jsonl").read_text().splitlines()] == \
         pytest.approx([samples[q]["score"] for q in ITEMS])
 
+
+
+def test_diff_rescores_a_run_of_the_old_version_as_a_fresh_run_of_the_new_one(tmp_path: Path,
+                                                                             env: dict[str, str]) -> None:
+    """`diff runs=` under use: probability: the old run's P(met) move with their criteria, so the new version's
+    score it gives equals a fresh run's of the new version (tests/authoring/test_versions.py's specs and judge,
+    with log-probabilities: P(met) 0.7 where the judge wrote met, 0.2 where not)."""
+    from test_versions import DATA, NEW, script
+
+    def with_p(body: dict[str, Any]) -> Reply:
+        reply = script(body)
+        if body["model"] != "judge":
+            return reply
+        out, seen = [], ""
+        for tok in TOKEN.findall(reply.text):
+            if tok in ("true", "false") and seen.rstrip().endswith('"met":'):
+                p = 0.7 if tok == "true" else 0.2
+                out.append((tok, math.log(p if tok == "true" else 1 - p),
+                            [("true", math.log(p)), ("false", math.log(1 - p))]))
+            else:
+                out.append((tok, 0.0, [(tok, 0.0)]))
+            seen += tok
+        return Reply(text=reply.text, logprobs=out)
+
+    specs = {}
+    for v, src in (("v1", DATA / "lint_mini"), ("v2", NEW)):
+        specs[v] = edited_spec(src, tmp_path / v, "  template: judge.j2\n",
+                               "  template: judge.j2\n  verdict: {use: probability}\n")
+    rows = specs["v1"] / "lint_mini.jsonl"  # as test_versions' fixture: q4's group corrected
+    rows.write_text(rows.read_text("utf-8").replace('"advice"', '"guidance"'), "utf-8")
+    runs = {}
+    with FakeServer(with_p) as srv:
+        for v in specs:
+            runs[v] = tmp_path / f"run-{v}"
+            res = run_cli([f"benchmark={specs[v]}", "progress=none", f"hydra.run.dir={runs[v]}",
+                           "candidate=openai_compatible", "candidate.model=openai/cand_a", f"candidate.api_base={srv.url}",
+                           "candidate.name=cand_a", "candidate.api_key_env=FAKE_KEY",
+                           *(j.replace("{url}", srv.url).replace("solo", "judge") for j in SOLO)], env)
+            assert res.returncode == 0, res.stderr
+        res = run_cli(["diff", str(specs["v1"]), str(specs["v2"]), f"runs={runs['v1']}"], env)
+    assert res.returncode in (0, 1), res.stderr
+    line = next(x for x in res.stdout.splitlines() if x.startswith("  cand_a "))
+    fresh = {r["id"]: r["score"] for r in map(json.loads, (runs["v2"] / "samples.jsonl").read_text().splitlines())}
+    assert any(0 < s < 1 for s in fresh.values())  # expected points: not the verdicts' all-or-nothing
+    new = float(re.search(r"-> (\d+\.\d\d)", line).group(1))  # type: ignore[union-attr]
+    assert new == pytest.approx(100 * sum(fresh[q] for q in ("q2", "q3", "q4")) / 3, abs=0.006)
