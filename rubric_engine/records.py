@@ -51,6 +51,8 @@ class CriterionRecord(TypedDict, total=False):
     text: str
     reasoning: str | None
     hit: bool | None
+    p_met: float  # P(met) from the judge's token log-probabilities, where its reply carried them
+    credit: float  # judge.verdict.use: probability: the share of the item's points counted (p_met, else 1.0 / 0.0)
     votes: dict[str, list[bool | None]]
     tags: list[str]
     check: dict[str, object]  # an item the engine checked (scoring/checks.py); its reasoning says what it found

@@ -39,8 +39,9 @@ class Move:
         return head + (f"; not rescored: {'; '.join(self.left_out)}" if self.left_out else "")
 
 
-def _new_hits(rec: Any, question: Any, n: int) -> tuple[list[bool] | None, str]:
-    """The new criteria's verdicts taken from the record's matched old ones, or (None, why not)."""
+def _new_hits(rec: Any, question: Any, n: int) -> tuple[tuple[list[bool], list[Any]] | None, str]:
+    """The new criteria's verdicts and P(met) (None where none) taken from the record's matched old ones, or
+    (None, why not)."""
     from rubric_engine.authoring.versions import pairs
     from rubric_engine.stats.scores import criteria_from_record
 
@@ -53,7 +54,8 @@ def _new_hits(rec: Any, question: Any, n: int) -> tuple[list[bool] | None, str]:
     added = [c.index for j, c in enumerate(question.criteria) if j not in matched]
     if added:
         return None, f"criteri{'a' if len(added) > 1 else 'on'} {', '.join(map(str, added))} added, no verdict"
-    return [bool(hits[matched[j]]) for j in range(len(question.criteria))], ""
+    old = [matched[j] for j in range(len(question.criteria))]
+    return ([bool(hits[i]) for i in old], [rec.criteria[i].p_met for i in old]), ""
 
 
 def _move(run: Any, old_spec: Any, new_spec: Any, questions: dict[str, Any], n: int) -> Move:
@@ -63,14 +65,14 @@ def _move(run: Any, old_spec: Any, new_spec: Any, questions: dict[str, Any], n: 
     move, before, after = Move(str(run.dir), run.candidate), [], []
     for rec in run.iter_records():
         question = questions.get(str(rec.id))
-        hits, why = _new_hits(rec, question, n) if question is not None else (None, "removed in the new version")
-        if hits is None:
+        verdicts, why = _new_hits(rec, question, n) if question is not None else (None, "removed in the new version")
+        if verdicts is None:
             move.left_out.append(f"{rec.id}: {why}")
             continue
         out = encode(rec)
         before.append(dict(out))
         out.pop("item_tags", None)
-        out.update(score_fields(new_spec, question.criteria, hits))
+        out.update(score_fields(new_spec, question.criteria, *verdicts))  # P(met) counted where the spec says so
         after.append(out)
     if before:
         move.kept = len(before)

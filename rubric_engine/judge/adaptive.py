@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult, add_usage, judge_response
-from rubric_engine.judge.panels import Panel, PanelResult
+from rubric_engine.judge.panels import Panel, PanelResult, with_paths
+from rubric_engine.judge.probability import mean_probability
 from rubric_engine.judge.verdicts import Verdict
 from rubric_engine.models.request import Request
 from rubric_engine.scoring.votes import combine
@@ -150,6 +151,7 @@ class AdaptivePanel(Panel):
         failed = [(name, i, r.error) for name, rs in zip(self.names, runs) for i, r in enumerate(rs, 1) if r.error]
         for name, rs in zip(self.names, runs):
             out.votes[name] = [r.verdicts for r in rs]
+            with_paths(out, rs, [name], len(rs))  # each judge's replies per path, under its own name
         if failed:  # counted as the question's judge error, never scored on the votes that came back
             name, rep, err = failed[0]
             more = f" (+{len(failed) - 1} more failed calls)" if len(failed) > 1 else ""
@@ -178,5 +180,5 @@ def _majority(votes: Sequence[Verdict], rule: str, tie: str) -> list[Verdict]:
     for index, vs in by.items():
         hit = combine([v.hit for v in vs], rule, tie)
         out.append(Verdict(index=index, reasoning=next((v.reasoning for v in vs if v.hit == hit), vs[0].reasoning),
-                           hit=hit))
+                           hit=hit, p_met=mean_probability([v.p_met for v in vs])))  # P(met): the votes' mean
     return out

@@ -125,10 +125,12 @@ async def judge_response(client: "ModelClient", spec: "BenchmarkSpec", question:
         requests = (plan or functools.partial(criteria_requests, spec))(question, response, transcript)
     except PROMPT_ERRORS as exc:  # this row's prompt only: its error, before any call; the run goes on
         return JudgeResult(verdicts=None, error=unrenderable(exc))
+    counts = spec.judge.verdict.use == "probability"  # each reply also counted by what its verdicts count
     if requests and requests[0].context.get("criterion") is None:  # the whole rubric in one request
-        return await _ask(client, requests[0], shape, len(question.criteria), max_reasks, repeat=repeat)
+        return await _ask(client, requests[0], shape, len(question.criteria), max_reasks, repeat=repeat, counts=counts)
     shared = shared_prefix([_first_user(r.messages) for r in requests])  # what every criterion's prompt repeats
-    return _merge(await asyncio.gather(*(_ask(client, r, shape, 1, max_reasks, repeat, shared) for r in requests)))
+    return _merge(await asyncio.gather(*(_ask(client, r, shape, 1, max_reasks, repeat, shared, counts)
+                                         for r in requests)))
 
 
 def _first_user(messages: list[dict[str, str]]) -> str:
@@ -179,8 +181,10 @@ def _with_probabilities(verdicts: list[Verdict], shape: VerdictShape, text: str,
 
 
 async def _ask(client: "ModelClient", request: Request, shape: VerdictShape, n: int, max_reasks: int,
-               repeat: int = 0, shared_prefix: int = 0) -> JudgeResult:
-    """A verdict for n criteria (or for the request's criterion alone) through the one structured-output loop."""
+               repeat: int = 0, shared_prefix: int = 0, counts: bool = False) -> JudgeResult:
+    """A verdict for n criteria (or for the request's criterion alone) through the one structured-output loop.
+    `counts` (judge.verdict.use: probability): the reply is counted a second time among the paths, `probability`
+    when every verdict it gave carries a P(met), else `verdict` (its verdicts count 1 or 0)."""
     index = request.context.get("criterion")
     with call_context(**request.context):  # the transcripts name the criterion (None: all in one call)
         got = await ask_structured(client, request, lambda text: shape.parse(text, n),
@@ -194,4 +198,12 @@ async def _ask(client: "ModelClient", request: Request, shape: VerdictShape, n: 
         verdicts = [replace(v, index=index) for v in verdicts]
     return JudgeResult(verdicts=verdicts, error=got.error, raw_replies=got.replies, attempts=got.attempts,
                        prompt_tokens=got.prompt_tokens, completion_tokens=got.completion_tokens, cost=got.cost,
-                       cache_hits=got.cache_hits, paths={got.path: 1} if got.path else {})
+                       cache_hits=got.cache_hits, paths=_paths(got.path, verdicts if counts else None))
+
+
+def _paths(path: str | None, counted: list[Verdict] | None) -> dict[str, int]:
+    """One reply's paths: how it was read (judge/structured.py) and, for `counted` verdicts, what they count."""
+    out = {path: 1} if path else {}
+    if path and counted is not None:
+        out["probability" if counted and all(v.p_met is not None for v in counted) else "verdict"] = 1
+    return out

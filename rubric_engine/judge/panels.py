@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rubric_engine.datatypes import Question
 from rubric_engine.errors import ConfigError
 from rubric_engine.judge.grading import JudgeResult, Planner, add_usage, judge_response
+from rubric_engine.judge.probability import mean_probability
 from rubric_engine.judge.scores import combine_scores, judge_scores
 from rubric_engine.judge.verdicts import Verdict
 from rubric_engine.scoring.votes import RULES, TIES, combine
@@ -116,9 +117,8 @@ def _vote(ballots: Sequence[list[Verdict] | None], rule: str, tie: str) -> list[
         votes = [b[pos] for b in lists]
         hit = combine([v.hit for v in votes], rule, tie)
         reason = next((v.reasoning for v in votes if v.hit == hit), first.reasoning)
-        probs = [v.p_met for v in votes if v.p_met is not None]  # P(met) of the combined verdict: the votes' mean
-        out.append(Verdict(index=first.index, reasoning=reason, hit=hit,
-                           p_met=sum(probs) / len(probs) if len(probs) == len(votes) else None))
+        out.append(Verdict(index=first.index, reasoning=reason, hit=hit,  # P(met): the votes' mean
+                           p_met=mean_probability([v.p_met for v in votes])))
     return out
 
 

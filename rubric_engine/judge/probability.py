@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["met_probabilities", "expected_score", "json_value", "pattern_prefix"]
+__all__ = ["met_probabilities", "expected_score", "json_value", "pattern_prefix", "mean_probability"]
 
 Tokens = Sequence[Sequence[Any]]  # per token: [token, [[alternative, logprob], ...]] (models/litellm_runtime.py)
 
@@ -86,3 +86,11 @@ def expected_score(tokens: Tokens, before: str, values: Sequence[float]) -> floa
             weights[number] = weights.get(number, 0.0) + math.exp(lp)
     total = sum(weights.values())
     return sum(v * p for v, p in weights.items()) / total if total > 0 else None
+
+
+def mean_probability(values: Sequence[float | None]) -> float | None:
+    """P(met) of a verdict combined from several gradings (repeats, jurors): the mean of theirs, the expected credit
+    of one grading; None when any grading has none (never a mean over the few that have one)."""
+    if not values or any(v is None for v in values):
+        return None
+    return math.fsum(v for v in values if v is not None) / len(values)

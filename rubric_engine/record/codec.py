@@ -9,7 +9,8 @@ that is not true/false/null, a value of the wrong shape) with a DataError naming
 kept: a decoded object remembers its keys' order and the keys this version does not know (`Layout`), and
 `encode` writes them back in place, so decode + encode gives every stored line back unchanged (tests/
 test_record_codec.py runs it over every shipped spec's record). RECORD_VERSION (records.py) is unchanged:
-no field changed meaning.
+no field changed meaning (an item's `credit`, written under judge.verdict.use: probability, is a field of its own
+beside `hit`, which stays the verdict).
 
 A verdict kind whose records carry fields of their own has its Judgment variant in a module of its own in this
 package (record/score.py, record/pairwise.py, record/rating.py), which decodes and encodes those fields; `VARIANTS`
@@ -62,8 +63,8 @@ _VARIANT_KEYS = {key: v for v in VARIANTS for key in v.owns}
 _MARKS = frozenset(key for v in VARIANTS for key in v.marks)
 _CRITERIA, _NONE = CriteriaJudgment(), NotJudged()
 
-_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "p_met", "votes", "tags",
-                   "check")
+_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "p_met", "credit", "votes",
+                   "tags", "check")
 _TURN_KEYS = ("role", "content", "state")  # state: only a simulated user's turn under a user_state: block
 _CONVERSATION_KEYS = ("transcript", "ended", "user_error")
 _RECORD_KEYS = ("id", "subset", "scenario", "tags", "response", "candidate_error", "judge_error", "judge_raw",
@@ -80,8 +81,9 @@ _TAIL = ("tokens", "cost", "cache_hits", "verdict_paths", "truncated", *_CONVERS
          "sample", "sample_score_sd")
 _ALWAYS = frozenset(("id", "subset", "scenario", "response", "candidate_error", "judge_error", "criteria",
                      "abilities", "score", "failed_rules", "catastrophic", "tokens", "cost", "cache_hits", "truncated"))
-_FRESH_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "p_met", "votes",
-                         "check", "tags")
+_FRESH_CRITERION_KEYS = ("index", "label", "ability", "rule", "weight", "text", "reasoning", "hit", "p_met", "credit",
+                         "votes", "check", "tags")
+_IF_SET = frozenset(("p_met", "credit"))  # a fresh item's keys written only when they hold a value (0.0 included)
 _LAYOUTS: dict[tuple[str, ...], Layout] = {}  # interned: the records of a file share a handful of key orders
 _EMPTY: Mapping[str, Any] = {}
 
@@ -153,7 +155,7 @@ def _criterion(c: Mapping[str, Any]) -> CriterionVerdict:
     return CriterionVerdict(index=cast(int, c.get("index")), label=c.get("label", ""), ability=c.get("ability"),
                             rule=c.get("rule"), weight=c.get("weight"), text=c.get("text", ""),
                             reasoning=c.get("reasoning"), hit=c.get("hit"), votes=c.get("votes"), tags=tuple(c.get("tags") or ()), check=c.get("check"),
-                            p_met=c.get("p_met"),
+                            p_met=c.get("p_met"), credit=c.get("credit"),
                             layout=layout_of(c, _CRITERION_KEYS))
 
 
@@ -219,10 +221,10 @@ def encode_criterion(c: CriterionVerdict) -> dict[str, Any]:
     `check` and `tags` written when it has them)."""
     values = {"index": c.index, "label": c.label, "ability": c.ability, "rule": c.rule, "weight": c.weight,
               "text": c.text, "reasoning": c.reasoning, "hit": c.hit, "votes": c.votes, "tags": list(c.tags),
-              "check": c.check, "p_met": c.p_met}
+              "check": c.check, "p_met": c.p_met, "credit": c.credit}
     if c.layout is NO_LAYOUT:
         return {k: values[k] for k in _FRESH_CRITERION_KEYS
-                if (values[k] is not None if k == "p_met" else values[k] or k not in ("votes", "check", "tags"))}
+                if (values[k] is not None if k in _IF_SET else values[k] or k not in ("votes", "check", "tags"))}
     return {k: values[k] if k in values else c.layout.extra[k] for k in c.layout.keys}
 
 

@@ -59,6 +59,9 @@ class CriterionVerdict:
     tags: tuple[str, ...] = ()
     check: Mapping[str, Any] | None = None
     p_met: float | None = None  # P(met) from the judge's token log-probabilities (judge/probability.py)
+    # judge.verdict.use: probability: the share of the item's points its score counted, `p_met` where the item has
+    # one, else its verdict's 1.0 or 0.0 (`hit` stays the verdict); None: not written (the verdict counted)
+    credit: float | None = None
     layout: Layout = NO_LAYOUT
 
 

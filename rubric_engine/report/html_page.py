@@ -192,12 +192,17 @@ def _criteria(sample: Record, lb: "Leaderboard") -> str:
         cls = ("bad" if bad else "hit") if hit else "miss"  # a hit on a penalty item is bad news
         rows.append([_e(c.index), _e(c.label if c.layout.has("label") else None), _e(what), _e(c.weight),
                      _e(c.text if c.layout.has("text") else None),
-                     f'<span class="{cls}">{"hit" if hit else ("miss" if hit is False else "—")}</span>',
-                     _e(c.reasoning)])
+                     f'<span class="{cls}">{"hit" if hit else ("miss" if hit is False else "—")}</span>'
+                     + _credit(c.credit), _e(c.reasoning)])
     if not rows:
         return ""
     return _table(["#", "Label", "Ability / rule / tags", "Weight", "Criterion", "Hit", "Judge reasoning"], rows,
                   left=range(7), sortable=False)
+
+
+def _credit(credit: float | None) -> str:
+    """judge.verdict.use: probability: the share of the item's points its score counted, beside the verdict."""
+    return "" if credit is None else f' <span class="note">({credit:.2f} of its points)</span>'
 
 
 def _games(sample: Record, shape: Shape) -> str:

@@ -62,7 +62,7 @@ def _rescored(spec: Any, verdict: Verdict, rec: Record, rules: bool, where: str)
     """One samples.jsonl record, as its JSON object, with its score fields recomputed from its stored verdicts."""
     if rec.samples:  # candidate.samples: every sample re-scored, then the question's means (stats/sampling.py)
         return rescored_record(rec, criteria_from_record(rec), rules, where,
-                               lambda criteria, hits: score_fields(spec, criteria, hits))
+                               lambda criteria, hits, p_met: score_fields(spec, criteria, hits, p_met))
     return cast(SampleRecord, verdict.rescored(spec, rec, rules, where))  # the verdict reads its own fields (shapes/)
 
 

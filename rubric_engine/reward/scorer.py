@@ -45,7 +45,7 @@ from rubric_engine.reward.loop import LoopThread
 from rubric_engine.run.plan import plan_run
 from rubric_engine.run.runner import load_inputs
 from rubric_engine.run.settings import RunSettings, client_layers
-from rubric_engine.stats.scores import question_score
+from rubric_engine.stats.scores import credits, question_score
 from rubric_engine.text.surrogates import LONE_SURROGATE
 
 __all__ = ["RolloutScore", "RewardCounts", "RewardScorer", "shadow_picked"]
@@ -261,7 +261,8 @@ class RewardScorer:
             # redacted as a run's record is: a server may echo the key it was sent
             return RolloutScore(qid, None, None, error=redact(jr.error or "the judge gave no verdicts"))
         q = self.question(qid)
-        qs = question_score(self.spec, q.criteria, [v.hit for v in jr.verdicts])
+        qs = question_score(self.spec, q.criteria, [v.hit for v in jr.verdicts],  # use: probability: expected points
+                            credits(self.spec, [v.p_met for v in jr.verdicts]))
         reward = None if qs.score is None else min(1.0, max(0.0, qs.score))
         return RolloutScore(qid, reward, qs.score, failed_rules=tuple(qs.failed_rules), catastrophic=qs.catastrophic,
                             verdicts=tuple((v.index, v.hit, redact(v.reasoning)) for v in jr.verdicts))

@@ -19,6 +19,7 @@ from rubric_engine.records import SampleRecord
 from rubric_engine.shapes.registry import shape_for
 from rubric_engine.scoring.checks import CheckResult, check_dict
 from rubric_engine.scoring.question import QuestionScore
+from rubric_engine.spec.facts import facts_of
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.scores import group_scores
 
@@ -66,10 +67,11 @@ def sample_record(spec: BenchmarkSpec, o: Outcome) -> SampleRecord:
     if o.user_tokens is not None:
         kept.append("user_error")
     qs = o.score if error is None else None
+    counts = facts_of(spec).expected_points and qs is not None  # each item says what its score counted
     rec = Record(
         id=q.id, subset=q.subset, scenario=q.scenario, tags=tuple(q.tags), reply=_reply(o),
         candidate_error=o.candidate_error, judge_error=error, judge_raw=raw or (),
-        criteria=Criteria(tuple(_criterion(c, o.checks.get(c.index), _verdicts(jr).get(c.index), jr)
+        criteria=Criteria(tuple(_criterion(c, o.checks.get(c.index), _verdicts(jr).get(c.index), jr, counts)
                                 for c in q.criteria)),
         judgment=judged.judgment, score=qs.score if qs is not None else judged.score,
         abilities=group_scores(qs.abilities) if qs is not None else {},
@@ -86,14 +88,20 @@ def _verdicts(jr: JudgeResult | None) -> dict[int, Any]:
     return {v.index: v for v in (jr.verdicts or [])} if jr else {}
 
 
-def _criterion(c: Criterion, found: CheckResult | None, v: Any, jr: JudgeResult | None) -> CriterionVerdict:
-    """One rubric item with its verdict: a checked item's is what its check found (even when the judge failed)."""
+def _criterion(c: Criterion, found: CheckResult | None, v: Any, jr: JudgeResult | None,
+               counts: bool = False) -> CriterionVerdict:
+    """One rubric item with its verdict: a checked item's is what its check found (even when the judge failed).
+    `counts` (judge.verdict.use: probability, a scored question): a scored item's `credit`, the share of its points
+    the score counted: its P(met) where it has one, else its verdict's 1.0 or 0.0 (a check's always)."""
+    hit = found.hit if found else v.hit if v else None
+    p_met = None if found or v is None else v.p_met
+    credit = (p_met if p_met is not None else float(hit)) if counts and c.rule is None and hit is not None else None
     return CriterionVerdict(index=c.index, label=c.label, ability=c.ability, rule=c.rule, weight=c.weight,
                             text=c.text, reasoning=found.found if found else redact(v.reasoning) if v else None,
-                            hit=found.hit if found else v.hit if v else None,
+                            hit=hit,
                             votes=_votes(jr, c.index) if c.check is None else None,
                             check=check_dict(c.check) if c.check is not None else None, tags=tuple(c.tags),
-                            p_met=None if found or v is None else v.p_met)
+                            p_met=p_met, credit=credit)
 
 
 def _reply(o: Outcome) -> Reply:

@@ -138,7 +138,7 @@ class FailureRuleLike(Protocol):
 class AbilityScore:
     """One group (ability or item tag) within one question; raw/lo/hi kept so a report can show the arithmetic."""
 
-    raw: float  # sum of the weights of the hit items
+    raw: float  # sum of the weights of the hit items (each weight x its credit where given: the expected points)
     lo: float  # sum of the negative weights
     hi: float  # sum of the positive weights
     score: float  # after failure rules and per-question clipping (if declared)
@@ -208,13 +208,35 @@ def _rules_by_id(rules: Sequence[FailureRuleLike]) -> dict[str, FailureRuleLike]
     return by_id
 
 
-def _add(acc: list[float], w: float, hit: bool) -> None:
-    if hit:
-        acc[0] += w
+def _add(acc: list[float], w: float, got: float) -> None:
+    """Add one item to a group's [raw, lo, hi]: `got` is the share of its points it earned (its verdict's 1 or 0,
+    or its P(met): the expected points)."""
+    acc[0] += w * got
     if w < 0:
         acc[1] += w
     elif w > 0:
         acc[2] += w
+
+
+def _shares(criteria: Sequence[Criterion], hits: Sequence[bool],
+            credits: Sequence[float | None] | None) -> list[float]:
+    """Per criterion the share of its points it earned: its credit where one is given, else its verdict (1 or 0).
+    A verdict that is no boolean, or a credit that is no number in [0, 1], is refused, never read as one."""
+    if credits is not None and len(credits) != len(criteria):
+        raise ValueError(f"{len(credits)} credits for {len(criteria)} criteria; give one per criterion (None: its verdict)")
+    out = []
+    for k, (crit, hit) in enumerate(zip(criteria, hits)):
+        if hit not in (True, False):
+            raise ValueError(f"criterion {crit.index}: hit must be a boolean, got {hit!r}")
+        credit = credits[k] if credits is not None else None
+        if credit is None:
+            out.append(1.0 if hit else 0.0)
+        elif isinstance(credit, bool) or not isinstance(credit, (int, float)) or not 0.0 <= credit <= 1.0:
+            raise ValueError(f"criterion {crit.index}: its credit (P(met), p_met) must be a number from 0 to 1, "
+                             f"got {credit!r}")
+        else:
+            out.append(float(credit))
+    return out
 
 
 def score_question(
@@ -224,11 +246,18 @@ def score_question(
     params: Mapping[str, Any],
     rules: Sequence[FailureRuleLike],
     how: Aggregation = DEFAULT_AGGREGATION,
+    credits: Sequence[float | None] | None = None,
 ) -> QuestionScore:
-    """Score one judged question: per-group formula, failure rules, then the question score."""
+    """Score one judged question: per-group formula, failure rules, then the question score.
+
+    `credits` (judge.verdict.use: probability): per criterion the share of its points counted instead of its
+    verdict's 1 or 0, its P(met) (None at an item: its verdict counts). Only the points change: each group's raw
+    is the expected raw points and the formula applies to that (not an expectation of the formula); failure rules
+    and a coverage count still read the verdicts (docs/methodology.md, "Expected points")."""
     fn = _resolve(formula)
     if len(hits) != len(criteria):
         raise ValueError(f"{len(hits)} hits for {len(criteria)} criteria; the judge must give exactly one per criterion")
+    got = _shares(criteria, hits, credits)
     by_id = _rules_by_id(rules)
     groups: dict[str, list[float]] = {}  # ability -> [raw, lo, hi]
     tags: dict[str, list[float]] = {}
@@ -236,9 +265,7 @@ def score_question(
     n_scored = 0
     fired: set[str] = set()
     by_tag = {t: r for r in by_id.values() for t in getattr(r, "tags", ())}  # veto groups chosen by item tag
-    for crit, hit in zip(criteria, hits):
-        if hit not in (True, False):
-            raise ValueError(f"criterion {crit.index}: hit must be a boolean, got {hit!r}")
+    for crit, hit, share in zip(criteria, hits, got):
         fired.update(by_tag[t].id for t in crit.tags if hit and t in by_tag and _rule_fires(by_tag[t], crit.weight))
         if crit.ability is not None and crit.rule is not None or (
                 how.question == "mean_over_groups" and crit.ability is None and crit.rule is None):
@@ -256,11 +283,11 @@ def score_question(
                              "(an ability item needs a weight)")
         w = float(crit.weight)
         n_scored += 1
-        _add(total, w, hit)
+        _add(total, w, share)
         if crit.ability is not None:
-            _add(groups.setdefault(crit.ability, [0.0, 0.0, 0.0]), w, hit)
+            _add(groups.setdefault(crit.ability, [0.0, 0.0, 0.0]), w, share)
         for tag in dict.fromkeys(crit.tags):
-            _add(tags.setdefault(tag, [0.0, 0.0, 0.0]), w, hit)
+            _add(tags.setdefault(tag, [0.0, 0.0, 0.0]), w, share)
     if how.question == "mean_over_groups" and not groups:
         raise ValueError("question has no ability items; every question needs at least one scored criterion")
     if not n_scored:

@@ -22,7 +22,7 @@ from rubric_engine.models.request import Request
 from rubric_engine.record.codec import encode
 from rubric_engine.record.pairwise import Game
 from rubric_engine.record.types import CriteriaJudgment, Judged, NotJudged, Record, Transcript
-from rubric_engine.stats.scores import question_score, rescored_fields
+from rubric_engine.stats.scores import credits, question_score, rescored_fields
 
 if TYPE_CHECKING:
     from rubric_engine.judge.checked import Grader
@@ -161,7 +161,8 @@ class Verdict:
 
     def question_score(self, spec: "BenchmarkSpec", question: Question, result: JudgeResult) -> Any:
         """The question's score from a judgment with verdicts (None: this verdict scores in its record)."""
-        return question_score(spec, question.criteria, [v.hit for v in result.verdicts or []])
+        verdicts = result.verdicts or []  # use: probability: each item counts its P(met) where it has one (credits)
+        return question_score(spec, question.criteria, [v.hit for v in verdicts], credits(spec, [v.p_met for v in verdicts]))
 
     def judged(self, spec: "BenchmarkSpec", result: JudgeResult | None, clip: Callable[[str], str]) -> Judged:
         """What this verdict adds to the question's fresh record (run/record.py): its judgment variant, the score

@@ -24,6 +24,7 @@ class ShapeFacts:
     rubric: Literal["required", "optional", "none"]  # a row's rubric: criteria, a score's optional one, a comparison's none
     per_criterion_verdicts: bool  # a judge answers per rubric criterion (met or not)
     scale_sections: bool  # the summary has per-turn and per-group sections of scores on a scale (stats/turns.py)
+    expected_points: bool = False  # judge.verdict.use: probability on criteria: an item counts P(met) of its points
 
 
 # what a data row's rubric is to each verdict kind (a new kind adds its line: tests/shapes/test_shapes.py checks it)
@@ -60,4 +61,6 @@ def facts_of(spec: Any) -> ShapeFacts:
     mode = getattr(getattr(spec, "conversation", None), "mode", None) or "single"
     return ShapeFacts(conversation=mode != "single", scripted_turns=mode == "scripted", rubric=RUBRIC_BY_KIND[kind],
                       per_criterion_verdicts=spec.judge is not None and kind == "criteria",
-                      scale_sections=kind == "score")
+                      scale_sections=kind == "score",
+                      expected_points=spec.judge is not None and kind == "criteria"
+                      and spec.judge.verdict.use == "probability")

@@ -176,15 +176,16 @@ class VerdictFields(_Model):
     # regex(es) tried in order, the first that matches decides; group 1 is the number (score) / the label
     # (pairwise); None: the default
     pattern: str | list[str] | None = None
-    # probability: a score verdict scores the expected value over the score tokens' log-probabilities where the
-    # server returns them (judge/probability.py); criteria verdicts store P(met) beside each verdict either way
+    # probability, where the server returns log-probabilities (judge/probability.py): a score verdict scores the
+    # expected value over the score tokens, a criteria verdict counts P(met) of each item's points (its expected
+    # points; docs/methodology.md); criteria verdicts store P(met) beside each verdict either way
     use: Literal["verdict", "probability"] = "verdict"
 
     @model_validator(mode="after")
     def _probability_scores_a_number(self) -> "VerdictFields":
-        if self.use == "probability" and self.kind != "score":
-            raise ValueError(f"use: probability applies to a score verdict (kind: score), not kind: {self.kind}; "
-                             "criteria verdicts store P(met) beside each verdict (p_met) without it")
+        if self.use == "probability" and self.kind not in ("score", "criteria"):
+            raise ValueError(f"use: probability applies to a score verdict (its expected value) or a criteria verdict "
+                             f"(expected points), not kind: {self.kind}; remove use: probability")
         return self
 
 

@@ -76,11 +76,13 @@ def merge_scores(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _entry(s: int, rec: Mapping[str, Any]) -> dict[str, Any]:
-    """One sample as kept under `samples`: its reply, errors, verdicts (index, hit, reasoning, votes), scores."""
+    """One sample as kept under `samples`: its reply, errors, verdicts (index, hit, reasoning, votes, and P(met) and
+    credit where written: what its score counted, for rescore and the interval), scores."""
     keep = ("response", "candidate_error", "judge_error", "judge_raw", *_SCORE_KEYS, "tokens", "cost",
             "cache_hits", "truncated", "choice", "transcript", "ended", "user_error")  # the last three: conversations
     out: dict[str, Any] = {"sample": s, **{k: rec[k] for k in keep if k in rec}}
-    out["criteria"] = [{k: c[k] for k in ("index", "hit", "reasoning", "votes") if k in c} for c in rec["criteria"]]
+    out["criteria"] = [{k: c[k] for k in ("index", "hit", "reasoning", "votes", "p_met", "credit") if k in c}
+                       for c in rec["criteria"]]
     return out
 
 
@@ -118,9 +120,10 @@ def merge_record(records: Sequence[SampleRecord]) -> SampleRecord:
 
 
 def rescored_record(rec: Record, criteria: list[Criterion], rules: bool, where: str,
-                    score: Callable[[list[Criterion], list[bool]], Mapping[str, Any]]) -> SampleRecord:
-    """A sampled record, as its JSON object, with every sample's scores recomputed from its stored verdicts by
-    `score` (scores.score_fields bound to the spec), then the question's means; errors stay errors."""
+                    score: Callable[[list[Criterion], list[bool], list[Any]], Mapping[str, Any]]) -> SampleRecord:
+    """A sampled record, as its JSON object, with every sample's scores recomputed from its stored verdicts (and
+    P(met), counted where the spec says so) by `score` (scores.score_fields bound to the spec), then the question's
+    means; errors stay errors."""
     out = encode(rec)
     if rec.judge_error or rec.candidate_error:
         return cast(SampleRecord, out)
@@ -132,7 +135,8 @@ def rescored_record(rec: Record, criteria: list[Criterion], rules: bool, where: 
             raise DataError(where, f"question {rec.id!r} sample {e.sample}: a criterion without a "
                             "verdict", fix="re-score the run from its answers (stage=score from_run=...)")
         new = {k: v for k, v in encode(e).items() if k not in _SCORE_KEYS}
-        new.update(score([criteria[i] for i in keep], [bool(hits[i]) for i in keep]))
+        p_met = [c.p_met for c in e.criteria]
+        new.update(score([criteria[i] for i in keep], [bool(hits[i]) for i in keep], [p_met[i] for i in keep]))
         entries.append(new)
     for k in (*_SCORE_KEYS, "sample_score_sd"):
         out.pop(k, None)
@@ -144,8 +148,8 @@ def rescored_record(rec: Record, criteria: list[Criterion], rules: bool, where: 
 def compact(rec: Record) -> dict[str, Any]:
     """What the interval and the sampling block read of a stored record (no texts), as the run's compact values."""
     def verdicts(r: Record) -> list[dict[str, Any]]:
-        return [{"index": c.index, "hit": c.hit, **({"votes": c.votes} if c.votes is not None else {})}
-                for c in r.criteria]
+        return [{"index": c.index, "hit": c.hit, **({"votes": c.votes} if c.votes is not None else {}),
+                 **({"p_met": c.p_met} if c.p_met is not None else {})} for c in r.criteria]
 
     out = {"id": rec.id, "subset": rec.subset, "scenario": rec.scenario, "tags": list(rec.tags) or None,
            "score": rec.score, "abilities": rec.abilities if rec.stored("abilities") else None,
@@ -189,7 +193,7 @@ class _NestedRows:
         self.rows: list[np.ndarray] = []  # per question: (samples, multisets, columns)
 
     def add(self, rec: Mapping[str, Any], criteria: list[Criterion]) -> None:
-        from rubric_engine.stats.scores import question_score  # the one per-question scoring path (stats/scores.py)
+        from rubric_engine.stats.scores import credits, question_score  # the one per-question scoring path
 
         keep = [i for i, c in enumerate(criteria) if self.rules or c.rule is None]
         entries = _entries(rec)
@@ -202,12 +206,15 @@ class _NestedRows:
             entries = []
         for s, e in enumerate(entries):
             marks = e.get("criteria") or []
+            # use: probability: each item's P(met) as stored (the mean over its gradings: votes keep decisions only,
+            # so resampled gradings change the verdicts, and the rules they fire, not the expected points)
+            credit = credits(self.spec, [marks[i].get("p_met") for i in keep])
             done: dict[tuple[bool, ...], np.ndarray] = {}
             for j, ms in enumerate(self.sets):
                 hits = tuple(_combined(marks[i], ms, self.rule, self.tie) if self.r > 1 else bool(marks[i]["hit"])
                              for i in keep)
                 if hits not in done:
-                    qs = question_score(self.spec, [criteria[i] for i in keep], list(hits))
+                    qs = question_score(self.spec, [criteria[i] for i in keep], list(hits), credit)
                     row = np.full(len(self.columns), np.nan)
                     if "__score__" in self.col:
                         row[0] = qs.score

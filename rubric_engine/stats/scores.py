@@ -29,17 +29,26 @@ from rubric_engine.stats.turns import score_sections
 
 _CRITERION_FIELDS = ("ability", "rule")  # the stored item's fields a Criterion takes besides index .. tags, check
 
-__all__ = ["question_score", "group_scores", "record_fields", "score_fields", "rescored_fields", "score_summary", "criteria_from_record", "zero_fields",
+__all__ = ["question_score", "credits", "group_scores", "record_fields", "score_fields", "rescored_fields", "score_summary", "criteria_from_record", "zero_fields",
            "EMPTY_SCORES", "INTERVAL_SAMPLES", "INTERVAL_SEED", "unread_choices"]
 
 EMPTY_SCORES: dict[str, Any] = {"overall": None, "abilities": {}, "dimensions": {}, "subsets": {}, "scenarios": {}}
 INTERVAL_SAMPLES, INTERVAL_SEED = 1000, 0
 
 
-def question_score(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool]) -> QuestionScore:
-    """One judged question scored under the spec: its formula, params, failure rules and aggregation rule."""
+def question_score(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool],
+                   credit: Sequence[float | None] | None = None) -> QuestionScore:
+    """One judged question scored under the spec: its formula, params, failure rules and aggregation rule;
+    `credit`: per criterion the share of its points counted instead of its verdict (`credits`)."""
     return score_question(criteria, hits, spec.formula(), spec.scoring.params, spec.failure_rules,
-                          spec.aggregation_rule())
+                          spec.aggregation_rule(), credit)
+
+
+def credits(spec: Any, p_met: Sequence[Any]) -> list[Any] | None:
+    """What each criterion counts besides its verdict, from its P(met) (`p_met`, None where it has none): under
+    judge.verdict.use: probability on a criteria verdict, P(met) itself (the expected points; None: its verdict
+    counts: a check, a reply without log-probabilities); else None (every verdict counts 1 or 0)."""
+    return list(p_met) if facts_of(spec).expected_points else None
 
 
 def group_scores(scores: Mapping[str, Any]) -> dict[str, GroupScore]:
@@ -56,9 +65,11 @@ def record_fields(qs: QuestionScore) -> SampleRecord:
     return out
 
 
-def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool]) -> SampleRecord:
-    """record_fields of question_score: what `rescore` writes back into a stored record."""
-    return record_fields(question_score(spec, criteria, hits))
+def score_fields(spec: Any, criteria: Sequence[Criterion], hits: Sequence[bool],
+                 p_met: Sequence[Any] | None = None) -> SampleRecord:
+    """record_fields of question_score: what `rescore` writes back into a stored record (`p_met`: the items'
+    stored P(met), counted where the spec says so: `credits`)."""
+    return record_fields(question_score(spec, criteria, hits, credits(spec, p_met) if p_met is not None else None))
 
 
 def rescored_fields(spec: Any, rec: Record, out: dict[str, Any], rules: bool, where: str) -> dict[str, Any]:
@@ -72,12 +83,13 @@ def rescored_fields(spec: Any, rec: Record, out: dict[str, Any], rules: bool, wh
     if any(h not in (True, False) for h in hits):
         raise DataError(where, f"question {rec.id!r} has a score but a criterion without a verdict",
                         fix="re-score the run from its answers (stage=score from_run=...)")
+    p_met = [c.p_met for c in rec.criteria]
     if not rules:
         keep = [i for i, c in enumerate(criteria) if c.rule is None]
-        criteria, hits = [criteria[i] for i in keep], [hits[i] for i in keep]
+        criteria, hits, p_met = [criteria[i] for i in keep], [hits[i] for i in keep], [p_met[i] for i in keep]
     out.pop("item_tags", None)  # written again by score_fields when the question has item tags
     try:
-        out.update(score_fields(spec, criteria, [bool(h) for h in hits]))  # every hit is true or false (above)
+        out.update(score_fields(spec, criteria, [bool(h) for h in hits], p_met))  # every hit is true or false (above)
     except ValueError as exc:
         raise DataError(where, f"question {rec.id!r}: {exc}") from None
     return out

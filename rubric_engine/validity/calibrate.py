@@ -101,7 +101,7 @@ def _replies(run: RunRecord, scorer: ReplyScorer, humans: dict[str, dict[str, bo
         crits, rid = _criteria(s), reply_hash(reply)
         keys = [None if c.check is not None else item_key(str(s.id), c.index, rid) for c in s.criteria]
         try:
-            judged = scorer.score(crits, [bool(c.hit) for c in s.criteria])
+            judged = scorer.score(crits, [bool(c.hit) for c in s.criteria], [c.p_met for c in s.criteria])  # as the run
         except ValueError:
             counts["unscorable"] += 1
             continue

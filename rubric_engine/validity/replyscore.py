@@ -17,6 +17,7 @@ from typing import Any
 from rubric_engine.datatypes import Criterion
 from rubric_engine.scoring.question import (DEFAULT_FIRES_WHEN, DEFAULT_SCALE, Aggregation, QuestionScore,
                                             score_question)
+from rubric_engine.spec.facts import stored_verdict_kind
 
 __all__ = ["ReplyScorer", "overall_weights", "contribution"]
 
@@ -30,6 +31,7 @@ class ReplyScorer:
     rules: tuple[Any, ...]
     how: Aggregation
     scale: float
+    expected_points: bool = False  # judge.verdict.use: probability on criteria: the judge's items count P(met)
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> ReplyScorer:
@@ -39,12 +41,17 @@ class ReplyScorer:
                                       fires_when=r.get("fires_when", DEFAULT_FIRES_WHEN))
                       for r in spec.get("failure_rules") or [])
         how = Aggregation(**{k: v for k, v in (spec.get("aggregation") or {}).items() if k in _AGGREGATION_KEYS})
+        use = ((spec.get("judge") or {}).get("verdict") or {}).get("use")
         return cls(sc.get("formula", "log_normalised"), sc.get("params") or {}, rules, how,
-                   float(sc.get("scale", DEFAULT_SCALE)))
+                   float(sc.get("scale", DEFAULT_SCALE)),
+                   use == "probability" and stored_verdict_kind(spec) == "criteria")
 
-    def score(self, criteria: Sequence[Criterion], hits: Sequence[bool]) -> QuestionScore:
-        """The question score (0-1) of one reply with these hits; ValueError when the spec cannot score them."""
-        return score_question(criteria, hits, self.formula, self.params, self.rules, self.how)
+    def score(self, criteria: Sequence[Criterion], hits: Sequence[bool],
+              p_met: Sequence[float | None] | None = None) -> QuestionScore:
+        """The question score (0-1) of one reply with these hits (and the judge's P(met), counted as the run counted
+        it: `p_met` None for people's labels); ValueError when the spec cannot score them."""
+        credits = list(p_met) if p_met is not None and self.expected_points else None
+        return score_question(criteria, hits, self.formula, self.params, self.rules, self.how, credits)
 
 
 def overall_weights(population: Sequence[QuestionScore], how: Aggregation) -> dict[str, float] | None:

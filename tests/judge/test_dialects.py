@@ -246,13 +246,6 @@ def test_a_score_is_its_expected_value_over_the_score_tokens_with_use_probabilit
     assert all(t["score"] == (pytest.approx(EXPECTED) if use == "probability" else 7) for t in turns)
 
 
-def test_use_probability_on_a_criteria_verdict_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
-    spec = edited_spec(REPO / "benchmarks" / "heartbench_en", tmp_path / "spec", "  template: judge.j2\n",
-                       "  template: judge.j2\n  verdict: {use: probability}\n")
-    res = run_cli([f"benchmark={spec}", "candidate=mock", "judge=mock", f"hydra.run.dir={tmp_path / 'run'}"], env)
-    assert res.returncode == 2 and "use: probability applies to a score verdict" in res.stderr
-
-
 def test_an_unknown_server_family_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
     with FakeServer(verdict_json) as srv:
         res, _, _ = run(tmp_path, env, srv, "judge.server=tgi")

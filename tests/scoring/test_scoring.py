@@ -171,3 +171,47 @@ def test_other_invalid_inputs_raise():
         score(crit(1), [True], rules=(Rule(effect="halve"),))
     with pytest.raises(ValueError, match="unknown fires_when"):
         score(crit(1), [True], rules=(Rule(fires_when="always"),))
+
+
+# --- expected points (judge.verdict.use: probability) -----------------------------------------------------------
+
+
+def test_credits_count_their_share_of_each_items_points():
+    c = crit(3, -2, ability="a") + crit(4, ability="b", start=3) + [item(4, None, ability=None, rule="role_confusion")]
+    hits = [True, False, True, False]
+    q = score_question(c, hits, "log_normalised", {}, PAPER, credits=[0.8, 0.25, 0.6, None])
+    # a: raw = 3 x .8 - 2 x .25 = 1.9, lo -2, hi 3 -> ln(1.9 + 2 + 1) / ln 6; b: raw 2.4 -> ln 3.4 / ln 5
+    assert q.abilities["a"] == AbilityScore(raw=pytest.approx(1.9), lo=-2.0, hi=3.0,
+                                            score=pytest.approx(math.log(4.9) / math.log(6)))
+    assert q.score == pytest.approx((math.log(4.9) / math.log(6) + math.log(3.4) / math.log(5)) / 2)
+    # Jensen's gap: the formula of the expected points is above the expected formula (ln is concave); for b alone,
+    # ln(2.4 + 1)/ln 5 = 0.760 > E[S] = .6 x ln 5/ln 5 + .4 x 0 = 0.6
+    assert math.log(3.4) / math.log(5) > 0.6 + 0.15
+    # None: the verdict counts (a check, a reply without log-probabilities); the rule item fires on its verdict
+    assert score_question(c, hits, "log_normalised", {}, PAPER, credits=[None] * 4) == score(c, hits)
+    fired = score_question(c, [True, False, True, True], "log_normalised", {}, PAPER, credits=[0.8, 0.25, 0.6, 0.3])
+    assert fired.catastrophic and fired.score == 0.0
+    kept = score_question(c, hits, "log_normalised", {}, PAPER, credits=[0.8, 0.25, 0.6, 0.9])
+    assert not kept.catastrophic  # P(confusion) .9 but the verdict is `not met`: the rule does not fire
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, float("nan"), True, "0.5"])
+def test_a_credit_that_is_no_probability_is_refused(bad):
+    with pytest.raises(ValueError, match="credit"):
+        score_question(crit(3, 2), [True, False], "linear", {}, PAPER, credits=[bad, None])
+    with pytest.raises(ValueError, match="credits"):
+        score_question(crit(3, 2), [True, False], "linear", {}, PAPER, credits=[0.5])
+
+
+def test_a_stored_runs_scorer_counts_p_met_only_under_use_probability():
+    """validity/replyscore.ReplyScorer (calibrate's judge-side reply scores) reads the resolved spec: P(met) counts
+    under a criteria verdict's use: probability only, and never for people's labels (p_met None)."""
+    from rubric_engine.validity.replyscore import ReplyScorer
+
+    c, hits, p_met = crit(4), [True], [0.6]
+    resolved = {"scoring": {"formula": "log_normalised"}, "judge": {"verdict": {"use": "probability"}}}
+    assert ReplyScorer.from_spec(resolved).score(c, hits, p_met).score == pytest.approx(math.log(3.4) / math.log(5))
+    assert ReplyScorer.from_spec(resolved).score(c, hits).score == 1.0  # people's labels: their verdicts
+    for other in ({"use": "verdict"}, {"use": "probability", "kind": "score"}):
+        spec = {**resolved, "judge": {"verdict": other}}
+        assert ReplyScorer.from_spec(spec).score(c, hits, p_met).score == 1.0
