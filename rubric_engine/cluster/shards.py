@@ -66,8 +66,9 @@ class RaySpread:
                         raise _own(exc, job) from None
                     except ray.exceptions.RayError as exc:  # its worker or node is gone: run it again
                         if tries[job.index] >= self.attempts:
-                            raise ConfigError(f"shard {job.name} was lost {tries[job.index]} times ({type(exc).__name__});"
-                                              " check the cluster's nodes, then run the same command: it resumes")
+                            raise ConfigError(f"shard {job.name} was lost {tries[job.index]} times "
+                                              f"({type(exc).__name__}); check the cluster's nodes, then run the same "
+                                              "command: it resumes")
                         tries[job.index] += 1
                         say(f"shard {job.name}: its node or worker was lost ({type(exc).__name__}); running it again "
                             f"on another node from its journal segment (attempt {tries[job.index]} of {self.attempts})")

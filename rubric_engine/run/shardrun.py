@@ -22,9 +22,9 @@ __all__ = ["run_shard"]
 
 
 def run_shard(job: ShardJob) -> ShardDone:
-    """Run shard `job.index` of `job.count`: the questions whose id hashes to it and that neither the run's journal
-    nor the shard's own segment holds, each journalled into the segment as it finishes. Refuses (one line) a node
-    that sees another spec or data file than the head did. No run lock: the head holds it for the whole run."""
+    """Run shard `job.index` of `job.count`: the questions dealt to it (run/shards.shard_of) that neither the run's
+    journal nor the shard's own segment holds, each journalled into the segment as it finishes. Refuses (one line)
+    a node that sees another spec or data file than the head did. No run lock: the head holds it for the run."""
     return run_sync(_run_shard(job))
 
 
@@ -41,8 +41,8 @@ async def _run_shard(job: ShardJob) -> ShardDone:
     segment.parent.mkdir(parents=True, exist_ok=True)
     kept = read_journal(segment, job.fingerprint).done  # an earlier attempt of this shard (its node was lost)
     rows = inputs.rows
-    todo = rows.view([r for r in rows.refs if shard_of(r.id, job.count) == job.index
-                      and r.id not in done and r.id not in kept])
+    mine = shard_of([r.id for r in rows.refs], job.count)
+    todo = rows.view([r for r in rows.refs if mine[r.id] == job.index and r.id not in done and r.id not in kept])
     workers = WorkerPool(job.settings.workers)
     try:
         calls, stages = await journal_questions(inputs, todo, segment, job.fingerprint,

@@ -33,10 +33,13 @@ __all__ = ["SHARDS_DIR", "ShardJob", "ShardDone", "Spread", "shard_of", "segment
 SHARDS_DIR = "shards"
 
 
-def shard_of(qid: str, count: int) -> int:
-    """The shard (0-based) of question `qid` among `count`: a sha256 of the id, the same on every machine and in
-    every Python process (never `hash()`, which is salted per process)."""
-    return int.from_bytes(hashlib.sha256(qid.encode("utf-8")).digest()[:8], "big") % count
+def shard_of(ids: Sequence[str], count: int) -> dict[str, int]:
+    """The shard (0-based) of each question among `count`: the ids ranked by their sha256 (the same on every machine
+    and in every Python process; never `hash()`, which is salted per process) and dealt out in turn, so shards
+    differ by one question at most. The ids are the run's selection, part of its identity: every shard and every
+    run of the same command deal them the same way."""
+    ranked = sorted(ids, key=lambda qid: hashlib.sha256(qid.encode("utf-8")).digest())
+    return {qid: rank % count for rank, qid in enumerate(ranked)}
 
 
 def segment_path(out: Path, index: int, count: int) -> Path:
