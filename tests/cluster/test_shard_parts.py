@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
-from test_cli import run_cli
+import pytest
+from conftest import kill_after_lines, model_args
+from fakeserver import FakeServer
+from test_cli import EXE, run_cli
+from test_run_journal import ARGS, SCRIPT, asked, same_files
 
 from rubric_engine.errors import ConfigError
 from rubric_engine.run.journal import JournalWriter
 from rubric_engine.run.shards import merge_segments, segment_path, shard_of
-
-import pytest
 
 FP = "f" * 64
 
@@ -71,3 +74,29 @@ def test_the_keys_refuse_in_one_line(tmp_path: Path, env: dict[str, str], args: 
     errors = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
     assert len(errors) == 1 and says in errors[0], res.stderr
     assert not (tmp_path / "run").exists()  # refused before the run directory was claimed
+
+
+def test_segments_left_by_a_sharded_run_resume_without_ray(tmp_path: Path, env: dict[str, str]) -> None:
+    """A killed run's journal moved to where a shard would have written it: the same command without `ray=` merges
+    it before reading anything and asks only the questions it does not hold (cache gone), ending with the files
+    of an uninterrupted run."""
+    run, ref = tmp_path / "run", tmp_path / "ref"
+    with FakeServer(SCRIPT, latency=0.3) as srv:
+        res = run_cli([*ARGS, f"hydra.run.dir={ref}", *model_args(srv.url)],
+                      dict(env, RUBRIC_ENGINE_CACHE=str(tmp_path / "refcache")))
+        assert res.returncode == 0, res.stderr
+        cmd = [EXE, *ARGS, f"hydra.run.dir={run}", *model_args(srv.url)]
+        done = {r["id"] for r in kill_after_lines(cmd, run / "samples.jsonl", 5, env)[1:]}
+        assert 4 <= len(done) < 12, "the kill must land midway"
+        segment_path(run, 1, 3).parent.mkdir()
+        (run / "samples.jsonl").rename(segment_path(run, 1, 3))
+        shutil.rmtree(tmp_path / "cache")
+        srv.reset()
+        res = run_cli([*ARGS, f"hydra.run.dir={run}", *model_args(srv.url)], env)
+        assert res.returncode == 0, res.stderr
+        cand, judge = asked(srv.requests)
+    rest = {json.loads(x)["id"] for x in (ref / "samples.jsonl").read_text().splitlines()} - done
+    assert set(cand) == rest == set(judge) and max(cand.values()) == 1
+    assert f"resuming: {len(done)} of 12 questions" in res.stderr
+    assert not (run / "shards").exists()
+    same_files(run, ref)
