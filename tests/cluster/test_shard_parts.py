@@ -100,3 +100,19 @@ def test_segments_left_by_a_sharded_run_resume_without_ray(tmp_path: Path, env: 
     assert f"resuming: {len(done)} of 12 questions" in res.stderr
     assert not (run / "shards").exists()
     same_files(run, ref)
+
+
+def test_without_ray_installed_ray_is_one_line_naming_the_extra(tmp_path: Path, env: dict[str, str]) -> None:
+    """A `ray` package that cannot be imported (what a machine without the extra sees) on the console script's path:
+    ray= fails in one line naming what to install, and the same command without it runs as before."""
+    blocked = tmp_path / "noray" / "ray"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    env = dict(env, PYTHONPATH=str(blocked.parent))
+    args = ["benchmark=heartbench", "candidate=mock", "judge=mock", "limit=2", "progress=none"]
+    res = run_cli([*args, f"hydra.run.dir={tmp_path / 'sharded'}", "ray=local"], env)
+    assert res.returncode == 2, res.stderr
+    errors = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
+    assert len(errors) == 1 and "ray= needs Ray" in errors[0] and "rubric-engine[ray]" in errors[0], res.stderr
+    res = run_cli([*args, f"hydra.run.dir={tmp_path / 'here'}"], env)
+    assert res.returncode == 0, res.stderr
