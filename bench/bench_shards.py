@@ -8,7 +8,7 @@ server runs in its own process. Throughput is counted over the calls' span (the 
 last answer), so each shard's start-up (a Ray worker importing the engine and LiteLLM) is left out; the whole
 command's wall time is printed beside it.
 
-    python bench/bench_shards.py [--n 240] [--concurrency 4] [--latency 1.0]
+    python bench/bench_shards.py [--n 480] [--concurrency 4] [--latency 1.0]
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _one(srv: ServerProcess, tmp: Path, data: Path, name: str, address: str, sha
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = options(__doc__, argv, n=240, concurrency=4, latency=1.0, nodes=3)
+    args = options(__doc__, argv, n=480, concurrency=4, latency=1.0, nodes=3)
     cluster = _cluster(args.nodes)
     try:
         with tempfile.TemporaryDirectory() as tmp_s, ServerProcess(args.latency) as srv:
