@@ -182,3 +182,17 @@ def test_the_head_killed_then_the_same_command_resumes(tmp_path: Path, env: dict
     assert cand == rest and judge == rest  # journalled by a shard: never asked again; the rest once each
     assert f"resuming: {len(done)} of 12 questions" in res.stderr  # shards=3 now: another split, the same run
     same_files(run, ref)
+
+
+def test_a_node_without_the_key_fails_the_run_in_one_line(tmp_path: Path, env: dict[str, str], cluster: Any) -> None:
+    """Keys are never shipped with a shard: a key only the head's environment holds fails the run in one line
+    naming the variable (the shard's own error, exit 2), no call made."""
+    with FakeServer(SCRIPT) as srv:
+        args = [a.replace("=FAKE_KEY", "=HEAD_ONLY_KEY") if a.startswith("candidate.") else a
+                for a in model_args(srv.url)]
+        res = run_cli([*ONE, f"hydra.run.dir={tmp_path / 'run'}", *args, f"ray={cluster.address}"],
+                      dict(env, HEAD_ONLY_KEY="sk-test"))
+        assert srv.requests == []
+    assert res.returncode == 2, res.stderr
+    errors = [x for x in res.stderr.splitlines() if x.startswith("rubric-engine: error:")]
+    assert len(errors) == 1 and "export HEAD_ONLY_KEY=" in errors[0], res.stderr
