@@ -116,6 +116,7 @@ def test_a_node_lost_mid_run_then_its_shard_runs_again_elsewhere(tmp_path: Path,
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             _wait(lambda: len(srv.requests) >= 5, proc)  # every shard has started asking
+            removed = time.monotonic()  # the fake server's clock: it runs in this process
             cluster.remove_node(cluster.workers[0])
             out, err = proc.communicate(timeout=180)
         finally:
@@ -124,6 +125,9 @@ def test_a_node_lost_mid_run_then_its_shard_runs_again_elsewhere(tmp_path: Path,
             cluster.workers[0] = cluster.add_node(num_cpus=1, object_store_memory=_MB)  # for the tests after
         assert proc.returncode == 0, err
         seen = [(body["model"], _qid(body)) for body in srv.requests]
+        first: dict[tuple[str, str], float] = {}
+        for key, at in zip(seen, srv.request_times, strict=True):
+            first.setdefault(key, at)
     lost = [x for x in err.splitlines() if "was lost" in x]
     assert len(lost) == 1 and "running it again" in lost[0], err
     k, n = (int(x) for x in lost[0].split("shard ", 1)[1].split(":", 1)[0].split("-of-"))
@@ -131,6 +135,8 @@ def test_a_node_lost_mid_run_then_its_shard_runs_again_elsewhere(tmp_path: Path,
     # asked again: only what the lost node had in flight (concurrency=1: one call per role), never a call whose
     # answer was journalled or in the shared cache; and only its own shard's questions
     assert sum(c - 1 for c in twice.values()) <= 2, twice
+    # and each was first asked when the node went: answered by then (0.6 s after it arrived), it was not in flight
+    assert all(first[key] > removed - 0.6 - 0.2 for key in twice), (twice, {k: removed - first[k] for k in twice})
     mine = shard_of(_ids(ref), n)
     assert all(mine[qid] == k - 1 for _, qid in twice), twice
     cand, judge = asked(srv.requests)
