@@ -20,7 +20,7 @@ from rubric_engine.models.entries import MAX_TIMEOUT
 from rubric_engine.models.named import CONFIG_MODULE, entry_data, entry_file as _entry_file
 from rubric_engine.models.workers import workers_count
 
-__all__ = ["CONFIG_MODULE", "settings_from_config", "entry_data"]  # the entry readers: models/named.py
+__all__ = ["CONFIG_MODULE", "settings_from_config", "entry_data", "spread_from_config"]  # the entry readers: models/named.py
 
 def _model_spec(node: Any, role: str, timeout: float | None, given: set[str] | None = None) -> Any:
     from rubric_engine.models.entries import ModelSpec
@@ -144,6 +144,7 @@ def _check_values(cfg: DictConfig) -> None:
         raise ConfigError(str(exc)) from None
     _whole(cfg, "max_retries", 0)
     _whole(cfg, "limit", 0, optional=True)
+    _whole(cfg, "shards", 1, optional=True)
     _whole(cfg, "bootstrap.samples", 1)  # read only by a sweep's leaderboard, after every job paid: check now
     _whole(cfg, "bootstrap.seed", 0)
     for key, top in (("rpm", 1e9), ("tpm", 1e12), ("timeout", MAX_TIMEOUT), ("batch_poll", 86_400),
@@ -162,3 +163,26 @@ def _check_values(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key, default=False)
         if not isinstance(value, bool):
             raise ConfigError(f"{key}={value} is not valid; use true or false")
+
+
+def spread_from_config(cfg: DictConfig) -> Any:
+    """`ray=ADDRESS` (and `shards=N`): the run's shards on that Ray cluster (cluster/shards.RaySpread), joined here so
+    a missing extra or an unreachable address fails in one line before the run directory is claimed; None without
+    ray= (the run stays in this process)."""
+    address, shards = OmegaConf.select(cfg, "ray", default=None), OmegaConf.select(cfg, "shards", default=None)
+    if address is None:
+        if shards is not None:
+            raise ConfigError(f"shards={shards} splits a run over a Ray cluster: give ray=ADDRESS too (ray=local for "
+                              "this machine), or leave shards= unset")
+        return None
+    if not isinstance(address, str) or not address:
+        raise ConfigError(f"ray={address} is not valid; use local, auto, HOST:PORT or ray://HOST:PORT (or null)")
+    if OmegaConf.select(cfg, "batch", default=False):
+        raise ConfigError("ray= with batch=true: a provider batch is already one request for the whole run; "
+                          "leave ray= unset")
+    from rubric_engine.cluster.connect import connect
+
+    connect(address, "ray=")
+    from rubric_engine.cluster.shards import RaySpread
+
+    return RaySpread(address, shards)

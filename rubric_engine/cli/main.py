@@ -23,7 +23,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from rubric_engine.cli.compose import compose as _compose, rewrite as _rewrite, user_search_path as _user_search_path
-from rubric_engine.cli.config import CONFIG_MODULE, settings_from_config
+from rubric_engine.cli.config import CONFIG_MODULE, settings_from_config, spread_from_config
 from rubric_engine.cli.startup import report_worker_for, shut_down, start_up, start_up_done
 from rubric_engine.cli.subcommands import (SUBCOMMANDS, closed_pipe, fail, is_config_library_error, one_line,
                                            pipes_close_quietly, print_quietly, run_subcommand, short_help)
@@ -96,7 +96,8 @@ def _run_job(cfg: DictConfig) -> int:
                            _resume(_sweep.dir, sweep=True) if _sweep is not None else None)
         # a sweep whose jobs run in this process shows each distinct warning once (other launchers: once per job)
         summary = run_benchmark(settings, warned=_sweep.warned if sweeping and _sweep is not None else None,
-                                checked=report_worker_for(cfg.stage, sweeping), selector=selector)
+                                checked=report_worker_for(cfg.stage, sweeping), selector=selector,
+                                spread=spread_from_config(cfg))
         why = nothing_scored(summary)
         if why:
             from rubric_engine.text.terminal import shown

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -18,6 +18,7 @@ from typing import Any, cast
 from rich.console import Console
 
 from rubric_engine.record.codec import decode
+from rubric_engine.record.types import Record
 from rubric_engine.record.summary import Summary
 from rubric_engine.dataset.load import load_dataset, select
 from rubric_engine.datatypes import Dataset, Question, QuestionRows
@@ -32,6 +33,7 @@ from rubric_engine.models.workers import WorkerPool
 from rubric_engine.report.console import (print_anchored, print_pairwise, print_panel, print_sampling,
                                            print_summary)
 from rubric_engine.report.run_page import write_run_report
+from rubric_engine.run import shards as runshards
 from rubric_engine.run import stream as runstream
 from rubric_engine.run.adaptive import adaptive_fold
 from rubric_engine.run.identity import is_shipped, is_shipped_name, run_identity, spec_digest
@@ -40,9 +42,10 @@ from rubric_engine.run.journal import JournalWriter, run_fingerprint
 from rubric_engine.run.loops import run_sync
 from rubric_engine.run.pipeline import run_pipeline
 from rubric_engine.run.pairwise import baseline_answers, pairwise_section
-from rubric_engine.run.plan import plan_run
+from rubric_engine.run.plan import RunPlan, plan_run
 from rubric_engine.run.record import Outcome, sample_record
 from rubric_engine.run.settings import STAGES, RunSettings
+from rubric_engine.run.shards import Spread
 from rubric_engine.run.summary import build_summary
 from rubric_engine.run.tryout import tryout_spec
 from rubric_engine.run.waves import Selector, Waves, add_calls
@@ -57,7 +60,8 @@ from rubric_engine.stats.scores import zero_fields
 from rubric_engine.store import layout as rundir
 from rubric_engine.text.terminal import SafeConsole, shown
 
-__all__ = ["run_benchmark", "run_benchmark_async", "load_inputs", "given_answers", "with_run_data"]
+__all__ = ["run_benchmark", "run_benchmark_async", "load_inputs", "given_answers", "with_run_data", "RunInputs",
+           "check_run", "journal_questions"]
 
 log = logging.getLogger("rubric_engine")  # Hydra writes it to <run dir>/rubric-engine.log
 
@@ -117,7 +121,8 @@ def given_answers(settings: RunSettings, spec: BenchmarkSpec, all_ids: Sequence[
 
 def run_benchmark(settings: RunSettings, console: Console | None = None,
                   results: Console | None = None, warned: set[str] | None = None, *,
-                  checked: Callable[[], object] | None = None, selector: Selector | None = None) -> Summary:
+                  checked: Callable[[], object] | None = None, selector: Selector | None = None,
+                  spread: Spread | None = None) -> Summary:
     """Run the stages the settings ask for and return the summary (also written to out_dir).
 
     `console` (stderr) gets progress and warnings; `results` (stdout) the final tables and the output path,
@@ -128,16 +133,19 @@ def run_benchmark(settings: RunSettings, console: Console | None = None,
     is written (the command line starts its report worker there: cli/startup.report_worker_for).
     `selector`: the questions are chosen while the run runs, one wave after another (run/waves.py: the adaptive
     subset of an item model, validity/adaptiverun.py), among the selected ones.
+    `spread`: where the questions run when not in this process (run/shards.py: shards on a Ray cluster, given by
+    the command line's `ray=`); None runs them here.
     Runs an event loop of its own (run/loops.run_sync: on a worker thread when one already runs here); code inside
     a loop may await `run_benchmark_async` instead.
     """
-    return run_sync(run_benchmark_async(settings, console, results, warned, checked=checked, selector=selector))
+    return run_sync(run_benchmark_async(settings, console, results, warned, checked=checked, selector=selector,
+                                        spread=spread))
 
 
 async def run_benchmark_async(settings: RunSettings, console: Console | None = None,
                               results: Console | None = None, warned: set[str] | None = None, *,
-                              checked: Callable[[], object] | None = None,
-                              selector: Selector | None = None) -> Summary:
+                              checked: Callable[[], object] | None = None, selector: Selector | None = None,
+                              spread: Spread | None = None) -> Summary:
     """`run_benchmark` on the caller's event loop: the model calls run there (the checks, the loading and the
     files written at the end are plain blocking work between them). The run owns its worker processes
     (workers=N, models/workers.py): started for it, handed to its clients, ended with it; nothing process-wide is
@@ -146,7 +154,7 @@ async def run_benchmark_async(settings: RunSettings, console: Console | None = N
         workers = WorkerPool(settings.workers)
         try:
             return await _run_locked(settings, console, results, set() if warned is None else warned, checked,
-                                     workers, selector)
+                                     workers, selector, spread)
         finally:
             await workers.aclose()
 
@@ -176,18 +184,34 @@ def _kept(full: DiskFull, cache: ResultCache | None) -> str:
             "on resume (cache.dir= on another disk keeps them)")
 
 
-async def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
-                      warned: set[str], checked: Callable[[], object] | None,
-                      workers: WorkerPool, selector: Selector | None = None) -> Summary:
-    console = console or SafeConsole(stderr=True)
-    results = results or SafeConsole()
+@dataclass
+class RunInputs:
+    """What a run's checks established before its directory is written, the same for the head of a sharded run
+    and for each of its shards (run/shardrun.py): settings, spec, data, answers given, plan, baseline, identity."""
+
+    settings: RunSettings
+    spec: BenchmarkSpec
+    dataset: Dataset
+    rows: QuestionRows
+    given: dict[str, str | None] | None
+    plan: RunPlan
+    baseline: Mapping[str, str] | None
+    digest: str
+    identity: dict[str, Any]
+
+    @property
+    def journal(self) -> Path:
+        """Every stage journals; stage=generate into a journal of its own that becomes answers.jsonl."""
+        return Path(self.settings.out_dir) / (rundir.GENERATE_JOURNAL if self.settings.stage == "generate"
+                                              else rundir.SAMPLES_FILE)
+
+
+def check_run(settings: RunSettings, console: Console, warned: set[str]) -> RunInputs:
+    """Load and check everything a run needs before its first call (spec, data, answers, plan, keys, baseline),
+    each warning printed once per `warned`; nothing is written."""
     settings = with_run_data(settings)  # from_run=: the run's own data file (summary.json's data_path)
     spec, dataset, rows = load_inputs(settings, lazy=True)
-    if settings.retry_errors and selector is not None:
-        raise ConfigError("retry_errors=true cannot ask an adaptive run's errored questions again: the waves after "
-                          "them were chosen without their answers; start a new run (another hydra.run.dir=)")
     assert isinstance(rows, QuestionRows) and isinstance(dataset.questions, QuestionRows)
-    questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
     for warning in dataset.warnings:
         _warn(console, warned, f"[yellow]data warning:[/] {shown(warning)}")
     if not is_shipped(spec):
@@ -196,12 +220,9 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     given = given_answers(settings, spec, [r.id for r in dataset.questions.refs])
     if settings.stage == "score" and given is None:
         raise ConfigError("stage=score needs answers=FILE or from_run=DIR")
-    need_candidate = given is None
-    if need_candidate and settings.candidate is None:
+    if given is None and settings.candidate is None:
         raise ConfigError("no candidate model: pass candidate=<name> (see `rubric-engine --help`) or answers=FILE")
     plan = plan_run(settings, spec)  # judges, repeats, samples, jury and tie rules: resolved and checked once
-    verdict = plan.shape.verdict  # how each reply is judged, scored and summarised (shapes/)
-    judges = list(plan.judges)
     mocks = [m.name for m in plan.models() if m.offline]
     if mocks:
         _warn(console, warned, f"[yellow]warning:[/] {shown(', '.join(mocks))}: offline mock model(s); replies and "
@@ -215,24 +236,45 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     else:  # batches a batch=true run left in flight here are resumed with batch=true, never paid twice
         check_no_batches_in_flight(Path(settings.out_dir))
     base_warnings: list[str] = []  # pairwise: the baseline's answers, every selected question's, before any call
-    base_answers = baseline_answers(settings, spec, plan.baseline, plan.judged, questions, base_warnings)
+    base_answers = baseline_answers(settings, spec, plan.baseline, plan.judged, rows.refs, base_warnings)
     for warning in base_warnings:
         _warn(console, warned, f"[yellow]data warning:[/] {shown(warning)}")
     max_reply_bytes()  # and a bad $RUBRIC_ENGINE_MAX_REPLY_MB, before the run directory is written
+    digest = spec_digest(spec)
+    return RunInputs(settings, spec, dataset, rows, given, plan, base_answers, digest,
+                     run_identity(settings, plan, spec, digest, dataset.sha256))
+
+
+async def _run_locked(settings: RunSettings, console: Console | None, results: Console | None,
+                      warned: set[str], checked: Callable[[], object] | None,
+                      workers: WorkerPool, selector: Selector | None = None, spread: Spread | None = None) -> Summary:
+    console = console or SafeConsole(stderr=True)
+    results = results or SafeConsole()
+    if settings.retry_errors and selector is not None:
+        raise ConfigError("retry_errors=true cannot ask an adaptive run's errored questions again: the waves after "
+                          "them were chosen without their answers; start a new run (another hydra.run.dir=)")
+    if spread is not None and selector is not None:
+        raise ConfigError("item_budget= chooses each wave from the answers of the waves before it, in this process; "
+                          "leave ray= unset for an adaptive run")
+    inputs = check_run(settings, console, warned)
+    if selector is not None:  # which questions it asks is decided by the selector: another one is another run
+        inputs.identity["selection"]["adaptive"] = selector.identity()
+    settings, spec, dataset, rows, plan = inputs.settings, inputs.spec, inputs.dataset, inputs.rows, inputs.plan
+    questions = rows.refs  # compact handles: each question is read again from its row when a worker takes it
+    verdict = plan.shape.verdict  # how each reply is judged, scored and summarised (shapes/)
+    judges = list(plan.judges)
     _start_litellm_early(settings, workers)  # checked: from here on the run makes its calls
     if checked is not None:
         checked()
 
     out = Path(settings.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    # every stage journals; stage=generate into a journal of its own that becomes answers.jsonl (no samples.jsonl)
-    journal = out / (rundir.GENERATE_JOURNAL if settings.stage == "generate" else rundir.SAMPLES_FILE)
-    digest = spec_digest(spec)
-    identity = run_identity(settings, plan, spec, digest, dataset.sha256)
-    if selector is not None:  # which questions it asks is decided by the selector: another one is another run
-        identity["selection"]["adaptive"] = selector.identity()
-    manifest = rundir.begin_run(out, identity)  # refuses another run's directory before anything is read
-    fp = run_fingerprint(identity)  # the journal header carries the manifest's identity, hashed
+    journal, digest = inputs.journal, inputs.digest
+    manifest = rundir.begin_run(out, inputs.identity)  # refuses another run's directory before anything is read
+    fp = run_fingerprint(inputs.identity)  # the journal header carries the manifest's identity, hashed
+    planned = selector.budget if selector is not None else len(questions)
+    header = {"questions": planned}
+    runshards.merge_segments(journal, fp, header)  # what the shards of a killed sharded run journalled (run/shards.py)
     totals = runstream.Totals(verdict)
     if settings.retry_errors:  # the questions that ended in errors leave the journal: they run again below
         errored = runstream.drop_errors(journal, fp)
@@ -247,71 +289,31 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
     if state.repaired:
         console.print(state.repaired, highlight=False, soft_wrap=True)
     waves = Waves(selector, questions, done, totals.scored) if selector is not None else None
-    planned = selector.budget if selector is not None else len(questions)
     if done:
         console.print(f"resuming: {len(done)} of {planned} questions already in {journal.name}; "
                       f"running the other {planned - len(done)}", highlight=False, soft_wrap=True)
     rundir.write_json(out / rundir.SPEC_FILE, spec.resolved())
-    cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
     todo = rows.view(waves.next() if waves is not None else [r for r in questions if r.id not in done])
-    writer = JournalWriter(journal, fp, header={"questions": planned}) if todo else None
-    transcripts = TranscriptWriter(out) if todo else None  # every call of this run (transcripts/, docs/outputs.md)
-    wave_stages: list[dict[str, Any]] = []  # per-stage progress, one board per wave: the wall times add up
     t0 = time.monotonic()
     log.info("start: benchmark %s, %d questions (%d to run), stage %s, candidate %s, judge %s, concurrency %s, rpm %s, "
              "max_retries %d, cache %s", spec.name, len(questions), len(todo), settings.stage,
-             f"{settings.candidate.name} ({settings.candidate.model})" if need_candidate and settings.candidate
+             f"{settings.candidate.name} ({settings.candidate.model})" if plan.need_candidate and settings.candidate
              else "answers file", f"{judges[0].name} ({judges[0].model})" if plan.judged and judges else "none",
              settings.concurrency, settings.rpm, settings.max_retries,
              (settings.cache_dir or "default") if settings.cache_enabled else "off")
-
-    def finished(o: Outcome) -> None:
-        """One question is final: score it, append its record to the journal, keep only compact values."""
-        for x in o.samples or [o]:
-            if x.judge is not None and x.judge.verdicts is not None:  # a comparison scores in its record
-                x.score = verdict.question_score(spec, x.question, x.judge)
-        rec = merge_record([sample_record(spec, x) for x in o.samples]) if o.samples else sample_record(spec, o)
-        if rec["candidate_error"] and spec.aggregation.candidate_errors == "zero" and settings.stage != "generate":
-            rec.update(zero_fields(spec, o.question.criteria))  # scored 0, marked `zeroed`, counted in the summary
-        assert writer is not None
-        if transcripts is not None:
-            transcripts.finished(o.question.id)  # its calls reach the disk before its journal record
-        writer.append(rec)
-        totals.add(decode(rec))
-
-    saved = interrupt.handlers()
-    try:
-        # a task of its own, as asyncio.run gave it: a signal cancels the pipeline (models/interrupt.SignalStop), not
-        # the caller's task
-        def pipeline(these: Sequence[Any]) -> Any:
-            wave_stages.append({})
-            return asyncio.ensure_future(run_pipeline(settings, plan, spec, these, given, cache, console,
-                                                      wave_stages[-1], finished, baseline=base_answers,
-                                                      observer=transcripts.observe if transcripts is not None
-                                                      else None, workers=workers))
-
-        calls = await pipeline(todo)
-        while waves is not None and todo and not interrupt.stopped() and (todo := rows.view(waves.next())):
-            calls = add_calls(calls, await pipeline(todo))
-    except asyncio.CancelledError:
-        if not interrupt.stopped():
-            raise
-    finally:
-        for closing in (writer, transcripts):  # synced: every question finished before a signal is in the journal
-            try:
-                if closing is not None:
-                    closing.close()
-            except DiskFull as exc:  # reported below, once the cache is closed
-                interrupt.disk_filled(exc)
-        if cache is not None:
-            cache.close()
-    try:
-        interrupt.check_stopped(saved)  # a signal: Interrupted (exit 130 / 143), the same command resumes
-    except DiskFull as exc:
-        exc.kept = _kept(exc, cache)
-        raise
-    timing = {name: round(sum(s[name].elapsed for s in wave_stages if s.get(name) is not None), 3)
-              if bar is not None else None for name, bar in wave_stages[-1].items()}
+    if spread is not None and todo:  # the shards journal into segments; merged, the journal reads as one run's
+        calls, timing = await runshards.spread_run(spread, settings, fp, (digest, dataset.sha256), len(todo),
+                                                   lambda line: console.print(line, highlight=False, soft_wrap=True))
+        runshards.merge_segments(journal, fp, header)
+        totals = runstream.Totals(verdict)
+        runstream.resume(journal, fp, totals.add)
+    else:
+        calls, timing = await journal_questions(inputs, todo, journal, fp, header, console, workers, totals.add)
+        while waves is not None and todo and (todo := rows.view(waves.next())):  # a signal raised in the wave before
+            more, took = await journal_questions(inputs, todo, journal, fp, header, console, workers, totals.add)
+            calls = add_calls(calls, more)
+            timing = {k: None if v is None and took.get(k) is None else round((v or 0) + (took.get(k) or 0), 3)
+                      for k, v in {**took, **timing}.items()}
     if waves is not None:  # the questions it asked, in the data's order: all that is written from here on
         rows = rows.view(waves.chosen(questions))
         questions = rows.refs
@@ -357,6 +359,65 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
         print_anchored(summary, results)
     results.print(f"outputs: {out}", highlight=False, soft_wrap=True)
     return summary
+
+
+async def journal_questions(inputs: RunInputs, todo: Sequence[Question], journal: Path, fp: str,
+                            header: Mapping[str, Any], console: Console, workers: WorkerPool,
+                            on_record: Callable[[Record], None] | None = None, *,
+                            transcripts: bool = True) -> tuple[dict[str, dict[str, int]], dict[str, float | None]]:
+    """Run the pipeline over `todo`, each finished question scored and appended to the journal at `journal` (the
+    run's, or a shard's segment) and handed to `on_record` decoded; returns the calls and seconds per stage.
+    `transcripts`: every call written to the run's transcripts/ (a shard writes none: one writer per file). A
+    signal or a full disk stops it after the journal is synced (interrupt.check_stopped)."""
+    settings, spec, plan = inputs.settings, inputs.spec, inputs.plan
+    verdict = plan.shape.verdict
+    cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
+    writer = JournalWriter(journal, fp, header=header) if todo else None
+    scribe = TranscriptWriter(Path(settings.out_dir)) if todo and transcripts else None  # docs/outputs.md
+    stages: dict[str, Any] = {}
+
+    def finished(o: Outcome) -> None:
+        """One question is final: score it, append its record to the journal, keep only compact values."""
+        for x in o.samples or [o]:
+            if x.judge is not None and x.judge.verdicts is not None:  # a comparison scores in its record
+                x.score = verdict.question_score(spec, x.question, x.judge)
+        rec = merge_record([sample_record(spec, x) for x in o.samples]) if o.samples else sample_record(spec, o)
+        if rec["candidate_error"] and spec.aggregation.candidate_errors == "zero" and settings.stage != "generate":
+            rec.update(zero_fields(spec, o.question.criteria))  # scored 0, marked `zeroed`, counted in the summary
+        assert writer is not None
+        if scribe is not None:
+            scribe.finished(o.question.id)  # its calls reach the disk before its journal record
+        writer.append(rec)
+        if on_record is not None:
+            on_record(decode(rec))
+
+    saved = interrupt.handlers()
+    calls: dict[str, dict[str, int]] = {}
+    try:
+        # a task of its own, as asyncio.run gave it: a signal cancels the pipeline (models/interrupt.SignalStop), not
+        # the caller's task
+        calls = await asyncio.ensure_future(run_pipeline(settings, plan, spec, todo, inputs.given, cache, console,
+                                                         stages, finished, baseline=inputs.baseline,
+                                                         observer=scribe.observe if scribe is not None else None,
+                                                         workers=workers))
+    except asyncio.CancelledError:
+        if not interrupt.stopped():
+            raise
+    finally:
+        for closing in (writer, scribe):  # synced: every question finished before a signal is in the journal
+            try:
+                if closing is not None:
+                    closing.close()
+            except DiskFull as exc:  # reported below, once the cache is closed
+                interrupt.disk_filled(exc)
+        if cache is not None:
+            cache.close()
+    try:
+        interrupt.check_stopped(saved)  # a signal: Interrupted (exit 130 / 143), the same command resumes
+    except DiskFull as exc:
+        exc.kept = _kept(exc, cache)
+        raise
+    return calls, {name: round(bar.elapsed, 3) if bar is not None else None for name, bar in stages.items()}
 
 
 def _start_litellm_early(settings: RunSettings, workers: WorkerPool) -> None:
