@@ -39,7 +39,8 @@ def stop(ray: Any, cluster: Any) -> None:
 
 def calls(url: str, key_env: str, key: str, label: str, n: int, concurrency: int | str, rpm: float | None,
           limits: str = "auto") -> dict[str, Any]:
-    """One node's work: `n` calls through one ModelClient (prompts `label-i`), its limits chosen by `limits=`."""
+    """One node's work: `n` calls through one ModelClient (prompts `label-i`), its limits chosen by `limits=`, after
+    one call (`warm-label`) through a client of its own that loads LiteLLM."""
     os.environ[key_env] = key
     from rubric_engine.cluster.limits import limits_source
     from rubric_engine.models.client import ModelClient
@@ -49,6 +50,8 @@ def calls(url: str, key_env: str, key: str, label: str, n: int, concurrency: int
                                   role="candidate")
 
     async def main() -> dict[str, Any]:
+        async with ModelClient(entry, cache=None, limits=limits_source("local")) as warm:  # LiteLLM's import and
+            await warm.complete([{"role": "user", "content": f"warm-{label}"}])  # first call are not the measure
         client = ModelClient(entry, cache=None, concurrency=concurrency, rpm=rpm, max_retries=60, backoff_base=0.05,
                              backoff_max=0.5, limits=limits_source(limits))
         try:
