@@ -70,8 +70,9 @@ class AdaptiveGate:
 
     def __init__(self, *, start: int = AUTO_START, low: int = AUTO_MIN, high: int = AUTO_MAX,
                  rpm: float | None = None, tpm: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, backoff: float = BACKOFF) -> None:
         self.low, self.high, self.rpm, self.tpm, self._clock = low, high, rpm, tpm, clock
+        self.backoff = backoff  # the limit after a throttle, as a share of the limit before it
         self.limit = float(min(max(start, low), high))
         self.start = int(self.limit)
         self.in_flight = 0
@@ -150,7 +151,7 @@ class AdaptiveGate:
         self._epoch += 1
         self.slow_start = False
         self.throttles += 1
-        self._set(max(self.low, math.floor(self.limit * BACKOFF)))
+        self._set(max(self.low, math.floor(self.limit * self.backoff)))
 
     def _rate_cap(self) -> float:
         """With rpm= / tpm=, the calls those rates keep busy at the measured latency (and tokens per call), +1;
