@@ -35,7 +35,7 @@ from typing import Any
 
 from rubric_engine.cluster.connect import NAMESPACE, connect, connected, require_ray
 from rubric_engine.errors import ConfigError
-from rubric_engine.models.concurrency import AUTO
+from rubric_engine.models.concurrency import AUTO, AdaptiveGate
 from rubric_engine.models.entries import ModelSpec
 from rubric_engine.models.limits import LOCAL, LimitSource, LocalLimits, SharedLimits, lease_of, limit_key
 
@@ -143,10 +143,10 @@ class _Settled:
     """concurrency=auto under cluster limits: the key's gate as the actor last reported it."""
 
     def __init__(self) -> None:
-        self.last: dict[str, Any] | None = None
+        self.last: dict[str, Any] = AdaptiveGate().report()  # until the actor's first answer: the gate's start
 
     def report(self) -> dict[str, Any]:
-        return {**(self.last or {"mode": AUTO}), "scope": "cluster"}
+        return {**self.last, "scope": "cluster"}
 
 
 class _ClusterSlot:

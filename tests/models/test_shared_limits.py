@@ -206,3 +206,36 @@ def test_the_choices_and_a_whole_number_without_rates_asks_nothing() -> None:
     assert isinstance(plain, LocalLimits) and plain.gate is None
     auto = limits_source("auto").limits(spec(), concurrency="auto", rpm=None, tpm=None)  # not on Ray: local
     assert isinstance(auto, LocalLimits) and auto.gate is not None
+
+
+def test_two_auto_clients_of_one_key_find_one_limit_and_say_so(fake_key: str) -> None:
+    from rubric_engine.report.costlines import cost_lines
+    from rubric_engine.run.callnotes import call_notes
+
+    shared, limit = SharedLimits(), 5
+    with FakeServer() as srv:
+        def handler(body: dict[str, Any]) -> Reply:
+            return Reply(status=429) if srv.in_flight > limit else Reply(text="ok", delay=0.1)
+
+        srv.handler = handler
+        entry = ModelSpec.from_config({"name": "c", "model": "openai/c", "api_base": srv.url, "api_key_env": fake_key},
+                                      role="candidate")
+
+        async def main() -> list[ModelClient]:
+            source = InProcessSource(shared)
+            clients = [ModelClient(entry, cache=None, concurrency="auto", max_retries=30, backoff_base=0.01,
+                                   backoff_max=0.05, limits=source) for _ in range(2)]
+            texts = await asyncio.gather(*(c.complete([{"role": "user", "content": f"{n}-{i}"}])
+                                           for n, c in enumerate(clients) for i in range(80)))
+            assert {t.text for t in texts} == {"ok"} and len(texts) == 160
+            for c in clients:
+                await c.aclose()
+            return clients
+
+        clients = asyncio.run(main())
+    gate = asyncio.run(shared.held())[limit_key(entry, "sk-test")]["gate"]
+    assert gate["throttles"] >= 1 and limit - 1 <= gate["final"] <= limit + 1, gate  # one limit for both, near N
+    report = clients[0].gate.report()
+    assert report["scope"] == "cluster" and report["mode"] == "auto"
+    line = cost_lines({"judge": call_notes(clients[:1])})
+    assert len(line) == 1 and line[0].endswith("; one limit for its key across the Ray cluster"), line
