@@ -121,6 +121,10 @@ class AdaptiveGate:
             self._decrease(slot.epoch)
         self._wake()
 
+    def rates(self, rpm: float | None, tpm: float | None) -> None:
+        """New rpm / tpm caps (a shared gate follows the rates its latest caller asked for)."""
+        self.rpm, self.tpm = rpm, tpm
+
     @property
     def allowed(self) -> int:
         return max(self.low, min(self.high, int(self.limit)))
@@ -210,11 +214,15 @@ class RateLimiter:
 
     def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep, tpm: float | None = None) -> None:
-        self.interval = 60.0 / rpm if rpm else 0.0
-        self.per_token = 60.0 / tpm if tpm else 0.0
+        self.rates(rpm, tpm)
         self._next = 0.0
         self._paused_until = 0.0
         self._clock, self._sleep = clock, sleep
+
+    def rates(self, rpm: float | None, tpm: float | None) -> None:
+        """New rpm / tpm: the spacing of the starts from now on."""
+        self.interval = 60.0 / rpm if rpm else 0.0
+        self.per_token = 60.0 / tpm if tpm else 0.0
 
     async def wait(self) -> None:
         now = self._clock()

@@ -188,6 +188,18 @@ class _Key:
     abandoned: set[str] = field(default_factory=set)
     used: float = 0.0
 
+    def open_gate(self, clock: Callable[[], float]) -> AdaptiveGate:
+        """The key's gate, made when its first concurrency=auto caller asks."""
+        if self.gate is None:
+            self.gate = AdaptiveGate(rpm=self.rates[0], tpm=self.rates[1], clock=clock, backoff=SHARED_BACKOFF)
+        return self.gate
+
+    def follow(self, rpm: float | None, tpm: float | None) -> None:
+        self.rates = (rpm, tpm)
+        self.limiter.rates(rpm, tpm)
+        if self.gate is not None:
+            self.gate.rates(rpm, tpm)
+
 
 class SharedLimits:
     """The limits of every client that shares them, per limit key (see module docstring). Ray runs one of these
@@ -204,9 +216,8 @@ class SharedLimits:
         """Wait for a place (auto: in the key's gate) and for rpm / tpm room; hold it as `ticket` until released
         or `lease` seconds pass. Returns the key's gate report (None without a gate)."""
         state = self._state(key, rpm, tpm)
-        if auto and state.gate is None:
-            state.gate = AdaptiveGate(rpm=rpm, tpm=tpm, clock=self._clock, backoff=SHARED_BACKOFF)
-        slot = await state.gate.acquire() if auto and state.gate is not None else None
+        gate = state.open_gate(self._clock) if auto else None
+        slot = await gate.acquire() if gate is not None else None
         state.tickets[ticket] = (slot, self._clock() + lease)
         if ticket in state.abandoned:  # its caller gave up while it waited
             await self.release(key, ticket, "", None, 0)
@@ -278,11 +289,8 @@ class SharedLimits:
         state = self._keys.get(key)
         if state is None:
             state = self._keys[key] = _Key(RateLimiter(rpm, self._clock, self._sleep, tpm), (rpm, tpm), used=now)
-        elif state.rates != (rpm, tpm):  # the latest asked win: the bucket's spacing follows them
-            state.limiter.interval, state.limiter.per_token = (60.0 / rpm if rpm else 0.0), (60.0 / tpm if tpm else 0.0)
-            state.rates = (rpm, tpm)
-            if state.gate is not None:
-                state.gate.rpm, state.gate.tpm = rpm, tpm
+        elif state.rates != (rpm, tpm):  # the latest asked win: the bucket's spacing and the gate's cap follow
+            state.follow(rpm, tpm)
         state.used = now
         return state
 
