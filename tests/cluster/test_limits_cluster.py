@@ -6,14 +6,18 @@ never a key."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import EXE, MINI
 from fakeserver import FakeServer, Reply
 
 pytestmark = [pytest.mark.slow,
@@ -119,3 +123,29 @@ def test_auto_finds_one_limit_for_the_whole_cluster(cluster: Any, actor: Any) ->
     busy = sorted(seen)[len(seen) // 4: 3 * len(seen) // 4]
     assert max(seen) <= 3 * N and sum(busy) / len(busy) <= N + 1  # three own gates would keep ~3 x 8 in flight
     assert (requests - 180) / requests < 0.2, requests  # the 429s are a small share
+
+
+def test_a_run_with_limits_cluster_keeps_its_limits_in_the_actor(cluster: Any, actor: Any, tmp_path: Path,
+                                                                 env: dict[str, str]) -> None:
+    """The console script, limits=cluster joining the cluster Ray finds (RAY_ADDRESS): the run's candidate asks the
+    actor, which holds the run's rpm under the key's digest; the summary and the console say the gate was shared."""
+    from rubric_engine.models.entries import ModelSpec
+    from rubric_engine.models.limits import limit_key
+
+    with FakeServer(latency=0.01) as srv:
+        url = srv.url
+        res = subprocess.run([EXE, "benchmark=heartbench_en", f"data.path={MINI}", "judge=mock", "concurrency=auto",
+                              "rpm=6000", "limits=cluster", "progress=none", f"hydra.run.dir={tmp_path / 'run'}",
+                              "candidate=openai_compatible", "candidate.model=openai/c", f"candidate.api_base={url}",
+                              "candidate.name=c", "candidate.api_key_env=FAKE_KEY"],
+                             env={**env, "RAY_ADDRESS": cluster.get_runtime_context().gcs_address},
+                             capture_output=True, text=True, timeout=300)
+        asked = len(srv.requests)
+    assert res.returncode == 0, res.stderr
+    entry = ModelSpec.from_config({"name": "c", "model": "openai/c", "api_base": url, "api_key_env": "FAKE_KEY"},
+                                  role="candidate")
+    held = cluster.get(actor.held.remote())
+    assert list(held) == [limit_key(entry, env["FAKE_KEY"])] and asked > 0
+    assert held[limit_key(entry, env["FAKE_KEY"])]["rpm"] == 6000 and env["FAKE_KEY"] not in repr(held)
+    gate = json.loads((tmp_path / "run" / "summary.json").read_text())["calls"]["candidate"]["concurrency"]
+    assert gate["scope"] == "cluster" and "one limit for its key across the Ray cluster" in res.stdout
