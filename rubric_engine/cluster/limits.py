@@ -13,7 +13,8 @@ calls in flight for the key across the cluster. A whole number `concurrency=N` s
 shard keeps N calls in flight), so with no rpm / tpm and a whole number a client asks the actor nothing.
 
 Lifetime: the actor is detached (it outlives the job that made it: a sweep's jobs and shard tasks come and go and
-find the same state), takes no CPU, and restarts empty if its node is lost. State per key is forgotten once the key
+find the same state), lives on the head node (a lost worker node does not take it along), takes no CPU, and
+restarts empty if it is lost all the same (its calls in flight are retried there). State per key is forgotten once the key
 has nothing in flight for 10 minutes (the next run starts its gate again from 8); a place held by a process that
 died is taken back when its lease (the call's timeout plus a minute) ends. `ray stop` ends it with the cluster;
 `reset(key)` or `ray.kill` forgets at once.
@@ -43,13 +44,16 @@ __all__ = ["ACTOR", "CHOICES", "ClusterSource", "AutoSource", "limits_source", "
 
 ACTOR = "rubric-engine-limits"
 CHOICES = ("auto", "local", "cluster")
+_HEAD = "node:__internal_head__"  # the resource Ray gives its head node only
 _MAX_WAITING = 100_000  # acquires the actor may hold waiting at once (each a coroutine, not a thread)
 
 
 def limits_actor(ray: Any) -> Any:
-    """The cluster's limits actor, made by the first process that asks (detached, no CPU, restarted if lost)."""
+    """The cluster's limits actor, made by the first process that asks (detached, on the head, no CPU, restarted
+    empty if lost)."""
     return ray.remote(SharedLimits).options(
         name=ACTOR, namespace=NAMESPACE, get_if_exists=True, lifetime="detached", num_cpus=0,
+        resources={_HEAD: 0.001},  # on the head node, which outlives the workers that come and go
         max_concurrency=_MAX_WAITING, max_restarts=-1, max_task_retries=-1).remote()
 
 

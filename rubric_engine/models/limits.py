@@ -284,7 +284,8 @@ class SharedLimits:
                     s.tickets.pop(ticket)
                     if s.gate is not None and slot is not None:
                         s.gate.release(slot)
-            if not s.tickets and now - s.used > self._idle and k != key:
+            idle = not s.tickets and (s.gate is None or s.gate.in_flight == 0)  # (woken waiters count in flight)
+            if idle and now - s.used > self._idle and k != key:
                 del self._keys[k]
         state = self._keys.get(key)
         if state is None:

@@ -127,6 +127,24 @@ def test_a_place_whose_lease_ran_out_comes_back_and_idle_keys_are_forgotten() ->
     asyncio.run(main())
 
 
+def test_a_key_whose_expired_places_woke_a_waiter_is_not_forgotten() -> None:
+    async def main() -> None:
+        clock = Clock()
+        shared = SharedLimits(clock, clock.sleep, idle=100.0)
+        for i in range(8):
+            await shared.acquire("a", f"t{i}", True, None, None, 5.0)
+        waiter = asyncio.create_task(shared.acquire("a", "w", True, None, None, 5.0))
+        await asyncio.sleep(0)
+        clock.now = 500.0  # every lease ended and the key looks idle, but the sweep hands the waiter a place
+        await shared.acquire("b", "x", False, None, None, 5.0)
+        await asyncio.wait_for(waiter, 1)
+        assert (await shared.held())["a"]["in_flight"] == 1  # its state kept: the waiter's release will find it
+        await shared.release("a", "w", "answered", None, 0)
+        assert (await shared.held())["a"]["gate"] is not None
+
+    asyncio.run(main())
+
+
 def test_an_abandoned_wait_gives_its_place_back_when_granted() -> None:
     async def main() -> None:
         clock = Clock()
