@@ -9,6 +9,8 @@ The limit stays within 1..256, grows only while every slot is taken, and, with `
 the calls those rates can feed (rpm / 60 x the measured latency, plus one; tpm likewise over the measured
 tokens per call). An integer `concurrency=` never comes
 here: the client keeps its plain semaphore. `RateLimiter` is the rpm / tpm spacing every client applies either way.
+Both are a client's own by default, or one per provider key shared across a Ray cluster (models/limits.py; the
+shared gate cuts by a tenth, its `backoff`).
 
 The logic is pure apart from asyncio futures for waiting; `clock` is injectable (tests use a fake one).
 """
