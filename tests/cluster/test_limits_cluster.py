@@ -147,5 +147,6 @@ def test_a_run_with_limits_cluster_keeps_its_limits_in_the_actor(cluster: Any, a
     held = cluster.get(actor.held.remote())
     assert list(held) == [limit_key(entry, env["FAKE_KEY"])] and asked > 0
     assert held[limit_key(entry, env["FAKE_KEY"])]["rpm"] == 6000 and env["FAKE_KEY"] not in repr(held)
+    assert held[limit_key(entry, env["FAKE_KEY"])]["in_flight"] == 0  # every place given back before the run ended
     gate = json.loads((tmp_path / "run" / "summary.json").read_text())["calls"]["candidate"]["concurrency"]
     assert gate["scope"] == "cluster" and "one limit for its key across the Ray cluster" in res.stdout
