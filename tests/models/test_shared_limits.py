@@ -230,10 +230,11 @@ def test_two_auto_clients_of_one_key_find_one_limit_and_say_so(fake_key: str) ->
     from rubric_engine.report.costlines import cost_lines
     from rubric_engine.run.callnotes import call_notes
 
-    shared, limit = SharedLimits(), 5
+    shared, limit = SharedLimits(), 6
     with FakeServer() as srv:
         def handler(body: dict[str, Any]) -> Reply:
-            return Reply(status=429) if srv.in_flight > limit else Reply(text="ok", delay=0.1)
+            # a call long enough that a loaded machine still fills the limit
+            return Reply(status=429) if srv.in_flight > limit else Reply(text="ok", delay=0.2)
 
         srv.handler = handler
         entry = ModelSpec.from_config({"name": "c", "model": "openai/c", "api_base": srv.url, "api_key_env": fake_key},
@@ -252,7 +253,9 @@ def test_two_auto_clients_of_one_key_find_one_limit_and_say_so(fake_key: str) ->
 
         clients = asyncio.run(main())
     gate = asyncio.run(shared.held())[limit_key(entry, "sk-test")]["gate"]
-    assert gate["throttles"] >= 1 and limit - 1 <= gate["final"] <= limit + 1, gate  # one limit for both, near N
+    # one limit for both near N (two gates of their own would hold near N each); a loaded machine's calls reach the
+    # server later than the gate grants them, so the gate may stand a call or two above N
+    assert gate["throttles"] >= 1 and limit - 2 <= gate["final"] <= limit + 2, gate
     report = clients[0].gate.report()
     assert report["scope"] == "cluster" and report["mode"] == "auto"
     line = cost_lines({"judge": call_notes(clients[:1])})
