@@ -113,9 +113,9 @@ class _LocalSlot:
         return permit
 
     async def __aexit__(self, *exc: Any) -> None:
-        held, self._held = self._held, None
-        if isinstance(held, Slot):
-            self._limits.gate.release(held)
+        held, self._held, gate = self._held, None, self._limits.gate
+        if isinstance(held, Slot) and gate is not None:
+            gate.release(held)
         elif held is not None:
             held.release()
 
