@@ -84,7 +84,15 @@ def settings_from_config(cfg: DictConfig, out_dir: Path, overrides: list[str] | 
         batch=bool(opt("batch")), batch_poll=float(opt("batch_poll") or 30.0),
         batch_max_wait=float(opt("batch_max_wait") or 90_000.0),
         retry_errors=bool(opt("retry_errors")),
+        limits=_limits(opt("limits"), opt("ray")),
     )
+
+
+def _limits(choice: Any, address: Any) -> Any:
+    """limits=: where every client keeps its rate and concurrency limits, decided once (rubric_engine/cluster/limits.py)."""
+    from rubric_engine.cluster.limits import limits_source
+
+    return limits_source("auto" if choice is None else choice, None if address is None else str(address))
 
 
 def _dirs(value: Any) -> list[str]:

@@ -25,12 +25,13 @@ from typing import Any, Awaitable, Callable, Protocol
 from rubric_engine.errors import ConfigError, FatalModelError, ModelCallError
 from rubric_engine.models.bodycap import MAX_REPLY_ENV, max_reply_bytes, openai_client, served_by_openai_client
 from rubric_engine.models.cache import ResultCache
-from rubric_engine.models.concurrency import AUTO, AdaptiveGate, RateLimiter, Slot
+from rubric_engine.models.concurrency import AUTO
 from rubric_engine.models.dialects import ask_structured_in, server_of
 from rubric_engine.models.entries import MessageTexts, ModelSpec, cache_key, provider_key_env
 from rubric_engine.models.events import Observer, observed, retry_event
 from rubric_engine.models.failures import STOPS_RUN_KINDS, Failure, classify
 from rubric_engine.models.interrupt import sending, stopped
+from rubric_engine.models.limits import LOCAL, LimitSource
 from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime, finish_reason, parse_reply, token_logprobs
 from rubric_engine.models.litellm_runtime import cached_tokens, rate_headers
 from rubric_engine.models.mock import is_mock, mock_reply, mock_tokens
@@ -110,7 +111,8 @@ class ModelClient:
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  runtime: LiteLLMRuntime = RUNTIME, workers: WorkerPool | None = None,
                  batches: BatchSource | None = None, prompt_cache: bool = False,
-                 notify: Callable[[str], None] | None = None, observer: Observer | None = None) -> None:
+                 notify: Callable[[str], None] | None = None, observer: Observer | None = None,
+                 limits: LimitSource = LOCAL) -> None:
         auto = concurrency == AUTO  # adaptive (models/concurrency.py); a number keeps a plain semaphore
         for bad, what in ((not auto and not (isinstance(concurrency, int) and concurrency >= 1),
                            f"concurrency must be >= 1 or auto (got {concurrency})"),
@@ -127,12 +129,12 @@ class ModelClient:
         self.observer = observer  # every call's outcome and each retry (models/events.py)
         # workers=N: calls run in the run's worker processes (models/workers.py); None or size 0: in this process
         self.workers = workers if workers is not None and workers.size > 0 else None
-        self._limiter = RateLimiter(rpm, clock, sleep, tpm)
+        # places in flight, rpm / tpm room and concurrency=auto's gate (models/limits.py): this client's own, or
+        # shared with every client of the same key on a Ray cluster (rubric_engine/cluster/limits.py)
+        self.limits = limits.limits(spec, concurrency=concurrency, rpm=rpm, tpm=tpm, clock=clock, sleep=sleep)
+        self.gate = self.limits.gate  # concurrency=auto: where the limit settled (report()); else None
         self._sleep = sleep
-        self._sem: asyncio.Semaphore | None = None
-        self.gate = AdaptiveGate(rpm=rpm, tpm=tpm, clock=clock) if auto else None  # concurrency=auto (one a client)
         self.prompt_cache = prompt_cache  # mark a shared prompt prefix for providers that cache only marked content
-        self._sem_loop: asyncio.AbstractEventLoop | None = None
         self._loops: set[int] = set()
         self._answered = False  # a server answered once: later connection errors are per-question
         self._runtime = runtime
@@ -254,7 +256,6 @@ class ModelClient:
     async def aclose(self) -> None:
         """Close LiteLLM's HTTP clients for this loop once no other open ModelClient uses them."""
         loop = asyncio.get_running_loop()
-        self._sem, self._sem_loop = None, None
         openai = self._openai.pop(id(loop), None)
         if openai is not None:  # ours (bodycap): LiteLLM never closes a client it was handed
             await openai.close()
@@ -277,17 +278,14 @@ class ModelClient:
                 pass
             raise
 
-    def _semaphore(self) -> Any:
-        """This loop's semaphore, or with concurrency=auto a place in the adaptive gate (`async with` gives a Slot)."""
+    def _slot(self) -> Any:
+        """A place for one attempt from this client's limits (`async with` gives a Permit), the loop's LiteLLM
+        clients counted as in use by this client."""
         loop = asyncio.get_running_loop()
-        if self._sem is None or self._sem_loop is not loop:  # asyncio primitives bind to one loop
-            # (with concurrency=auto the gate waits instead: its futures belong to whichever loop awaits them)
-            slots = self.concurrency if isinstance(self.concurrency, int) else 1  # auto: the gate decides
-            self._sem, self._sem_loop = asyncio.Semaphore(slots), loop
-            if id(loop) not in self._loops:
-                self._loops.add(id(loop))
-                self._runtime.use_loop(loop)
-        return self._sem if self.gate is None else self.gate.slot()
+        if id(loop) not in self._loops:
+            self._loops.add(id(loop))
+            self._runtime.use_loop(loop)
+        return self.limits.slot(self._key)
 
     def _base_request(self) -> dict[str, Any]:
         """What every request of this client sends, resolved once at its first real call (the key too)."""
@@ -389,8 +387,7 @@ class ModelClient:
         attempts = 0
         while True:
             attempts += 1
-            async with self._semaphore() as slot:
-                await self._limiter.wait()
+            async with self._slot() as permit:
                 if stopped():  # a signal stopped the run: no request leaves, even if a cancellation was lost
                     raise asyncio.CancelledError
                 if pool is not None:
@@ -405,8 +402,8 @@ class ModelClient:
                     text, prompt_tokens, completion_tokens = parse_reply(response)
                 except Exception as exc:  # noqa: BLE001 - classified below; CancelledError passes through
                     failure, error = classify(exc, self._key), exc
-                    if isinstance(slot, Slot) and failure.status == 429 and not failure.fatal:
-                        slot.throttled()
+                    if failure.status == 429 and not failure.fatal:
+                        permit.throttled()
                 else:
                     self._answered = True
                     self.stats.prompt_tokens += prompt_tokens
@@ -415,9 +412,7 @@ class ModelClient:
                     self.stats.cost_unknown_calls += cost is None
                     served = cached_tokens(response)
                     self.stats.cached_tokens += served
-                    self._limiter.spend(prompt_tokens + completion_tokens)
-                    if isinstance(slot, Slot):
-                        slot.answered(rate_headers(response), prompt_tokens + completion_tokens)
+                    permit.answered(rate_headers(response), prompt_tokens + completion_tokens)
                     return CallResult(text, prompt_tokens, completion_tokens, cost, False, attempts,
                                       finish_reason(response), served, latency=round(time.monotonic() - started, 4),
                                       logprobs=token_logprobs(response))
@@ -436,7 +431,7 @@ class ModelClient:
                 raise err from error
             delay = self._backoff(attempts, failure)
             if failure.retry_after is not None:
-                self._limiter.pause(delay)  # the provider asked everyone on this key to wait
+                self.limits.pause(delay)  # the provider asked everyone on this key to wait
             self.stats.retries += 1
             if self.observer is not None:
                 self.observer(retry_event(self, attempts, failure.status, failure.detail, delay))

@@ -22,6 +22,7 @@ from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.client import BatchSource, ModelClient
 from rubric_engine.models.entries import ModelSpec
 from rubric_engine.models.events import Observer
+from rubric_engine.models.limits import LOCAL, LimitSource
 from rubric_engine.models.litellm_runtime import RUNTIME, LiteLLMRuntime
 from rubric_engine.models.workers import WorkerPool
 
@@ -44,6 +45,7 @@ class ClientLayers:
     notify: Callable[[str], None] | None = None  # one-line events (LiteLLM loading, retries, refusals)
     observer: Observer | None = None  # every call's outcome (the run's transcripts)
     runtime: LiteLLMRuntime = RUNTIME
+    limits: LimitSource = LOCAL  # where places in flight and rpm / tpm room are kept (models/limits.py)
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
 
@@ -52,7 +54,8 @@ class ClientLayers:
         return ModelClient(spec, role=role, cache=self.cache, concurrency=self.concurrency, rpm=self.rpm,
                            tpm=self.tpm, max_retries=self.max_retries, workers=self.workers, batches=self.batches,
                            prompt_cache=prompt_cache and self.prompt_cache, notify=self.notify,
-                           observer=self.observer, runtime=self.runtime, clock=self.clock, sleep=self.sleep)
+                           observer=self.observer, runtime=self.runtime, clock=self.clock, sleep=self.sleep,
+                           limits=self.limits)
 
     def with_(self, **changes: Any) -> "ClientLayers":
         """These layers with some changed (a run adds its notes and batches once its progress board exists)."""

@@ -9,6 +9,8 @@ The limit stays within 1..256, grows only while every slot is taken, and, with `
 the calls those rates can feed (rpm / 60 x the measured latency, plus one; tpm likewise over the measured
 tokens per call). An integer `concurrency=` never comes
 here: the client keeps its plain semaphore. `RateLimiter` is the rpm / tpm spacing every client applies either way.
+Both are a client's own by default, or one per provider key shared across a Ray cluster (models/limits.py; the
+shared gate cuts by a tenth, its `backoff`).
 
 The logic is pure apart from asyncio futures for waiting; `clock` is injectable (tests use a fake one).
 """
@@ -70,8 +72,9 @@ class AdaptiveGate:
 
     def __init__(self, *, start: int = AUTO_START, low: int = AUTO_MIN, high: int = AUTO_MAX,
                  rpm: float | None = None, tpm: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, backoff: float = BACKOFF) -> None:
         self.low, self.high, self.rpm, self.tpm, self._clock = low, high, rpm, tpm, clock
+        self.backoff = backoff  # the limit after a throttle, as a share of the limit before it
         self.limit = float(min(max(start, low), high))
         self.start = int(self.limit)
         self.in_flight = 0
@@ -120,6 +123,10 @@ class AdaptiveGate:
             self._decrease(slot.epoch)
         self._wake()
 
+    def rates(self, rpm: float | None, tpm: float | None) -> None:
+        """New rpm / tpm caps (a shared gate follows the rates its latest caller asked for)."""
+        self.rpm, self.tpm = rpm, tpm
+
     @property
     def allowed(self) -> int:
         return max(self.low, min(self.high, int(self.limit)))
@@ -150,7 +157,7 @@ class AdaptiveGate:
         self._epoch += 1
         self.slow_start = False
         self.throttles += 1
-        self._set(max(self.low, math.floor(self.limit * BACKOFF)))
+        self._set(max(self.low, math.floor(self.limit * self.backoff)))
 
     def _rate_cap(self) -> float:
         """With rpm= / tpm=, the calls those rates keep busy at the measured latency (and tokens per call), +1;
@@ -209,11 +216,15 @@ class RateLimiter:
 
     def __init__(self, rpm: float | None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep, tpm: float | None = None) -> None:
-        self.interval = 60.0 / rpm if rpm else 0.0
-        self.per_token = 60.0 / tpm if tpm else 0.0
+        self.rates(rpm, tpm)
         self._next = 0.0
         self._paused_until = 0.0
         self._clock, self._sleep = clock, sleep
+
+    def rates(self, rpm: float | None, tpm: float | None) -> None:
+        """New rpm / tpm: the spacing of the starts from now on."""
+        self.interval = 60.0 / rpm if rpm else 0.0
+        self.per_token = 60.0 / tpm if tpm else 0.0
 
     async def wait(self) -> None:
         now = self._clock()

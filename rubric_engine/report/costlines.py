@@ -21,7 +21,8 @@ def cost_lines(calls: Mapping[str, Mapping[str, Any]]) -> list[str]:
         gate = c.get("concurrency")
         for g in (gate.get("per_client") or [gate]) if isinstance(gate, Mapping) else []:
             lines.append(f"{role}: concurrency=auto settled at {g['final']} in flight (started at {g['start']}, "
-                         f"ranged {g['min']}-{g['max']}, {g['throttles']} cut(s) after 429s or spent rate limits)")
+                         f"ranged {g['min']}-{g['max']}, {g['throttles']} cut(s) after 429s or spent rate limits)"
+                         + ("; one limit for its key across the Ray cluster" if g.get("scope") == "cluster" else ""))
     return lines
 
 

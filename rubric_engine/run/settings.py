@@ -17,6 +17,7 @@ from rubric_engine.judge.panels import check_panel
 from rubric_engine.models.cache import ResultCache
 from rubric_engine.models.compose import ClientLayers
 from rubric_engine.models.entries import ModelSpec
+from rubric_engine.models.limits import LOCAL, LimitSource
 from rubric_engine.models.workers import WorkerPool
 from rubric_engine.spec.schema import BenchmarkSpec
 from rubric_engine.stats.sampling import check_samples
@@ -75,6 +76,9 @@ class RunSettings:
     retry_errors: bool = False  # ask again, in place, the questions whose record holds an error (run/stream.py)
     resume_command: str | None = None  # the command line that resumes this run (a second signal's line names it)
     extra: dict[str, Any] = field(default_factory=dict)
+    # limits=: where every client keeps its places in flight and rpm / tpm room (models/limits.py); the CLI (or
+    # rubric_engine/cluster/) decides once: this process's own, or one per key across a Ray cluster
+    limits: LimitSource = LOCAL
 
 
 def samples_of(settings: RunSettings, need_candidate: bool) -> int:
@@ -156,4 +160,4 @@ def client_layers(settings: RunSettings, spec: BenchmarkSpec, cache: ResultCache
     worker pool, its call limits, prompt-cache marks for its judges."""
     return ClientLayers(cache=cache, concurrency=settings.concurrency, rpm=settings.rpm, tpm=settings.tpm,
                         max_retries=settings.max_retries, workers=workers,
-                        prompt_cache=prompt_cache_of(settings, spec))
+                        prompt_cache=prompt_cache_of(settings, spec), limits=settings.limits)
