@@ -8,11 +8,12 @@ the same settings and shadow, and puts the answers back in the batch's order wit
 
 - Routing: a rollout goes to actor sha256(question id, completion) mod N (a stable hash, never Python's
   salted `hash()`), so identical completions of a question land on the same actor, which judges them once
-  and marks the later copies as a single scorer does. The actors share the call cache directory (the driver's,
-  made absolute; on several machines it must be shared storage), so a verdict paid once is paid once.
+  and marks the later copies as a single scorer does. The actors use the caller's call cache directory (made
+  absolute): on one machine one cache for the pool; on several, each node's own disk at that path (SQLite: never
+  on NFS), which still answers a repeated rollout, since the same rollout goes to the same actor.
 - Paths in the settings (spec, data, cache) are made absolute before they travel: an actor's working directory
-  is not the caller's. The key variables the judge entries name travel with the actors (Ray's runtime
-  environment), and nothing else of the caller's environment but the engine's own RUBRIC_ENGINE_* settings.
+  is not the caller's. Of the caller's environment only the engine's own RUBRIC_ENGINE_* settings travel with
+  the actors; API keys stay in each node's environment (a missing one is the pool's one-line start error).
 - An actor lost mid-batch (killed, its node gone) never turns into zeros: its share of the batch is sent again
   to the next live actor (each actor tried at most once per share; what the lost one had paid for is in the
   shared cache), and when no actor is left its rollouts come back None with the error, counted in `failures`.
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rubric_engine.cluster.connect import connect
-from rubric_engine.errors import ConfigError
+from rubric_engine.errors import ConfigError, RubricEngineError
 from rubric_engine.models.cache import default_cache_dir
 from rubric_engine.models.entries import ModelSpec
 from rubric_engine.reward.scorer import RewardCounts, RewardInputs, RewardScorer, RolloutScore
@@ -78,28 +79,37 @@ def portable(settings: RunSettings, spec: BenchmarkSpec) -> RunSettings:
                    cache_dir=str(Path(settings.cache_dir or default_cache_dir()).expanduser().resolve()))
 
 
-def _environment(settings: RunSettings, shadow: ModelSpec | None) -> dict[str, str]:
-    """The variables the actors need from this process: the judges' key variables and the engine's settings."""
-    entries = [settings.judge, *settings.jury, shadow]
-    names = {e.api_key_env for e in entries if e is not None and getattr(e, "api_key_env", None)}
-    names |= {k for k in os.environ if k.startswith("RUBRIC_ENGINE_")}
-    return {k: os.environ[k] for k in sorted(names) if k in os.environ}
+def _environment() -> dict[str, str]:
+    """The engine's own settings of this process ($RUBRIC_ENGINE_*), which the actors must judge by. API keys are
+    not among them: they stay in each node's environment (Ray passes a new local instance this process's)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("RUBRIC_ENGINE_")}
 
 
 class RewardActor:
-    """One actor of the pool: a `RewardScorer` built from the pool's settings, judging the shares sent to it."""
+    """One actor of the pool: a `RewardScorer` built from the pool's settings, judging the shares sent to it. A
+    reward it cannot build (a key variable missing on its node, data it cannot read) is kept as one line for
+    `ready()`, so the pool's caller reads that line rather than Ray's account of a failed constructor."""
 
     def __init__(self, settings: RunSettings, shadow: ModelSpec | None, shadow_fraction: float) -> None:
-        self.scorer = RewardScorer(settings, shadow=shadow, shadow_fraction=shadow_fraction)
+        self.scorer: RewardScorer | None = None
+        self.problem: str | None = None
+        try:
+            self.scorer = RewardScorer(settings, shadow=shadow, shadow_fraction=shadow_fraction)
+        except RubricEngineError as exc:
+            self.problem = _first_line(exc)
 
-    def ready(self) -> int:
-        return os.getpid()
+    def ready(self) -> str | None:
+        """None when the reward is built, else why not (one line)."""
+        return self.problem
 
     def score(self, items: Sequence[tuple[str, str]]) -> tuple[list[RolloutScore], RewardCounts]:
+        if self.scorer is None:
+            raise ConfigError(f"this reward actor could not start: {self.problem}")
         return self.scorer.run(items)
 
     def close(self) -> None:
-        self.scorer.close()
+        if self.scorer is not None:
+            self.scorer.close()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -116,9 +126,9 @@ class RewardPool(RewardInputs):
         super().__init__(settings, shadow=shadow, shadow_fraction=shadow_fraction)  # one line before any actor
         self._ray = ray = connect(address or "local", "ray=" if address else "pool=")
         self.size = size
-        remote = ray.remote(RewardActor).options(
-            num_cpus=0, max_concurrency=ACTOR_CALLS, scheduling_strategy="SPREAD",
-            runtime_env={"env_vars": _environment(settings, shadow)})
+        env = _environment()
+        remote = ray.remote(RewardActor).options(num_cpus=0, max_concurrency=ACTOR_CALLS, scheduling_strategy="SPREAD",
+                                                 **({"runtime_env": {"env_vars": env}} if env else {}))
         travel = portable(settings, self.spec)
         self._actors: list[Any] = [remote.remote(travel, shadow, self.shadow_fraction) for _ in range(size)]
         self._started(start_timeout)
@@ -132,11 +142,13 @@ class RewardPool(RewardInputs):
                 raise ConfigError(f"pool={self.size}: {len(waiting)} of {self.size} reward actors did not start "
                                   f"within {timeout:g} s; check the cluster's free resources (`ray status`) or "
                                   "ask for fewer (pool=)")
-            ray.get(done)
+            problems = [p for p in ray.get(done) if p]
+            if problems:
+                raise ConfigError(f"pool={self.size}: {len(problems)} of {self.size} reward actors could not start: "
+                                  f"{problems[0]}")
         except ray.exceptions.RayError as exc:
             self.close()
-            cause = getattr(exc, "cause", None) or exc
-            raise ConfigError(f"pool={self.size}: a reward actor could not start: {_first_line(cause)}") from None
+            raise ConfigError(f"pool={self.size}: a reward actor could not start: {_first_line(exc)}") from None
         except BaseException:
             self.close()
             raise

@@ -106,8 +106,10 @@ def test_pooled_rewards_equal_one_reward_and_the_runs_scores(ray_local: Any, jud
                                                              run_scores: dict, tmp_path: Path) -> None:
     rollouts = [(q, reply(q, k)) for q in IDS for k in (0, 1)]
     qids, texts = [q for q, _ in rollouts], [t for _, t in rollouts]
-    with make_reward(judge_server.url, tmp_path / "one") as one:
+    with make_reward(judge_server.url, tmp_path / "one", pool=1) as one:  # pool=1 without ray=: this process
+        assert type(one.scorer).__name__ == "RewardScorer"
         single = one(completions=texts, question_id=qids)
+        assert all(judge_server.from_here[-24:])
     first = len(judge_server.requests)
     with make_reward(judge_server.url, tmp_path / "pool", pool=2) as pooled:
         assert type(pooled.scorer).__name__ == "RewardPool" and pooled.scorer.size == 2
@@ -185,6 +187,15 @@ def test_a_pool_that_cannot_start_says_so_in_one_line(ray_local: Any, judge_serv
     with pytest.raises(ConfigError) as caught:
         RewardPool(settings, size=2, start_timeout=0.001)
     assert "\n" not in str(caught.value) and "reward actors did not start within" in str(caught.value)
+    # a key this process has but the actors' environment lacks (exported after Ray started): said in one line
+    os.environ["LATE_KEY"] = "sk-late"
+    try:
+        with pytest.raises(ConfigError) as caught:
+            make_reward(judge_server.url, tmp_path, "judge.api_key_env=LATE_KEY", pool=2)
+    finally:
+        del os.environ["LATE_KEY"]
+    text = str(caught.value)
+    assert "\n" not in text and text.startswith("pool=2: 2 of 2 reward actors could not start:") and "LATE_KEY" in text
     for bad in (0, -1, True, 2.5, "4"):
         with pytest.raises(ConfigError, match="is not valid; give the number of reward actors"):
             make_reward(judge_server.url, tmp_path, pool=bad)
