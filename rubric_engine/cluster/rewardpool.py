@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rubric_engine.cluster.connect import connect
+from rubric_engine.cluster.connect import connect, require_ray
 from rubric_engine.errors import ConfigError, RubricEngineError
 from rubric_engine.models.cache import default_cache_dir
 from rubric_engine.models.entries import ModelSpec
@@ -123,8 +123,10 @@ class RewardPool(RewardInputs):
     def __init__(self, settings: RunSettings, *, size: int, address: str | None = None,
                  shadow: ModelSpec | None = None, shadow_fraction: float = 0.0,
                  start_timeout: float = START_TIMEOUT) -> None:
+        option = "ray=" if address else "pool="
+        require_ray(option)  # the missing extra first, before the data is read
         super().__init__(settings, shadow=shadow, shadow_fraction=shadow_fraction)  # one line before any actor
-        self._ray = ray = connect(address or "local", "ray=" if address else "pool=")
+        self._ray = ray = connect(address or "local", option)
         self.size = size
         env = _environment()
         remote = ray.remote(RewardActor).options(num_cpus=0, max_concurrency=ACTOR_CALLS, scheduling_strategy="SPREAD",

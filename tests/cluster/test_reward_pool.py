@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -25,10 +26,10 @@ import pytest
 from conftest import EXE, MINI, clean_env, read_rows, run_cli
 from fakeserver import FakeServer
 from rewardjudge import judge_reply
-from rubric_engine.errors import ConfigError
+from rubric_engine.errors import ConfigError, FatalModelError
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")]
+pytestmark = pytest.mark.slow
+NEEDS_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
 
 ROWS, _ = read_rows(MINI)
 IDS = [r["question_id"] for r in ROWS]
@@ -58,7 +59,7 @@ def _key() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
-    import ray
+    ray = pytest.importorskip("ray")
 
     from rubric_engine.cluster.connect import NAMESPACE
 
@@ -141,6 +142,10 @@ def test_identical_completions_reach_the_server_once_across_the_pool(ray_local: 
         assert (c.rollouts, c.judged, c.copies, c.calls, c.cache_hits) == (24, 12, 12, 12, 0)
         assert pooled.last_logs["duplicate"] == single_logs["duplicate"]
         assert got == single
+        # a refused key stops training as in one process: the judge's own error, one line, not Ray's
+        with pytest.raises(FatalModelError) as refused:
+            pooled(completions=["DENY-ME"], question_id=[IDS[0]])
+        assert "\n" not in str(refused.value) and "401" in str(refused.value)
 
 
 def _killed_mid_batch(ray: Any, url: str, tmp: Path, server: FakeServer, kill: list[int]) -> tuple[list, Any, int]:
@@ -201,6 +206,7 @@ def test_a_pool_that_cannot_start_says_so_in_one_line(ray_local: Any, judge_serv
             make_reward(judge_server.url, tmp_path, pool=bad)
 
 
+@NEEDS_RAY
 def test_serve_reward_pool_answers_through_the_console_script(judge_server: FakeServer, run_scores: dict,
                                                               tmp_path: Path) -> None:
     cmd = [EXE, "serve-reward", "benchmark=heartbench", f"data.path={MINI}", f"cache.dir={tmp_path / 'cache'}",
@@ -227,3 +233,27 @@ def test_serve_reward_pool_answers_through_the_console_script(judge_server: Fake
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+_NO_RAY = """
+import sys
+sys.modules['ray'] = None  # what a machine without the extra sees
+from rubric_engine import RubricReward
+from rubric_engine.errors import ConfigError
+with RubricReward(benchmark='heartbench', judge='mock', overrides=['data.path=%s'], pool=1) as reward:
+    print(type(reward.scorer).__name__, reward(completions=['hello'], question_id=['%s']) != [None])
+try:
+    RubricReward(benchmark='heartbench', judge='mock', overrides=['data.path=%s'], pool=2)
+except ConfigError as exc:
+    print(exc)
+"""
+
+
+def test_without_ray_pool_1_judges_here_and_pool_2_names_the_extra(tmp_path: Path) -> None:
+    script = _NO_RAY % (MINI, IDS[0], MINI)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=clean_env(tmp_path),
+                         cwd=tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == "RewardScorer True" and len(lines) == 2, res.stdout
+    assert lines[1].startswith("pool= needs Ray, which is not installed here") and "rubric-engine[ray]" in lines[1]
