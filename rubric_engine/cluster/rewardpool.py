@@ -170,7 +170,7 @@ class RewardPool(RewardInputs):
         counts = RewardCounts()
         shadows: list[dict[str, Any]] = []
         pending = {self._send(i, items, rows): (i, rows, {i}) for i, rows in shares.items()}
-        lost = [(rows, "no reward actor of the pool is alive") for rows in ([] if alive else [range(len(items))])]
+        lost: list[tuple[Sequence[int], str]] = [] if alive else [(range(len(items)), "no reward actor is alive")]
         while pending:
             ready, _ = self._ray.wait(list(pending), num_returns=1)
             actor, rows, tried = pending.pop(ready[0])
@@ -211,9 +211,9 @@ class RewardPool(RewardInputs):
     def close(self) -> None:
         """Close every actor's clients and cache, then end the actors. Idempotent."""
         actors, self._actors = [a for a in getattr(self, "_actors", []) if a is not None], []
-        if not actors:
+        ray = getattr(self, "_ray", None)
+        if not actors or ray is None or not ray.is_initialized():  # at exit Ray may have stopped first: the actors went with it
             return
-        ray = self._ray
         try:
             ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=30)
         except ray.exceptions.RayError:
