@@ -257,3 +257,18 @@ def test_without_ray_pool_1_judges_here_and_pool_2_names_the_extra(tmp_path: Pat
     lines = res.stdout.splitlines()
     assert lines[0] == "RewardScorer True" and len(lines) == 2, res.stdout
     assert lines[1].startswith("pool= needs Ray, which is not installed here") and "rubric-engine[ray]" in lines[1]
+
+
+_LEFT_OPEN = """
+from rubric_engine import RubricReward
+reward = RubricReward(benchmark='heartbench', judge='mock', overrides=['data.path=%s'], pool=2)
+print(reward(completions=['hello'], question_id=['%s']) != [None])
+"""  # no close(): Ray's own exit handler may stop it before the reward's finalizer runs
+
+
+@NEEDS_RAY
+def test_a_pool_left_open_at_exit_ends_quietly(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-c", _LEFT_OPEN % (MINI, IDS[0])], capture_output=True, text=True,
+                         env=clean_env(tmp_path), cwd=tmp_path, timeout=300)
+    assert res.returncode == 0 and res.stdout == "True\n", res.stderr
+    assert "Traceback" not in res.stderr and "Error" not in res.stderr, res.stderr
