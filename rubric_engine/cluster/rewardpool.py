@@ -112,6 +112,12 @@ class RewardActor:
             self.scorer.close()
 
 
+def _lost(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors for an actor that is gone (killed, its worker or node dead, its results lost)."""
+    e = ray.exceptions
+    return (e.RayActorError, e.WorkerCrashedError, e.NodeDiedError, e.ObjectLostError)
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
@@ -178,7 +184,7 @@ class RewardPool(RewardInputs):
                 results, got = self._ray.get(ready[0])
             except self._ray.exceptions.RayTaskError as exc:  # the scorer raised (a refused key): the caller's
                 raise (exc.cause if isinstance(getattr(exc, "cause", None), Exception) else exc) from None
-            except self._ray.exceptions.RayError as exc:  # the actor (or its node) is gone
+            except _lost(self._ray) as exc:  # the actor (or its node) is gone
                 self._actors[actor] = None
                 why = f"reward actor {actor} lost ({_first_line(exc)})"
                 others = [i for i, a in enumerate(self._actors) if a is not None and i not in tried]
