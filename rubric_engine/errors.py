@@ -36,6 +36,18 @@ __all__ = [
 class RubricEngineError(Exception):
     """Root of every error the engine raises on purpose."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # picklable whatever a subclass's constructor takes: a Ray actor or task raises it to its caller, which
+        # must get the same error (type, one-line message, attributes), not a failure to unpickle it
+        return (_restored, (type(self), self.args, self.__dict__))
+
+
+def _restored(cls: type[RubricEngineError], args: tuple[Any, ...], state: dict[str, Any]) -> RubricEngineError:
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
 
 class SpecError(RubricEngineError):
     """A benchmark spec is invalid: names the file, the key path, the bad value and the fix."""

@@ -349,6 +349,8 @@ COMMANDS: dict[str, Command] = {
              "failure_score": "the float a failed judgment is sent as, flagged judge_failed=1 (default 0.0)",
              "shadow": "a second judge entry for a share of rollouts", "shadow_fraction": "that share (0..1)",
              "counts_path": "a JSON Lines file with one line of counts per batch",
+             "pool": "N: each batch judged by N Ray actors (concurrency= is per actor; needs the ray extra)",
+             "ray": "the Ray cluster of the pool: local (default), auto, HOST:PORT or ray://HOST:10001",
              "KEY": "any run key: judge.api_base=, data.path=, concurrency=, rpm=, cache.enabled=, ..."},
         examples=["rubric-engine serve-reward benchmark=my_bench judge=gpt-4.1 port=5000 concurrency=64"]),
     "view": Command(

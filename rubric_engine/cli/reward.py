@@ -64,25 +64,43 @@ class RubricReward(reward_rubric.RubricReward):
     """A rubric reward configured like a run: `benchmark`, `judge` (an entry name) and `overrides`, the command
     line's key=value words (`judge.api_base=...`, `data.path=...`, `cache.enabled=false`, `concurrency=...`).
     `shadow`: a judge entry grading `shadow_fraction` of distinct rollouts, `shadow_overrides` its keys
-    (`judge.api_base=...`, as for the judge). See reward/frameworks.py for the interfaces. The same reward from
-    Python's words, without Hydra: rubric_engine.reward.rubric.RubricReward (this class's base)."""
+    (`judge.api_base=...`, as for the judge). `pool=N` / `ray=ADDRESS`: the batches judged by N Ray actors
+    (cluster/rewardpool.py; `ray=` alone: one actor there); neither: in this process. See reward/frameworks.py
+    for the interfaces. The same reward from Python's words, without Hydra: rubric_engine.reward.rubric.RubricReward
+    (this class's base)."""
 
     def __init__(self, benchmark: str | None = None, judge: str | None = None, overrides: Sequence[str] = (), *,
                  id_column: str | None = None, shadow: str | None = None, shadow_overrides: Sequence[str] = (),
-                 shadow_fraction: float = 0.0, failure_score: float = 0.0, counts_path: str | Path | None = None) -> None:
+                 shadow_fraction: float = 0.0, failure_score: float = 0.0, counts_path: str | Path | None = None,
+                 pool: int | None = None, ray: str | None = None) -> None:
         given = _overrides(benchmark, judge, overrides)
         settings = settings_from_overrides(given)
         shadow_spec = None
         if shadow:  # built as `judge=<shadow>` is, with the main run's other keys (benchmark, data, timeout)
             keep = [o for o in given if not o.lstrip("+").startswith(("judge", "jury"))]
             shadow_spec = settings_from_overrides([*keep, f"judge={shadow}", *shadow_overrides]).judge
+        scorer = _pool(settings, shadow_spec, shadow_fraction, pool, ray)
         # the words built the settings; the base's own constructor builds them from Python's words instead
         Reward.__init__(self, settings, id_column=id_column, shadow=shadow_spec, shadow_fraction=shadow_fraction,
-                        failure_score=failure_score, counts_path=counts_path)
+                        failure_score=failure_score, counts_path=counts_path, scorer=scorer)
+
+
+def _pool(settings: Any, shadow: Any, shadow_fraction: float, pool: Any, ray: str | None) -> Any:
+    """The pool of reward actors `pool=` / `ray=` ask for, or None (this process judges)."""
+    from rubric_engine.cluster.rewardpool import pool_size
+
+    size = pool_size(pool)
+    if ray is not None and (not isinstance(ray, str) or not ray.strip()):
+        raise ConfigError(f"ray={ray!r} is not an address; give local, auto, HOST:PORT or ray://HOST:PORT")
+    if ray is None and (size or 1) == 1:
+        return None
+    from rubric_engine.cluster.rewardpool import RewardPool
+
+    return RewardPool(settings, size=size or 1, address=ray, shadow=shadow, shadow_fraction=shadow_fraction)
 
 
 _OWN = ("port", "host", "id_column", "failure_score", "shadow", "shadow_fraction", "counts_path", "debug", "token_env",
-        "max_body_mb", "max_requests", "read_timeout")
+        "max_body_mb", "max_requests", "read_timeout", "pool", "ray")
 
 
 def _number(value: str, key: str) -> float:
@@ -138,7 +156,9 @@ def serve_reward_main(args: Sequence[str]) -> int:
     reward = RubricReward(overrides=rest, id_column=own.get("id_column") or None, shadow=own.get("shadow") or None,
                           shadow_fraction=_number(own.get("shadow_fraction", "0"), "shadow_fraction"),
                           failure_score=_number(own.get("failure_score", "0"), "failure_score"),
-                          counts_path=own.get("counts_path") or None)
+                          counts_path=own.get("counts_path") or None,
+                          pool=as_int(own["pool"], "pool", "serve-reward") if own.get("pool") else None,
+                          ray=own.get("ray") or None)
     from rubric_engine.reward.server import RewardServer
 
     def note(text: str) -> None:

@@ -47,8 +47,9 @@ def connect(address: str, option: str = "ray=") -> Any:
         return ray
     try:
         _probe(address)
-        ray.init(address=None if address == "local" else address, namespace=NAMESPACE, log_to_driver=False,
-                 include_dashboard=False)
+        # "local" is Ray's own word for a new instance here: no address would join a cluster another program
+        # started on this machine (Ray reads the last one's address from its temp directory)
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, include_dashboard=False)
     except (OSError, RuntimeError, ValueError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"{option}{address}: could not join a Ray cluster there ({first}); start one with "

@@ -54,16 +54,20 @@ class Reward:
     `id_column`: the dataset column (TRL), `extra_info` key (verl) holding the question id; default the spec's
     id field. `shadow` / `shadow_fraction`: a second judge grading that share of distinct rollouts.
     `counts_path`: a JSON Lines file that gets one line of counts per call. After each call `last_counts`,
-    `last_logs` (rollout_logs) and the running `totals` are set."""
+    `last_logs` (rollout_logs) and the running `totals` are set. `scorer`: what judges the batches when not this
+    process's own `RewardScorer` (a pool of them on Ray actors, cluster/rewardpool.py, built from the same
+    settings and shadow): anything with its `run`, `run_async`, `close`, `spec`, `settings`, `questions` and
+    `judges`."""
 
     def __init__(self, settings: RunSettings, *, id_column: str | None = None, shadow: ModelSpec | None = None,
                  shadow_fraction: float = 0.0, failure_score: float = 0.0,
-                 counts_path: str | Path | None = None) -> None:
+                 counts_path: str | Path | None = None, scorer: Any = None) -> None:
         if isinstance(failure_score, bool) or not isinstance(failure_score, (int, float)) \
                 or not math.isfinite(failure_score):
             raise ConfigError(f"failure_score={failure_score!r} is not valid; give a finite number (verl and OpenRLHF "
                               "need a float for a failed judgment; it is flagged judge_failed=1)")
-        self.scorer = RewardScorer(settings, shadow=shadow, shadow_fraction=shadow_fraction)
+        self.scorer = scorer if scorer is not None else RewardScorer(settings, shadow=shadow,
+                                                                     shadow_fraction=shadow_fraction)
         # closed when dropped or at exit if nobody called close(): LiteLLM's clients before their loop ends
         self._finalizer = weakref.finalize(self, self.scorer.close)
         self.id_column = id_column or self.scorer.spec.data.fields.id

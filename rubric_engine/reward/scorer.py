@@ -48,7 +48,7 @@ from rubric_engine.run.settings import RunSettings, client_layers
 from rubric_engine.stats.scores import credits, question_score
 from rubric_engine.text.surrogates import LONE_SURROGATE
 
-__all__ = ["RolloutScore", "RewardCounts", "RewardScorer", "shadow_picked"]
+__all__ = ["RolloutScore", "RewardCounts", "RewardInputs", "RewardScorer", "shadow_picked"]
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,10 @@ def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     return exc
 
 
-class RewardScorer:
-    """The spec, its questions by id, the judge panel (and the shadow's) on one loop thread. See module doc."""
+class RewardInputs:
+    """What a reward checks and knows before any judge call: the options, the spec, its questions by id, the
+    judges' names and keys. A scorer is one; so is a pool of scorers on other processes (cluster/rewardpool.py),
+    which refuses an unknown question id in one line before sending anything."""
 
     def __init__(self, settings: RunSettings, *, shadow: ModelSpec | None = None, shadow_fraction: float = 0.0) -> None:
         if isinstance(shadow_fraction, bool) or not 0.0 <= shadow_fraction <= 1.0:
@@ -148,9 +150,25 @@ class RewardScorer:
         self.settings = settings
         self.spec, _, questions = load_inputs(settings)
         self.questions: dict[str, Question] = {q.id: q for q in questions}
-        plan = plan_run(settings, self.spec)
+        self.plan = plan_run(settings, self.spec)
         self.shadow_fraction = shadow_fraction if shadow is not None else 0.0
-        check_keys(*plan.judges, shadow if self.shadow_fraction > 0 else None)
+        check_keys(*self.plan.judges, shadow if self.shadow_fraction > 0 else None)
+        self.judges = [j.name for j in self.plan.judges]
+
+    def question(self, qid: str) -> Question:
+        q = self.questions.get(qid)
+        if q is None:
+            raise ConfigError(f"question id {qid!r} is not in the benchmark's data ({len(self.questions)} questions "
+                              f"loaded); check the id column, data.path= and subset= / ids= / limit=")
+        return q
+
+
+class RewardScorer(RewardInputs):
+    """The spec, its questions by id, the judge panel (and the shadow's) on one loop thread. See module doc."""
+
+    def __init__(self, settings: RunSettings, *, shadow: ModelSpec | None = None, shadow_fraction: float = 0.0) -> None:
+        super().__init__(settings, shadow=shadow, shadow_fraction=shadow_fraction)
+        plan = self.plan
         self.cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
         layers = client_layers(settings, self.spec, self.cache)  # every judge's layers, at construction
         self.clients = [layers.client(j, "judge", prompt_cache=True) for j in plan.judges]
@@ -163,7 +181,6 @@ class RewardScorer:
             client = layers.client(shadow, "judge")
             self.clients.append(client)
             self.shadow = Grader(verdict.panel([client], [shadow.name], self.spec, 1, plan.rule, plan.tie))
-        self.judges = [j.name for j in plan.judges]
         self.reply_cap = max_reply_bytes()
         self.pool = 2 * ceiling(settings.concurrency)  # rollouts in the judge's hands at once
         if not all(j.offline for j in (*plan.judges, *([shadow] if self.shadow else []))):
@@ -191,13 +208,6 @@ class RewardScorer:
             self.cache = None
 
     # -- one batch ---------------------------------------------------------------------------------
-    def question(self, qid: str) -> Question:
-        q = self.questions.get(qid)
-        if q is None:
-            raise ConfigError(f"question id {qid!r} is not in the benchmark's data ({len(self.questions)} questions "
-                              f"loaded); check the id column, data.path= and subset= / ids= / limit=")
-        return q
-
     async def score(self, items: Sequence[tuple[str, str]]) -> tuple[list[RolloutScore], RewardCounts]:
         """Judge each distinct (question id, reply) once, score every rollout from its copy's verdicts."""
         t0 = time.perf_counter()
