@@ -10,6 +10,7 @@ a Hydra Ray-launcher job) is connected already and keeps its connection.
 
 from __future__ import annotations
 
+import logging
 import socket
 from typing import Any
 
@@ -49,7 +50,10 @@ def connect(address: str, option: str = "ray=") -> Any:
         _probe(address)
         # "local" is Ray's own word for a new instance here: no address would join a cluster another program
         # started on this machine (Ray reads the last one's address from its temp directory)
-        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, include_dashboard=False)
+        # logging_level: Ray's start-up INFO lines ("Started a local Ray instance.") stay out of the run's stderr;
+        # its warnings still show
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, include_dashboard=False,
+                 logging_level=logging.WARNING)
     except (OSError, RuntimeError, ValueError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"{option}{address}: could not join a Ray cluster there ({first}); start one with "

@@ -8,6 +8,7 @@ Why a subprocess: "Ray is not installed" is a state of a whole interpreter; bloc
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -44,3 +45,19 @@ def test_an_address_with_no_cluster_is_one_line_naming_how_to_start_one() -> Non
     text = str(caught.value)
     assert "\n" not in text and text.startswith("ray=127.0.0.1:1: could not join a Ray cluster there")
     assert "ray start --head" in text
+
+
+_LOCAL = """
+from rubric_engine.cluster.connect import connect
+ray = connect('local', option='ray=')
+print(ray.get_runtime_context().namespace)
+ray.shutdown()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
+def test_a_local_instance_starts_without_rays_info_lines() -> None:
+    res = subprocess.run([sys.executable, "-c", _LOCAL], capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0 and res.stdout.strip() == "rubric-engine", res.stderr
+    assert not re.search(r"\sINFO\s", res.stderr), res.stderr  # "Started a local Ray instance." is Ray's, not the run's

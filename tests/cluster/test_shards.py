@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import re
 import subprocess
 import time
 from collections import Counter
@@ -87,6 +88,7 @@ def test_a_sharded_run_writes_a_one_process_runs_files(tmp_path: Path, env: dict
     every = Counter(_ids(ref))
     assert cand == every and judge == every  # each prompt asked once, by whichever shard held its question
     assert f"over {NODES} shard(s)" in res.stderr  # shards=null: one per alive node with CPUs (the head has none)
+    assert not re.search(r"\sINFO\s", res.stderr), res.stderr  # Ray's own start-up chatter stays out of the run's stderr
     same_files(run, ref)
     assert not (run / "shards").exists()  # the segments were merged into the run's files and removed
 
