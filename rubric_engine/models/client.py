@@ -229,7 +229,7 @@ class ModelClient:
         try:
             marked = self.prompt_cache and shared_prefix > 0 and needs_marker(self.spec.model)
             result = await self._call(mark_prefix(messages, shared_prefix) if marked else messages, response_format,
-                                      key if self.cache is not None else None)
+                                      key if self.cache is not None else None, request.answer)
             result.text = redact(result.text)  # redacted before use and before caching: a resume reads the same
         except BaseException:
             self._land(here, mine, None)
@@ -367,12 +367,12 @@ class ModelClient:
         return CallResult(text, prompt, mock_tokens(text), 0.0, False, 1)
 
     async def _call(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
-                    key: str | None = None) -> CallResult:
+                    key: str | None = None, answer: Any = None) -> CallResult:
         # every text sent to any model passes the one redaction here (models/redact.py): a key one server echoed
         # into a reply never reaches another server inside a judge's or a simulated user's prompt
         kwargs = {**self._base_request(), "messages": self._redact(messages)}
         if response_format:  # in the dialect of the entry's server family (models/dialects.py)
-            ask_structured_in(kwargs, server_of(self.spec.model, self.spec.server), response_format)
+            ask_structured_in(kwargs, server_of(self.spec.model, self.spec.server), response_format, answer)
         pool = self.workers
         if self.notify is not None and pool is None and self._runtime.announce_once():
             self.notify("loading LiteLLM for the first model call (a few seconds) ...")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["SERVERS", "REFUSAL", "server_of", "structured_kwargs", "ask_structured_in"]
+__all__ = ["SERVERS", "REFUSAL", "server_of", "counted", "structured_kwargs", "ask_structured_in"]
 
 SERVERS = ("openai", "anthropic", "vllm", "sglang", "llamacpp", "ollama")
 _BY_PREFIX = {"hosted_vllm": "vllm", "vllm": "vllm", "ollama": "ollama", "ollama_chat": "ollama",
@@ -43,13 +43,33 @@ def _schema(response_format: dict[str, Any]) -> dict[str, Any] | None:
     return inner.get("schema") if isinstance(inner, dict) else None
 
 
-def structured_kwargs(server: str, model: str, response_format: dict[str, Any]) -> dict[str, Any]:
-    """The `acompletion` kwargs asking `server` for a reply shaped by `response_format` (a json_schema one)."""
+def counted(schema: dict[str, Any], answer: Any) -> dict[str, Any]:
+    """The verdict schema held to the request's own count: exactly `answer.items` entries, the i-th with id i.
+
+    Why only for llama.cpp: its server turns the schema into a grammar, so the count and the ids bind every token
+    (a 135M model otherwise closes the list after one criterion, valid JSON and useless); OpenAI's strict mode
+    takes the neutral schema as planned, and what other servers make of `prefixItems` is not known here."""
+    list_key, items = getattr(answer, "list_key", None), getattr(answer, "items", None)
+    ids = [name for name, kind in getattr(answer, "fields", {}).items() if kind == "id"]
+    array = schema.get("properties", {}).get(list_key) if list_key else None
+    if not isinstance(items, int) or items < 1 or len(ids) != 1 or not isinstance(array, dict) \
+            or not isinstance(array.get("items"), dict):
+        return schema
+    entry = array["items"]
+    prefix = [{**entry, "properties": {**entry.get("properties", {}), ids[0]: {"const": i}}}
+              for i in range(1, items + 1)]
+    held = {**array, "prefixItems": prefix, "items": False, "minItems": items, "maxItems": items}
+    return {**schema, "properties": {**schema["properties"], list_key: held}}
+
+
+def structured_kwargs(server: str, model: str, response_format: dict[str, Any], answer: Any = None) -> dict[str, Any]:
+    """The `acompletion` kwargs asking `server` for a reply shaped by `response_format` (a json_schema one);
+    `answer`: what a valid reply looks like (models/request.py's VerdictJSON), where the dialect can hold to it."""
     schema = _schema(response_format)
     if schema is None or server in ("openai", "anthropic", "sglang"):
         return {"response_format": response_format}
     if server == "llamacpp":
-        return {"response_format": {"type": "json_object", "schema": schema}}
+        return {"response_format": {"type": "json_object", "schema": counted(schema, answer)}}
     if server == "vllm":
         return {"extra_body": {"structured_outputs": {"json": schema}}}
     if model.split("/", 1)[0] in ("ollama", "ollama_chat"):  # LiteLLM's Ollama providers write `format` themselves
@@ -57,9 +77,9 @@ def structured_kwargs(server: str, model: str, response_format: dict[str, Any]) 
     return {"extra_body": {"format": schema}}  # Ollama behind an OpenAI-compatible id
 
 
-def ask_structured_in(kwargs: dict[str, Any], server: str, response_format: dict[str, Any]) -> None:
+def ask_structured_in(kwargs: dict[str, Any], server: str, response_format: dict[str, Any], answer: Any = None) -> None:
     """Add the structured request to `kwargs` (an `acompletion` call's), merged into an entry's own `extra_body`."""
-    extra = structured_kwargs(server, str(kwargs.get("model", "")), response_format)
+    extra = structured_kwargs(server, str(kwargs.get("model", "")), response_format, answer)
     if "extra_body" in extra and isinstance(kwargs.get("extra_body"), dict):
         extra["extra_body"] = {**kwargs["extra_body"], **extra["extra_body"]}
     kwargs.update(extra)

@@ -78,6 +78,25 @@ def test_one_well_formed_request_per_verdict_in_the_servers_own_dialect(tmp_path
     assert all(s["verdict_paths"] == {"solo": {"structured": 1}} for s in samples)
 
 
+def test_a_grammar_server_is_held_to_one_verdict_per_criterion_with_its_id(tmp_path: Path, env: dict[str, str]) -> None:
+    """llama.cpp turns the schema into a grammar: with the count and the ids in it, a small model cannot stop after
+    the first criterion (SmolLM2-135M did, on every HeartBench question); other families get the neutral schema."""
+    with FakeServer(verdict_json, dialect="llamacpp") as srv:
+        res, summary, _ = run(tmp_path, env, srv, "judge.server=llamacpp")
+    assert res.returncode == 0 and summary["counts"]["judge_errors"] == 0, res.stderr
+    for body in srv.requests:
+        n = EN_ITEMS[REPLY.search(body["messages"][-1]["content"]).group(1)]  # type: ignore[union-attr]
+        array = schema_of(body, "llamacpp")["properties"]["criteria"]
+        assert (array["minItems"], array["maxItems"], array["items"]) == (n, n, False)
+        assert [item["properties"]["id"] for item in array["prefixItems"]] == [{"const": i} for i in range(1, n + 1)]
+        assert all(item["required"] == ["id", "reasoning", "met"] for item in array["prefixItems"])
+    (tmp_path / "o").mkdir()
+    with FakeServer(verdict_json, dialect="openai") as srv:
+        run(tmp_path / "o", env, srv, "judge.server=openai")
+    assert len(srv.requests) == len(EN_ITEMS)
+    assert all("minItems" not in json.dumps(schema_of(b, "openai")) for b in srv.requests)  # strict mode: as planned
+
+
 def test_the_family_is_read_from_the_litellm_id_when_not_declared(tmp_path: Path, env: dict[str, str]) -> None:
     with FakeServer(verdict_json, dialect="vllm") as srv:
         res, summary, _ = run(tmp_path, env, srv, model="hosted_vllm/solo")
