@@ -43,8 +43,12 @@ def _schema(response_format: dict[str, Any]) -> dict[str, Any] | None:
     return inner.get("schema") if isinstance(inner, dict) else None
 
 
+GRAMMAR_TEXT_CHARS = 400  # a reasoning bound in a grammar: a model looping inside the string still closes its JSON
+
+
 def counted(schema: dict[str, Any], answer: Any) -> dict[str, Any]:
-    """The verdict schema held to the request's own count: exactly `answer.items` entries, the i-th with id i.
+    """The verdict schema held to the request's own count: exactly `answer.items` entries, the i-th with id i, each
+    text field (the reasoning) at most GRAMMAR_TEXT_CHARS characters.
 
     Why only for llama.cpp: its server turns the schema into a grammar, so the count and the ids bind every token
     (a 135M model otherwise closes the list after one criterion, valid JSON and useless); OpenAI's strict mode
@@ -56,8 +60,10 @@ def counted(schema: dict[str, Any], answer: Any) -> dict[str, Any]:
             or not isinstance(array.get("items"), dict):
         return schema
     entry = array["items"]
-    prefix = [{**entry, "properties": {**entry.get("properties", {}), ids[0]: {"const": i}}}
-              for i in range(1, items + 1)]
+    fields = {name: ({**spec, "maxLength": GRAMMAR_TEXT_CHARS} if kind == "text" and isinstance(spec, dict) else spec)
+              for name, spec in entry.get("properties", {}).items()
+              for kind in [getattr(answer, "fields", {}).get(name)]}
+    prefix = [{**entry, "properties": {**fields, ids[0]: {"const": i}}} for i in range(1, items + 1)]
     held = {**array, "prefixItems": prefix, "items": False, "minItems": items, "maxItems": items}
     return {**schema, "properties": {**schema["properties"], list_key: held}}
 

@@ -80,7 +80,8 @@ def test_one_well_formed_request_per_verdict_in_the_servers_own_dialect(tmp_path
 
 def test_a_grammar_server_is_held_to_one_verdict_per_criterion_with_its_id(tmp_path: Path, env: dict[str, str]) -> None:
     """llama.cpp turns the schema into a grammar: with the count and the ids in it, a small model cannot stop after
-    the first criterion (SmolLM2-135M did, on every HeartBench question); other families get the neutral schema."""
+    the first criterion (SmolLM2-135M did, on every HeartBench question), and with the reasoning bounded it cannot
+    loop inside a string until max_tokens cuts its JSON (it did that too); other families get the neutral schema."""
     with FakeServer(verdict_json, dialect="llamacpp") as srv:
         res, summary, _ = run(tmp_path, env, srv, "judge.server=llamacpp")
     assert res.returncode == 0 and summary["counts"]["judge_errors"] == 0, res.stderr
@@ -90,6 +91,7 @@ def test_a_grammar_server_is_held_to_one_verdict_per_criterion_with_its_id(tmp_p
         assert (array["minItems"], array["maxItems"], array["items"]) == (n, n, False)
         assert [item["properties"]["id"] for item in array["prefixItems"]] == [{"const": i} for i in range(1, n + 1)]
         assert all(item["required"] == ["id", "reasoning", "met"] for item in array["prefixItems"])
+        assert all(item["properties"]["reasoning"]["maxLength"] == 400 for item in array["prefixItems"])
     (tmp_path / "o").mkdir()
     with FakeServer(verdict_json, dialect="openai") as srv:
         run(tmp_path / "o", env, srv, "judge.server=openai")
