@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import statistics
 import subprocess
 import threading
 import time
@@ -70,8 +71,10 @@ def test_rpm_is_the_clusters_rate_and_each_key_has_its_own(cluster: Any, actor: 
     a = sorted(t for p, t in sent if p.startswith("a"))
     b = sorted(t for p, t in sent if p.startswith("b"))
     gaps = [y - x for x, y in zip(a, a[1:])]
-    # 300 rpm for both nodes of key A together: starts 0.2 s apart (each node's own would allow 0.1 s)
-    assert len(a) == 12 and a[-1] - a[0] >= 11 * 0.2 * 0.9 and min(gaps) >= 0.1, gaps
+    # 300 rpm for both nodes of key A together: starts 0.2 s apart (each node's own would allow 0.1 s). The starts
+    # are read at the server, after each client's send: on a loaded machine one send can lag its grant, so the
+    # typical gap is checked, not the smallest (two nodes each at its own 300 rpm interleave at ~0.1 s)
+    assert len(a) == 12 and a[-1] - a[0] >= 11 * 0.2 * 0.9 and statistics.median(gaps) >= 0.15, gaps
     assert len(b) == 6 and b[-1] - b[0] >= 5 * 0.2 * 0.9
     # key B is not queued behind key A: its six starts overlap A's twelve (one bucket each)
     assert b[0] < a[-1] and b[-1] - b[0] < (a[-1] - a[0]) * 0.75
