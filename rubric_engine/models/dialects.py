@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rubric_engine.models.request import VerdictJSON
+
 __all__ = ["SERVERS", "REFUSAL", "server_of", "counted", "structured_kwargs", "ask_structured_in"]
 
 SERVERS = ("openai", "anthropic", "vllm", "sglang", "llamacpp", "ollama")
@@ -53,18 +55,18 @@ def counted(schema: dict[str, Any], answer: Any) -> dict[str, Any]:
     Why only for llama.cpp: its server turns the schema into a grammar, so the count and the ids bind every token
     (a 135M model otherwise closes the list after one criterion, valid JSON and useless); OpenAI's strict mode
     takes the neutral schema as planned, and what other servers make of `prefixItems` is not known here."""
-    list_key, items = getattr(answer, "list_key", None), getattr(answer, "items", None)
-    ids = [name for name, kind in getattr(answer, "fields", {}).items() if kind == "id"]
-    array = schema.get("properties", {}).get(list_key) if list_key else None
-    if not isinstance(items, int) or items < 1 or len(ids) != 1 or not isinstance(array, dict) \
-            or not isinstance(array.get("items"), dict):
+    if not isinstance(answer, VerdictJSON) or answer.list_key is None or answer.items < 1:
         return schema
-    entry = array["items"]
-    fields = {name: ({**spec, "maxLength": GRAMMAR_TEXT_CHARS} if kind == "text" and isinstance(spec, dict) else spec)
-              for name, spec in entry.get("properties", {}).items()
-              for kind in [getattr(answer, "fields", {}).get(name)]}
-    prefix = [{**entry, "properties": {**fields, ids[0]: {"const": i}}} for i in range(1, items + 1)]
-    held = {**array, "prefixItems": prefix, "items": False, "minItems": items, "maxItems": items}
+    ids = [name for name, kind in answer.fields.items() if kind == "id"]
+    array = schema.get("properties", {}).get(answer.list_key)
+    if len(ids) != 1 or not isinstance(array, dict) or not isinstance(array.get("items"), dict):
+        return schema
+    entry, list_key, n = array["items"], answer.list_key, answer.items
+    bounded = {name for name, kind in answer.fields.items() if kind == "text"}
+    fields = {name: {**spec, "maxLength": GRAMMAR_TEXT_CHARS} if name in bounded and isinstance(spec, dict) else spec
+              for name, spec in entry.get("properties", {}).items()}
+    prefix = [{**entry, "properties": {**fields, ids[0]: {"const": i}}} for i in range(1, n + 1)]
+    held = {**array, "prefixItems": prefix, "items": False, "minItems": n, "maxItems": n}
     return {**schema, "properties": {**schema["properties"], list_key: held}}
 
 

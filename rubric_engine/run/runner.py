@@ -48,7 +48,7 @@ from rubric_engine.run.settings import STAGES, RunSettings
 from rubric_engine.run.shards import Spread
 from rubric_engine.run.summary import build_summary
 from rubric_engine.run.tryout import tryout_spec
-from rubric_engine.run.waves import Selector, Waves, add_calls
+from rubric_engine.run.waves import Selector, Waves, add_calls, add_seconds
 from rubric_engine.run.transcripts import TranscriptWriter
 from rubric_engine.shapes.registry import check_templates
 from rubric_engine.spec.checks import check_breakdowns_against_tags
@@ -312,8 +312,7 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
         while waves is not None and todo and (todo := rows.view(waves.next())):  # a signal raised in the wave before
             more, took = await journal_questions(inputs, todo, journal, fp, header, console, workers, totals.add)
             calls = add_calls(calls, more)
-            timing = {k: None if v is None and took.get(k) is None else round((v or 0) + (took.get(k) or 0), 3)
-                      for k, v in {**took, **timing}.items()}
+            timing = add_seconds(timing, took)
     if waves is not None:  # the questions it asked, in the data's order: all that is written from here on
         rows = rows.view(waves.chosen(questions))
         questions = rows.refs

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from rubric_engine.datatypes import QuestionRef
 from rubric_engine.scoring.aggregate import ScoredQuestion
 
-__all__ = ["Selector", "Waves", "add_calls"]
+__all__ = ["Selector", "Waves", "add_calls", "add_seconds"]
 
 
 class Selector(Protocol):
@@ -72,3 +72,9 @@ def add_calls(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         else:  # None: an unknown amount stays unknown
             out[key] = None
     return out
+
+
+def add_seconds(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> dict[str, float | None]:
+    """Two waves' seconds per stage as one: summed where either wave timed the stage, None where neither did."""
+    return {k: None if a.get(k) is None and b.get(k) is None else round((a.get(k) or 0) + (b.get(k) or 0), 3)
+            for k in {**a, **b}}

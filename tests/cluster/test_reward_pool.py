@@ -26,6 +26,7 @@ import pytest
 from conftest import EXE, MINI, clean_env, read_rows, run_cli
 from fakeserver import FakeServer
 from rewardjudge import judge_reply
+from test_reward import _key, judge_args as reward_judge_args  # noqa: F401  (_key: FAKE_KEY for the module, autouse)
 from rubric_engine.errors import ConfigError, FatalModelError
 
 pytestmark = pytest.mark.slow
@@ -42,19 +43,7 @@ def reply(qid: str, k: int) -> str:
 
 
 def judge_args(url: str) -> list[str]:
-    return ["judge=openai_compatible", "judge.model=openai/judge", f"judge.api_base={url}", "judge.name=judge",
-            "judge.api_key_env=FAKE_KEY", "max_retries=0"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _key() -> Iterator[None]:
-    old = os.environ.get("FAKE_KEY")
-    os.environ["FAKE_KEY"] = "sk-test"
-    yield
-    if old is None:
-        os.environ.pop("FAKE_KEY", None)
-    else:
-        os.environ["FAKE_KEY"] = old
+    return [*reward_judge_args(url), "max_retries=0"]
 
 
 @pytest.fixture(scope="module")

@@ -103,14 +103,21 @@ def test_tokens_answered_push_the_keys_next_start_back() -> None:
     asyncio.run(main())
 
 
+async def saturated(clock: Clock, waiter: str) -> tuple[SharedLimits, "asyncio.Task[Any]"]:
+    """Key a's eight places (auto's start) taken by holders that die, never releasing (5 s leases), and one more
+    acquire, `waiter`, queued behind them; idle keys forgotten after 100 s."""
+    shared = SharedLimits(clock, clock.sleep, idle=100.0)
+    for i in range(8):
+        await shared.acquire("a", f"t{i}", True, None, None, 5.0)
+    queued = asyncio.create_task(shared.acquire("a", waiter, True, None, None, 5.0))
+    await asyncio.sleep(0)
+    return shared, queued
+
+
 def test_a_place_whose_lease_ran_out_comes_back_and_idle_keys_are_forgotten() -> None:
     async def main() -> None:
         clock = Clock()
-        shared = SharedLimits(clock, clock.sleep, idle=100.0)
-        for i in range(8):
-            await shared.acquire("a", f"t{i}", True, None, None, 5.0)  # a holder that dies: never released
-        late = asyncio.create_task(shared.acquire("a", "late", True, None, None, 5.0))
-        await asyncio.sleep(0)
+        shared, late = await saturated(clock, "late")
         assert not late.done()
         clock.now = 6.0  # every lease ended
         await shared.acquire("b", "other", False, None, None, 5.0)  # any call sweeps expired places
@@ -130,11 +137,7 @@ def test_a_place_whose_lease_ran_out_comes_back_and_idle_keys_are_forgotten() ->
 def test_a_key_whose_expired_places_woke_a_waiter_is_not_forgotten() -> None:
     async def main() -> None:
         clock = Clock()
-        shared = SharedLimits(clock, clock.sleep, idle=100.0)
-        for i in range(8):
-            await shared.acquire("a", f"t{i}", True, None, None, 5.0)
-        waiter = asyncio.create_task(shared.acquire("a", "w", True, None, None, 5.0))
-        await asyncio.sleep(0)
+        shared, waiter = await saturated(clock, "w")
         clock.now = 500.0  # every lease ended and the key looks idle, but the sweep hands the waiter a place
         await shared.acquire("b", "x", False, None, None, 5.0)
         await asyncio.wait_for(waiter, 1)
