@@ -146,11 +146,12 @@ def varied_reply(body: dict[str, Any]) -> Any:
     return Reply(text="听起来你最近真的很累，我在这里，愿意听你慢慢说。" * (1 + h % 12), usage=(600, 30 + h % 300))
 
 
-def _serve(latency: float, conn: Any, reply: Callable[[dict[str, Any]], Any] | None = None) -> None:
+def _serve(latency: float, conn: Any, reply: Callable[[dict[str, Any]], Any] | None = None,
+           keep_bodies: bool = True) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from fakeserver import FakeServer  # noqa: PLC0415
 
-    with FakeServer(reply or _reply, latency=latency) as srv:
+    with FakeServer(reply or _reply, latency=latency, keep_bodies=keep_bodies) as srv:
         conn.send(srv.url)
         while (cmd := conn.recv()) in ("stats", "times"):
             conn.send((len(srv.requests), srv.max_in_flight) if cmd == "stats" else list(srv.request_times))
@@ -160,12 +161,14 @@ class ServerProcess:
     """The fake server (tests/fakeserver.py) with a fixed latency, in a spawned process.
 
     `reply(body) -> fakeserver.Reply` scripts the answers (default: a candidate reply, or a verdict
-    when the prompt lists numbered criteria); it must be a module-level function (it is pickled)."""
+    when the prompt lists numbered criteria); it must be a module-level function (it is pickled). With
+    `keep_bodies=False` the server forgets each request's body once answered (tests/fakeserver.py)."""
 
-    def __init__(self, latency: float, reply: Callable[[dict[str, Any]], Any] | None = None) -> None:
+    def __init__(self, latency: float, reply: Callable[[dict[str, Any]], Any] | None = None,
+                 keep_bodies: bool = True) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(latency, child, reply), daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(latency, child, reply, keep_bodies), daemon=True)
         self.url = ""
 
     def __enter__(self) -> "ServerProcess":

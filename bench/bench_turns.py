@@ -26,12 +26,18 @@ when each run ended, added with this table):
     quiet (load average 1.3-1.4, nothing else running; 2026-11-28, litellm 1.110.2)
        100     3.1     3.9      267            0.06        0.02       0.16   1.4
       3000    65.9    60.5      285            1.96        0.59       0.24   1.3
+    quiet (load ~1), 2026-11-28: the client continues the earlier turn's request (models/prefixes.py: its cache
+    key's hash and its redacted messages), and the fake server keeps no bodies; before, the same day
+      3000    68.7    63.6      286            1.96        0.59       0.24   0.9   (texts looked up one by one)
+       100     3.2     4.0      268            0.06        0.02       0.16   0.9
+      1000    12.4    12.5      276            0.65        0.20       0.24   1.0
+      3000    60.7    56.2      294            1.96        0.59       0.24   1.1   (61.8 s / 56.9 s in a second run)
 
 (An earlier round, at load average 16: 35.7, 157.2 and 610.0 s wall for 100, 1,000 and 3,000 turns.) Memory and
 every file are linear (before that round: 1,500 turns took 2 GB, a 243 MB report.html and 102 MB of transcripts).
-The time is not yet: 3,000 turns take 60.5 s of the engine's CPU quiet (70.5 s at load 7), at the 60 s goal before the fake server's share
-of the wall time. Turn k's request repeats the k - 1 turns before it, so 3,000 turns make ~9 million message
-visits, and each still costs ~5.5 us of CPU (the CPU between 1,000 and 3,000 turns, less ~4.3 ms a call), about
+The time is 1-2 s over the goal: 3,000 turns take 56-57 s of the engine's CPU quiet, ~2 s of it the engine's
+own functions (py-spy at 200 Hz), and ~5 s more of wall time while the fake server parses each request.
+Turn k's request repeats the k - 1 turns before it, so 3,000 turns make ~9 million message visits, and each still costs ~5.5 us of CPU (the CPU between 1,000 and 3,000 turns, less ~4.3 ms a call), about
 half of it LiteLLM's own walks over the messages, which no setting of it turns off (in-process, 2,000 messages
 a request, us per message per request; docs/operations.md, "Size limits and long conversations"):
 
@@ -43,9 +49,10 @@ a request, us per message per request; docs/operations.md, "Size limits and long
       utils._remove_thought_signatures_from_messages (a copy each)    0.23
       logging_utils.truncate_base64_in_messages (now off)        0.66 -> 0
     the request's JSON (OpenAI SDK; the protocol's)                   0.53
-    the engine: cache key (remembered texts; was 0.71)                0.27
-    the engine: outgoing redaction (remembered; was ~15 with the
-      environment re-read per message: ~30 at 1,000 turns)           0.12
+    the engine: cache key (continued from the earlier turn's request;
+      0.27 with texts looked up one by one, 0.71 before)             0.035
+    the engine: outgoing redaction (continued likewise; 0.12 looked
+      up, ~15 with the environment re-read per message)              0.054
 
     python bench/bench_turns.py [--turns 100,1000,3000]
 
@@ -124,7 +131,7 @@ def measure(turns: int, url: str, tmp: Path) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     args = options(__doc__, argv, turns="100,1000,3000")
     counts = sorted(int(t) for t in args.turns.split(","))
-    with tempfile.TemporaryDirectory() as tmp, ServerProcess(0.0, _reply) as srv:
+    with tempfile.TemporaryDirectory() as tmp, ServerProcess(0.0, _reply, keep_bodies=False) as srv:
         base = measure(1, srv.url, Path(tmp))  # the fixed cost of a run: start-up, imports, one call
         rows = [(t, measure(t, srv.url, Path(tmp))) for t in counts]
     t0, m0 = counts[0], rows[0][1]

@@ -57,4 +57,7 @@ for name, old, new in changed:
 EOF
 
 cd "$repo"
-"$scratch/venv/bin/python" -m pytest -p no:cacheprovider "${@:--q}"
+# The venv's pytest script, not `python -m pytest`: that puts the checkout first on sys.path, so the tests would
+# import the checkout's rubric_engine (which lacks the installed conf/, benchmarks/ and data/ mappings) instead of
+# the package just installed.
+"$scratch/venv/bin/pytest" -p no:cacheprovider "${@:--q}"

@@ -17,6 +17,8 @@ prompt-cache reads in either shape. `srv.auth_headers` records each request's Au
 `error` or `text` is replaced by it (a server that echoes the key back, for leak tests).
 `FakeServer(track_senders=True)` also records, parallel to requests, whether each came from the test's own process
 (`srv.from_here`: False for a request a worker process sent), read from /proc while its connection is open.
+`FakeServer(keep_bodies=False)` records each request's model alone (`{"model": ...}` in `srv.requests`), for
+benchmarks whose bodies would fill the server's memory (3,000 turns of one conversation: 9 million messages).
 """
 
 from __future__ import annotations
@@ -275,8 +277,10 @@ class FakeServer:
     """The server object tests use; see module docstring. Thread-safe bookkeeping."""
 
     def __init__(self, handler: Handler | None = None, *, reject_json_schema: bool = False,
-                 latency: float = 0.0, track_senders: bool = False, dialect: str | None = None) -> None:
+                 latency: float = 0.0, track_senders: bool = False, dialect: str | None = None,
+                 keep_bodies: bool = True) -> None:
         self.handler: Handler = handler or echo_handler
+        self.keep_bodies = keep_bodies
         self.track_senders = track_senders
         self.from_here: list[bool | None] = []  # track_senders: each request sent by this process (parallel to requests)
         self.reject_json_schema = reject_json_schema
@@ -355,7 +359,7 @@ class FakeServer:
     def _enter(self, body: dict[str, Any], headers: dict[str, str] | None = None,
                here: bool | None = None) -> None:
         with self._lock:
-            self.requests.append(body)
+            self.requests.append(body if self.keep_bodies else {"model": body.get("model")})
             self.from_here.append(here)
             self.headers.append(headers or {})
             self.request_times.append(time.monotonic())

@@ -20,6 +20,8 @@ never sent.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +48,8 @@ def candidate_view(prefix: Sequence[Message], transcript: Sequence[Mapping[str, 
     """The candidate's next request: the prefix, then every turn so far in order (the turns' own {role, content}
     messages, shared from one request to the next as the prefix's are: nothing is copied per turn, but a simulated
     user's turn that carries its hidden `state`, sent as its words alone)."""
+    if not any(map(operator.contains, transcript, itertools.repeat("state"))):  # (in C: the usual case)
+        return [*prefix, *transcript]
     return [*prefix, *(t if "state" not in t else {"role": t["role"], "content": t["content"]} for t in transcript)]
 
 

@@ -8,6 +8,7 @@ the one constructor for every declared model (a conf/ entry, an override, a spec
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Any, Mapping
 from rubric_engine.errors import ConfigError
 from rubric_engine.models.dialects import SERVERS
 from rubric_engine.models.mock import is_mock
+from rubric_engine.models.prefixes import PrefixMemory
 from rubric_engine.models.redact import HISTORY, redact
 
 __all__ = ["ModelSpec", "cache_key", "MessageTexts", "provider_key_env", "provider_of", "check_keys",
@@ -337,12 +339,14 @@ def cache_key(spec: ModelSpec, messages: list[dict[str, Any]], response_format: 
     payload = {**spec._key_part, "messages": messages, "response_format": response_format}
     if repeat:
         payload["repeat"] = repeat
-    listed = parts.listed(messages) if parts is not None else None
-    if listed is not None:
+    if parts is not None and len(messages) >= HISTORY:
         payload["messages"] = _MARK
         head, mark, tail = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=_jsonable).partition(_MARKED)
         if mark and _MARKED not in tail:  # the first mark is the messages' (no value before them holds its text)
-            return hashlib.sha256((head + listed + tail).encode("utf-8")).hexdigest()
+            hashed = parts.hashed(head, messages)
+            if hashed is not None:
+                hashed.update(("]" + tail).encode("utf-8"))
+                return hashed.hexdigest()
         payload["messages"] = messages
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=_jsonable)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -357,34 +361,49 @@ class MessageTexts:
     prompts are) that a client's cache keys hold, remembered: a conversation's request at turn k repeats the
     k - 1 turns before it, and serialising them all again for every key made the keys quadratic in the turns.
     Only requests that carry earlier turns (models/redact.HISTORY messages or more) are remembered, bounded by
-    the characters held (`max_chars`); when full it starts again."""
+    the characters held (`max_chars`); when full it starts again. Each remembered request's hash is kept too,
+    so the next turn's key hashes only the messages it adds (models/prefixes.py)."""
 
     def __init__(self, max_chars: int = 4_000_000) -> None:
         self.max_chars = max_chars
         self._done: dict[tuple[str, str], str] = {}
         self._chars = 0
+        self._prefixes: PrefixMemory[tuple[str, "hashlib._Hash"]] = PrefixMemory()  # request -> (head, its hash)
 
-    def listed(self, messages: list[dict[str, Any]]) -> str | None:
-        """The JSON text of `messages` as `json.dumps(messages, sort_keys=True, ensure_ascii=False)` writes it;
-        None when a message is not plain or the request carries no earlier turn (the caller serialises the whole)."""
-        if len(messages) < HISTORY:
+    def hashed(self, head: str, messages: list[dict[str, Any]]) -> "hashlib._Hash | None":
+        """sha256 fed `head`, then `messages` as `json.dumps(messages, sort_keys=True, ensure_ascii=False)` writes
+        them, without the closing bracket (the caller adds it and what follows); None when a message is not plain
+        (the caller serialises the whole). A request that repeats a remembered one and adds messages continues that
+        one's hash: only the new messages are serialised (models/prefixes.py)."""
+        n, held = self._prefixes.longest(messages)
+        if held is not None and held[0] == head:
+            hashed, sep = held[1].copy(), ", "
+        else:
+            n, hashed, sep = 0, hashlib.sha256((head + "[").encode("utf-8")), ""
+        for m in itertools.islice(messages, n, None):
+            text = self._text(m)
+            if text is None:
+                return None
+            hashed.update((sep + text).encode("utf-8"))
+            sep = ", "
+        self._prefixes.remember(messages, (head, hashed.copy()))
+        return hashed
+
+    def _text(self, m: Any) -> str | None:
+        """One plain message's JSON text (remembered by its role and content); None when it is not plain."""
+        if type(m) is not dict or len(m) != 2:
             return None
-        texts = []
-        for m in messages:
-            if type(m) is not dict or len(m) != 2:
-                return None
-            role, content = m.get("role"), m.get("content")
-            if type(role) is not str or type(content) is not str:
-                return None
-            done = self._done.get((role, content))
-            if done is None:
-                done = _message_json(role, content)
-                if self._chars + len(done) > self.max_chars:
-                    self._done, self._chars = {}, 0
-                self._done[(role, content)] = done
-                self._chars += len(done)
-            texts.append(done)
-        return "[" + ", ".join(texts) + "]"
+        role, content = m.get("role"), m.get("content")
+        if type(role) is not str or type(content) is not str:
+            return None
+        done = self._done.get((role, content))
+        if done is None:
+            done = _message_json(role, content)
+            if self._chars + len(done) > self.max_chars:
+                self._done, self._chars = {}, 0
+            self._done[(role, content)] = done
+            self._chars += len(done)
+        return done
 
 
 def _message_json(role: str, content: str) -> str:

@@ -21,6 +21,8 @@ import os
 import re
 from typing import Any, overload
 
+from rubric_engine.models.prefixes import PrefixMemory
+
 __all__ = ["HISTORY", "MessageRedactor", "redact", "register_secret"]
 
 # A request of at least this many messages repeats an earlier turn (user, assistant, user): only the texts of
@@ -88,7 +90,8 @@ def _scrub(text: str, secrets: tuple[str, ...]) -> str:
 class MessageRedactor:
     """Every text of a request's messages redacted (a string content, and the text of content parts); the same
     list when nothing changes, so a request without a secret is sent as built. One per model client, remembering
-    what each text redacted to.
+    what each text redacted to and, for a request that repeats an earlier one and adds turns, where that request
+    ended (models/prefixes.py): only the new messages are visited.
 
     Valid while the secrets are the ones it was computed with: a key registered or a variable set since
     then clears it. Only requests that carry earlier turns (`HISTORY` messages or more) are remembered, bounded
@@ -99,12 +102,26 @@ class MessageRedactor:
         self._done: dict[str, str] = {}
         self._chars = 0
         self._secrets: tuple[str, ...] = ()
+        # each remembered request -> its messages redacted (None: none changed, the request is sent as built)
+        self._prefixes: PrefixMemory[list[dict[str, Any]] | None] = PrefixMemory()
 
     def __call__(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         secrets = _secrets()  # once per request: a changed set of secrets voids what was remembered
         if secrets != self._secrets:
             self._done, self._chars, self._secrets = {}, 0, secrets
+            self._prefixes.clear()
         keep = len(messages) >= HISTORY
+        n, earlier = self._prefixes.longest(messages) if keep else (0, None)
+        tail, changed = self._redacted(messages[n:], keep)
+        if earlier is None and not changed:
+            out = messages
+        else:  # the earlier request's redacted messages (or its own, unchanged), then the new ones
+            out = [*(earlier if earlier is not None else messages[:n]), *tail]
+        if keep:
+            self._prefixes.remember(messages, None if out is messages else list(out))
+        return out
+
+    def _redacted(self, messages: list[dict[str, Any]], keep: bool) -> tuple[list[dict[str, Any]], bool]:
         out, changed = [], False
         for message in messages:
             content = message.get("content")
@@ -119,7 +136,7 @@ class MessageRedactor:
                 changed = True
                 message = {**message, "content": new}
             out.append(message)
-        return out if changed else messages
+        return out, changed
 
     def _one(self, text: str, keep: bool) -> str:
         done = self._done.get(text)

@@ -17,6 +17,7 @@ Every text goes through the one redaction (models/redact.py) before it is writte
 from __future__ import annotations
 
 import json
+import operator
 import os
 import time
 from collections import OrderedDict
@@ -94,7 +95,8 @@ def _same(m: Any, n: Any) -> bool:
 
 def _extends(earlier: list[Any], messages: list[Any]) -> bool:
     """`messages` starts with every message of `earlier` (a conversation's next turn, a re-ask)."""
-    return 0 < len(earlier) <= len(messages) and all(_same(a, b) for a, b in zip(earlier, messages))
+    return 0 < len(earlier) <= len(messages) and (all(map(operator.is_, earlier, messages))  # (in C: the usual case)
+                                                  or all(_same(a, b) for a, b in zip(earlier, messages)))
 
 
 class TranscriptWriter:

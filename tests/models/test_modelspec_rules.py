@@ -182,10 +182,12 @@ def test_remembered_message_texts_are_bounded_by_their_characters(monkeypatch: p
     made: list[str] = []
     real = entries._message_json
     monkeypatch.setattr(entries, "_message_json", lambda role, content: made.append(content) or real(role, content))
-    aa, bb, c = ({"role": "user", "content": t} for t in ("aa", "bb", "c"))  # {"content": "aa", "role": "user"}: 33
-    texts = MessageTexts(max_chars=66)
+    texts = MessageTexts(max_chars=66)  # {"content": "aa", "role": "user"}: 33 characters
     spec = ModelSpec("n", "openai/x")
-    for messages in ([aa] * 3, [aa] * 3, [aa, bb, aa], [aa] * 3, [c] * 3, [aa] * 3, [bb], [bb, c]):
+    for said in ("aa " * 3, "aa " * 3, "aa bb aa", "aa " * 3, "c " * 3, "aa " * 3, "bb", "bb c"):
+        # new message objects each time: a request that repeats a remembered one object for object continues
+        # its hash instead (test_prefixes.py), which would hide the texts' memory
+        messages = [{"role": "user", "content": t} for t in said.split()]
         assert cache_key(spec, messages, None, 0, texts) == _pinned(spec, messages)
     assert made == ["aa", "bb", "c", "aa"]  # 66 characters fit; the 67th starts again; short requests: never
 

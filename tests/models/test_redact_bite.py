@@ -162,12 +162,16 @@ def test_content_parts_are_redacted_and_other_parts_kept(monkeypatch: pytest.Mon
 def test_the_memory_is_bounded_by_the_characters_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _counted(monkeypatch)
     redactor = MessageRedactor(max_chars=10)
-    five = [{"role": "user", "content": "aaaaa"}, {"role": "user", "content": "bbbbb"}, {"role": "user", "content": ""}]
-    redactor(five)
-    redactor(five)  # 10 characters fit: nothing scanned again
+
+    def five() -> list[dict[str, Any]]:  # new objects each time: a request repeating a remembered one object for
+        # object is picked up where it ended instead (test_prefixes.py), which would hide the texts' memory
+        return [{"role": "user", "content": t} for t in ("aaaaa", "bbbbb", "")]
+
+    redactor(five())
+    redactor(five())  # 10 characters fit: nothing scanned again
     assert seen == ["aaaaa", "bbbbb"]
-    redactor([{"role": "user", "content": "c"}, *five[2:] * 2])  # an 11th character: it starts again
-    redactor(five)
+    redactor([{"role": "user", "content": "c"}, *five()[2:] * 2])  # an 11th character: it starts again
+    redactor(five())
     assert seen == ["aaaaa", "bbbbb", "c", "aaaaa", "bbbbb"]
 
 
