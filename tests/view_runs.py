@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,18 @@ def make_runs(root: Path) -> dict[str, Any]:
                            text=True, timeout=600)
     assert sweep.returncode == 2 and "rejected" in sweep.stderr, sweep.stderr[-2000:]
     calls = {"slow": 0}
+    # the hanging reply is held until the run is stopped, then let go: the stopped run waits for the calls in
+    # flight (models/interrupt.py), and a reply held for a fixed 90 s made this fixture take ~100 s
+    release = threading.Event()
 
     def handler(body: dict[str, Any]) -> Reply:
         model = str(body.get("model"))
         if model.endswith("broken"):
             return Reply(status=400, error="this model does not exist here")
         calls["slow"] += 1
-        return Reply(text=f"reply {calls['slow']}", delay=0 if calls["slow"] <= FAST else 90)
+        if calls["slow"] > FAST:
+            release.wait(90)
+        return Reply(text=f"reply {calls['slow']}")
 
     out: dict[str, Any] = {"env": env}
     with FakeServer(handler) as srv:
@@ -83,6 +89,8 @@ def make_runs(root: Path) -> dict[str, Any]:
                                             cwd=root, env=env, capture_output=True, text=True, timeout=120)
         finally:
             proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)  # the signal handled while the call still hangs, then its reply comes
+            release.set()
             _, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err[-2000:]
         assert json.loads((run / "manifest.json").read_text())["state"] == "running"
