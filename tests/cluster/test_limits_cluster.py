@@ -60,7 +60,16 @@ def test_rpm_is_the_clusters_rate_and_each_key_has_its_own(cluster: Any, actor: 
     from rubric_engine.models.entries import ModelSpec
     from rubric_engine.models.limits import limit_key
 
-    with FakeServer(lambda body: Reply(text="ok")) as srv:
+    # the three nodes' warm-up calls are answered together, so their measured calls start together: each node
+    # imports LiteLLM first, and on a loaded machine key B's node once began after key A's twelve calls had ended
+    together = threading.Barrier(3)
+
+    def handler(body: dict[str, Any]) -> Reply:
+        if str(body["messages"][-1]["content"]).startswith("warm-"):
+            together.wait(timeout=100)  # (under the warm call's 120 s timeout)
+        return Reply(text="ok")
+
+    with FakeServer(handler) as srv:
         url = srv.url
         jobs = [(srv.url, "KEY_A", KEYS["KEY_A"], "a0", 6, 4, 300.0), (srv.url, "KEY_A", KEYS["KEY_A"], "a1", 6, 4, 300.0),
                 (srv.url, "KEY_B", KEYS["KEY_B"], "b2", 6, 4, 300.0)]
