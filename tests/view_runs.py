@@ -89,9 +89,15 @@ def make_runs(root: Path) -> dict[str, Any]:
                                             cwd=root, env=env, capture_output=True, text=True, timeout=120)
         finally:
             proc.send_signal(signal.SIGINT)
-            time.sleep(0.5)  # the signal handled while the call still hangs, then its reply comes
-            release.set()
-            _, err = proc.communicate(timeout=120)
+            assert proc.stderr is not None
+            seen = []
+            for line in proc.stderr:  # the signal handled (the drain's countdown) while the call still hangs
+                seen.append(line)
+                if "call(s) in flight" in line:
+                    break
+            release.set()  # then its reply comes, and the run stops without sending another
+            _, rest = proc.communicate(timeout=120)
+            err = "".join(seen) + rest
         assert proc.returncode == 130, err[-2000:]
         assert json.loads((run / "manifest.json").read_text())["state"] == "running"
     return out
