@@ -19,7 +19,11 @@ subset with every other item at its true expected value (the generator's; no mod
 what the questions not asked vary by themselves: the floor for a random subset. Printed per share of questions:
 the mean absolute error in points (0-100), its 95th percentile, the share of held-out models within 1.5 points, how
 often the 95% interval covered the full score, and the same subset's oracle (every question it did not ask at its
-true expected value: what no estimator from that subset can beat on average).
+true expected value: what no estimator from that subset can beat on average) and, on the HeartBench-shaped
+benchmark, the same subset's bound: the posterior mean of the full score under the generator's own criterion curves
+and priors (tests/irtsim.bayes_full), every other question's value estimated by what the generator itself knows;
+only the model's ability and its per-ability deviations are unknown to it, as to any estimator, so no estimator from
+that subset does better on average (the oracle knows them too).
 
     python bench/bench_subset.py                # both benchmarks, shares 5, 10, 20, 30, 50 %
     python bench/bench_subset.py --quick        # the 20 % share only
@@ -35,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from irtsim import Synthetic, fractional, heartbench_shaped  # noqa: E402
+from irtsim import Synthetic, bayes_full, fractional, heartbench_shaped  # noqa: E402
 
 from rubric_engine.scoring.aggregate import overall  # noqa: E402
 from rubric_engine.scoring.question import Aggregation  # noqa: E402
@@ -63,17 +67,21 @@ def _combined(model_based, plain: float, picked: list, syn: Synthetic, how: Aggr
     return lam * plain + (1 - lam) * model_based.point
 
 
-def errors(syn: Synthetic, by_group: bool, share: float,
-           folds: int = 5) -> dict[str, tuple[np.ndarray, float, np.ndarray | None]]:
-    """Per rule: the held-out models' absolute errors in points, the interval's coverage and the errors of the same
+Errors = dict[str, tuple[np.ndarray, float, np.ndarray | None, np.ndarray | None]]
+
+
+def errors(syn: Synthetic, by_group: bool, share: float, folds: int = 5) -> Errors:
+    """Per rule: the held-out models' absolute errors in points, the interval's coverage, the errors of the same
     subsets' oracle (observed where asked, every other item at its true expected value: what no estimator from
-    that subset can beat on average; None for the rules without a model)."""
+    that subset can beat on average; None for the rules without a model) and of their bound (the generator's own
+    posterior mean, bayes_full; None without the generator's criteria)."""
     how = Aggregation() if by_group else Aggregation(overall="mean_over_questions")
     n = len(syn.runs)
     order = np.random.default_rng(1).permutation(n)
     errs: dict[str, list[float]] = {r: [] for r in RULES}  # RULES: a script may keep only some
     cover: dict[str, int] = {r: 0 for r in RULES}
     floor: dict[str, list[float]] = {r: [] for r in RULES}
+    bound: dict[str, list[float]] = {r: [] for r in RULES}
     for f in range(folds):
         held = set(order[f::folds].tolist())
         bank = build_bank([item_values(syn.runs[i], by_group) for i in range(n) if i not in held], by_group)
@@ -110,6 +118,8 @@ def errors(syn: Synthetic, by_group: bool, share: float,
                 used = set(e.asked)
                 best = sum(w * (items[key] if key[0] in used else truth[key]) for key, w in zip(bank.keys, bank.weights))
                 floor[rule].append(abs(best - full) * 100)
+                if syn.criteria is not None:
+                    bound[rule].append(abs(bayes_full(syn, i, used) - full) * 100)
             picked = [q for q in syn.runs[i] if q.id in rand]
             plain = overall(picked, syn.abilities, how)
             errs["mean"].append(abs(plain - full) * 100)
@@ -117,7 +127,8 @@ def errors(syn: Synthetic, by_group: bool, share: float,
                 errs["random+mean"].append(abs(_combined(est["random"], plain, picked, syn, how, i) - full) * 100)
             oracle = sum(w * (items[key] if key[0] in rand else truth[key]) for key, w in zip(bank.keys, bank.weights))
             errs["oracle"].append(abs(oracle - full) * 100)
-    return {r: (np.array(errs[r]), cover[r] / n, np.array(floor[r]) if floor[r] else None) for r in RULES}
+    return {r: (np.array(errs[r]), cover[r] / n, np.array(floor[r]) if floor[r] else None,
+                np.array(bound[r]) if bound[r] else None) for r in RULES}
 
 
 def main(shares: list[float]) -> None:
@@ -127,12 +138,13 @@ def main(shares: list[float]) -> None:
     for title, syn, by_group in benches:
         print(f"\n{title}; 30 models, 5 folds (6 held out each); generator seed {seed}")
         print(f"{'share':>6} {'rule':>10} {'questions':>9} {'mean err':>9} {'p95 err':>8} {'<=1.5 pts':>9} {'covered':>8}"
-              f" {'its oracle: mean err':>20} {'<=1.5 pts':>9}")
+              f" {'its oracle: mean err':>20} {'<=1.5 pts':>9} {'its bound: mean err':>19} {'<=1.5 pts':>9}")
         n_q = len(syn.runs[0])
         for share in shares:
-            for rule, (e, cov, o) in errors(syn, by_group, share).items():
+            for rule, (e, cov, o, b) in errors(syn, by_group, share).items():
                 covered = f"{cov:8.0%}" if rule not in ("mean", "oracle", "random+mean") else f"{'-':>8}"
                 floor = f"{o.mean():20.2f} {(o <= 1.5).mean():9.0%}" if o is not None else f"{'-':>20} {'-':>9}"
+                floor += f" {b.mean():19.2f} {(b <= 1.5).mean():9.0%}" if b is not None else f" {'-':>19} {'-':>9}"
                 print(f"{share:6.0%} {rule:>10} {round(share * n_q):9d} {e.mean():9.2f} {np.quantile(e, 0.95):8.2f} "
                       f"{(e <= 1.5).mean():9.0%} {covered} {floor}")
 

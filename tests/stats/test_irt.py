@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from irtsim import fractional, heartbench_shaped, sigmoid
+from irtsim import bayes_full, fractional, heartbench_shaped, sigmoid
 
 from rubric_engine.scoring.aggregate import ScoredQuestion, overall
 from rubric_engine.scoring.question import Aggregation
@@ -233,3 +233,47 @@ def test_adaptive_waves_pick_a_wave_at_one_ability() -> None:
         assert len(adaptive(bank, lambda q: by_q[q], 8, draws=10, wave=wave).asked) == 8
     one = adaptive(bank, lambda q: by_q[q], 8, draws=10, wave=1)
     assert sorted(one.asked) != sorted(whole.asked)  # re-estimating the ability changes what is asked
+
+
+# ------------------------------------------------------------------ the generator's own bound (bench_subset)
+
+def test_the_generators_bound_is_the_full_score_when_every_question_is_asked() -> None:
+    syn = heartbench_shaped(n_models=3, n_questions=40, seed=5)
+    every = {q.id for q in syn.runs[0]}
+    for model in range(3):
+        assert bayes_full(syn, model, every) == pytest.approx(overall(syn.runs[model], syn.abilities), abs=1e-12)
+
+
+def test_the_generators_bound_equals_a_posterior_integrated_on_a_grid() -> None:
+    """One ability: a model's curves see only t = theta + its deviation, t ~ N(0, 1 + profile_sd^2) a priori, so the
+    posterior mean of each value not asked is a one-dimensional integral, done here on a fine grid."""
+    syn = heartbench_shaped(n_models=4, n_questions=30, n_abilities=1, seed=8)
+    cr = syn.criteria
+    asked = {f"q{j:03d}" for j in range(0, 30, 3)}
+    grid = np.linspace(-7.0, 7.0, 14001)
+    obs = np.array([q in asked for q in cr.question])
+    for model in range(4):
+        p = sigmoid(cr.intercept[obs][None, :] + cr.slope[obs][None, :] * grid[:, None])
+        y = cr.hits[model, obs]
+        log_post = (y * np.log(p) + (1 - y) * np.log(1 - p)).sum(1) - grid ** 2 / (2 * (1 + cr.profile_sd ** 2))
+        post = np.exp(log_post - log_post.max())
+        post /= post.sum()
+        by_question: dict[str, list[int]] = {}
+        for c, q in enumerate(cr.question):
+            by_question.setdefault(q, []).append(c)
+        values = []
+        for q, cols in by_question.items():
+            if q in asked:
+                values.append(next(x.abilities["ab00"] for x in syn.runs[model] if x.id == q))
+                continue
+            ws = cr.weight[cols]
+            lo, hi = ws[ws < 0].sum(), ws[ws > 0].sum()
+            pc = sigmoid(cr.intercept[cols][None, :] + cr.slope[cols][None, :] * grid[:, None])
+            value = 0.0
+            for mask in range(2 ** len(cols)):
+                hit = np.array([(mask >> j) & 1 for j in range(len(cols))], dtype=bool)
+                raw = float(ws[hit].sum())
+                eq1 = math.log1p(raw - lo) / math.log1p(hi - lo) if hi > lo else 0.0
+                value += float(post @ np.prod(np.where(hit, pc, 1 - pc), axis=1)) * eq1
+            values.append(value)
+        assert bayes_full(syn, model, asked, draws=20000) == pytest.approx(float(np.mean(values)), abs=2e-3)
