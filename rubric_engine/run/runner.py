@@ -363,16 +363,16 @@ async def _run_locked(settings: RunSettings, console: Console | None, results: C
 async def journal_questions(inputs: RunInputs, todo: Sequence[Question], journal: Path, fp: str,
                             header: Mapping[str, Any], console: Console, workers: WorkerPool,
                             on_record: Callable[[Record], None] | None = None, *,
-                            transcripts: bool = True) -> tuple[dict[str, dict[str, int]], dict[str, float | None]]:
+                            transcripts: Path | None = None) -> tuple[dict[str, dict[str, int]], dict[str, float | None]]:
     """Run the pipeline over `todo`, each finished question scored and appended to the journal at `journal` (the
     run's, or a shard's segment) and handed to `on_record` decoded; returns the calls and seconds per stage.
-    `transcripts`: every call written to the run's transcripts/ (a shard writes none: one writer per file). A
-    signal or a full disk stops it after the journal is synced (interrupt.check_stopped)."""
+    Every call is written to `transcripts` (a shard's segment: one writer per file) or, None, the run's
+    transcripts/calls.jsonl. A signal or a full disk stops it after the journal is synced (interrupt.check_stopped)."""
     settings, spec, plan = inputs.settings, inputs.spec, inputs.plan
     verdict = plan.shape.verdict
     cache = ResultCache(settings.cache_dir or default_cache_dir()) if settings.cache_enabled else None
     writer = JournalWriter(journal, fp, header=header) if todo else None
-    scribe = TranscriptWriter(Path(settings.out_dir)) if todo and transcripts else None  # docs/outputs.md
+    scribe = TranscriptWriter(Path(settings.out_dir), path=transcripts) if todo else None  # docs/outputs.md
     stages: dict[str, Any] = {}
 
     def finished(o: Outcome) -> None:

@@ -15,7 +15,7 @@ from rubric_engine.run import stream as runstream
 from rubric_engine.run.journal import read_journal
 from rubric_engine.run.loops import run_sync
 from rubric_engine.run.runner import check_run, journal_questions
-from rubric_engine.run.shards import ShardDone, ShardJob, segment_path, shard_of
+from rubric_engine.run.shards import ShardDone, ShardJob, segment_path, shard_of, transcript_segment
 from rubric_engine.text.terminal import SafeConsole
 
 __all__ = ["run_shard"]
@@ -23,7 +23,8 @@ __all__ = ["run_shard"]
 
 def run_shard(job: ShardJob) -> ShardDone:
     """Run shard `job.index` of `job.count`: the questions dealt to it (run/shards.shard_of) that neither the run's
-    journal nor the shard's own segment holds, each journalled into the segment as it finishes. Refuses (one line)
+    journal nor the shard's own segment holds, each journalled into the segment as it finishes, its calls written
+    to the shard's transcripts segment (run/shards.transcript_segment). Refuses (one line)
     a node that sees another spec or data file than the head did. No run lock: the head holds it for the run."""
     return run_sync(_run_shard(job))
 
@@ -47,7 +48,7 @@ async def _run_shard(job: ShardJob) -> ShardDone:
     try:
         calls, stages = await journal_questions(inputs, todo, segment, job.fingerprint,
                                                 {"questions": len(rows.refs), "shard": job.name}, console, workers,
-                                                transcripts=False)
+                                                transcripts=transcript_segment(segment.parent, job))
     finally:
         await workers.aclose()
     return ShardDone(job.index, job.count, ran=len(todo), kept=len(kept), calls=calls, stages=stages)

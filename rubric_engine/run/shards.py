@@ -5,7 +5,10 @@ this package. The head (the command line's process) checks everything, claims th
 `ShardJob`s to a `Spread` it was given at construction; each shard runs the normal pipeline over its own
 questions (run/shardrun.py) into its own journal segment under the run directory, `shards/K-of-N.jsonl` (the
 journal format of run/journal.py, the run's fingerprint); the head then merges the segments into the run's
-journal and finishes it as any run (run/stream.py), so the final files are a one-process run's.
+journal and finishes it as any run (run/stream.py), so the final files are a one-process run's. Each shard writes
+its calls to a transcripts segment of its own, `shards/transcripts/K-of-N-TOKEN.jsonl` (one writer per file), which
+the head appends to the run's transcripts/calls.jsonl (`merge_transcripts`: the calls renumbered, each marked with
+its segment's name, texts the file holds not written again) before it merges the journal segments.
 
 Resume: every segment belongs to the run whatever `shards=` wrote it. Before anything is read, the head merges
 whatever segments a killed run left into the journal (`merge_segments`, one atomic replace, a question journalled
@@ -15,8 +18,10 @@ part of the run's identity: the same command with another count, or without Ray,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,11 +31,13 @@ from rubric_engine.models.cache import default_cache_dir
 from rubric_engine.run.journal import JOURNAL_VERSION, read_journal
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.store import layout as rundir
+from rubric_engine.store.transcripts import calls_path
 
 __all__ = ["SHARDS_DIR", "ShardJob", "ShardDone", "Spread", "shard_of", "segment_path", "segments", "merge_segments",
-           "shard_jobs", "merged_calls", "merged_stages", "spread_run"]
+           "shard_jobs", "merged_calls", "merged_stages", "spread_run", "transcript_segment", "merge_transcripts"]
 
 SHARDS_DIR = "shards"
+SHARD_TRANSCRIPTS = "transcripts"  # under SHARDS_DIR: each shard's calls until the head merges them
 
 
 def shard_of(ids: Sequence[str], count: int) -> dict[str, int]:
@@ -62,6 +69,7 @@ class ShardJob:
     count: int
     fingerprint: str
     expect: tuple[str, str]
+    token: str = ""  # the head's, one per spreading: names the shard's transcripts segment (transcript_segment)
 
     @property
     def name(self) -> str:
@@ -106,7 +114,88 @@ def shard_jobs(settings: RunSettings, count: int, fingerprint: str, expect: tupl
                     baseline_answers=_absolute(settings.baseline_answers),
                     repeats_prior=[str(Path(d).absolute()) for d in settings.repeats_prior],
                     progress="none", quiet=True, resume_command=None)
-    return [ShardJob(shard, k, count, fingerprint, expect) for k in range(count)]
+    token = secrets.token_hex(4)
+    return [ShardJob(shard, k, count, fingerprint, expect, token) for k in range(count)]
+
+
+def transcript_segment(shards_dir: Path, job: ShardJob) -> Path:
+    """Shard `job`'s transcripts segment, `shards/transcripts/K-of-N-TOKEN.jsonl` (the transcripts format, its calls
+    numbered from 1). The head's token is one per spreading: a shard run again after its node was lost continues
+    its file, and a later command's shards write new ones, never a merged one's name again."""
+    return Path(shards_dir) / SHARD_TRANSCRIPTS / f"{job.name}-{job.token}.jsonl"
+
+
+def _whole_lines(path: Path) -> Iterator[str]:
+    """A transcripts file's complete lines (a killed writer's incomplete last line left out), decoded as written."""
+    with path.open("rb") as fh:
+        for raw in fh:
+            if raw.endswith(b"\n"):
+                yield raw.decode("utf-8", "surrogatepass")
+
+
+def _transcripts_state(path: Path) -> tuple[set[str], set[str], int]:
+    """What the run's transcripts file holds: its texts' hashes, the segments merged into it, its last call number."""
+    texts: set[str] = set()
+    merged: set[str] = set()
+    last = 0
+    if path.is_file():
+        for line in _whole_lines(path):
+            if line.startswith('{"h":"'):
+                texts.add(line[6:22])
+                continue
+            rec = json.loads(line)
+            last = max(last, int(rec.get("call") or 0))
+            if isinstance(rec.get("shard"), str):
+                merged.add(rec["shard"])
+    return texts, merged, last
+
+
+def _renumbered(segment: Path, offset: int, texts: set[str], added: list[int]) -> Iterator[str]:
+    """One segment's lines for the run's file: texts not there yet, calls numbered after `offset` (their `after`
+    and `reask_of` too) and marked with the segment's name; appends the segment's last number to `added`."""
+    top = 0
+    for line in _whole_lines(segment):
+        if line.startswith('{"h":"'):
+            if line[6:22] not in texts:
+                texts.add(line[6:22])
+                yield line
+            continue
+        rec = json.loads(line)
+        top = max(top, int(rec["call"]))
+        for key in ("call", "after", "reask_of"):
+            if isinstance(rec.get(key), int):
+                rec[key] += offset
+        rec["shard"] = segment.stem
+        yield json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
+    added.append(top)
+
+
+def merge_transcripts(out: Path) -> int:
+    """Append every shard's transcripts segment to the run's transcripts/calls.jsonl by one atomic, fsync'd replace,
+    then remove the segments; returns how many segments were merged. A segment whose name the file holds already
+    (a crash after the replace, before the removal) is skipped, so a merge is never repeated."""
+    folder = Path(out) / SHARDS_DIR / SHARD_TRANSCRIPTS
+    parts = sorted(folder.glob("*-of-*.jsonl"))
+    if not parts:
+        return 0
+    target = calls_path(Path(out))
+    texts, merged, last = _transcripts_state(target)
+    fresh = [p for p in parts if p.stem not in merged]
+    tops: list[int] = []
+
+    def lines() -> Iterator[str]:
+        if target.is_file():
+            yield from _whole_lines(target)
+        for part in fresh:
+            yield from _renumbered(part, last + sum(tops), texts, tops)
+
+    if fresh:
+        rundir.write_lines(target, lines(), fsync=True, errors="surrogatepass")
+    for part in parts:
+        part.unlink()
+    with contextlib.suppress(OSError):  # something else lives there: left alone
+        folder.rmdir()
+    return len(fresh)
 
 
 def merge_segments(journal: Path, fingerprint: str, header: Mapping[str, Any]) -> int:
@@ -114,7 +203,9 @@ def merge_segments(journal: Path, fingerprint: str, header: Mapping[str, Any]) -
     a question already seen skipped) by one atomic, fsync'd replace, then remove the segments; returns how many
     records the segments added. Each file is checked against `fingerprint` first (another run's is refused) and an
     incomplete last line, left by a killed shard, is cut off (its question runs again). A crash after the replace
-    leaves segments whose records the journal holds: the next merge skips them."""
+    leaves segments whose records the journal holds: the next merge skips them. The shards' transcripts segments
+    are merged first (merge_transcripts), as a question's calls reach the disk before its journal record."""
+    merge_transcripts(journal.parent)
     parts = segments(journal.parent)
     if not parts:
         return 0

@@ -100,10 +100,11 @@ def _extends(earlier: list[Any], messages: list[Any]) -> bool:
 
 
 class TranscriptWriter:
-    """One writer per run directory; `observe` is the clients' observer (ModelClient.observer)."""
+    """One writer per file; `observe` is the clients' observer (ModelClient.observer). The file is the run
+    directory's transcripts/calls.jsonl, or `path` (a shard's segment, merged by the head: run/shards.py)."""
 
-    def __init__(self, run_dir: Path, *, interval: float = 2.0, keep: int = 4096) -> None:
-        self.path = calls_path(run_dir)
+    def __init__(self, run_dir: Path, *, path: Path | None = None, interval: float = 2.0, keep: int = 4096) -> None:
+        self.path = path if path is not None else calls_path(run_dir)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.interval, self.keep = interval, keep
         self._seen: set[str] = set()

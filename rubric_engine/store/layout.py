@@ -299,19 +299,21 @@ def write_text(path: Path, text: str, *, bom: bool = False, fsync: bool = False)
     write_lines(path, (text,), bom=bom, fsync=fsync)
 
 
-def write_lines(path: Path, lines: Iterable[str], *, bom: bool = False, fsync: bool = False) -> None:
+def write_lines(path: Path, lines: Iterable[str], *, bom: bool = False, fsync: bool = False,
+                errors: str = "strict") -> None:
     """The one atomic writer (temp file + rename): a kill never leaves half a file. `lines` are written as
     they come (a generator keeps one line in memory); `fsync` makes the content durable before the rename,
-    for a file that replaces the run's journal (a power cut must leave one or the other, whole)."""
+    for a file that replaces the run's journal (a power cut must leave one or the other, whole); `errors`:
+    the encoder's ("surrogatepass" for a file written so: the transcripts)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with naming_full_disk(path):  # a full disk: the one line names this file
-        _write_lines(path, lines, bom=bom, fsync=fsync)
+        _write_lines(path, lines, bom=bom, fsync=fsync, errors=errors)
 
 
-def _write_lines(path: Path, lines: Iterable[str], *, bom: bool, fsync: bool) -> None:
+def _write_lines(path: Path, lines: Iterable[str], *, bom: bool, fsync: bool, errors: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8-sig" if bom else "utf-8", newline="", errors=errors) as fh:
             for line in lines:
                 fh.write(line)
             if fsync:

@@ -1,7 +1,8 @@
 """One run split into shards over a real multi-node Ray cluster in this box, through the console script.
 
 What is checked (issue #40, "one run, many nodes"): a sharded run's samples.jsonl, answers.jsonl and summary.json
-are a one-process run's (timestamps, run id, calls and wall times apart); a worker node removed mid-run and the
+are a one-process run's (timestamps, run id, calls and wall times apart), and so are the calls its transcripts
+hold; a worker node removed mid-run and the
 same command finishing, the fake server asked again only what the lost node had in flight; the head killed and
 the same command resuming without asking a journalled question again. The cluster is Ray's own
 `cluster_utils.Cluster`: a head with no CPU (no shard runs there) and worker nodes of one CPU each, every node a
@@ -30,6 +31,7 @@ from test_run_journal import ARGS, SCRIPT, asked, same_files
 from conftest import model_args
 
 from rubric_engine.run.shards import shard_of
+from rubric_engine.store.transcripts import Transcripts, calls_path
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -91,6 +93,15 @@ def test_a_sharded_run_writes_a_one_process_runs_files(tmp_path: Path, env: dict
     assert not re.search(r"\sINFO\s", res.stderr), res.stderr  # Ray's own start-up chatter stays out of the run's stderr
     same_files(run, ref)
     assert not (run / "shards").exists()  # the segments were merged into the run's files and removed
+    assert _calls(run) == _calls(ref)  # every call in the transcripts, as the one-process run recorded it
+    shards = {json.loads(x).get("shard") for x in calls_path(run).read_text().splitlines() if x.startswith('{"call"')}
+    assert len(shards) == NODES and None not in shards  # each call marked with the segment it came from
+
+
+def _calls(run: Path) -> dict[str | None, list[tuple[Any, ...]]]:
+    """Per question, its calls as sent and answered (role, kind, every message, reply), in the order made."""
+    t = Transcripts(run)
+    return {q: [(c.role, c.kind, c.messages, c.reply) for c in t.calls(q)] for q in t.questions()}
 
 
 def _wait(what: Any, proc: subprocess.Popen, timeout: float = 90) -> None:
@@ -190,6 +201,8 @@ def test_the_head_killed_then_the_same_command_resumes(tmp_path: Path, env: dict
     assert cand == rest and judge == rest  # journalled by a shard: never asked again; the rest once each
     assert f"resuming: {len(done)} of 12 questions" in res.stderr  # shards=3 now: another split, the same run
     same_files(run, ref)
+    calls = _calls(run)  # the killed shards' calls too: their segments were appended by the resume
+    assert all(calls.get(qid) and calls[qid][-1][:2] == ("judge", "reply") for qid in _ids(ref)), calls.keys()
 
 
 def test_a_node_without_the_key_fails_the_run_in_one_line(tmp_path: Path, env: dict[str, str], cluster: Any) -> None:
