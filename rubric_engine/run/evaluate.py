@@ -41,7 +41,9 @@ class EvalOptions:
     pays for nothing twice; `resume=False` refuses a run_dir that already holds a run's files. `progress`: True
     (or auto / rich / plain) shows progress and warnings on stderr; `console`: a rich Console that gets everything
     the command line prints (warnings, the result tables, the outputs line). With neither nothing is printed:
-    what the run would have said is in `EvalResult.notes`."""
+    what the run would have said is in `EvalResult.notes`. `spread`: where the run's shards run, the command
+    line's `ray=` / `shards=` (`rubric_engine.cluster.shards.RaySpread(address, shards)`, the `ray` extra); None:
+    this process."""
 
     run_dir: str | Path | None = None
     output_dir: str | Path = "outputs"
@@ -73,6 +75,7 @@ class EvalOptions:
     trust_code: bool = False
     progress: bool | str = False
     console: Any = None
+    spread: Any = None
 
 
 _OPTIONS = tuple(f.name for f in fields(EvalOptions))
@@ -165,8 +168,12 @@ def _settings(benchmark: str, candidate: ModelRef, judge: ModelRef, opts: EvalOp
 
 def settings_for(benchmark: str, candidate: ModelRef = None, judge: ModelRef = None, **options: Any) -> Any:
     """The `RunSettings` `evaluate` would run with (models resolved, options checked); for a reward built from the
-    same words (reward/rubric.py)."""
-    return _settings(benchmark, candidate, judge, _options(options))
+    same words (reward/rubric.py), which judges where it is called: `spread` is refused."""
+    opts = _options(options)
+    if opts.spread is not None:
+        raise ConfigError("spread= shards a benchmark run (evaluate()); a reward judges where it is called: for Ray "
+                          "actors use rubric_engine.RubricReward(..., pool=N, ray=ADDRESS) (docs/rewards.md)")
+    return _settings(benchmark, candidate, judge, opts)
 
 
 def _consoles(opts: EvalOptions) -> tuple[Any, Any, io.StringIO | None]:
@@ -184,9 +191,21 @@ def _consoles(opts: EvalOptions) -> tuple[Any, Any, io.StringIO | None]:
     return (SafeConsole(stderr=True) if opts.progress else kept), quiet, buffer
 
 
+def _spread(opts: EvalOptions) -> Any:
+    """The run's Spread (run/shards.py), checked: something with its `count` and `run`, and no provider batch."""
+    spread = opts.spread
+    if spread is None:
+        return None
+    if not (callable(getattr(spread, "count", None)) and callable(getattr(spread, "run", None))):
+        raise ConfigError(f"spread={spread!r} is not where shards run; give "
+                          "rubric_engine.cluster.shards.RaySpread(address, shards) (pip install 'rubric-engine[ray]') "
+                          "or None")
+    return spread
+
+
 def _prepare(benchmark: str, candidate: ModelRef, judge: ModelRef, given: Mapping[str, Any]) -> tuple[Any, ...]:
     opts = _options(given)
-    return (_settings(benchmark, candidate, judge, opts), *_consoles(opts))
+    return (_settings(benchmark, candidate, judge, opts), *_consoles(opts), _spread(opts))
 
 
 def _finish(settings: Any, summary: Summary, buffer: io.StringIO | None) -> EvalResult:
@@ -217,9 +236,9 @@ async def evaluate_async(benchmark: str, candidate: ModelRef = None, judge: Mode
     results block it meanwhile."""
     from rubric_engine.run.runner import run_benchmark_async
 
-    settings, console, results, buffer = _prepare(benchmark, candidate, judge, options)
+    settings, console, results, buffer, spread = _prepare(benchmark, candidate, judge, options)
     try:
-        summary = await run_benchmark_async(settings, console, results)
+        summary = await run_benchmark_async(settings, console, results, spread=spread)
     except BaseException:
         _discard(settings)
         raise

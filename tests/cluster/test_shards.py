@@ -16,6 +16,7 @@ import os
 import shutil
 import re
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ import pytest
 from conftest import sigkill
 from fakeserver import FakeServer
 from test_cli import EXE, run_cli
-from test_run_journal import ARGS, SCRIPT, asked, same_files
+from test_run_journal import ARGS, DATA, SCRIPT, asked, same_files
 from conftest import model_args
 
 from rubric_engine.run.shards import shard_of
@@ -96,6 +97,32 @@ def test_a_sharded_run_writes_a_one_process_runs_files(tmp_path: Path, env: dict
     assert _calls(run) == _calls(ref)  # every call in the transcripts, as the one-process run recorded it
     shards = {json.loads(x).get("shard") for x in calls_path(run).read_text().splitlines() if x.startswith('{"call"')}
     assert len(shards) == NODES and None not in shards  # each call marked with the segment it came from
+
+
+def test_evaluate_with_a_ray_spread_writes_the_same_files(tmp_path: Path, env: dict[str, str], cluster: Any) -> None:
+    """The Python API's `spread=RaySpread(address)` is the command line's `ray=`: the same shards, the same files."""
+    run = tmp_path / "run"
+    script = (
+        "import json, sys\n"
+        "from rubric_engine import evaluate\n"
+        "from rubric_engine.cluster.shards import RaySpread\n"
+        "def entry(name):\n"
+        "    return {'model': 'openai/' + name, 'api_base': sys.argv[1], 'api_key_env': 'FAKE_KEY', 'name': name}\n"
+        "r = evaluate('heartbench', entry('cand'), entry('judge'), data_path=sys.argv[2], limit=12, concurrency=1,\n"
+        "             run_dir=sys.argv[3], spread=RaySpread(sys.argv[4]), progress=True)\n"
+        "print(json.dumps({'overall': r.overall, 'scored': r.counts.scored}))\n")
+    with FakeServer(SCRIPT) as srv:
+        ref = _reference(tmp_path, env, srv, 0.2)
+        res = subprocess.run([sys.executable, "-c", script, srv.url, str(DATA), str(run), cluster.address], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        cand, judge = asked(srv.requests)
+    every = Counter(_ids(ref))
+    assert cand == every and judge == every
+    assert f"over {NODES} shard(s)" in res.stderr
+    assert json.loads(res.stdout.splitlines()[-1])["scored"] == 12
+    same_files(run, ref)
+    assert _calls(run) == _calls(ref)
 
 
 def _calls(run: Path) -> dict[str | None, list[tuple[Any, ...]]]:

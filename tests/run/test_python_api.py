@@ -269,6 +269,27 @@ def test_a_jury_with_a_missing_member_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()
 
 
+def test_a_spread_that_runs_no_shards_is_one_line_and_a_reward_refuses_one(tmp_path: Path) -> None:
+    """`spread=` takes where shards run (cluster/shards.RaySpread: its count and run); anything else is refused
+    before anything is written, and a reward, which judges where it is called, refuses any spread."""
+    from rubric_engine import ConfigError, evaluate
+    from rubric_engine.reward.rubric import RubricReward
+
+    with pytest.raises(ConfigError, match=r"spread='auto' is not where shards run; give .*RaySpread\(address, shards\)"):
+        evaluate("heartbench", "mock", "mock", limit=2, data_path=str(MINI), run_dir=tmp_path / "r", spread="auto")
+    assert not (tmp_path / "r").exists()
+
+    class Here:  # counts and runs, as a Spread does: accepted here, never reached by a reward
+        def count(self) -> int:
+            return 1
+
+        async def run(self, jobs: Any, say: Any) -> list[Any]:
+            return []
+
+    with pytest.raises(ConfigError, match=r"spread= shards a benchmark run .* pool=N, ray=ADDRESS"):
+        RubricReward("heartbench", "mock", spread=Here())
+
+
 def test_adaptive_repeats_from_python_words(tmp_path: Path) -> None:
     """repeats="auto" with repeats_max / repeats_prior, as judge.repeats=auto on the command line: without a prior
     every request is graded twice (the mock judge never flips, so never more); with a prior of the same judge that
