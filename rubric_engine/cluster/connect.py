@@ -52,6 +52,8 @@ def connect(address: str, option: str = "ray=") -> Any:
         # started on this machine (Ray reads the last one's address from its temp directory)
         # logging_level: Ray's start-up INFO lines ("Started a local Ray instance.") stay out of the run's stderr;
         # its warnings still show
+        if address == "local":
+            _quiet_default_notice()
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, include_dashboard=False,
                  logging_level=logging.WARNING)
     except (OSError, RuntimeError, ValueError) as exc:
@@ -60,6 +62,20 @@ def connect(address: str, option: str = "ray=") -> Any:
                           f"`ray start --head`, give its address (ray=HOST:6379), or ray=local for one on this "
                           f"machine") from None
     return ray
+
+
+class _DefaultNotice(logging.Filter):
+    """Drops Ray's notice that a new local instance has token authentication on (its own default, which the engine
+    keeps): it came on every `ray=local` run and pool start, and its advice (opt out) would weaken that instance."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Token authentication is enabled for this Ray cluster")
+
+
+def _quiet_default_notice() -> None:
+    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    if not any(isinstance(f, _DefaultNotice) for f in logger.filters):
+        logger.addFilter(_DefaultNotice())
 
 
 def _probe(address: str, seconds: float = 5.0) -> None:

@@ -116,3 +116,17 @@ def test_without_ray_installed_ray_is_one_line_naming_the_extra(tmp_path: Path, 
     assert len(errors) == 1 and "ray= needs Ray" in errors[0] and "rubric-engine[ray]" in errors[0], res.stderr
     res = run_cli([*args, f"hydra.run.dir={tmp_path / 'here'}"], env)
     assert res.returncode == 0, res.stderr
+
+
+def test_ray_local_runs_quietly_and_keeps_its_transcripts(tmp_path: Path, env: dict[str, str]) -> None:
+    """`ray=local` starts a private Ray instance for the run: its stderr holds the run's lines, not Ray's warning
+    about its own token-authentication default (token authentication stays on, as Ray's default has it), and the
+    sharded run's calls are in its transcripts."""
+    run = tmp_path / "run"
+    args = ["benchmark=heartbench", "candidate=mock", "judge=mock", "limit=2", "progress=none", "ray=local"]
+    res = run_cli([*args, f"hydra.run.dir={run}"], {k: v for k, v in env.items() if k != "RAY_AUTH_MODE"})
+    assert res.returncode == 0, res.stderr
+    assert "sharded: 2 questions to run over 1 shard(s)" in res.stderr
+    assert not [x for x in res.stderr.splitlines() if "WARNING" in x or "Token authentication" in x], res.stderr
+    assert {c["q"] for c in map(json.loads, (run / "transcripts" / "calls.jsonl").read_text().splitlines())
+            if "call" in c} == {json.loads(x)["id"] for x in (run / "samples.jsonl").read_text().splitlines()}
