@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from rubric_engine.errors import DataError
 from rubric_engine.models.cache import default_cache_dir
 from rubric_engine.run.journal import JOURNAL_VERSION, read_journal
 from rubric_engine.run.settings import RunSettings
@@ -133,6 +134,18 @@ def _whole_lines(path: Path) -> Iterator[str]:
                 yield raw.decode("utf-8", "surrogatepass")
 
 
+def _call_line(path: Path, line: str) -> dict[str, Any]:
+    """A call line of a transcripts file, or DataError naming the file (a damaged file: move it away)."""
+    try:
+        rec = json.loads(line)
+        int(rec["call"])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise DataError(str(path), f"a line that is not a call ({type(exc).__name__}: {str(exc)[:80]})",
+                        fix="the transcripts file is damaged; move it away (its calls leave the transcripts, "
+                            "nothing else) and run the same command") from None
+    return rec
+
+
 def _transcripts_state(path: Path) -> tuple[set[str], set[str], int]:
     """What the run's transcripts file holds: its texts' hashes, the segments merged into it, its last call number."""
     texts: set[str] = set()
@@ -143,8 +156,8 @@ def _transcripts_state(path: Path) -> tuple[set[str], set[str], int]:
             if line.startswith('{"h":"'):
                 texts.add(line[6:22])
                 continue
-            rec = json.loads(line)
-            last = max(last, int(rec.get("call") or 0))
+            rec = _call_line(path, line)
+            last = max(last, int(rec["call"]))
             if isinstance(rec.get("shard"), str):
                 merged.add(rec["shard"])
     return texts, merged, last
@@ -160,7 +173,7 @@ def _renumbered(segment: Path, offset: int, texts: set[str], added: list[int]) -
                 texts.add(line[6:22])
                 yield line
             continue
-        rec = json.loads(line)
+        rec = _call_line(segment, line)
         top = max(top, int(rec["call"]))
         for key in ("call", "after", "reask_of"):
             if isinstance(rec.get(key), int):

@@ -14,6 +14,9 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
+from rubric_engine.errors import DataError
 from rubric_engine.models.events import CallEvent
 from rubric_engine.run.shards import SHARDS_DIR, ShardJob, merge_transcripts, transcript_segment
 from rubric_engine.run.transcripts import TranscriptWriter
@@ -119,3 +122,14 @@ def test_a_killed_shards_cut_line_is_left_out_and_a_lone_surrogate_kept(tmp_path
     [call] = _read(run)["q1"]
     assert call.reply == odd
     assert '\ud800'.encode("utf-8", "surrogatepass") in calls_path(run).read_bytes()
+
+
+def test_a_damaged_segment_is_one_error_naming_it_and_nothing_is_merged(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _segments(run)
+    seg = sorted((run / SHARDS_DIR / "transcripts").iterdir())[1]
+    with seg.open("ab") as fh:
+        fh.write(b'{"call": "x\n')  # a whole line that is no call (a damaged disk)
+    with pytest.raises(DataError, match=rf"{seg}: a line that is not a call .*move it away"):
+        merge_transcripts(run)
+    assert not calls_path(run).exists() and seg.exists()  # nothing written, nothing removed
