@@ -28,14 +28,21 @@ Key = tuple[str | int, ...]
 
 # ----------------------------------------------------------------------------------------------- search path
 
-def packaged_dir() -> Path | None:
-    """The benchmarks shipped with the package (installed) or at the top of a checkout."""
+def _shipped(module: str, folder: str) -> Path:
+    """A folder the package installs as `module` (pyproject's package-dir), or the same folder at the top of a
+    checkout when the package is imported from one: a source tree on sys.path (a Ray worker started from a
+    checkout has the driver's working directory there) holds conf/, benchmarks/ and data/ beside rubric_engine/."""
     try:
         from importlib.resources import files
 
-        p = Path(os.fspath(files("rubric_engine.benchmarks")))  # type: ignore[arg-type]
+        return Path(os.fspath(files(module)))  # type: ignore[arg-type]
     except (ImportError, TypeError, ValueError):
-        p = Path(__file__).resolve().parents[2] / "benchmarks"
+        return Path(__file__).resolve().parents[2] / folder
+
+
+def packaged_dir() -> Path | None:
+    """The benchmarks shipped with the package (installed) or at the top of a checkout."""
+    p = _shipped("rubric_engine.benchmarks", "benchmarks")
     return p if p.is_dir() else None
 
 
@@ -255,7 +262,6 @@ def _own_data_source(base: dict[str, Any], marks: dict[Key, tuple[Path, int]], o
 
 
 def shipped_data_dir() -> Path:
-    """The package's own data directory (shipped samples the shipped specs name with ../../data/...)."""
-    from importlib.resources import files
-
-    return Path(os.fspath(files("rubric_engine.data"))).resolve()  # type: ignore[arg-type]
+    """The package's own data directory (shipped samples the shipped specs name with ../../data/...), installed or
+    at the top of a checkout."""
+    return _shipped("rubric_engine.data", "data").resolve()
