@@ -84,10 +84,13 @@ def test_rpm_is_the_clusters_rate_and_each_key_has_its_own(cluster: Any, actor: 
     # are read at the server, after each client's send: on a loaded machine one send can lag its grant, so the
     # typical gap is checked, not the smallest (two nodes each at its own 300 rpm interleave at ~0.1 s)
     assert len(a) == 12 and a[-1] - a[0] >= 11 * 0.2 * 0.9 and statistics.median(gaps) >= 0.15, gaps
-    assert len(b) == 6 and statistics.median([y - x for x, y in zip(b, b[1:])]) >= 0.15, b  # (a first send that lags
-    # its grant shortens the span: 0.78 s instead of 1.0 with two suites side by side; the typical gap holds)
-    # key B is not queued behind key A: its six starts overlap A's twelve (one bucket each)
-    assert b[0] < a[-1] and b[-1] - b[0] < (a[-1] - a[0]) * 0.75
+    b_gaps = [y - x for x, y in zip(b, b[1:])]
+    assert len(b) == 6 and statistics.median(b_gaps) >= 0.15, b  # (a first send that lags its grant shortens the
+    # span: 0.78 s instead of 1.0 with two suites side by side; the typical gap holds)
+    # key B is not queued behind key A: its six starts overlap A's twelve, and they come at B's own pace (0.2 s;
+    # sharing A's bucket, B would get one start in three, ~0.6 s apart). Gaps, not the span: on a loaded machine one
+    # lagging send once stretched B's span to 2.1 s against A's 2.5
+    assert b[0] < a[-1] and statistics.median(b_gaps) < 0.4, (a, b)
     held = cluster.get(actor.held.remote())
     entry = lambda env: ModelSpec.from_config({"name": "c", "model": "openai/c", "api_base": url,  # noqa: E731
                                                "api_key_env": env}, role="candidate")
