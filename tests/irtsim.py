@@ -19,6 +19,7 @@ that sees only those questions does better on average: bench/bench_subset.py's b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ def heartbench_shaped(n_models: int = 30, n_questions: int = 296, n_abilities: i
                 hits = [rng.random() < p for p in ps]
                 row.extend(hits)
                 groups[names[k]] = _log_normalised(sum(w for w, h in zip(ws, hits) if h), lo, hi)
-                means[(qid, names[k])] = _expected_value(ws, ps, lo, hi)
+                means[(qid, names[k])] = float(_expected_value(ws, ps, lo, hi))
             values.append(groups)
         runs.append(_run(qids, values, by_group=True))
         expect.append(means)
@@ -127,13 +128,14 @@ def heartbench_shaped(n_models: int = 30, n_questions: int = 296, n_abilities: i
     return Synthetic(runs, theta, {"all": names}, expect, criteria)
 
 
-def _expected_value(ws: list[float], ps: list[float], lo: float, hi: float) -> float:
-    """E[eq. 1] over every pattern of hits (at most 2^3 of them)."""
-    total = 0.0
+def _expected_value(ws: list[float], ps: list[Any], lo: float, hi: float) -> Any:
+    """E[eq. 1] over every pattern of hits (at most 2^3 of them); `ps` the criteria's hit probabilities, numbers or
+    arrays of them (one per posterior draw: bayes_full), the result a number or an array alike."""
+    total: Any = 0.0
     for mask in range(2 ** len(ws)):
         hit = [(mask >> j) & 1 == 1 for j in range(len(ws))]
-        prob = float(np.prod([p if h else 1 - p for p, h in zip(ps, hit)]))
-        total += prob * _log_normalised(sum(w for w, h in zip(ws, hit) if h), lo, hi)
+        prob = np.prod([p if h else 1 - p for p, h in zip(ps, hit)], axis=0)
+        total = total + prob * _log_normalised(sum(w for w, h in zip(ws, hit) if h), lo, hi)
     return total
 
 
@@ -184,10 +186,6 @@ def bayes_full(syn: Synthetic, model: int, asked: set[str], draws: int = 4000, s
     for (q, g), cols in posterior_p.items():
         ws = cr.weight[cols].tolist()
         lo, hi = sum(min(w, 0.0) for w in ws), sum(max(w, 0.0) for w in ws)
-        value = 0.0
-        for mask in range(2 ** len(cols)):
-            hit = np.array([(mask >> j) & 1 for j in range(len(cols))], dtype=bool)
-            prob = np.prod(np.where(hit[None, :], p_all[:, cols], 1 - p_all[:, cols]), axis=1)
-            value += float(wts @ prob) * _log_normalised(float(np.array(ws)[hit].sum()), lo, hi)
+        value = float(wts @ _expected_value(ws, list(p_all[:, cols].T), lo, hi))
         total += value / (len(n_of) * n_of[g])
     return total

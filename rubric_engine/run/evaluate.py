@@ -192,7 +192,7 @@ def _consoles(opts: EvalOptions) -> tuple[Any, Any, io.StringIO | None]:
 
 
 def _spread(opts: EvalOptions) -> Any:
-    """The run's Spread (run/shards.py), checked: something with its `count` and `run`, and no provider batch."""
+    """The run's Spread (run/shards.py), checked: something with its `count` and `run`."""
     spread = opts.spread
     if spread is None:
         return None

@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import json
 import secrets
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,7 +32,7 @@ from rubric_engine.models.cache import default_cache_dir
 from rubric_engine.run.journal import JOURNAL_VERSION, read_journal
 from rubric_engine.run.settings import RunSettings
 from rubric_engine.store import layout as rundir
-from rubric_engine.store.transcripts import calls_path
+from rubric_engine.store.transcripts import calls_path, text_hash, whole_lines
 
 __all__ = ["SHARDS_DIR", "ShardJob", "ShardDone", "Spread", "shard_of", "segment_path", "segments", "merge_segments",
            "shard_jobs", "merged_calls", "merged_stages", "spread_run", "transcript_segment", "merge_transcripts"]
@@ -70,7 +70,7 @@ class ShardJob:
     count: int
     fingerprint: str
     expect: tuple[str, str]
-    token: str = ""  # the head's, one per spreading: names the shard's transcripts segment (transcript_segment)
+    token: str  # the head's, one per spreading: names the shard's transcripts segment (transcript_segment)
 
     @property
     def name(self) -> str:
@@ -126,18 +126,10 @@ def transcript_segment(shards_dir: Path, job: ShardJob) -> Path:
     return Path(shards_dir) / SHARD_TRANSCRIPTS / f"{job.name}-{job.token}.jsonl"
 
 
-def _whole_lines(path: Path) -> Iterator[str]:
-    """A transcripts file's complete lines (a killed writer's incomplete last line left out), decoded as written."""
-    with path.open("rb") as fh:
-        for raw in fh:
-            if raw.endswith(b"\n"):
-                yield raw.decode("utf-8", "surrogatepass")
-
-
-def _call_line(path: Path, line: str) -> dict[str, Any]:
+def _call_line(path: Path, raw: bytes) -> dict[str, Any]:
     """A call line of a transcripts file, or DataError naming the file (a damaged file: move it away)."""
     try:
-        rec = json.loads(line)
+        rec = json.loads(raw.decode("utf-8", "surrogatepass"))
         int(rec["call"])
     except (ValueError, TypeError, KeyError) as exc:
         raise DataError(str(path), f"a line that is not a call ({type(exc).__name__}: {str(exc)[:80]})",
@@ -152,35 +144,35 @@ def _transcripts_state(path: Path) -> tuple[set[str], set[str], int]:
     merged: set[str] = set()
     last = 0
     if path.is_file():
-        for line in _whole_lines(path):
-            if line.startswith('{"h":"'):
-                texts.add(line[6:22])
+        for _, raw in whole_lines(path):
+            if (h := text_hash(raw)) is not None:
+                texts.add(h)
                 continue
-            rec = _call_line(path, line)
+            rec = _call_line(path, raw)
             last = max(last, int(rec["call"]))
             if isinstance(rec.get("shard"), str):
                 merged.add(rec["shard"])
     return texts, merged, last
 
 
-def _renumbered(segment: Path, offset: int, texts: set[str], added: list[int]) -> Iterator[str]:
+def _renumbered(segment: Path, offset: int, texts: set[str]) -> Generator[str, None, int]:
     """One segment's lines for the run's file: texts not there yet, calls numbered after `offset` (their `after`
-    and `reask_of` too) and marked with the segment's name; appends the segment's last number to `added`."""
+    and `reask_of` too) and marked with the segment's name; returns the segment's last call number."""
     top = 0
-    for line in _whole_lines(segment):
-        if line.startswith('{"h":"'):
-            if line[6:22] not in texts:
-                texts.add(line[6:22])
-                yield line
+    for _, raw in whole_lines(segment):
+        if (h := text_hash(raw)) is not None:
+            if h not in texts:
+                texts.add(h)
+                yield raw.decode("utf-8", "surrogatepass")
             continue
-        rec = _call_line(segment, line)
+        rec = _call_line(segment, raw)
         top = max(top, int(rec["call"]))
         for key in ("call", "after", "reask_of"):
             if isinstance(rec.get(key), int):
                 rec[key] += offset
         rec["shard"] = segment.stem
         yield json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
-    added.append(top)
+    return top
 
 
 def merge_transcripts(out: Path) -> int:
@@ -194,13 +186,13 @@ def merge_transcripts(out: Path) -> int:
     target = calls_path(Path(out))
     texts, merged, last = _transcripts_state(target)
     fresh = [p for p in parts if p.stem not in merged]
-    tops: list[int] = []
 
     def lines() -> Iterator[str]:
         if target.is_file():
-            yield from _whole_lines(target)
+            yield from (raw.decode("utf-8", "surrogatepass") for _, raw in whole_lines(target))
+        offset = last
         for part in fresh:
-            yield from _renumbered(part, last + sum(tops), texts, tops)
+            offset += yield from _renumbered(part, offset, texts)
 
     if fresh:
         rundir.write_lines(target, lines(), fsync=True, errors="surrogatepass")

@@ -27,7 +27,7 @@ from typing import IO, Any
 from rubric_engine.models.events import CallEvent
 from rubric_engine.models.redact import redact
 from rubric_engine.store.layout import close_naming_full_disk, naming_full_disk, open_nofollow
-from rubric_engine.store.transcripts import SHORT_TEXT, WHERE, calls_path, digest
+from rubric_engine.store.transcripts import SHORT_TEXT, WHERE, calls_path, digest, text_hash, whole_lines
 
 __all__ = ["TranscriptWriter"]
 
@@ -122,16 +122,13 @@ class TranscriptWriter:
         if not self.path.is_file():
             return
         good = 0
-        with self.path.open("rb") as fh:
-            for raw in fh:
-                if not raw.endswith(b"\n"):
-                    break
-                good += len(raw)
-                if raw.startswith(b'{"h":"'):
-                    self._seen.add(raw[6:22].decode("ascii"))
-                elif raw.startswith(b'{"call":'):
-                    number = raw[8:raw.index(b",")]
-                    self._next = max(self._next, int(number) + 1)
+        for offset, raw in whole_lines(self.path):
+            good = offset + len(raw)
+            if (h := text_hash(raw)) is not None:
+                self._seen.add(h)
+            elif raw.startswith(b'{"call":'):
+                number = raw[8:raw.index(b",")]
+                self._next = max(self._next, int(number) + 1)
         if good != self.path.stat().st_size:
             with self.path.open("r+b") as fh:
                 fh.truncate(good)

@@ -27,6 +27,7 @@ from typing import Any
 from rubric_engine.errors import DataError
 
 __all__ = ["TRANSCRIPTS_DIR", "CALLS_FILE", "Call", "Retry", "Transcripts", "calls_path", "digest", "read_calls",
+           "whole_lines", "text_hash",
            "content_text", "SHORT_TEXT", "WHERE"]
 
 TRANSCRIPTS_DIR = "transcripts"
@@ -96,7 +97,7 @@ class Call:
         return [m for own in reversed(chain) for m in own]
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def whole_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """(byte offset, raw line) of every complete line (an incomplete last line, left by a killed run, is skipped)."""
     offset = 0
     with path.open("rb") as fh:
@@ -105,6 +106,11 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
                 return  # the last line, cut off mid-write
             yield offset, raw
             offset += len(raw)
+
+
+def text_hash(raw: bytes) -> str | None:
+    """A text line's HASH, read without parsing the line; None for a call line."""
+    return raw[6:22].decode("ascii", "replace") if raw.startswith(b'{"h":"') else None
 
 
 def _load(path: Path, raw: bytes) -> dict[str, Any]:
@@ -178,9 +184,9 @@ class Transcripts:
         self._texts: dict[str, int] = {}
         if not self.path.is_file():
             return
-        for offset, raw in _lines(self.path):
-            if raw.startswith(b'{"h":"'):
-                self._texts[raw[6:22].decode("ascii", "replace")] = offset
+        for offset, raw in whole_lines(self.path):
+            if (h := text_hash(raw)) is not None:
+                self._texts[h] = offset
             else:
                 rec = _load(self.path, raw)
                 if "call" in rec:
