@@ -32,6 +32,9 @@ when each run ended, added with this table):
        100     3.2     4.0      268            0.06        0.02       0.16   0.9
       1000    12.4    12.5      276            0.65        0.20       0.24   1.0
       3000    60.7    56.2      294            1.96        0.59       0.24   1.1   (61.8 s / 56.9 s in a second run)
+    another two-core machine (its 1-turn run 3.7 s), 2026-11-28, with LiteLLM's floor (below) beside each
+      1000    15.1    15.0      276            0.65        0.20       0.24   1.6   (floor 15.4 s wall, 14.4 s CPU)
+      3000    80.8    73.7      294            1.96        0.59       0.24   1.2   (floor 76.7 s wall, 68.5 s CPU)
 
 (An earlier round, at load average 16: 35.7, 157.2 and 610.0 s wall for 100, 1,000 and 3,000 turns.) Memory and
 every file are linear (before that round: 1,500 turns took 2 GB, a 243 MB report.html and 102 MB of transcripts).
@@ -54,7 +57,13 @@ a request, us per message per request; docs/operations.md, "Size limits and long
     the engine: outgoing redaction (continued likewise; 0.12 looked
       up, ~15 with the environment re-read per message)              0.054
 
-    python bench/bench_turns.py [--turns 100,1000,3000]
+    python bench/bench_turns.py [--turns 100,1000,3000] [--floor 1]
+
+LiteLLM's floor (`--floor 1`, the default): each T's candidate requests are also sent by a bare
+`litellm.acompletion` loop in a process of its own (LiteLLM imported and configured as the engine does it; no
+Hydra, no judge, no cache, no files), and its time and CPU are printed beside the engine's whole run. What is
+left between the two is the engine's; a floor over the goal says the goal cannot be met while every call goes
+through LiteLLM.
 
 The candidate's request at turn k necessarily holds the k - 1 turns before it (a chat API is stateless), so the
 bytes sent grow as T^2 / 2: that part is the protocol's. Everything the engine keeps or writes (transcripts, the
@@ -71,7 +80,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import EXE, ServerProcess, options, run_engine, served  # noqa: E402
+from _common import EXE, KEY_ENV, ServerProcess, options, run_engine, served  # noqa: E402
 
 SPEC = """name: bench_turns
 data:
@@ -105,15 +114,49 @@ def _reply(body: dict[str, Any]) -> Any:
     return Reply(text=f"Reply {k}: that is a fair point, and here is a short answer to it.", usage=(20, 15))
 
 
+def _turn(i: int) -> str:
+    return f"Message {i}: please tell me one more thing about the topic."
+
+
 def write_spec(root: Path, turns: int) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "benchmark.yaml").write_text(SPEC, encoding="utf-8")
     (root / "system.j2").write_text("You are a helpful assistant. Answer briefly.\n", encoding="utf-8")
     (root / "judge.j2").write_text(JUDGE, encoding="utf-8")
-    row = {"id": "long", "turns": [f"Message {i}: please tell me one more thing about the topic." for i in range(turns)],
+    row = {"id": "long", "turns": [_turn(i) for i in range(turns)],
            "checks": [{"text": "Answers every message.", "points": 1}]}
     (root / "rows.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
     return root
+
+
+def floor_loop(url: str, turns: int) -> None:
+    """The same conversation's candidate requests sent by `litellm.acompletion` alone (LiteLLM imported and
+    configured as the engine does it, models/litellm_runtime.py), one after the other, each reply appended:
+    what the protocol and LiteLLM cost with no engine around them. Run in a process of its own (`--floor`)."""
+    import asyncio  # noqa: PLC0415
+
+    from rubric_engine.models.litellm_runtime import RUNTIME  # noqa: PLC0415
+
+    litellm = RUNTIME.module()
+
+    async def converse() -> None:
+        messages = [{"role": "system", "content": "You are a helpful assistant. Answer briefly."}]
+        for i in range(turns):
+            messages.append({"role": "user", "content": _turn(i)})
+            reply = await litellm.acompletion(model="openai/cand", api_base=url, api_key=os.environ[KEY_ENV],
+                                              messages=list(messages), max_retries=0)
+            messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+
+    asyncio.run(converse())
+
+
+def measure_floor(turns: int, srv: ServerProcess) -> dict[str, float]:
+    """The floor loop's process for `turns` turns; the server must have seen exactly one request a turn."""
+    before = srv.stats()[0]
+    got = run_engine([sys.executable, __file__, "--floor", srv.url, str(turns)])
+    if (seen := srv.stats()[0] - before) != turns:
+        raise SystemExit(f"the floor loop sent {seen} requests for {turns} turns")
+    return got
 
 
 def measure(turns: int, url: str, tmp: Path) -> dict[str, float]:
@@ -129,11 +172,12 @@ def measure(turns: int, url: str, tmp: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = options(__doc__, argv, turns="100,1000,3000")
+    args = options(__doc__, argv, turns="100,1000,3000", floor=1)
     counts = sorted(int(t) for t in args.turns.split(","))
     with tempfile.TemporaryDirectory() as tmp, ServerProcess(0.0, _reply, keep_bodies=False) as srv:
         base = measure(1, srv.url, Path(tmp))  # the fixed cost of a run: start-up, imports, one call
         rows = [(t, measure(t, srv.url, Path(tmp))) for t in counts]
+        floors = {t: measure_floor(t, srv) for t in counts} if args.floor else {}
     t0, m0 = counts[0], rows[0][1]
     grow_wall, grow_rss = (m0["wall"] - base["wall"]) / t0, (m0["rss_mb"] - base["rss_mb"]) / t0
     print(f"fixed cost (1 turn): {base['wall']:.1f} s, {base['cpu']:.1f} s CPU, {base['rss_mb']:.0f} MB; "
@@ -151,10 +195,23 @@ def main(argv: list[str] | None = None) -> None:
               f"{m['cpu'] / ic:>6.2f} {m['rss_mb']:>8.0f} {im:>9.0f} {m['rss_mb'] / im:>6.2f} "
               f"{m['calls.jsonl_mb']:>15.2f} {m['samples.jsonl_mb']:>11.2f} {m['report.html_mb']:>10.2f} "
               f"{m['load']:>5.1f}")
+    if floors:
+        print("LiteLLM's floor: the same candidate requests from a bare litellm.acompletion loop (its own process, "
+              "LiteLLM's import included; no judge, no files), beside the engine's whole run")
+        print(f"{'turns':>6} {'floor s':>8} {'engine s':>9} {'ratio':>6} {'floor CPU':>10} {'engine CPU':>11} "
+              f"{'ratio':>6}")
+        for t, m in rows:
+            f = floors[t]
+            print(f"{t:>6} {f['wall']:>8.1f} {m['wall']:>9.1f} {m['wall'] / f['wall']:>6.2f} {f['cpu']:>10.1f} "
+                  f"{m['cpu']:>11.1f} {m['cpu'] / f['cpu']:>6.2f}")
     worst = rows[-1][1]
     print(f"goal for 3,000 turns: under 60 s and 500 MB; the largest run here: {counts[-1]} turns, "
-          f"{worst['wall']:.1f} s, {worst['rss_mb']:.0f} MB")
+          f"{worst['wall']:.1f} s, {worst['rss_mb']:.0f} MB"
+          + (f"; LiteLLM's floor for it: {floors[counts[-1]]['wall']:.1f} s" if floors else ""))
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--floor"]:
+        floor_loop(sys.argv[2], int(sys.argv[3]))
+    else:
+        main()
