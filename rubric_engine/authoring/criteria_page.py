@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 from html import escape
 from typing import Any
 
+from rubric_engine.text.pagefonts import PAGE_FONTS
+
 __all__ = ["render_criteria_page"]
 
 FontFace = Callable[[str], "tuple[str, str]"]
 
 CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI","rubric-engine CJK","Noto Sans","PingFang SC","Microsoft YaHei",
-"Noto Sans CJK SC",sans-serif;margin:0;background:#f6f7f9;color:#1d2330;line-height:1.5}
+body{font-family:__PAGE_FONTS__;margin:0;background:#f6f7f9;color:#1d2330;line-height:1.5}
 header{position:sticky;top:0;background:#fff;border-bottom:1px solid #d8dce3;padding:.6em 1em;z-index:1}
 main{max-width:60em;margin:0 auto;padding:1em}
 section{background:#fff;border:1px solid #d8dce3;border-radius:6px;padding:1em;margin-bottom:1.2em}
@@ -32,7 +33,7 @@ textarea{width:100%;box-sizing:border-box;font:inherit}
 button.on[data-v=accept]{background:#2e7d32;color:#fff}
 button.on[data-v=edit]{background:#1d4ed8;color:#fff}
 button.on[data-v=reject]{background:#c62828;color:#fff}
-"""
+""".replace("__PAGE_FONTS__", PAGE_FONTS)
 
 SCRIPT = """
 (function(){

@@ -24,10 +24,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CJK_FAMILY", "EMBED_FAMILY", "cjk_font", "cjk_chars", "font_face_css", "font_face_head", "chart_fonts"]
+from rubric_engine.text.pagefonts import EMBED_FAMILY, MONO_FONTS
+
+__all__ = ["CJK_FAMILY", "EMBED_FAMILY", "cjk_font", "cjk_chars", "font_face_css", "font_face_head", "chart_fonts",
+           "unicode_range"]
 
 CJK_FAMILY = "Noto Sans CJK SC"  # the face taken from the collection (Simplified Chinese glyph forms)
-EMBED_FAMILY = "rubric-engine CJK"  # the page's own name for the embedded subset: never a system font
 _FIRST_CJK = 0x2E80  # CJK radicals onwards: CJK punctuation, kana, ideographs, Hangul, full-width forms
 
 
@@ -58,44 +60,60 @@ def font_face_css(text: str) -> tuple[str, str]:
     """(@font-face rule, note) for a page whose text is `text`: the rule embeds the subset of the CJK face
     covering the page's CJK characters ('' when it has none); the note is '' unless the page has CJK text the
     engine cannot embed (font package missing)."""
+    css, note, _first = _face(text)
+    return css, note
+
+
+def _face(text: str) -> tuple[str, str, int]:
+    """font_face_css's (rule, note) and the page's first CJK code point (0 when it has none)."""
     wanted = cjk_chars(text)
     if not wanted:
-        return "", ""
+        return "", "", 0
     found = cjk_font()
     if found is None:
         return "", ("This page has Chinese, Japanese or Korean text but the font package noto-cjk-sans-otc is not "
                     "installed, so it relies on the fonts of the machine that opens it (boxes where there are none); "
-                    "pip install noto-cjk-sans-otc and rebuild the page to embed one.")
+                    "pip install noto-cjk-sans-otc and rebuild the page to embed one."), wanted[0]
     data, kind = _subset(found, tuple(wanted))
     b64 = base64.b64encode(data).decode("ascii")
     return (f'@font-face{{font-family:"{EMBED_FAMILY}";font-style:normal;font-weight:400;'
+            f'unicode-range:{unicode_range(wanted)};'
             f'src:url(data:font/{kind};base64,{b64}) format("{"woff2" if kind == "woff2" else "opentype"}")}}'
-            + _LOAD_NOW.format(family=EMBED_FAMILY, char=f"\\{wanted[0]:x}"), "")
+            + _LOAD_NOW.format(family=EMBED_FAMILY, char=f"\\{wanted[0]:x}", mono=MONO_FONTS), "", wanted[0])
+
+
+def unicode_range(codepoints: list[int]) -> str:
+    """A CSS unicode-range of exactly these sorted code points, consecutive ones as one span: 'U+4E00-4E02,U+6C34'."""
+    spans: list[list[int]] = []
+    for c in codepoints:
+        if spans and c == spans[-1][1] + 1:
+            spans[-1][1] = c
+        else:
+            spans.append([c, c])
+    return ",".join(f"U+{a:X}" if a == b else f"U+{a:X}-{b:X}" for a, b in spans)
 
 
 def font_face_head(text: str) -> tuple[str, str]:
     """(what a page's <head> holds for its CJK text: font_face_css's rule in a <style> and the re-layout
     script below, or ''; the note of font_face_css). Every page a person reads uses this one."""
-    css, note = font_face_css(text)
-    return (f"<style>{css}</style><script>{_RELAYOUT.format(family=EMBED_FAMILY)}</script>" if css else ""), note
+    css, note, first = _face(text)
+    script = _RELAYOUT.format(family=EMBED_FAMILY, char=f"\\u{{{first:x}}}")
+    return (f"<style>{css}</style><script>{script}</script>" if css else ""), note
 
 
-# Chromium shapes a text that needs a web font still on its way in a fallback font, and a text shaped in that
-# race may keep the fallback (boxes, on a machine without CJK fonts) after the face has loaded: seen on a cold
-# start as one or two elements in boxes while the same characters elsewhere render. Two remedies:
+# The face leads every page's font list and covers exactly the page's CJK characters (text/pagefonts.py says why
+# it must lead). Two more remedies for a face that arrives late, from when it was listed after the system fonts:
 # - A browser loads a web font only when a laid-out text needs it; a page whose Chinese all sits in closed
-#   <details> (report.html's drill-down) loaded the face only when one was opened, so the first texts opened
-#   (the first question's first turn and first criterion label) were the ones shaped in the race. An
-#   invisible character in the face, laid out with the page, loads it at once.
-# - Text visible at load (a Chinese model name) is shaped in the race anyway: once the face has loaded the
-#   body is laid out afresh, which shapes every text again with the face (a script; without scripts the
-#   first remedy still holds).
-# Monospace elements (a provenance command line with a Chinese name) list the face after their own fonts.
+#   <details> (report.html's drill-down) would load the face only when one is opened. An invisible character in
+#   the face, laid out with the page, loads it at once, so an opened question never waits for it.
+# - Once the face has loaded the body is laid out afresh (a script), which shapes every text again.
 _LOAD_NOW = ('body::before{{content:"{char}";font-family:"{family}";position:absolute;visibility:hidden;'
              'width:0;height:0;overflow:hidden;pointer-events:none}}'
-             'code,kbd,samp{{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace,'
-             '"{family}"}}')
-_RELAYOUT = ('(function(){{var f=document.fonts;if(!f||!f.load)return;f.load(\'1em "{family}"\').then(function(l){{'
+             'code,kbd,samp{{font-family:{mono}}}')
+# (FontFaceSet.load's text names a character of the face's unicode-range: without one it asks for a space, which
+# matches no face of the range.)
+_RELAYOUT = ('(function(){{var f=document.fonts;if(!f||!f.load)return;f.load(\'1em "{family}"\',\'{char}\')'
+             '.then(function(l){{'
              'var b=document.body;if(!l.length||!b)return;b.style.display="none";void b.offsetHeight;'
              'b.style.display="";}});}})();')
 

@@ -34,6 +34,7 @@ from rubric_engine.scoring.aggregate import ability_ids
 from rubric_engine.shapes.base import Shape
 from rubric_engine.shapes.registry import stored_shape
 from rubric_engine.store import layout as rundir
+from rubric_engine.text.pagefonts import PAGE_FONTS
 
 if TYPE_CHECKING:
     from rubric_engine.results.leaderboard import Leaderboard, Row
@@ -41,8 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["render_html", "write_html"]
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"rubric-engine CJK","Noto Sans CJK SC","Source Han Sans SC","PingFang SC",
-"Hiragino Sans GB","Microsoft YaHei","Noto Sans",sans-serif;margin:24px auto;max-width:1200px;
+body{font-family:__PAGE_FONTS__;margin:24px auto;max-width:1200px;
 color:#1d1d1f;line-height:1.4;padding:0 16px}
 h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:4px}
 table{border-collapse:collapse;margin:8px 0;font-size:0.9em}
@@ -57,7 +57,7 @@ details.q{margin-left:16px;border:1px solid #e4e4e4;padding:4px 8px;border-radiu
 pre{font-family:inherit;white-space:pre-wrap;word-break:break-word;background:#f7f7f9;padding:8px;border-radius:4px}
 .hit{color:#0a6b0a;font-weight:600}.bad{color:#b00000;font-weight:600}.miss{color:#777}
 img{max-width:100%;height:auto;border:1px solid #eee}
-"""
+""".replace("__PAGE_FONTS__", PAGE_FONTS)
 
 
 def _e(x: Any) -> str:

@@ -22,14 +22,14 @@ from urllib.parse import quote
 from rubric_engine.report.fonts import font_face_head
 from rubric_engine.results.leaderboard import fmt
 from rubric_engine.results.runindex import STATES, RunEntry
+from rubric_engine.text.pagefonts import PAGE_FONTS
 
 __all__ = ["render_index", "relative_link"]
 
 Link = Callable[[Path], str]  # a report.html on disk -> the href the page uses for it
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"rubric-engine CJK","Noto Sans CJK SC","Source Han Sans SC","PingFang SC",
-"Microsoft YaHei","Noto Sans",sans-serif;margin:24px auto;max-width:1280px;color:#1d1d1f;line-height:1.4;padding:0 12px}
+body{font-family:__PAGE_FONTS__;margin:24px auto;max-width:1280px;color:#1d1d1f;line-height:1.4;padding:0 12px}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:4px;
 overflow-wrap:anywhere}
 .tw{overflow-x:auto;max-width:100%}
@@ -49,7 +49,7 @@ scroll-margin-top:64px}
 #compare-table th{max-width:18em;white-space:normal;overflow-wrap:anywhere}
 #compare.on{display:block}
 tr.hide,section.hide{display:none}
-"""
+""".replace("__PAGE_FONTS__", PAGE_FONTS)
 
 _SCRIPT = r"""
 (function(){

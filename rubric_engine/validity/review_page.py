@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from rubric_engine.text.pagefonts import PAGE_FONTS
+
 __all__ = ["ReviewQuestion", "ReviewCriterion", "render_review_page", "FontFace"]
 
 FontFace = Callable[[str], "tuple[str, str]"]  # page text -> (what <head> holds for its CJK glyphs, note if none)
@@ -36,12 +38,8 @@ class ReviewQuestion:
     criteria: Sequence[ReviewCriterion]
 
 
-FONTS = ('system-ui, -apple-system, "Segoe UI", Roboto, "rubric-engine CJK", "Noto Sans", "Helvetica Neue", Arial, '
-         '"PingFang SC", "Hiragino Sans GB", "Microsoft YaHei", "Noto Sans CJK SC", "Source Han Sans SC", '
-         '"WenQuanYi Micro Hei", sans-serif')
-
 CSS = """
-body{font-family:%s;margin:0;background:#f6f7f9;color:#1d2330;line-height:1.5}
+body{font-family:__PAGE_FONTS__;margin:0;background:#f6f7f9;color:#1d2330;line-height:1.5}
 header{position:sticky;top:0;background:#fff;border-bottom:1px solid #d8dce3;padding:.6em 1em;z-index:1}
 header h1{font-size:1.1em;margin:0 0 .3em}
 .bar{display:flex;gap:1em;flex-wrap:wrap;align-items:center}
@@ -60,10 +58,10 @@ button{font:inherit;padding:.2em .8em;margin-right:.3em;border:1px solid #9aa3b2
 button.on[data-v=met]{background:#2e7d32;color:#fff}
 button.on[data-v=not_met]{background:#c62828;color:#fff}
 button.on[data-v=unsure]{background:#6d6d6d;color:#fff}
-input.note{width:100%%;box-sizing:border-box;margin-top:.3em;font:inherit}
+input.note{width:100%;box-sizing:border-box;margin-top:.3em;font:inherit}
 #save{background:#1d4ed8;color:#fff}
 .muted{color:#666;font-size:.9em}
-""" % FONTS
+""".replace("__PAGE_FONTS__", PAGE_FONTS)
 
 SCRIPT = """
 (function(){

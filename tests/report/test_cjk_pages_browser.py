@@ -68,6 +68,9 @@ def drawn_without_the_face(drv: Any, page: Path) -> tuple[int, list[tuple[list[s
 
 @pytest.mark.parametrize("name", ["report", "review", "runs"])
 def test_every_chinese_text_is_drawn_in_the_embedded_face(pages: dict[str, Path], driver, name: str) -> None:  # noqa: F811
-    n, bad = drawn_without_the_face(driver, pages[name])
-    assert n >= (1 if name == "runs" else 10), n  # the page does hold Chinese: the check is not vacuous
-    assert bad == [], json.dumps(bad, ensure_ascii=False)
+    """Three fresh loads of each page: with the face listed after the system fonts, about one load in seven (under
+    load) drew the first Chinese text visible at load in a system font."""
+    for _ in range(3):
+        n, bad = drawn_without_the_face(driver, pages[name])
+        assert n >= (1 if name == "runs" else 10), n  # the page does hold Chinese: the check is not vacuous
+        assert bad == [], json.dumps(bad, ensure_ascii=False)

@@ -128,6 +128,39 @@ def test_page_embeds_a_font_covering_its_chinese(cjk_run: dict[str, Any]) -> Non
     assert "url(" not in html_text.replace("url(data:font/", "")  # the font is the only url(), and it is data
 
 
+def test_the_face_covers_exactly_the_pages_cjk_characters(cjk_run: dict[str, Any]) -> None:
+    """The face's unicode-range is the page's CJK characters, no more: with the face first in the font list, every
+    other character goes straight past it to the system fonts."""
+    html_text = (cjk_run["dir"] / "report.html").read_text(encoding="utf-8")
+    m = re.search(r'@font-face\{font-family:"rubric-engine CJK";[^}]*unicode-range:([^;]+);', html_text)
+    assert m, "the face declares no unicode-range"
+    declared: set[int] = set()
+    for span in m.group(1).split(","):
+        lo, _, hi = span.removeprefix("U+").partition("-")
+        declared |= set(range(int(lo, 16), int(hi or lo, 16) + 1))
+    assert declared == {ord(c) for c in html_text if ord(c) >= 0x2E80}
+
+
+def test_unicode_range_joins_consecutive_code_points() -> None:
+    from rubric_engine.report.fonts import unicode_range
+
+    assert unicode_range([0x4E00, 0x4E01, 0x4E02, 0x6C34]) == "U+4E00-4E02,U+6C34"
+    assert unicode_range([0x6C34]) == "U+6C34"
+    assert unicode_range([0x3000, 0x3002, 0x3003, 0x20000]) == "U+3000,U+3002-3003,U+20000"
+
+
+def test_every_page_a_person_reads_leads_with_the_face() -> None:
+    """report.html, runs.html, the raters' review.html and the criteria page: the embedded face is the first family
+    of the body's font list (text/pagefonts.py says why a face listed after the system fonts drew boxes)."""
+    from rubric_engine.authoring import criteria_page
+    from rubric_engine.report import html_page, index_page
+    from rubric_engine.validity import review_page
+
+    for css in (html_page._CSS, index_page._CSS, review_page.CSS, criteria_page.CSS):  # noqa: SLF001
+        body = re.search(r"body\{font-family:([^;]+);", css)
+        assert body and body.group(1).startswith('"rubric-engine CJK",system-ui,'), css[:120]
+
+
 def test_charts_of_the_run_draw_chinese_without_missing_glyphs(cjk_run: dict[str, Any], tmp_path: Path) -> None:
     """The leaderboard rebuilt by the console script: charts with the Chinese candidate name, and matplotlib
     (which warns 'Glyph ... missing from font(s)') found every glyph."""
@@ -200,7 +233,7 @@ def test_chinese_renders_in_chromium(cjk_run: dict[str, Any], driver, width: int
     assert driver.execute_script("return window.PWNED === undefined")  # the reply's script stayed text
     got = driver.execute_async_script(_GLYPHS)
     assert got["loaded"] >= 1 and got["status"] == "loaded", got  # the embedded face is the one in use
-    assert got["family"].startswith("system-ui") and "rubric-engine CJK" in got["family"]
+    assert got["family"].startswith('"rubric-engine CJK", system-ui'), got["family"]  # the face leads the list
     # two different characters drawn in the page's font differ, and neither is the missing-glyph box
     assert got["a"] != got["b"] and got["box"] not in (got["a"], got["b"])
     if not _system_has_cjk_font():  # here the check is not vacuous: without the embedded font, boxes

@@ -78,7 +78,7 @@ def test_drilldown_shows_dialogue_and_hostile_text_stays_text(report: Path) -> N
     assert not [1 for _, n, _v in page.attrs if n.startswith("on")]  # no event handler attribute anywhere
     fonts = "@font-face" in report.read_text(encoding="utf-8")  # with CJK text: the font's re-layout script too
     assert page.tags.count("script") == 1 + fonts  # the report's own, nothing from a reply
-    assert 'font-family:system-ui' in report.read_text(encoding="utf-8")
+    assert 'font-family:"rubric-engine CJK",system-ui' in report.read_text(encoding="utf-8")
     assert '"Noto Sans CJK SC"' in report.read_text(encoding="utf-8")
 
 
